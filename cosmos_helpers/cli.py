@@ -1,0 +1,73 @@
+"""``cosmos-helpers``: generate, serve, transfer, benchmark, run the cookbooks, build the tiny model.
+
+Each command's options live beside the code it drives (``add_arguments(parser)`` + ``run(args)``), so
+this module only routes. Heavy imports happen inside the commands: ``--help`` answers instantly.
+Errors are one readable line and a non-zero exit code; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+# command -> (module with add_arguments/run, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "generate": ("cosmos_helpers.commands.generate", "generate one image or video and save it with a manifest"),
+    "run-cookbooks": ("cosmos_helpers.commands.cookbooks", "execute every cookbook with papermill into one folder"),
+    "tiny": ("cosmos_helpers.commands.tiny", "build (or locate) the embedded tiny Cosmos3 model"),
+    "serve": ("cosmos_helpers.server.cli", "start a local vLLM-Omni-compatible server"),
+    "transfer": ("cosmos_helpers.transfer.cli", "run a Cosmos Framework transfer spec on any backend"),
+    "bench": ("cosmos_helpers.bench", "compare backends' latency in one run"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cosmos-helpers",
+        description="Cosmos 3 cookbooks helper: generation, serving, transfer and benchmarks.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        command.set_defaults(_module=module)
+        _lazy_arguments(command, module)
+    return parser
+
+
+def _lazy_arguments(parser: argparse.ArgumentParser, module: str) -> None:
+    """Let each command module declare its options; modules must import nothing heavy at top level."""
+    try:
+        importlib.import_module(module).add_arguments(parser)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):
+            parser.description = (parser.description or "") + " (not available in this installation)"
+        else:
+            raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one readable line unless --debug
+        if args.debug:
+            raise
+        from .errors import CosmosHelpersError
+
+        kind = "error" if isinstance(exc, CosmosHelpersError) else type(exc).__name__
+        print(f"cosmos-helpers {args.command}: {kind}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,382 @@
+"""Reading and writing images, video and sound, atomically and without silent overwrites.
+
+Video goes through PyAV (FFmpeg's libraries): H.264 in yuv420p, which every browser plays, with AAC
+stereo at 48 kHz muxed in when there is sound. Every write goes to a temporary name in the target folder
+and is published with ``os.link`` (which refuses to clobber) or ``os.replace`` when overwriting was asked
+for, so a crash or a full disk never leaves a half-written final file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import tempfile
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from .errors import OutputExistsError, ValidationError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+VIDEO_SUFFIXES = (".mp4", ".mov", ".mkv", ".webm", ".avi", ".gif")
+
+
+# Atomic publishing ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def atomic_path(final: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a temporary path beside ``final``; publish it as ``final`` only if the block succeeds.
+
+    Without ``overwrite`` an existing ``final`` raises :class:`OutputExistsError` (checked before the work
+    and again at publish time, so a concurrent writer cannot be clobbered either).
+    """
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists() and not overwrite:
+        raise OutputExistsError(f"{final} already exists; pass overwrite=True or choose another name.")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial" + final.suffix, dir=final.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        if overwrite:
+            os.replace(tmp, final)
+        else:
+            try:
+                os.link(tmp, final)
+            except FileExistsError:
+                raise OutputExistsError(f"{final} appeared while writing; pass overwrite=True or choose another name.") from None
+            except OSError:
+                # Filesystems without hard links: fall back to a checked rename.
+                if final.exists():
+                    raise OutputExistsError(f"{final} already exists; pass overwrite=True or choose another name.") from None
+                os.replace(tmp, final)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def write_bytes_atomic(path: str | Path, data: bytes, *, overwrite: bool = False) -> Path:
+    with atomic_path(path, overwrite=overwrite) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+# Images ---------------------------------------------------------------------------------------------
+
+
+def load_image(source: Any):
+    """An RGB PIL image from a path, a PIL image or an ``HxWx3`` (or ``HxW``) array."""
+    from PIL import Image
+
+    if isinstance(source, (str, Path)):
+        with Image.open(source) as img:
+            return img.convert("RGB")
+    if isinstance(source, Image.Image):
+        return source.convert("RGB")
+    if isinstance(source, np.ndarray):
+        return Image.fromarray(to_uint8(source if source.ndim == 3 else source[..., None].repeat(3, -1)))
+    raise TypeError(f"cannot read an image from {type(source).__name__}")
+
+
+def check_image(source: Any, *, field: str = "image") -> None:
+    """Fail now, with the field named, if ``source`` cannot become an RGB image."""
+    from PIL import Image, UnidentifiedImageError
+
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.is_file():
+            raise ValidationError(field, f"image file {path} does not exist.", "check the path (relative paths are "
+                                  f"resolved from {Path.cwd()}).")
+        try:
+            with Image.open(path) as img:
+                img.verify()
+        except (UnidentifiedImageError, OSError, SyntaxError) as exc:
+            raise ValidationError(field, f"{path} is not a readable image ({exc}).",
+                                  "give a PNG, JPEG or WebP file.") from None
+        return
+    if isinstance(source, Image.Image):
+        return
+    if isinstance(source, np.ndarray):
+        if source.ndim == 3 and source.shape[-1] in (3, 4) or source.ndim == 2:
+            if min(source.shape[:2]) < 1:
+                raise ValidationError(field, f"the image array is empty ({source.shape}).", "pass an HxWx3 array.")
+            return
+        raise ValidationError(field, f"an image array must be HxWx3, got shape {source.shape}.",
+                              "pass an HxWx3 uint8 array (or a PIL image / file path).")
+    raise ValidationError(field, f"cannot use a {type(source).__name__} as an image.",
+                          "pass a file path, a PIL image or an HxWx3 uint8 array.")
+
+
+def write_png(path: str | Path, frame: np.ndarray, *, overwrite: bool = False) -> Path:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(to_uint8(frame)).save(buffer, format="PNG")
+    return write_bytes_atomic(path, buffer.getvalue(), overwrite=overwrite)
+
+
+def read_png(path: str | Path) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(path) as img:
+        return np.asarray(img.convert("RGB"))
+
+
+def to_uint8(array: np.ndarray) -> np.ndarray:
+    """Float frames in [0, 1] become uint8 the way diffusers' PIL output does (round half to even x 255)."""
+    array = np.asarray(array)
+    if array.dtype == np.uint8:
+        return array
+    if np.issubdtype(array.dtype, np.floating):
+        return np.clip(np.round(array * 255.0), 0, 255).astype(np.uint8)
+    return np.clip(array, 0, 255).astype(np.uint8)
+
+
+# Video ----------------------------------------------------------------------------------------------
+
+
+def check_video(source: Any, *, field: str = "video") -> None:
+    """Fail now if ``source`` is not a decodable video (path) or a ``TxHxWx3`` array."""
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.is_file():
+            raise ValidationError(field, f"video file {path} does not exist.",
+                                  f"check the path (relative paths are resolved from {Path.cwd()}).")
+        try:
+            probe_video(path)
+        except Exception as exc:  # PyAV raises many types for broken files
+            raise ValidationError(field, f"{path} is not a readable video ({exc}).",
+                                  "give an MP4 (H.264) or another FFmpeg-readable video.") from None
+        return
+    if isinstance(source, np.ndarray):
+        if source.ndim == 4 and source.shape[-1] == 3 and source.shape[0] >= 1:
+            return
+        raise ValidationError(field, f"a video array must be TxHxWx3, got shape {source.shape}.",
+                              "pass a TxHxWx3 uint8 array or a video file path.")
+    if isinstance(source, (list, tuple)) and source:
+        return
+    raise ValidationError(field, f"cannot use a {type(source).__name__} as a video.",
+                          "pass a file path, a list of PIL images or a TxHxWx3 uint8 array.")
+
+
+def probe_video(path: str | Path) -> dict[str, Any]:
+    """Frame count, fps, size and audio presence, decoding the first frame to prove it is readable."""
+    import av
+
+    with av.open(str(path)) as container:
+        if not container.streams.video:
+            raise ValueError("no video stream")
+        stream = container.streams.video[0]
+        first = next(container.decode(stream))
+        fps = float(stream.average_rate or stream.guessed_rate or 0) or None
+        frames = stream.frames or None
+        audio = container.streams.audio[0] if container.streams.audio else None
+        return {
+            "width": first.width, "height": first.height, "fps": fps, "frames": frames,
+            "audio_rate": audio.rate if audio else None, "audio_channels": audio.channels if audio else None,
+        }
+
+
+def load_video_frames(source: Any, *, max_frames: int | None = None) -> tuple[np.ndarray, float | None]:
+    """uint8 ``(T, H, W, 3)`` frames and the fps (``None`` for arrays) from a path, array or list of images."""
+    if isinstance(source, (str, Path)):
+        video = read_video(source, max_frames=max_frames)
+        return video.frames, video.fps
+    if isinstance(source, np.ndarray):
+        frames = to_uint8(source)
+    else:
+        frames = np.stack([np.asarray(load_image(item)) for item in source])
+    return (frames[:max_frames] if max_frames else frames), None
+
+
+class VideoData:
+    """Decoded video: frames ``(T,H,W,3)`` uint8, fps, and sound ``(C,N)`` float32 with its rate, if any."""
+
+    def __init__(self, frames: np.ndarray, fps: float, sound: np.ndarray | None, sample_rate: int | None) -> None:
+        self.frames = frames
+        self.fps = fps
+        self.sound = sound
+        self.sample_rate = sample_rate
+
+
+def read_video(path: str | Path, *, max_frames: int | None = None, with_audio: bool = False) -> VideoData:
+    import av
+
+    frames: list[np.ndarray] = []
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        fps = float(stream.average_rate or stream.guessed_rate or 24)
+        for frame in container.decode(stream):
+            frames.append(frame.to_ndarray(format="rgb24"))
+            if max_frames and len(frames) >= max_frames:
+                break
+    sound, rate = (read_audio(path) if with_audio else (None, None))
+    return VideoData(np.stack(frames), fps, sound, rate)
+
+
+def read_audio(path: str | Path) -> tuple[np.ndarray | None, int | None]:
+    """Decoded audio as float32 ``(channels, samples)`` and its sample rate, or ``(None, None)``."""
+    import av
+
+    with av.open(str(path)) as container:
+        if not container.streams.audio:
+            return None, None
+        stream = container.streams.audio[0]
+        chunks = []
+        for frame in container.decode(stream):
+            data = frame.to_ndarray()
+            if frame.format.is_planar:
+                chunks.append(data.astype(np.float32))
+            else:
+                chunks.append(data.reshape(-1, stream.channels).T.astype(np.float32))
+        return (np.concatenate(chunks, axis=1) if chunks else np.zeros((stream.channels, 0), np.float32)), stream.rate
+
+
+def write_mp4(
+    path: str | Path,
+    frames: np.ndarray,
+    fps: float,
+    *,
+    sound: np.ndarray | None = None,
+    sample_rate: int = 48_000,
+    crf: int = 18,
+    preset: str = "medium",
+    max_side: int | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Encode ``(T,H,W,3)`` frames as H.264 (+ AAC stereo when ``sound`` is ``(C,N)`` floats in [-1, 1]).
+
+    ``max_side`` downsizes (keeping aspect, even sizes) for browser previews.
+    """
+    frames = to_uint8(frames)
+    with atomic_path(path, overwrite=overwrite) as tmp:
+        _encode(tmp, frames, fps, sound, sample_rate, crf, preset, max_side)
+    return Path(path)
+
+
+def _encode(target: Path, frames: np.ndarray, fps: float, sound: np.ndarray | None, sample_rate: int,
+            crf: int, preset: str, max_side: int | None) -> None:
+    import av
+
+    height, width = frames.shape[1:3]
+    out_w, out_h = _even_size(width, height, max_side)
+    rate = Fraction(fps).limit_denominator(1001)
+    with av.open(str(target), mode="w", format="mp4") as container:
+        vstream = container.add_stream("libx264", rate=rate)
+        vstream.width, vstream.height = out_w, out_h
+        vstream.pix_fmt = "yuv420p"
+        vstream.options = {"crf": str(crf), "preset": preset}
+        astream = None
+        if sound is not None:
+            astream = container.add_stream("aac", rate=sample_rate)
+            astream.layout = "stereo"
+        for array in frames:
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(array), format="rgb24")
+            if (out_w, out_h) != (width, height):
+                frame = frame.reformat(width=out_w, height=out_h)
+            container.mux(vstream.encode(frame))
+        container.mux(vstream.encode())
+        if astream is not None:
+            _encode_audio(container, astream, sound, sample_rate)
+
+
+def _encode_audio(container, stream, sound: np.ndarray, sample_rate: int) -> None:
+    import av
+
+    audio = np.asarray(sound, dtype=np.float32)
+    if audio.ndim == 1:
+        audio = audio[None]
+    if audio.shape[0] == 1:
+        audio = np.repeat(audio, 2, axis=0)
+    audio = np.clip(audio[:2], -1.0, 1.0)
+    chunk = 1024
+    for start in range(0, audio.shape[1], chunk):
+        piece = np.ascontiguousarray(audio[:, start:start + chunk])
+        frame = av.AudioFrame.from_ndarray(piece, format="fltp", layout="stereo")
+        frame.sample_rate = sample_rate
+        frame.pts = start
+        frame.time_base = Fraction(1, sample_rate)
+        container.mux(stream.encode(frame))
+    container.mux(stream.encode())
+
+
+def _even_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
+    scale = 1.0 if not max_side or max(width, height) <= max_side else max_side / max(width, height)
+    out_w = max(2, int(round(width * scale / 2)) * 2)
+    out_h = max(2, int(round(height * scale / 2)) * 2)
+    return out_w, out_h
+
+
+# Provenance -----------------------------------------------------------------------------------------
+
+
+def describe_media(source: Any) -> dict[str, Any]:
+    """A JSON-safe description of a conditioning input: its path (if any) and a content hash."""
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        return {"path": str(path), "sha256": file_sha256(path) if path.is_file() else None}
+    if isinstance(source, np.ndarray):
+        return {"array": list(source.shape), "sha256": hashlib.sha256(np.ascontiguousarray(source).tobytes()).hexdigest()}
+    try:
+        array = np.asarray(load_image(source))
+    except TypeError:
+        array = load_video_frames(source)[0]
+    return {"array": list(array.shape), "sha256": hashlib.sha256(array.tobytes()).hexdigest()}
+
+
+def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def center_crop_to_aspect(image, width: int, height: int):
+    """Crop a PIL image to the target aspect (centre), keeping as many pixels as possible.
+
+    Servers that stretch an input to ``WxH`` then leave it undistorted.
+    """
+    src_w, src_h = image.size
+    target = width / height
+    if abs(src_w / src_h - target) < 1e-3:
+        return image
+    if src_w / src_h > target:
+        new_w = max(1, round(src_h * target))
+        left = (src_w - new_w) // 2
+        return image.crop((left, 0, left + new_w, src_h))
+    new_h = max(1, round(src_w / target))
+    top = (src_h - new_h) // 2
+    return image.crop((0, top, src_w, top + new_h))
+
+
+Writer = Callable[[Path], None]
+
+
+def cover_crop(frames: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Resize ``(T,H,W,3)`` frames so they cover ``width x height``, then centre-crop: no stretching.
+
+    This is the framework's resize-and-crop; diffusers' video preprocessing would otherwise stretch.
+    """
+    from PIL import Image
+
+    frames = to_uint8(frames)
+    src_h, src_w = frames.shape[1:3]
+    if (src_w, src_h) == (width, height):
+        return frames
+    scale = max(width / src_w, height / src_h)
+    new_w, new_h = max(width, round(src_w * scale)), max(height, round(src_h * scale))
+    left, top = (new_w - width) // 2, (new_h - height) // 2
+    out = np.empty((frames.shape[0], height, width, 3), np.uint8)
+    for index, frame in enumerate(frames):
+        resized = Image.fromarray(frame).resize((new_w, new_h), Image.BILINEAR)
+        out[index] = np.asarray(resized)[top:top + height, left:left + width]
+    return out

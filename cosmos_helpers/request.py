@@ -1,0 +1,400 @@
+"""``GenerationRequest``: one validated, backend-neutral description of a generation.
+
+Everything a backend needs is resolved here, at construction, from the profile and the caller's
+overrides, and every mistake is reported here, before a model loads or a request leaves the machine.
+Backends translate a request into their own wire format; the request knows nothing about them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, Mapping, Union
+
+import numpy as np
+
+from . import media
+from .errors import ValidationError
+from .presets import (
+    ASPECT_RATIOS,
+    DEFAULT_SEED,
+    PROFILES,
+    VIDEO_SIZES,
+    floor_to_4k1,
+    get_profile,
+    normalize_aspect,
+    normalize_tier,
+)
+from .prompts import Caption, PromptLike, compact, load_caption, parse_caption, with_metadata
+
+Mode = Literal["text2image", "text2video", "image2video", "video2video"]
+MODES: tuple[str, ...] = ("text2image", "text2video", "image2video", "video2video")
+MODE_ALIASES: Mapping[str, str] = {
+    "t2i": "text2image", "t2v": "text2video", "i2v": "image2video", "v2v": "video2video",
+    "text_to_image": "text2image", "text_to_video": "text2video",
+    "image_to_video": "image2video", "video_to_video": "video2video",
+}
+MediaLike = Union[str, Path, np.ndarray, Any]  # Any: a PIL image
+
+MAX_STEPS = 200
+MAX_GUIDANCE = 20.0
+MAX_FPS = 120.0
+MAX_SEED = 2**63 - 1
+
+
+@dataclass(frozen=True, eq=False)
+class GenerationRequest:
+    """What to generate, independent of where it runs.
+
+    Args:
+        mode: ``text2image``, ``text2video``, ``image2video`` or ``video2video`` (``t2i``/``t2v``/``i2v``/``v2v``).
+        prompt: plain text, a structured caption dict, or a ``.json``/``.txt`` file.
+        negative_prompt: same forms; ``None`` means empty.
+        profile: ``tiny`` (default, embedded model), ``nano`` or ``super``; supplies every default below.
+        tier / aspect_ratio: a resolution bucket (``"480"``, ``"16,9"``); or give ``width`` and ``height``.
+        num_frames: 1 for images, ``4k+1`` for video (the causal VAE's constraint).
+        fps: frame rate; it conditions the model (mRoPE, duration metadata), not only playback.
+        num_inference_steps, guidance_scale, flow_shift: sampling settings.
+        seed: always recorded; the default is fixed so reruns reproduce.
+        sound: generate a 48 kHz stereo soundtrack with the video.
+        image: the conditioning image of ``image2video`` (path, PIL image or HxWx3 array).
+        video: the conditioning video of ``video2video`` (path or TxHxWx3 array).
+        condition_frames / condition_video_keep: which latent frames of ``video`` stay clean, from which end.
+        add_resolution_template / add_duration_template: append the sentence templates to *plain-text*
+            prompts (JSON captions get the framework's metadata injection instead).
+        use_system_prompt: Cosmos3's built-in system prompt (diffusers' default).
+        guardrails: run the Cosmos guardrails; ``None`` takes the profile's choice.
+        model: override the profile's model (hub id, local folder or ``"tiny"``).
+    """
+
+    mode: str
+    prompt: PromptLike
+    negative_prompt: PromptLike | None = None
+    profile: str = "tiny"
+    tier: str | None = None
+    aspect_ratio: str | None = None
+    width: int | None = None
+    height: int | None = None
+    num_frames: int | None = None
+    fps: float | None = None
+    num_inference_steps: int | None = None
+    guidance_scale: float | None = None
+    flow_shift: float | None = None
+    seed: int = DEFAULT_SEED
+    sound: bool = False
+    image: MediaLike | None = None
+    video: MediaLike | None = None
+    condition_frames: tuple[int, ...] = (0, 1)
+    condition_video_keep: str = "first"
+    add_resolution_template: bool = True
+    add_duration_template: bool = True
+    use_system_prompt: bool = True
+    guardrails: bool | None = None
+    model: str | None = None
+    _caption: Caption = field(init=False, repr=False)
+    _negative: Caption = field(init=False, repr=False)
+    _inputs: dict = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        inputs = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        object.__setattr__(self, "_inputs", inputs)
+        _Resolver(self).resolve()
+
+    # Resolved, always-concrete views -------------------------------------------------------------
+
+    @property
+    def is_image(self) -> bool:
+        return self.mode == "text2image"
+
+    @property
+    def duration_s(self) -> float:
+        return 0.0 if self.is_image else self.num_frames / self.fps
+
+    @property
+    def caption(self) -> Caption:
+        """The prompt as loaded: a dict for structured captions, else text."""
+        return self._caption
+
+    @property
+    def negative_caption(self) -> Caption:
+        return self._negative
+
+    def prompt_text(self) -> str:
+        """The prompt exactly as a backend should send it (templates are applied by the backend flags)."""
+        return self._format(self._caption)
+
+    def negative_prompt_text(self) -> str:
+        return self._format(self._negative)
+
+    def _format(self, caption: Caption) -> str:
+        if isinstance(caption, dict):
+            return with_metadata(caption, width=self.width, height=self.height, num_frames=self.num_frames,
+                                 fps=self.fps, aspect_ratio=self.aspect_ratio)
+        return caption
+
+    @property
+    def templates_apply(self) -> bool:
+        """Sentence templates are for plain text; structured captions carry metadata instead."""
+        return not isinstance(self._caption, dict)
+
+    def conditioning_image(self):
+        """The conditioning image as an RGB PIL image (decoded on demand, validated at construction)."""
+        return None if self.image is None else media.load_image(self.image)
+
+    def conditioning_video(self) -> np.ndarray | None:
+        """The conditioning video as uint8 ``(T, H, W, 3)``."""
+        return None if self.video is None else media.load_video_frames(self.video)[0]
+
+    def replace(self, **changes: Any) -> "GenerationRequest":
+        """A new, re-validated request with some fields changed (like ``dataclasses.replace``)."""
+        values = dict(self._inputs)
+        values.update(changes)
+        return GenerationRequest(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe record of the resolved request (media as path + content hash) for manifests."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if not f.init:
+                continue
+            value = getattr(self, f.name)
+            if f.name in ("image", "video"):
+                value = None if value is None else media.describe_media(value)
+            elif f.name in ("prompt", "negative_prompt"):
+                continue
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        out["prompt"] = self.prompt_text()
+        out["negative_prompt"] = self.negative_prompt_text()
+        return out
+
+    def fingerprint(self) -> str:
+        """A stable hash of everything that changes the output; used to skip finished work on rerun."""
+        record = self.to_dict()
+        record.pop("guardrails", None)
+        blob = json.dumps(record, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def summary(self) -> str:
+        what = "image" if self.is_image else f"{self.num_frames} frames @ {self.fps:g} fps"
+        sound = " + sound" if self.sound else ""
+        return (f"{self.mode} {self.width}x{self.height}, {what}{sound}, {self.num_inference_steps} steps, "
+                f"guidance {self.guidance_scale:g}, shift {self.flow_shift:g}, seed {self.seed}, model {self.model}")
+
+
+class _Resolver:
+    """Fills in profile defaults and validates, field by field, in the order a person would check them."""
+
+    def __init__(self, request: GenerationRequest) -> None:
+        self.r = request
+
+    def set(self, name: str, value: Any) -> None:
+        object.__setattr__(self.r, name, value)
+
+    def resolve(self) -> None:
+        r = self.r
+        mode = _resolve_mode(r.mode)
+        self.set("mode", mode)
+        if not isinstance(r.profile, str) or r.profile.strip().lower() not in PROFILES:
+            raise ValidationError("profile", f"unknown profile {r.profile!r}.",
+                                  f"use one of {', '.join(PROFILES)}.")
+        profile = get_profile(r.profile)
+        self.set("profile", profile.name)
+        self.set("model", str(r.model) if r.model else profile.model)
+        self._resolve_prompts()
+        self._resolve_size(profile)
+        self._resolve_frames(profile)
+        self._resolve_sampling(profile)
+        self._resolve_media()
+        if r.guardrails is None:
+            self.set("guardrails", profile.guardrails)
+        elif not isinstance(r.guardrails, bool):
+            raise ValidationError("guardrails", f"expected True or False, got {r.guardrails!r}.",
+                                  "pass guardrails=True to run the Cosmos guardrails, False to skip them.")
+        for name in ("add_resolution_template", "add_duration_template", "use_system_prompt", "sound"):
+            if not isinstance(getattr(r, name), (bool, np.bool_)):
+                raise ValidationError(name, f"expected True or False, got {getattr(r, name)!r}.",
+                                      f"pass {name}=True or {name}=False.")
+            self.set(name, bool(getattr(r, name)))
+        if r.sound and mode == "text2image":
+            raise ValidationError("sound", "text2image produces a still image, which cannot carry sound.",
+                                  "use mode='text2video' (or image2video) with sound=True, or sound=False.")
+
+    def _resolve_prompts(self) -> None:
+        r = self.r
+        if r.prompt is None:
+            raise ValidationError("prompt", "no prompt given.", "pass the text, a caption dict or a .json file.")
+        caption = load_caption(r.prompt, field="prompt")
+        if isinstance(caption, str):
+            caption = parse_caption(caption)
+        if (isinstance(caption, str) and not caption.strip()) or (isinstance(caption, dict) and not caption):
+            raise ValidationError("prompt", "the prompt is empty.", "describe the scene to generate.")
+        negative: Caption = ""
+        if r.negative_prompt is not None:
+            negative = load_caption(r.negative_prompt, field="negative_prompt")
+            if isinstance(negative, str):
+                negative = parse_caption(negative)
+        # A negative caption is sent as compact JSON: metadata injection is for the positive prompt only.
+        object.__setattr__(r, "_caption", caption)
+        object.__setattr__(r, "_negative", compact(negative) if isinstance(negative, dict) else negative)
+
+    def _resolve_size(self, profile) -> None:
+        r = self.r
+        explicit = (r.width is not None, r.height is not None)
+        if any(explicit):
+            if not all(explicit):
+                missing = "height" if r.width is not None else "width"
+                raise ValidationError(missing, "width and height must be given together.",
+                                      f"also pass {missing}=..., or use tier=/aspect_ratio= instead.")
+            if r.tier is not None:
+                raise ValidationError("tier", "give either a tier or an explicit width x height, not both.",
+                                      "drop tier=, or drop width=/height=.")
+            for name in ("width", "height"):
+                value = getattr(r, name)
+                if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                    raise ValidationError(name, f"expected an integer number of pixels, got {value!r}.",
+                                          f"pass {name} as an int, e.g. 1280.")
+                if value < 16:
+                    raise ValidationError(name, f"{value} px is too small.", "use at least 16 px.")
+                if value % 16:
+                    lower, upper = value // 16 * 16, (value // 16 + 1) * 16
+                    raise ValidationError(name, f"{value} is not a multiple of 16 (the VAE's spatial stride).",
+                                          f"use {lower} or {upper}.")
+                self.set(name, int(value))
+            aspect = normalize_aspect(r.aspect_ratio) if r.aspect_ratio else _aspect_of(r.width, r.height)
+            self.set("aspect_ratio", aspect)
+            self.set("tier", None)
+            return
+        tier = normalize_tier(r.tier if r.tier is not None else profile.tier)
+        if tier not in VIDEO_SIZES:
+            raise ValidationError("tier", f"unknown resolution tier {r.tier!r}.",
+                                  f"use one of {', '.join(VIDEO_SIZES)} (or width=/height=).")
+        aspect = normalize_aspect(r.aspect_ratio if r.aspect_ratio is not None else profile.aspect_ratio)
+        if aspect not in ASPECT_RATIOS:
+            raise ValidationError("aspect_ratio", f"unknown aspect ratio {r.aspect_ratio!r}.",
+                                  f"use one of {', '.join(ASPECT_RATIOS)} (\"16:9\" is accepted too).")
+        width, height = VIDEO_SIZES[tier][aspect]
+        self.set("tier", tier)
+        self.set("aspect_ratio", aspect)
+        self.set("width", width)
+        self.set("height", height)
+
+    def _resolve_frames(self, profile) -> None:
+        r = self.r
+        if r.mode == "text2image":
+            if r.num_frames not in (None, 1):
+                raise ValidationError("num_frames", f"text2image makes one frame, got num_frames={r.num_frames}.",
+                                      "drop num_frames, or use mode='text2video'.")
+            self.set("num_frames", 1)
+        else:
+            frames = profile.num_frames if r.num_frames is None else r.num_frames
+            if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)):
+                raise ValidationError("num_frames", f"expected an integer, got {frames!r}.", "pass e.g. 17 or 189.")
+            if frames < 5:
+                raise ValidationError("num_frames", f"{frames} frames is not a video.",
+                                      "use 5 or more frames (4k+1: 5, 9, 17, ...), or mode='text2image'.")
+            if (frames - 1) % 4:
+                floored = floor_to_4k1(frames)
+                raise ValidationError(
+                    "num_frames", f"{frames} is not of the form 4k+1 (the causal VAE keeps 1 + 4k frames); "
+                    f"diffusers would silently make it {floored}.",
+                    f"use {floored} or {floored + 4}.")
+            self.set("num_frames", int(frames))
+        fps = profile.fps if r.fps is None else r.fps
+        if isinstance(fps, bool) or not isinstance(fps, (int, float, np.integer, np.floating)) or not math.isfinite(fps):
+            raise ValidationError("fps", f"expected a number, got {fps!r}.", "pass e.g. fps=24.")
+        if not 1 <= fps <= MAX_FPS:
+            raise ValidationError("fps", f"{fps} fps is out of range.", f"use 1 to {MAX_FPS:g} (Cosmos3 is trained at 10-30).")
+        self.set("fps", float(fps))
+
+    def _resolve_sampling(self, profile) -> None:
+        r = self.r
+        steps = profile.num_inference_steps if r.num_inference_steps is None else r.num_inference_steps
+        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not 1 <= steps <= MAX_STEPS:
+            raise ValidationError("num_inference_steps", f"{steps!r} is not an integer from 1 to {MAX_STEPS}.",
+                                  "use e.g. 35 (the Cosmos3 default) or fewer for a quick look.")
+        self.set("num_inference_steps", int(steps))
+        guidance = profile.guidance_scale if r.guidance_scale is None else r.guidance_scale
+        if not _is_number(guidance) or not 0 <= guidance <= MAX_GUIDANCE:
+            raise ValidationError("guidance_scale", f"{guidance!r} is outside 0..{MAX_GUIDANCE:g}.",
+                                  "use 6.0 (the Cosmos3 default); 1.0 turns classifier-free guidance off.")
+        self.set("guidance_scale", float(guidance))
+        shift = profile.flow_shift if r.flow_shift is None else r.flow_shift
+        if not _is_number(shift) or not 0 < shift <= 100:
+            raise ValidationError("flow_shift", f"{shift!r} must be a number above 0 (and at most 100).",
+                                  "use 10.0 (the Cosmos3 default for video); lower values keep more detail early.")
+        self.set("flow_shift", float(shift))
+        seed = r.seed
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
+            raise ValidationError("seed", f"{seed!r} is not an integer from 0 to 2**63-1.", "pass e.g. seed=0.")
+        self.set("seed", int(seed))
+
+    def _resolve_media(self) -> None:
+        r = self.r
+        mode = r.mode
+        if r.image is not None and r.video is not None:
+            raise ValidationError("image", "both image and video were given; Cosmos3 conditions on one.",
+                                  "pass image= for image2video or video= for video2video.")
+        if mode == "text2image" and r.image is not None:
+            raise ValidationError("image", "text2image takes no conditioning image.",
+                                  "use mode='image2video', or drop image=.")
+        if mode in ("text2image", "text2video") and r.video is not None:
+            raise ValidationError("video", f"{mode} takes no conditioning video.",
+                                  "use mode='video2video', or drop video=.")
+        if mode == "image2video":
+            if r.video is not None:
+                raise ValidationError("video", "image2video conditions on an image, not a video.",
+                                      "pass image=..., or use mode='video2video'.")
+            if r.image is None:
+                raise ValidationError("image", "image2video needs a conditioning image.",
+                                      "pass image= a path, a PIL image or an HxWx3 uint8 array.")
+            media.check_image(r.image, field="image")
+        if mode == "text2video" and r.image is not None:
+            raise ValidationError("image", "text2video takes no conditioning image.",
+                                  "use mode='image2video', or drop image=.")
+        if mode == "video2video":
+            if r.video is None:
+                raise ValidationError("video", "video2video needs a conditioning video.",
+                                      "pass video= a path or a TxHxWx3 uint8 array.")
+            media.check_video(r.video, field="video")
+        frames = r.condition_frames
+        if isinstance(frames, (int, np.integer)):
+            frames = (int(frames),)
+        if not isinstance(frames, (tuple, list)) or not frames or not all(
+                isinstance(i, (int, np.integer)) and not isinstance(i, bool) and i >= 0 for i in frames):
+            raise ValidationError("condition_frames", f"{r.condition_frames!r} is not a list of latent frame indexes.",
+                                  "pass e.g. (0, 1): the first two latent frames stay clean.")
+        latent_frames = (r.num_frames - 1) // 4 + 1
+        if mode == "video2video" and max(frames) >= latent_frames:
+            raise ValidationError("condition_frames", f"index {max(frames)} is past the {latent_frames} latent frames "
+                                  f"of a {r.num_frames}-frame video.", "use smaller indexes or more frames.")
+        object.__setattr__(r, "condition_frames", tuple(int(i) for i in frames))
+        if r.condition_video_keep not in ("first", "last"):
+            raise ValidationError("condition_video_keep", f"{r.condition_video_keep!r} is neither 'first' nor 'last'.",
+                                  "use 'first' (continue from the start of the clip) or 'last'.")
+
+
+def _resolve_mode(mode: str) -> str:
+    if not isinstance(mode, str):
+        raise ValidationError("mode", f"expected a mode name, got {mode!r}.", f"use one of {', '.join(MODES)}.")
+    key = mode.strip().lower().replace("-", "_")
+    key = MODE_ALIASES.get(key, key)
+    if key not in MODES:
+        raise ValidationError("mode", f"unknown mode {mode!r}.",
+                              f"use one of {', '.join(MODES)} (or t2i, t2v, i2v, v2v).")
+    return key
+
+
+def _is_number(value: Any) -> bool:
+    return (not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+            and math.isfinite(value))
+
+
+def _aspect_of(width: int, height: int) -> str:
+    from .presets import nearest_aspect
+
+    return nearest_aspect(width, height)

@@ -1,0 +1,193 @@
+"""``Generation``: what any backend returns, and how it is saved so that nothing is ever lost.
+
+``save()`` writes a PNG (images) or an H.264 MP4 with AAC sound muxed in (video), then a sidecar JSON
+manifest holding the resolved request, backend, model, seed, package versions and timings. Both writes
+are atomic and refuse to clobber. A rerun can ask :func:`find_saved` whether a finished output with the
+same request fingerprint is already there and skip the work.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import media
+from .errors import OutputExistsError
+from .presets import SOUND_SAMPLE_RATE
+from .request import GenerationRequest
+
+MANIFEST_SUFFIX = ".json"
+MANIFEST_SCHEMA = "cosmos-helpers/generation/v1"
+_VERSIONED_PACKAGES = ("cosmos-helpers", "diffusers", "transformers", "torch", "numpy", "av", "httpx")
+
+
+@dataclass
+class Generation:
+    """A finished generation.
+
+    ``frames`` is uint8 ``(T, H, W, 3)`` (``T == 1`` for images); ``sound`` is float32 ``(2, N)`` in
+    [-1, 1] at ``sample_rate`` or ``None``; ``timings`` maps phase names to seconds.
+    """
+
+    frames: np.ndarray
+    fps: float
+    seed: int
+    request: GenerationRequest | None = None
+    sound: np.ndarray | None = None
+    sample_rate: int = SOUND_SAMPLE_RATE
+    backend: str = ""
+    model: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    paths: dict[str, Path] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        frames = media.to_uint8(np.asarray(self.frames))
+        if frames.ndim == 3:
+            frames = frames[None]
+        if frames.ndim != 4 or frames.shape[-1] != 3:
+            raise ValueError(f"frames must be (T, H, W, 3), got {frames.shape}")
+        self.frames = frames
+        if self.sound is not None:
+            sound = np.asarray(self.sound, dtype=np.float32)
+            self.sound = sound[None] if sound.ndim == 1 else sound
+
+    @property
+    def is_image(self) -> bool:
+        return self.frames.shape[0] == 1
+
+    @property
+    def width(self) -> int:
+        return int(self.frames.shape[2])
+
+    @property
+    def height(self) -> int:
+        return int(self.frames.shape[1])
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.frames.shape[0])
+
+    @property
+    def duration_s(self) -> float:
+        return 0.0 if self.is_image else self.num_frames / self.fps
+
+    @property
+    def image(self):
+        """The first frame as a PIL image (the picture of a text2image generation)."""
+        from PIL import Image
+
+        return Image.fromarray(self.frames[0])
+
+    @property
+    def total_seconds(self) -> float:
+        return float(self.timings.get("total_s", sum(v for k, v in self.timings.items() if k.endswith("_s"))))
+
+    def __repr__(self) -> str:
+        kind = "image" if self.is_image else f"{self.num_frames} frames @ {self.fps:g} fps"
+        sound = f", sound {self.sound.shape[1] / self.sample_rate:.2f} s" if self.sound is not None else ""
+        return f"Generation({self.width}x{self.height} {kind}{sound}, seed {self.seed}, {self.backend}:{self.model})"
+
+    # Saving ---------------------------------------------------------------------------------------
+
+    def save(self, stem: str | Path, *, overwrite: bool = False) -> Path:
+        """Write ``<stem>.png`` or ``<stem>.mp4`` and ``<stem>.json``; return the media path.
+
+        Refuses to replace an existing file unless ``overwrite=True``; if the existing output has the same
+        request fingerprint it is left alone and its path returned (a rerun, not a conflict).
+        """
+        stem = Path(stem)
+        target = stem.with_suffix(".png" if self.is_image else ".mp4")
+        manifest_path = stem.with_suffix(MANIFEST_SUFFIX)
+        if not overwrite and (target.exists() or manifest_path.exists()):
+            existing = read_manifest(manifest_path) if manifest_path.exists() else None
+            if existing and self.request is not None and existing.get("fingerprint") == self.request.fingerprint() \
+                    and target.exists():
+                self.paths = {"media": target, "manifest": manifest_path}
+                return target
+            raise OutputExistsError(
+                f"{target} already exists from a different run; pass overwrite=True, choose another name, "
+                "or another output folder.")
+        if self.is_image:
+            media.write_png(target, self.frames[0], overwrite=overwrite)
+        else:
+            media.write_mp4(target, self.frames, self.fps, sound=self.sound, sample_rate=self.sample_rate,
+                            overwrite=overwrite)
+        media.write_bytes_atomic(manifest_path, json.dumps(self.manifest(target), indent=2).encode(),
+                                 overwrite=True)
+        self.paths = {"media": target, "manifest": manifest_path}
+        return target
+
+    def manifest(self, media_path: Path | None = None) -> dict[str, Any]:
+        return {
+            "schema": MANIFEST_SCHEMA,
+            "media": media_path.name if media_path else None,
+            "kind": "image" if self.is_image else "video",
+            "width": self.width, "height": self.height, "num_frames": self.num_frames, "fps": self.fps,
+            "sound": None if self.sound is None else {"sample_rate": self.sample_rate,
+                                                      "channels": int(self.sound.shape[0]),
+                                                      "samples": int(self.sound.shape[1])},
+            "seed": self.seed,
+            "backend": self.backend,
+            "model": self.model,
+            "fingerprint": self.request.fingerprint() if self.request is not None else None,
+            "request": self.request.to_dict() if self.request is not None else None,
+            "timings": {k: round(float(v), 4) for k, v in self.timings.items()},
+            "provenance": self.provenance,
+            "versions": package_versions(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Generation":
+        """Read a saved generation back (media decoded; the request is kept as the manifest's record)."""
+        path = Path(path)
+        manifest_path = path.with_suffix(MANIFEST_SUFFIX)
+        manifest = read_manifest(manifest_path) or {}
+        media_path = path if path.suffix in (".png", ".mp4") else path.with_name(manifest.get("media") or path.name)
+        if media_path.suffix == ".png":
+            frames, sound, fps = media.read_png(media_path)[None], None, float(manifest.get("fps", 24.0))
+        else:
+            video = media.read_video(media_path, with_audio=True)
+            frames, sound, fps = video.frames, video.sound, float(manifest.get("fps") or video.fps)
+        generation = cls(frames=frames, fps=fps, seed=int(manifest.get("seed", 0)), sound=sound,
+                         backend=manifest.get("backend", ""), model=manifest.get("model", ""),
+                         timings=dict(manifest.get("timings", {})), provenance={"loaded_from": str(media_path),
+                                                                                "manifest": manifest})
+        generation.paths = {"media": media_path, "manifest": manifest_path}
+        return generation
+
+
+def read_manifest(path: str | Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def find_saved(stem: str | Path, request: GenerationRequest) -> Path | None:
+    """The finished media file for ``request`` at ``stem``, if a previous run already produced it."""
+    stem = Path(stem)
+    manifest = read_manifest(stem.with_suffix(MANIFEST_SUFFIX))
+    if not manifest or manifest.get("fingerprint") != request.fingerprint():
+        return None
+    target = stem.with_suffix(".png" if request.is_image else ".mp4")
+    return target if target.exists() else None
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version(), "platform": sys.platform}
+    for name in _VERSIONED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions

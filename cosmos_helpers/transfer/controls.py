@@ -1,0 +1,357 @@
+"""Control videos for transfer: edge and blur maps computed from RGB, geometry, padding, video I/O.
+
+The maps follow the Cosmos Framework's inference augmentors exactly (same OpenCV calls, same parameters,
+same order), because the model was trained on those maps: a "similar" Canny or blur produces a
+different control signal and visibly different output. Geometry and temporal padding mirror
+``inference/vision.py`` so a control prepared here lines up frame for frame with what the framework
+would build from the same file.
+
+Frames are numpy ``uint8`` arrays ``[T, H, W, 3]`` in RGB (a single ``[H, W, 3]`` frame is accepted by the
+map functions and returned in the same shape).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from fractions import Fraction
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping, NamedTuple, Sequence
+
+import cv2
+import numpy as np
+
+from cosmos_helpers.errors import OutputExistsError, ValidationError
+from cosmos_helpers.presets import VIDEO_SIZES, nearest_aspect, normalize_aspect, normalize_tier
+from cosmos_helpers.transfer.spec import BLUR_PRESETS, COMPUTABLE_HINTS, EDGE_PRESETS, HINT_KINDS
+
+EDGE_THRESHOLDS: Mapping[str, tuple[int, int]] = MappingProxyType(
+    {"very_low": (20, 50), "low": (50, 100), "medium": (100, 200), "high": (200, 300), "very_high": (300, 400)}
+)
+# preset -> (k: downscale before the bilateral filter, f: final cubic down-up factor)
+BLUR_FACTORS: Mapping[str, tuple[int, int]] = MappingProxyType(
+    {"very_low": (1, 4), "low": (4, 4), "medium": (2, 10), "high": (1, 16), "very_high": (4, 16)}
+)
+BILATERAL_REFERENCE_SIDE = 720
+BILATERAL_D = 30
+BILATERAL_SIGMA_COLOR = 150.0
+BILATERAL_SIGMA_SPACE = 100.0
+IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg"})
+
+
+class BlurParameters(NamedTuple):
+    """What a blur preset does to a ``width x height`` frame; ``down_up_size`` is (width, height)."""
+
+    k: int
+    d: int
+    sigma_color: float
+    sigma_space: float
+    down_up_size: tuple[int, int]
+
+
+def _as_frames(frames: np.ndarray, field_name: str = "frames") -> tuple[np.ndarray, bool]:
+    """``[T, H, W, 3]`` uint8 view of the input and whether it was a single ``[H, W, 3]`` frame."""
+    array = np.asarray(frames)
+    single = array.ndim == 3
+    if single:
+        array = array[None]
+    if array.ndim != 4 or array.shape[-1] != 3:
+        raise ValidationError(
+            field_name, f"expected RGB frames [T, H, W, 3] or one frame [H, W, 3], got shape {array.shape}.",
+            "pass uint8 RGB frames (e.g. from read_video).",
+        )
+    if array.dtype != np.uint8:
+        raise ValidationError(
+            field_name, f"expected uint8 frames, got {array.dtype}.", "convert with np.clip(x, 0, 255).astype(np.uint8)."
+        )
+    if array.shape[0] == 0:
+        raise ValidationError(field_name, "no frames.", "pass at least one frame.")
+    return array, single
+
+
+# ---------------------------------------------------------------------- maps
+
+
+def edge_map(frames: np.ndarray, preset: str = "medium") -> np.ndarray:
+    """Canny edges of each RGB frame, replicated to 3 channels (0 or 255).
+
+    Canny runs on the 3-channel frame (OpenCV's multi-channel gradient), not on a grey conversion: that is
+    what the framework's inference augmentor does. (Its post-training dataset used grey Canny with random
+    thresholds; that is not what the model sees at inference.)
+    """
+    if preset not in EDGE_THRESHOLDS:
+        raise ValidationError(
+            "edge.preset_edge_threshold", f"unknown edge preset {preset!r}.", f"use one of {', '.join(EDGE_PRESETS)}."
+        )
+    array, single = _as_frames(frames)
+    lower, upper = EDGE_THRESHOLDS[preset]
+    edges = np.stack([cv2.Canny(np.ascontiguousarray(frame), lower, upper) for frame in array])
+    out = np.repeat(edges[..., None], 3, axis=-1)
+    return out[0] if single else out
+
+
+def blur_parameters(width: int, height: int, preset: str) -> BlurParameters | None:
+    """The blur pipeline's parameters for a frame size; ``None`` for ``"none"`` (identity).
+
+    The bilateral filter is scaled by the longest side of the *downscaled* frame relative to 720 px, so
+    the blur looks the same at every resolution; ``d`` is rounded (Python's round), kept >= 1 and made
+    odd, sigmas are kept >= 1.
+    """
+    if preset not in BLUR_PRESETS:
+        raise ValidationError(
+            "blur.preset_blur_strength", f"unknown blur preset {preset!r}.", f"use one of {', '.join(BLUR_PRESETS)}."
+        )
+    if preset == "none":
+        return None
+    k, f = BLUR_FACTORS[preset]
+    small_w, small_h = (max(1, width // k), max(1, height // k)) if k > 1 else (width, height)
+    scale = max(small_w, small_h) / BILATERAL_REFERENCE_SIDE
+    d = max(1, int(round(BILATERAL_D * scale)))
+    if d % 2 == 0:
+        d += 1
+    sigma_color = max(1.0, BILATERAL_SIGMA_COLOR * scale)
+    sigma_space = max(1.0, BILATERAL_SIGMA_SPACE * scale)
+    return BlurParameters(k, d, sigma_color, sigma_space, (max(1, int(width / f)), max(1, int(height / f))))
+
+
+def _blur_frame(frame: np.ndarray, params: BlurParameters) -> np.ndarray:
+    height, width = frame.shape[:2]
+    if params.k > 1:
+        frame = cv2.resize(frame, (max(1, width // params.k), max(1, height // params.k)), interpolation=cv2.INTER_AREA)
+    frame = cv2.bilateralFilter(frame, params.d, params.sigma_color, params.sigma_space)
+    if params.k > 1:
+        frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_LINEAR)
+    frame = cv2.resize(frame, params.down_up_size, interpolation=cv2.INTER_CUBIC)
+    return cv2.resize(frame, (width, height), interpolation=cv2.INTER_CUBIC)
+
+
+def blur_map(frames: np.ndarray, preset: str = "medium") -> np.ndarray:
+    """The framework's 4-stage blur: INTER_AREA down by k, bilateral, INTER_LINEAR up, INTER_CUBIC down-up by f.
+
+    ``"none"`` returns the frames unchanged (a copy).
+    """
+    array, single = _as_frames(frames)
+    params = blur_parameters(array.shape[2], array.shape[1], preset)
+    if params is None:
+        out = array.copy()
+    else:
+        out = np.stack([_blur_frame(np.ascontiguousarray(frame), params) for frame in array])
+    return out[0] if single else out
+
+
+def compute_control(kind: str, rgb_frames: np.ndarray, preset: str | None = None) -> np.ndarray:
+    """Compute a control map from RGB frames; only edge and blur can be computed."""
+    if kind == "edge":
+        return edge_map(rgb_frames, preset or "medium")
+    if kind == "blur":
+        return blur_map(rgb_frames, preset or "medium")
+    if kind in HINT_KINDS:
+        raise ValidationError(
+            f"{kind}.control_path",
+            f"{kind} maps cannot be computed from RGB here (only {', '.join(COMPUTABLE_HINTS)} can).",
+            f"provide a precomputed {kind} video as control_path.",
+        )
+    raise ValidationError("kind", f"unknown hint {kind!r}.", f"use one of {', '.join(HINT_KINDS)}.")
+
+
+# ---------------------------------------------------------------------- geometry
+
+
+def bucket_for(
+    frames_or_size: np.ndarray | Sequence[int], resolution: str | int, aspect_ratio: str | None = None
+) -> tuple[int, int]:
+    """(width, height) of the resolution bucket for some frames or a ``(width, height)`` size.
+
+    With ``aspect_ratio=None`` the aspect is detected from the frames (nearest of the five ratios), which
+    is what the framework does for a control when the spec has no ``vision_path``.
+    """
+    if isinstance(frames_or_size, np.ndarray):
+        if frames_or_size.ndim not in (3, 4):
+            raise ValidationError("frames", f"expected [T, H, W, 3] or [H, W, 3], got {frames_or_size.shape}.")
+        height, width = frames_or_size.shape[-3], frames_or_size.shape[-2]
+    else:
+        width, height = (int(v) for v in frames_or_size)
+    tier = normalize_tier(resolution)
+    if tier not in VIDEO_SIZES:
+        raise ValidationError("resolution", f"unknown tier {resolution!r}.", f"use one of {', '.join(VIDEO_SIZES)}.")
+    aspect = normalize_aspect(aspect_ratio) if aspect_ratio is not None else nearest_aspect(width, height)
+    if aspect not in VIDEO_SIZES[tier]:
+        raise ValidationError(
+            "aspect_ratio", f"unknown aspect ratio {aspect_ratio!r}.", f"use one of {', '.join(VIDEO_SIZES[tier])}."
+        )
+    return VIDEO_SIZES[tier][aspect]
+
+
+def fit_to_bucket(frames: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Scale so the frames cover ``width x height`` (aspect kept), then centre-crop: the framework's resize.
+
+    Sizes and crop offsets follow the framework (``ceil`` of the scaled size, crop offset
+    ``round((size - target) / 2)``). The framework resamples with torchvision's antialiased bilinear;
+    here OpenCV's INTER_AREA (shrinking) / INTER_LINEAR (enlarging) do the same job, so pixels can differ
+    by a few levels but the geometry is identical.
+    """
+    array, single = _as_frames(frames)
+    src_h, src_w = array.shape[1:3]
+    if (src_w, src_h) != (width, height):
+        scale = max(width / src_w, height / src_h)
+        resize_w, resize_h = int(math.ceil(scale * src_w)), int(math.ceil(scale * src_h))
+        if (resize_w, resize_h) != (src_w, src_h):
+            interpolation = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
+            array = np.stack([cv2.resize(f, (resize_w, resize_h), interpolation=interpolation) for f in array])
+        top = int(round((resize_h - height) / 2.0))
+        left = int(round((resize_w - width) / 2.0))
+        array = np.ascontiguousarray(array[:, top : top + height, left : left + width])
+    return array[0] if single else array
+
+
+def mirror_pad_indices(num_frames: int, length: int) -> list[int]:
+    """Frame indices of ``mirror_pad``: 0 … T-1, T-1, T-2 … (edge frame repeated), iterated until long enough."""
+    if num_frames < 1:
+        raise ValidationError("frames", "cannot pad an empty clip.", "pass at least one frame.")
+    indices = list(range(num_frames))
+    while len(indices) < length:
+        pad = min(len(indices) - 1, length - len(indices))
+        if pad <= 0:
+            indices += [indices[-1]] * (length - len(indices))
+            break
+        indices += indices[::-1][:pad]
+    return indices
+
+
+def mirror_pad(frames: np.ndarray, length: int) -> np.ndarray:
+    """Pad frames in time to ``length`` the way the framework pads controls (never trims)."""
+    array = np.asarray(frames)
+    if array.shape[0] >= length:
+        return array
+    return array[mirror_pad_indices(array.shape[0], length)]
+
+
+# ---------------------------------------------------------------------- video I/O
+
+
+def read_video(path: str | os.PathLike[str], max_frames: int | None = None) -> tuple[np.ndarray, float]:
+    """Decode a video (or a still image) to uint8 RGB ``[T, H, W, 3]`` and its average fps.
+
+    Images come back as one frame at 1 fps, like the framework's media reader.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValidationError("path", f"file not found: {path}.", "check the path.")
+    if max_frames is not None and max_frames < 1:
+        raise ValidationError("max_frames", f"must be >= 1, got {max_frames}.", "use None for all frames.")
+    if path.suffix.lower() in IMAGE_EXTENSIONS:
+        image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+        if image is None:
+            raise ValidationError("path", f"cannot read image {path}.", "use a PNG or JPEG file.")
+        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)[None], 1.0
+
+    import av
+
+    frames: list[np.ndarray] = []
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise ValidationError("path", f"{path} has no video stream.", "pass a video file.")
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+            fps = float(rate) if rate else 0.0
+            for frame in container.decode(stream):
+                frames.append(frame.to_ndarray(format="rgb24"))
+                if max_frames is not None and len(frames) >= max_frames:
+                    break
+    except av.error.FFmpegError as exc:
+        raise ValidationError("path", f"cannot decode {path}: {exc}.", "re-encode it as H.264 MP4.") from exc
+    if not frames:
+        raise ValidationError("path", f"{path} contains no frames.", "pass a non-empty video.")
+    return np.stack(frames), fps
+
+
+def write_video(
+    path: str | os.PathLike[str],
+    frames: np.ndarray,
+    fps: float,
+    *,
+    crf: int = 18,
+    overwrite: bool = False,
+) -> Path:
+    """Encode uint8 RGB frames as H.264 / yuv420p, atomically (temporary file in the same folder, then rename).
+
+    yuv420p needs even width and height; every resolution bucket is even.
+    """
+    path = Path(path)
+    array, _ = _as_frames(frames)
+    height, width = array.shape[1:3]
+    if width % 2 or height % 2:
+        raise ValidationError(
+            "frames", f"H.264 yuv420p needs even sizes, got {width}x{height}.", "fit the frames to a bucket first."
+        )
+    if not fps or fps <= 0:
+        raise ValidationError("fps", f"must be > 0, got {fps}.", "pass the video's frame rate.")
+    if path.exists() and not overwrite:
+        raise OutputExistsError(f"{path} exists; pass overwrite=True to replace it.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    import av
+
+    rate = Fraction(fps).limit_denominator(1001)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix or ".mp4", dir=path.parent)
+    os.close(fd)
+    try:
+        with av.open(tmp, mode="w") as container:
+            stream = container.add_stream("libx264", rate=rate)
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            stream.options = {"crf": str(crf)}
+            for index, rgb in enumerate(array):
+                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
+                frame.pts = index
+                for packet in stream.encode(frame):
+                    container.mux(packet)
+            for packet in stream.encode(None):
+                container.mux(packet)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def load_control(
+    path: str | os.PathLike[str],
+    width: int | None = None,
+    height: int | None = None,
+    max_frames: int | None = None,
+) -> tuple[np.ndarray, float]:
+    """Read a precomputed control video (depth/seg/wsm, or a saved edge/blur map) and its fps.
+
+    With ``width`` and ``height`` the frames are fitted to that bucket (cover + centre-crop, as the
+    framework does); otherwise they are returned as stored. The values are not otherwise touched: a
+    control is a picture the model reads, and re-normalising it would change what it says.
+    """
+    frames, fps = read_video(path, max_frames=max_frames)
+    if (width is None) != (height is None):
+        raise ValidationError("width", "give both width and height, or neither.", "pass the bucket's (width, height).")
+    if width is not None and height is not None:
+        frames = fit_to_bucket(frames, width, height)
+    return frames, fps
+
+
+__all__ = [
+    "BLUR_FACTORS",
+    "EDGE_THRESHOLDS",
+    "BlurParameters",
+    "blur_map",
+    "blur_parameters",
+    "bucket_for",
+    "compute_control",
+    "edge_map",
+    "fit_to_bucket",
+    "load_control",
+    "mirror_pad",
+    "mirror_pad_indices",
+    "read_video",
+    "write_video",
+]

@@ -1,0 +1,34 @@
+"""Run-or-skip: the one call a notebook cell makes to produce a saved, reproducible output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from .request import GenerationRequest
+from .result import Generation, find_saved
+
+
+class Backend(Protocol):
+    name: str
+
+    def generate(self, request: GenerationRequest) -> Generation: ...
+
+
+def generate_and_save(backend: Backend, request: GenerationRequest, stem: str | Path, *,
+                      overwrite: bool = False, skip_existing: bool = True, **kwargs: Any) -> Generation:
+    """Generate ``request`` on ``backend`` and save it at ``stem`` (``.png``/``.mp4`` + ``.json``).
+
+    When ``skip_existing`` and a finished output with the same request fingerprint is already at ``stem``,
+    it is loaded instead of generated again, so an interrupted batch resumes where it stopped.
+    """
+    if skip_existing and not overwrite:
+        done = find_saved(stem, request)
+        if done is not None:
+            generation = Generation.load(done)
+            generation.request = request
+            generation.provenance["skipped"] = True
+            return generation
+    generation = backend.generate(request, **kwargs)
+    generation.save(stem, overwrite=overwrite)
+    return generation

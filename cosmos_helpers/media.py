@@ -380,3 +380,22 @@ def cover_crop(frames: np.ndarray, width: int, height: int) -> np.ndarray:
         resized = Image.fromarray(frame).resize((new_w, new_h), Image.BILINEAR)
         out[index] = np.asarray(resized)[top:top + height, left:left + width]
     return out
+
+
+# Sound ----------------------------------------------------------------------------------------------
+
+
+def write_wav(path: str | Path, sound: np.ndarray, sample_rate: int, *, overwrite: bool = False) -> Path:
+    """16-bit PCM WAV from float ``(C, N)`` samples in [-1, 1]."""
+    import wave
+
+    audio = np.asarray(sound, dtype=np.float32)
+    audio = audio[None] if audio.ndim == 1 else audio
+    pcm = (np.clip(audio, -1, 1) * 32767).round().astype("<i2").T.tobytes()
+    with atomic_path(path, overwrite=overwrite) as tmp:
+        with wave.open(str(tmp), "wb") as handle:
+            handle.setnchannels(audio.shape[0])
+            handle.setsampwidth(2)
+            handle.setframerate(sample_rate)
+            handle.writeframes(pcm)
+    return Path(path)

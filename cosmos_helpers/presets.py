@@ -13,7 +13,8 @@ from typing import Mapping
 ASPECT_RATIOS: tuple[str, ...] = ("16,9", "4,3", "1,1", "3,4", "9,16")
 
 # tier -> aspect -> (width, height). "128" is this project's own CPU tier (half the 256 bucket, still
-# multiples of 16) so the embedded tiny model runs in seconds; the others are the framework's.
+# multiples of 16) so the embedded tiny model runs in seconds; the others are the framework's. The
+# framework's image-only 1080 tier is left out: 1080 is not a multiple of 16, which diffusers requires.
 _SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "128": {"1,1": (128, 128), "4,3": (160, 128), "3,4": (128, 160), "16,9": (160, 96), "9,16": (96, 160)},
     "256": {"1,1": (256, 256), "4,3": (320, 256), "3,4": (256, 320), "16,9": (320, 192), "9,16": (192, 320)},
@@ -21,14 +22,11 @@ _SIZES: dict[str, dict[str, tuple[int, int]]] = {
     "704": {"1,1": (960, 960), "4,3": (1088, 832), "3,4": (832, 1088), "16,9": (1280, 704), "9,16": (704, 1280)},
     "720": {"1,1": (960, 960), "4,3": (1104, 832), "3,4": (832, 1104), "16,9": (1280, 720), "9,16": (720, 1280)},
     "768": {"1,1": (1024, 1024), "4,3": (1184, 880), "3,4": (880, 1184), "16,9": (1360, 768), "9,16": (768, 1360)},
-    "1080": {"1,1": (1440, 1440), "4,3": (1664, 1248), "3,4": (1248, 1664), "16,9": (1920, 1080), "9,16": (1080, 1920)},
 }
 VIDEO_SIZES: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType(
     {tier: MappingProxyType(sizes) for tier, sizes in _SIZES.items()}
 )
 TIERS: tuple[str, ...] = tuple(_SIZES)
-# Tiers the framework's inference accepts for video; 1080 is image-only there, 128 is ours.
-VIDEO_TIERS: tuple[str, ...] = ("128", "256", "480", "704", "720", "768")
 
 SOUND_SAMPLE_RATE = 48_000
 DEFAULT_SEED = 0

@@ -9,9 +9,9 @@ denoising progress; keeps one pipeline loaded and frees it when the model change
 from __future__ import annotations
 
 import gc
-import os
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -56,6 +56,8 @@ class DiffusersBackend:
         scheduler: a diffusers flow-matching scheduler class or instance to use instead of flow UniPC.
         safety_checker: an object with ``check_text_safety(str) -> bool`` and ``check_video_safety(frames)
             -> frames | None``; default: ``cosmos_guardrail.CosmosSafetyChecker`` when requested and installed.
+        fast: patch the pipeline with ``cosmos_helpers.fast.enable_fast_path`` (same outputs, less work per
+            step: text keys/values once per prompt, CUDA graphs and a tuned attention kernel on GPU).
     """
 
     name = "diffusers"
@@ -71,6 +73,7 @@ class DiffusersBackend:
         scheduler: Any = None,
         safety_checker: Any = None,
         token: str | None = None,
+        fast: bool = False,
     ) -> None:
         self.model = None if model is None else str(model)
         self.device = device
@@ -80,6 +83,7 @@ class DiffusersBackend:
         self.scheduler = scheduler
         self.safety_checker = safety_checker
         self.token = token
+        self.fast = fast  # cosmos_helpers.fast: text K/V once per prompt, CUDA graphs, attention kernel choice
 
     def __repr__(self) -> str:
         return f"DiffusersBackend(model={self.model!r}, device={self._device()!r})"
@@ -112,13 +116,13 @@ class DiffusersBackend:
         with _CACHE_LOCK:
             loaded = _CACHE.get("pipe")
             if loaded is not None and loaded.key == key:
-                return loaded.pipe
+                return _fast_switch(loaded.pipe, self.fast)
             if loaded is not None:
                 free_pipeline()
             start = time.perf_counter()
             pipe = self._load(model)
             _CACHE["pipe"] = _Loaded(key, pipe, time.perf_counter() - start)
-            return pipe
+            return _fast_switch(pipe, self.fast)
 
     def last_load_seconds(self) -> float:
         loaded = _CACHE.get("pipe")
@@ -143,7 +147,9 @@ class DiffusersBackend:
         if self.token:
             kwargs["token"] = self.token
         try:
-            pipe = Cosmos3OmniPipeline.from_pretrained(source, **kwargs)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
+                pipe = Cosmos3OmniPipeline.from_pretrained(source, **kwargs)
         except OSError as exc:
             raise BackendUnavailableError(
                 f"could not load {model!r} ({exc}). A hub id needs network access to the Hugging Face hub and, "
@@ -247,27 +253,7 @@ class DiffusersBackend:
         return kwargs
 
     def _scheduler_for(self, pipe, shift: float):
-        """A fresh scheduler with the request's flow shift (Karras sigmas off, or the shift is ignored)."""
-        from diffusers import UniPCMultistepScheduler
-
-        base = self.scheduler if self.scheduler is not None else UniPCMultistepScheduler
-        config = dict(pipe.scheduler.config)
-        if isinstance(base, type):
-            cls = base
-        else:
-            cls, config = type(base), dict(base.config)
-        overrides: dict[str, Any] = {}
-        accepted = set(cls.from_config.__func__.__code__.co_varnames) | set(_init_params(cls))
-        if "flow_shift" in accepted:
-            overrides.update(flow_shift=shift, use_flow_sigmas=True, prediction_type="flow_prediction")
-        if "use_karras_sigmas" in accepted:
-            overrides["use_karras_sigmas"] = False
-        if "shift" in accepted:
-            overrides["shift"] = shift
-        if "flow_shift" not in accepted and "shift" not in accepted:
-            raise ValidationError("scheduler", f"{cls.__name__} has no flow shift setting.",
-                                  "use a flow-matching scheduler (UniPCMultistepScheduler, FlowMatchEulerDiscreteScheduler, ...).")
-        return cls.from_config(config, **overrides)
+        return configure_scheduler(pipe.scheduler.config, self.scheduler, shift)
 
     def _safety_checker(self, request: GenerationRequest):
         if not request.guardrails:
@@ -286,6 +272,15 @@ class DiffusersBackend:
         return self.safety_checker
 
 
+def _fast_switch(pipe, fast: bool):
+    """Patch the shared pipeline for ``fast=True`` backends, restore stock for the others."""
+    if fast or getattr(pipe, "_cosmos_fast", None) is not None:
+        from ..fast import disable_fast_path, enable_fast_path
+
+        enable_fast_path(pipe) if fast else disable_fast_path(pipe)
+    return pipe
+
+
 def free_pipeline() -> None:
     """Drop the cached pipeline and return its memory (GPU included) before loading another model."""
     _CACHE.pop("pipe", None)
@@ -299,10 +294,32 @@ def free_pipeline() -> None:
         pass
 
 
-def _init_params(cls) -> list[str]:
+def configure_scheduler(base_config: Any, scheduler: Any, shift: float):
+    """A fresh flow-matching scheduler with ``shift``; Karras sigmas off, or the shift would be ignored.
+
+    ``scheduler`` is a diffusers scheduler class, an instance (its config wins), or ``None`` for flow UniPC.
+    Config keys the class does not know are dropped instead of warned about.
+    """
     import inspect
 
-    return list(inspect.signature(cls.__init__).parameters)
+    from diffusers import UniPCMultistepScheduler
+
+    if scheduler is None or isinstance(scheduler, type):
+        cls, config = scheduler or UniPCMultistepScheduler, dict(base_config)
+    else:
+        cls, config = type(scheduler), dict(scheduler.config)
+    accepted = set(inspect.signature(cls.__init__).parameters)
+    config = {key: value for key, value in config.items() if key in accepted or key.startswith("_")}
+    if "flow_shift" in accepted:
+        config.update(flow_shift=shift, use_flow_sigmas=True, prediction_type="flow_prediction")
+    elif "shift" in accepted:
+        config["shift"] = shift
+    else:
+        raise ValidationError("scheduler", f"{cls.__name__} has no flow shift setting.",
+                              "use a flow-matching scheduler (UniPCMultistepScheduler, FlowMatchEulerDiscreteScheduler, ...).")
+    if "use_karras_sigmas" in accepted:
+        config["use_karras_sigmas"] = False
+    return cls.from_config(config)
 
 
 def _resolve_source(model: str) -> str:
@@ -334,8 +351,6 @@ def _timings(started: float, load_s: float, call_start: float, marks: list[float
 
 
 def _progress_bar(total: int, request: GenerationRequest, *, enabled: bool):
-    if not enabled or os.environ.get("COSMOS_HELPERS_NO_PROGRESS"):
-        return None
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
-    return tqdm(total=total, desc=f"{request.mode} denoising", unit="step", leave=False)
+    return progress_bar(total, f"{request.mode} denoising", "step", enabled=enabled)

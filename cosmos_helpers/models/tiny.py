@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,9 @@ def build_tiny_pipeline(seed: int = 0):
     torch.manual_seed(seed + 1)
     vae = AutoencoderKLWan(**VAE_CONFIG, latents_mean=latents_mean, latents_std=latents_std)
     torch.manual_seed(seed + 2)
-    sound_tokenizer = Cosmos3AVAEAudioTokenizer(**SOUND_CONFIG)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
+        sound_tokenizer = Cosmos3AVAEAudioTokenizer(**SOUND_CONFIG)
     pipe = Cosmos3OmniPipeline(
         transformer=transformer.eval(), text_tokenizer=build_tokenizer(), vae=vae.eval(),
         scheduler=UniPCMultistepScheduler(**SCHEDULER_CONFIG), sound_tokenizer=sound_tokenizer.eval(),

@@ -15,10 +15,11 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping, NamedTuple, Sequence
+from typing import NamedTuple
 
 import cv2
 import numpy as np
@@ -59,12 +60,15 @@ def _as_frames(frames: np.ndarray, field_name: str = "frames") -> tuple[np.ndarr
         array = array[None]
     if array.ndim != 4 or array.shape[-1] != 3:
         raise ValidationError(
-            field_name, f"expected RGB frames [T, H, W, 3] or one frame [H, W, 3], got shape {array.shape}.",
+            field_name,
+            f"expected RGB frames [T, H, W, 3] or one frame [H, W, 3], got shape {array.shape}.",
             "pass uint8 RGB frames (e.g. from read_video).",
         )
     if array.dtype != np.uint8:
         raise ValidationError(
-            field_name, f"expected uint8 frames, got {array.dtype}.", "convert with np.clip(x, 0, 255).astype(np.uint8)."
+            field_name,
+            f"expected uint8 frames, got {array.dtype}.",
+            "convert with np.clip(x, 0, 255).astype(np.uint8).",
         )
     if array.shape[0] == 0:
         raise ValidationError(field_name, "no frames.", "pass at least one frame.")
@@ -108,7 +112,7 @@ def blur_parameters(width: int, height: int, preset: str) -> BlurParameters | No
     k, f = BLUR_FACTORS[preset]
     small_w, small_h = (max(1, width // k), max(1, height // k)) if k > 1 else (width, height)
     scale = max(small_w, small_h) / BILATERAL_REFERENCE_SIDE
-    d = max(1, int(round(BILATERAL_D * scale)))
+    d = max(1, round(BILATERAL_D * scale))
     if d % 2 == 0:
         d += 1
     sigma_color = max(1.0, BILATERAL_SIGMA_COLOR * scale)
@@ -196,12 +200,12 @@ def fit_to_bucket(frames: np.ndarray, width: int, height: int) -> np.ndarray:
     src_h, src_w = array.shape[1:3]
     if (src_w, src_h) != (width, height):
         scale = max(width / src_w, height / src_h)
-        resize_w, resize_h = int(math.ceil(scale * src_w)), int(math.ceil(scale * src_h))
+        resize_w, resize_h = math.ceil(scale * src_w), math.ceil(scale * src_h)
         if (resize_w, resize_h) != (src_w, src_h):
             interpolation = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
             array = np.stack([cv2.resize(f, (resize_w, resize_h), interpolation=interpolation) for f in array])
-        top = int(round((resize_h - height) / 2.0))
-        left = int(round((resize_w - width) / 2.0))
+        top = round((resize_h - height) / 2.0)
+        left = round((resize_w - width) / 2.0)
         array = np.ascontiguousarray(array[:, top : top + height, left : left + width])
     return array[0] if single else array
 

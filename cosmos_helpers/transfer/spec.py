@@ -22,10 +22,11 @@ import math
 import os
 import tempfile
 import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from cosmos_helpers.errors import OutputExistsError, ValidationError
 from cosmos_helpers.presets import TIERS, VIDEO_SIZES, nearest_aspect, normalize_aspect, normalize_tier
@@ -34,9 +35,7 @@ HINT_KINDS: tuple[str, ...] = ("edge", "blur", "depth", "seg", "wsm")
 COMPUTABLE_HINTS: tuple[str, ...] = ("edge", "blur")
 EDGE_PRESETS: tuple[str, ...] = ("very_low", "low", "medium", "high", "very_high")
 BLUR_PRESETS: tuple[str, ...] = ("none", "very_low", "low", "medium", "high", "very_high")
-PRESET_FIELDS: Mapping[str, str] = MappingProxyType(
-    {"edge": "preset_edge_threshold", "blur": "preset_blur_strength"}
-)
+PRESET_FIELDS: Mapping[str, str] = MappingProxyType({"edge": "preset_edge_threshold", "blur": "preset_blur_strength"})
 _PRESET_CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({"edge": EDGE_PRESETS, "blur": BLUR_PRESETS})
 
 # Tiers the framework's (non-training) inference accepts for video; "1080" is image-only there.
@@ -221,7 +220,7 @@ class Hint:
     _nulls: set[str] = field(default_factory=set, repr=False, compare=False)
 
     @classmethod
-    def from_dict(cls, kind: str, data: Any) -> "Hint":
+    def from_dict(cls, kind: str, data: Any) -> Hint:
         if kind not in HINT_KINDS:
             raise ValidationError(kind, f"unknown hint {kind!r}.", f"use one of {', '.join(HINT_KINDS)}.")
         if not isinstance(data, Mapping):
@@ -404,7 +403,7 @@ class TransferSpec:
     # ------------------------------------------------------------------ load / save
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], base_dir: str | os.PathLike[str] | None = None) -> "TransferSpec":
+    def from_dict(cls, data: Mapping[str, Any], base_dir: str | os.PathLike[str] | None = None) -> TransferSpec:
         """Parse a spec dict; structure only (unknown keys, hint shapes). Call ``validate()`` for the rest."""
         if not isinstance(data, Mapping):
             raise ValidationError("spec", f"a spec must be a JSON object, got {type(data).__name__}.")
@@ -618,17 +617,18 @@ class TransferSpec:
             if path.is_file():
                 sources["negative_prompt"] = f"negative_prompt_file {self.negative_prompt_file}"
                 return prompt, json.dumps(_read_json(path, "negative_prompt_file"))
-            sources["negative_prompt"] = f"framework defaults/{Path(self.negative_prompt_file).name} (not readable here)"
+            name = Path(self.negative_prompt_file).name
+            sources["negative_prompt"] = f"framework defaults/{name} (not readable here)"
             return prompt, None
         sources["negative_prompt"] = f"framework defaults/{FRAMEWORK_DEFAULT_NEGATIVE_FILE} (not readable here)"
         return prompt, None
 
     # ------------------------------------------------------------------ validation
 
-    def validate(self, *, check_files: bool = True, tiers: Iterable[str] = FRAMEWORK_TIERS) -> "TransferSpec":
+    def validate(self, *, check_files: bool = True, tiers: Iterable[str] = FRAMEWORK_TIERS) -> TransferSpec:
         """Raise ``ValidationError`` for anything the framework would reject or silently misread.
 
-        ``tiers`` defaults to the framework's inference tiers; pass ``presets.VIDEO_TIERS`` to allow this
+        ``tiers`` defaults to the framework's inference tiers; pass ``presets.TIERS`` to allow this
         project's CPU tier for the diffusers path. ``check_files`` checks that local media files exist.
         """
         self._validate_types()
@@ -664,7 +664,9 @@ class TransferSpec:
     def _validate_choices(self, tiers: tuple[str, ...]) -> None:
         if self.model_mode is not None and self.model_mode not in MODEL_MODES:
             raise ValidationError(
-                "model_mode", f"unknown or unsupported mode {self.model_mode!r}.", f"use one of {', '.join(MODEL_MODES)}."
+                "model_mode",
+                f"unknown or unsupported mode {self.model_mode!r}.",
+                f"use one of {', '.join(MODEL_MODES)}.",
             )
         if self.resolution is not None and self.resolution not in tiers:
             normalized = normalize_tier(self.resolution)
@@ -708,7 +710,9 @@ class TransferSpec:
             if values.get(key) is not None:
                 lo, hi = values[key]
                 if lo < 0 or hi < 0:
-                    raise ValidationError(key, f"timesteps must be >= 0, got {list(values[key])}.", "use [lo, hi] within 0..1000.")
+                    raise ValidationError(
+                        key, f"timesteps must be >= 0, got {list(values[key])}.", "use [lo, hi] within 0..1000."
+                    )
                 if lo > hi:
                     raise ValidationError(
                         key,
@@ -721,10 +725,13 @@ class TransferSpec:
     def _validate_transfer(self, values: Mapping[str, Any]) -> None:
         mode = values["model_mode"]
         if mode == "audio_image2video" and self.sound_path is None:
-            raise ValidationError("sound_path", "model_mode audio_image2video needs a conditioning audio clip.", "set sound_path.")
+            raise ValidationError(
+                "sound_path", "model_mode audio_image2video needs a conditioning audio clip.", "set sound_path."
+            )
         if self.sound_path is not None and mode != "audio_image2video":
             raise ValidationError(
-                "sound_path", f"sound_path is only used by model_mode audio_image2video (this spec is {mode}).",
+                "sound_path",
+                f"sound_path is only used by model_mode audio_image2video (this spec is {mode}).",
                 'set "model_mode": "audio_image2video" or remove sound_path.',
             )
         if not self.hints:
@@ -744,8 +751,11 @@ class TransferSpec:
             return
         if mode not in TRANSFER_MODEL_MODES:
             raise ValidationError(
-                "model_mode", f"transfer cannot run as {mode} (the framework rejects sound/image modes with hints).",
-                'use "video2video" or leave model_mode out.',
+                "model_mode",
+                f"transfer cannot run as {mode}"
+                + (" (inferred from num_frames 1)." if self.model_mode is None else "; it produces video."),
+                'set "model_mode": "video2video"; the output length comes from the control, so image transfer '
+                "needs a one-frame control, not num_frames 1.",
             )
         for kind in self.hint_kinds:
             hint = self.hints[kind]
@@ -762,11 +772,15 @@ class TransferSpec:
                     f"set {kind}.control_path or vision_path.",
                 )
             if hint.weight is not None and (not math.isfinite(float(hint.weight)) or hint.weight < 0):
-                raise ValidationError(f"{kind}.weight", f"must be a finite number >= 0, got {hint.weight}.", "use e.g. 1.0.")
+                raise ValidationError(
+                    f"{kind}.weight", f"must be a finite number >= 0, got {hint.weight}.", "use e.g. 1.0."
+                )
         weights = [1.0 if self.hints[k].weight is None else float(self.hints[k].weight) for k in self.hint_kinds]
         if sum(weights) <= 0:
+            given = dict(zip(self.hint_kinds, weights, strict=True))
             raise ValidationError(
-                "weight", f"all hint weights are zero ({dict(zip(self.hint_kinds, weights))}); they are normalised by their sum.",
+                "weight",
+                f"all hint weights are zero ({given}); they are normalised by their sum.",
                 "give at least one hint a positive weight.",
             )
         chunk = round_up_chunk(values["num_video_frames_per_chunk"])
@@ -812,8 +826,8 @@ class TransferSpec:
 def _check_type(key: str, value: Any, kind: str) -> None:
     ok = {
         _STR: isinstance(value, str),
-        _INT: isinstance(value, int) and not isinstance(value, bool)
-        or isinstance(value, float) and value.is_integer(),
+        _INT: (isinstance(value, int) and not isinstance(value, bool))
+        or (isinstance(value, float) and value.is_integer()),
         _FLOAT: isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
         _BOOL: isinstance(value, bool),
         _INTERVAL: isinstance(value, (list, tuple))
@@ -932,7 +946,7 @@ def plan_chunks(total_frames: int, chunk: int, n_cond: int) -> list[tuple[int, i
 # ---------------------------------------------------------------------- prompts
 
 
-def _as_resolved(spec: "TransferSpec | ResolvedSpec") -> ResolvedSpec:
+def _as_resolved(spec: TransferSpec | ResolvedSpec) -> ResolvedSpec:
     return spec if isinstance(spec, ResolvedSpec) else spec.resolved()
 
 
@@ -973,7 +987,7 @@ def control_directive(hint_kinds: Sequence[str]) -> str:
 def format_transfer_prompt(
     prompt: str,
     negative: str | None,
-    spec: "TransferSpec | ResolvedSpec",
+    spec: TransferSpec | ResolvedSpec,
     width: int,
     height: int,
     chunk_frames: int,
@@ -988,7 +1002,7 @@ def format_transfer_prompt(
     ``None`` (no negative). Finally the control directive is appended when ``emphasize_control_in_prompt``.
     """
     r = _as_resolved(spec)
-    fps_int = int(round(fps))
+    fps_int = round(float(fps))
     obj = _parse_json_object(prompt)
     if obj is not None:
         metadata: dict[str, Any] = {}
@@ -1042,7 +1056,7 @@ def format_transfer_prompt(
 
 
 def check_control_consistency(
-    spec: "TransferSpec | ResolvedSpec",
+    spec: TransferSpec | ResolvedSpec,
     control_frames: Any,
     control_fps: float,
     *,

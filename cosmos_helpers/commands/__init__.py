@@ -1,0 +1,1 @@
+"""Command-line commands: each module has ``add_arguments(parser)`` and ``run(args)``."""

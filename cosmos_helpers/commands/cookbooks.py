@@ -1,0 +1,45 @@
+"""``cosmos-helpers run-cookbooks``: execute every cookbook with papermill into one output folder."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=Path("outputs"), help="output folder (default ./outputs)")
+    parser.add_argument("--profile", default="tiny", help="tiny (default, CPU) | nano | super")
+    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="inject a parameter into every notebook that declares it (VALUE as a Python literal "
+                             "or plain text); repeatable")
+    parser.add_argument("--only", action="append", default=[], metavar="TEXT",
+                        help="run only notebooks whose path contains TEXT; repeatable")
+    parser.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
+    parser.add_argument("--no-gallery", action="store_true", help="skip writing index.html")
+    parser.add_argument("--log-output", action="store_true", help="stream the notebooks' output while they run")
+
+
+def _literal(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..notebooks import run_cookbooks, summary_table
+
+    parameters = {name: _literal(value) for name, value in args.parameter}
+    runs = run_cookbooks(args.out, profile=args.profile, parameters=parameters, only=args.only, kernel=args.kernel,
+                         gallery=not args.no_gallery, log_output=args.log_output)
+    print()
+    print(summary_table(runs))
+    failed = [run for run in runs if not run.ok]
+    for run in failed:
+        print(f"\n{run.notebook} failed:\n{run.error}", file=sys.stderr)
+    if not runs:
+        print("no notebooks matched", file=sys.stderr)
+        return 1
+    return 1 if failed else 0

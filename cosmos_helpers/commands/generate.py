@@ -1,0 +1,72 @@
+"""``cosmos-helpers generate``: one request from the command line, saved with its manifest."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    what = parser.add_argument_group("what to generate")
+    what.add_argument("--mode", default="text2video", help="text2image | text2video | image2video | video2video")
+    prompt = what.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--prompt", help="prompt text")
+    prompt.add_argument("--prompt-file", type=Path, help="prompt .json caption or .txt file")
+    what.add_argument("--negative-prompt", default=None, help="negative prompt text or .json/.txt file")
+    what.add_argument("--image", type=Path, help="conditioning image (image2video)")
+    what.add_argument("--video", type=Path, help="conditioning video (video2video)")
+    what.add_argument("--sound", action="store_true", help="also generate a 48 kHz stereo soundtrack")
+    model = parser.add_argument_group("model and settings (default: the profile's)")
+    model.add_argument("--profile", default="tiny", help="tiny (default) | nano | super")
+    model.add_argument("--model", default=None, help="override the profile's model: tiny, a hub id or a folder")
+    model.add_argument("--tier", default=None, help="resolution tier: 256, 480, 720, ...")
+    model.add_argument("--aspect-ratio", default=None, help="16,9 | 4,3 | 1,1 | 3,4 | 9,16")
+    model.add_argument("--width", type=int, default=None)
+    model.add_argument("--height", type=int, default=None)
+    model.add_argument("--frames", type=int, default=None, help="number of frames (4k+1)")
+    model.add_argument("--fps", type=float, default=None)
+    model.add_argument("--steps", type=int, default=None)
+    model.add_argument("--guidance", type=float, default=None)
+    model.add_argument("--flow-shift", type=float, default=None)
+    model.add_argument("--seed", type=int, default=0)
+    model.add_argument("--guardrails", choices=["on", "off"], default=None, help="default: the profile's")
+    where = parser.add_argument_group("where")
+    where.add_argument("--backend", choices=["diffusers", "vllm-omni"], default="diffusers")
+    where.add_argument("--url", default=None, help="vLLM-Omni server URL (with --backend vllm-omni)")
+    where.add_argument("--out", type=Path, default=Path("outputs"), help="output folder (default ./outputs)")
+    where.add_argument("--name", default=None, help="output file stem (default: the mode)")
+    where.add_argument("--overwrite", action="store_true", help="replace an existing output of another request")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..request import GenerationRequest
+    from ..workflow import generate_and_save
+
+    request = GenerationRequest(
+        mode=args.mode, prompt=args.prompt_file if args.prompt_file else args.prompt,
+        negative_prompt=args.negative_prompt, profile=args.profile, model=args.model, tier=args.tier,
+        aspect_ratio=args.aspect_ratio, width=args.width, height=args.height, num_frames=args.frames, fps=args.fps,
+        num_inference_steps=args.steps, guidance_scale=args.guidance, flow_shift=args.flow_shift, seed=args.seed,
+        sound=args.sound, image=args.image, video=args.video,
+        guardrails=None if args.guardrails is None else args.guardrails == "on",
+    )
+    print(request.summary(), file=sys.stderr)
+    backend = _backend(args)
+    generation = generate_and_save(backend, request, args.out / (args.name or request.mode), overwrite=args.overwrite)
+    print(generation.paths["media"])
+    return 0
+
+
+def _backend(args: argparse.Namespace):
+    if args.backend == "vllm-omni":
+        from ..backends.vllm_omni import VllmOmniBackend
+        from ..errors import ValidationError
+
+        if not args.url:
+            raise ValidationError("--url", "the vllm-omni backend needs a server URL.",
+                                  "pass --url http://host:8000 (start one with `cosmos-helpers serve`).")
+        return VllmOmniBackend(args.url)
+    from ..backends.diffusers import DiffusersBackend
+
+    return DiffusersBackend(model=None)

@@ -1,0 +1,43 @@
+"""What this machine can run: versions, device, guardrails, cache — printed at the top of every cookbook.
+
+Half of all notebook failures are environment failures; showing the facts first makes them obvious.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from importlib import metadata
+from typing import Any
+
+
+def environment_report(*, verbose: bool = True) -> dict[str, Any]:
+    """Collect (and by default print) Python, package versions, accelerator and guardrail status."""
+    report: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform(terse=True)}
+    for name in ("cosmos-helpers", "torch", "diffusers", "transformers", "av", "httpx"):
+        try:
+            report[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            report[name] = "not installed"
+    try:
+        import torch
+
+        report["cuda"] = torch.cuda.is_available()
+        report["device"] = torch.cuda.get_device_name(0) if report["cuda"] else f"cpu ({torch.get_num_threads()} threads)"
+        report["gpus"] = torch.cuda.device_count()
+    except ImportError:
+        report.update(cuda=False, device="unknown (torch missing)", gpus=0)
+    try:
+        from diffusers.utils import is_cosmos_guardrail_available
+
+        report["cosmos_guardrail"] = bool(is_cosmos_guardrail_available())
+    except ImportError:
+        report["cosmos_guardrail"] = False
+    from .models.tiny import cache_root
+
+    report["model_cache"] = str(cache_root())
+    if verbose:
+        width = max(map(len, report))
+        for key, value in report.items():
+            print(f"{key:<{width}}  {value}", file=sys.stdout)
+    return report

@@ -1,0 +1,208 @@
+"""The fast Diffusers path for ``Cosmos3OmniPipeline``: same outputs, less work per step.
+
+``enable_fast_path(pipe)`` patches one loaded pipeline in place (``disable_fast_path`` undoes it); the
+switch most people use is ``DiffusersBackend(..., fast=True)``. What changes, and why it keeps outputs:
+
+* **Text keys/values once per prompt** (:mod:`.text_cache`). The text pathway is causal over text only and
+  gets no timestep, so its keys/values are the same at every step; each prompt (conditional and negative
+  separately) runs the text tower once per call instead of 70 times. Exact: same operations, same order.
+* **Generation tower only, per pass** (:mod:`.transformer`): stock's layer maths on the vision/sound/action
+  tokens, reading those keys/values.
+* **CUDA graphs** (:mod:`.graphs`, CUDA only): each pass's 36-layer stack is one graph replay, removing the
+  launch overhead that dominates small (text-to-image) shapes. No recompiles: one graph per shape.
+* **Attention kernel** (:mod:`.attention`): on CUDA the fastest of PyTorch's SDPA kernels (flash, cuDNN,
+  memory-efficient, default) is timed per shape and used when it agrees with the default one.
+* **Batched guidance** (``batch_cfg``): the conditional and negative passes of a step share one pass
+  through the weights (attention stays per branch). Same maths; on GPU the larger matrix products may
+  round differently in bf16 (rows are independent, kernels are chosen by size).
+* **No VAE encode of a blank video** for text-to-image/video: stock encodes an all-zero clip and then
+  multiplies it by a zero mask; the fast path hands back zeros of the same shape (identical latents).
+
+Nothing here is approximate. Approximate speed-ups (fp8, step caching) are not part of this path.
+On CPU: graphs and kernel selection are off, the rest applies (fp32 results match stock within 1e-5).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["FastOptions", "enable_fast_path", "disable_fast_path", "is_fast", "fast_path_stats", "reset_fast_path"]
+
+
+@dataclass
+class FastOptions:
+    """Switches of the fast path (defaults: everything that keeps outputs; CUDA-only parts off on CPU).
+
+    Args:
+        text_cache: compute the text pathway once per prompt (the transformer patch; off = stock transformer).
+        cuda_graphs: replay each pass as a CUDA graph (``None``: on when the model is on CUDA).
+        graph_max_tokens: no graphs above this many generation tokens per pass (``None``: no limit).
+        attention: ``"auto"`` (time the candidates per shape on CUDA), or one of
+            ``native``/``flash``/``cudnn``/``cudnn_gqa``/``efficient``. CPU always uses ``native``.
+        batch_cfg: batch the two guidance branches of a step (``None``: on with CUDA graphs/CUDA, off on CPU).
+        skip_blank_encode: skip the VAE encode of the all-zero clip in text-to-image/video.
+        vae_cudnn_benchmark: let cuDNN pick convolution algorithms for the VAE decode by timing them
+            (first call slower; pixels may differ at bf16 rounding level; latents unaffected).
+    """
+
+    text_cache: bool = True
+    cuda_graphs: bool | None = None
+    graph_max_tokens: int | None = None
+    attention: str = "auto"
+    batch_cfg: bool | None = None
+    skip_blank_encode: bool = True
+    vae_cudnn_benchmark: bool = False
+
+
+class _FastState:
+    def __init__(self, pipe, options: FastOptions) -> None:
+        self.options = options
+        self.forward = None
+        self.originals: dict[str, Any] = {}
+        self.blank_encode = False
+        self.blank_encodes_skipped = 0
+
+
+def _on_cuda(pipe) -> bool:
+    try:
+        return next(pipe.transformer.parameters()).is_cuda
+    except StopIteration:  # pragma: no cover
+        return False
+
+
+def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
+    """Patch ``pipe`` (a ``Cosmos3OmniPipeline``) in place; idempotent. Returns ``pipe``.
+
+    ``enable_fast_path(pipe, attention="flash")`` overrides single options. Calling it again with other
+    options re-applies the patch with those.
+    """
+    options = options or FastOptions()
+    if overrides:
+        options = FastOptions(**{**asdict(options), **overrides})
+    state = getattr(pipe, "_cosmos_fast", None)
+    if state is not None:
+        if state.options == options:
+            return pipe
+        disable_fast_path(pipe)
+    cuda = _on_cuda(pipe)
+    resolved = FastOptions(**asdict(options))
+    if resolved.cuda_graphs is None:
+        resolved.cuda_graphs = cuda
+    if resolved.batch_cfg is None:
+        resolved.batch_cfg = cuda
+    state = _FastState(pipe, options)
+    state.resolved = resolved
+
+    transformer = pipe.transformer
+    if resolved.text_cache:
+        from .transformer import FastForward
+
+        state.originals["transformer.forward"] = transformer.__dict__.get("forward")
+        state.forward = FastForward(transformer, attention=resolved.attention,
+                                    cuda_graphs=bool(resolved.cuda_graphs and cuda),
+                                    graph_max_tokens=resolved.graph_max_tokens, batch_cfg=bool(resolved.batch_cfg))
+        transformer.forward = state.forward
+
+    if resolved.skip_blank_encode:
+        state.originals["pipe.prepare_latents"] = pipe.__dict__.get("prepare_latents")
+        state.originals["pipe._encode_video"] = pipe.__dict__.get("_encode_video")
+        prepare_latents = pipe.prepare_latents
+        encode_video = pipe._encode_video
+
+        @functools.wraps(prepare_latents)
+        def fast_prepare_latents(*args, **kwargs):
+            blank = (not args and kwargs.get("image") is None and kwargs.get("video") is None
+                     and kwargs.get("action") is None and kwargs.get("latents") is None)
+            state.blank_encode = blank
+            try:
+                return prepare_latents(*args, **kwargs)
+            finally:
+                state.blank_encode = False
+
+        @functools.wraps(encode_video)
+        def fast_encode_video(x):
+            if not state.blank_encode:
+                return encode_video(x)
+            # Stock: x0 = encode(zeros); latents = 0 * x0 + 1 * noise. Any finite x0 gives the same latents.
+            import torch
+
+            vae = pipe.vae.config
+            shape = (x.shape[0], vae.z_dim, (x.shape[2] - 1) // vae.scale_factor_temporal + 1,
+                     x.shape[3] // vae.scale_factor_spatial, x.shape[4] // vae.scale_factor_spatial)
+            state.blank_encodes_skipped += 1
+            return torch.zeros(shape, dtype=x.dtype, device=x.device)
+
+        pipe.prepare_latents = fast_prepare_latents
+        pipe._encode_video = fast_encode_video
+
+    if resolved.vae_cudnn_benchmark and cuda:
+        state.originals["vae.decode"] = pipe.vae.__dict__.get("decode")
+        decode = pipe.vae.decode
+
+        @functools.wraps(decode)
+        def benchmark_decode(*args, **kwargs):
+            import torch
+
+            previous = torch.backends.cudnn.benchmark
+            torch.backends.cudnn.benchmark = True
+            try:
+                return decode(*args, **kwargs)
+            finally:
+                torch.backends.cudnn.benchmark = previous
+
+        pipe.vae.decode = benchmark_decode
+
+    pipe._cosmos_fast = state
+    return pipe
+
+
+def disable_fast_path(pipe):
+    """Undo :func:`enable_fast_path` (frees cached keys/values and graphs). Returns ``pipe``."""
+    state = getattr(pipe, "_cosmos_fast", None)
+    if state is None:
+        return pipe
+    if state.forward is not None:
+        state.forward.reset()
+    targets = {"transformer": pipe.transformer, "pipe": pipe, "vae": pipe.vae}
+    for name, original in state.originals.items():
+        owner, attr = name.split(".")
+        obj = targets[owner]
+        if original is None:
+            obj.__dict__.pop(attr, None)
+        else:
+            setattr(obj, attr, original)
+    del pipe._cosmos_fast
+    return pipe
+
+
+def reset_fast_path(pipe) -> None:
+    """Free the fast path's caches (keys/values, graphs) but keep it enabled."""
+    state = getattr(pipe, "_cosmos_fast", None)
+    if state is not None and state.forward is not None:
+        state.forward.reset()
+
+
+def is_fast(pipe) -> bool:
+    return getattr(pipe, "_cosmos_fast", None) is not None
+
+
+def fast_path_stats(pipe) -> dict[str, Any]:
+    """Counters for tests and reports: text-tower runs, graph captures/replays, batched pairs, fallbacks."""
+    state = getattr(pipe, "_cosmos_fast", None)
+    if state is None:
+        return {"enabled": False}
+    out: dict[str, Any] = {"enabled": True, "options": asdict(state.resolved),
+                           "blank_encodes_skipped": state.blank_encodes_skipped}
+    forward = state.forward
+    if forward is not None:
+        out.update(forward.stats)
+        out["text_tower_runs"] = forward.text.computed
+        if forward.graphs is not None:
+            out.update(graph_captures=forward.graphs.captures, graph_replays=forward.graphs.replays,
+                       graph_failures=dict(forward.graphs.failed))
+        from .attention import TUNING_LOG
+
+        out["attention_tuning"] = {str(k): v for k, v in TUNING_LOG.items()}
+    return out

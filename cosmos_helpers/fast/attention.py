@@ -1,0 +1,183 @@
+"""Attention kernels for the generation pathway, and how the fast path picks one.
+
+Every generation token attends, without a mask, to the prompt's keys/values plus all generation tokens
+(``Nq = N_gen``, ``Nk = und_len + N_gen``, 32 query heads over 8 key/value heads at Nano size). At
+480p/720p video that attention is as large as all the matrix products together, so the kernel matters.
+
+Candidates are PyTorch's own SDPA kernels (nothing to install):
+
+``native``      ``F.scaled_dot_product_attention(..., enable_gqa=True)`` with PyTorch's default choice:
+                exactly what stock diffusers runs (its "native" attention backend).
+``flash``       the FlashAttention-2 kernel, GQA handled inside the kernel.
+``cudnn``       cuDNN's fused attention (Hopper-specific kernels in cuDNN 9), K/V heads expanded to the
+                query heads first (cuDNN's SDPA path does not take ``enable_gqa`` on every torch version).
+``cudnn_gqa``   cuDNN with ``enable_gqa=True`` (where torch supports it).
+``efficient``   the memory-efficient (xformers-style) kernel, K/V expanded.
+
+``"auto"`` (the default on CUDA) times every candidate once per attention shape, on the real tensors of
+the first pass, drops any that fails or disagrees with ``native`` beyond bf16 rounding, and keeps the
+fastest for that shape. On CPU the fast path always uses ``native`` (bit-identical to stock).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+CANDIDATES: tuple[str, ...] = ("native", "flash", "cudnn", "cudnn_gqa", "efficient")
+
+# (q shape, k shape, dtype, device index) -> chosen candidate
+_CHOICE: dict[tuple, str] = {}
+# record of every tuning: shape key -> {candidate: milliseconds or error string}
+TUNING_LOG: dict[tuple, dict[str, object]] = {}
+
+
+def _kernel(name: str):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "cudnn_gqa": SDPBackend.CUDNN_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    }[name]
+    return sdpa_kernel([backend])
+
+
+def _expand_kv(k: torch.Tensor, groups: int) -> torch.Tensor:
+    # [1, KVH, S, D] -> [1, KVH*groups, S, D], query head h uses kv head h // groups (torch's GQA rule)
+    return k if groups == 1 else k.repeat_interleave(groups, dim=1)
+
+
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str = "native",
+         is_causal: bool = False) -> torch.Tensor:
+    """Attention on packed tensors: ``q [Nq, H, D]``, ``k``/``v`` ``[Nk, KVH, D]`` -> ``[Nq, H, D]``.
+
+    ``backend="native"`` reproduces diffusers' native attention call exactly (same permutes, same
+    ``enable_gqa=True`` SDPA call), so on CPU the result is bit-identical to the stock processor.
+    """
+    qb, kb, vb = (x.unsqueeze(0).permute(0, 2, 1, 3) for x in (q, k, v))
+    if backend == "native":
+        out = F.scaled_dot_product_attention(qb, kb, vb, is_causal=is_causal, enable_gqa=True)
+    elif backend in ("flash", "cudnn_gqa"):
+        with _kernel(backend):
+            out = F.scaled_dot_product_attention(qb, kb, vb, is_causal=is_causal, enable_gqa=True)
+    elif backend in ("cudnn", "efficient"):
+        groups = qb.shape[1] // kb.shape[1]
+        with _kernel(backend):
+            out = F.scaled_dot_product_attention(qb, _expand_kv(kb, groups), _expand_kv(vb, groups),
+                                                 is_causal=is_causal)
+    else:
+        raise ValueError(f"unknown attention backend {backend!r}; use one of {', '.join(CANDIDATES)} or 'auto'.")
+    return out.permute(0, 2, 1, 3).squeeze(0)
+
+
+def _shape_key(q: torch.Tensor, k: torch.Tensor) -> tuple:
+    return (tuple(q.shape), tuple(k.shape), str(q.dtype), q.device.index)
+
+
+def choose(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, candidates=CANDIDATES, repeats: int = 3) -> str:
+    """Time each candidate on these tensors (CUDA only) and return the fastest correct one (cached per shape)."""
+    key = _shape_key(q, k)
+    if key in _CHOICE:
+        return _CHOICE[key]
+    if not q.is_cuda or torch.cuda.is_current_stream_capturing():
+        return "native"
+    log: dict[str, object] = {}
+    reference = sdpa(q, k, v, backend="native")
+    scale = reference.float().abs().max().clamp_min(1e-6)
+    best, best_ms = "native", float("inf")
+    for name in candidates:
+        try:
+            out = sdpa(q, k, v, backend=name)  # warm-up (kernel selection, workspace)
+            err = float((out.float() - reference.float()).abs().max() / scale)
+            if not err < 2e-2:  # bf16 rounding of attention is ~1e-3 relative; NaN fails too
+                log[name] = f"rejected: max rel diff {err:.2e}"
+                continue
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(repeats):
+                sdpa(q, k, v, backend=name)
+            end.record()
+            end.synchronize()
+            ms = start.elapsed_time(end) / repeats
+            log[name] = round(ms, 3)
+            if ms < best_ms:
+                best, best_ms = name, ms
+        except Exception as exc:  # a kernel that does not support these shapes/dtypes
+            log[name] = f"unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+    log["chosen"] = best
+    TUNING_LOG[key] = log
+    _CHOICE[key] = best
+    return best
+
+
+def resolve(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: str) -> str:
+    """The backend to use for this call under ``mode`` ("auto" or a candidate name)."""
+    if not q.is_cuda:
+        return "native"
+    if mode == "auto":
+        return choose(q, k, v)
+    return mode
+
+
+def time_candidates(q, k, v, repeats: int = 5) -> dict[str, object]:
+    """Milliseconds per candidate for a shape (a report helper for the GPU benchmark)."""
+    _CHOICE.pop(_shape_key(q, k), None)
+    choose(q, k, v, repeats=repeats)
+    return dict(TUNING_LOG[_shape_key(q, k)])
+
+
+class StockProcessorWithKernel:
+    """Stock ``Cosmos3AttnProcessor`` math, with only the attention kernel swapped (for the bf16 yardstick).
+
+    Installed with ``transformer.set_attn_processor(StockProcessorWithKernel("cudnn"))`` it recomputes the text
+    pathway every pass like stock does; comparing it with plain stock shows how far outputs move from the
+    kernel choice alone, the spread the fast path's differences are judged against.
+    """
+
+    _attention_backend = None
+    _parallel_config = None
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+
+    def __call__(self, attn, und_seq, gen_seq, rotary_emb):
+        from diffusers.models.transformers.transformer_cosmos3 import _rotate_half
+
+        q_und = attn.to_q(und_seq).view(-1, attn.num_attention_heads, attn.head_dim)
+        k_und = attn.to_k(und_seq).view(-1, attn.num_key_value_heads, attn.head_dim)
+        v_und = attn.to_v(und_seq).view(-1, attn.num_key_value_heads, attn.head_dim)
+        q_gen = attn.add_q_proj(gen_seq).view(-1, attn.num_attention_heads, attn.head_dim)
+        k_gen = attn.add_k_proj(gen_seq).view(-1, attn.num_key_value_heads, attn.head_dim)
+        v_gen = attn.add_v_proj(gen_seq).view(-1, attn.num_key_value_heads, attn.head_dim)
+        q_und = attn.norm_q(q_und)
+        k_und = attn.norm_k(k_und)
+        k_und_for_gen = attn.k_norm_und_for_gen(k_und) if attn.k_norm_und_for_gen is not None else k_und
+        q_gen = attn.norm_added_q(q_gen)
+        k_gen = attn.norm_added_k(k_gen)
+        cos_und, sin_und, cos_gen, sin_gen = rotary_emb
+        cos_und, sin_und = cos_und.unsqueeze(1), sin_und.unsqueeze(1)
+        q_und = q_und * cos_und + _rotate_half(q_und) * sin_und
+        k_und = k_und * cos_und + _rotate_half(k_und) * sin_und
+        k_und_for_gen = k_und_for_gen * cos_und + _rotate_half(k_und_for_gen) * sin_und
+        cos_gen, sin_gen = cos_gen.unsqueeze(1), sin_gen.unsqueeze(1)
+        q_gen = q_gen * cos_gen + _rotate_half(q_gen) * sin_gen
+        k_gen = k_gen * cos_gen + _rotate_half(k_gen) * sin_gen
+        causal_out = sdpa(q_und, k_und, v_und, backend="native", is_causal=True).flatten(-2, -1)
+        all_k = torch.cat([k_und_for_gen, k_gen], dim=0)
+        all_v = torch.cat([v_und, v_gen], dim=0)
+        backend = resolve(q_gen, all_k, all_v, self.backend)
+        full_out = sdpa(q_gen, all_k, all_v, backend=backend).flatten(-2, -1)
+        return attn.to_out(causal_out), attn.to_add_out(full_out)
+
+
+def _now() -> float:
+    return time.perf_counter()
+
+
+Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

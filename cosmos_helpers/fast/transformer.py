@@ -1,0 +1,286 @@
+"""A drop-in ``forward`` for ``Cosmos3OmniTransformer`` that computes the same predictions faster.
+
+Per pass, stock runs the text tower and the generation tower over the whole packed sequence. This
+forward instead:
+
+1. takes the prompt's per-layer text keys/values from :class:`~.text_cache.TextKVCache` (computed once
+   per prompt);
+2. runs only the generation tower (vision, sound and action tokens) with those keys/values; the layer
+   maths are stock's, operation for operation, so on CPU in fp32 the result is bit-identical;
+3. (CUDA) replays that stack as a CUDA graph (:mod:`.graphs`) and uses the attention kernel picked for
+   the shape (:mod:`.attention`);
+4. (optional, ``batch_cfg``) runs the conditional and the unconditional pass of a step as one batch:
+   the pipeline calls the transformer twice per step with the same noisy latents and timesteps and
+   different prompts; from step 2 on the negative prompt's packed inputs are known, so the conditional
+   call computes both branches together (weights read once, larger matrix products), returns the
+   conditional result and hands the unconditional one to the next call if, and only if, that call's
+   arguments are the very same objects. Otherwise it is computed normally. Attention stays per branch.
+
+Anything this forward does not handle (positional arguments, gradients, context parallelism, diffusers
+cache hooks, a text index layout other than the pipeline's) goes to the stock forward unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from . import attention as attention_mod
+from .graphs import GraphCache
+from .text_cache import TextKVCache, rotate_half
+
+_DYNAMIC = ("vision_tokens", "vision_timesteps", "sound_tokens", "sound_timesteps", "action_tokens",
+            "action_timesteps")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Identity for tensors, element-wise for lists/tuples, equality otherwise."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return a is b
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _same_kwargs(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+
+
+class FastForward:
+    """Bound as ``transformer.forward``; see the module docstring."""
+
+    def __init__(self, transformer, *, attention: str = "auto", cuda_graphs: bool = True,
+                 graph_max_tokens: int | None = None, batch_cfg: bool = True, max_graphs: int = 8) -> None:
+        self.transformer = transformer
+        self.stock_forward = transformer.forward
+        self.attention = attention
+        self.batch_cfg = batch_cfg
+        self.text = TextKVCache(transformer)
+        self.graphs = GraphCache(max_graphs=max_graphs, max_tokens=graph_max_tokens) if cuda_graphs else None
+        if self.graphs is not None:
+            self.text.on_buffer_dropped = self.graphs.forget_buffer
+        self._rotary: dict[int, tuple] = {}
+        self._history: list[dict] = []  # the last two calls' kwargs (to recognise a CFG pair)
+        self._stash: tuple[dict, Any] | None = None
+        self.stats = {"calls": 0, "stock_fallbacks": 0, "batched_pairs": 0, "stash_hits": 0, "stash_misses": 0}
+
+    # ------------------------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Drop cached keys/values, graphs and CFG state (frees their memory)."""
+        self.text.clear()
+        if self.graphs is not None:
+            self.graphs.clear()
+        self._rotary.clear()
+        self._history.clear()
+        self._stash = None
+
+    def _supported(self, args: tuple, kwargs: dict) -> bool:
+        t = self.transformer
+        if args or torch.is_grad_enabled() or t._cp_shard_fn is not None or t._cp_gather_fn is not None:
+            return False
+        if "input_ids" not in kwargs or "vision_tokens" not in kwargs:
+            return False
+        if any(getattr(getattr(m, "_diffusers_hook", None), "hooks", None) for m in (t, *t.layers)):
+            return False  # diffusers cache hooks (FirstBlockCache, ...) expect the stock block calls
+        text_indexes = kwargs["text_indexes"]
+        return text_indexes.ndim == 1 and text_indexes.shape[0] == kwargs["und_len"]
+
+    def __call__(self, *args, **kwargs):
+        if not self._supported(args, kwargs):
+            self.stats["stock_fallbacks"] += 1
+            return self.stock_forward(*args, **kwargs)
+        self.stats["calls"] += 1
+        return_dict = kwargs.pop("return_dict", True)
+        result = self._forward(kwargs)
+        if not return_dict:
+            return result
+        from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformerOutput
+
+        return Cosmos3OmniTransformerOutput(sample=result[0], sound=result[1], action=result[2])
+
+    # ------------------------------------------------------------------------------------------------
+    def _forward(self, kw: dict):
+        if self._stash is not None:
+            expected, result = self._stash
+            self._stash = None
+            if _same_kwargs(expected, kw):
+                self.stats["stash_hits"] += 1
+                self._remember(kw)
+                return result
+            self.stats["stash_misses"] += 1
+        partner = self._partner(kw) if self.batch_cfg else None
+        self._remember(kw)
+        if partner is None:
+            return self._run([kw])[0]
+        cond, uncond = self._run([kw, partner])
+        self._stash = (partner, uncond)
+        self.stats["batched_pairs"] += 1
+        return cond
+
+    def _remember(self, kw: dict) -> None:
+        self._history = (self._history + [kw])[-2:]
+
+    def _partner(self, kw: dict) -> dict | None:
+        """The other branch's arguments for this step, if the last two calls were a CFG pair (A, B) and this is A."""
+        if len(self._history) < 2:
+            return None
+        a, b = self._history
+        if a["input_ids"] is not kw["input_ids"] or b["input_ids"] is kw["input_ids"]:
+            return None
+        if not all(_same(a.get(name), b.get(name)) for name in _DYNAMIC):
+            return None  # the previous two calls did not share their noisy inputs: not a CFG pair
+        static_a = {k: v for k, v in a.items() if k not in _DYNAMIC}
+        static_now = {k: v for k, v in kw.items() if k not in _DYNAMIC}
+        if not _same_kwargs(static_a, static_now):
+            return None
+        if b["sequence_length"] - b["und_len"] != kw["sequence_length"] - kw["und_len"]:
+            return None
+        partner = {k: v for k, v in b.items() if k not in _DYNAMIC}
+        partner.update({name: kw.get(name) for name in _DYNAMIC if name in kw})
+        return partner if partner.keys() == kw.keys() else None
+
+    # ------------------------------------------------------------------------------------------------
+    def _rotary_for(self, position_ids: torch.Tensor, dtype: torch.dtype, device) -> tuple:
+        cached = self._rotary.get(id(position_ids))
+        if cached is not None and cached[0] is position_ids and cached[1].dtype == dtype:
+            return cached[1], cached[2]
+        cos, sin = self.transformer.rotary_emb(
+            position_ids=position_ids.unsqueeze(0) if position_ids.ndim == 1 else position_ids.unsqueeze(1),
+            device=device, dtype=dtype)
+        cos, sin = cos.squeeze(0), sin.squeeze(0)
+        if len(self._rotary) >= 4:
+            self._rotary.pop(next(iter(self._rotary)))
+        self._rotary[id(position_ids)] = (position_ids, cos, sin)
+        return cos, sin
+
+    def _embed_generation(self, kw: dict, dtype: torch.dtype) -> torch.Tensor:
+        """The generation part of stock's packed ``hidden_states`` (rows ``und_len:``), built the same way."""
+        t = self.transformer
+        und_len = kw["und_len"]
+        n_gen = kw["sequence_length"] - und_len
+        device = t.embed_tokens.weight.device
+        gen = torch.zeros((n_gen, t.config.hidden_size), dtype=dtype, device=device)
+        time_dtype = next(t.time_embedder.parameters()).dtype
+
+        packed, original_shapes = t._patchify_and_pack_latents(kw["vision_tokens"])
+        packed = t.proj_in(packed)
+        embeds = t.time_embedder(t.time_proj(kw["vision_timesteps"] * t.config.timestep_scale).to(time_dtype))
+        packed = t._apply_timestep_embeds_to_noisy_tokens(
+            packed_tokens=packed, packed_timestep_embeds=embeds.to(dtype),
+            noisy_frame_indexes=kw["vision_noisy_frame_indexes"], token_shapes=kw["vision_token_shapes"])
+        gen[kw["vision_sequence_indexes"] - und_len] = packed
+
+        if kw.get("sound_tokens") is not None and kw.get("sound_sequence_indexes") is not None:
+            packed = t._pack_sound_latents(kw["sound_tokens"], kw["sound_token_shapes"]).to(dtype)
+            packed = t.audio_proj_in(packed) + t.audio_modality_embed
+            embeds = t.time_embedder(t.time_proj(kw["sound_timesteps"] * t.config.timestep_scale).to(time_dtype))
+            packed = t._apply_timestep_embeds_to_noisy_tokens(
+                packed_tokens=packed, packed_timestep_embeds=embeds.to(dtype),
+                noisy_frame_indexes=kw["sound_noisy_frame_indexes"], token_shapes=kw["sound_token_shapes"])
+            gen[kw["sound_sequence_indexes"] - und_len] = packed
+
+        if kw.get("action_tokens") is not None and kw.get("action_sequence_indexes") is not None:
+            packed, domain_ids = t._pack_action_latents(kw["action_tokens"], kw["action_token_shapes"],
+                                                        kw["action_domain_ids"])
+            packed = packed.to(dtype)
+            packed = t.action_proj_in(packed, domain_ids.to(device=packed.device)) + t.action_modality_embed
+            if kw["action_mse_loss_indexes"].numel() > 0:
+                embeds = t.time_embedder(
+                    t.time_proj(kw["action_timesteps"] * t.config.timestep_scale).to(time_dtype))
+                packed = t._apply_timestep_embeds_to_noisy_tokens(
+                    packed_tokens=packed, packed_timestep_embeds=embeds.to(dtype),
+                    noisy_frame_indexes=kw["action_noisy_frame_indexes"], token_shapes=kw["action_token_shapes"])
+            gen[kw["action_sequence_indexes"] - und_len] = packed
+        return gen, original_shapes
+
+    def _decode(self, kw: dict, gen_out: torch.Tensor, original_shapes):
+        """Stock's prediction heads, reading the generation rows (indexes shifted by ``und_len``)."""
+        t = self.transformer
+        und_len = kw["und_len"]
+        preds_vision = t._unpatchify_and_unpack_latents(
+            t.proj_out(gen_out[kw["vision_mse_loss_indexes"] - und_len]),
+            token_shapes_vision=kw["vision_token_shapes"],
+            noisy_frame_indexes_vision=kw["vision_noisy_frame_indexes"],
+            original_latent_shapes=original_shapes)
+        preds_sound = None
+        if kw.get("sound_tokens") is not None and kw.get("sound_sequence_indexes") is not None:
+            preds_sound = t._unpack_sound_latents(t.audio_proj_out(gen_out[kw["sound_mse_loss_indexes"] - und_len]),
+                                                  kw["sound_token_shapes"], kw["sound_noisy_frame_indexes"])
+        preds_action = None
+        if kw.get("action_tokens") is not None and kw.get("action_sequence_indexes") is not None:
+            domain_ids = torch.cat([d.reshape(1).expand(len(n)) for d, n in
+                                    zip(kw["action_domain_ids"], kw["action_noisy_frame_indexes"])], dim=0)
+            packed = t.action_proj_out(gen_out[kw["action_mse_loss_indexes"] - und_len],
+                                       domain_ids.to(device=gen_out.device))
+            preds_action = t._unpack_action_latents(packed, kw["action_token_shapes"],
+                                                    kw["action_noisy_frame_indexes"])
+        return preds_vision, preds_sound, preds_action
+
+    # ------------------------------------------------------------------------------------------------
+    def _run(self, branches: list[dict]):
+        t = self.transformer
+        dtype = t.embed_tokens.weight.dtype
+        device = t.embed_tokens.weight.device
+        hidden, cos_gen, sin_gen, entries, shapes, sizes = [], [], [], [], [], []
+        for kw in branches:
+            und_len = kw["und_len"]
+            n_gen = kw["sequence_length"] - und_len
+            gen, original_shapes = self._embed_generation(kw, dtype)
+            cos, sin = self._rotary_for(kw["position_ids"], dtype, device)
+            entry = self.text.get(kw["input_ids"], kw["text_indexes"], und_len, n_gen, cos[:und_len], sin[:und_len])
+            hidden.append(gen)
+            cos_gen.append(cos[und_len:])
+            sin_gen.append(sin[und_len:])
+            entries.append(entry)
+            shapes.append(original_shapes)
+            sizes.append(n_gen)
+        if len(branches) == 1:
+            inputs = (hidden[0], cos_gen[0], sin_gen[0])
+        else:
+            inputs = (torch.cat(hidden), torch.cat(cos_gen), torch.cat(sin_gen))
+        bufs = [entry.buf for entry in entries]
+
+        def stack(x, cos, sin):
+            return self._generation_stack(x, cos, sin, bufs, sizes)
+
+        if self.graphs is not None:
+            key = (tuple(id(b) for b in bufs), tuple((b.und_len, b.n_gen) for b in bufs), str(dtype), self.attention)
+            out = self.graphs.run(key, stack, inputs, bufs, n_tokens=sum(sizes))
+        else:
+            out = stack(*inputs)
+        results, start = [], 0
+        for kw, n_gen, original_shapes in zip(branches, sizes, shapes):
+            results.append(self._decode(kw, out[start:start + n_gen], original_shapes))
+            start += n_gen
+        return results
+
+    def _generation_stack(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, bufs, sizes) -> torch.Tensor:
+        """Stock's generation pathway through every layer, reading the cached text keys/values."""
+        t = self.transformer
+        cos = cos.unsqueeze(1)
+        sin = sin.unsqueeze(1)
+        for index, layer in enumerate(t.layers):
+            attn = layer.self_attn
+            normed = layer.input_layernorm_moe_gen(x)
+            q = attn.add_q_proj(normed).view(-1, attn.num_attention_heads, attn.head_dim)
+            k = attn.add_k_proj(normed).view(-1, attn.num_key_value_heads, attn.head_dim)
+            v = attn.add_v_proj(normed).view(-1, attn.num_key_value_heads, attn.head_dim)
+            q = attn.norm_added_q(q)
+            k = attn.norm_added_k(k)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            outs, start = [], 0
+            for buf, n in zip(bufs, sizes):
+                keys, values = buf.k[index], buf.v[index]
+                keys[buf.und_len:] = k[start:start + n]
+                values[buf.und_len:] = v[start:start + n]
+                q_part = q[start:start + n]
+                backend = attention_mod.resolve(q_part, keys, values, self.attention)
+                outs.append(attention_mod.sdpa(q_part, keys, values, backend=backend))
+                start += n
+            full = outs[0] if len(outs) == 1 else torch.cat(outs)
+            residual = x + attn.to_add_out(full.flatten(-2, -1))
+            x = residual + layer.mlp_moe_gen(layer.post_attention_layernorm_moe_gen(residual))
+        return t.norm_moe_gen(x)
+

@@ -1,0 +1,228 @@
+"""A browsable HTML gallery of an output folder: executed notebooks, every result, and a table of runs.
+
+:func:`write_gallery` writes ``<output_dir>/index.html`` with
+
+* every executed notebook in the folder (``*.ipynb``) converted to HTML beside it (``<name>.html``) and linked;
+* every saved result found by its sidecar manifest (``*.json`` with ``"schema": "cosmos-helpers/generation/v1"``):
+  a thumbnail (``<stem>.thumb.jpg``) and, for videos, a ``<video>`` player on the small preview transcode
+  (``<stem>.preview.mp4``, H.264 + AAC), with links to the full-resolution file and the manifest;
+* a table of runs: mode, size, frames, steps, guidance, seed, sound, backend, model, total seconds.
+
+Links are relative, so the folder can be zipped, copied or served as is (``python -m http.server``).
+Every file is written atomically; previews, thumbnails and notebook pages are rebuilt only when stale.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from . import media
+from .result import MANIFEST_SCHEMA, read_manifest
+
+GALLERY_NAME = "index.html"
+THUMB_SIDE = 320
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#1f2328;background:#fff}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+.muted{color:#666} .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:16px}
+.card{border:1px solid #ddd;border-radius:6px;padding:8px;background:#fafafa}
+.card video,.card img{width:100%;height:auto;display:block;background:#000;border-radius:3px}
+.card .name{font-weight:600;margin-top:6px;word-break:break-all} .card .summary{margin:2px 0}
+table.runs{border-collapse:collapse;font-size:13px} table.runs th,table.runs td{border:1px solid #ddd;padding:3px 8px;text-align:left}
+table.runs th{background:#f3f3f3} table.runs td.num{text-align:right;font-variant-numeric:tabular-nums}
+"""
+
+
+def write_gallery(output_dir: str | Path, *, title: str | None = None, max_side: int | None = 480,
+                  convert_notebooks: bool = True, offline: bool = True) -> Path:
+    """Write ``output_dir/index.html`` (see the module docstring) and return its path.
+
+    ``offline`` (default) makes the notebook pages self-contained: no require.js / MathJax / widget-manager
+    scripts from a CDN (math then shows as TeX source; outputs are static HTML anyway). ``offline=False``
+    keeps nbconvert's CDN scripts.
+    """
+    root = Path(output_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} is not a folder")
+    notebooks = [(nb, _notebook_page(nb, offline) if convert_notebooks else None) for nb in _notebooks(root)]
+    runs = [_run_entry(root, path, manifest, max_side) for path, manifest in _manifests(root)]
+    page = _page(root, title or f"Cosmos 3 outputs: {root.name}", notebooks, runs)
+    target = root / GALLERY_NAME
+    media.write_bytes_atomic(target, page.encode("utf-8"), overwrite=True)
+    return target
+
+
+# Discovery ------------------------------------------------------------------------------------------------
+
+
+def _skip(path: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def _notebooks(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.ipynb") if not _skip(p, root))
+
+
+def _manifests(root: Path) -> list[tuple[Path, dict[str, Any]]]:
+    found = []
+    for path in sorted(root.rglob("*.json")):
+        if _skip(path, root):
+            continue
+        manifest = read_manifest(path)
+        if isinstance(manifest, dict) and manifest.get("schema") == MANIFEST_SCHEMA and manifest.get("media"):
+            found.append((path, manifest))
+    return found
+
+
+def _stale(target: Path, source: Path) -> bool:
+    try:
+        return target.stat().st_mtime_ns < source.stat().st_mtime_ns
+    except FileNotFoundError:
+        return True
+
+
+# Notebooks ------------------------------------------------------------------------------------------------
+
+
+_NO_SCRIPT = "data:text/javascript,"
+
+
+def _notebook_page(notebook: Path, offline: bool = True) -> Path | str:
+    """``<name>.html`` beside the notebook (rebuilt when older); an error message string on failure."""
+    target = notebook.with_suffix(".html")
+    if not _stale(target, notebook):
+        return target
+    try:
+        import nbformat
+        from nbconvert import HTMLExporter
+
+        node = nbformat.read(str(notebook), as_version=4)
+        exporter = HTMLExporter(template_name="lab")
+        if offline:
+            exporter.require_js_url = exporter.mathjax_url = _NO_SCRIPT
+            node.metadata.pop("widgets", None)  # saved widget state would pull the widget manager from a CDN
+        body, _ = exporter.from_notebook_node(node, resources={"metadata": {"name": notebook.stem}})
+    except Exception as exc:  # one broken notebook must not take the gallery down
+        return f"could not convert: {type(exc).__name__}: {exc}"
+    media.write_bytes_atomic(target, body.encode("utf-8"), overwrite=True)
+    return target
+
+
+# Results --------------------------------------------------------------------------------------------------
+
+
+def _run_entry(root: Path, manifest_path: Path, manifest: dict[str, Any], max_side: int | None) -> dict[str, Any]:
+    from .views import preview
+    from .views.items import as_item
+
+    media_path = manifest_path.with_name(manifest["media"])
+    entry: dict[str, Any] = {"manifest": manifest_path, "media": media_path, "data": manifest, "error": None,
+                             "preview": None, "thumb": None}
+    if not media_path.is_file():
+        entry["error"] = f"missing media file {media_path.name}"
+        return entry
+    try:
+        item = as_item(media_path)
+        thumb = media_path.with_name(f"{media_path.stem}.thumb.jpg")
+        if _stale(thumb, media_path):
+            media.write_bytes_atomic(thumb, preview.poster_jpeg(item, THUMB_SIDE, frame=0 if item.is_image else None),
+                                     overwrite=True)
+        entry["thumb"] = thumb
+        if not item.is_image:
+            entry["preview"] = preview.ensure_preview(item, max_side)
+        entry["item"] = item
+    except Exception as exc:  # an unreadable file is reported in its card, not fatal
+        entry["error"] = f"{type(exc).__name__}: {exc}"
+    return entry
+
+
+# HTML -----------------------------------------------------------------------------------------------------
+
+
+def _href(root: Path, path: Path) -> str:
+    try:
+        rel = path.resolve().relative_to(root.resolve())
+    except ValueError:  # a preview that had to go to the cache folder: link by file URL as a last resort
+        return path.resolve().as_uri()
+    return quote(rel.as_posix())
+
+
+def _esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _page(root: Path, title: str, notebooks: list, runs: list[dict[str, Any]]) -> str:
+    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><meta name='viewport' "
+             f"content='width=device-width,initial-scale=1'><title>{_esc(title)}</title><style>{_CSS}</style></head><body>",
+             f"<h1>{_esc(title)}</h1><div class='muted'>{len(runs)} result(s), {len(notebooks)} notebook(s) &middot; "
+             f"written {_esc(time.strftime('%Y-%m-%d %H:%M:%S'))} &middot; videos play small previews; "
+             "follow &ldquo;full resolution&rdquo; for the original file</div>"]
+    if notebooks:
+        parts.append("<h2>Notebooks</h2><ul class='notebooks'>")
+        for notebook, page in notebooks:
+            raw = f"<a href='{_href(root, notebook)}'>.ipynb</a>"
+            if isinstance(page, Path):
+                parts.append(f"<li><a href='{_href(root, page)}'>{_esc(notebook.relative_to(root).as_posix())}</a> ({raw})</li>")
+            else:
+                parts.append(f"<li>{_esc(notebook.relative_to(root).as_posix())} ({raw}) "
+                             f"<span class='muted'>{_esc(page or 'not converted')}</span></li>")
+        parts.append("</ul>")
+    parts.append("<h2>Results</h2>")
+    if not runs:
+        parts.append("<p class='muted'>No saved results (no *.json generation manifests) in this folder yet.</p>")
+    else:
+        parts.append("<div class='cards'>" + "".join(_card(root, run) for run in runs) + "</div>")
+        parts.append("<h2>Runs</h2>" + _table(root, runs))
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def _card(root: Path, run: dict[str, Any]) -> str:
+    name = run["media"].relative_to(root).as_posix()
+    links = (f"<a href='{_href(root, run['media'])}'>full resolution</a> &middot; "
+             f"<a href='{_href(root, run['manifest'])}'>manifest</a>")
+    if run["error"]:
+        return (f"<div class='card'><div class='name'>{_esc(name)}</div><div style='color:#b42318'>"
+                f"{_esc(run['error'])}</div><div>{links}</div></div>")
+    item = run["item"]
+    thumb = _href(root, run["thumb"])
+    if run["preview"] is not None:
+        view = (f"<video controls preload='metadata' playsinline poster='{thumb}' width='{item.width}' "
+                f"height='{item.height}'><source src='{_href(root, run['preview'])}' type='video/mp4'></video>")
+    else:
+        view = f"<a href='{_href(root, run['media'])}'><img src='{thumb}' alt='{_esc(name)}' loading='lazy'></a>"
+    return (f"<div class='card'>{view}<div class='name'>{_esc(name)}</div>"
+            f"<div class='summary'>{_esc(item.summary)}</div><div class='muted'>{_esc(' · '.join(item.facts()))}</div>"
+            f"<div>{links}</div></div>")
+
+
+_COLUMNS = ("output", "mode", "size", "frames", "fps", "steps", "guidance", "shift", "seed", "sound", "backend",
+            "model", "total s", "created")
+
+
+def _table(root: Path, runs: list[dict[str, Any]]) -> str:
+    rows = []
+    for run in runs:
+        m = run["data"]
+        request = m.get("request") or {}
+        timings = m.get("timings") or {}
+        total = timings.get("total_s")
+        cells = [
+            f"<a href='{_href(root, run['media'])}'>{_esc(run['media'].relative_to(root).as_posix())}</a>",
+            _esc(request.get("mode") or m.get("kind")),
+            _esc(f"{m.get('width')}×{m.get('height')}"),
+            _esc(m.get("num_frames")), _esc(f"{m.get('fps'):g}" if isinstance(m.get("fps"), (int, float)) else m.get("fps")),
+            _esc(request.get("num_inference_steps")), _esc(request.get("guidance_scale")), _esc(request.get("flow_shift")),
+            _esc(m.get("seed")), "yes" if m.get("sound") else "no", _esc(m.get("backend")), _esc(m.get("model")),
+            _esc(f"{float(total):.2f}" if total is not None else ""), _esc(m.get("created")),
+        ]
+        numeric = {3, 4, 5, 6, 7, 8, 12}
+        rows.append("<tr>" + "".join(f"<td class='num'>{c}</td>" if i in numeric else f"<td>{c}</td>"
+                                     for i, c in enumerate(cells)) + "</tr>")
+    head = "".join(f"<th>{_esc(c)}</th>" for c in _COLUMNS)
+    return f"<table class='runs'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"

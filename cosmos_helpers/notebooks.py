@@ -1,0 +1,124 @@
+"""Executing the cookbooks with papermill: one output folder, executed copies, media, and a summary.
+
+Each notebook runs with its own folder as working directory (so its ``assets/`` paths work) and gets
+``output_dir`` (inside the run's folder) and ``profile`` injected into its tagged ``parameters`` cell,
+plus any extra parameters given. ``COSMOS_HELPERS_STATIC=1`` tells the preview widgets to render static
+HTML, so the executed notebooks read well as files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+COOKBOOK_DIR = Path("cookbooks") / "cosmos3" / "generator"
+
+
+@dataclass
+class NotebookRun:
+    notebook: str
+    executed: str
+    output_dir: str
+    seconds: float
+    ok: bool
+    error: str | None = None
+
+
+def repo_root(start: str | Path | None = None) -> Path:
+    """The checkout that holds ``cookbooks/``: searched upward from ``start`` (or cwd), then from this file."""
+    for origin in (Path(start or Path.cwd()).resolve(), Path(__file__).resolve().parent):
+        for folder in (origin, *origin.parents):
+            if (folder / COOKBOOK_DIR).is_dir():
+                return folder
+    raise FileNotFoundError(f"no {COOKBOOK_DIR} folder above {start or Path.cwd()}; run from the repository")
+
+
+def find_cookbooks(root: str | Path | None = None, only: Iterable[str] = ()) -> list[Path]:
+    base = repo_root(root) / COOKBOOK_DIR
+    notebooks = sorted(p for p in base.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    patterns = list(only)
+    if patterns:
+        notebooks = [p for p in notebooks if any(pattern in str(p.relative_to(base)) for pattern in patterns)]
+    return notebooks
+
+
+def parameter_names(notebook: str | Path) -> set[str]:
+    """Names assigned in the notebook's ``parameters`` cell (papermill's convention)."""
+    import ast
+
+    cells = json.loads(Path(notebook).read_text())["cells"]
+    for cell in cells:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            tree = ast.parse("".join(cell["source"]))
+            return {target.id for node in tree.body if isinstance(node, ast.Assign)
+                    for target in node.targets if isinstance(target, ast.Name)}
+    return set()
+
+
+def run_cookbooks(
+    out: str | Path,
+    *,
+    root: str | Path | None = None,
+    profile: str = "tiny",
+    parameters: dict[str, Any] | None = None,
+    only: Iterable[str] = (),
+    kernel: str = "python3",
+    gallery: bool = True,
+    log_output: bool = False,
+) -> list[NotebookRun]:
+    """Execute every cookbook into ``out``; failures are recorded, not raised, so one bad notebook
+    does not hide the others' results."""
+    import papermill
+
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    base = repo_root(root) / COOKBOOK_DIR
+    runs: list[NotebookRun] = []
+    previous = os.environ.get("COSMOS_HELPERS_STATIC")
+    os.environ["COSMOS_HELPERS_STATIC"] = "1"
+    try:
+        for notebook in find_cookbooks(root, only):
+            relative = notebook.relative_to(base)
+            executed = out / relative
+            output_dir = out / relative.with_suffix("")
+            executed.parent.mkdir(parents=True, exist_ok=True)
+            accepted = parameter_names(notebook)
+            injected = {"output_dir": str(output_dir), "profile": profile, **(parameters or {})}
+            injected = {k: v for k, v in injected.items() if k in accepted}
+            print(f"running {relative} ({', '.join(f'{k}={v!r}' for k, v in injected.items())})", flush=True)
+            start = time.perf_counter()
+            try:
+                papermill.execute_notebook(str(notebook), str(executed), parameters=injected, cwd=str(notebook.parent),
+                                           kernel_name=kernel, progress_bar=False, log_output=log_output)
+                runs.append(NotebookRun(str(relative), str(executed), str(output_dir), time.perf_counter() - start, True))
+            except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
+                message = str(exc).strip().splitlines()
+                runs.append(NotebookRun(str(relative), str(executed), str(output_dir), time.perf_counter() - start,
+                                        False, "\n".join(message[-6:])))
+            status = "ok" if runs[-1].ok else "FAILED"
+            print(f"  {status} in {runs[-1].seconds:.1f} s -> {executed}", flush=True)
+    finally:
+        if previous is None:
+            os.environ.pop("COSMOS_HELPERS_STATIC", None)
+        else:
+            os.environ["COSMOS_HELPERS_STATIC"] = previous
+    (out / "summary.json").write_text(json.dumps([asdict(run) for run in runs], indent=2))
+    if gallery:
+        try:
+            from .gallery import write_gallery
+        except ImportError:
+            pass
+        else:
+            print(f"gallery: {write_gallery(out)}")
+    return runs
+
+
+def summary_table(runs: list[NotebookRun]) -> str:
+    lines = ["| notebook | result | seconds |", "| --- | --- | ---: |"]
+    for run in runs:
+        lines.append(f"| {run.notebook} | {'ok' if run.ok else 'FAILED'} | {run.seconds:.1f} |")
+    return "\n".join(lines)

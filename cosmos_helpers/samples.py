@@ -1,0 +1,80 @@
+"""Our own sample media, rendered by code: a conditioning image, a short clip and a sound clip.
+
+The cookbooks need inputs that are small, free to redistribute and reproducible, so they are drawn
+here from a seed rather than shipped from elsewhere. ``python -m cosmos_helpers.samples DIR`` rewrites
+the committed copies.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .presets import SOUND_SAMPLE_RATE
+
+
+def rolling_ball_clip(num_frames: int = 33, width: int = 320, height: int = 180, seed: int = 7) -> np.ndarray:
+    """A red ball rolling across a checkered floor under a gradient sky, uint8 ``(T, H, W, 3)``."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    horizon = int(height * 0.45)
+    sky = np.stack([110 + 60 * yy / horizon, 160 + 50 * yy / horizon, np.full_like(yy, 235)], axis=-1)
+    depth = np.maximum(yy - horizon, 1.0)
+    u = (xx - width / 2) / depth * 40
+    v = 400.0 / depth
+    checker = ((np.floor(u / 8) + np.floor(v)) % 2).astype(np.float32)
+    floor = np.stack([90 + 100 * checker, 80 + 90 * checker, 60 + 70 * checker], axis=-1)
+    background = np.where((yy >= horizon)[..., None], floor, sky)
+    background += rng.normal(0, 3, background.shape).astype(np.float32)
+    frames = np.empty((num_frames, height, width, 3), np.uint8)
+    radius = height * 0.14
+    for index in range(num_frames):
+        t = index / max(1, num_frames - 1)
+        cx = width * (0.15 + 0.7 * t)
+        cy = height * 0.72 - abs(math.sin(t * math.pi * 2)) * height * 0.12
+        frame = background.copy()
+        shadow = ((xx - cx) / (radius * 1.3)) ** 2 + ((yy - height * 0.86) / (radius * 0.35)) ** 2 < 1
+        frame[shadow] *= 0.55
+        dist = np.sqrt((xx - cx) ** 2 + (yy - cy) ** 2)
+        ball = dist < radius
+        light = np.clip(1.15 - ((xx - cx + radius * 0.35) ** 2 + (yy - cy + radius * 0.35) ** 2) / (2.2 * radius**2),
+                        0.35, 1.15)
+        stripe = (np.sin((xx - cx) / radius * 3 + t * 12) > 0.6) & ball
+        frame[ball] = np.stack([220 * light, 40 * light, 35 * light], axis=-1)[ball]
+        frame[stripe] = [245, 235, 220]
+        frames[index] = np.clip(frame, 0, 255).astype(np.uint8)
+    return frames
+
+
+def chime_sound(duration_s: float = 1.0, sample_rate: int = SOUND_SAMPLE_RATE) -> np.ndarray:
+    """A two-note chime with a soft bounce rhythm, float32 stereo ``(2, N)`` in [-1, 1]."""
+    t = np.arange(int(duration_s * sample_rate), dtype=np.float64) / sample_rate
+    envelope = np.exp(-3.0 * (t % 0.5))
+    left = 0.4 * np.sin(2 * np.pi * 440.0 * t) * envelope
+    right = 0.4 * np.sin(2 * np.pi * 660.0 * t) * envelope
+    return np.stack([left, right]).astype(np.float32)
+
+
+def write_samples(folder: str | Path, *, overwrite: bool = False) -> dict[str, Path]:
+    """Write the sample image, clip and sound into ``folder`` (the cookbooks' ``assets``)."""
+    from . import media
+
+    folder = Path(folder)
+    clip = rolling_ball_clip()
+    paths = {
+        "image": folder / "images" / "rolling_ball.png",
+        "video": folder / "videos" / "rolling_ball.mp4",
+        "sound": folder / "sounds" / "chime.wav",
+    }
+    media.write_png(paths["image"], clip[0], overwrite=overwrite)
+    media.write_mp4(paths["video"], clip, 24.0, crf=23, overwrite=overwrite)
+    media.write_wav(paths["sound"], chime_sound(), SOUND_SAMPLE_RATE, overwrite=overwrite)
+    return paths
+
+
+if __name__ == "__main__":  # pragma: no cover
+    for name, path in write_samples(sys.argv[1] if len(sys.argv) > 1 else ".", overwrite="--overwrite" in sys.argv).items():
+        print(f"{name}: {path} ({path.stat().st_size} bytes)")

@@ -1,0 +1,251 @@
+"""Starting the local vLLM-Omni-compatible server: as a subprocess (``LocalServer``) or in a thread.
+
+``LocalServer`` is what notebooks use: ``python -m cosmos_helpers.cli serve`` in its own process group on a
+free loopback port, a readiness wait that fails at once (with the log tail) if the process dies, and a
+clean stop (terminate the group, wait, kill) on exit, on error and at interpreter exit, so no server is
+left orphaned. ``ThreadedServer`` runs uvicorn inside the current process (tests, benchmarks).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import BackendUnavailableError
+
+_LIVE: "weakref.WeakSet[LocalServer]" = weakref.WeakSet()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+class LocalServer:
+    """``with LocalServer() as server: backend = server.client()``.
+
+    Args:
+        model: ``"tiny"`` (default), a hub id or a checkpoint folder.
+        profile: defaults for omitted fields (``tiny``/``nano``/``super``).
+        port: default a free port; host default 127.0.0.1.
+        api_key: require this Bearer key.
+        startup_delay: simulate a slow model load (the port stays unbound meanwhile).
+        ready_timeout: seconds to wait for ``/health``.
+        block_words: prompts containing one are rejected as a guardrail block would be.
+        threads: torch CPU threads in the server.
+        extra_args: more ``cosmos-helpers serve`` options.
+        progress: show the readiness wait.
+    """
+
+    def __init__(self, model: str = "tiny", *, profile: str | None = None, host: str = "127.0.0.1",
+                 port: int | None = None, api_key: str | None = None, startup_delay: float = 0.0,
+                 ready_timeout: float = 300.0, storage_dir: str | Path | None = None,
+                 block_words: Sequence[str] = (), threads: int | None = None, extra_args: Sequence[str] = (),
+                 env: dict[str, str] | None = None, python: str = sys.executable, progress: bool = True) -> None:
+        self.model = model
+        self.profile = profile
+        self.host = host
+        self.port = port
+        self.api_key = api_key
+        self.startup_delay = startup_delay
+        self.ready_timeout = ready_timeout
+        self.storage_dir = storage_dir
+        self.block_words = tuple(block_words)
+        self.threads = threads
+        self.extra_args = tuple(extra_args)
+        self.env = env
+        self.python = python
+        self.progress = progress
+        self.process: subprocess.Popen | None = None
+        self._log_dir: tempfile.TemporaryDirectory | None = None
+        self.log_path: Path | None = None
+        self._log_handle = None
+
+    # lifecycle ------------------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the server has not been started")
+        return f"http://{self.host}:{self.port}"
+
+    def argv(self) -> list[str]:
+        argv = [self.python, "-m", "cosmos_helpers.cli", "serve", "--model", self.model, "--host", self.host,
+                "--port", str(self.port)]
+        if self.profile:
+            argv += ["--profile", self.profile]
+        if self.startup_delay:
+            argv += ["--startup-delay", str(self.startup_delay)]
+        if self.storage_dir:
+            argv += ["--storage-dir", str(self.storage_dir)]
+        if self.threads:
+            argv += ["--threads", str(self.threads)]
+        for word in self.block_words:
+            argv += ["--block-word", word]
+        return argv + list(self.extra_args)
+
+    def start(self) -> "LocalServer":
+        if self.process is not None and self.process.poll() is None:
+            return self
+        if self.port is None:
+            self.port = free_port(self.host)
+        self._log_dir = tempfile.TemporaryDirectory(prefix="cosmos-local-server-")
+        self.log_path = Path(self._log_dir.name) / "server.log"
+        self._log_handle = open(self.log_path, "wb")
+        env = dict(os.environ if self.env is None else self.env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env.pop(API_KEY_ENV_NAME, None)
+        if self.api_key:
+            env[API_KEY_ENV_NAME] = self.api_key  # not on the command line, where `ps` would show it
+        self.process = subprocess.Popen(self.argv(), stdout=self._log_handle, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        _LIVE.add(self)
+        try:
+            self.client(progress=self.progress).wait_until_ready(self.ready_timeout, process=self.process,
+                                                                 log=self.log_tail, interval=0.1)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate the whole process group, wait, then kill; idempotent."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            _signal_group(process, signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _signal_group(process, signal.SIGKILL)
+                process.wait(5)
+        if process is not None:
+            _signal_group(process, signal.SIGKILL)  # stragglers in the group, if any
+        if self._log_handle is not None:
+            self._log_handle.close()
+            self._log_handle = None
+        _LIVE.discard(self)
+
+    def kill(self) -> None:
+        """Kill the server abruptly (SIGKILL to its group), as a crash would."""
+        if self.process is not None and self.process.poll() is None:
+            _signal_group(self.process, signal.SIGKILL)
+            self.process.wait(5)
+
+    def __enter__(self) -> "LocalServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __del__(self) -> None:  # last resort; normal paths call stop()
+        try:
+            self.stop(timeout=2.0)
+        except Exception:
+            pass
+
+    # helpers --------------------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        if self.log_path is None or not self.log_path.is_file():
+            return "(no log yet)"
+        text = self.log_path.read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def client(self, **options: Any):
+        """A :class:`~cosmos_helpers.backends.vllm_omni.VllmOmniBackend` for this server."""
+        from ..backends.vllm_omni import VllmOmniBackend
+
+        options.setdefault("poll_interval", 0.2)
+        return VllmOmniBackend(self.url, api_key=self.api_key, **options)
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"LocalServer({self.model!r}, url={self.url if self.port else None!r}, {state})"
+
+
+API_KEY_ENV_NAME = "COSMOS3_VLLM_API_KEY"
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)  # start_new_session=True: the group id is the child's pid
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_LIVE):
+        try:
+            server.stop(timeout=3.0)
+        except Exception:
+            pass
+
+
+class ThreadedServer:
+    """The app under uvicorn in a background thread of this process, on a free loopback port.
+
+    ``ThreadedServer(**create_app_options)``; ``.url``, ``.app``; a context manager. Generation runs in
+    the app's own worker thread, so in-process state (e.g. ``app.state.worker.order_log``) is visible.
+    """
+
+    def __init__(self, backend: Any = None, *, host: str = "127.0.0.1", port: int | None = None,
+                 ready_timeout: float = 120.0, **app_options: Any) -> None:
+        from .app import create_app
+
+        self.host = host
+        self.port = port or free_port(host)
+        self.app = create_app(backend, **app_options)
+        self.ready_timeout = ready_timeout
+        self._server = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> "ThreadedServer":
+        import uvicorn
+
+        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning",
+                                timeout_graceful_shutdown=1, lifespan="on")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name=f"uvicorn-{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + self.ready_timeout
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise BackendUnavailableError(f"the server thread on port {self.port} exited during startup")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise BackendUnavailableError(f"the server on port {self.port} did not start in {self.ready_timeout} s")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+
+    def __enter__(self) -> "ThreadedServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -1,0 +1,12 @@
+"""The pieces behind :mod:`cosmos_helpers.widgets` (previews, HTML, plots, the generate form).
+
+``context``  live kernel or static document? one-shot display
+``items``    turn a Generation, a file path or a frame array into one viewable item with its caption
+``preview``  small browser-safe preview transcodes (H.264 yuv420p + AAC), posters, thumbnails, data URIs
+``html``     static HTML (players, contact sheets, side-by-side, slider) that reads well in a saved notebook
+``viewers``  ``show``, ``grid``, ``compare``: ipywidgets in a live kernel, static HTML elsewhere
+``plots``    ``frame_strip`` and ``sound_plot``
+``form``     ``GenerateForm``
+
+Nothing here imports torch; ipywidgets and matplotlib are imported inside the functions that need them.
+"""

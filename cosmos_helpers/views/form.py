@@ -1,0 +1,236 @@
+"""``GenerateForm``: fill in a request, press Generate, watch the steps, see the result.
+
+The form builds a :class:`GenerationRequest` from its fields (plus any ``defaults`` it has no field for,
+such as ``negative_prompt`` or ``flow_shift``), so every check the request makes applies here too; a
+:class:`ValidationError` is shown in the form, next to the field it names, not as a traceback.
+"""
+
+from __future__ import annotations
+
+import html
+import inspect
+import itertools
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ..errors import CosmosHelpersError, ValidationError
+from .context import is_static
+
+DEFAULT_PROMPT = ("A small yellow robot rolls across a sunlit wooden workbench, past scattered tools, "
+                  "and stops beside a coffee mug. Static camera, soft morning light.")
+_FIELDS = ("prompt", "mode", "image", "tier", "aspect_ratio", "num_frames", "num_inference_steps",
+           "guidance_scale", "seed", "sound")
+
+
+class GenerateForm:
+    """An interactive form around ``backend.generate(request, progress=callback)``.
+
+    Args:
+        backend: any backend (``DiffusersBackend``, ``VllmOmniBackend``, ``FrameworkBackend``, ...).
+        defaults: initial request values (``GenerationRequest`` field names: ``profile``, ``mode``, ``prompt``,
+            ``tier``, ``aspect_ratio``, ``num_frames``, ``num_inference_steps``, ``guidance_scale``, ``seed``,
+            ``sound``, ...); fields without a widget are passed to every request unchanged.
+        output_dir: when given, every result is saved there (MP4/PNG + manifest) before it is shown.
+
+    ``form.generate()`` does what the button does and returns the :class:`Generation` (or ``None`` when
+    the request was invalid or the backend failed); ``form.last`` and ``form.history`` keep the results.
+    Displayed outside a live kernel (papermill, nbconvert), the form renders as a static note.
+    """
+
+    def __init__(self, backend: Any, *, defaults: dict[str, Any] | None = None,
+                 output_dir: str | Path | None = None) -> None:
+        import ipywidgets as w
+
+        from ..presets import ASPECT_RATIOS, TIERS, get_profile
+        from ..request import MODES
+
+        self.backend = backend
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.defaults = dict(defaults or {})
+        self.last = None
+        self.history: list = []
+        self.last_error: Exception | None = None
+        self._counter = itertools.count(1)
+        profile = get_profile(self.defaults.get("profile", "tiny"))
+        d = self.defaults
+        wide = w.Layout(width="100%")
+        style = {"description_width": "110px"}
+        self.prompt = w.Textarea(value=str(d.get("prompt", DEFAULT_PROMPT)), description="prompt",
+                                 rows=4, layout=wide, style=style)
+        self.mode = w.Dropdown(options=list(MODES), value=d.get("mode", "text2video"), description="mode", style=style)
+        self.image = w.Text(value=str(d.get("image") or d.get("video") or ""), description="image / video",
+                            placeholder="path of the conditioning image (image2video) or video (video2video)",
+                            layout=wide, style=style)
+        self.tier = w.Dropdown(options=list(TIERS), value=str(d.get("tier", profile.tier)), description="tier",
+                               style=style)
+        self.aspect_ratio = w.Dropdown(options=list(ASPECT_RATIOS), value=d.get("aspect_ratio", profile.aspect_ratio),
+                                       description="aspect", style=style)
+        self.num_frames = w.BoundedIntText(value=int(d.get("num_frames", profile.num_frames)), min=1, max=1001,
+                                           step=4, description="frames", style=style)
+        self.num_inference_steps = w.BoundedIntText(value=int(d.get("num_inference_steps", profile.num_inference_steps)),
+                                                    min=1, max=200, description="steps", style=style)
+        self.guidance_scale = w.BoundedFloatText(value=float(d.get("guidance_scale", profile.guidance_scale)),
+                                                 min=0.0, max=20.0, step=0.5, description="guidance", style=style)
+        self.seed = w.IntText(value=int(d.get("seed", 0)), description="seed", style=style)
+        self.sound = w.Checkbox(value=bool(d.get("sound", False)), description="sound (48 kHz stereo)", style=style)
+        self.button = w.Button(description="Generate", button_style="primary", icon="play",
+                               tooltip="build the request, validate it, and run it on the backend")
+        self.progress = w.IntProgress(value=0, min=0, max=max(1, self.num_inference_steps.value),
+                                      description="denoising", style=style)
+        self.status = w.HTML("")
+        self.output = w.Output()
+        self.button.on_click(lambda _button: self.generate())
+        self.mode.observe(lambda _change: self._sync_mode(), names="value")
+        self._sync_mode()
+        row = lambda *children: w.HBox(list(children), layout=w.Layout(flex_flow="row wrap"))  # noqa: E731
+        self.widget = w.VBox([
+            w.HTML(f"<b>Generate with {html.escape(_backend_name(backend))}</b>"),
+            self.prompt,
+            row(self.mode, self.tier, self.aspect_ratio),
+            self.image,
+            row(self.num_frames, self.num_inference_steps, self.guidance_scale),
+            row(self.seed, self.sound),
+            row(self.button, self.progress),
+            self.status,
+            self.output,
+        ], layout=w.Layout(width="100%", max_width="900px"))
+        self.widget.add_class("cosmos-helpers-form")
+
+    # Behaviour ------------------------------------------------------------------------------------------
+
+    def _sync_mode(self) -> None:
+        mode = self.mode.value
+        self.num_frames.disabled = mode == "text2image"
+        self.sound.disabled = mode == "text2image"
+        self.image.layout.display = None if mode in ("image2video", "video2video") else "none"
+
+    def request(self):
+        """The :class:`GenerationRequest` the form describes (raises :class:`ValidationError`)."""
+        from ..request import GenerationRequest
+
+        values = {k: v for k, v in self.defaults.items() if k not in _FIELDS and k != "video"}
+        mode = self.mode.value
+        values.update(mode=mode, prompt=self.prompt.value, aspect_ratio=self.aspect_ratio.value,
+                      num_inference_steps=int(self.num_inference_steps.value),
+                      guidance_scale=float(self.guidance_scale.value), seed=int(self.seed.value))
+        if "width" not in values and "height" not in values:
+            values["tier"] = self.tier.value
+        if mode != "text2image":
+            values["num_frames"] = int(self.num_frames.value)
+            values["sound"] = bool(self.sound.value)
+        media_path = self.image.value.strip()
+        if mode == "image2video":
+            values["image"] = media_path or None
+        elif mode == "video2video":
+            values["video"] = media_path or None
+        return GenerationRequest(**values)
+
+    def generate(self):
+        """Validate, run with a live progress bar, save (with ``output_dir``), show; return the Generation."""
+        self._clear_marks()
+        self.last_error = None
+        try:
+            request = self.request()
+        except ValidationError as exc:
+            self._fail(exc, field=exc.field)
+            return None
+        self.button.disabled = True
+        self.progress.bar_style = ""
+        self.progress.max = request.num_inference_steps
+        self.progress.value = 0
+        self.status.value = f"<span style='color:#555'>running: {html.escape(request.summary())}</span>"
+        started = time.perf_counter()
+        try:
+            generation = self._run(request)
+            if self.output_dir is not None:
+                stem = self.output_dir / f"form-{request.mode}-seed{request.seed}-{time.strftime('%Y%m%d-%H%M%S')}-{next(self._counter)}"
+                generation.save(stem)
+        except ValidationError as exc:
+            self._fail(exc, field=exc.field)
+            return None
+        except CosmosHelpersError as exc:
+            self._fail(exc)
+            return None
+        except Exception as exc:  # show it in the form; the traceback goes to the output area
+            self._fail(exc)
+            with self.output:
+                print(traceback.format_exc())
+            return None
+        finally:
+            self.button.disabled = False
+        elapsed = time.perf_counter() - started
+        self.progress.value = self.progress.max
+        self.progress.bar_style = "success"
+        saved = f" &middot; saved {html.escape(str(generation.paths['media']))}" if generation.paths else ""
+        self.status.value = f"<span style='color:#1a7f37'>done in {elapsed:.1f} s{saved}</span>"
+        self.last = generation
+        self.history.append(generation)
+        from .viewers import show
+
+        self.output.clear_output(wait=True)
+        with self.output:
+            self.last_view = show(generation)
+        return generation
+
+    def _run(self, request):
+        def on_step(step: int, total: int) -> None:
+            self.progress.max = max(1, int(total))
+            self.progress.value = min(int(step), self.progress.max)
+            self.progress.description = f"step {step}/{total}"
+
+        generate = self.backend.generate
+        try:
+            accepts_progress = "progress" in inspect.signature(generate).parameters
+        except (TypeError, ValueError):
+            accepts_progress = False
+        return generate(request, progress=on_step) if accepts_progress else generate(request)
+
+    def _fail(self, exc: Exception, field: str | None = None) -> None:
+        self.last_error = exc
+        self.progress.bar_style = "danger"
+        if isinstance(exc, ValidationError):
+            fix = f"<br><b>Fix:</b> {html.escape(exc.fix)}" if exc.fix else ""
+            text = f"<b>{html.escape(exc.field)}</b>: {html.escape(exc.problem)}{fix}"
+        else:
+            text = f"<b>{html.escape(type(exc).__name__)}</b>: {html.escape(str(exc))}"
+        self.status.value = f"<div style='color:#b42318'>{text}</div>"
+        widget = getattr(self, {"width": "tier", "height": "tier", "video": "image"}.get(field or "", field or ""), None)
+        if widget is not None and hasattr(widget, "layout") and field in _FIELDS + ("width", "height", "video"):
+            widget.layout.border = "2px solid #b42318"
+
+    def _clear_marks(self) -> None:
+        for name in _FIELDS:
+            getattr(self, name).layout.border = None
+
+    # Display ---------------------------------------------------------------------------------------------
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        if is_static():
+            return {"text/html": self.static_html(), "text/plain": repr(self)}
+        return self.widget._repr_mimebundle_(include=include, exclude=exclude)
+
+    def __repr__(self) -> str:
+        return f"GenerateForm({_backend_name(self.backend)})"
+
+    def static_html(self) -> str:
+        """What the form looks like in a saved notebook: its fields and their values, and how to use it."""
+        rows = [("prompt", self.prompt.value), ("mode", self.mode.value), ("tier", self.tier.value),
+                ("aspect", self.aspect_ratio.value), ("frames", self.num_frames.value),
+                ("steps", self.num_inference_steps.value), ("guidance", self.guidance_scale.value),
+                ("seed", self.seed.value), ("sound", self.sound.value)]
+        cells = "".join(f"<tr><th style='text-align:left;padding:1px 8px'>{k}</th>"
+                        f"<td style='padding:1px 8px'>{html.escape(str(v))}</td></tr>" for k, v in rows)
+        return ("<div class='cosmos-helpers-form' style='border:1px solid #ccc;border-radius:4px;padding:8px;"
+                "max-width:900px;font:13px system-ui,sans-serif'>"
+                f"<b>GenerateForm</b> for {html.escape(_backend_name(self.backend))}: an interactive form "
+                "(prompt, mode, tier, aspect, frames, steps, guidance, seed, sound, a Generate button with a "
+                "progress bar). It is live only in a running Jupyter kernel; open this notebook in JupyterLab "
+                f"and run the cell to use it. Initial values:<table>{cells}</table></div>")
+
+
+def _backend_name(backend: Any) -> str:
+    name = getattr(backend, "name", None) or type(backend).__name__
+    model = getattr(backend, "model", None)
+    return f"{name} ({model})" if model else str(name)

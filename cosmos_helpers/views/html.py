@@ -1,0 +1,135 @@
+"""Static, self-contained HTML for previews: what an executed notebook keeps as its output.
+
+Only small things are embedded: the preview transcode (a few hundred KB for the tiny and 480p cases) and
+JPEG posters. A preview over :func:`preview.embed_limit` is not embedded; its poster and the file's path
+are shown instead. No ``<script>`` tags and no external resources; the slider's only behaviour is an
+inline ``oninput`` on a range input, which JupyterLab (trusted output) and nbconvert HTML both run.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Sequence
+
+import numpy as np
+
+from . import preview
+from .items import Item
+
+_BOX = "display:inline-block;vertical-align:top;margin:0 12px 12px 0;max-width:100%"
+_CAPTION = "font:13px/1.35 system-ui,-apple-system,'Segoe UI',sans-serif;max-width:{w}px;margin-top:4px"
+
+
+def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
+    """The size a preview is shown at: the source size capped at ``max_side`` (same rule as the transcode)."""
+    from ..media import _even_size
+
+    if not item.width or not item.height:
+        frame = item.frame(0)
+        item.height, item.width = frame.shape[:2]
+    if item.is_image:
+        scale = 1.0 if not max_side or max(item.width, item.height) <= max_side else max_side / max(item.width, item.height)
+        return max(1, round(item.width * scale)), max(1, round(item.height * scale))
+    return _even_size(item.width, item.height, max_side)
+
+
+def media_html(item: Item, max_side: int | None = preview.DEFAULT_MAX_SIDE, *, player: bool = True,
+               src: str | None = None, poster_src: str | None = None) -> str:
+    """An ``<img>`` or a ``<video controls>`` for one item.
+
+    ``src``/``poster_src`` given: link to them (relative URLs, for galleries). Otherwise embed the preview
+    as a data URI when it is under the embed limit, else show the poster with the file's path.
+    """
+    width, height = display_size(item, max_side)
+    size = f'width="{width}" height="{height}" style="max-width:100%;height:auto;display:block;background:#000"'
+    if item.is_image:
+        if src is None:
+            data, fmt = preview.image_bytes(item, max_side)
+            src = preview.data_uri(data, f"image/{fmt}")
+        return f'<img src="{html.escape(src)}" alt="{html.escape(item.caption_text())}" {size}>'
+    if poster_src is None:
+        poster_src = preview.data_uri(preview.poster_jpeg(item, max_side, frame=0), "image/jpeg")
+    if not player:
+        return f'<img src="{html.escape(poster_src)}" alt="{html.escape(item.caption_text())}" {size}>'
+    if src is None:
+        path = preview.ensure_preview(item, max_side)
+        data = path.read_bytes()
+        if len(data) > preview.embed_limit():
+            where = html.escape(str(item.path or path))
+            return (f'<img src="{html.escape(poster_src)}" {size}><div style="font-size:85%;color:#666">'
+                    f'preview not embedded ({len(data) / 1e6:.1f} MB): {where}</div>')
+        src = preview.data_uri(data, "video/mp4")
+    return (f'<video controls preload="metadata" playsinline {size} poster="{html.escape(poster_src)}">'
+            f'<source src="{html.escape(src)}" type="video/mp4">'
+            f'your viewer cannot play video: {html.escape(item.caption_text())}</video>')
+
+
+def figure_html(item: Item, max_side: int | None = preview.DEFAULT_MAX_SIDE, *, player: bool = True,
+                src: str | None = None, poster_src: str | None = None) -> str:
+    width, _ = display_size(item, max_side)
+    caption = item.caption_html()
+    return (f'<figure class="cosmos-helpers-figure" style="{_BOX};margin:0 12px 12px 0">'
+            f'{media_html(item, max_side, player=player, src=src, poster_src=poster_src)}'
+            f'<figcaption style="{_CAPTION.format(w=max(width, 240))}">{caption}</figcaption></figure>')
+
+
+def grid_html(items: Sequence[Item], columns: int = 3, *, max_side: int | None = 240, players: bool = False) -> str:
+    """A contact sheet: a table of thumbnails (or players) with prompt summary, seed, backend and time."""
+    columns = max(1, int(columns))
+    rows = []
+    for start in range(0, len(items), columns):
+        cells = []
+        for item in items[start:start + columns]:
+            cells.append('<td style="vertical-align:top;padding:6px;border:1px solid #ddd">'
+                         f'{figure_html(item, max_side, player=players)}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return ('<table class="cosmos-helpers-grid" style="border-collapse:collapse">'
+            + "".join(rows) + "</table>")
+
+
+def side_by_side_html(items: Sequence[Item], max_side: int | None = preview.DEFAULT_MAX_SIDE) -> str:
+    figures = "".join(figure_html(item, max_side) for item in items)
+    return f'<div class="cosmos-helpers-compare" style="display:flex;flex-wrap:wrap;align-items:flex-start">{figures}</div>'
+
+
+def slider_html(a: Item, b: Item, *, frame: int | None = None, max_side: int | None = preview.DEFAULT_MAX_SIDE) -> str:
+    """Two frames stacked; dragging the range input reveals ``a`` (left) over ``b`` (right)."""
+    frame_a = a.frame(frame)
+    frame_b = b.frame(frame)
+    width, height = display_size(a, max_side)
+    img_a = preview.data_uri(_jpeg_at(frame_a, width, height), "image/jpeg")
+    img_b = preview.data_uri(_jpeg_at(frame_b, width, height), "image/jpeg")
+    label_a = html.escape(a.label or "A")
+    label_b = html.escape(b.label or "B")
+    tag = "position:absolute;top:6px;padding:1px 6px;background:rgba(0,0,0,.6);color:#fff;font:12px system-ui,sans-serif;border-radius:3px"
+    on_input = ("var b=this.parentNode;b.querySelector('.chx-top').style.clipPath='inset(0 '+(100-this.value)+'% 0 0)';"
+                "b.querySelector('.chx-bar').style.left=this.value+'%';")
+    caption = (f'<div style="{_CAPTION.format(w=max(width, 240))}"><b>{label_a}</b> (left) vs <b>{label_b}</b> (right)'
+               f'{" &middot; frame " + str(frame) if frame is not None else ""}: drag across the picture.'
+               f'<div style="color:#666">{html.escape(a.caption_text())}<br>{html.escape(b.caption_text())}</div></div>')
+    return (f'<div class="cosmos-helpers-slider" style="{_BOX}">'
+            f'<div style="position:relative;width:{width}px;max-width:100%;aspect-ratio:{width}/{height};'
+            'overflow:hidden;user-select:none;background:#000">'
+            f'<img class="chx-bottom" src="{img_b}" alt="{label_b}" style="position:absolute;inset:0;width:100%;height:100%">'
+            f'<img class="chx-top" src="{img_a}" alt="{label_a}" style="position:absolute;inset:0;width:100%;height:100%;'
+            'clip-path:inset(0 50% 0 0)">'
+            '<div class="chx-bar" style="position:absolute;top:0;bottom:0;left:50%;width:2px;margin-left:-1px;'
+            'background:#fff;box-shadow:0 0 3px #000;pointer-events:none"></div>'
+            f'<span style="{tag};left:6px">{label_a}</span><span style="{tag};right:6px">{label_b}</span>'
+            f'<input type="range" min="0" max="100" value="50" step="0.5" aria-label="compare {label_a} and {label_b}" '
+            f'oninput="{html.escape(on_input)}" style="position:absolute;inset:0;width:100%;height:100%;margin:0;'
+            'opacity:0.01;cursor:ew-resize"></div>'
+            f'{caption}</div>')
+
+
+def _jpeg_at(frame: np.ndarray, width: int, height: int) -> bytes:
+    import io
+
+    from PIL import Image
+
+    image = Image.fromarray(frame)
+    if image.size != (width, height):
+        image = image.resize((width, height), Image.LANCZOS)
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=88)
+    return buffer.getvalue()

@@ -1,0 +1,200 @@
+"""One viewable thing, whatever it came from: a :class:`Generation`, a saved file, or a frame array.
+
+An :class:`Item` knows its media file (when there is one), how to get its frames and sound, and the
+caption a person wants next to it: the prompt summary, seed, backend and time.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import media
+
+SEP = " \u00b7 "
+
+
+@dataclass
+class Item:
+    label: str = ""
+    path: Path | None = None            # the media file (full resolution), if saved
+    kind: str = "video"                 # "video" or "image"
+    fps: float = 24.0
+    width: int = 0
+    height: int = 0
+    num_frames: int = 0
+    has_sound: bool = False
+    summary: str = ""                   # prompt summary
+    details: dict[str, Any] = field(default_factory=dict)  # mode, seed, backend, model, steps, total_s, ...
+    _frames: np.ndarray | None = None
+    _sound: np.ndarray | None = None
+    sample_rate: int = 48_000
+
+    @property
+    def is_image(self) -> bool:
+        return self.kind == "image"
+
+    def frames(self) -> np.ndarray:
+        """uint8 ``(T, H, W, 3)``; decoded from the file on first use when not in memory."""
+        if self._frames is None:
+            if self.path is None:
+                raise ValueError("item has neither frames nor a file")
+            if self.path.suffix.lower() in media.IMAGE_SUFFIXES:
+                self._frames = np.asarray(media.load_image(self.path))[None]
+            else:
+                self._frames = media.read_video(self.path).frames
+        return self._frames
+
+    def frame(self, index: int | None = None) -> np.ndarray:
+        """One frame (default: the middle one, which represents a clip better than its first)."""
+        if self._frames is None and self.path is not None and not self.is_image and index in (None, 0):
+            # Decode only as far as needed for a poster.
+            want = 1 if index == 0 else max(1, (self.num_frames or 1) // 2 + 1)
+            frames = media.read_video(self.path, max_frames=want).frames
+            return frames[-1]
+        frames = self.frames()
+        if index is None:
+            index = frames.shape[0] // 2
+        return frames[max(0, min(int(index), frames.shape[0] - 1))]
+
+    def sound(self) -> tuple[np.ndarray | None, int]:
+        if self._sound is None and self.has_sound and self.path is not None:
+            self._sound, rate = media.read_audio(self.path)
+            self.sample_rate = int(rate or self.sample_rate)
+        return self._sound, self.sample_rate
+
+    # Captions -----------------------------------------------------------------------------------------
+
+    def facts(self) -> list[str]:
+        """Short facts for a caption line: mode, size, length, sound, steps, seed, backend:model, time."""
+        d = self.details
+        out: list[str] = []
+        if d.get("mode"):
+            out.append(str(d["mode"]))
+        if self.width and self.height:
+            out.append(f"{self.width}\u00d7{self.height}")
+        if not self.is_image and self.num_frames:
+            out.append(f"{self.num_frames} frames @ {self.fps:g} fps")
+        if self.has_sound:
+            out.append("sound")
+        if d.get("steps"):
+            out.append(f"{d['steps']} steps")
+        if d.get("seed") is not None:
+            out.append(f"seed {d['seed']}")
+        engine = ":".join(str(x) for x in (d.get("backend"), d.get("model")) if x)
+        if engine:
+            out.append(engine)
+        if d.get("total_s"):
+            out.append(f"{float(d['total_s']):.1f} s")
+        return out
+
+    def caption_html(self) -> str:
+        parts = []
+        if self.label:
+            parts.append(f'<div style="font-weight:600">{html.escape(self.label)}</div>')
+        if self.summary:
+            parts.append(f'<div style="margin:2px 0">{html.escape(self.summary)}</div>')
+        facts = self.facts()
+        if facts:
+            parts.append(f'<div style="color:#666;font-size:90%">{html.escape(SEP.join(facts))}</div>')
+        return "".join(parts)
+
+    def caption_text(self) -> str:
+        return " | ".join(x for x in (self.label, self.summary, SEP.join(self.facts())) if x)
+
+
+def as_item(source: Any, label: str | None = None, *, fps: float = 24.0) -> Item:
+    """An :class:`Item` from a Generation, a path (media file or its manifest) or a uint8 array."""
+    from ..result import Generation
+
+    if isinstance(source, Item):
+        if label:
+            source.label = label
+        return source
+    if isinstance(source, Generation):
+        return _from_generation(source, label)
+    if isinstance(source, (str, Path)):
+        return _from_path(Path(source), label)
+    if hasattr(source, "size") and hasattr(source, "mode") and not isinstance(source, np.ndarray):  # PIL image
+        source = np.asarray(source.convert("RGB"))
+    if isinstance(source, np.ndarray):
+        frames = media.to_uint8(source)
+        if frames.ndim == 2:
+            frames = np.repeat(frames[..., None], 3, axis=-1)
+        if frames.ndim == 3:
+            frames = frames[None]
+        if frames.ndim != 4 or frames.shape[-1] != 3:
+            raise ValueError(f"expected frames (T,H,W,3) or an image (H,W,3), got shape {source.shape}")
+        return Item(label=label or "", kind="image" if frames.shape[0] == 1 else "video", fps=float(fps),
+                    width=frames.shape[2], height=frames.shape[1], num_frames=frames.shape[0], _frames=frames)
+    raise TypeError(f"cannot show a {type(source).__name__}; pass a Generation, a file path or a uint8 array")
+
+
+def _from_generation(gen, label: str | None) -> Item:
+    from ..prompts import caption_summary
+
+    request = gen.request
+    details: dict[str, Any] = {"seed": gen.seed, "backend": gen.backend, "model": gen.model,
+                               "total_s": gen.total_seconds if gen.timings else None}
+    summary = ""
+    if request is not None:
+        summary = caption_summary(request.caption)
+        details.update(mode=request.mode, steps=request.num_inference_steps, guidance=request.guidance_scale)
+    else:
+        manifest_request = (gen.provenance.get("manifest") or {}).get("request") or {}
+        if manifest_request:
+            summary = caption_summary(manifest_request.get("prompt") or "")
+            details.update(mode=manifest_request.get("mode"), steps=manifest_request.get("num_inference_steps"),
+                           guidance=manifest_request.get("guidance_scale"))
+    path = gen.paths.get("media") if gen.paths else None
+    return Item(label=label or "", path=Path(path) if path else None, kind="image" if gen.is_image else "video",
+                fps=float(gen.fps), width=gen.width, height=gen.height, num_frames=gen.num_frames,
+                has_sound=gen.sound is not None, summary=summary, details=details, _frames=gen.frames,
+                _sound=gen.sound, sample_rate=int(gen.sample_rate))
+
+
+def _from_path(path: Path, label: str | None) -> Item:
+    from ..prompts import caption_summary
+    from ..result import MANIFEST_SCHEMA, read_manifest
+
+    manifest = None
+    if path.suffix.lower() == ".json":
+        manifest = read_manifest(path)
+        if not manifest or manifest.get("schema") != MANIFEST_SCHEMA or not manifest.get("media"):
+            raise ValueError(f"{path} is not a cosmos-helpers generation manifest")
+        path = path.with_name(manifest["media"])
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    if manifest is None:
+        candidate = read_manifest(path.with_suffix(".json"))
+        if candidate and candidate.get("schema") == MANIFEST_SCHEMA and candidate.get("media") == path.name:
+            manifest = candidate
+    item = Item(label=label or "", path=path)
+    if path.suffix.lower() in media.IMAGE_SUFFIXES:
+        from PIL import Image
+
+        with Image.open(path) as img:
+            item.width, item.height = img.size
+        item.kind, item.num_frames = "image", 1
+    else:
+        info = media.probe_video(path)
+        item.width, item.height = info["width"], info["height"]
+        item.fps = float(info["fps"] or 24.0)
+        item.num_frames = int(info["frames"] or 0)
+        item.has_sound = info["audio_rate"] is not None
+        item.sample_rate = int(info["audio_rate"] or 48_000)
+    if manifest:
+        request = manifest.get("request") or {}
+        item.summary = caption_summary(request.get("prompt") or "") if request.get("prompt") else ""
+        timings = manifest.get("timings") or {}
+        item.details = {"mode": request.get("mode"), "steps": request.get("num_inference_steps"),
+                        "guidance": request.get("guidance_scale"), "seed": manifest.get("seed"),
+                        "backend": manifest.get("backend"), "model": manifest.get("model"),
+                        "total_s": timings.get("total_s")}
+        item.fps = float(manifest.get("fps") or item.fps)
+        item.num_frames = int(manifest.get("num_frames") or item.num_frames)
+    return item

@@ -1,0 +1,179 @@
+"""Small, browser-safe previews: never ship a full-resolution file to a browser or into a notebook.
+
+A video's preview is an H.264 (yuv420p, ``+faststart``) MP4 capped at ``max_side`` pixels, with the sound
+re-encoded as AAC when there is sound. A saved output ``clip.mp4`` gets ``clip.preview.mp4`` beside it,
+rebuilt when it is older than the source; frames that were never saved (and files in read-only folders)
+get theirs in a cache folder (``COSMOS_HELPERS_PREVIEW_DIR``, default ``<tmp>/cosmos-helpers-previews``),
+named by a content hash. Posters and thumbnails are JPEG bytes made in memory.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import tempfile
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from .. import media
+from .items import Item
+
+DEFAULT_MAX_SIDE = 480
+PREVIEW_CRF = 28
+PREVIEW_PRESET = "veryfast"
+AUDIO_BITRATE = 128_000
+
+
+def preview_path_for(source: str | Path, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
+    """``clip.mp4`` -> ``clip.preview.mp4`` (``clip.preview320.mp4`` for another ``max_side``)."""
+    source = Path(source)
+    tag = "" if max_side == DEFAULT_MAX_SIDE else str(max_side or "full")
+    return source.with_name(f"{source.stem}.preview{tag}.mp4")
+
+
+def is_preview(path: str | Path) -> bool:
+    name = Path(path).name
+    return ".preview" in name and name.endswith(".mp4")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("COSMOS_HELPERS_PREVIEW_DIR") or os.path.join(tempfile.gettempdir(), "cosmos-helpers-previews")
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def ensure_preview(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
+    """The preview MP4 of a video item, made (or remade, when stale) on demand."""
+    if item.is_image:
+        raise ValueError("images have no video preview; use poster_jpeg() or image_bytes()")
+    if item.path is not None:
+        if is_preview(item.path):
+            return item.path
+        target = preview_path_for(item.path, max_side)
+        if _fresh(target, item.path):
+            return target
+        try:
+            transcode_file(item.path, target, max_side=max_side)
+            return target
+        except PermissionError:
+            key = hashlib.sha1(f"{item.path.resolve()}|{item.path.stat().st_mtime_ns}|{max_side}".encode()).hexdigest()
+            target = cache_dir() / f"{item.path.stem}-{key[:16]}.preview.mp4"
+            if not _fresh(target, item.path):
+                transcode_file(item.path, target, max_side=max_side)
+            return target
+    frames = item.frames()
+    sound, rate = item.sound()
+    digest = hashlib.sha1(np.ascontiguousarray(frames).tobytes())
+    digest.update(f"{item.fps}|{max_side}|{rate}".encode())
+    if sound is not None:
+        digest.update(np.ascontiguousarray(sound).tobytes())
+    target = cache_dir() / f"{digest.hexdigest()[:20]}.preview.mp4"
+    if not target.exists():
+        _write_preview(target, iter(frames), frames.shape[2], frames.shape[1], item.fps, sound, rate, max_side)
+    return target
+
+
+def _fresh(target: Path, source: Path) -> bool:
+    try:
+        return target.stat().st_mtime_ns >= source.stat().st_mtime_ns and target.stat().st_size > 0
+    except FileNotFoundError:
+        return False
+
+
+def transcode_file(source: str | Path, target: str | Path, *, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
+    """Stream ``source`` (any FFmpeg-readable video) into a small H.264 + AAC preview at ``target``."""
+    import av
+
+    source = Path(source)
+    sound, rate = media.read_audio(source)
+    with av.open(str(source)) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        fps = float(stream.average_rate or stream.guessed_rate or 24)
+        width, height = stream.codec_context.width, stream.codec_context.height
+        frames = (frame.to_ndarray(format="rgb24") for frame in container.decode(stream))
+        _write_preview(Path(target), frames, width, height, fps, sound, rate or 48_000, max_side)
+    return Path(target)
+
+
+def _write_preview(target: Path, frames: Iterable[np.ndarray], width: int, height: int, fps: float,
+                   sound: np.ndarray | None, sample_rate: int, max_side: int | None) -> None:
+    import av
+
+    out_w, out_h = media._even_size(width, height, max_side)
+    with media.atomic_path(target, overwrite=True) as tmp:
+        with av.open(str(tmp), mode="w", format="mp4", options={"movflags": "+faststart"}) as container:
+            vstream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
+            vstream.width, vstream.height = out_w, out_h
+            vstream.pix_fmt = "yuv420p"
+            vstream.options = {"crf": str(PREVIEW_CRF), "preset": PREVIEW_PRESET, "profile": "main"}
+            astream = None
+            if sound is not None and sound.size:
+                astream = container.add_stream("aac", rate=int(sample_rate))
+                astream.layout = "stereo"
+                astream.bit_rate = AUDIO_BITRATE
+            for array in frames:
+                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(media.to_uint8(array)), format="rgb24")
+                if (out_w, out_h) != (frame.width, frame.height):
+                    frame = frame.reformat(width=out_w, height=out_h, interpolation="AREA")
+                container.mux(vstream.encode(frame))
+            container.mux(vstream.encode())
+            if astream is not None:
+                media._encode_audio(container, astream, sound, int(sample_rate))
+
+
+# Stills -----------------------------------------------------------------------------------------------
+
+
+def _resize(frame: np.ndarray, max_side: int | None):
+    from PIL import Image
+
+    image = Image.fromarray(media.to_uint8(frame))
+    if max_side and max(image.size) > max_side:
+        scale = max_side / max(image.size)
+        image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))),
+                             Image.LANCZOS)
+    return image
+
+
+def jpeg_bytes(frame: np.ndarray, max_side: int | None = DEFAULT_MAX_SIDE, quality: int = 85) -> bytes:
+    buffer = io.BytesIO()
+    _resize(frame, max_side).save(buffer, format="JPEG", quality=quality)
+    return buffer.getvalue()
+
+
+def png_bytes(frame: np.ndarray, max_side: int | None = DEFAULT_MAX_SIDE) -> bytes:
+    buffer = io.BytesIO()
+    _resize(frame, max_side).save(buffer, format="PNG", optimize=True)
+    return buffer.getvalue()
+
+
+def poster_jpeg(item: Item, max_side: int | None = DEFAULT_MAX_SIDE, frame: int | None = None) -> bytes:
+    """A JPEG of one frame (the middle one by default): posters, thumbnails, contact sheets."""
+    return jpeg_bytes(item.frame(frame), max_side)
+
+
+def image_bytes(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> tuple[bytes, str]:
+    """A still for display: PNG when small enough to stay lossless, else JPEG. Returns (bytes, format)."""
+    data = png_bytes(item.frame(0), max_side)
+    if len(data) <= 400_000:
+        return data, "png"
+    return jpeg_bytes(item.frame(0), max_side, quality=90), "jpeg"
+
+
+def data_uri(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def embed_limit() -> int:
+    """Largest preview (bytes) embedded in a static document; ``COSMOS_HELPERS_EMBED_LIMIT`` overrides."""
+    try:
+        return int(os.environ.get("COSMOS_HELPERS_EMBED_LIMIT", "") or 2_000_000)
+    except ValueError:
+        return 2_000_000

@@ -1,0 +1,119 @@
+"""``show``, ``grid`` and ``compare``: ipywidgets in a live kernel, self-contained HTML everywhere else."""
+
+from __future__ import annotations
+
+import string
+from typing import Any, Sequence
+
+from . import html as static
+from . import preview
+from .context import emit, is_static
+from .items import Item, as_item
+
+
+def show(generation_or_path: Any, *, max_side: int | None = preview.DEFAULT_MAX_SIDE, label: str | None = None,
+         fps: float = 24.0, display: bool = True):
+    """Show one result: an image, or a video player *with sound*, and a caption (prompt, seed, backend, time).
+
+    Accepts a :class:`Generation`, a saved file (``.mp4``/``.png`` or its ``.json`` manifest) or uint8
+    frames ``(T,H,W,3)``. Videos play from a small preview transcode (``<stem>.preview.mp4``, at most
+    ``max_side`` pixels, H.264 + AAC), never from the full-resolution file. In a live kernel this is an
+    ipywidgets box; under papermill/nbconvert it is static HTML that embeds only the small preview.
+    Displays it and returns the widget (or ``IPython.display.HTML``); ``display=False`` only returns it.
+    """
+    item = as_item(generation_or_path, label, fps=fps)
+    if is_static():
+        return emit(_html(static.figure_html(item, max_side)), display=display)
+    return emit(live_figure(item, max_side), display=display)
+
+
+def grid(generations: Sequence[Any], columns: int = 3, *, labels: Sequence[str] | None = None,
+         max_side: int | None = 240, players: bool = False, display: bool = True):
+    """A contact sheet of many results: thumbnails (or players, ``players=True``) with prompt summary,
+    seed, backend and time under each. A ``GridBox`` in a live kernel, an HTML table elsewhere."""
+    items = _items(generations, labels)
+    if not items:
+        return emit(_html("<em>nothing to show</em>"), display=display)
+    if is_static():
+        return emit(_html(static.grid_html(items, columns, max_side=max_side, players=players)), display=display)
+    import ipywidgets as widgets
+
+    cells = [live_figure(item, max_side, player=players) for item in items]
+    box = widgets.GridBox(cells, layout=widgets.Layout(
+        grid_template_columns=f"repeat({max(1, int(columns))}, max-content)", grid_gap="12px"))
+    box.add_class("cosmos-helpers-grid")
+    return emit(box, display=display)
+
+
+def compare(a: Any, b: Any, *more: Any, labels: Sequence[str] | None = None, mode: str = "side_by_side",
+            frame: int | None = None, max_side: int | None = preview.DEFAULT_MAX_SIDE, fps: float = 24.0,
+            display: bool = True):
+    """Compare results: control vs output, backend A vs B, seed vs seed.
+
+    ``mode="side_by_side"``: players (or images) in a row, each with its caption.
+    ``mode="slider"``: one frame of each (``frame``, default the middle one) stacked under a range input;
+    drag to wipe between them. With more than two inputs, each is compared with the first. The slider is
+    static HTML, so it works the same in a live kernel and in a saved notebook.
+    Inputs may be Generations, saved files or uint8 arrays ``(T,H,W,3)`` (played at ``fps``).
+    """
+    sources = (a, b, *more)
+    items = _items(sources, labels, fps=fps)
+    if mode in ("slider", "wipe"):
+        body = "".join(static.slider_html(items[0], other, frame=frame, max_side=max_side) for other in items[1:])
+        return emit(_html(body), display=display)
+    if mode not in ("side_by_side", "side-by-side", "row"):
+        raise ValueError(f"unknown compare mode {mode!r}; use 'side_by_side' or 'slider'")
+    if is_static():
+        return emit(_html(static.side_by_side_html(items, max_side)), display=display)
+    import ipywidgets as widgets
+
+    box = widgets.HBox([live_figure(item, max_side) for item in items],
+                       layout=widgets.Layout(flex_flow="row wrap", grid_gap="12px"))
+    box.add_class("cosmos-helpers-compare")
+    return emit(box, display=display)
+
+
+def live_figure(item: Item, max_side: int | None = preview.DEFAULT_MAX_SIDE, *, player: bool = True):
+    """An ipywidgets ``VBox``: ``Video`` (preview bytes, with sound) or ``Image``, over a caption ``HTML``."""
+    import ipywidgets as widgets
+
+    width, _ = static.display_size(item, max_side)
+    if item.is_image:
+        data, fmt = preview.image_bytes(item, max_side)
+        view = widgets.Image(value=data, format=fmt, width=width)
+    elif player:
+        view = widgets.Video(value=preview.ensure_preview(item, max_side).read_bytes(), format="mp4",
+                             width=width, autoplay=False, loop=False, controls=True)
+    else:
+        view = widgets.Image(value=preview.poster_jpeg(item, max_side), format="jpeg", width=width)
+    caption = widgets.HTML(item.caption_html(), layout=widgets.Layout(max_width=f"{max(width, 240)}px"))
+    box = widgets.VBox([view, caption], layout=widgets.Layout(margin="0 12px 12px 0"))
+    box.add_class("cosmos-helpers-show")
+    return box
+
+
+def _items(sources: Sequence[Any], labels: Sequence[str] | None, *, fps: float = 24.0) -> list[Item]:
+    sources = list(sources)
+    if labels is not None and len(labels) != len(sources):
+        raise ValueError(f"got {len(labels)} labels for {len(sources)} inputs")
+    items = [as_item(src, labels[i] if labels else None, fps=fps) for i, src in enumerate(sources)]
+    if labels is None and len(items) > 1:
+        for index, item in enumerate(items):
+            if not item.label:
+                item.label = _default_label(item, items, index)
+    return items
+
+
+def _default_label(item: Item, items: list[Item], index: int) -> str:
+    """Name inputs by what differs between them (backend, seed), else A, B, C."""
+    for key, fmt in (("backend", "{}"), ("seed", "seed {}")):
+        values = [other.details.get(key) for other in items]
+        if None not in values and len(set(values)) == len(values):
+            return fmt.format(item.details[key])
+    return string.ascii_uppercase[index % 26]
+
+
+def _html(body: str):
+    from IPython.display import HTML
+
+    return HTML(body)

@@ -1,0 +1,135 @@
+"""DiffusersBackend runs every mode on the real tiny pipeline, reproducibly, with the request's settings."""
+
+import numpy as np
+import pytest
+
+from cosmos_helpers import BackendUnavailableError, DiffusersBackend, GenerationRequest, GuardrailError, ValidationError
+from cosmos_helpers.backends.diffusers import configure_scheduler
+
+SMALL = dict(num_inference_steps=2)
+
+
+@pytest.mark.parametrize(("mode", "sound"), [("text2image", False), ("text2video", False), ("text2video", True),
+                                             ("image2video", False), ("image2video", True), ("video2video", False),
+                                             ("video2video", True)])
+def test_every_mode_runs_on_the_tiny_model(tiny_backend, rgb_image, rgb_video, mode, sound):
+    media = {"image2video": {"image": rgb_image}, "video2video": {"video": rgb_video}}.get(mode, {})
+    request = GenerationRequest(mode=mode, prompt="a robot", sound=sound, **media, **SMALL)
+    steps = []
+    generation = tiny_backend.generate(request, progress=lambda step, total: steps.append((step, total)))
+    expected_frames = 1 if mode == "text2image" else 9
+    assert generation.frames.shape == (expected_frames, 96, 160, 3) and generation.frames.dtype == np.uint8
+    assert steps == [(1, 2), (2, 2)]
+    assert generation.seed == 0 and generation.backend == "diffusers" and generation.model == "tiny"
+    assert {"load_s", "total_s", "denoise_s", "decode_s"} <= set(generation.timings)
+    if sound:
+        # 9 frames @ 24 fps -> ceil(18000 / 1920) = 10 sound latents -> 19,200 samples, stereo
+        assert generation.sound.shape == (2, 19200) and generation.sample_rate == 48000
+        assert np.isfinite(generation.sound).all()
+    else:
+        assert generation.sound is None
+
+
+def test_conditioning_image_shapes_the_first_frame(tiny_backend, rgb_image):
+    base = GenerationRequest(mode="i2v", prompt="a robot", image=rgb_image, **SMALL)
+    other = base.replace(image=255 - rgb_image)
+    assert not np.array_equal(tiny_backend.generate(base).frames[0], tiny_backend.generate(other).frames[0])
+
+
+def test_same_seed_same_output_other_seed_different(tiny_backend):
+    request = GenerationRequest(mode="t2v", prompt="a robot", sound=True, **SMALL)
+    first, again = tiny_backend.generate(request), tiny_backend.generate(request)
+    assert np.array_equal(first.frames, again.frames) and np.array_equal(first.sound, again.sound)
+    other = tiny_backend.generate(request.replace(seed=1))
+    assert not np.array_equal(first.frames, other.frames)
+
+
+def test_flow_shift_reaches_the_scheduler(tiny_backend):
+    request = GenerationRequest(mode="t2v", prompt="a robot", flow_shift=3.0, **SMALL)
+    tiny_backend.generate(request)
+    scheduler = tiny_backend.pipeline("tiny").scheduler
+    assert scheduler.config.flow_shift == 3.0 and not scheduler.config.use_karras_sigmas
+    shifted = tiny_backend.generate(request.replace(flow_shift=10.0))
+    assert not np.array_equal(tiny_backend.generate(request).frames, shifted.frames)
+
+
+def test_karras_config_is_overridden_so_the_shift_takes_effect():
+    karras = {"num_train_timesteps": 1000, "prediction_type": "flow_prediction", "use_flow_sigmas": True,
+              "use_karras_sigmas": True, "sigma_max": 200.0, "sigma_min": 0.147}
+    low, high = configure_scheduler(karras, None, 1.0), configure_scheduler(karras, None, 10.0)
+    low.set_timesteps(8)
+    high.set_timesteps(8)
+    assert not np.array_equal(low.timesteps.numpy(), high.timesteps.numpy())
+
+
+def test_another_flow_matching_scheduler_can_be_swapped_in():
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    backend = DiffusersBackend("tiny", progress=False, scheduler=FlowMatchEulerDiscreteScheduler)
+    generation = backend.generate(GenerationRequest(mode="t2v", prompt="a robot", **SMALL))
+    assert generation.provenance["scheduler"] == "FlowMatchEulerDiscreteScheduler"
+    assert backend.pipeline("tiny").scheduler.config.shift == 10.0
+
+
+def test_a_non_flow_scheduler_is_refused():
+    from diffusers import DDIMScheduler
+
+    with pytest.raises(ValidationError, match="scheduler"):
+        configure_scheduler({}, DDIMScheduler, 10.0)
+
+
+def test_guardrails_without_cosmos_guardrail_explain_both_ways_out(tiny_backend):
+    request = GenerationRequest(mode="t2v", prompt="a robot", guardrails=True, **SMALL)
+    with pytest.raises(BackendUnavailableError) as caught:
+        tiny_backend.generate(request)
+    assert "pip install cosmos_guardrail" in str(caught.value) and "guardrails=False" in str(caught.value)
+
+
+class StandInChecker:
+    """Implements the CosmosSafetyChecker contract the pipeline relies on."""
+
+    def __init__(self, blocked_word=None, block_video=False):
+        self.blocked_word, self.block_video, self.seen_frames = blocked_word, block_video, None
+
+    def check_text_safety(self, prompt):
+        return self.blocked_word not in prompt if self.blocked_word else True
+
+    def check_video_safety(self, frames):
+        self.seen_frames = frames
+        return None if self.block_video else frames
+
+
+def test_guardrails_check_the_prompt_before_and_the_frames_after():
+    checker = StandInChecker(blocked_word="forbidden")
+    backend = DiffusersBackend("tiny", progress=False, safety_checker=checker)
+    with pytest.raises(GuardrailError, match="prompt"):
+        backend.generate(GenerationRequest(mode="t2v", prompt="a forbidden scene", guardrails=True, **SMALL))
+    assert checker.seen_frames is None  # blocked before any denoising
+    backend.generate(GenerationRequest(mode="t2v", prompt="a robot", guardrails=True, **SMALL))
+    assert checker.seen_frames.dtype == np.uint8 and checker.seen_frames.shape == (9, 96, 160, 3)
+    checker.block_video = True
+    with pytest.raises(GuardrailError, match="video"):
+        backend.generate(GenerationRequest(mode="t2v", prompt="a robot", guardrails=True, **SMALL))
+
+
+def test_structured_prompts_reach_the_pipeline_with_metadata_and_no_templates(tiny_backend, assets):
+    request = GenerationRequest(mode="t2v", prompt=assets / "prompts/text2video/warehouse_robot.json", **SMALL)
+    kwargs = tiny_backend.pipeline_kwargs(request)
+    assert kwargs["prompt"] == request.prompt_text()
+    assert kwargs["add_resolution_template"] is False and kwargs["add_duration_template"] is False
+    plain = tiny_backend.pipeline_kwargs(GenerationRequest(mode="t2v", prompt="a robot", **SMALL))
+    assert plain["add_resolution_template"] is True
+
+
+def test_v2v_input_is_cropped_to_the_target_aspect_not_stretched(tiny_backend):
+    wide = np.zeros((9, 100, 400, 3), np.uint8)
+    wide[:, :, 150:250] = 255  # a white centre band; a stretch would keep the black sides in view
+    kwargs = tiny_backend.pipeline_kwargs(GenerationRequest(mode="v2v", prompt="x", video=wide, **SMALL))
+    first = np.asarray(kwargs["video"][0])
+    assert first.shape == (96, 160, 3)
+    assert first[:, 40:120].mean() > 200 and first[:, :10].mean() < 60
+
+
+def test_unknown_local_model_is_a_validation_error(tmp_path):
+    with pytest.raises(ValidationError, match="model_index.json"):
+        DiffusersBackend(str(tmp_path), progress=False).pipeline()

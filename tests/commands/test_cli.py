@@ -1,0 +1,59 @@
+"""The command line: errors are one readable line; generate and run-cookbooks produce what they promise."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cosmos_helpers import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cosmos(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "cosmos_helpers.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_bad_input_is_one_line_and_exit_code_1_before_any_model_loads(capsys):
+    code = cli.main(["generate", "--mode", "t2v", "--prompt", "a robot", "--frames", "10"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1
+    assert "num_frames" in err[0] and "use 9 or 13" in err[0] and "Traceback" not in err[0]
+
+
+def test_missing_command_prints_help():
+    assert cli.main([]) == 2
+
+
+def test_generate_writes_media_and_manifest(tmp_path):
+    result = cosmos("generate", "--mode", "t2v", "--prompt", "a red ball", "--sound", "--steps", "2",
+                    "--seed", "4", "--out", str(tmp_path), "--name", "ball")
+    assert result.returncode == 0, result.stderr
+    assert Path(result.stdout.strip()) == tmp_path / "ball.mp4"
+    manifest = json.loads((tmp_path / "ball.json").read_text())
+    assert manifest["seed"] == 4 and manifest["sound"]["channels"] == 2 and manifest["backend"] == "diffusers"
+    again = cosmos("generate", "--mode", "t2v", "--prompt", "a red ball", "--sound", "--steps", "2", "--seed", "5",
+                   "--out", str(tmp_path), "--name", "ball")
+    assert again.returncode == 1 and "already exists" in again.stderr
+    assert json.loads((tmp_path / "ball.json").read_text())["seed"] == 4
+
+
+def test_tiny_prints_the_model_folder(tmp_path):
+    result = cosmos("tiny", "--out", str(tmp_path))
+    assert result.returncode == 0 and (Path(result.stdout.strip()) / "model_index.json").is_file()
+
+
+@pytest.mark.slow
+def test_run_cookbooks_puts_everything_in_one_folder(tmp_path):
+    result = cosmos("run-cookbooks", "--only", "run_with_diffusers", "--out", str(tmp_path), "-p", "seed", "3")
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = tmp_path / "audiovisual" / "run_with_diffusers"
+    assert (tmp_path / "audiovisual" / "run_with_diffusers.ipynb").is_file()
+    assert (folder / "text2image.png").is_file()
+    assert json.loads((folder / "text2video_sound.json").read_text())["sound"]["sample_rate"] == 48000
+    assert json.loads((folder / "video2video.json").read_text())["seed"] == 3
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [run["ok"] for run in summary] == [True]
+    assert "| audiovisual/run_with_diffusers.ipynb | ok |" in result.stdout

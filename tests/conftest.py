@@ -1,0 +1,43 @@
+"""Shared test set-up: one thread for torch (2-core CI machines oversubscribe otherwise), quiet progress bars,
+and a model cache that persists between runs so the tiny model is built once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("COSMOS_HELPERS_NO_PROGRESS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def pytest_configure(config):
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tiny_backend():
+    from cosmos_helpers import DiffusersBackend
+
+    return DiffusersBackend("tiny", progress=False)
+
+
+@pytest.fixture(scope="session")
+def assets() -> Path:
+    return Path(__file__).resolve().parents[1] / "cookbooks" / "cosmos3" / "generator" / "audiovisual" / "assets"
+
+
+@pytest.fixture
+def rgb_image() -> np.ndarray:
+    return (np.random.default_rng(0).random((100, 180, 3)) * 255).astype(np.uint8)
+
+
+@pytest.fixture
+def rgb_video() -> np.ndarray:
+    return (np.random.default_rng(1).random((9, 100, 180, 3)) * 255).astype(np.uint8)

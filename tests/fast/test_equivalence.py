@@ -1,0 +1,153 @@
+"""The fast path against stock diffusers on the tiny model, fp32, CPU: every mode, final latents.
+
+Requirement (issue 6): max relative difference of the final latents <= 1e-5 in every mode, sound
+included; the text tower must run once per prompt (not once per pass).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("diffusers")
+
+from cosmos_helpers.fast import disable_fast_path, enable_fast_path, fast_path_stats, is_fast  # noqa: E402
+
+STEPS = 3
+TOL = 1e-5
+PROMPT = "A robot arm stacks three red cubes on a wooden table, soft morning light."
+NEGATIVE = "blurry, distorted"
+
+
+@pytest.fixture(scope="module")
+def pipe():
+    torch.set_num_threads(1)
+    from cosmos_helpers.models.tiny import build_tiny_pipeline
+
+    p = build_tiny_pipeline(0)
+    p.set_progress_bar_config(disable=True)
+    return p
+
+
+def _image(h=64, w=96):
+    yy, xx = np.mgrid[0:h, 0:w]
+    return np.stack([(xx * 255 // w), (yy * 255 // h), ((xx + yy) * 127 // (h + w))], -1).astype(np.uint8)
+
+
+def _video(frames=9, h=64, w=64):
+    from PIL import Image
+
+    return [Image.fromarray(np.roll(_image(h, w), 3 * i, axis=1)) for i in range(frames)]
+
+
+CASES = {
+    "t2i": dict(num_frames=1, height=64, width=64),
+    "t2v": dict(num_frames=9, height=64, width=64),
+    "i2v": dict(num_frames=9, height=64, width=64, image=_image()),
+    "v2v": dict(num_frames=9, height=64, width=64, video=_video(), condition_frame_indexes_vision=(0, 1)),
+    "t2v_sound": dict(num_frames=9, height=64, width=64, enable_sound=True),
+    "i2v_sound": dict(num_frames=9, height=64, width=64, image=_image(), enable_sound=True),
+}
+
+
+def _run(pipe, case, seed=0, **extra):
+    """Final vision latents (and sound latents when sound is on) of one call."""
+    captured = {}
+    decode_sound = pipe.decode_sound
+
+    def record_sound(latent):
+        captured["sound"] = latent.detach().clone()
+        return decode_sound(latent)
+
+    pipe.decode_sound = record_sound
+    try:
+        out = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, num_inference_steps=STEPS, guidance_scale=6.0,
+                   fps=24, generator=torch.Generator("cpu").manual_seed(seed), output_type="latent",
+                   add_resolution_template=False, add_duration_template=False, **CASES[case], **extra)
+    finally:
+        del pipe.decode_sound
+    captured["latents"] = out.video.detach().clone()
+    return captured
+
+
+def _max_rel(a, b):
+    a, b = a.double(), b.double()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+@pytest.mark.parametrize("batch_cfg", [False, True], ids=["sequential_cfg", "batched_cfg"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_fast_matches_stock(pipe, case, batch_cfg):
+    assert not is_fast(pipe)
+    stock = _run(pipe, case)
+    enable_fast_path(pipe, batch_cfg=batch_cfg)
+    try:
+        fast = _run(pipe, case)
+        stats = fast_path_stats(pipe)
+    finally:
+        disable_fast_path(pipe)
+    assert not is_fast(pipe)
+    assert fast["latents"].shape == stock["latents"].shape
+    diff = _max_rel(fast["latents"], stock["latents"])
+    print(f"{case} batch_cfg={batch_cfg}: max rel diff of final latents {diff:.3e}")
+    assert diff <= TOL, f"{case}: {diff}"
+    if "sound" in stock:
+        sdiff = _max_rel(fast["sound"], stock["sound"])
+        print(f"{case} batch_cfg={batch_cfg}: max rel diff of final sound latents {sdiff:.3e}")
+        assert sdiff <= TOL
+    # the fast path really ran: text tower once per prompt (cond + negative), never the stock forward
+    assert stats["stock_fallbacks"] == 0
+    assert stats["text_tower_runs"] == 2
+    assert stats["calls"] + stats.get("stash_hits", 0) >= STEPS  # every pass went through the fast forward
+    if batch_cfg:
+        assert stats["batched_pairs"] == STEPS - 1 and stats["stash_hits"] == STEPS - 1
+    if case in ("t2i", "t2v", "t2v_sound"):
+        assert stats["blank_encodes_skipped"] == 1
+
+
+def test_fast_path_is_bit_identical_without_batching(pipe):
+    """Without batched guidance the CPU fp32 path performs stock's operations exactly: zero difference."""
+    stock = _run(pipe, "t2v_sound")
+    enable_fast_path(pipe, batch_cfg=False)
+    try:
+        fast = _run(pipe, "t2v_sound")
+    finally:
+        disable_fast_path(pipe)
+    assert torch.equal(fast["latents"], stock["latents"])
+    assert torch.equal(fast["sound"], stock["sound"])
+
+
+def test_guidance_one_and_repeated_calls(pipe):
+    """No negative pass (guidance 1): one prompt, no batching; a second call recomputes its own text."""
+    stock = _run(pipe, "t2v", guidance_scale_override := None) if False else None  # noqa: F841
+    base = dict(prompt=PROMPT, num_inference_steps=STEPS, guidance_scale=1.0, num_frames=9, height=64, width=64,
+                output_type="latent", add_resolution_template=False, add_duration_template=False)
+    ref = pipe(**base, generator=torch.Generator("cpu").manual_seed(1)).video
+    enable_fast_path(pipe)
+    try:
+        first = pipe(**base, generator=torch.Generator("cpu").manual_seed(1)).video
+        second = pipe(**{**base, "prompt": PROMPT + " Then it waves."},
+                      generator=torch.Generator("cpu").manual_seed(1)).video
+        stats = fast_path_stats(pipe)
+    finally:
+        disable_fast_path(pipe)
+    ref2 = pipe(**{**base, "prompt": PROMPT + " Then it waves."}, generator=torch.Generator("cpu").manual_seed(1)).video
+    assert _max_rel(first, ref) <= TOL
+    assert _max_rel(second, ref2) <= TOL
+    assert stats["text_tower_runs"] == 2 and stats["batched_pairs"] == 0
+
+
+def test_backend_switch(monkeypatch, tmp_path):
+    """``DiffusersBackend(fast=True)`` patches the shared pipeline; ``fast=False`` restores stock."""
+    monkeypatch.setenv("COSMOS_HELPERS_CACHE", str(tmp_path))
+    from cosmos_helpers.backends.diffusers import DiffusersBackend, free_pipeline
+
+    try:
+        fast = DiffusersBackend("tiny", device="cpu", fast=True, progress=False)
+        pipe = fast.pipeline()
+        assert is_fast(pipe)
+        stock = DiffusersBackend("tiny", device="cpu", progress=False)
+        assert stock.pipeline() is pipe and not is_fast(pipe)
+    finally:
+        free_pipeline()

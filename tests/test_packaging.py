@@ -1,0 +1,45 @@
+"""Packaging promises: a cheap import, a fast CLI, and conda and pip environments that agree."""
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_python(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+
+
+def test_importing_the_package_loads_neither_torch_nor_diffusers():
+    out = run_python("import sys, cosmos_helpers; cosmos_helpers.GenerationRequest; "
+                     "print(sorted(m for m in ('torch', 'diffusers', 'transformers', 'fastapi', 'httpx') if m in sys.modules))")
+    assert out.strip() == "[]"
+
+
+def test_cli_help_loads_nothing_heavy_and_lists_every_command():
+    code = ("import sys; from cosmos_helpers import cli; cli.build_parser().format_help(); "
+            "print(sorted(m for m in ('torch', 'diffusers', 'transformers', 'fastapi', 'uvicorn', 'cv2') if m in sys.modules))")
+    assert run_python(code).strip() == "[]"
+    result = subprocess.run([sys.executable, "-m", "cosmos_helpers.cli", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0
+    for command in ("generate", "run-cookbooks", "serve", "transfer", "bench", "tiny"):
+        assert command in result.stdout
+
+
+def test_conda_environment_lists_the_same_packages_as_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    expected = set(project["dependencies"]) | set(project["optional-dependencies"]["test"])
+    lines = [line.strip()[2:].strip() for line in (ROOT / "environment.yml").read_text().splitlines()
+             if line.strip().startswith("- ") and line.startswith(" " * 6)]
+    listed = {line for line in lines if not line.startswith("-e")}
+    assert listed == expected
+    assert "-e ." in lines
+
+
+def test_every_public_name_resolves():
+    import cosmos_helpers
+
+    for name in cosmos_helpers.__all__:
+        assert getattr(cosmos_helpers, name) is not None, name

@@ -1,0 +1,136 @@
+"""GenerationRequest validates everything at construction, naming the field and the fix."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cosmos_helpers import GenerationRequest, ValidationError
+
+OK = {"prompt": "a robot"}
+
+
+def bad_inputs(tmp: Path):
+    broken_json = tmp / "broken.json"
+    broken_json.write_text("{not json")
+    not_an_image = tmp / "photo.png"
+    not_an_image.write_text("plain text, not pixels")
+    not_a_video = tmp / "clip.mp4"
+    not_a_video.write_bytes(b"\x00" * 64)
+    img = np.zeros((32, 32, 3), np.uint8)
+    vid = np.zeros((9, 32, 32, 3), np.uint8)
+    # (kwargs, field named, fragment of the message)
+    return [
+        (dict(mode="text2sound"), "mode", "unknown mode"),
+        (dict(prompt=""), "prompt", "empty"),
+        (dict(prompt="   "), "prompt", "empty"),
+        (dict(prompt=tmp / "missing.json"), "prompt", "does not exist"),
+        (dict(prompt=broken_json), "prompt", "not valid JSON"),
+        (dict(negative_prompt=tmp / "nope.json"), "negative_prompt", "does not exist"),
+        (dict(profile="mega"), "profile", "unknown profile"),
+        (dict(tier="1000"), "tier", "unknown resolution tier"),
+        (dict(aspect_ratio="21:9"), "aspect_ratio", "unknown aspect ratio"),
+        (dict(width=1000, height=720), "width", "use 992 or 1008"),
+        (dict(width=1280, height=700), "height", "use 688 or 704"),
+        (dict(width=1280), "height", "given together"),
+        (dict(width=1280, height=720, tier="720"), "tier", "not both"),
+        (dict(mode="text2video", num_frames=100), "num_frames", "would silently make it 97"),
+        (dict(mode="text2video", num_frames=2), "num_frames", "not a video"),
+        (dict(mode="text2video", num_frames=9.5), "num_frames", "integer"),
+        (dict(mode="text2image", num_frames=17), "num_frames", "one frame"),
+        (dict(mode="text2video", fps=0), "fps", "out of range"),
+        (dict(num_inference_steps=0), "num_inference_steps", "1 to 200"),
+        (dict(num_inference_steps=500), "num_inference_steps", "1 to 200"),
+        (dict(guidance_scale=-1.0), "guidance_scale", "outside"),
+        (dict(guidance_scale=float("nan")), "guidance_scale", "outside"),
+        (dict(flow_shift=0.0), "flow_shift", "above 0"),
+        (dict(seed=-3), "seed", "integer from 0"),
+        (dict(mode="text2image", sound=True), "sound", "cannot carry sound"),
+        (dict(mode="text2image", image=img), "image", "no conditioning image"),
+        (dict(mode="text2video", image=img), "image", "no conditioning image"),
+        (dict(mode="image2video"), "image", "needs a conditioning image"),
+        (dict(mode="image2video", image=tmp / "absent.png"), "image", "does not exist"),
+        (dict(mode="image2video", image=not_an_image), "image", "not a readable image"),
+        (dict(mode="image2video", image=np.zeros((4, 4, 7), np.uint8)), "image", "HxWx3"),
+        (dict(mode="image2video", video=vid), "video", "conditions on an image"),
+        (dict(mode="video2video"), "video", "needs a conditioning video"),
+        (dict(mode="video2video", video=not_a_video), "video", "not a readable video"),
+        (dict(mode="video2video", video=tmp / "absent.mp4"), "video", "does not exist"),
+        (dict(mode="video2video", video=vid, image=img), "image", "both image and video"),
+        (dict(mode="video2video", video=vid, num_frames=9, condition_frames=(0, 5)), "condition_frames", "past the"),
+        (dict(mode="video2video", video=vid, condition_video_keep="middle"), "condition_video_keep", "'first'"),
+        (dict(sound="yes"), "sound", "True or False"),
+        (dict(guardrails="off"), "guardrails", "True or False"),
+    ]
+
+
+def test_bad_inputs_fail_at_construction_with_field_and_fix(tmp_path):
+    cases = bad_inputs(tmp_path)
+    assert len(cases) >= 15
+    for kwargs, field, fragment in cases:
+        with pytest.raises(ValidationError) as caught:
+            GenerationRequest(**{"mode": "text2video", **OK, **kwargs})
+        error = caught.value
+        assert error.field == field, (kwargs, str(error))
+        assert fragment in str(error), (kwargs, str(error))
+        assert "Fix:" in str(error), (kwargs, str(error))
+        assert str(error).startswith(f"{field}:")
+
+
+def test_profile_defaults_fill_every_setting():
+    request = GenerationRequest(mode="t2v", prompt="a robot")
+    assert request.mode == "text2video"
+    assert (request.width, request.height) == (160, 96)
+    assert request.num_frames == 9 and request.fps == 24.0
+    assert request.model == "tiny" and request.guardrails is False
+    nano = GenerationRequest(mode="t2v", prompt="a robot", profile="nano")
+    assert (nano.width, nano.height, nano.num_frames, nano.num_inference_steps) == (1280, 720, 189, 35)
+    assert (nano.guidance_scale, nano.flow_shift, nano.model, nano.guardrails) == (6.0, 10.0, "nvidia/Cosmos3-Nano", True)
+
+
+def test_tier_aspect_and_explicit_sizes():
+    assert (GenerationRequest(mode="t2i", prompt="x", profile="nano", tier="480", aspect_ratio="9:16").width) == 480
+    explicit = GenerationRequest(mode="t2i", prompt="x", width=320, height=192)
+    assert (explicit.width, explicit.height, explicit.aspect_ratio, explicit.tier) == (320, 192, "16,9", None)
+
+
+def test_structured_captions_get_real_metadata_and_plain_text_passes_through(assets):
+    request = GenerationRequest(mode="t2v", prompt=assets / "prompts/text2video/warehouse_robot.json",
+                                negative_prompt=assets / "negative_prompt.json", num_frames=17, fps=16)
+    sent = json.loads(request.prompt_text())
+    assert sent["resolution"] == {"H": 96, "W": 160} and sent["aspect_ratio"] == "16,9"
+    assert sent["duration"] == "1s" and sent["fps"] == 16.0
+    assert ", " in request.prompt_text()  # default json.dumps separators, as the framework re-serialises
+    assert not request.templates_apply
+    assert request.negative_prompt_text() == json.dumps(json.loads((assets / "negative_prompt.json").read_text()),
+                                                        separators=(",", ":"))
+    plain = GenerationRequest(mode="t2v", prompt="A red ball rolls.")
+    assert plain.prompt_text() == "A red ball rolls." and plain.templates_apply
+
+
+def test_image_captions_drop_video_metadata():
+    request = GenerationRequest(mode="t2i", prompt={"subjects": [], "duration": "7s", "fps": 24})
+    sent = json.loads(request.prompt_text())
+    assert "duration" not in sent and "fps" not in sent and sent["resolution"] == {"H": 96, "W": 160}
+
+
+def test_replace_revalidates_and_fingerprint_tracks_what_changes_output(rgb_image):
+    request = GenerationRequest(mode="i2v", prompt="a ball", image=rgb_image)
+    assert request.replace(seed=1).seed == 1
+    assert request.fingerprint() == GenerationRequest(mode="i2v", prompt="a ball", image=rgb_image.copy()).fingerprint()
+    assert request.fingerprint() != request.replace(seed=1).fingerprint()
+    assert request.fingerprint() != request.replace(image=rgb_image[::-1].copy()).fingerprint()
+    with pytest.raises(ValidationError):
+        request.replace(num_frames=10)
+
+
+def test_media_inputs_accept_paths_pil_and_arrays(assets, rgb_image):
+    from PIL import Image
+
+    for image in (assets / "images/rolling_ball.png", Image.fromarray(rgb_image), rgb_image):
+        request = GenerationRequest(mode="i2v", prompt="a ball", image=image)
+        assert request.conditioning_image().mode == "RGB"
+    video = GenerationRequest(mode="v2v", prompt="a ball", video=assets / "videos/rolling_ball.mp4")
+    frames = video.conditioning_video()
+    assert frames.dtype == np.uint8 and frames.shape[1:] == (180, 320, 3)

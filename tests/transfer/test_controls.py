@@ -1,0 +1,347 @@
+"""Control maps against golden arrays, the blur parameter table, geometry, padding and video I/O.
+
+Regenerate the goldens (only after a deliberate change to the maps, and say why in the commit):
+
+    python -m tests.transfer.test_controls --regenerate
+    # or: COSMOS_REGENERATE_GOLDENS=1 python -m pytest tests/transfer/test_controls.py
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cosmos_helpers.errors import OutputExistsError, ValidationError
+from cosmos_helpers.transfer.controls import (
+    blur_map,
+    blur_parameters,
+    bucket_for,
+    compute_control,
+    edge_map,
+    fit_to_bucket,
+    load_control,
+    mirror_pad,
+    mirror_pad_indices,
+    read_video,
+    write_video,
+)
+from cosmos_helpers.transfer.spec import BLUR_PRESETS, EDGE_PRESETS
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+REGENERATE_ENV = "COSMOS_REGENERATE_GOLDENS"
+GOLDEN_NAMES = [f"edge_{p}" for p in EDGE_PRESETS] + [f"blur_{p}" for p in BLUR_PRESETS]
+
+
+def make_clip() -> np.ndarray:
+    """3 frames of 96x160 RGB: flat shapes of high, medium and low contrast (so every Canny preset differs),
+    a moving disc and box, a gradient strip and a noise patch; flat areas keep the goldens small."""
+    rng = np.random.default_rng(0)
+    height, width = 96, 160
+    yy, xx = np.mgrid[0:height, 0:width]
+    clip = np.zeros((3, height, width, 3), np.uint8)
+    for t in range(3):
+        frame = np.full((height, width, 3), 90, np.int64)
+        frame[(xx - 40 - 6 * t) ** 2 + (yy - 44) ** 2 < 18**2] = [230, 60, 40]
+        frame[18:50, 96 + 4 * t : 136 + 4 * t] = [90, 122, 90]
+        frame[60:84, 100:140] = [104, 90, 96]
+        frame[86:96, :, 0] = xx[86:96] * 255 // width
+        frame[70:90, 10:34] += rng.integers(-40, 41, (20, 24, 3))
+        clip[t] = np.clip(frame, 0, 255).astype(np.uint8)
+    return clip
+
+
+def compute_maps(clip: np.ndarray) -> dict[str, np.ndarray]:
+    maps = {f"edge_{p}": edge_map(clip, p) for p in EDGE_PRESETS}
+    maps.update({f"blur_{p}": blur_map(clip, p) for p in BLUR_PRESETS})
+    return maps
+
+
+def _encode(name: str, array: np.ndarray) -> np.ndarray:
+    """Edge maps are stored as one channel; blur maps as left-to-right differences (mod 256), which
+    compress several times better than the smooth pixels themselves. Both decode exactly."""
+    if name.startswith("edge_"):
+        return array[..., 0]
+    return np.diff(array.astype(np.int16), axis=2, prepend=0).astype(np.uint8)
+
+
+def _decode(name: str, stored: np.ndarray) -> np.ndarray:
+    if name.startswith("edge_"):
+        return np.repeat(stored[..., None], 3, axis=-1)
+    return np.cumsum(stored, axis=2, dtype=np.uint8)
+
+
+def _sha256(array: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+
+
+def regenerate() -> list[Path]:
+    GOLDEN_DIR.mkdir(parents=True, exist_ok=True)
+    clip = make_clip()
+    written = []
+    for name, array in compute_maps(clip).items():
+        path = GOLDEN_DIR / f"{name}.npz"
+        np.savez_compressed(path, map=_encode(name, array), clip_sha256=np.array(_sha256(clip)))
+        written.append(path)
+    return written
+
+
+@pytest.fixture(scope="module")
+def clip() -> np.ndarray:
+    return make_clip()
+
+
+@pytest.fixture(scope="module")
+def maps(clip: np.ndarray) -> dict[str, np.ndarray]:
+    if os.environ.get(REGENERATE_ENV) == "1":
+        regenerate()
+    return compute_maps(clip)
+
+
+# ---------------------------------------------------------------------- goldens
+
+
+@pytest.mark.parametrize("name", GOLDEN_NAMES)
+def test_maps_match_goldens(name: str, clip: np.ndarray, maps: dict[str, np.ndarray]) -> None:
+    path = GOLDEN_DIR / f"{name}.npz"
+    assert path.is_file(), f"missing golden {path}; run: python -m tests.transfer.test_controls --regenerate"
+    with np.load(path) as golden:
+        assert str(golden["clip_sha256"]) == _sha256(clip), (
+            "the synthetic clip changed (numpy RNG stream?); the goldens no longer describe it"
+        )
+        expected = _decode(name, golden["map"])
+    assert maps[name].dtype == np.uint8 and maps[name].shape == clip.shape
+    np.testing.assert_array_equal(maps[name], expected)
+
+
+def test_golden_encoding_round_trips(maps: dict[str, np.ndarray]) -> None:
+    for name in ("edge_low", "blur_high"):
+        np.testing.assert_array_equal(_decode(name, _encode(name, maps[name])), maps[name])
+
+
+def test_goldens_are_small() -> None:
+    sizes = {p.name: p.stat().st_size for p in GOLDEN_DIR.glob("*.npz")}
+    assert len(sizes) == len(GOLDEN_NAMES)
+    assert max(sizes.values()) < 32_000, sizes
+
+
+# ---------------------------------------------------------------------- edge
+
+
+def test_edge_maps_are_binary_and_grey(maps: dict[str, np.ndarray]) -> None:
+    counts = []
+    for preset in EDGE_PRESETS:
+        edges = maps[f"edge_{preset}"]
+        assert set(np.unique(edges)) <= {0, 255}
+        assert (edges[..., 0] == edges[..., 1]).all() and (edges[..., 0] == edges[..., 2]).all()
+        counts.append(int((edges[..., 0] > 0).sum()))
+    assert counts == sorted(counts, reverse=True) and len(set(counts)) == len(counts), counts
+
+
+def test_edge_uses_three_channel_canny(clip: np.ndarray) -> None:
+    import cv2
+
+    frame = clip[1]
+    np.testing.assert_array_equal(edge_map(frame, "low")[..., 0], cv2.Canny(frame, 50, 100))
+    assert edge_map(frame).shape == frame.shape
+
+
+def test_unknown_presets_name_the_field(clip: np.ndarray) -> None:
+    with pytest.raises(ValidationError) as edge_error:
+        edge_map(clip, "none")
+    assert edge_error.value.field == "edge.preset_edge_threshold"
+    with pytest.raises(ValidationError) as blur_error:
+        blur_map(clip, "extreme")
+    assert blur_error.value.field == "blur.preset_blur_strength"
+    with pytest.raises(ValidationError) as dtype_error:
+        edge_map(clip.astype(np.float32))
+    assert dtype_error.value.field == "frames"
+
+
+# ---------------------------------------------------------------------- blur
+
+# reference §6: preset -> (k, d, sigma_color, sigma_space, down-up size) at 1280x720 and 1104x832
+BLUR_TABLE = {
+    (1280, 720): {
+        "very_low": (1, 53, 266.7, 177.8, (320, 180)),
+        "low": (4, 13, 66.7, 44.4, (320, 180)),
+        "medium": (2, 27, 133.3, 88.9, (128, 72)),
+        "high": (1, 53, 266.7, 177.8, (80, 45)),
+        "very_high": (4, 13, 66.7, 44.4, (80, 45)),
+    },
+    (1104, 832): {
+        "very_low": (1, 47, 230.0, 153.3, (276, 208)),
+        "low": (4, 13, 57.5, 38.3, (276, 208)),
+        "medium": (2, 23, 115.0, 76.7, (110, 83)),
+        "high": (1, 47, 230.0, 153.3, (69, 52)),
+        "very_high": (4, 13, 57.5, 38.3, (69, 52)),
+    },
+}
+
+
+@pytest.mark.parametrize("size", list(BLUR_TABLE))
+@pytest.mark.parametrize("preset", EDGE_PRESETS)
+def test_blur_parameter_table(size: tuple[int, int], preset: str) -> None:
+    k, d, sigma_color, sigma_space, down_up = BLUR_TABLE[size][preset]
+    params = blur_parameters(*size, preset)
+    assert (params.k, params.d, params.down_up_size) == (k, d, down_up)
+    assert round(params.sigma_color, 1) == sigma_color and round(params.sigma_space, 1) == sigma_space
+    assert params.d % 2 == 1
+
+
+def test_blur_none_is_identity(clip: np.ndarray, maps: dict[str, np.ndarray]) -> None:
+    assert blur_parameters(1280, 720, "none") is None
+    np.testing.assert_array_equal(maps["blur_none"], clip)
+    assert maps["blur_none"] is not clip
+
+
+def test_blur_is_the_four_stage_pipeline(clip: np.ndarray) -> None:
+    import cv2
+
+    frame = clip[2]
+    small = cv2.resize(frame, (80, 48), interpolation=cv2.INTER_AREA)
+    filtered = cv2.bilateralFilter(small, 3, 150 * (80 / 720), 100 * (80 / 720))
+    up = cv2.resize(filtered, (160, 96), interpolation=cv2.INTER_LINEAR)
+    down = cv2.resize(up, (16, 9), interpolation=cv2.INTER_CUBIC)
+    expected = cv2.resize(down, (160, 96), interpolation=cv2.INTER_CUBIC)
+    assert blur_parameters(160, 96, "medium") == (2, 3, 150 * (80 / 720), 100 * (80 / 720), (16, 9))
+    np.testing.assert_array_equal(blur_map(frame, "medium"), expected)
+
+
+def test_presets_give_different_blurs(maps: dict[str, np.ndarray]) -> None:
+    blurs = [maps[f"blur_{p}"] for p in BLUR_PRESETS]
+    assert all(not np.array_equal(a, b) for i, a in enumerate(blurs) for b in blurs[i + 1 :])
+
+
+def test_compute_control_dispatch(clip: np.ndarray, maps: dict[str, np.ndarray]) -> None:
+    np.testing.assert_array_equal(compute_control("edge", clip), maps["edge_medium"])
+    np.testing.assert_array_equal(compute_control("blur", clip, "high"), maps["blur_high"])
+    for kind in ("depth", "seg", "wsm"):
+        with pytest.raises(ValidationError, match=f"{kind}.control_path"):
+            compute_control(kind, clip)
+    with pytest.raises(ValidationError, match="kind"):
+        compute_control("normal", clip)
+
+
+# ---------------------------------------------------------------------- geometry
+
+
+def _columns(height: int, width: int) -> np.ndarray:
+    """A frame whose pixel values encode their column and row, to locate crops exactly."""
+    yy, xx = np.mgrid[0:height, 0:width]
+    return np.stack([xx % 256, yy % 256, (xx // 256)], axis=-1).astype(np.uint8)
+
+
+def test_fit_to_bucket_crops_the_centre_without_scaling() -> None:
+    wide = _columns(96, 200)
+    np.testing.assert_array_equal(fit_to_bucket(wide, 160, 96), wide[:, 20:180])
+    tall = _columns(200, 160)
+    np.testing.assert_array_equal(fit_to_bucket(tall, 160, 96), tall[52:148])
+    odd = _columns(96, 161)  # offset round(0.5) == 0, as torchvision's centre crop
+    np.testing.assert_array_equal(fit_to_bucket(odd, 160, 96), odd[:, 0:160])
+    same = _columns(96, 160)
+    out = fit_to_bucket(same, 160, 96)
+    np.testing.assert_array_equal(out, same)
+    assert np.shares_memory(out, same)
+
+
+def test_fit_to_bucket_covers_then_crops() -> None:
+    import cv2
+
+    frames = np.stack([_columns(180, 320)] * 2)
+    out = fit_to_bucket(frames, 320, 192)  # scale 192/180 -> 342x192, crop 11 px each side
+    assert out.shape == (2, 192, 320, 3)
+    expected = cv2.resize(frames[0], (342, 192), interpolation=cv2.INTER_LINEAR)[:, 11:331]
+    np.testing.assert_array_equal(out[0], expected)
+    shrunk = fit_to_bucket(_columns(1080, 1920), 1280, 720)
+    assert shrunk.shape == (720, 1280, 3)
+    np.testing.assert_array_equal(shrunk, cv2.resize(_columns(1080, 1920), (1280, 720), interpolation=cv2.INTER_AREA))
+    square = fit_to_bucket(np.zeros((1, 100, 100, 3), np.uint8), 160, 96)
+    assert square.shape == (1, 96, 160, 3)
+
+
+def test_bucket_for() -> None:
+    assert bucket_for((1920, 1080), "720") == (1280, 720)
+    assert bucket_for((640, 480), 720) == (1104, 832)
+    assert bucket_for(np.zeros((2, 96, 160, 3), np.uint8), "128") == (160, 96)
+    assert bucket_for(np.zeros((500, 400, 3), np.uint8), "480p") == (544, 736)
+    assert bucket_for((640, 480), "720", "16:9") == (1280, 720)
+    with pytest.raises(ValidationError, match="resolution"):
+        bucket_for((640, 480), "999")
+    with pytest.raises(ValidationError, match="aspect_ratio"):
+        bucket_for((640, 480), "720", "2,1")
+
+
+# ---------------------------------------------------------------------- temporal padding
+
+
+def test_mirror_pad_sequence() -> None:
+    assert mirror_pad_indices(3, 10) == [0, 1, 2, 2, 1, 1, 2, 2, 1, 1]
+    assert mirror_pad_indices(5, 9) == [0, 1, 2, 3, 4, 4, 3, 2, 1]
+    assert mirror_pad_indices(100, 101)[-3:] == [98, 99, 99]
+    assert mirror_pad_indices(1, 4) == [0, 0, 0, 0]
+    assert mirror_pad_indices(2, 6) == [0, 1, 1, 1, 1, 1]  # the framework's loop never reaches frame 0 for T=2
+    frames = np.arange(4)[:, None, None, None] * np.ones((1, 2, 2, 3), np.uint8)
+    padded = mirror_pad(frames, 7)
+    assert padded[:, 0, 0, 0].tolist() == [0, 1, 2, 3, 3, 2, 1]
+    assert mirror_pad(frames, 3) is frames
+    with pytest.raises(ValidationError):
+        mirror_pad_indices(0, 3)
+
+
+# ---------------------------------------------------------------------- video I/O
+
+
+@pytest.mark.parametrize("fps", [24.0, 10.0, 30000 / 1001])
+def test_write_read_round_trip(tmp_path: Path, clip: np.ndarray, fps: float) -> None:
+    frames = np.concatenate([clip, clip[::-1]])
+    path = write_video(tmp_path / "clip.mp4", frames, fps)
+    decoded, read_fps = read_video(path)
+    assert decoded.shape == frames.shape and decoded.dtype == np.uint8
+    assert read_fps == pytest.approx(fps, rel=1e-4)
+    assert np.abs(decoded.astype(int) - frames).mean() < 4
+    assert read_video(path, max_frames=2)[0].shape[0] == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["clip.mp4"]
+
+
+def test_write_video_refuses_to_overwrite_and_odd_sizes(tmp_path: Path, clip: np.ndarray) -> None:
+    path = write_video(tmp_path / "a.mp4", clip, 24)
+    with pytest.raises(OutputExistsError):
+        write_video(path, clip, 24)
+    write_video(path, clip[:1], 24, overwrite=True)
+    assert read_video(path)[0].shape[0] == 1
+    with pytest.raises(ValidationError, match="even"):
+        write_video(tmp_path / "b.mp4", clip[:, :95], 24)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4"]
+
+
+def test_load_control_fits_to_bucket(tmp_path: Path, clip: np.ndarray) -> None:
+    path = write_video(tmp_path / "depth.mp4", clip, 10)
+    frames, fps = load_control(path, 320, 192)
+    assert frames.shape == (3, 192, 320, 3) and fps == pytest.approx(10)
+    as_stored, _ = load_control(path, max_frames=2)
+    assert as_stored.shape == (2, 96, 160, 3)
+    with pytest.raises(ValidationError, match="path"):
+        load_control(tmp_path / "missing.mp4")
+
+
+def test_read_image_as_one_frame(tmp_path: Path, clip: np.ndarray) -> None:
+    import cv2
+
+    path = tmp_path / "still.png"
+    cv2.imwrite(str(path), cv2.cvtColor(clip[0], cv2.COLOR_RGB2BGR))
+    frames, fps = read_video(path)
+    assert fps == 1.0
+    np.testing.assert_array_equal(frames[0], clip[0])
+
+
+if __name__ == "__main__":
+    if "--regenerate" in sys.argv[1:]:
+        for written in regenerate():
+            print(f"wrote {written} ({written.stat().st_size} bytes)")
+    else:
+        print(__doc__)

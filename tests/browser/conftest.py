@@ -127,10 +127,13 @@ def lab(browser_tools, tmp_path_factory, artifacts) -> Lab:
 
 
 def _quiet_lab_settings(settings: Path) -> None:
-    """No "fetch news?" toast in screenshots (JupyterLab would ask on first start)."""
-    target = settings / "@jupyterlab" / "apputils-extension"
-    target.mkdir(parents=True, exist_ok=True)
-    (target / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+    """No "fetch news?" toast in screenshots, and every cell kept in the DOM (no notebook windowing), so the
+    test sees all prompts and outputs."""
+    for plugin, body in (("apputils-extension/notification", '{"fetchNews": "false", "checkForUpdates": false}'),
+                         ("notebook-extension/tracker", '{"windowingMode": "none"}')):
+        target = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(body)
 
 
 def _wait_http(url: str, proc: subprocess.Popen, *, timeout: float) -> None:

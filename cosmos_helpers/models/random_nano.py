@@ -1,0 +1,92 @@
+"""A Cosmos3-Nano-shaped pipeline with random weights, for timing on hosts without the checkpoint.
+
+Latency depends on shapes, not weight values, so this reproduces the published Nano pipeline's cost:
+the transformer at its constructor defaults (15.16 B parameters: hidden 4096, 36 layers, 32 query / 8
+key-value heads, intermediate 12288), the Wan2.2 VAE (base 160, decoder base 256, z 48) and, on request,
+the 48 kHz AVAE sound tokenizer at its shipped defaults. The tokenizer is the tiny model's byte-level one
+(one token per UTF-8 byte), so an N-byte prompt is N text tokens, as long as a real prompt of N tokens.
+Weights are drawn on the target device (normal, std 0.02; norm scales 1), so building takes seconds.
+Pictures are noise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Constructor defaults of Cosmos3OmniTransformer are Nano's; only sound is switched on explicitly.
+NANO_VAE_CONFIG: dict[str, Any] = dict(
+    base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
+    temperal_downsample=[False, True, True], is_residual=True, in_channels=12, out_channels=12, patch_size=2,
+    scale_factor_spatial=16, scale_factor_temporal=4, latents_mean=[0.0] * 48, latents_std=[1.0] * 48,
+)
+NANO_SOUND_DIM = 64
+
+
+def build_random_nano_pipeline(device: str = "cuda", dtype: Any = "bfloat16", *, sound: bool = False,
+                               seed: int = 0, transformer_overrides: dict[str, Any] | None = None,
+                               vae_overrides: dict[str, Any] | None = None):
+    """A ``Cosmos3OmniPipeline`` at Nano shapes with random weights on ``device`` (eval mode, no guardrails).
+
+    ``transformer_overrides`` / ``vae_overrides`` shrink it for tests (e.g. ``num_hidden_layers=1``).
+    """
+    import torch
+    from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, Cosmos3OmniTransformer
+
+    from .tiny import SCHEDULER_CONFIG, build_tokenizer
+
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    dev = torch.device(device)
+    generator_device = dev if dev.type == "cuda" else torch.device("cpu")
+    generator = torch.Generator(generator_device).manual_seed(seed)
+    t_kwargs: dict[str, Any] = dict(sound_gen=sound, sound_dim=NANO_SOUND_DIM if sound else None)
+    t_kwargs.update(transformer_overrides or {})
+    with dev:
+        transformer = Cosmos3OmniTransformer(**t_kwargs)
+    _randomize(transformer, generator)
+    transformer = transformer.to(dtype).eval()
+    # diffusers keeps the timestep embedder in fp32 when loading (``_keep_in_fp32_modules``); do the same
+    transformer.time_embedder.to(torch.float32)
+
+    with dev:
+        vae = AutoencoderKLWan(**{**NANO_VAE_CONFIG, **(vae_overrides or {})})
+    _randomize(vae, generator, std=None)  # keep the VAE's own initialisation scale (stable activations)
+    vae = vae.to(dtype).eval()
+
+    sound_tokenizer = None
+    if sound:
+        from diffusers.models.autoencoders.autoencoder_cosmos3_audio import Cosmos3AVAEAudioTokenizer
+
+        with dev:
+            sound_tokenizer = Cosmos3AVAEAudioTokenizer(vocoder_input_dim=NANO_SOUND_DIM)
+        sound_tokenizer = sound_tokenizer.to(dtype).eval()
+
+    from diffusers import UniPCMultistepScheduler
+
+    pipe = Cosmos3OmniPipeline(
+        transformer=transformer, text_tokenizer=build_tokenizer(), vae=vae,
+        scheduler=UniPCMultistepScheduler(**SCHEDULER_CONFIG), sound_tokenizer=sound_tokenizer,
+        safety_checker=None, enable_safety_checker=False,
+    )
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def _randomize(module, generator, std: float | None = 0.02) -> None:
+    """Fill weights in place: linear/embedding weights ~ N(0, std), norm scales 1, biases 0."""
+    import torch
+
+    if std is None:
+        return
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            if "norm" in name and leaf == "weight":
+                param.fill_(1.0)
+            elif leaf == "bias":
+                param.zero_()
+            else:
+                param.normal_(0.0, std, generator=generator)
+
+
+def parameter_count(pipe) -> int:
+    return sum(p.numel() for p in pipe.transformer.parameters())

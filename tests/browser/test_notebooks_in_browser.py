@@ -1,0 +1,299 @@
+"""Run the cookbooks in real JupyterLab + headless Chromium and check what a person would see.
+
+For every notebook under ``cookbooks/cosmos3/generator/`` (and a small widgets demo notebook written by
+this test, so the checks run even before the cookbooks exist) the test opens it in JupyterLab, runs
+Run > Run All Cells, waits for the kernel to go idle, and asserts:
+
+* every code cell ran (no cell left unexecuted by an error);
+* at least one ``<video>`` rendered and every ``<video>`` reaches a playable state (``readyState >= 2``);
+  in the demo, one of them has decodable sound (``webkitAudioDecodedByteCount > 0`` after playing muted);
+* a ``GenerateForm`` is visible (demo, and any notebook that calls ``GenerateForm(``); its Generate button is
+  clicked and the form must show a finished, playable result;
+* no browser console errors beyond the known-benign list in ``conftest.BENIGN_CONSOLE``.
+
+A second test runs a quick generation, executes the demo notebook headlessly (static outputs), writes the
+gallery with :func:`write_gallery`, serves it over ``http.server`` and checks that its players and thumbnails,
+and the executed notebook's page, load in the browser.
+
+Screenshots and console logs go to ``$COSMOS_HELPERS_ARTIFACTS`` (default ``.artifacts/browser/``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from .conftest import COOKBOOKS, REPO, kernel_env, watch_console
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
+
+DEMO = "widgets_demo.ipynb"
+RUN_TIMEOUT_S = float(os.environ.get("COSMOS_HELPERS_BROWSER_RUN_TIMEOUT", "420"))
+
+DEMO_CELLS = [
+    ("markdown", "# cosmos_helpers widgets demo\nEvery viewer on the embedded tiny model."),
+    ("code", "# parameters\nfrom pathlib import Path\nOUT = Path('demo_outputs')\nSTEPS = 2"),
+    ("code", "import torch\ntorch.set_num_threads(2)\n"
+             "from cosmos_helpers import (DiffusersBackend, GenerationRequest, GenerateForm, compare, frame_strip,\n"
+             "                            grid, show, sound_plot)\n"
+             "backend = DiffusersBackend('tiny')\n"
+             "request = GenerationRequest(mode='text2video', prompt='A yellow robot rolls across a sunlit workbench.',\n"
+             "                            tier='128', num_frames=9, num_inference_steps=STEPS, sound=True, seed=0)\n"
+             "video = backend.generate(request)\n"
+             "video.save(OUT / 't2v_sound', overwrite=True)\n"
+             "show(video)"),
+    ("code", "image = backend.generate(request.replace(mode='text2image', num_frames=None, sound=False))\n"
+             "image.save(OUT / 't2i', overwrite=True)\nshow(image)"),
+    ("code", "other = backend.generate(request.replace(seed=1))\nother.save(OUT / 't2v_sound_seed1', overwrite=True)\n"
+             "compare(video, other)"),
+    ("code", "compare(video, other, mode='slider')"),
+    ("code", "grid([video, other, image])"),
+    ("code", "frame_strip(video)"),
+    ("code", "sound_plot(video)"),
+    ("code", "GenerateForm(backend, defaults={'tier': '128', 'num_frames': 9, 'num_inference_steps': STEPS, "
+             "'sound': True})"),
+]
+
+
+def write_demo(path: Path) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    for kind, source in DEMO_CELLS:
+        cell = nbformat.v4.new_markdown_cell(source) if kind == "markdown" else nbformat.v4.new_code_cell(source)
+        if source.startswith("# parameters"):
+            cell.metadata["tags"] = ["parameters"]
+        nb.cells.append(cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    return path
+
+
+def cookbook_notebooks() -> list[str]:
+    found = sorted(p for p in (COOKBOOKS / "cosmos3" / "generator").rglob("*.ipynb")
+                   if ".ipynb_checkpoints" not in p.parts) if COOKBOOKS.is_dir() else []
+    return [p.relative_to(REPO).as_posix() for p in found]
+
+
+def _params():
+    params = [pytest.param(DEMO, id="widgets_demo")]
+    found = cookbook_notebooks()
+    if found:
+        params += [pytest.param(rel, id=rel.removeprefix("cookbooks/cosmos3/generator/")) for rel in found]
+    else:
+        params.append(pytest.param(None, id="cookbooks", marks=pytest.mark.skip(
+            reason="no notebooks under cookbooks/cosmos3/generator yet")))
+    return params
+
+
+# Browser helpers ----------------------------------------------------------------------------------------------
+
+VIDEO_STATE_JS = """async (video) => {
+  const settle = () => new Promise((resolve) => {
+    if (video.readyState >= 2) return resolve();
+    const done = () => resolve();
+    video.addEventListener('canplay', done, {once: true});
+    video.addEventListener('loadeddata', done, {once: true});
+    video.addEventListener('error', done, {once: true});
+    setTimeout(done, 20000);
+    if (video.preload === 'none' || video.preload === 'metadata') { video.preload = 'auto'; video.load(); }
+  });
+  await settle();
+  const state = {readyState: video.readyState, error: video.error ? video.error.code : null,
+                 width: video.videoWidth, height: video.videoHeight, duration: video.duration,
+                 src: (video.currentSrc || '').slice(0, 40)};
+  if (video.readyState >= 2) {
+    video.muted = true;
+    try { await video.play(); await new Promise(r => setTimeout(r, 400)); video.pause(); }
+    catch (e) { state.play_error = String(e); }
+    state.audio_bytes = video.webkitAudioDecodedByteCount || 0;
+    state.video_bytes = video.webkitVideoDecodedByteCount || 0;
+    video.currentTime = 0;
+  }
+  return state;
+}"""
+
+
+def check_videos(locator, minimum: int = 1) -> list[dict]:
+    count = locator.count()
+    assert count >= minimum, f"expected at least {minimum} <video> element(s), found {count}"
+    states = []
+    for index in range(count):
+        video = locator.nth(index)
+        video.scroll_into_view_if_needed()
+        state = video.evaluate(VIDEO_STATE_JS)
+        states.append(state)
+        assert state["readyState"] >= 2 and state["error"] is None, f"video {index} is not playable: {state}"
+        assert state["width"] > 0 and state["height"] > 0, state
+    return states
+
+
+def open_notebook(page, lab, relative: str) -> None:
+    page.goto(lab.notebook_url(relative), wait_until="domcontentloaded")
+    page.locator(".jp-Notebook").first.wait_for(state="visible", timeout=90_000)
+    # A notebook without a known kernelspec asks for a kernel: accept the default.
+    dialog = page.locator(".jp-Dialog")
+    try:
+        dialog.wait_for(state="visible", timeout=2_000)
+        page.locator(".jp-Dialog .jp-mod-accept").first.click()
+    except Exception:  # no dialog: the kernel started on its own
+        pass
+    wait_kernel_idle(lab, timeout=120)
+
+
+def kernels(lab) -> list[dict]:
+    with urllib.request.urlopen(f"{lab.url}/api/kernels?token={lab.token}", timeout=5) as response:
+        return json.load(response)
+
+
+def wait_kernel_idle(lab, *, timeout: float, quiet_s: float = 1.5) -> None:
+    deadline = time.monotonic() + timeout
+    idle_since = None
+    while time.monotonic() < deadline:
+        states = [k.get("execution_state") for k in kernels(lab)]
+        if states and all(s == "idle" for s in states):
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since >= quiet_s:
+                return
+        else:
+            idle_since = None
+        time.sleep(0.3)
+    raise TimeoutError(f"kernel not idle after {timeout} s: {kernels(lab)}")
+
+
+def run_all_cells(page) -> None:
+    page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).first.click()
+    page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).first.click()
+
+
+def wait_cells_done(page, lab, timeout: float) -> None:
+    """Until no cell is queued or running (``[*]``) and the kernel has been idle for a moment."""
+    deadline = time.monotonic() + timeout
+    prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
+    page.wait_for_function("() => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]"
+                           ".some(p => /\\[[*0-9]+\\]/.test(p.textContent))", timeout=60_000)
+    while time.monotonic() < deadline:
+        texts = prompts.all_text_contents()
+        if not any("*" in t for t in texts):
+            wait_kernel_idle(lab, timeout=max(5.0, deadline - time.monotonic()))
+            if not any("*" in t for t in prompts.all_text_contents()):
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"cells still running after {timeout} s: {prompts.all_text_contents()}")
+
+
+def shoot(target, path: Path) -> None:
+    try:
+        target.screenshot(path=str(path))
+    except Exception as exc:  # a screenshot is evidence, not the assertion
+        path.with_suffix(".txt").write_text(f"screenshot failed: {exc}")
+
+
+# Tests ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("relative", _params())
+def test_notebook_in_jupyterlab(relative, lab, browser, artifacts):
+    if relative == DEMO:
+        write_demo(lab.root / DEMO)
+        source = DEMO_CELLS.__repr__()
+    else:
+        source = (REPO / relative).read_text()
+    name = Path(relative).stem
+    shots = artifacts / name
+    shots.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page()
+    console = watch_console(page)
+    try:
+        open_notebook(page, lab, relative)
+        run_all_cells(page)
+        wait_cells_done(page, lab, RUN_TIMEOUT_S)
+        shoot(page, shots / "01-after-run-all.png")
+
+        prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_text_contents()
+        unexecuted = [i for i, text in enumerate(prompts) if not re.search(r"\[\d+\]", text)]
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        tracebacks = [t for t in errors.all_text_contents() if "Traceback" in t or "Error" in t.split("\n")[0]]
+        assert not unexecuted, f"cells {unexecuted} did not run (an earlier cell failed?): {tracebacks[:1]}"
+
+        for index, cell in enumerate(page.locator(".jp-CodeCell:has(.jp-OutputArea-output)").all()[:20]):
+            cell.scroll_into_view_if_needed()
+            shoot(cell, shots / f"cell-{index:02d}.png")
+
+        states = check_videos(page.locator(".jp-OutputArea video"))
+        if relative == DEMO:
+            assert any(s.get("audio_bytes", 0) > 0 for s in states), f"no video had decodable sound: {states}"
+            assert page.locator(".jp-OutputArea .cosmos-helpers-slider input[type=range]").count() == 1
+
+        if relative == DEMO or "GenerateForm(" in source:
+            form = page.locator(".cosmos-helpers-form").first
+            form.scroll_into_view_if_needed()
+            assert form.is_visible(), "the GenerateForm did not render"
+            button = form.get_by_role("button", name="Generate")
+            assert button.is_visible()
+            button.click()
+            form.get_by_text(re.compile(r"done in [0-9.]+ s")).wait_for(timeout=180_000)
+            check_videos(form.locator("video"))
+            assert form.locator(".progress-bar-success").count() == 1, "the form's progress bar did not finish"
+            shoot(form, shots / "form-after-generate.png")
+        wait_kernel_idle(lab, timeout=60)
+        assert not console.errors, "browser console errors:\n" + "\n".join(console.errors)
+    finally:
+        (shots / "console.log").write_text("\n".join(console.all + ["", "ignored (benign):"] + console.ignored))
+        page.close()
+
+
+def test_gallery_in_browser(browser, browser_tools, static_server, artifacts, scratch):
+    """A quick headless run (static outputs), then the gallery and the executed notebook page in the browser."""
+    from cosmos_helpers.gallery import write_gallery
+
+    out = scratch / "outputs"
+    notebook = write_demo(out / DEMO)
+    env = kernel_env()  # no COSMOS_HELPERS_STATIC: the nbconvert parent must be detected as static
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace",
+                    "--ExecutePreprocessor.timeout=600", str(notebook)], check=True, env=env, cwd=out,
+                   capture_output=True)
+    index = write_gallery(out)
+    base = static_server(out)
+    shots = artifacts / "gallery"
+    shots.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page()
+    console = watch_console(page)
+    try:
+        page.goto(f"{base}/{index.name}", wait_until="load")
+        cards = page.locator(".card")
+        assert cards.count() == 3, "t2v + sound, t2i, seed 1"
+        check_videos(page.locator(".card video"), minimum=2)
+        images = page.locator(".card img")
+        assert images.count() == 1
+        assert images.first.evaluate("img => img.complete && img.naturalWidth > 0")
+        assert page.locator("table.runs tbody tr").count() == 3
+        shoot(page, shots / "index.png")
+        page.screenshot(path=str(shots / "index-full.png"), full_page=True)
+
+        page.get_by_role("link", name=re.compile(r"widgets_demo\.ipynb")).first.click()
+        page.wait_for_load_state("load")
+        assert page.url.endswith("widgets_demo.html")
+        states = check_videos(page.locator("video"), minimum=3)
+        assert all(s["src"].startswith("data:video/mp4") for s in states), "static outputs embed the preview"
+        assert page.locator(".cosmos-helpers-slider input[type=range]").count() == 1
+        assert page.locator(".cosmos-helpers-form").count() == 1, "the form's static note"
+        slider = page.locator(".cosmos-helpers-slider").first
+        slider.scroll_into_view_if_needed()
+        slider.locator("input[type=range]").fill("80")
+        clip = slider.locator(".chx-top").evaluate("img => img.style.clipPath")
+        assert clip.replace(" ", "") in ("inset(0px20%0px0px)", "inset(020%00)"), clip
+        shoot(slider, shots / "notebook-slider.png")
+        page.screenshot(path=str(shots / "notebook-page-full.png"), full_page=True)
+        assert not console.errors, "browser console errors:\n" + "\n".join(console.errors)
+    finally:
+        (shots / "console.log").write_text("\n".join(console.all + ["", "ignored (benign):"] + console.ignored))
+        page.close()

@@ -147,6 +147,22 @@ def test_static_show_from_path_manifest_and_image(saved, tmp_path):
     assert "<img" in html and "<video" not in html and "text2image" in html
 
 
+def test_inputs_without_manifest_are_never_written_beside(tmp_path):
+    from cosmos_helpers import media
+
+    assets = tmp_path / "assets"
+    clip = media.write_mp4(assets / "control.mp4", make_generation(sound=False).frames, FPS)
+    html = W.compare(clip, make_generation(seed=4), labels=["control", "output"]).data
+    assert sorted(p.name for p in assets.iterdir()) == ["control.mp4"]
+    assert html.count("<video") == 2 and list((tmp_path / "preview-cache").glob("control-*.preview.mp4"))
+
+
+def test_show_generation_loaded_back_from_disk(saved):
+    loaded = Generation.load(saved.paths["media"])
+    html = W.show(loaded).data
+    assert "a yellow robot" in html and "seed 0" in html and "<video" in html
+
+
 def test_large_preview_falls_back_to_poster(saved, monkeypatch):
     monkeypatch.setenv("COSMOS_HELPERS_EMBED_LIMIT", "1000")
     html = W.show(saved).data

@@ -380,6 +380,7 @@ class ServeCommand:
     port: int
     gpus: int
     image: str = "vllm/vllm-omni:cosmos3"
+    use_docker: bool = False
 
     def shell(self) -> str:
         return " ".join(shlex.quote(part) for part in self.argv)
@@ -392,7 +393,7 @@ class ServeCommand:
         return " ".join(p if p.startswith("$HOME") else shlex.quote(p) for p in wrapper) + " " + self.shell()
 
     def __str__(self) -> str:
-        return self.shell()
+        return self.docker() if self.use_docker else self.shell()
 
 
 def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_parallel: int | None = None,
@@ -404,6 +405,7 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
     GPUs per request = tensor_parallel x cfg_parallel x ulysses; that product must fit ``gpus``. With
     more than one GPU and no degree given, tensor parallelism takes them all (the cookbook's Super setup).
     ``api_key`` is written as ``$COSMOS3_VLLM_API_KEY`` in the printed command, never in clear.
+    ``docker=True`` makes ``str(command)`` the ``docker run`` form (``.argv`` stays the bare command).
     """
     if not isinstance(model, str) or not model.strip():
         raise ValidationError("model", f"expected a model id or folder, got {model!r}.", "e.g. 'nvidia/Cosmos3-Nano'.")
@@ -445,8 +447,7 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
         argv.append("--no-guardrails")
     if api_key:
         argv += ["--api-key", f"${API_KEY_ENV}"]
-    command = ServeCommand(argv=argv, port=port, gpus=gpus)
-    return command
+    return ServeCommand(argv=argv, port=port, gpus=gpus, use_docker=docker)
 
 
 # =====================================================================================================
@@ -554,8 +555,11 @@ class _Core:
     # the retry / error-mapping step -------------------------------------------------------------------
 
     def _exchange(self, call: _Call, *, attempts: int = 1, what: str = "request",
-                  retry_statuses: tuple[int, ...] = (502, 503)) -> Op:
-        """Perform ``call``; map transport failures and error statuses; retry only when ``attempts > 1``."""
+                  retry_statuses: tuple[int, ...] = (502, 503),
+                  passthrough: Callable[[_Reply], bool] | None = None) -> Op:
+        """Perform ``call``; map transport failures and error statuses; retry only when ``attempts > 1``.
+
+        ``passthrough(reply)`` may accept an error status as an answer (a failed job's GET)."""
         for attempt in range(1, attempts + 1):
             last = attempt == attempts
             try:
@@ -579,7 +583,7 @@ class _Core:
             if reply.status in retry_statuses and not last:
                 yield _Sleep(min(2.0 ** attempt * 0.25, 5.0))
                 continue
-            if reply.status >= 400:
+            if reply.status >= 400 and not (passthrough is not None and passthrough(reply)):
                 raise error_from_response(reply.status, reply.content, reply.headers)
             return reply
         raise AssertionError("unreachable")
@@ -706,23 +710,15 @@ class _Core:
         return job
 
     def _op_retrieve(self, job_id: str) -> Op:
-        """The job record; a failed job is returned (its GET answers with the failure's status)."""
-        for attempt in range(1, self.retries + 1):
-            try:
-                reply = yield from self._exchange(_Call("GET", f"/v1/videos/{job_id}", self._t(30.0)),
-                                                  attempts=self.retries, what="job status")
-                return _json_or_none(reply.content)
-            except ServerError as exc:
-                body = exc.body
-                if isinstance(body, dict) and body.get("status") == "failed" and body.get("id") == job_id:
-                    return body
-                if exc.status in (502, 503) and attempt < self.retries:
-                    yield _Sleep(0.5 * attempt)
-                    continue
-                raise
-            except GuardrailError:
-                raise
-        raise AssertionError("unreachable")
+        """The job record; a failed job is returned too (its GET answers with the failure's status)."""
+
+        def failed_job(reply: _Reply) -> bool:
+            body = _json_or_none(reply.content)
+            return isinstance(body, dict) and body.get("id") == job_id and body.get("status") == "failed"
+
+        reply = yield from self._exchange(_Call("GET", f"/v1/videos/{job_id}", self._t(30.0)), attempts=self.retries,
+                                          what="job status", passthrough=failed_job)
+        return _json_or_none(reply.content)
 
     def _op_wait(self, job_id: str, timeout: float | None, progress: Any, interval: float | None) -> Op:
         interval = self.poll_interval if interval is None else interval
@@ -790,7 +786,8 @@ class _Core:
 
     def _op_delete(self, job_id: str) -> Op:
         reply = yield from self._exchange(_Call("DELETE", f"/v1/videos/{job_id}", self._t(30.0)),
-                                          attempts=self.retries + 2, what="job deletion", retry_statuses=(409, 502, 503))
+                                          attempts=self.retries + 2, what="job deletion",
+                                          retry_statuses=(409, 502, 503))
         return _json_or_none(reply.content)
 
     def _op_list(self, limit: int, order: str, after: str | None) -> Op:

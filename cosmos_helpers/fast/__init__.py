@@ -44,7 +44,11 @@ class FastOptions:
         batch_cfg: batch the two guidance branches of a step (``None``: on with CUDA graphs/CUDA, off on CPU).
         skip_blank_encode: skip the VAE encode of the all-zero clip in text-to-image/video.
         vae_cudnn_benchmark: let cuDNN pick convolution algorithms for the VAE decode by timing them
-            (first call slower; pixels may differ at bf16 rounding level; latents unaffected).
+            (``None``: on with CUDA; first call slower; pixels may differ at bf16 rounding level; latents
+            unaffected).
+        compile: fuse the generation tower's element-wise steps (residual add + RMSNorm, q/k norm + rotary,
+            SiLU gate) with ``torch.compile`` (CUDA only; one compile per function, shapes dynamic, first
+            call pays it). Matches the eager path to bf16 rounding.
     """
 
     text_cache: bool = True
@@ -53,7 +57,8 @@ class FastOptions:
     attention: str = "auto"
     batch_cfg: bool | None = None
     skip_blank_encode: bool = True
-    vae_cudnn_benchmark: bool = False
+    vae_cudnn_benchmark: bool | None = None
+    compile: bool = False
 
 
 class _FastState:
@@ -75,13 +80,15 @@ def _on_cuda(pipe) -> bool:
 def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
     """Patch ``pipe`` (a ``Cosmos3OmniPipeline``) in place; idempotent. Returns ``pipe``.
 
-    ``enable_fast_path(pipe, attention="flash")`` overrides single options. Calling it again with other
-    options re-applies the patch with those.
+    ``enable_fast_path(pipe, attention="flash")`` overrides single options. Called again without options
+    it keeps the current ones; with other options it re-applies the patch with those.
     """
+    state = getattr(pipe, "_cosmos_fast", None)
+    if state is not None and options is None and not overrides:
+        return pipe  # already fast: keep its options
     options = options or FastOptions()
     if overrides:
         options = FastOptions(**{**asdict(options), **overrides})
-    state = getattr(pipe, "_cosmos_fast", None)
     if state is not None:
         if state.options == options:
             return pipe
@@ -92,6 +99,9 @@ def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
         resolved.cuda_graphs = cuda
     if resolved.batch_cfg is None:
         resolved.batch_cfg = cuda
+    if resolved.vae_cudnn_benchmark is None:
+        resolved.vae_cudnn_benchmark = cuda
+    resolved.compile = bool(resolved.compile and cuda)
     state = _FastState(pipe, options)
     state.resolved = resolved
 
@@ -102,7 +112,8 @@ def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
         state.originals["transformer.forward"] = transformer.__dict__.get("forward")
         state.forward = FastForward(transformer, attention=resolved.attention,
                                     cuda_graphs=bool(resolved.cuda_graphs and cuda),
-                                    graph_max_tokens=resolved.graph_max_tokens, batch_cfg=bool(resolved.batch_cfg))
+                                    graph_max_tokens=resolved.graph_max_tokens, batch_cfg=bool(resolved.batch_cfg),
+                                    compile=resolved.compile)
         transformer.forward = state.forward
 
     if resolved.skip_blank_encode:

@@ -77,14 +77,18 @@ class TextKVCache:
 
     def lookup(self, input_ids: torch.Tensor, n_gen: int) -> TextEntry | None:
         entry = self.entries.get(id(input_ids))
-        if entry is None or entry.input_ids is not input_ids or entry.buf.n_gen != n_gen:
+        if (entry is None or entry.input_ids is not input_ids or entry.buf.n_gen != n_gen
+                or (entry.buf.k.is_inference() and not torch.is_inference_mode_enabled())):
             return None
         self.entries.move_to_end(id(input_ids))
         return entry
 
     def _buffer(self, und_len: int, n_gen: int, like: torch.Tensor) -> KVBuffer:
+        inference = torch.is_inference_mode_enabled()
         for i, buf in enumerate(self.spare):
-            if buf.shape_key == (und_len, n_gen) and buf.k.dtype == like.dtype and buf.k.device == like.device:
+            # an inference-mode tensor cannot be written outside inference mode: match the mode too
+            if (buf.shape_key == (und_len, n_gen) and buf.k.dtype == like.dtype and buf.k.device == like.device
+                    and buf.k.is_inference() == inference):
                 return self.spare.pop(i)
         cfg = self.transformer.config
         shape = (cfg.num_hidden_layers, und_len + n_gen, cfg.num_key_value_heads, cfg.head_dim)

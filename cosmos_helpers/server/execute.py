@@ -14,6 +14,9 @@ from ..errors import GuardrailError
 from .translate import GUARDRAIL_MESSAGE, ApiError, ImageSpec, ServerSettings, VideoSpec, blocked
 from .worker import Cancelled, TaskContext
 
+# vLLM-Omni's default encoder options are {"preset": "ultrafast"} (protocol §7.1, encoder keys).
+ENCODER = {"preset": "ultrafast", "crf": 18}
+
 TransferRunner = Callable[[dict, dict, "Path | None", "dict[str, Path]"], Any]
 
 
@@ -80,7 +83,7 @@ def run_video(spec: VideoSpec, backend: Any, out_path: Path, ctx: TaskContext, s
         ctx.progress(0, 0)  # a last cancellation check before the file is written
         encode_start = time.perf_counter()
         media.write_mp4(out_path, generation.frames, generation.fps, sound=generation.sound,
-                        sample_rate=generation.sample_rate, overwrite=True)
+                        sample_rate=generation.sample_rate, overwrite=True, **ENCODER)
         stages = _stages(generation.timings)
         stages["encode"] = round(time.perf_counter() - encode_start, 4)
         frames = int(generation.frames.shape[0])

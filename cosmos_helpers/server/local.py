@@ -36,7 +36,7 @@ class LocalServer:
     """``with LocalServer() as server: backend = server.client()``.
 
     Args:
-        model: ``"tiny"`` (default), a hub id or a checkpoint folder.
+        model: ``"tiny"`` (default), a hub id or a checkpoint folder; ``None`` takes the profile's model.
         profile: defaults for omitted fields (``tiny``/``nano``/``super``).
         port: default a free port; host default 127.0.0.1.
         api_key: require this Bearer key.
@@ -48,7 +48,7 @@ class LocalServer:
         progress: show the readiness wait.
     """
 
-    def __init__(self, model: str = "tiny", *, profile: str | None = None, host: str = "127.0.0.1",
+    def __init__(self, model: str | None = "tiny", *, profile: str | None = None, host: str = "127.0.0.1",
                  port: int | None = None, api_key: str | None = None, startup_delay: float = 0.0,
                  ready_timeout: float = 300.0, storage_dir: str | Path | None = None,
                  block_words: Sequence[str] = (), threads: int | None = None, extra_args: Sequence[str] = (),
@@ -81,8 +81,9 @@ class LocalServer:
         return f"http://{self.host}:{self.port}"
 
     def argv(self) -> list[str]:
-        argv = [self.python, "-m", "cosmos_helpers.cli", "serve", "--model", self.model, "--host", self.host,
-                "--port", str(self.port)]
+        argv = [self.python, "-m", "cosmos_helpers.cli", "serve", "--host", self.host, "--port", str(self.port)]
+        if self.model:
+            argv += ["--model", self.model]
         if self.profile:
             argv += ["--profile", self.profile]
         if self.startup_delay:

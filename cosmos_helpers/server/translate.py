@@ -262,6 +262,10 @@ def round_up_4k1(n: int) -> int:
     return n if (n - 1) % 4 == 0 else n + (4 - (n - 1) % 4)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _bool_like(value: Any) -> bool:
     """vLLM-Omni applies Python ``bool()`` to these extra_params: ``"false"`` is *true* (protocol §7)."""
     return bool(value)
@@ -432,10 +436,10 @@ def parse_video_form(fields: Mapping[str, str], files: Mapping[str, Upload], set
     if "generate_sound" in extra or "sound_gen" in extra:
         sound = _bool_like(extra.get("generate_sound", extra.get("sound_gen")))
     for key in ("sound_duration", "audio_duration"):
-        if key in extra and (not isinstance(extra[key], (int, float)) or isinstance(extra[key], bool) or extra[key] <= 0):
+        if key in extra and not (_is_number(extra[key]) and extra[key] > 0):
             raise value_error(f"extra_params.{key} must be a number above 0, got {extra[key]!r}")
     if "flow_shift" in extra:
-        if not isinstance(extra["flow_shift"], (int, float)) or isinstance(extra["flow_shift"], bool):
+        if not _is_number(extra["flow_shift"]):
             raise value_error(f"extra_params.flow_shift must be a number, got {extra['flow_shift']!r}")
         flow_shift = float(extra["flow_shift"])
     if "negative_metadata_mode" in extra and extra["negative_metadata_mode"] not in ("none", "same", "inverse"):
@@ -631,7 +635,7 @@ def parse_image_body(body: Any, settings: ServerSettings) -> ImageSpec:
     extra = body.get("extra_params") or {}
     if not isinstance(extra, dict):
         raise form_error("extra_params", "Input should be a valid dictionary")
-    if "flow_shift" in extra and isinstance(extra["flow_shift"], (int, float)) and not isinstance(extra["flow_shift"], bool):
+    if "flow_shift" in extra and _is_number(extra["flow_shift"]):
         flow_shift = float(extra["flow_shift"])
     system = extra.get("use_system_prompt", body.get("use_system_prompt") or False)
     defaults = settings.image_defaults()

@@ -55,14 +55,14 @@ class GenerateForm:
         self._counter = itertools.count(1)
         profile = get_profile(self.defaults.get("profile", "tiny"))
         d = self.defaults
-        wide = w.Layout(width="100%")
-        style = {"description_width": "110px"}
+        wide = lambda: w.Layout(width="100%")  # noqa: E731 - one Layout per widget: hiding one must not hide another
+        style = {"description_width": "80px"}
         self.prompt = w.Textarea(value=str(d.get("prompt", DEFAULT_PROMPT)), description="prompt",
-                                 rows=4, layout=wide, style=style)
+                                 rows=4, layout=wide(), style=style)
         self.mode = w.Dropdown(options=list(MODES), value=d.get("mode", "text2video"), description="mode", style=style)
         self.image = w.Text(value=str(d.get("image") or d.get("video") or ""), description="image / video",
                             placeholder="path of the conditioning image (image2video) or video (video2video)",
-                            layout=wide, style=style)
+                            layout=wide(), style=style)
         self.tier = w.Dropdown(options=list(TIERS), value=str(d.get("tier", profile.tier)), description="tier",
                                style=style)
         self.aspect_ratio = w.Dropdown(options=list(ASPECT_RATIOS), value=d.get("aspect_ratio", profile.aspect_ratio),

@@ -14,14 +14,18 @@ from typing import Sequence
 import numpy as np
 
 from . import preview
-from .items import Item
+from .items import SEP, Item
 
 _BOX = "display:inline-block;vertical-align:top;margin:0 12px 12px 0;max-width:100%"
 _CAPTION = "font:13px/1.35 system-ui,-apple-system,'Segoe UI',sans-serif;max-width:{w}px;margin-top:4px"
 
 
+MIN_DISPLAY_SIDE = 320
+
+
 def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
-    """The size a preview is shown at: the source size capped at ``max_side`` (same rule as the transcode)."""
+    """The size a preview is shown at: the source size capped at ``max_side`` (the transcode's rule), and
+    small results (the tiny model's 160x96) shown at 2x, 3x, ... until their long side reaches 320 px."""
     from ..media import _even_size
 
     if not item.width or not item.height:
@@ -29,8 +33,14 @@ def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
         item.height, item.width = frame.shape[:2]
     if item.is_image:
         scale = 1.0 if not max_side or max(item.width, item.height) <= max_side else max_side / max(item.width, item.height)
-        return max(1, round(item.width * scale)), max(1, round(item.height * scale))
-    return _even_size(item.width, item.height, max_side)
+        width, height = max(1, round(item.width * scale)), max(1, round(item.height * scale))
+    else:
+        width, height = _even_size(item.width, item.height, max_side)
+    factor = 1
+    limit = min(MIN_DISPLAY_SIDE, max_side or MIN_DISPLAY_SIDE)
+    while max(width, height) * (factor + 1) <= limit:
+        factor += 1
+    return width * factor, height * factor
 
 
 def media_html(item: Item, max_side: int | None = preview.DEFAULT_MAX_SIDE, *, player: bool = True,
@@ -41,7 +51,8 @@ def media_html(item: Item, max_side: int | None = preview.DEFAULT_MAX_SIDE, *, p
     as a data URI when it is under the embed limit, else show the poster with the file's path.
     """
     width, height = display_size(item, max_side)
-    size = f'width="{width}" height="{height}" style="max-width:100%;height:auto;display:block;background:#000"'
+    size = (f'width="{width}" height="{height}" style="max-width:100%;height:auto;display:block;background:#000;'
+            'image-rendering:pixelated"')
     if item.is_image:
         if src is None:
             data, fmt = preview.image_bytes(item, max_side)
@@ -70,7 +81,7 @@ def figure_html(item: Item, max_side: int | None = preview.DEFAULT_MAX_SIDE, *, 
     caption = item.caption_html()
     return (f'<figure class="cosmos-helpers-figure" style="{_BOX};margin:0 12px 12px 0">'
             f'{media_html(item, max_side, player=player, src=src, poster_src=poster_src)}'
-            f'<figcaption style="{_CAPTION.format(w=max(width, 240))}">{caption}</figcaption></figure>')
+            f'<figcaption style="{_CAPTION.format(w=max(width, 320))}">{caption}</figcaption></figure>')
 
 
 def grid_html(items: Sequence[Item], columns: int = 3, *, max_side: int | None = 240, players: bool = False) -> str:
@@ -104,9 +115,13 @@ def slider_html(a: Item, b: Item, *, frame: int | None = None, max_side: int | N
     tag = "position:absolute;top:6px;padding:1px 6px;background:rgba(0,0,0,.6);color:#fff;font:12px system-ui,sans-serif;border-radius:3px"
     on_input = ("var b=this.parentNode;b.querySelector('.chx-top').style.clipPath='inset(0 '+(100-this.value)+'% 0 0)';"
                 "b.querySelector('.chx-bar').style.left=this.value+'%';")
-    caption = (f'<div style="{_CAPTION.format(w=max(width, 240))}"><b>{label_a}</b> (left) vs <b>{label_b}</b> (right)'
-               f'{" &middot; frame " + str(frame) if frame is not None else ""}: drag across the picture.'
-               f'<div style="color:#666">{html.escape(a.caption_text())}<br>{html.escape(b.caption_text())}</div></div>')
+    which = "middle frame" if frame is None else f"frame {frame}"
+    facts = "".join(f'<div style="color:#666;font-size:90%"><b>{html.escape(x.label or "")}</b>: '
+                    f'{html.escape(SEP.join(x.facts()))}</div>' for x in (a, b))
+    summary = a.summary if a.summary == b.summary else ""
+    caption = (f'<div style="{_CAPTION.format(w=max(width, 320))}"><b>{label_a}</b> (left) vs <b>{label_b}</b> (right), '
+               f'{which}: drag across the picture.'
+               f'{"<div>" + html.escape(summary) + "</div>" if summary else ""}{facts}</div>')
     return (f'<div class="cosmos-helpers-slider" style="{_BOX}">'
             f'<div style="position:relative;width:{width}px;max-width:100%;aspect-ratio:{width}/{height};'
             'overflow:hidden;user-select:none;background:#000">'

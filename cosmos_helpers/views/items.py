@@ -33,6 +33,7 @@ class Item:
     _frames: np.ndarray | None = None
     _sound: np.ndarray | None = None
     sample_rate: int = 48_000
+    is_output: bool = False             # a saved result (has a manifest): its preview may live beside it
 
     @property
     def is_image(self) -> bool:
@@ -93,7 +94,7 @@ class Item:
         return out
 
     def caption_html(self) -> str:
-        parts = []
+        parts = ['<div class="cosmos-helpers-caption" style="line-height:1.35">']
         if self.label:
             parts.append(f'<div style="font-weight:600">{html.escape(self.label)}</div>')
         if self.summary:
@@ -101,7 +102,7 @@ class Item:
         facts = self.facts()
         if facts:
             parts.append(f'<div style="color:#666;font-size:90%">{html.escape(SEP.join(facts))}</div>')
-        return "".join(parts)
+        return "".join(parts) + "</div>"
 
     def caption_text(self) -> str:
         return " | ".join(x for x in (self.label, self.summary, SEP.join(self.facts())) if x)
@@ -151,7 +152,8 @@ def _from_generation(gen, label: str | None) -> Item:
             details.update(mode=manifest_request.get("mode"), steps=manifest_request.get("num_inference_steps"),
                            guidance=manifest_request.get("guidance_scale"))
     path = gen.paths.get("media") if gen.paths else None
-    return Item(label=label or "", path=Path(path) if path else None, kind="image" if gen.is_image else "video",
+    return Item(label=label or "", path=Path(path) if path else None, is_output=path is not None,
+                kind="image" if gen.is_image else "video",
                 fps=float(gen.fps), width=gen.width, height=gen.height, num_frames=gen.num_frames,
                 has_sound=gen.sound is not None, summary=summary, details=details, _frames=gen.frames,
                 _sound=gen.sound, sample_rate=int(gen.sample_rate))
@@ -188,6 +190,7 @@ def _from_path(path: Path, label: str | None) -> Item:
         item.has_sound = info["audio_rate"] is not None
         item.sample_rate = int(info["audio_rate"] or 48_000)
     if manifest:
+        item.is_output = True
         request = manifest.get("request") or {}
         item.summary = caption_summary(request.get("prompt") or "") if request.get("prompt") else ""
         timings = manifest.get("timings") or {}

@@ -51,7 +51,7 @@ def frame_strip(generation: Any, n: int = 8, *, height: int | None = 144, labels
     return emit(strip, display=display)
 
 
-def sound_plot(generation: Any, *, title: str | None = None, figsize: tuple[float, float] = (10, 5), dpi: int = 100,
+def sound_plot(generation: Any, *, title: str | None = None, label: str | None = None, figsize: tuple[float, float] = (10, 5), dpi: int = 100,
                display: bool = True):
     """Waveform (each channel) over a spectrogram (channel mean, dB) of a result's sound.
 
@@ -61,7 +61,7 @@ def sound_plot(generation: Any, *, title: str | None = None, figsize: tuple[floa
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    item = as_item(generation)
+    item = as_item(generation, label)
     sound, rate = item.sound()
     if sound is None or sound.size == 0:
         message = "no sound in this result (generate with sound=True to get a soundtrack)"
@@ -83,7 +83,9 @@ def sound_plot(generation: Any, *, title: str | None = None, figsize: tuple[floa
     wave.legend(loc="upper right", fontsize=8)
     peak = float(np.max(np.abs(sound))) if sound.size else 0.0
     rms = float(np.sqrt(np.mean(sound ** 2))) if sound.size else 0.0
-    wave.set_title(title or f"{item.caption_text() or 'sound'}  (peak {peak:.2f}, rms {rms:.3f}, {rate} Hz)",
+    name = item.label or item.summary or "sound"
+    name = name if len(name) <= 70 else name[:69] + "\u2026"
+    wave.set_title(title or f"{name}  (peak {peak:.2f}, rms {rms:.3f}, {rate} Hz, {sound.shape[1] / rate:.2f} s)",
                    fontsize=9, loc="left")
     mono = sound.mean(axis=0)
     nfft = int(min(1024, max(64, 2 ** int(np.log2(max(64, len(mono) // 8))))))

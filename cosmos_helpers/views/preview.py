@@ -49,24 +49,31 @@ def cache_dir() -> Path:
 
 
 def ensure_preview(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
-    """The preview MP4 of a video item, made (or remade, when stale) on demand."""
+    """The preview MP4 of a video item, made (or remade, when stale) on demand.
+
+    Saved results (with a manifest) get ``<stem>.preview.mp4`` beside them; other files (assets, control
+    videos) and in-memory frames get theirs in :func:`cache_dir`, so inputs are never written next to.
+    """
     if item.is_image:
         raise ValueError("images have no video preview; use poster_jpeg() or image_bytes()")
     if item.path is not None:
         if is_preview(item.path):
             return item.path
-        target = preview_path_for(item.path, max_side)
-        if _fresh(target, item.path):
-            return target
-        try:
-            transcode_file(item.path, target, max_side=max_side)
-            return target
-        except PermissionError:
-            key = hashlib.sha1(f"{item.path.resolve()}|{item.path.stat().st_mtime_ns}|{max_side}".encode()).hexdigest()
-            target = cache_dir() / f"{item.path.stem}-{key[:16]}.preview.mp4"
-            if not _fresh(target, item.path):
+        if item.is_output:  # a saved result: the preview lives beside it (galleries link it there)
+            target = preview_path_for(item.path, max_side)
+            if _fresh(target, item.path):
+                return target
+            try:
                 transcode_file(item.path, target, max_side=max_side)
-            return target
+                return target
+            except PermissionError:
+                pass
+        # Inputs (assets, control videos) and read-only folders: never write beside them; use the cache.
+        key = hashlib.sha1(f"{item.path.resolve()}|{item.path.stat().st_mtime_ns}|{max_side}".encode()).hexdigest()
+        target = cache_dir() / f"{item.path.stem}-{key[:16]}.preview.mp4"
+        if not _fresh(target, item.path):
+            transcode_file(item.path, target, max_side=max_side)
+        return target
     frames = item.frames()
     sound, rate = item.sound()
     digest = hashlib.sha1(np.ascontiguousarray(frames).tobytes())

@@ -31,7 +31,7 @@ def grid(generations: Sequence[Any], columns: int = 3, *, labels: Sequence[str] 
          max_side: int | None = 240, players: bool = False, display: bool = True):
     """A contact sheet of many results: thumbnails (or players, ``players=True``) with prompt summary,
     seed, backend and time under each. A ``GridBox`` in a live kernel, an HTML table elsewhere."""
-    items = _items(generations, labels)
+    items = _items(generations, labels, auto_label=False)
     if not items:
         return emit(_html("<em>nothing to show</em>"), display=display)
     if is_static():
@@ -86,18 +86,19 @@ def live_figure(item: Item, max_side: int | None = preview.DEFAULT_MAX_SIDE, *, 
                              width=width, autoplay=False, loop=False, controls=True)
     else:
         view = widgets.Image(value=preview.poster_jpeg(item, max_side), format="jpeg", width=width)
-    caption = widgets.HTML(item.caption_html(), layout=widgets.Layout(max_width=f"{max(width, 240)}px"))
+    caption = widgets.HTML(item.caption_html(), layout=widgets.Layout(max_width=f"{max(width, 320)}px"))
     box = widgets.VBox([view, caption], layout=widgets.Layout(margin="0 12px 12px 0"))
     box.add_class("cosmos-helpers-show")
     return box
 
 
-def _items(sources: Sequence[Any], labels: Sequence[str] | None, *, fps: float = 24.0) -> list[Item]:
+def _items(sources: Sequence[Any], labels: Sequence[str] | None, *, fps: float = 24.0,
+           auto_label: bool = True) -> list[Item]:
     sources = list(sources)
     if labels is not None and len(labels) != len(sources):
         raise ValueError(f"got {len(labels)} labels for {len(sources)} inputs")
     items = [as_item(src, labels[i] if labels else None, fps=fps) for i, src in enumerate(sources)]
-    if labels is None and len(items) > 1:
+    if auto_label and labels is None and len(items) > 1:
         for index, item in enumerate(items):
             if not item.label:
                 item.label = _default_label(item, items, index)

@@ -241,9 +241,10 @@ def test_notebook_in_jupyterlab(relative, lab, browser, artifacts):
             assert button.is_visible()
             button.click()
             form.get_by_text(re.compile(r"done in [0-9.]+ s")).wait_for(timeout=180_000)
+            form.locator("video").first.wait_for(timeout=30_000)
+            shoot(form, shots / "form-after-generate.png")
             check_videos(form.locator("video"))
             assert form.locator(".progress-bar-success").count() == 1, "the form's progress bar did not finish"
-            shoot(form, shots / "form-after-generate.png")
         wait_kernel_idle(lab, timeout=60)
         assert not console.errors, "browser console errors:\n" + "\n".join(console.errors)
     finally:

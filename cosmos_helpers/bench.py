@@ -1,0 +1,456 @@
+"""``cosmos-helpers bench``: the same requests through stock Diffusers, the fast path and vLLM-Omni, in one run.
+
+For every case (mode x resolution tier) and backend it records the cold time (first call: kernel
+selection, CUDA-graph capture and attention tuning included), the warm time (median of the following
+calls), peak GPU memory and how far the output's pixels are from stock's. It writes, under ``--out``:
+
+* ``benchmark.md``: a mode x tier table in seconds (the shape of NVIDIA's ``inference_benchmarks.md``)
+  with a speed-up row, then the per-case details;
+* ``benchmark.png``: the warm times as grouped bars, speed-ups written over the fast bars;
+* ``benchmark.json``: every number, the settings and the environment.
+
+``--profile tiny`` (default) runs the embedded tiny model (CPU in seconds: this is what CI runs);
+``--profile nano`` the real checkpoint; ``--random-nano`` builds Nano-shaped random weights instead of
+loading a checkpoint (latency does not depend on weight values), for GPUs without the download.
+``--vllm-url http://host:port`` adds a running vLLM-Omni server as a third backend.
+
+Example (one H200)::
+
+    cosmos-helpers bench --random-nano --cases t2i:256,t2v:256:189 --steps 35 --text-tokens 2000 --out out/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+MODE_NAMES = {"t2i": "text2image", "t2v": "text2video", "i2v": "image2video", "v2v": "video2video"}
+MODE_TITLES = {"text2image": "Text2Image", "text2video": "Text2Video", "image2video": "Image2Video",
+               "video2video": "Video2Video"}
+BACKEND_TITLES = {"stock": "Diffusers (stock)", "fast": "Diffusers (fast path)", "vllm": "vLLM-Omni"}
+DEFAULT_CASES = {
+    "tiny": "t2i:128,t2v:128:9,i2v:128:9",
+    "nano": "t2i:256,t2i:480,t2i:720,t2v:256:189,i2v:256:189,t2v:480:189",
+    "super": "t2i:256,t2i:720,t2v:256:189,t2v:480:189",
+}
+DEFAULT_STEPS = {"tiny": 2, "nano": 35, "super": 35}
+BASE_PROMPT = ("A mobile robot navigates a warehouse aisle, stops at a shelf, lifts a blue box with its gripper "
+               "and turns toward the loading dock while overhead lights flicker. ")
+BASE_NEGATIVE = ("Blurry, low quality, distorted geometry, flickering, watermark, text overlays, oversaturated "
+                 "colors, jerky motion, duplicated objects. ")
+
+
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Case:
+    mode: str  # text2image / text2video / image2video / video2video
+    tier: str
+    frames: int
+    sound: bool = False
+
+    @property
+    def label(self) -> str:
+        short = {v: k for k, v in MODE_NAMES.items()}[self.mode]
+        return f"{short}{'+sound' if self.sound else ''} {self.tier}p" + ("" if self.frames == 1 else f" {self.frames}f")
+
+    @classmethod
+    def parse(cls, text: str, default_frames: int) -> "Case":
+        """``t2i:256``, ``t2v:480:189``, ``t2v+sound:256:121`` (frames default to ``default_frames``)."""
+        parts = text.strip().split(":")
+        if len(parts) not in (2, 3):
+            raise ValueError(f"case {text!r}: expected mode:tier[:frames], e.g. t2v:256:189")
+        mode, sound = parts[0].strip().lower(), False
+        if mode.endswith("+sound"):
+            mode, sound = mode[: -len("+sound")], True
+        mode = MODE_NAMES.get(mode, mode)
+        if mode not in MODE_TITLES:
+            raise ValueError(f"case {text!r}: unknown mode; use t2i, t2v, i2v or v2v (optionally +sound)")
+        tier = parts[1].strip().lower().removesuffix("p")
+        frames = 1 if mode == "text2image" else int(parts[2]) if len(parts) == 3 else default_frames
+        return cls(mode, tier, frames, sound)
+
+
+@dataclass
+class Row:
+    case: str
+    mode: str
+    tier: str
+    frames: int
+    backend: str
+    cold_s: float | None = None
+    warm_s: float | None = None
+    warm_all: list[float] = field(default_factory=list)
+    peak_gib: float | None = None
+    max_abs_diff_vs_stock: float | None = None
+    speedup: float | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BenchResult:
+    rows: list[Row]
+    markdown: str
+    markdown_path: Path
+    png_path: Path | None
+    json_path: Path
+    settings: dict[str, Any]
+
+
+# ----------------------------------------------------------------------------------------------------
+def prompt_of(n_bytes: int, base: str = BASE_PROMPT) -> str:
+    """``n_bytes`` of English text (``n_bytes`` tokens with the byte-level tokenizer of tiny/random Nano)."""
+    return (base * (n_bytes // len(base) + 1))[:n_bytes]
+
+
+def _image(width: int, height: int):
+    import numpy as np
+
+    yy, xx = np.mgrid[0:height, 0:width]
+    return np.stack([xx * 255 // max(width, 1), yy * 255 // max(height, 1), (xx ^ yy) & 255], -1).astype(np.uint8)
+
+
+def _video(width: int, height: int, frames: int):
+    import numpy as np
+
+    base = _image(width, height)
+    return np.stack([np.roll(base, 2 * i, axis=1) for i in range(frames)])
+
+
+def build_request(case: Case, *, profile: str, steps: int, guidance: float, text_tokens: int | None,
+                  seed: int):
+    from .presets import size_for
+    from .request import GenerationRequest
+
+    width, height = size_for(case.tier, "16,9")
+    prompt = prompt_of(text_tokens) if text_tokens else BASE_PROMPT.strip()
+    negative = prompt_of(text_tokens, BASE_NEGATIVE) if text_tokens else BASE_NEGATIVE.strip()
+    kwargs: dict[str, Any] = dict(
+        mode=case.mode, prompt=prompt, negative_prompt=negative, profile=profile, tier=case.tier,
+        aspect_ratio="16,9", num_frames=case.frames, num_inference_steps=steps, guidance_scale=guidance,
+        seed=seed, sound=case.sound, guardrails=False, add_resolution_template=False, add_duration_template=False,
+    )
+    if case.mode == "image2video":
+        kwargs["image"] = _image(width, height)
+    elif case.mode == "video2video":
+        kwargs["video"] = _video(width, height, case.frames)
+    return GenerationRequest(**kwargs)
+
+
+# ----------------------------------------------------------------------------------------------------
+class _Runner:
+    """One backend: ``generate(request)`` -> frames (uint8) and the seconds it took (device synchronised)."""
+
+    def __init__(self, name: str, backend: Any, cuda: bool) -> None:
+        self.name = name
+        self.backend = backend
+        self.cuda = cuda
+
+    def __call__(self, request):
+        import numpy as np
+
+        torch = _torch()
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        generation = self.backend.generate(request)
+        if self.cuda:
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        peak = torch.cuda.max_memory_allocated() / 2**30 if self.cuda and self.name != "vllm" else None
+        return np.asarray(generation.frames), seconds, peak
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _diffusers_backends(profile: str, random_nano: bool, device: str | None, dtype: Any, sound: bool,
+                        fast_options: dict | None, pipeline: Any = None):
+    from .backends.diffusers import DiffusersBackend
+
+    if not random_nano and pipeline is None:
+        from .presets import get_profile
+
+        model = get_profile(profile).model
+        stock = DiffusersBackend(model, device=device, dtype=dtype, progress=False)
+        fast = DiffusersBackend(model, device=device, dtype=dtype, progress=False, fast=True)
+        return stock, fast
+
+    prebuilt: dict[str, Any] = {} if pipeline is None else {"pipe": pipeline}
+
+    class RandomNanoBackend(DiffusersBackend):
+        """DiffusersBackend whose "checkpoint" is the Nano-shaped random pipeline built in this process."""
+
+        def _load(self, model):  # noqa: D401 - same contract as DiffusersBackend._load
+            if "pipe" not in prebuilt:
+                from .models.random_nano import build_random_nano_pipeline
+
+                prebuilt["pipe"] = build_random_nano_pipeline(self._device(), self._dtype(), sound=sound)
+            return prebuilt["pipe"]
+
+    if pipeline is not None:  # a pipeline built by the caller: its own device and dtype
+        device = device or str(next(pipeline.transformer.parameters()).device)
+        dtype = dtype or pipeline.transformer.dtype
+    name = "random-nano" if pipeline is None else f"prebuilt-{id(pipeline)}"
+    stock = RandomNanoBackend(name, device=device, dtype=dtype, progress=False)
+    fast = RandomNanoBackend(name, device=device, dtype=dtype, progress=False, fast=True)
+    return stock, fast
+
+
+def _apply_fast_options(backend, options: dict | None) -> None:
+    if not options:
+        return
+    from .fast import enable_fast_path
+
+    enable_fast_path(backend.pipeline(), **options)
+
+
+def run_benchmark(*, profile: str = "tiny", cases: str | Sequence[str] | None = None, steps: int | None = None,
+                  frames: int | None = None, guidance: float = 6.0, text_tokens: int | None = None,
+                  repeats: int = 1, backends: Sequence[str] = ("stock", "fast"), vllm_url: str | None = None,
+                  out_dir: str | Path = "outputs/benchmarks", random_nano: bool = False, device: str | None = None,
+                  dtype: Any = None, seed: int = 0, fast_options: dict | None = None, pipeline: Any = None,
+                  log: Callable[[str], None] | None = print) -> BenchResult:
+    """Run every case through every backend and write the table, the chart and the JSON under ``out_dir``.
+
+    ``pipeline``: an already built ``Cosmos3OmniPipeline`` to time (e.g. from
+    :func:`cosmos_helpers.models.random_nano.build_random_nano_pipeline`) instead of loading the profile's.
+    """
+    log = log or (lambda _msg: None)
+    profile = profile.lower()
+    steps = steps or DEFAULT_STEPS.get(profile, 35)
+    from .presets import get_profile
+
+    default_frames = frames or get_profile(profile).num_frames
+    case_list = [Case.parse(c, default_frames) for c in
+                 (cases.split(",") if isinstance(cases, str) else cases or DEFAULT_CASES[profile].split(","))]
+    backends = [b for b in backends if b != "vllm"] + (["vllm"] if vllm_url else [])
+    torch = _torch()
+    stock_backend, fast_backend = _diffusers_backends(profile, random_nano, device, dtype,
+                                                      any(c.sound for c in case_list), fast_options, pipeline)
+    cuda = stock_backend._device().startswith("cuda")
+    runners: dict[str, _Runner] = {}
+    if "stock" in backends:
+        runners["stock"] = _Runner("stock", stock_backend, cuda)
+    if "fast" in backends:
+        runners["fast"] = _Runner("fast", fast_backend, cuda)
+    if "vllm" in backends:
+        from .backends.vllm_omni import VllmOmniBackend
+
+        runners["vllm"] = _Runner("vllm", VllmOmniBackend(vllm_url), cuda)
+
+    settings = dict(profile=profile, random_nano=random_nano or pipeline is not None, steps=steps, guidance=guidance,
+                    text_tokens=text_tokens, repeats=repeats, seed=seed, backends=list(runners),
+                    vllm_url=vllm_url, fast_options=fast_options or {}, environment=_environment(stock_backend))
+    log(f"bench: {len(case_list)} cases x {list(runners)}; {steps} steps, guidance {guidance}, "
+        f"{settings['environment'].get('device')}")
+
+    # One untimed call first, so the process's one-time CUDA/library start-up lands on no row.
+    first = case_list[0]
+    warm_request = build_request(first, profile=profile, steps=1, guidance=guidance, text_tokens=text_tokens,
+                                 seed=seed)
+    (runners.get("stock") or next(iter(runners.values())))(warm_request)
+
+    rows: list[Row] = []
+    for case in case_list:
+        request = build_request(case, profile=profile, steps=steps, guidance=guidance, text_tokens=text_tokens,
+                                seed=seed)
+        reference = None
+        for name, runner in runners.items():
+            row = Row(case=case.label, mode=case.mode, tier=case.tier, frames=case.frames, backend=name)
+            try:
+                if name == "fast":
+                    _apply_fast_options(fast_backend, fast_options)
+                frames_out, row.cold_s, peak = runner(request)
+                peaks = [peak] if peak is not None else []
+                for _ in range(repeats):
+                    frames_out, seconds, peak = runner(request)
+                    row.warm_all.append(round(seconds, 4))
+                    if peak is not None:
+                        peaks.append(peak)
+                row.warm_s = statistics.median(row.warm_all) if row.warm_all else row.cold_s
+                row.peak_gib = round(max(peaks), 2) if peaks else None
+                if name == "stock":
+                    reference = frames_out
+                elif reference is not None and frames_out.shape == reference.shape:
+                    row.max_abs_diff_vs_stock = float(abs(frames_out.astype(int) - reference.astype(int)).max())
+                if name == "fast":
+                    from .fast import fast_path_stats
+
+                    stats = fast_path_stats(fast_backend.pipeline())
+                    row.extra = {k: stats.get(k) for k in ("text_tower_runs", "graph_captures", "graph_replays",
+                                                          "batched_pairs", "stock_fallbacks", "graph_failures")}
+            except Exception as exc:  # keep the other rows
+                row.error = f"{type(exc).__name__}: {exc}"
+            rows.append(row)
+            log(f"  {case.label:<18} {name:<6} cold {_fmt(row.cold_s)} s  warm {_fmt(row.warm_s)} s"
+                f"  peak {_fmt(row.peak_gib)} GiB" + (f"  ERROR {row.error}" if row.error else ""))
+        stock_row = next((r for r in rows if r.case == case.label and r.backend == "stock" and r.warm_s), None)
+        for row in rows:
+            if row.case == case.label and stock_row is not None and row.warm_s:
+                row.speedup = round(stock_row.warm_s / row.warm_s, 2)
+        if cuda:
+            torch.cuda.empty_cache()
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = render_markdown(rows, settings)
+    md_path = out / "benchmark.md"
+    md_path.write_text(markdown)
+    json_path = out / "benchmark.json"
+    json_path.write_text(json.dumps({"settings": settings, "rows": [asdict(r) for r in rows]}, indent=1, default=str))
+    png_path = render_png(rows, out / "benchmark.png", title=_title(settings))
+    return BenchResult(rows, markdown, md_path, png_path, json_path, settings)
+
+
+def _environment(backend) -> dict[str, Any]:
+    torch = _torch()
+    env: dict[str, Any] = {"torch": torch.__version__}
+    try:
+        import diffusers
+
+        env["diffusers"] = diffusers.__version__
+    except ImportError:  # pragma: no cover
+        pass
+    device = backend._device()
+    env["device"] = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
+    env["dtype"] = str(backend._dtype()).replace("torch.", "")
+    env["date"] = time.strftime("%Y-%m-%d")
+    return env
+
+
+def _fmt(value, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _title(settings: dict) -> str:
+    env = settings["environment"]
+    model = "random Nano-shaped weights" if settings["random_nano"] else f"profile {settings['profile']}"
+    return f"Cosmos3 latency, {model}, {env.get('device')} ({env.get('dtype')}), {settings['steps']} steps"
+
+
+def render_markdown(rows: list[Row], settings: dict) -> str:
+    """Mode x tier table (seconds, warm) per backend with a speed-up row, then the details."""
+    env = settings["environment"]
+    tiers = sorted({r.tier for r in rows}, key=lambda t: int(t) if t.isdigit() else 0)
+    lines = [f"# {_title(settings)}", "",
+             f"{env.get('date')} · torch {env.get('torch')} · diffusers {env.get('diffusers')} · "
+             f"guidance {settings['guidance']} · prompt/negative {settings['text_tokens'] or 'short'} tokens · "
+             f"warm = median of {settings['repeats']} call(s) after the cold one · seconds per generation", "",
+             "| Mode | Frames | Backend | " + " | ".join(f"{t}p" for t in tiers) + " |",
+             "| --- | ---: | --- | " + " | ".join("---:" for _ in tiers) + " |"]
+    groups: dict[tuple, dict] = {}
+    for r in rows:
+        sound = "+sound" in r.case
+        groups.setdefault((r.mode, r.frames, sound), {}).setdefault(r.backend, {})[r.tier] = r
+    for (mode, frames, sound), by_backend in groups.items():
+        title = MODE_TITLES[mode] + (" + sound" if sound else "")
+        for backend, by_tier in by_backend.items():
+            cells = [_fmt(by_tier[t].warm_s) if t in by_tier and not by_tier[t].error else
+                     ("error" if t in by_tier else "") for t in tiers]
+            lines.append(f"| {title} | {frames} | {BACKEND_TITLES.get(backend, backend)} | " + " | ".join(cells) + " |")
+        for backend, by_tier in by_backend.items():
+            if backend == "stock" or "stock" not in by_backend:
+                continue
+            cells = [f"{by_tier[t].speedup:.2f}x" if t in by_tier and by_tier[t].speedup else "" for t in tiers]
+            lines.append(f"| {title} | {frames} | speed-up, {BACKEND_TITLES.get(backend, backend)} vs stock | "
+                         + " | ".join(cells) + " |")
+    lines += ["", "## Details", "",
+              "| Case | Backend | Cold s | Warm s | Speed-up (warm) | Peak GPU GiB | Max abs pixel diff vs stock |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        lines.append(f"| {r.case} | {BACKEND_TITLES.get(r.backend, r.backend)} | {_fmt(r.cold_s)} | {_fmt(r.warm_s)} | "
+                     f"{'' if r.speedup is None else f'{r.speedup:.2f}x'} | {_fmt(r.peak_gib)} | "
+                     f"{'' if r.max_abs_diff_vs_stock is None else f'{r.max_abs_diff_vs_stock:.0f}'} |"
+                     + (f" error: {r.error}" if r.error else ""))
+    lines.append("")
+    return "\n".join(lines)
+
+
+def render_png(rows: list[Row], path: Path, *, title: str = "") -> Path | None:
+    """Grouped bars of the warm seconds per case, one colour per backend, speed-ups over the bars."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover - matplotlib is a dependency
+        return None
+    cases = list(dict.fromkeys(r.case for r in rows))
+    backends = list(dict.fromkeys(r.backend for r in rows))
+    width = 0.8 / max(len(backends), 1)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(cases) + 2), 4.2))
+    colors = {"stock": "#8c8c8c", "fast": "#76b900", "vllm": "#1f77b4"}
+    for i, backend in enumerate(backends):
+        values = []
+        for case in cases:
+            row = next((r for r in rows if r.case == case and r.backend == backend), None)
+            values.append(row.warm_s if row is not None and row.warm_s is not None else 0.0)
+        xs = [c + (i - (len(backends) - 1) / 2) * width for c in range(len(cases))]
+        bars = ax.bar(xs, values, width, label=BACKEND_TITLES.get(backend, backend), color=colors.get(backend))
+        for bar, case in zip(bars, cases):
+            row = next((r for r in rows if r.case == case and r.backend == backend), None)
+            if row is not None and row.speedup and backend != "stock":
+                ax.annotate(f"{row.speedup:.1f}x", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                            ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(cases)))
+    ax.set_xticklabels(cases, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("seconds per generation (warm)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# ----------------------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", default="tiny", choices=["tiny", "nano", "super"],
+                        help="model and defaults (tiny: embedded model, CPU in seconds)")
+    parser.add_argument("--random-nano", action="store_true",
+                        help="Nano-shaped random weights instead of a checkpoint (for GPUs without the download)")
+    parser.add_argument("--cases", default=None,
+                        help="comma list of mode:tier[:frames], e.g. t2i:256,t2v:480:189,t2v+sound:256:121")
+    parser.add_argument("--steps", type=int, default=None, help="denoising steps (default: tiny 2, else 35)")
+    parser.add_argument("--frames", type=int, default=None, help="frames for video cases without :frames")
+    parser.add_argument("--guidance", type=float, default=6.0)
+    parser.add_argument("--text-tokens", type=int, default=None,
+                        help="prompt and negative prompt length in bytes (= tokens with the byte tokenizer)")
+    parser.add_argument("--repeats", type=int, default=1, help="warm calls after the cold one")
+    parser.add_argument("--backends", default="stock,fast", help="comma list of stock, fast (vllm: --vllm-url)")
+    parser.add_argument("--vllm-url", default=None, help="a running vLLM-Omni server to include")
+    parser.add_argument("--out", default="outputs/benchmarks", help="folder for benchmark.md/.png/.json")
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--dtype", default=None, help="bfloat16 or float32 (default: bf16 on CUDA, fp32 on CPU)")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = run_benchmark(profile=args.profile, cases=args.cases, steps=args.steps, frames=args.frames,
+                           guidance=args.guidance, text_tokens=args.text_tokens, repeats=args.repeats,
+                           backends=[b.strip() for b in args.backends.split(",") if b.strip()],
+                           vllm_url=args.vllm_url, out_dir=args.out, random_nano=args.random_nano,
+                           device=args.device, dtype=args.dtype, seed=args.seed)
+    print(result.markdown)
+    print(f"wrote {result.markdown_path}, {result.png_path}, {result.json_path}")
+    return 1 if any(r.error for r in result.rows) else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cosmos_helpers.bench", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,26 +1,79 @@
 """One progress-bar factory for denoising, server waits, job polling and framework logs.
 
-In a live Jupyter kernel a widget bar is nicest; in papermill/nbconvert runs (``COSMOS_HELPERS_STATIC=1``)
-a widget would be saved as an unrenderable placeholder, so plain text bars are used there instead.
-``COSMOS_HELPERS_NO_PROGRESS=1`` turns bars off entirely (tests, logs).
+In a live Jupyter kernel a tqdm widget is nicest. In papermill/nbconvert/nbmake runs (see
+``views.context.is_static``) a widget would be saved as an unrenderable placeholder and a text bar as a
+pile of half-drawn bars on stderr, so there progress is a plain log line every ``STATIC_INTERVAL_S``
+seconds and one summary line at the end: readable in the executed notebook, and still a heartbeat for
+a long GPU batch run. ``COSMOS_HELPERS_NO_PROGRESS=1`` turns progress off entirely (tests, logs).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import time
 from typing import Any
+
+STATIC_INTERVAL_S = 30.0
 
 
 def progress_enabled() -> bool:
     return not os.environ.get("COSMOS_HELPERS_NO_PROGRESS")
 
 
-def progress_bar(total: float | None = None, desc: str = "", unit: str = "it", *, enabled: bool = True, **kwargs: Any):
-    """A tqdm bar (widget in a live notebook, text elsewhere), or ``None`` when progress is off."""
+def progress_bar(total: float | None = None, desc: str = "", unit: str = "it", *, enabled: bool = True,
+                 leave: bool = False, **kwargs: Any):
+    """A tqdm bar in a live notebook or terminal, a log-line reporter in static runs, or ``None`` when off."""
     if not enabled or not progress_enabled():
         return None
-    if os.environ.get("COSMOS_HELPERS_STATIC"):
-        from tqdm import tqdm
-    else:
-        from tqdm.auto import tqdm
-    return tqdm(total=total, desc=desc, unit=unit, leave=False, **kwargs)
+    from .views.context import is_static
+
+    if is_static() and not sys.stderr.isatty():
+        return LineProgress(total=total, desc=desc, unit=unit)
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, leave=leave, **kwargs)
+
+
+class LineProgress:
+    """The subset of tqdm's interface our callers use, reported as occasional plain lines on stdout."""
+
+    def __init__(self, total: float | None = None, desc: str = "", unit: str = "it") -> None:
+        self.total, self.desc, self.unit = total, desc, unit
+        self.n: float = 0
+        self.postfix = ""
+        self._start = self._last = time.monotonic()
+        self._closed = False
+
+    def update(self, amount: float = 1) -> None:
+        self.n += amount
+        self._maybe_report()
+
+    def set_postfix_str(self, text: str = "", refresh: bool = True) -> None:
+        self.postfix = text
+        self._maybe_report()
+
+    def refresh(self) -> None:
+        self._maybe_report()
+
+    def _maybe_report(self) -> None:
+        now = time.monotonic()
+        if now - self._last >= STATIC_INTERVAL_S:
+            self._last = now
+            print(self._line(now), flush=True)
+
+    def _line(self, now: float) -> str:
+        done = f"{self.n:g}/{self.total:g}" if self.total else f"{self.n:g}"
+        extra = f", {self.postfix}" if self.postfix else ""
+        return f"{self.desc}: {done} {self.unit} in {now - self._start:.1f} s{extra}"
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            print(self._line(time.monotonic()), flush=True)
+
+    def __enter__(self) -> "LineProgress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -507,9 +507,9 @@ def _no_progress() -> bool:
 
 
 def _tqdm(**kwargs):
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
-    return tqdm(**kwargs)
+    return progress_bar(**kwargs)
 
 
 @dataclass

@@ -1,18 +1,23 @@
 """Asynchronous job records (``/v1/videos``) and their store; finished MP4s live on disk as ``<id>.mp4``.
 
-Records are process-local and lost on restart, as in vLLM-Omni 0.30.0; the files stay in the storage
-folder until the job is deleted.
+Records are process-local and lost on restart, as in vLLM-Omni 0.30.0. A finished job's file is removed
+on ``DELETE`` or, with a TTL, when the job expires (``expires_at``); :meth:`JobStore.sweep` also removes
+job files and upload leftovers that no record owns (a previous server process) once they are older than
+the TTL. Job ids are validated before any path is built, so no path can be smuggled into the store.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .limits import valid_job_id
 
 
 def new_job_id() -> str:
@@ -91,7 +96,45 @@ class JobStore:
             return self._jobs.pop(job_id, None)
 
     def path_for(self, job_id: str) -> Path:
+        if not valid_job_id(job_id):
+            raise ValueError(f"not a job id: {job_id!r}")
         return self.storage_dir / f"{job_id}.mp4"
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._jobs)
+
+    def sweep(self, ttl: float, now: float | None = None) -> list[str]:
+        """Drop jobs finished more than ``ttl`` seconds ago (record, file and uploads); also remove job
+        files, sync outputs and uploads older than ``ttl`` that no live record owns. Returns the dropped ids."""
+        if ttl <= 0:
+            return []
+        now = time.time() if now is None else now
+        with self._lock:
+            expired = [r for r in self._jobs.values() if r.finished_ts is not None and now - r.finished_ts > ttl]
+            for record in expired:
+                self._jobs.pop(record.id, None)
+            live = set(self._jobs)
+        for record in expired:
+            self.path_for(record.id).unlink(missing_ok=True)
+            for path in record.uploads:
+                path.unlink(missing_ok=True)
+        candidates = list(self.storage_dir.glob("video_gen_*.mp4"))
+        for sub in ("uploads", "sync"):
+            folder = self.storage_dir / sub
+            if folder.is_dir():
+                candidates += [p for p in folder.iterdir() if p.is_file()]
+        for path in candidates:
+            if path.parent == self.storage_dir and path.stem in live:
+                continue
+            if path.parent.name == "uploads" and any(path.name.startswith(job + "_") for job in live):
+                continue
+            try:
+                if now - os.stat(path).st_mtime > ttl:
+                    path.unlink(missing_ok=True)
+            except OSError:
+                continue
+        return [record.id for record in expired]
 
     def update(self, job_id: str, **changes: Any) -> None:
         with self._lock:

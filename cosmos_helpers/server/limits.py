@@ -1,0 +1,148 @@
+"""Resource and security limits of the local vLLM-Omni-compatible server (one place, one dataclass).
+
+Every limit is a ``create_app(limits=ServerLimits(...))`` option and a ``cosmos-helpers serve`` flag; the
+defaults suit a workshop laptop serving a room of notebooks. A request over a limit is refused *before*
+any generation work, in vLLM's error envelope: 413 for bytes (body, upload, form field), 400 for
+everything decoded or requested (pixels, frames, duration, prompt length, JSON nesting), 429 with
+``Retry-After`` when the queue is full, 404 for a malformed job id.
+
+Nothing heavy is imported here (the CLI's ``--help`` reads the defaults).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+MiB = 1024 * 1024
+JOB_ID_RE = re.compile(r"^video_gen_[0-9a-f]{32}$")
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one request may ask of the server, and how much the server keeps.
+
+    Attributes:
+        max_request_bytes: the whole request body (all uploads and fields together); over it -> 413.
+        max_field_bytes: one text form field, and the JSON body of ``/v1/images/generations``; -> 413.
+            (1 MiB is Starlette's, and so vLLM-Omni's, part cap.)
+        max_image_pixels: width x height of a decoded reference image or video frame; -> 400
+            (default ``VLLM_MAX_IMAGE_PIXELS`` or 7680x4320, as on vLLM-Omni).
+        max_video_frames / max_video_seconds: frame count / duration of a decoded reference or control video.
+        max_prompt_chars: characters in ``prompt`` and in ``negative_prompt``.
+        max_output_pixels: width x height the request may ask to generate (vLLM's
+            ``--max-generated-image-size`` default: 7680x4320).
+        max_output_frames: frames a video request may ask to generate (after rounding up to 4k+1).
+        max_json_depth: nesting depth of JSON values (``extra_params``, image body, references).
+        max_queue: generations waiting behind the running one; a request beyond it gets 429 with
+            ``Retry-After``. ``0`` disables the cap (vLLM-Omni's own behaviour).
+        job_ttl: seconds a finished job (record and file) is kept; ``expires_at`` tells clients. ``0``
+            keeps them until ``DELETE``.
+        allowed_local_media_paths: folders whose files a request may name by server-local path
+            (``extra_params.<hint>.control_path``, ``file://`` references); everything else is refused.
+            Resolved with ``realpath``, so ``..`` and symlinks cannot step outside.
+        fetch_timeout: seconds for fetching an ``http(s)://`` reference (vLLM-Omni: 60).
+    """
+
+    max_request_bytes: int = 256 * MiB
+    max_field_bytes: int = 1 * MiB
+    max_image_pixels: int = field(default_factory=lambda: _env_int("VLLM_MAX_IMAGE_PIXELS", 7680 * 4320))
+    max_video_frames: int = 2000
+    max_video_seconds: float = 600.0
+    max_prompt_chars: int = 32768
+    max_output_pixels: int = 7680 * 4320
+    max_output_frames: int = 1024
+    max_json_depth: int = 32
+    max_queue: int = 32
+    job_ttl: float = 3600.0
+    allowed_local_media_paths: tuple[str, ...] = ()
+    fetch_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        roots = tuple(os.path.realpath(os.path.expanduser(str(p))) for p in self.allowed_local_media_paths)
+        object.__setattr__(self, "allowed_local_media_paths", roots)
+        for name in ("max_request_bytes", "max_field_bytes", "max_image_pixels", "max_video_frames",
+                     "max_prompt_chars", "max_output_pixels", "max_output_frames", "max_json_depth"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)!r}")
+        if self.max_queue < 0 or self.job_ttl < 0 or self.max_video_seconds <= 0:
+            raise ValueError("max_queue and job_ttl must be >= 0 and max_video_seconds > 0")
+
+    def local_path(self, value: str, what: str) -> Path:
+        """``value`` (a path or ``file://`` URL) resolved inside an allowed media root, else ``PermissionError``."""
+        text = value[len("file://"):] if value.startswith("file://") else value
+        if not self.allowed_local_media_paths:
+            raise PermissionError(f"{what}: server-local paths are not accepted by this server (start it with "
+                                  "--allowed-local-media-path DIR to allow files under DIR); upload the file instead")
+        if "\x00" in text:
+            raise PermissionError(f"{what}: the path contains a NUL byte")
+        real = os.path.realpath(text)
+        for root in self.allowed_local_media_paths:
+            try:
+                if os.path.commonpath([real, root]) == root:
+                    if not os.path.isfile(real):
+                        raise FileNotFoundError(f"{what}: {value!r} is not a file under the allowed media path")
+                    return Path(real)
+            except ValueError:  # different drives
+                continue
+        raise PermissionError(f"{what}: {value!r} is outside the allowed media path(s) "
+                              f"({', '.join(self.allowed_local_media_paths)})")
+
+
+def valid_job_id(job_id: str) -> bool:
+    return bool(JOB_ID_RE.match(job_id))
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def binding_warning(host: str, api_key: str | None) -> str | None:
+    """The loud warning for a server reachable from other machines without an API key (else ``None``)."""
+    if is_loopback(host) or api_key:
+        return None
+    bar = "!" * 78
+    return (f"{bar}\n!! WARNING: serving on {host}, reachable from other machines, WITHOUT an API key.\n"
+            "!! Anyone on the network can submit generations and read every job. Set --api-key (or\n"
+            "!! $COSMOS3_VLLM_API_KEY), or bind to 127.0.0.1 (the default).\n"
+            f"{bar}")
+
+
+def json_depth_exceeds(value: object, limit: int) -> bool:
+    """True when ``value`` nests deeper than ``limit`` (iterative: safe on any depth)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
+def describe(limits: ServerLimits) -> Iterable[str]:
+    roots = ", ".join(limits.allowed_local_media_paths) or "none"
+    yield (f"limits: body {limits.max_request_bytes // MiB} MiB, field {limits.max_field_bytes // 1024} KiB, "
+           f"prompt {limits.max_prompt_chars} chars, image {limits.max_image_pixels} px, video "
+           f"{limits.max_video_frames} frames/{limits.max_video_seconds:g} s, queue {limits.max_queue or 'unbounded'}, "
+           f"job TTL {f'{limits.job_ttl:g} s' if limits.job_ttl else 'none'}, local media: {roots}")

@@ -1,0 +1,87 @@
+"""The transfer cookbook's own sample media, rendered by code: RGB clip, a depth-style control, prompts, a chime.
+
+``depth_style_clip()`` renders the scene of :func:`cosmos_helpers.samples.rolling_ball_clip` as a depth-style
+control (3-channel grayscale, near = bright, normalised per video, like the framework cookbook's depth asset):
+the sky is far (dark), the floor brightens towards the camera, the ball is shaded by its distance and its
+sphere normal. ``python -m cosmos_helpers.transfer.assets DIR`` rewrites the committed copies.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from cosmos_helpers.samples import chime_sound, rolling_ball_clip
+
+CLIP_FRAMES = 33
+CLIP_FPS = 24
+CLIP_SIZE = (320, 180)
+
+PROMPT = {
+    "subject": "a glossy red ball with a cream stripe",
+    "action": "the ball rolls from left to right across a checkered tile floor, bouncing twice",
+    "setting": "a bright courtyard under a clear blue sky, soft morning light",
+    "camera": "static, eye level, wide shot",
+    "style": "photorealistic, natural colours, sharp focus",
+}
+NEGATIVE_PROMPT = {
+    "negative": "blurry, low resolution, distorted geometry, flickering, watermark, text, cartoon, oversaturated",
+}
+
+
+def depth_style_clip(num_frames: int = CLIP_FRAMES, width: int = CLIP_SIZE[0], height: int = CLIP_SIZE[1]) -> np.ndarray:
+    """A depth-style control of the rolling-ball scene, uint8 ``(T, H, W, 3)``: near = bright, far = dark."""
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    horizon = int(height * 0.45)
+    nearness = np.clip((yy - horizon) / max(1, height - horizon), 0.0, 1.0) ** 0.8
+    background = np.where(yy >= horizon, 40.0 + 180.0 * nearness, 12.0)
+    radius = height * 0.14
+    frames = np.empty((num_frames, height, width, 3), np.uint8)
+    for index in range(num_frames):
+        t = index / max(1, num_frames - 1)
+        cx = width * (0.15 + 0.7 * t)
+        cy = height * 0.72 - abs(math.sin(t * math.pi * 2)) * height * 0.12
+        contact = np.clip((height * 0.86 - horizon) / max(1, height - horizon), 0, 1) ** 0.8
+        dist2 = ((xx - cx) ** 2 + (yy - cy) ** 2) / radius**2
+        ball = dist2 < 1.0
+        bulge = np.sqrt(np.clip(1.0 - dist2, 0.0, 1.0))
+        frame = background.copy()
+        frame[ball] = (40.0 + 180.0 * contact + 35.0 * bulge)[ball]
+        frame = (frame - frame.min()) / max(1e-6, frame.max() - frame.min()) * 255.0  # per-video style normalisation
+        frames[index] = np.repeat(np.clip(frame, 0, 255).astype(np.uint8)[..., None], 3, axis=-1)
+    return frames
+
+
+def write_transfer_assets(folder: str | Path, *, overwrite: bool = False) -> dict[str, Path]:
+    """Write the RGB clip, its first frame, the depth-style control, prompts and the chime into ``folder``."""
+    from cosmos_helpers import media
+    from cosmos_helpers.transfer.controls import write_video
+
+    folder = Path(folder)
+    clip = rolling_ball_clip(CLIP_FRAMES, *CLIP_SIZE)
+    paths = {
+        "video": folder / "videos" / "rolling_ball.mp4",
+        "depth": folder / "videos" / "rolling_ball_depth_style.mp4",
+        "image": folder / "images" / "rolling_ball_first_frame.png",
+        "sound": folder / "sounds" / "chime.wav",
+        "prompt": folder / "prompts" / "rolling_ball.json",
+        "negative": folder / "negative_prompt.json",
+    }
+    write_video(paths["video"], clip, CLIP_FPS, crf=20, overwrite=overwrite)
+    write_video(paths["depth"], depth_style_clip(), CLIP_FPS, crf=20, overwrite=overwrite)
+    media.write_png(paths["image"], clip[0], overwrite=overwrite)
+    media.write_wav(paths["sound"], chime_sound(CLIP_FRAMES / CLIP_FPS), 48000, overwrite=overwrite)
+    for key, data in (("prompt", PROMPT), ("negative", NEGATIVE_PROMPT)):
+        text = json.dumps(data, indent=2) + "\n"
+        media.write_bytes_atomic(paths[key], text.encode(), overwrite=overwrite)
+    return paths
+
+
+if __name__ == "__main__":  # pragma: no cover
+    for name, path in write_transfer_assets(sys.argv[1] if len(sys.argv) > 1 else ".",
+                                            overwrite="--overwrite" in sys.argv).items():
+        print(f"{name}: {path} ({path.stat().st_size} bytes)")

@@ -136,7 +136,7 @@ def equivalence(pipe, case: str, out: dict, yardstick_kernels=()) -> None:
                                              default=str))
 
 
-def single_pass(pipe, case: str, out: dict) -> None:
+def single_pass(pipe, case: str, out: dict, compiled_only: bool = False) -> None:
     """One transformer pass on identical inputs: how far each variant moves the velocity (bf16 rounding level)."""
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
 
@@ -167,6 +167,15 @@ def single_pass(pipe, case: str, out: dict) -> None:
     with torch.no_grad():
         ref_c = stock_forward(**cond, return_dict=False)[0][0].float()
         ref_u = stock_forward(**uncond, return_dict=False)[0][0].float()
+        if compiled_only:
+            fast = FastForward(t, cuda_graphs=False, batch_cfg=False, compile=True)
+            res["fast_compiled_single_vs_stock"] = rel(fast._run([cond])[0][0][0].float(), ref_c)
+            pair = fast._run([cond, uncond])
+            res["fast_compiled_batched_cond_vs_stock"] = rel(pair[0][0][0].float(), ref_c)
+            fast.reset()
+            out.setdefault("single_pass_compiled", {})[case] = res
+            log(f"single pass compiled {case}: " + json.dumps({k: (v["max_rel"], v["rel_l2"]) for k, v in res.items()}))
+            return
         rep_c = stock_forward(**cond, return_dict=False)[0][0].float()
         res["stock_repeat"] = rel(rep_c, ref_c)
         for kernel in ("flash", "cudnn", "efficient"):
@@ -254,6 +263,13 @@ def main() -> int:
                 log(f"equivalence {case} failed: {exc!r}")
             save()
         vae_decode_timing(pipe, "t2v:256:189" if not a.dry_run else "t2v:256:9", result)
+        save()
+    if a.phase == "3":
+        try:
+            single_pass(pipe, "t2v:256:189" if not a.dry_run else "t2v:256:9", result, compiled_only=True)
+        except Exception as exc:
+            result.setdefault("errors", []).append(f"single pass compiled: {type(exc).__name__}: {exc}")
+            log(f"single pass compiled failed: {exc!r}")
         save()
     if a.phase == "2":
         for case in (("t2i:256:1", "t2v:256:189") if not a.dry_run else ("t2i:256:1", "t2v:256:9")):

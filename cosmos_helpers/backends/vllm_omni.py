@@ -689,6 +689,27 @@ class _Core:
         provenance.update(url=self.url, endpoint="/v1/videos/sync", mp4_bytes=len(reply.content))
         return self._finish(generation, timings, provenance)
 
+    def _op_transfer(self, spec: Any, profile: str | None) -> Op:
+        from ..transfer.vllm import spec_to_vllm_form
+
+        fields, files = spec_to_vllm_form(spec, profile=profile)
+        started = time.perf_counter()
+        reply = yield from self._exchange(
+            _Call("POST", "/v1/videos/sync", self._t(self.timeout), data=fields, files=files or None),
+            what="transfer", attempts=1)
+        if "video/mp4" not in reply.content_type or not reply.content:
+            raise ServerError(reply.status, f"expected video/mp4 from /v1/videos/sync, got {reply.content_type!r}")
+        with tempfile.TemporaryDirectory(prefix="cosmos-vllm-") as folder:
+            path = Path(folder) / "transfer.mp4"
+            path.write_bytes(reply.content)
+            video = media.read_video(path, with_audio=True)
+        generation = Generation(frames=video.frames, fps=float(video.fps or 24), seed=int(fields.get("seed", 0)),
+                                backend=BACKEND_NAME, model=self.served_model or "")
+        timings, provenance = timings_from_headers(reply.headers)
+        timings.update(request_s=reply.elapsed_s, total_s=time.perf_counter() - started)
+        provenance.update(url=self.url, endpoint="/v1/videos/sync", workflow="transfer", form=fields)
+        return self._finish(generation, timings, provenance)
+
     def _finish(self, generation: Generation, timings: dict[str, float], provenance: dict[str, Any]) -> Generation:
         generation.timings.update({k: float(v) for k, v in timings.items()})
         generation.provenance.update(provenance)
@@ -992,6 +1013,10 @@ class VllmOmniBackend(_Core):
     def generate_video(self, request: GenerationRequest) -> Generation:
         return self._drive(self._op_generate_video(request))
 
+    def transfer(self, spec: Any, *, profile: str | None = None) -> Generation:
+        """Run a Cosmos Framework transfer spec (path or ``TransferSpec``) through ``/v1/videos/sync``."""
+        return self._drive(self._op_transfer(spec, profile))
+
     def submit(self, request: GenerationRequest) -> dict:
         """``POST /v1/videos``: queue a job and return its record (``status`` ``queued``)."""
         return self._drive(self._op_submit(request))
@@ -1118,6 +1143,9 @@ class AsyncVllmOmniBackend(_Core):
 
     async def generate_video(self, request: GenerationRequest) -> Generation:
         return await self._drive(self._op_generate_video(request))
+
+    async def transfer(self, spec: Any, *, profile: str | None = None) -> Generation:
+        return await self._drive(self._op_transfer(spec, profile))
 
     async def submit(self, request: GenerationRequest) -> dict:
         return await self._drive(self._op_submit(request))

@@ -57,10 +57,13 @@ def run(args: argparse.Namespace) -> int:
     model = args.model or get_profile(args.profile).model
     backend = DiffusersBackend(model, progress=False)
     print(f"loading {model!r} (profile {args.profile}) ...", flush=True)
+    from ..transfer.vllm import make_transfer_runner
+
     app = create_app(backend, api_key=args.api_key or None, served_model_name=args.served_model_name, model=model,
                      profile=args.profile, storage_dir=args.storage_dir, sync_timeout=args.sync_timeout,
                      startup_delay=args.startup_delay, guardrails=not args.no_guardrails,
-                     block_words=tuple(args.block_word), step_progress=args.step_progress)
+                     block_words=tuple(args.block_word), step_progress=args.step_progress,
+                     transfer_runner=make_transfer_runner(args.profile, model))
     print(f"serving {app.state.settings.served_model_name!r} on http://{args.host}:{args.port} "
           f"(storage {app.state.jobs.storage_dir}; imports took {time.perf_counter() - started:.1f} s)", flush=True)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,

@@ -16,6 +16,10 @@ from vLLM-Omni 0.30.0 it says so here:
   pipeline's output.
 * The video2video reference is passed whole to the Diffusers backend (vLLM decodes only the frames it
   conditions on; the pipeline uses the same ones).
+* Hardening (:mod:`.limits`): prompts, decoded media, requested output sizes/frames and JSON nesting are
+  bounded (400); server-local paths (``control_path``, ``file://`` references, prompts naming a
+  ``.json``/``.txt`` file) are refused unless they resolve under ``--allowed-local-media-path``
+  (vLLM-Omni 0.30.0 opens ``control_path`` unchecked).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import os
 import random
 import re
 import uuid
+from struct import error as struct_error
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
@@ -35,7 +40,9 @@ from typing import Any, Mapping
 
 from ..errors import ValidationError
 from ..presets import Profile
+from ..prompts import _looks_like_prompt_file
 from ..request import GenerationRequest
+from .limits import ServerLimits, json_depth_exceeds
 
 GUARDRAIL_MESSAGE = "Input was blocked by Cosmos3 guardrails."
 TRANSFER_DISABLED = "transfer is not enabled on this server"
@@ -102,6 +109,7 @@ class ServerSettings:
     guardrails: bool = True
     block_words: tuple[str, ...] = ()
     transfer_enabled: bool = False
+    limits: ServerLimits = field(default_factory=ServerLimits)
 
     def video_defaults(self) -> dict[str, Any]:
         p = self.profile
@@ -214,16 +222,27 @@ def _bool(values: Mapping[str, Any], name: str) -> bool | None:
     raise form_error(name, f"Input should be a valid boolean, unable to interpret input [input={raw!r}]")
 
 
-def _json_object(values: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+def load_json(raw: Any, name: str, max_depth: int = 32) -> Any:
+    """``json.loads`` that answers 400 for bad JSON, for nesting deeper than ``max_depth`` and for
+    nesting deep enough to exhaust Python's recursion (which would otherwise be a 500)."""
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise value_error(f"Invalid JSON in form field '{name}': {exc}") from None
+    except RecursionError:
+        raise value_error(f"Invalid JSON in form field '{name}': nested deeper than {max_depth} levels") from None
+    if json_depth_exceeds(value, max_depth):
+        raise value_error(f"Invalid JSON in form field '{name}': nested deeper than {max_depth} levels")
+    return value
+
+
+def _json_object(values: Mapping[str, Any], name: str, max_depth: int = 32) -> dict[str, Any] | None:
     raw = _present(values, name)
     if raw is None:
         return None
     if isinstance(raw, dict):
         return raw
-    try:
-        value = json.loads(raw)
-    except (TypeError, json.JSONDecodeError) as exc:
-        raise value_error(f"Invalid JSON in form field '{name}': {exc}") from None
+    value = load_json(raw, name, max_depth)
     if not isinstance(value, dict):
         raise value_error(f"Invalid JSON in form field '{name}': expected a JSON object, got {type(value).__name__}")
     return value
@@ -296,39 +315,86 @@ class Upload:
     content: bytes
 
 
-def sniff(content: bytes, upload_dir: Path, stem: str, field_name: str = "input_reference"):
-    """``("image", PIL image)`` or ``("video", saved path)``, decided by content (filename/MIME ignored)."""
+def sniff(content: bytes, upload_dir: Path, stem: str, field_name: str = "input_reference",
+          limits: ServerLimits | None = None):
+    """``("image", PIL image)`` or ``("video", saved path)``, decided by content (filename/MIME ignored).
+
+    The image's pixel count is checked from its header before anything is decoded (a decompression bomb
+    costs nothing); a video's frame size, frame count and duration are checked before it is accepted.
+    """
     from PIL import Image, UnidentifiedImageError
 
+    limits = limits or ServerLimits()
+    max_pixels = limits.max_image_pixels
+    if not content:
+        raise value_error(f"Invalid {field_name}: the file is empty")
     try:
         with Image.open(io.BytesIO(content)) as probe:
+            if probe.width * probe.height > max_pixels:
+                raise value_error(f"Invalid {field_name}: the image has {probe.width * probe.height} pixels "
+                                  f"({probe.width}x{probe.height}), above the limit of {max_pixels}")
             probe.verify()
         image = Image.open(io.BytesIO(content))
-        if image.width * image.height > MAX_IMAGE_PIXELS:
-            raise value_error(f"Invalid {field_name}: the image has {image.width * image.height} pixels, above "
-                              f"VLLM_MAX_IMAGE_PIXELS={MAX_IMAGE_PIXELS}")
         return "image", image.convert("RGB")
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        if isinstance(exc, ApiError):
-            raise
+    except ApiError:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise value_error(f"Invalid {field_name}: {exc}") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, IndexError, struct_error):
+        pass  # not an image (or a broken one): try it as a video
     upload_dir.mkdir(parents=True, exist_ok=True)
     path = upload_dir / f"{stem}_{field_name}.mp4"
     path.write_bytes(content)
     try:
-        from .. import media
-
-        media.probe_video(path)
-    except Exception as exc:  # PyAV raises many types
+        check_video(path, field_name, limits)
+    except BaseException:
         path.unlink(missing_ok=True)
-        raise value_error(f"Invalid {field_name}: not a readable image or video ({type(exc).__name__})") from None
+        raise
     return "video", path
 
 
-def _fetch_reference(raw: str, name: str, key: str) -> bytes:
+def check_video(path: Path, field_name: str, limits: ServerLimits) -> dict[str, Any]:
+    """Probe a video file (400 if unreadable) and hold it to the pixel, frame and duration limits."""
+    from .. import media
+
     try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise value_error(f"Invalid JSON in form field '{name}': {exc}") from None
+        info = media.probe_video(path)
+        if not info.get("frames"):
+            info["frames"] = _count_frames(path, limits.max_video_frames + 1)
+    except Exception as exc:  # PyAV raises many types
+        raise value_error(f"Invalid {field_name}: not a readable image or video ({type(exc).__name__})") from None
+    pixels = int(info["width"]) * int(info["height"])
+    if pixels > limits.max_image_pixels:
+        raise value_error(f"Invalid {field_name}: video frames have {pixels} pixels ({info['width']}x{info['height']}), "
+                          f"above the limit of {limits.max_image_pixels}")
+    frames = int(info.get("frames") or 0)
+    if frames > limits.max_video_frames:
+        raise value_error(f"Invalid {field_name}: the video has {frames} frames, above the limit of "
+                          f"{limits.max_video_frames}")
+    fps = info.get("fps") or 0
+    if fps and frames / fps > limits.max_video_seconds:
+        raise value_error(f"Invalid {field_name}: the video lasts {frames / fps:.1f} s, above the limit of "
+                          f"{limits.max_video_seconds:g} s")
+    return info
+
+
+def _count_frames(path: Path, stop_after: int) -> int:
+    """Demux (no decoding) up to ``stop_after`` video packets when the container does not state a count."""
+    import av
+
+    count = 0
+    with av.open(str(path)) as container:
+        for packet in container.demux(container.streams.video[0]):
+            if packet.size:
+                count += 1
+                if count >= stop_after:
+                    break
+    return count
+
+
+def _fetch_reference(raw: str, name: str, key: str, limits: ServerLimits | None = None) -> bytes:
+    limits = limits or ServerLimits()
+    value = load_json(raw, name, limits.max_json_depth)
     if not isinstance(value, dict):
         raise value_error(f"Invalid JSON in form field '{name}': expected a JSON object")
     if "file_id" in value:
@@ -345,12 +411,58 @@ def _fetch_reference(raw: str, name: str, key: str) -> bytes:
         import httpx
 
         try:
-            response = httpx.get(url, timeout=60.0, follow_redirects=True)
-            response.raise_for_status()
-        except httpx.HTTPError as exc:
-            raise value_error(f"{name}: could not fetch {url} ({exc})") from None
-        return response.content
-    raise value_error(f"{name}: {key} must be an http(s) or data: URL")
+            with httpx.stream("GET", url, timeout=limits.fetch_timeout, follow_redirects=True) as response:
+                response.raise_for_status()
+                chunks, size = [], 0
+                for chunk in response.iter_bytes(1 << 16):
+                    size += len(chunk)
+                    if size > limits.max_request_bytes:
+                        raise ApiError(413, f"{name}: {url} is larger than the upload limit of "
+                                            f"{limits.max_request_bytes} bytes")
+                    chunks.append(chunk)
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+            raise value_error(f"{name}: could not fetch {url} ({type(exc).__name__}: {exc})") from None
+        return b"".join(chunks)
+    if url.startswith("file://"):
+        path = local_media(url, f"{name}.{key}", limits)
+        if path.stat().st_size > limits.max_request_bytes:
+            raise ApiError(413, f"{name}: the file is larger than the upload limit of {limits.max_request_bytes} bytes")
+        return path.read_bytes()
+    raise value_error(f"{name}: {key} must be an http(s), data: or (under --allowed-local-media-path) file:// URL")
+
+
+def local_media(value: str, what: str, limits: ServerLimits) -> Path:
+    """A server-local file named in a request, allowed only under the configured media roots (400 otherwise)."""
+    try:
+        return limits.local_path(value, what)
+    except (PermissionError, FileNotFoundError) as exc:
+        raise value_error(str(exc)) from None
+
+
+def check_prompt(value: Any, name: str, limits: ServerLimits) -> Any:
+    """Length limit; no JSON nesting bomb; no server-local file smuggled in as a prompt.
+
+    Returns the value to use (a prompt naming an allowed file becomes its resolved path)."""
+    if not isinstance(value, str):
+        return value
+    if len(value) > limits.max_prompt_chars:
+        raise value_error(f"{name} has {len(value)} characters, above the limit of {limits.max_prompt_chars}")
+    stripped = value.strip()
+    if stripped.startswith("{"):
+        try:
+            parsed = json.loads(stripped)
+        except ValueError:
+            parsed = None  # not JSON: plain text
+        except RecursionError:
+            raise value_error(f"{name}: the JSON caption is nested deeper than {limits.max_json_depth} levels") \
+                from None
+        if parsed is not None and json_depth_exceeds(parsed, limits.max_json_depth):
+            raise value_error(f"{name}: the JSON caption is nested deeper than {limits.max_json_depth} levels")
+    if _looks_like_prompt_file(value):
+        # GenerationRequest reads a prompt naming an existing .json/.txt file; over HTTP that would read
+        # server files, so such prompts must lie under an allowed media root.
+        return str(local_media(stripped, name + " (it names a .json/.txt file)", limits))
+    return value
 
 
 def stretch(image, width: int, height: int):
@@ -375,9 +487,12 @@ def parse_video_form(fields: Mapping[str, str], files: Mapping[str, Upload], set
                      job_stem: str | None = None) -> VideoSpec:
     """Validate and translate the multipart fields of ``/v1/videos/sync`` and ``/v1/videos``."""
     stem = job_stem or uuid.uuid4().hex
+    limits = settings.limits
     prompt = _present(fields, "prompt")
     if prompt is None:
         raise form_error("prompt", "Field required")
+    prompt = check_prompt(prompt, "prompt", limits)
+    negative_field = check_prompt(_present(fields, "negative_prompt"), "negative_prompt", limits)
     _check_model(_present(fields, "model"), settings)
     size = _size(fields)
     width, height = _int(fields, "width"), _int(fields, "height")
@@ -390,6 +505,8 @@ def parse_video_form(fields: Mapping[str, str], files: Mapping[str, Upload], set
     seconds = _present(fields, "seconds")
     if seconds is not None and not SECONDS_RE.match(str(seconds)):
         raise form_error("seconds", f"String should match pattern '^[1-9]\\d*$' [input={seconds!r}]")
+    if seconds is not None and len(str(seconds)) > 9:
+        raise value_error(f"seconds: {seconds[:20]}... is too long a video (limit {limits.max_output_frames} frames)")
     fps = _float(fields, "fps")
     if fps is not None and fps < 1:
         raise form_error("fps", f"Input should be greater than or equal to 1 [input={fps}]")
@@ -408,9 +525,9 @@ def parse_video_form(fields: Mapping[str, str], files: Mapping[str, Upload], set
     quality = _present(fields, "quality") or "default"
     if quality not in ("default", "lossless", "high"):
         raise value_error(f"quality must be 'lossless' or 'high', got {quality!r}")
-    _json_object(fields, "lora")
-    extra = _json_object(fields, "extra_params") or {}
-    negative = _present(fields, "negative_prompt") or ""
+    _json_object(fields, "lora", limits.max_json_depth)
+    extra = _json_object(fields, "extra_params", limits.max_json_depth) or {}
+    negative = negative_field or ""
 
     # media
     upload = files.get("input_reference")
@@ -422,13 +539,13 @@ def parse_video_form(fields: Mapping[str, str], files: Mapping[str, Upload], set
     uploads: list[Path] = []
     kind_media, reference = None, None
     if upload is not None and upload.content:
-        kind_media, reference = sniff(upload.content, settings.upload_dir, stem)
+        kind_media, reference = sniff(upload.content, settings.upload_dir, stem, limits=limits)
     elif image_ref:
-        kind_media, reference = sniff(_fetch_reference(image_ref, "image_reference", "image_url"),
-                                      settings.upload_dir, stem, "image_reference")
+        kind_media, reference = sniff(_fetch_reference(image_ref, "image_reference", "image_url", limits),
+                                      settings.upload_dir, stem, "image_reference", limits)
     elif video_ref:
-        kind_media, reference = sniff(_fetch_reference(video_ref, "video_reference", "video_url"),
-                                      settings.upload_dir, stem, "video_reference")
+        kind_media, reference = sniff(_fetch_reference(video_ref, "video_reference", "video_url", limits),
+                                      settings.upload_dir, stem, "video_reference", limits)
     if kind_media == "video":
         uploads.append(reference)
 
@@ -467,13 +584,24 @@ def parse_video_form(fields: Mapping[str, str], files: Mapping[str, Upload], set
     # frames and fps
     fps_value = fps if fps is not None else 24.0
     if num_frames is None:
+        if seconds is not None and int(seconds) * fps_value > limits.max_output_frames:
+            _cleanup(uploads)
+            raise value_error(f"seconds x fps = {int(seconds) * fps_value:g} frames, above the limit of "
+                              f"{limits.max_output_frames} frames")
         num_frames = int(int(seconds) * fps_value) if seconds is not None else 1
     num_frames = max(1, round_up_4k1(num_frames))
+    if num_frames > limits.max_output_frames:
+        _cleanup(uploads)
+        raise value_error(f"num_frames {num_frames} is above the limit of {limits.max_output_frames} frames")
 
     # transfer
     control = files.get("control_reference")
     control_type = _present(fields, "control_type")
-    is_transfer = _check_transfer(extra, control, control_type)
+    try:
+        is_transfer = _check_transfer(extra, control, control_type)
+    except ApiError:
+        _cleanup(uploads)
+        raise
     form_strings = {k: v for k, v in fields.items() if isinstance(v, str)}
     common = dict(prompt=prompt, guardrails=guardrails, form=form_strings, extra_params=extra, size_field=
                   fields.get("size") or None, seconds_field=seconds, quality=quality, fps=fps_value,
@@ -486,14 +614,28 @@ def parse_video_form(fields: Mapping[str, str], files: Mapping[str, Upload], set
         if kind_media == "image":
             raise value_error("transfer conditions on a video: upload the RGB video as input_reference")
         control_paths: dict[str, Path] = {}
-        if control is not None:
-            settings.upload_dir.mkdir(parents=True, exist_ok=True)
-            suffix = Path(control.filename or "control.mp4").suffix or ".mp4"
-            path = settings.upload_dir / f"{stem}_control_{control_type}{suffix}"
-            path.write_bytes(control.content)
-            uploads.append(path)
-            hint = extra.get(control_type)
-            extra[control_type] = {**(hint if isinstance(hint, dict) else {}), "control_path": str(path)}
+        try:
+            # server-local control files named by the client: only under an allowed media root
+            for hint in HINTS:
+                value = extra.get(hint)
+                if isinstance(value, str):
+                    extra[hint] = str(local_media(value, f"extra_params.{hint}", limits))
+                elif isinstance(value, dict) and "control_path" in value:
+                    if not isinstance(value["control_path"], str):
+                        raise value_error(f"extra_params.{hint}.control_path must be a string path")
+                    value["control_path"] = str(local_media(value["control_path"],
+                                                            f"extra_params.{hint}.control_path", limits))
+            if control is not None:
+                settings.upload_dir.mkdir(parents=True, exist_ok=True)
+                path = settings.upload_dir / f"{stem}_control_{control_type}.mp4"  # never the client's name
+                path.write_bytes(control.content)
+                uploads.append(path)
+                check_video(path, "control_reference", limits)
+                hint = extra.get(control_type)
+                extra[control_type] = {**(hint if isinstance(hint, dict) else {}), "control_path": str(path)}
+        except ApiError:
+            _cleanup(uploads)
+            raise
         for hint in HINTS:
             value = extra.get(hint)
             if isinstance(value, str):
@@ -517,6 +659,10 @@ def parse_video_form(fields: Mapping[str, str], files: Mapping[str, Upload], set
             image = reference
     if size is None:
         size = (defaults["width"], defaults["height"])
+    if size[0] * size[1] > limits.max_output_pixels:
+        _cleanup(uploads)
+        raise value_error(f"size {size[0]}x{size[1]} is {size[0] * size[1]} pixels, above the limit of "
+                          f"{limits.max_output_pixels}")
     single_frame = False
     if num_frames == 1:
         if mode != "text2video":
@@ -545,6 +691,11 @@ def parse_video_form(fields: Mapping[str, str], files: Mapping[str, Upload], set
             path.unlink(missing_ok=True)
         raise from_validation(exc) from None
     return VideoSpec(kind="generate", request=request, single_frame_video=single_frame, uploads=uploads, **common)
+
+
+def _cleanup(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 def _check_transfer(extra: dict[str, Any], control: Upload | None, control_type: str | None) -> bool:
@@ -602,10 +753,15 @@ def parse_image_body(body: Any, settings: ServerSettings) -> ImageSpec:
     if not isinstance(body, dict):
         raise ApiError(400, "1 validation error:\n  body: Input should be a valid dictionary or object",
                        type="Bad Request", param="body")
+    limits = settings.limits
+    if json_depth_exceeds(body, limits.max_json_depth):
+        raise value_error(f"the JSON body is nested deeper than {limits.max_json_depth} levels")
     prompt = body.get("prompt")
     if not isinstance(prompt, str) or not prompt:
         raise form_error("prompt", "Field required" if prompt is None else f"Input should be a valid string "
-                                                                          f"[input={prompt!r}]")
+                                                                          f"[input={str(prompt)[:80]!r}]")
+    prompt = check_prompt(prompt, "prompt", limits)
+    negative_field = check_prompt(body.get("negative_prompt"), "negative_prompt", limits)
     _check_model(body.get("model"), settings)
     n = _int(body, "n")
     n = 1 if n is None else n
@@ -614,7 +770,7 @@ def parse_image_body(body: Any, settings: ServerSettings) -> ImageSpec:
     response_format = body.get("response_format") or "b64_json"
     if response_format not in ("b64_json", "file"):
         raise value_error(f"response_format {response_format!r} is not supported: use 'b64_json' or 'file'")
-    negative = body.get("negative_prompt") or ""
+    negative = negative_field or ""
     if not isinstance(negative, str):
         raise form_error("negative_prompt", "Input should be a valid string")
     steps = _int(body, "num_inference_steps")
@@ -640,6 +796,9 @@ def parse_image_body(body: Any, settings: ServerSettings) -> ImageSpec:
     system = extra.get("use_system_prompt", body.get("use_system_prompt") or False)
     defaults = settings.image_defaults()
     width, height = size or (defaults["width"], defaults["height"])
+    if width * height > limits.max_output_pixels:
+        raise value_error(f"size {width}x{height} is {width * height} pixels, above the limit of "
+                          f"{limits.max_output_pixels}")
     try:
         request = GenerationRequest(
             mode="text2image", prompt=prompt, negative_prompt=negative, profile=settings.profile.name,

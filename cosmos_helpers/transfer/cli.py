@@ -79,17 +79,11 @@ def run(args: argparse.Namespace) -> int:
         if not args.url:
             raise ValidationError("--url", "the vllm-omni backend needs a server URL.",
                                   "pass --url http://host:8000 (start one with `cosmos-helpers serve`).")
-        import httpx
+        from cosmos_helpers import media
+        from cosmos_helpers.backends.vllm_omni import VllmOmniBackend
 
-        from cosmos_helpers.transfer.vllm import spec_to_vllm_form
-
-        fields, files = spec_to_vllm_form(spec, profile=args.profile)
-        response = httpx.post(args.url.rstrip("/") + "/v1/videos/sync", data=fields, files=files, timeout=3600)
-        if response.status_code != 200:
-            from cosmos_helpers.errors import ServerError
-
-            raise ServerError(response.status_code, response.text[:500])
-        folder.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(response.content)
+        with VllmOmniBackend(args.url) as client:
+            generation = client.transfer(spec, profile=args.profile)
+        media.write_mp4(target, generation.frames, generation.fps, overwrite=args.overwrite)
     print(target)
     return 0

@@ -92,19 +92,11 @@ class SpecRunner:
             for path in produced.parent.glob("*.mp4"):
                 shutil.copyfile(path, target.parent / path.name)
         else:
-            import httpx
+            from cosmos_helpers.backends.vllm_omni import VllmOmniBackend
 
-            from cosmos_helpers.errors import ServerError
-            from cosmos_helpers.transfer.vllm import spec_to_vllm_form
-
-            fields, files = spec_to_vllm_form(spec, profile=self.profile)
-            response = httpx.post(self.url().rstrip("/") + "/v1/videos/sync", data=fields, files=files, timeout=3600)
-            if response.status_code != 200:
-                raise ServerError(response.status_code, response.text[:500])
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(response.content)
-            generation = _from_mp4(target)
-            generation.backend = "vllm-omni"
+            with VllmOmniBackend(self.url(), progress=self.progress) as client:
+                generation = client.transfer(spec, profile=self.profile)
+            media.write_mp4(target, generation.frames, generation.fps, overwrite=self.overwrite)
         if is_audio and self.backend == "vllm-omni":
             generation.provenance["note"] = "vLLM-Omni has no audio conditioning; this ran on diffusers."
         return generation

@@ -21,9 +21,6 @@ fastest for that shape. On CPU the fast path always uses ``native`` (bit-identic
 
 from __future__ import annotations
 
-import time
-from typing import Callable
-
 import torch
 import torch.nn.functional as F
 
@@ -174,10 +171,3 @@ class StockProcessorWithKernel:
         backend = resolve(q_gen, all_k, all_v, self.backend)
         full_out = sdpa(q_gen, all_k, all_v, backend=backend).flatten(-2, -1)
         return attn.to_out(causal_out), attn.to_add_out(full_out)
-
-
-def _now() -> float:
-    return time.perf_counter()
-
-
-Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

@@ -3,12 +3,20 @@
 Like the real server it loads the model *before* binding the port, so while it loads (and during
 ``--startup-delay``) connections are refused; ``Application startup complete.`` means ready.
 Heavy imports (torch, fastapi, uvicorn) happen in ``run``, so ``--help`` stays fast.
+
+Hardening flags (defaults in :class:`~.limits.ServerLimits`): ``--max-upload-mb``, ``--max-field-kb``,
+``--max-image-pixels``, ``--max-video-frames``, ``--max-video-seconds``, ``--max-prompt-chars``,
+``--max-output-pixels``, ``--max-output-frames``, ``--max-queue``, ``--job-ttl`` and
+``--allowed-local-media-path``. Binding anywhere but loopback without an API key prints a loud warning.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+
+from .limits import MiB, ServerLimits, binding_warning, describe
 
 API_KEY_ENV = "COSMOS3_VLLM_API_KEY"
 
@@ -37,11 +45,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step-progress", action="store_true",
                         help="report per-step job progress (vLLM-Omni jumps from 0 to 100)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    d = ServerLimits()
+    limits = parser.add_argument_group("limits (requests over a limit are refused before any generation work)")
+    limits.add_argument("--max-upload-mb", type=float, default=d.max_request_bytes / MiB, metavar="MB",
+                        help=f"largest request body, uploads included -> 413 (default: {d.max_request_bytes // MiB})")
+    limits.add_argument("--max-field-kb", type=float, default=d.max_field_bytes / 1024, metavar="KB",
+                        help="largest text form field and image JSON body -> 413 (default: "
+                             f"{d.max_field_bytes // 1024}, Starlette's and vLLM's)")
+    limits.add_argument("--max-image-pixels", type=int, default=d.max_image_pixels, metavar="N",
+                        help=f"largest decoded reference image / video frame, WxH -> 400 (default: "
+                             f"$VLLM_MAX_IMAGE_PIXELS or {7680 * 4320})")
+    limits.add_argument("--max-video-frames", type=int, default=d.max_video_frames, metavar="N",
+                        help=f"most frames in a reference or control video -> 400 (default: {d.max_video_frames})")
+    limits.add_argument("--max-video-seconds", type=float, default=d.max_video_seconds, metavar="S",
+                        help=f"longest reference or control video -> 400 (default: {d.max_video_seconds:g})")
+    limits.add_argument("--max-prompt-chars", type=int, default=d.max_prompt_chars, metavar="N",
+                        help=f"longest prompt / negative prompt -> 400 (default: {d.max_prompt_chars})")
+    limits.add_argument("--max-output-pixels", type=int, default=d.max_output_pixels, metavar="N",
+                        help=f"largest requested output WxH -> 400 (default: {d.max_output_pixels}, 7680x4320)")
+    limits.add_argument("--max-output-frames", type=int, default=d.max_output_frames, metavar="N",
+                        help=f"most requested output frames -> 400 (default: {d.max_output_frames})")
+    limits.add_argument("--max-queue", type=int, default=d.max_queue, metavar="N",
+                        help=f"generations that may wait behind the running one; beyond it 429 with Retry-After "
+                             f"(default: {d.max_queue}; 0 = unbounded, as vLLM-Omni)")
+    limits.add_argument("--job-ttl", type=float, default=d.job_ttl, metavar="S",
+                        help=f"seconds a finished job and its file are kept (expires_at); 0 keeps them until "
+                             f"DELETE (default: {d.job_ttl:g})")
+    limits.add_argument("--allowed-local-media-path", action="append", default=[], metavar="DIR",
+                        help="a folder whose files requests may name by server-local path (control_path, "
+                             "file:// references, prompt files); resolved with realpath, so '..' and symlinks "
+                             "cannot escape; repeatable (default: none, every local path is refused)")
     parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+
+
+def limits_from_args(args: argparse.Namespace) -> ServerLimits:
+    return ServerLimits(
+        max_request_bytes=int(args.max_upload_mb * MiB), max_field_bytes=int(args.max_field_kb * 1024),
+        max_image_pixels=args.max_image_pixels, max_video_frames=args.max_video_frames,
+        max_video_seconds=args.max_video_seconds, max_prompt_chars=args.max_prompt_chars,
+        max_output_pixels=args.max_output_pixels, max_output_frames=args.max_output_frames,
+        max_queue=args.max_queue, job_ttl=args.job_ttl,
+        allowed_local_media_paths=tuple(args.allowed_local_media_path))
 
 
 def run(args: argparse.Namespace) -> int:
     import time
+
+    limits = limits_from_args(args)  # a bad value fails before anything loads
+    warning = binding_warning(args.host, args.api_key)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
 
     started = time.perf_counter()
     if args.threads:
@@ -63,9 +116,11 @@ def run(args: argparse.Namespace) -> int:
                      profile=args.profile, storage_dir=args.storage_dir, sync_timeout=args.sync_timeout,
                      startup_delay=args.startup_delay, guardrails=not args.no_guardrails,
                      block_words=tuple(args.block_word), step_progress=args.step_progress,
-                     transfer_runner=make_transfer_runner(args.profile, model))
+                     transfer_runner=make_transfer_runner(args.profile, model), limits=limits)
     print(f"serving {app.state.settings.served_model_name!r} on http://{args.host}:{args.port} "
           f"(storage {app.state.jobs.storage_dir}; imports took {time.perf_counter() - started:.1f} s)", flush=True)
+    for line in describe(limits):
+        print(line, flush=True)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                             timeout_graceful_shutdown=2, access_log=args.log_level == "debug")
     uvicorn.Server(config).run()

@@ -208,7 +208,13 @@ class ThreadedServer:
     def __init__(self, backend: Any = None, *, host: str = "127.0.0.1", port: int | None = None,
                  ready_timeout: float = 120.0, **app_options: Any) -> None:
         from .app import create_app
+        from .limits import binding_warning
 
+        warning = binding_warning(host, app_options.get("api_key"))
+        if warning:
+            import warnings
+
+            warnings.warn(warning, stacklevel=2)
         self.host = host
         self.port = port or free_port(host)
         self.app = create_app(backend, **app_options)

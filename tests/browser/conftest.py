@@ -168,9 +168,12 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=5)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(browser_tools, tmp_path_factory):
-    """Headless system Chromium with a fresh profile (``--user-data-dir``), one context for the session."""
+    """Headless system Chromium with a fresh profile (``--user-data-dir``), one context per test module.
+
+    Module scope matters: Playwright's sync API keeps an asyncio loop running in the main thread while it
+    is open, which would break every later test that calls ``asyncio.run``."""
     from playwright.sync_api import sync_playwright
 
     profile = tmp_path_factory.mktemp("chromium-profile")

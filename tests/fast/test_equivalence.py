@@ -120,7 +120,6 @@ def test_fast_path_is_bit_identical_without_batching(pipe):
 
 def test_guidance_one_and_repeated_calls(pipe):
     """No negative pass (guidance 1): one prompt, no batching; a second call recomputes its own text."""
-    stock = _run(pipe, "t2v", guidance_scale_override := None) if False else None  # noqa: F841
     base = dict(prompt=PROMPT, num_inference_steps=STEPS, guidance_scale=1.0, num_frames=9, height=64, width=64,
                 output_type="latent", add_resolution_template=False, add_duration_template=False)
     ref = pipe(**base, generator=torch.Generator("cpu").manual_seed(1)).video

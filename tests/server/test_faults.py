@@ -1,0 +1,189 @@
+"""Faults: the server killed mid-job and restarted; a full disk or a blocked output folder while the client
+downloads or ``Generation.save`` writes. Each must end in a clear error, no partial final file, and a
+rerun that completes."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from cosmos_helpers import Generation, media
+from cosmos_helpers.backends import vllm_omni
+from cosmos_helpers.backends.vllm_omni import VllmOmniBackend
+from cosmos_helpers.errors import ConnectionLostError, ServerError
+from cosmos_helpers.server.local import LocalServer, ThreadedServer
+from cosmos_helpers.server.stub import InstantBackend
+from cosmos_helpers.workflow import generate_and_save
+
+from .conftest import small_request
+
+
+def leftovers(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_server_killed_mid_job_then_restarted(tmp_path):
+    """An async job in progress when the server dies: the waiting client gets ConnectionLostError; after a
+    restart the job is unknown (404 'Video not found': records are process-local, as on vLLM-Omni); a
+    rerun of the same request completes and is saved."""
+    request = small_request(num_inference_steps=30)
+    server = LocalServer(threads=1, progress=False, ready_timeout=120, storage_dir=tmp_path / "store")
+    try:
+        server.start()
+        client = server.client(progress=False, poll_interval=0.1, retries=2)
+        outcome: dict = {}
+
+        def run():
+            try:
+                client.generate_async_job(request)
+            except Exception as exc:  # recorded for the assertions
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            jobs = httpx.get(f"{server.url}/v1/videos", timeout=5).json()["data"]
+            if jobs and jobs[0]["status"] == "in_progress":
+                break
+            time.sleep(0.05)
+        job_id = jobs[0]["id"]
+        server.kill()
+        worker.join(60)
+        assert isinstance(outcome.get("error"), ConnectionLostError), outcome
+        assert "is the server still running" in str(outcome["error"])
+
+        server.start()  # same port, same storage folder
+        with pytest.raises(ServerError) as lost:
+            client.retrieve(job_id)
+        assert lost.value.status == 404 and "Video not found" in str(lost.value)
+        generation = generate_and_save(client, request, tmp_path / "out" / "rerun")
+        assert generation.frames.shape == (9, 96, 160, 3)
+        assert leftovers(tmp_path / "out") == ["rerun.json", "rerun.mp4"]
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def finished_job(tmp_path_factory):
+    with ThreadedServer(InstantBackend(), storage_dir=tmp_path_factory.mktemp("faults")) as server:
+        client = VllmOmniBackend(server.url, progress=False, poll_interval=0.02, retries=1)
+        job = client.submit(small_request(width=32, height=32, num_frames=5, num_inference_steps=1))
+        client.wait(job["id"], timeout=30)
+        yield client, job["id"]
+
+
+def test_download_disk_full_leaves_nothing_and_rerun_works(finished_job, tmp_path, monkeypatch):
+    client, job_id = finished_job
+    real_open = open
+
+    class FullDisk:
+        def __init__(self, handle):
+            self.handle, self.written = handle, 0
+
+        def write(self, data):
+            if self.written:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.written += self.handle.write(data[:10])
+            return self.written
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+    monkeypatch.setattr(vllm_omni, "open", lambda path, mode="r", *a, **k: FullDisk(real_open(path, mode, *a, **k))
+                        if "w" in mode else real_open(path, mode, *a, **k), raising=False)
+    monkeypatch.setattr(vllm_omni._Core, "retries", 1)
+    target = tmp_path / "downloads" / "clip.mp4"
+    # a chunk boundary must be crossed for the second write: make chunks tiny
+    monkeypatch.setattr(httpx.Response, "iter_bytes", lambda self, size=None, _o=httpx.Response.iter_bytes:
+                        _o(self, 256))
+    with pytest.raises(OSError) as caught:
+        client.download(job_id, target)
+    assert caught.value.errno == errno.ENOSPC
+    assert leftovers(target.parent) == []  # no final file, no temporary file
+    monkeypatch.undo()
+    client.download(job_id, target)
+    assert media.probe_video(target)["width"] == 32
+
+
+def test_download_into_a_blocked_folder(finished_job, tmp_path):
+    client, job_id = finished_job
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the output folder should be")
+    with pytest.raises(OSError) as caught:
+        client.download(job_id, blocker / "clip.mp4")
+    assert "not-a-folder" in str(caught.value)
+    assert blocker.read_text().startswith("a file")
+
+
+def generation(frames: int = 5) -> Generation:
+    request = small_request(width=32, height=32, num_frames=frames) if frames > 1 else \
+        small_request("text2image", width=32, height=32)
+    return Generation(frames=np.zeros((frames, 32, 32, 3), dtype=np.uint8), fps=24.0, seed=0, request=request)
+
+
+def test_save_disk_full_while_encoding(tmp_path, monkeypatch):
+    def full(path, *args, **kwargs):
+        with open(path, "wb") as handle:
+            handle.write(b"\0" * 1000)  # some bytes made it to disk before it filled up
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(media, "_encode", full)
+    with pytest.raises(OSError, match="No space left"):
+        generation().save(tmp_path / "clip")
+    assert leftovers(tmp_path) == []  # neither the MP4 nor the manifest, no temporary file
+    monkeypatch.undo()
+    assert generation().save(tmp_path / "clip").name == "clip.mp4"
+    assert leftovers(tmp_path) == ["clip.json", "clip.mp4"]
+
+
+def test_save_disk_full_while_writing_the_manifest(tmp_path, monkeypatch):
+    """The media file is complete and published before the manifest; if the manifest cannot be written the
+    save fails loudly, and a rerun of the same request (generate_and_save) must not be blocked forever."""
+    real = media.write_bytes_atomic
+
+    def full(path, data, **kwargs):
+        if str(path).endswith(".json"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, data, **kwargs)
+
+    monkeypatch.setattr(media, "write_bytes_atomic", full)
+    with pytest.raises(OSError, match="No space left"):
+        generation(1).save(tmp_path / "still")
+    assert not any(name.endswith(".partial.json") for name in leftovers(tmp_path))
+    monkeypatch.undo()
+    from cosmos_helpers.errors import OutputExistsError
+
+    # the orphan PNG has no manifest, so a rerun cannot prove it is the same request: it refuses to clobber
+    with pytest.raises(OutputExistsError, match="overwrite=True"):
+        generation(1).save(tmp_path / "still")
+    assert generation(1).save(tmp_path / "still", overwrite=True).name == "still.png"
+    assert leftovers(tmp_path) == ["still.json", "still.png"]
+
+
+def test_save_into_a_blocked_or_read_only_folder(tmp_path):
+    blocker = tmp_path / "blocked"
+    blocker.write_text("x")
+    with pytest.raises(OSError) as caught:
+        generation().save(blocker / "clip")
+    assert "blocked" in str(caught.value)
+    if os.geteuid() == 0:
+        pytest.skip("running as root: permission bits do not stop writes (the blocked-path case ran)")
+    readonly = tmp_path / "readonly"
+    readonly.mkdir()
+    readonly.chmod(0o555)
+    try:
+        with pytest.raises(PermissionError):
+            generation().save(readonly / "clip")
+        assert leftovers(readonly) == []
+    finally:
+        readonly.chmod(0o755)

@@ -1,0 +1,56 @@
+"""An interrupted papermill batch resumes: finished outputs are skipped by their manifests, the rest completes.
+
+``run_cookbooks`` executes the Diffusers cookbook on the tiny model. The first run is interrupted in a
+later cell: a folder squats on ``text2video_sound.json``, so that cell's manifest lookup fails before any
+generation (as an I/O fault would). The rerun, with the obstacle gone, must not regenerate the outputs the
+first run finished (same files, same mtimes, same manifest timestamps) and must produce all the others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from cosmos_helpers.notebooks import run_cookbooks
+
+FINISHED_FIRST = ("text2image.png", "text2video.mp4")
+REST = ("text2video_sound", "image2video", "image2video_sound", "video2video", "text2video_shift3", "text2video_euler")
+
+
+@pytest.mark.slow
+def test_interrupted_batch_rerun_skips_finished_outputs(tmp_path):
+    out = tmp_path / "run"
+    folder = out / "audiovisual" / "run_with_diffusers"
+    folder.mkdir(parents=True)
+    blocker = folder / "text2video_sound.json"
+    blocker.mkdir()  # the fault: the third output's manifest path is unusable
+
+    first = run_cookbooks(out, only=["audiovisual/run_with_diffusers"], gallery=False)
+    assert len(first) == 1 and not first[0].ok
+    assert "text2video_sound.json" in first[0].error or "IsADirectoryError" in first[0].error, first[0].error
+    finished = {}
+    for name in FINISHED_FIRST:
+        media_path = folder / name
+        manifest = media_path.with_suffix(".json")
+        assert media_path.is_file() and manifest.is_file(), sorted(os.listdir(folder))
+        finished[name] = (media_path.stat().st_mtime_ns, manifest.stat().st_mtime_ns,
+                          json.loads(manifest.read_text())["created"])
+    for stem in REST[1:]:
+        assert not (folder / f"{stem}.mp4").exists()  # the batch really stopped there
+
+    blocker.rmdir()
+    second = run_cookbooks(out, only=["audiovisual/run_with_diffusers"], gallery=False)
+    assert second[0].ok, second[0].error
+    for name, (media_mtime, manifest_mtime, created) in finished.items():
+        media_path = folder / name
+        manifest = media_path.with_suffix(".json")
+        assert media_path.stat().st_mtime_ns == media_mtime, f"{name} was regenerated"
+        assert manifest.stat().st_mtime_ns == manifest_mtime
+        assert json.loads(manifest.read_text())["created"] == created
+    for stem in REST:
+        assert (folder / f"{stem}.mp4").is_file() and (folder / f"{stem}.json").is_file(), stem
+        newer = (folder / f"{stem}.json").stat().st_mtime_ns
+        assert newer > max(m for m, _, _ in finished.values())
+    assert not [p.name for p in folder.iterdir() if ".partial" in p.name]

@@ -39,6 +39,7 @@ class Outcome:
     seconds: float
     detail: str = ""
     retry_after: str | None = None
+    rejections: int = 0  # 429 answers seen (retried ones included)
 
 
 @dataclass
@@ -51,6 +52,7 @@ class LoadReport:
     rss_samples_kib: list[int] = field(default_factory=list)
     leftover_jobs: int = 0
     server_healthy: bool = True
+    retries: int = 0
 
     def count(self, result: str, kind: str | None = None) -> int:
         return sum(1 for o in self.outcomes if o.result == result and (kind is None or o.kind == kind))
@@ -92,7 +94,8 @@ class LoadReport:
         rss = self.rss_samples_kib
         lines = [
             f"{self.requests} requests from {self.clients} clients, --max-queue {self.max_queue}, "
-            f"wall {self.wall_s:.1f} s",
+            f"up to {self.retries} retries after Retry-After, wall {self.wall_s:.1f} s, "
+            f"{sum(o.rejections for o in self.outcomes)} 429 answers in all",
             "",
             "| answered (200) | rejected (429) | lost / errors | throughput (answered/s) | p50 s | p95 s "
             "| server RSS start → peak → end (MiB) |",
@@ -119,6 +122,23 @@ def rss_kib(pid: int) -> int | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+def _one_with_retries(http: Any, index: int, kind: str, deadline: float, retries: int) -> Outcome:
+    """Honour ``Retry-After`` up to ``retries`` times (never past the deadline); latency spans all tries."""
+    started = time.perf_counter()
+    seen = 0
+    while True:
+        outcome = _one(http, index, kind, deadline)
+        if outcome.result == "rejected":
+            seen += 1
+            wait = float(outcome.retry_after or 1)
+            if seen <= retries and time.monotonic() + wait < deadline:
+                time.sleep(wait)
+                continue
+        outcome.rejections = seen
+        outcome.seconds = time.perf_counter() - started
+        return outcome
 
 
 def _one(http: Any, index: int, kind: str, deadline: float) -> Outcome:
@@ -172,7 +192,8 @@ def _one(http: Any, index: int, kind: str, deadline: float) -> Outcome:
 
 
 def run_load(url: str, pid: int | None, *, requests: int = 50, clients: int = 8, max_queue: int | None = None,
-             time_limit: float = 300.0, request_timeout: float = 120.0, api_key: str | None = None) -> LoadReport:
+             time_limit: float = 300.0, request_timeout: float = 120.0, api_key: str | None = None,
+             retries: int = 0) -> LoadReport:
     """Send ``requests`` mixed requests from ``clients`` threads; sample the server's RSS; bounded by time."""
     import httpx
 
@@ -198,7 +219,7 @@ def run_load(url: str, pid: int | None, *, requests: int = 50, clients: int = 8,
             return  # counted as lost: the time bound hit first
         if not hasattr(local, "http"):
             local.http = httpx.Client(base_url=url, timeout=request_timeout, headers=headers)
-        outcomes.append(_one(local.http, index, KINDS[index % len(KINDS)], deadline))
+        outcomes.append(_one_with_retries(local.http, index, KINDS[index % len(KINDS)], deadline, retries))
 
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=clients, thread_name_prefix="load-client") as pool:
@@ -210,7 +231,7 @@ def run_load(url: str, pid: int | None, *, requests: int = 50, clients: int = 8,
         healthy = http.get("/health").status_code == 200
         leftover = len(http.get("/v1/videos", params={"limit": 100}).json()["data"])
     return LoadReport(requests, clients, max_queue, wall, sorted(outcomes, key=lambda o: o.index), samples,
-                      leftover, healthy)
+                      leftover, healthy, retries)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--max-queue", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1, help="torch threads in the server")
+    parser.add_argument("--retries", type=int, default=0, help="retries of a 429 after its Retry-After (default 0)")
     parser.add_argument("--time-limit", type=float, default=600.0, help="seconds for the whole run")
     parser.add_argument("--json", type=Path, default=None, help="also write the outcomes as JSON here")
     args = parser.parse_args(argv)
@@ -230,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     with server:
         rss_idle = rss_kib(server.process.pid)
         report = run_load(server.url, server.process.pid, requests=args.requests, clients=args.clients,
-                          max_queue=args.max_queue, time_limit=args.time_limit)
+                          max_queue=args.max_queue, time_limit=args.time_limit, retries=args.retries)
     print(report.markdown())
     print(f"\nidle RSS before the run: {rss_idle / 1024 if rss_idle else 0:.0f} MiB; jobs left on the server: "
           f"{report.leftover_jobs}; healthy after: {report.server_healthy}")

@@ -275,16 +275,7 @@ class FastForward:
             k = attn.norm_added_k(k)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
-            outs, start = [], 0
-            for buf, n in zip(bufs, sizes):
-                keys, values = buf.k[index], buf.v[index]
-                keys[buf.und_len:] = k[start:start + n]
-                values[buf.und_len:] = v[start:start + n]
-                q_part = q[start:start + n]
-                backend = attention_mod.resolve(q_part, keys, values, self.attention)
-                outs.append(attention_mod.sdpa(q_part, keys, values, backend=backend))
-                start += n
-            full = outs[0] if len(outs) == 1 else torch.cat(outs)
+            full = self._attend(index, q, k, v, bufs, sizes)
             residual = x + attn.to_add_out(full.flatten(-2, -1))
             x = residual + layer.mlp_moe_gen(layer.post_attention_layernorm_moe_gen(residual))
         return t.norm_moe_gen(x)

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
@@ -24,7 +22,7 @@ from typing import NamedTuple
 import cv2
 import numpy as np
 
-from cosmos_helpers.errors import OutputExistsError, ValidationError
+from cosmos_helpers.errors import ValidationError
 from cosmos_helpers.presets import VIDEO_SIZES, nearest_aspect, normalize_aspect, normalize_tier
 from cosmos_helpers.transfer.spec import BLUR_PRESETS, COMPUTABLE_HINTS, EDGE_PRESETS, HINT_KINDS
 
@@ -281,7 +279,7 @@ def write_video(
     crf: int = 18,
     overwrite: bool = False,
 ) -> Path:
-    """Encode uint8 RGB frames as H.264 / yuv420p, atomically (temporary file in the same folder, then rename).
+    """Encode uint8 RGB frames as H.264 / yuv420p through :func:`cosmos_helpers.media.write_mp4` (atomic, no clobber).
 
     yuv420p needs even width and height; every resolution bucket is even.
     """
@@ -294,33 +292,9 @@ def write_video(
         )
     if not fps or fps <= 0:
         raise ValidationError("fps", f"must be > 0, got {fps}.", "pass the video's frame rate.")
-    if path.exists() and not overwrite:
-        raise OutputExistsError(f"{path} exists; pass overwrite=True to replace it.")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from cosmos_helpers import media
 
-    import av
-
-    rate = Fraction(fps).limit_denominator(1001)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix or ".mp4", dir=path.parent)
-    os.close(fd)
-    try:
-        with av.open(tmp, mode="w") as container:
-            stream = container.add_stream("libx264", rate=rate)
-            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-            stream.options = {"crf": str(crf)}
-            for index, rgb in enumerate(array):
-                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
-                frame.pts = index
-                for packet in stream.encode(frame):
-                    container.mux(packet)
-            for packet in stream.encode(None):
-                container.mux(packet)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return media.write_mp4(path, array, fps, crf=crf, overwrite=overwrite)
 
 
 def load_control(

@@ -317,28 +317,13 @@ class WeightedMultiControlAttnProcessor:
     def __call__(self, attn, und_seq, gen_seq, rotary_emb):
         import torch
         from diffusers.models.attention_dispatch import dispatch_attention_fn
-        from diffusers.models.transformers.transformer_cosmos3 import _rotate_half
+
+        from cosmos_helpers.models.cosmos3_attention import project_qkv
 
         n, length = len(self.weights), self.tokens_per_item
         if n < 2 or gen_seq.shape[0] != (n + 1) * length:
             return self.fallback(attn, und_seq, gen_seq, rotary_emb)
-        q_und = attn.to_q(und_seq).view(-1, attn.num_attention_heads, attn.head_dim)
-        k_und = attn.to_k(und_seq).view(-1, attn.num_key_value_heads, attn.head_dim)
-        v_und = attn.to_v(und_seq).view(-1, attn.num_key_value_heads, attn.head_dim)
-        q_gen = attn.add_q_proj(gen_seq).view(-1, attn.num_attention_heads, attn.head_dim)
-        k_gen = attn.add_k_proj(gen_seq).view(-1, attn.num_key_value_heads, attn.head_dim)
-        v_gen = attn.add_v_proj(gen_seq).view(-1, attn.num_key_value_heads, attn.head_dim)
-        q_und, k_und = attn.norm_q(q_und), attn.norm_k(k_und)
-        k_und_for_gen = attn.k_norm_und_for_gen(k_und) if attn.k_norm_und_for_gen is not None else k_und
-        q_gen, k_gen = attn.norm_added_q(q_gen), attn.norm_added_k(k_gen)
-        cos_und, sin_und, cos_gen, sin_gen = rotary_emb
-        cos_und, sin_und = cos_und.unsqueeze(1), sin_und.unsqueeze(1)
-        q_und = q_und * cos_und + _rotate_half(q_und) * sin_und
-        k_und = k_und * cos_und + _rotate_half(k_und) * sin_und
-        k_und_for_gen = k_und_for_gen * cos_und + _rotate_half(k_und_for_gen) * sin_und
-        cos_gen, sin_gen = cos_gen.unsqueeze(1), sin_gen.unsqueeze(1)
-        q_gen = q_gen * cos_gen + _rotate_half(q_gen) * sin_gen
-        k_gen = k_gen * cos_gen + _rotate_half(k_gen) * sin_gen
+        q_und, k_und, v_und, k_und_for_gen, q_gen, k_gen, v_gen = project_qkv(attn, und_seq, gen_seq, rotary_emb)
 
         def sdpa(q, k, v, causal):
             out = dispatch_attention_fn(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), is_causal=causal,

@@ -20,7 +20,6 @@ import difflib
 import json
 import math
 import os
-import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from cosmos_helpers import media
 from cosmos_helpers.errors import OutputExistsError, ValidationError
 from cosmos_helpers.presets import TIERS, VIDEO_SIZES, nearest_aspect, normalize_aspect, normalize_tier
 
@@ -897,15 +897,7 @@ def write_spec(spec: TransferSpec, path: str | os.PathLike[str], *, overwrite: b
             return path
         if not overwrite:
             raise OutputExistsError(f"{path} exists with different content; pass overwrite=True to replace it.")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    media.write_bytes_atomic(path, text.encode("utf-8"), overwrite=True)
     return path
 
 

@@ -36,7 +36,7 @@ from . import openapi as docs
 from .execute import TransferRunner, run_images, run_video, zip_images
 from .jobs import JobRecord, JobStore, new_job_id
 from .limits import ServerLimits, valid_job_id
-from .translate import ApiError, ServerSettings, Upload, load_json, parse_image_body, parse_video_form
+from .translate import ApiError, ServerSettings, Upload, parse_image_body, parse_video_form
 from .worker import Cancelled, QueueFull, SerialWorker, TaskContext
 
 MAX_PART_SIZE = 1024 * 1024  # Starlette's default text-part cap, as on the real server

@@ -32,10 +32,10 @@ import os
 import random
 import re
 import uuid
-from struct import error as struct_error
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
+from struct import error as struct_error
 from typing import Any, Mapping
 
 from ..errors import ValidationError
@@ -365,8 +365,8 @@ def check_video(path: Path, field_name: str, limits: ServerLimits) -> dict[str, 
         raise value_error(f"Invalid {field_name}: not a readable image or video ({type(exc).__name__})") from None
     pixels = int(info["width"]) * int(info["height"])
     if pixels > limits.max_image_pixels:
-        raise value_error(f"Invalid {field_name}: video frames have {pixels} pixels ({info['width']}x{info['height']}), "
-                          f"above the limit of {limits.max_image_pixels}")
+        raise value_error(f"Invalid {field_name}: video frames have {pixels} pixels "
+                          f"({info['width']}x{info['height']}), above the limit of {limits.max_image_pixels}")
     frames = int(info.get("frames") or 0)
     if frames > limits.max_video_frames:
         raise value_error(f"Invalid {field_name}: the video has {frames} frames, above the limit of "

@@ -106,7 +106,6 @@ def long_mp4(tmp_path_factory) -> bytes:
 def corpus(mp4: bytes, long_mp4: bytes) -> list[tuple[str, str, str, dict, set[int]]]:
     """(name, method, path, httpx kwargs, acceptable statuses)."""
     v, img = "/v1/videos/sync", "/v1/images/generations"
-    mp = dict(headers=MULTIPART)
     bad = {400}
     cases: list[tuple[str, str, str, dict, set[int]]] = []
 

@@ -121,8 +121,14 @@ class Generation:
         else:
             media.write_mp4(target, self.frames, self.fps, sound=self.sound, sample_rate=self.sample_rate,
                             overwrite=overwrite)
-        media.write_bytes_atomic(manifest_path, json.dumps(self.manifest(target), indent=2).encode(),
-                                 overwrite=True)
+        try:
+            media.write_bytes_atomic(manifest_path, json.dumps(self.manifest(target), indent=2).encode(),
+                                     overwrite=True)
+        except BaseException:
+            # Media without a manifest could never be recognised as finished work; take it back so a rerun
+            # regenerates instead of refusing to clobber an orphan.
+            target.unlink(missing_ok=True)
+            raise
         self.paths = {"media": target, "manifest": manifest_path}
         return target
 

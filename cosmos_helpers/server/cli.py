@@ -75,6 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a folder whose files requests may name by server-local path (control_path, "
                              "file:// references, prompt files); resolved with realpath, so '..' and symlinks "
                              "cannot escape; repeatable (default: none, every local path is refused)")
+    limits.add_argument("--allow-url-fetch", action="store_true",
+                        help="fetch http(s):// image_reference/video_reference URLs as vLLM-Omni does (default: off, "
+                             "so the server cannot be used to reach other hosts)")
     parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
 
 
@@ -85,7 +88,7 @@ def limits_from_args(args: argparse.Namespace) -> ServerLimits:
         max_video_seconds=args.max_video_seconds, max_prompt_chars=args.max_prompt_chars,
         max_output_pixels=args.max_output_pixels, max_output_frames=args.max_output_frames,
         max_queue=args.max_queue, job_ttl=args.job_ttl,
-        allowed_local_media_paths=tuple(args.allowed_local_media_path))
+        allowed_local_media_paths=tuple(args.allowed_local_media_path), allow_url_fetch=args.allow_url_fetch)
 
 
 def run(args: argparse.Namespace) -> int:

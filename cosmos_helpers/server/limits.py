@@ -53,6 +53,9 @@ class ServerLimits:
             (``extra_params.<hint>.control_path``, ``file://`` references); everything else is refused.
             Resolved with ``realpath``, so ``..`` and symlinks cannot step outside.
         fetch_timeout: seconds for fetching an ``http(s)://`` reference (vLLM-Omni: 60).
+        allow_url_fetch: fetch ``http(s)://`` references at all. Off by default: a server reachable by others
+            would otherwise fetch any URL it can see on their behalf (SSRF). vLLM-Omni fetches them; turn it
+            on (``--allow-url-fetch``) to match it on a trusted network.
     """
 
     max_request_bytes: int = 256 * MiB
@@ -68,6 +71,7 @@ class ServerLimits:
     job_ttl: float = 3600.0
     allowed_local_media_paths: tuple[str, ...] = ()
     fetch_timeout: float = 60.0
+    allow_url_fetch: bool = False
 
     def __post_init__(self) -> None:
         roots = tuple(os.path.realpath(os.path.expanduser(str(p))) for p in self.allowed_local_media_paths)

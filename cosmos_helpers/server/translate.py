@@ -408,6 +408,9 @@ def _fetch_reference(raw: str, name: str, key: str, limits: ServerLimits | None 
         except (IndexError, ValueError) as exc:
             raise value_error(f"{name}: bad data URL ({exc})") from None
     if url.startswith(("http://", "https://")):
+        if not limits.allow_url_fetch:
+            raise value_error(f"{name}: this server does not fetch URLs ({url}); upload the file as input_reference, "
+                              "send a data: URL, or start the server with --allow-url-fetch")
         import httpx
 
         try:
@@ -578,8 +581,9 @@ def parse_video_form(fields: Mapping[str, str], files: Mapping[str, Upload], set
     use_system_prompt = _bool_like(extra.get("use_system_prompt", kind_media == "video"))
     action = sorted(ACTION_KEYS & set(extra))
     if action:
-        raise ApiError(500, f"Video generation failed: {action[0]} needs an action checkpoint; "
-                            f"{settings.served_model_name} is not one.", type="Internal Server Error")
+        # vLLM-Omni answers 500 here (its pipeline's ValueError); bad input must not look like a server fault.
+        raise ApiError(400, f"{action[0]}: action modes need an action checkpoint; "
+                            f"{settings.served_model_name} is not one.")
 
     # frames and fps
     fps_value = fps if fps is not None else 24.0

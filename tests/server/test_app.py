@@ -190,9 +190,9 @@ def test_list_validation(http):
     assert_envelope(http.delete("/v1/videos/video_gen_" + "0" * 32), 404, "Video not found")
 
 
-def test_action_keys_fail_like_a_non_action_checkpoint(http):
+def test_action_keys_are_rejected_as_bad_input_not_a_server_fault(http):
     response = http.post("/v1/videos/sync", files=multipart(form(extra_params=json.dumps({"action_mode": "policy"}))))
-    assert_envelope(response, 500, "Video generation failed: action_mode")
+    assert_envelope(response, 400, "action_mode: action modes need an action checkpoint")
 
 
 # images --------------------------------------------------------------------------------------------------

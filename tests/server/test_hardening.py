@@ -167,6 +167,43 @@ def test_no_local_paths_without_a_root(tmp_path, media_root):
                  400, "server-local paths are not accepted")
 
 
+def test_remote_urls_are_fetched_only_when_allowed(tmp_path):
+    """By default the server never fetches a URL for a client (no SSRF); --allow-url-fetch matches vLLM-Omni."""
+    import http.server
+    import threading
+
+    served = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            served.append(self.path)
+            body = png(32, 32)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    origin = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=origin.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{origin.server_address[1]}/internal.png"
+    form = {**FORM, "image_reference": json.dumps({"image_url": url})}
+    try:
+        with ThreadedServer(InstantBackend(), storage_dir=tmp_path / "a") as server:
+            envelope(httpx.post(f"{server.url}/v1/videos/sync", files=parts(form), timeout=30), 400,
+                     "does not fetch URLs")
+        assert served == []
+        with ThreadedServer(InstantBackend(), storage_dir=tmp_path / "b",
+                            limits=ServerLimits(allow_url_fetch=True)) as server:
+            assert httpx.post(f"{server.url}/v1/videos/sync", files=parts(form), timeout=30).status_code == 200
+        assert served == ["/internal.png"]
+    finally:
+        origin.shutdown()
+        origin.server_close()
+
+
 def test_limits_resolve_roots_with_realpath(tmp_path):
     (tmp_path / "root").mkdir()
     (tmp_path / "root" / "a.mp4").write_bytes(b"x")
@@ -300,7 +337,7 @@ def test_serve_help_documents_every_limit():
     text = cli.build_parser()._subparsers._group_actions[0].choices["serve"].format_help()
     for flag in ("--max-upload-mb", "--max-field-kb", "--max-image-pixels", "--max-video-frames",
                  "--max-video-seconds", "--max-prompt-chars", "--max-output-pixels", "--max-output-frames",
-                 "--max-queue", "--job-ttl", "--allowed-local-media-path"):
+                 "--max-queue", "--job-ttl", "--allowed-local-media-path", "--allow-url-fetch"):
         assert flag in text
     assert "default" in text and "429" in text and "413" in text
 

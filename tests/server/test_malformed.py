@@ -170,8 +170,7 @@ def corpus(mp4: bytes, long_mp4: bytes) -> list[tuple[str, str, str, dict, set[i
                        ("hint control_path traversal", '{"edge": {"control_path": "../../../../etc/shadow"}}'),
                        ("hint control_path not a string", '{"edge": {"control_path": {"x": 1}}}'),
                        ("action keys", '{"action_mode": "policy"}')]:
-        expect = {500} if label == "action keys" else bad  # vLLM's documented 500, pinned in test_app.py
-        video(f"extra_params: {label}", body(*fields(extra_params=raw)), expect)
+        video(f"extra_params: {label}", body(*fields(extra_params=raw)), bad)
     video("prompt nesting bomb", body(*fields(prompt='{"a":' * 10_000 + "1" + "}" * 10_000)))
     video("prompt over the length limit", body(*fields(prompt="x" * 3000)))
     video("prompt names a server file", body(*fields(prompt="/etc/hostname.txt")))

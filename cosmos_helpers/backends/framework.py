@@ -220,12 +220,10 @@ class FrameworkBackend:
         raise FrameworkRunError(f"could not create a run folder under {self.work_dir}")
 
     def _launch(self, cmd: list[str], log_path: Path, expected_steps: Any, name: str) -> None:
-        bar = None
-        if self.progress and not os.environ.get("COSMOS_HELPERS_NO_PROGRESS"):
-            from tqdm.auto import tqdm
+        from ..progress import progress_bar
 
-            bar = tqdm(total=int(expected_steps) if expected_steps else None, desc=f"framework {name}", unit="step",
-                       leave=False)
+        bar = progress_bar(int(expected_steps) if expected_steps else None, f"framework {name}", "step",
+                           enabled=bool(self.progress))
         tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
         try:
             process = subprocess.Popen(cmd, cwd=self.checkout, env=self._env(), stdout=subprocess.PIPE,

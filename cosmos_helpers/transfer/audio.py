@@ -182,11 +182,9 @@ def generate_with_audio(
         pil = media.load_image(frame)
     call_start = time.perf_counter()
     marks: list[float] = []
-    bar = None
-    if progress is True and not os.environ.get("COSMOS_HELPERS_NO_PROGRESS"):
-        from tqdm.auto import tqdm
+    from cosmos_helpers.progress import progress_bar
 
-        bar = tqdm(total=num_steps, desc="audio->video (experimental)", unit="step", leave=False)
+    bar = progress_bar(num_steps, "audio->video (experimental)", "step", enabled=progress is True)
     try:
         with torch.inference_mode():
             cond_ids, uncond_ids = pipe.tokenize_prompt(

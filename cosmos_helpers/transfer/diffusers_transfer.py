@@ -525,11 +525,9 @@ def _to_pil(frames: np.ndarray) -> list:
 
 
 def _progress_bar(total: int, desc: str, enabled: bool):
-    if not enabled or os.environ.get("COSMOS_HELPERS_NO_PROGRESS"):
-        return None
-    from tqdm.auto import tqdm
+    from cosmos_helpers.progress import progress_bar
 
-    return tqdm(total=total, desc=desc, unit="step", leave=False)
+    return progress_bar(total, desc, "step", enabled=enabled)
 
 
 def run_transfer(

@@ -165,22 +165,20 @@ class FastForward:
         gen = torch.zeros((n_gen, t.config.hidden_size), dtype=dtype, device=device)
         time_dtype = next(t.time_embedder.parameters()).dtype
 
+        def with_timesteps(packed, modality: str):
+            """Add the timestep embedding to the noisy tokens of one modality (clean ones stay as they are)."""
+            embeds = t.time_embedder(t.time_proj(kw[f"{modality}_timesteps"] * t.config.timestep_scale).to(time_dtype))
+            return t._apply_timestep_embeds_to_noisy_tokens(
+                packed_tokens=packed, packed_timestep_embeds=embeds.to(dtype),
+                noisy_frame_indexes=kw[f"{modality}_noisy_frame_indexes"], token_shapes=kw[f"{modality}_token_shapes"])
+
         packed, original_shapes = t._patchify_and_pack_latents(kw["vision_tokens"])
-        packed = t.proj_in(packed)
-        embeds = t.time_embedder(t.time_proj(kw["vision_timesteps"] * t.config.timestep_scale).to(time_dtype))
-        packed = t._apply_timestep_embeds_to_noisy_tokens(
-            packed_tokens=packed, packed_timestep_embeds=embeds.to(dtype),
-            noisy_frame_indexes=kw["vision_noisy_frame_indexes"], token_shapes=kw["vision_token_shapes"])
-        gen[kw["vision_sequence_indexes"] - und_len] = packed
+        gen[kw["vision_sequence_indexes"] - und_len] = with_timesteps(t.proj_in(packed), "vision")
 
         if kw.get("sound_tokens") is not None and kw.get("sound_sequence_indexes") is not None:
             packed = t._pack_sound_latents(kw["sound_tokens"], kw["sound_token_shapes"]).to(dtype)
             packed = t.audio_proj_in(packed) + t.audio_modality_embed
-            embeds = t.time_embedder(t.time_proj(kw["sound_timesteps"] * t.config.timestep_scale).to(time_dtype))
-            packed = t._apply_timestep_embeds_to_noisy_tokens(
-                packed_tokens=packed, packed_timestep_embeds=embeds.to(dtype),
-                noisy_frame_indexes=kw["sound_noisy_frame_indexes"], token_shapes=kw["sound_token_shapes"])
-            gen[kw["sound_sequence_indexes"] - und_len] = packed
+            gen[kw["sound_sequence_indexes"] - und_len] = with_timesteps(packed, "sound")
 
         if kw.get("action_tokens") is not None and kw.get("action_sequence_indexes") is not None:
             packed, domain_ids = t._pack_action_latents(kw["action_tokens"], kw["action_token_shapes"],

@@ -12,8 +12,8 @@ Writes JSON/markdown/PNG to $OUT (or --out).
 
 Run on the device (diffusers carried as a wheel):
   pip install --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-  python benchmarks/gpu_run.py --phase 1     # equivalence + t2i 256/720, t2v 256, i2v 256
-  python benchmarks/gpu_run.py --phase 2     # t2v 480p 189 frames
+  python benchmarks/gpu_run.py --phase 1  # kernels, equivalence (t2i/t2v 256p), VAE decode, t2i 256/720, t2v/i2v 256
+  python benchmarks/gpu_run.py --phase 2  # one-pass equivalence at 480p, VAE decode 480p, t2v 480p 189 frames
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ GUIDANCE = 6.0
 PHASE_CASES = {
     "1": "t2i:256,t2i:720,t2v:256:189,i2v:256:189",
     "2": "t2v:480:189",
-    "3": "t2i:256,t2v:256:189,t2v:480:189",  # fast path with compile=True only (stock rows: phases 1-2)
 }
 
 
@@ -136,7 +135,7 @@ def equivalence(pipe, case: str, out: dict, yardstick_kernels=()) -> None:
                                              default=str))
 
 
-def single_pass(pipe, case: str, out: dict, compiled_only: bool = False) -> None:
+def single_pass(pipe, case: str, out: dict) -> None:
     """One transformer pass on identical inputs: how far each variant moves the velocity (bf16 rounding level)."""
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
 
@@ -167,15 +166,6 @@ def single_pass(pipe, case: str, out: dict, compiled_only: bool = False) -> None
     with torch.no_grad():
         ref_c = stock_forward(**cond, return_dict=False)[0][0].float()
         ref_u = stock_forward(**uncond, return_dict=False)[0][0].float()
-        if compiled_only:
-            fast = FastForward(t, cuda_graphs=False, batch_cfg=False, compile=True)
-            res["fast_compiled_single_vs_stock"] = rel(fast._run([cond])[0][0][0].float(), ref_c)
-            pair = fast._run([cond, uncond])
-            res["fast_compiled_batched_cond_vs_stock"] = rel(pair[0][0][0].float(), ref_c)
-            fast.reset()
-            out.setdefault("single_pass_compiled", {})[case] = res
-            log(f"single pass compiled {case}: " + json.dumps({k: (v["max_rel"], v["rel_l2"]) for k, v in res.items()}))
-            return
         rep_c = stock_forward(**cond, return_dict=False)[0][0].float()
         res["stock_repeat"] = rel(rep_c, ref_c)
         for kernel in ("flash", "cudnn", "efficient"):
@@ -186,31 +176,48 @@ def single_pass(pipe, case: str, out: dict, compiled_only: bool = False) -> None
             except Exception as exc:
                 res[f"stock_{kernel}_kernel_vs_stock"] = {"max_rel": None, "rel_l2": None, "error": repr(exc)[:200]}
         t.set_attn_processor(Cosmos3AttnProcessor())
-        fast = FastForward(t, cuda_graphs=False, batch_cfg=False)
-        res["fast_single_vs_stock"] = rel(fast._run([cond])[0][0][0].float(), ref_c)
-        pair = fast._run([cond, uncond])
-        res["fast_batched_cond_vs_stock"] = rel(pair[0][0][0].float(), ref_c)
-        res["fast_batched_uncond_vs_stock"] = rel(pair[1][0][0].float(), ref_u)
-        fast.reset()
+        for label, options in (("fast_plain", {}), ("fast_default", dict(compile=True, fuse_projections=True))):
+            fast = FastForward(t, cuda_graphs=False, batch_cfg=False, **options)
+            res[f"{label}_single_vs_stock"] = rel(fast._run([cond])[0][0][0].float(), ref_c)
+            pair = fast._run([cond, uncond])
+            res[f"{label}_batched_cond_vs_stock"] = rel(pair[0][0][0].float(), ref_c)
+            res[f"{label}_batched_uncond_vs_stock"] = rel(pair[1][0][0].float(), ref_u)
+            if fast.projections is not None:
+                fast.projections.unfuse()
+            fast.reset()
     out.setdefault("single_pass", {})[case] = res
     log(f"single pass {case}: " + json.dumps({k: (v["max_rel"], v["rel_l2"]) for k, v in res.items()}))
 
 
 def vae_decode_timing(pipe, case: str, out: dict) -> None:
+    """Stock decode (PyTorch's default cuDNN heuristics) vs the fast path's (autotuned, and channels-last)."""
+    from cosmos_helpers.fast.vae import FastDecode
+
     mode, tier, frames = case.split(":")
     h, w = {"256": (192, 320), "480": (480, 832), "720": (720, 1280)}[tier]
     z = torch.randn(1, 48, (int(frames) - 1) // 4 + 1, h // 16, w // 16, device=DEVICE,
                     dtype=pipe.vae.dtype)
-    res = {}
-    for bench in (False, True, True):
-        torch.backends.cudnn.benchmark = bench
-        sync()
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            pipe.vae.decode(z)
-        sync()
-        res.setdefault(f"cudnn_benchmark={bench}", []).append(round(time.perf_counter() - t0, 3))
-    torch.backends.cudnn.benchmark = False
+    res, reference = {}, None
+    variants = {"stock": pipe.vae.decode, "cudnn_benchmark": FastDecode(pipe.vae, cudnn_benchmark=True),
+                "cudnn_benchmark+channels_last": FastDecode(pipe.vae, cudnn_benchmark=True, channels_last=True)}
+    for name, decode in variants.items():
+        times = []
+        for _ in range(2):
+            sync()
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                video = decode(z).sample
+            sync()
+            times.append(round(time.perf_counter() - t0, 3))
+        entry = {"s": times}
+        if reference is None:
+            reference = video.float()
+        else:
+            entry["max_abs_diff_vs_stock"] = float((video.float() - reference).abs().max())
+        res[name] = entry
+        if hasattr(decode, "restore"):
+            decode.restore()
+        del video
     out.setdefault("vae_decode_s", {})[case] = res
     log(f"vae decode {case}: {res}")
 
@@ -254,37 +261,26 @@ def main() -> int:
     result["transformer_params_b"] = round(parameter_count(pipe) / 1e9, 2)
     log(f"built in {result['build_s']} s, {result['transformer_params_b']} B params")
 
+    small = "t2v:256:189" if not a.dry_run else "t2v:256:9"
     if not a.skip_equivalence and a.phase == "1":
-        for case in (("t2i:256:1", "t2v:256:189") if not a.dry_run else ("t2i:256:1", "t2v:256:9")):
+        for case in ("t2i:256:1", small):
             try:
-                equivalence(pipe, case, result)
+                equivalence(pipe, case, result, yardstick_kernels=("flash",))
             except Exception as exc:  # keep going: timings still count
                 result.setdefault("errors", []).append(f"equivalence {case}: {type(exc).__name__}: {exc}")
                 log(f"equivalence {case} failed: {exc!r}")
             save()
-        vae_decode_timing(pipe, "t2v:256:189" if not a.dry_run else "t2v:256:9", result)
-        save()
-    if a.phase == "3":
-        try:
-            single_pass(pipe, "t2v:256:189" if not a.dry_run else "t2v:256:9", result, compiled_only=True)
-        except Exception as exc:
-            result.setdefault("errors", []).append(f"single pass compiled: {type(exc).__name__}: {exc}")
-            log(f"single pass compiled failed: {exc!r}")
+        if not a.dry_run:
+            vae_decode_timing(pipe, small, result)
         save()
     if a.phase == "2":
-        for case in (("t2i:256:1", "t2v:256:189") if not a.dry_run else ("t2i:256:1", "t2v:256:9")):
+        for case in ("t2v:480:189",) if not a.dry_run else (small,):
             try:
                 single_pass(pipe, case, result)
             except Exception as exc:
                 result.setdefault("errors", []).append(f"single pass {case}: {type(exc).__name__}: {exc}")
                 log(f"single pass {case} failed: {exc!r}")
             save()
-        try:
-            equivalence(pipe, "t2i:256:1", result, yardstick_kernels=("flash",))
-        except Exception as exc:
-            result.setdefault("errors", []).append(f"equivalence t2i: {type(exc).__name__}: {exc}")
-            log(f"equivalence failed: {exc!r}")
-        save()
         if not a.dry_run:
             vae_decode_timing(pipe, "t2v:480:189", result)
         save()
@@ -294,10 +290,9 @@ def main() -> int:
     if DEVICE == "cuda":
         torch.cuda.empty_cache()
     cases = a.cases or (PHASE_CASES[a.phase] if not a.dry_run else "t2i:256,i2v:256:9")
-    extra = dict(backends=("fast",), fast_options={"compile": True}) if a.phase == "3" else {}
     bench = run_benchmark(profile="nano", pipeline=pipe, cases=cases, steps=STEPS,
                           guidance=GUIDANCE, text_tokens=TEXT_TOKENS, repeats=1, out_dir=out_dir / f"bench{a.phase}",
-                          log=log, **extra)
+                          log=log)
     result["bench_rows"] = [r.__dict__ for r in bench.rows]
     save()
     print(bench.markdown)

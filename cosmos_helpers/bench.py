@@ -288,7 +288,8 @@ def run_benchmark(*, profile: str = "tiny", cases: str | Sequence[str] | None = 
 
                     stats = fast_path_stats(fast_backend.pipeline())
                     row.extra = {k: stats.get(k) for k in ("text_tower_runs", "graph_captures", "graph_replays",
-                                                          "batched_pairs", "stock_fallbacks", "graph_failures")}
+                                                          "batched_pairs", "stock_fallbacks", "graph_failures",
+                                                          "fused_kernels", "compile_error", "projection_choices")}
             except Exception as exc:  # keep the other rows
                 row.error = f"{type(exc).__name__}: {exc}"
             rows.append(row)

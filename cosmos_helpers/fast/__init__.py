@@ -12,11 +12,19 @@ switch most people use is ``DiffusersBackend(..., fast=True)``. What changes, an
   launch overhead that dominates small (text-to-image) shapes. No recompiles: one graph per shape.
 * **Attention kernel** (:mod:`.attention`): on CUDA the fastest of PyTorch's SDPA kernels (flash, cuDNN,
   memory-efficient, default) is timed per shape and used when it agrees with the default one.
+* **Stacked projections** (:mod:`.projections`, on with CUDA): q/k/v and gate/up as one matrix product each
+  where that is faster for the token count (timed once per size); the weights are stored once.
+* **Fused element-wise steps** (``compile``, on with CUDA): residual add + RMSNorm, q/k norm + rotary and
+  the SiLU gate as ``torch.compile`` kernels; if compiling fails the path continues without them.
 * **Batched guidance** (``batch_cfg``): the conditional and negative passes of a step share one pass
   through the weights (attention stays per branch). Same maths; on GPU the larger matrix products may
   round differently in bf16 (rows are independent, kernels are chosen by size).
+* **VAE decode** (:mod:`.vae`, CUDA): cuDNN picks convolution algorithms by timing them.
 * **No VAE encode of a blank video** for text-to-image/video: stock encodes an all-zero clip and then
   multiplies it by a zero mask; the fast path hands back zeros of the same shape (identical latents).
+
+``DiffusersBackend(fast=True)`` also converts the decoded video to uint8 on the GPU before copying it to
+the host (a quarter of the bytes, same values as the host-side conversion).
 
 Nothing here is approximate. Approximate speed-ups (fp8, step caching) are not part of this path.
 On CPU: graphs and kernel selection are off, the rest applies (fp32 results match stock within 1e-5).
@@ -47,8 +55,13 @@ class FastOptions:
             (``None``: on with CUDA; first call slower; pixels may differ at bf16 rounding level; latents
             unaffected).
         compile: fuse the generation tower's element-wise steps (residual add + RMSNorm, q/k norm + rotary,
-            SiLU gate) with ``torch.compile`` (CUDA only; one compile per function, shapes dynamic, first
-            call pays it). Matches the eager path to bf16 rounding.
+            SiLU gate) with ``torch.compile`` (``None``: on with CUDA; one compile per function, shapes dynamic,
+            the first call in a process pays a few seconds). Matches the eager path to bf16 rounding.
+            ``"eager"`` runs the same fused layer code without compiling it (any device).
+        fuse_projections: stack q/k/v and gate/up weights so each is one matrix product where that is
+            faster (``None``: on with CUDA). Same sums; on GPU the stacked product may round differently.
+        vae_channels_last: run the VAE decode's 3-D convolutions in channels-last memory format
+            (``None``: off; CUDA only).
     """
 
     text_cache: bool = True
@@ -58,7 +71,9 @@ class FastOptions:
     batch_cfg: bool | None = None
     skip_blank_encode: bool = True
     vae_cudnn_benchmark: bool | None = None
-    compile: bool = False
+    compile: bool | str | None = None
+    fuse_projections: bool | None = None
+    vae_channels_last: bool | None = None
 
 
 class _FastState:
@@ -101,7 +116,13 @@ def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
         resolved.batch_cfg = cuda
     if resolved.vae_cudnn_benchmark is None:
         resolved.vae_cudnn_benchmark = cuda
-    resolved.compile = bool(resolved.compile and cuda)
+    if resolved.compile is None:
+        resolved.compile = cuda
+    if resolved.fuse_projections is None:
+        resolved.fuse_projections = cuda
+    if resolved.compile != "eager":  # "eager": the fused layer code uncompiled (CPU checks, debugging)
+        resolved.compile = bool(resolved.compile and cuda)
+    resolved.vae_channels_last = bool(resolved.vae_channels_last and cuda)
     state = _FastState(pipe, options)
     state.resolved = resolved
 
@@ -113,7 +134,7 @@ def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
         state.forward = FastForward(transformer, attention=resolved.attention,
                                     cuda_graphs=bool(resolved.cuda_graphs and cuda),
                                     graph_max_tokens=resolved.graph_max_tokens, batch_cfg=bool(resolved.batch_cfg),
-                                    compile=resolved.compile)
+                                    compile=resolved.compile, fuse_projections=bool(resolved.fuse_projections))
         transformer.forward = state.forward
 
     if resolved.skip_blank_encode:
@@ -148,22 +169,12 @@ def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
         pipe.prepare_latents = fast_prepare_latents
         pipe._encode_video = fast_encode_video
 
-    if resolved.vae_cudnn_benchmark and cuda:
+    if cuda and (resolved.vae_cudnn_benchmark or resolved.vae_channels_last):
+        from .vae import FastDecode
+
         state.originals["vae.decode"] = pipe.vae.__dict__.get("decode")
-        decode = pipe.vae.decode
-
-        @functools.wraps(decode)
-        def benchmark_decode(*args, **kwargs):
-            import torch
-
-            previous = torch.backends.cudnn.benchmark
-            torch.backends.cudnn.benchmark = True
-            try:
-                return decode(*args, **kwargs)
-            finally:
-                torch.backends.cudnn.benchmark = previous
-
-        pipe.vae.decode = benchmark_decode
+        pipe.vae.decode = FastDecode(pipe.vae, cudnn_benchmark=bool(resolved.vae_cudnn_benchmark),
+                                     channels_last=bool(resolved.vae_channels_last))
 
     pipe._cosmos_fast = state
     return pipe
@@ -176,6 +187,11 @@ def disable_fast_path(pipe):
         return pipe
     if state.forward is not None:
         state.forward.reset()
+        if state.forward.projections is not None:
+            state.forward.projections.unfuse()
+    decode = pipe.vae.__dict__.get("decode")
+    if hasattr(decode, "restore"):
+        decode.restore()
     targets = {"transformer": pipe.transformer, "pipe": pipe, "vae": pipe.vae}
     for name, original in state.originals.items():
         owner, attr = name.split(".")
@@ -210,6 +226,10 @@ def fast_path_stats(pipe) -> dict[str, Any]:
     if forward is not None:
         out.update(forward.stats)
         out["text_tower_runs"] = forward.text.computed
+        out["fused_kernels"] = forward.compiled is not None
+        out["compile_error"] = forward.compile_error
+        if forward.projections is not None:
+            out["projection_choices"] = {str(k[0]): v for k, v in forward.projections.choices.items()}
         if forward.graphs is not None:
             out.update(graph_captures=forward.graphs.captures, graph_replays=forward.graphs.replays,
                        graph_failures=dict(forward.graphs.failed))

@@ -9,6 +9,7 @@ forward instead:
    maths are stock's, operation for operation, so on CPU in fp32 the result is bit-identical;
 3. (CUDA) replays that stack as a CUDA graph (:mod:`.graphs`) and uses the attention kernel picked for
    the shape (:mod:`.attention`);
+   (optional, ``fuse_projections``) multiplies by stacked q/k/v and gate/up weights (:mod:`.projections`);
 4. (optional, ``batch_cfg``) runs the conditional and the unconditional pass of a step as one batch:
    the pipeline calls the transformer twice per step with the same noisy latents and timesteps and
    different prompts; from step 2 on the negative prompt's packed inputs are known, so the conditional
@@ -22,12 +23,14 @@ cache hooks, a text index layout other than the pipeline's) goes to the stock fo
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
 
 from . import attention as attention_mod
 from .graphs import GraphCache
+from .projections import FusedProjections
 from .text_cache import TextKVCache, rotate_half
 
 _DYNAMIC = ("vision_tokens", "vision_timesteps", "sound_tokens", "sound_timesteps", "action_tokens",
@@ -52,9 +55,13 @@ class FastForward:
 
     def __init__(self, transformer, *, attention: str = "auto", cuda_graphs: bool = True,
                  graph_max_tokens: int | None = None, batch_cfg: bool = True, max_graphs: int = 8,
-                 compile: bool = False) -> None:
+                 compile: bool | str = False, fuse_projections: bool = False) -> None:
         self.transformer = transformer
-        self.compiled = compiled_kernels() if compile and fusable(transformer) else None
+        self.compiled = None
+        if compile and fusable(transformer):
+            self.compiled = eager_kernels() if compile == "eager" else compiled_kernels()
+        self._compiled_ok = False
+        self.projections = FusedProjections(transformer) if fuse_projections else None
         self.stock_forward = transformer.forward
         self.attention = attention
         self.batch_cfg = batch_cfg
@@ -66,6 +73,7 @@ class FastForward:
         self._history: list[dict] = []  # the last two calls' kwargs (to recognise a CFG pair)
         self._stash: tuple[dict, Any] | None = None
         self.stats = {"calls": 0, "stock_fallbacks": 0, "batched_pairs": 0, "stash_hits": 0, "stash_misses": 0}
+        self.compile_error: str | None = None
 
     # ------------------------------------------------------------------------------------------------
     def reset(self) -> None:
@@ -240,13 +248,16 @@ class FastForward:
         else:
             inputs = (torch.cat(hidden), torch.cat(cos_gen), torch.cat(sin_gen))
         bufs = [entry.buf for entry in entries]
+        proj = self.projections if self.projections is not None and self.projections.refresh() else None
+        use = proj.choice(inputs[0]) if proj is not None else None
 
         def stack(x, cos, sin):
-            return self._generation_stack(x, cos, sin, bufs, sizes)
+            return self._generation_stack(x, cos, sin, bufs, sizes, use)
 
         if self.graphs is not None:
             key = (tuple(id(b) for b in bufs), tuple((b.und_len, b.n_gen) for b in bufs), str(dtype), self.attention,
-                   torch.is_inference_mode_enabled())
+                   torch.is_inference_mode_enabled(), proj.refreshes if proj else None,
+                   tuple(sorted(use.items())) if use else None, self.compiled is not None)
             out = self.graphs.run(key, stack, inputs, bufs, n_tokens=sum(sizes))
         else:
             out = stack(*inputs)
@@ -256,28 +267,53 @@ class FastForward:
             start += n_gen
         return results
 
-    def _generation_stack(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, bufs, sizes) -> torch.Tensor:
-        """Stock's generation pathway through every layer, reading the cached text keys/values."""
+    def _generation_stack(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, bufs, sizes,
+                          use: dict[str, bool] | None = None) -> torch.Tensor:
+        """Stock's generation pathway through every layer, reading the cached text keys/values.
+
+        ``use`` (with fused projections) says which products run stacked; ``None`` = stock's own modules.
+        """
         if self.compiled is not None:
-            return self._generation_stack_fused(x, cos, sin, bufs, sizes)
+            if self._compiled_ok or (x.is_cuda and torch.cuda.is_current_stream_capturing()):
+                return self._generation_stack_fused(x, cos, sin, bufs, sizes, use)
+            try:
+                out = self._generation_stack_fused(x, cos, sin, bufs, sizes, use)
+                self._compiled_ok = True
+                return out
+            except Exception as exc:  # no Triton / compiler on this host: keep going without fused kernels
+                self.compile_error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+                warnings.warn(f"fast path: torch.compile failed ({self.compile_error}); continuing without fused "
+                              "element-wise kernels (FastOptions(compile=False) silences this).", stacklevel=2)
+                self.compiled = None
         t = self.transformer
         cos = cos.unsqueeze(1)
         sin = sin.unsqueeze(1)
         for index, layer in enumerate(t.layers):
             attn = layer.self_attn
             normed = layer.input_layernorm_moe_gen(x)
-            q = attn.add_q_proj(normed).view(-1, attn.num_attention_heads, attn.head_dim)
-            k = attn.add_k_proj(normed).view(-1, attn.num_key_value_heads, attn.head_dim)
-            v = attn.add_v_proj(normed).view(-1, attn.num_key_value_heads, attn.head_dim)
+            q, k, v = self._qkv(index, attn, normed, use)
             q = attn.norm_added_q(q)
             k = attn.norm_added_k(k)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
             full = self._attend(index, q, k, v, bufs, sizes)
             residual = x + attn.to_add_out(full.flatten(-2, -1))
-            x = residual + layer.mlp_moe_gen(layer.post_attention_layernorm_moe_gen(residual))
+            mlp = layer.mlp_moe_gen
+            normed2 = layer.post_attention_layernorm_moe_gen(residual)
+            if use is not None and self.projections.gate_up[index] is not None:
+                gate, up = self.projections.gate_up[index](normed2, use["gate_up"])
+                x = residual + mlp.down_proj(mlp.act_fn(gate) * up)
+            else:
+                x = residual + mlp(normed2)
         return t.norm_moe_gen(x)
 
+    def _qkv(self, index: int, attn, normed: torch.Tensor, use: dict[str, bool] | None):
+        if use is None:
+            q, k, v = attn.add_q_proj(normed), attn.add_k_proj(normed), attn.add_v_proj(normed)
+        else:
+            q, k, v = self.projections.qkv[index](normed, use["qkv"])
+        return (q.view(-1, attn.num_attention_heads, attn.head_dim), k.view(-1, attn.num_key_value_heads, attn.head_dim),
+                v.view(-1, attn.num_key_value_heads, attn.head_dim))
 
     def _attend(self, index, q, k, v, bufs, sizes):
         outs, start = [], 0
@@ -291,7 +327,7 @@ class FastForward:
             start += n
         return outs[0] if len(outs) == 1 else torch.cat(outs)
 
-    def _generation_stack_fused(self, x, cos, sin, bufs, sizes):
+    def _generation_stack_fused(self, x, cos, sin, bufs, sizes, use=None):
         """The same layer maths with the element-wise steps fused by ``torch.compile`` (opt-in, CUDA).
 
         Fused: residual add + RMSNorm, q/k RMSNorm + rotary, SiLU gate * up. Matrix products and attention
@@ -306,16 +342,18 @@ class FastForward:
         normed = k_["rms"](x, first.weight, first.eps)
         for index, layer in enumerate(layers):
             attn = layer.self_attn
-            q = attn.add_q_proj(normed).view(-1, attn.num_attention_heads, attn.head_dim)
-            k = attn.add_k_proj(normed).view(-1, attn.num_key_value_heads, attn.head_dim)
-            v = attn.add_v_proj(normed).view(-1, attn.num_key_value_heads, attn.head_dim)
+            q, k, v = self._qkv(index, attn, normed, use)
             q = k_["rms_rope"](q, attn.norm_added_q.weight, attn.norm_added_q.eps, cos, sin)
             k = k_["rms_rope"](k, attn.norm_added_k.weight, attn.norm_added_k.eps, cos, sin)
             full = self._attend(index, q, k, v, bufs, sizes)
             post = layer.post_attention_layernorm_moe_gen
             residual, normed2 = k_["add_rms"](x, attn.to_add_out(full.flatten(-2, -1)), post.weight, post.eps)
             mlp = layer.mlp_moe_gen
-            mlp_out = mlp.down_proj(k_["silu_mul"](mlp.gate_proj(normed2), mlp.up_proj(normed2)))
+            if use is not None and self.projections.gate_up[index] is not None:
+                gate, up = self.projections.gate_up[index](normed2, use["gate_up"])
+            else:
+                gate, up = mlp.gate_proj(normed2), mlp.up_proj(normed2)
+            mlp_out = mlp.down_proj(k_["silu_mul"](gate, up))
             nxt = layers[index + 1].input_layernorm_moe_gen if index + 1 < len(layers) else t.norm_moe_gen
             x, normed = k_["add_rms"](residual, mlp_out, nxt.weight, nxt.eps)
         return normed
@@ -353,6 +391,11 @@ def fusable(transformer) -> bool:
              layer.self_attn.norm_added_k, transformer.norm_moe_gen]
     return (all(type(n) is RMSNorm and n.weight is not None and getattr(n, "bias", None) is None for n in norms)
             and layer.mlp_moe_gen.hidden_act == "silu")
+
+
+def eager_kernels() -> dict:
+    """The fused path's functions uncompiled: the same maths, for checking the fused layer wiring on CPU."""
+    return {"rms": _rms, "rms_rope": _rms_rope, "add_rms": _add_rms, "silu_mul": _silu_mul}
 
 
 def compiled_kernels(dynamic: bool = True) -> dict:

@@ -76,12 +76,23 @@ def _max_rel(a, b):
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
 
 
-@pytest.mark.parametrize("batch_cfg", [False, True], ids=["sequential_cfg", "batched_cfg"])
+# Every switch that also runs on CPU: batched guidance, stacked q/k/v and gate/up products, and the fused
+# layer code that ``compile=True`` compiles on CUDA (here uncompiled: ``compile="eager"``).
+VARIANTS = {
+    "sequential_cfg": dict(batch_cfg=False),
+    "batched_cfg": dict(batch_cfg=True),
+    "all_cpu_switches": dict(batch_cfg=True, fuse_projections=True, compile="eager"),
+}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("case", list(CASES))
-def test_fast_matches_stock(pipe, case, batch_cfg):
+def test_fast_matches_stock(pipe, case, variant):
+    options = VARIANTS[variant]
+    batch_cfg = options["batch_cfg"]
     assert not is_fast(pipe)
     stock = _run(pipe, case)
-    enable_fast_path(pipe, batch_cfg=batch_cfg)
+    enable_fast_path(pipe, **options)
     try:
         fast = _run(pipe, case)
         stats = fast_path_stats(pipe)
@@ -90,11 +101,11 @@ def test_fast_matches_stock(pipe, case, batch_cfg):
     assert not is_fast(pipe)
     assert fast["latents"].shape == stock["latents"].shape
     diff = _max_rel(fast["latents"], stock["latents"])
-    print(f"{case} batch_cfg={batch_cfg}: max rel diff of final latents {diff:.3e}")
+    print(f"{case} {variant}: max rel diff of final latents {diff:.3e}")
     assert diff <= TOL, f"{case}: {diff}"
     if "sound" in stock:
         sdiff = _max_rel(fast["sound"], stock["sound"])
-        print(f"{case} batch_cfg={batch_cfg}: max rel diff of final sound latents {sdiff:.3e}")
+        print(f"{case} {variant}: max rel diff of final sound latents {sdiff:.3e}")
         assert sdiff <= TOL
     # the fast path really ran: text tower once per prompt (cond + negative), never the stock forward
     assert stats["stock_fallbacks"] == 0
@@ -104,6 +115,9 @@ def test_fast_matches_stock(pipe, case, batch_cfg):
         assert stats["batched_pairs"] == STEPS - 1 and stats["stash_hits"] == STEPS - 1
     if case in ("t2i", "t2v", "t2v_sound"):
         assert stats["blank_encodes_skipped"] == 1
+    if variant == "all_cpu_switches":  # the stacked products and the fused layer code really ran
+        assert stats["fused_kernels"] and stats["projection_choices"]
+        assert all(choice == {"qkv": True, "gate_up": True} for choice in stats["projection_choices"].values())
 
 
 def test_fast_path_is_bit_identical_without_batching(pipe):
@@ -150,3 +164,23 @@ def test_backend_switch(monkeypatch, tmp_path):
         assert stock.pipeline() is pipe and not is_fast(pipe)
     finally:
         free_pipeline()
+
+
+def test_compile_failure_falls_back_with_a_warning(pipe):
+    """A host without a working compiler keeps generating (unfused) and says why, once."""
+    stock = _run(pipe, "t2v")
+    enable_fast_path(pipe, compile="eager")
+    try:
+        forward = pipe.transformer.forward
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("no working C compiler")
+
+        forward.compiled = dict.fromkeys(forward.compiled, broken)
+        with pytest.warns(UserWarning, match="torch.compile failed"):
+            fast = _run(pipe, "t2v")
+        stats = fast_path_stats(pipe)
+    finally:
+        disable_fast_path(pipe)
+    assert stats["fused_kernels"] is False and "no working C compiler" in stats["compile_error"]
+    assert _max_rel(fast["latents"], stock["latents"]) <= TOL

@@ -222,12 +222,76 @@ def vae_decode_timing(pipe, case: str, out: dict) -> None:
     log(f"vae decode {case}: {res}")
 
 
+def anatomy(pipe, case: str, out: dict) -> None:
+    """Where a warm fast-path call spends its time: per-step wall time vs the captured pass alone, and decode."""
+    from cosmos_helpers.backends.diffusers import DiffusersBackend
+    from cosmos_helpers.bench import Case, build_request
+
+    backend = DiffusersBackend("tiny", device=DEVICE, fast=True, progress=False)
+    request = build_request(Case.parse(case, 189), profile="nano", steps=STEPS, guidance=GUIDANCE,
+                            text_tokens=TEXT_TOKENS, seed=0)
+    from cosmos_helpers.fast import enable_fast_path
+
+    enable_fast_path(pipe)
+    kwargs = backend.pipeline_kwargs(request)
+    marks: list[float] = []
+    decode_s: list[float] = []
+    decode = pipe.vae.decode
+
+    def timed_decode(*args, **kw):
+        sync()
+        t0 = time.perf_counter()
+        result = decode(*args, **kw)
+        sync()
+        decode_s.append(time.perf_counter() - t0)
+        return result
+
+    def on_step(_pipe, step, _t, cb):
+        sync()
+        marks.append(time.perf_counter())
+        return cb
+
+    pipe.vae.decode = timed_decode
+    try:
+        for _ in range(2):  # the second call is the warm one
+            marks.clear()
+            decode_s.clear()
+            sync()
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(0), callback_on_step_end=on_step,
+                     output_type="pt")
+            sync()
+            total = time.perf_counter() - t0
+    finally:
+        pipe.vae.decode = decode
+    steps = [b - a for a, b in zip(marks, marks[1:])]
+    steps.sort()
+    graphs = pipe.transformer.forward.graphs
+    replay_ms = {}
+    for key, captured in (graphs.graphs.items() if graphs is not None else ()):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            captured.graph.replay()
+        end.record()
+        end.synchronize()
+        replay_ms[str(key[1])] = round(start.elapsed_time(end) / 5, 2)
+    res = {"total_s": round(total, 3), "first_step_s": round(marks[0] - t0, 3) if marks else None,
+           "step_ms_median": round(steps[len(steps) // 2] * 1e3, 2) if steps else None,
+           "steps_s": round(marks[-1] - marks[0], 3) if marks else None,
+           "decode_s": [round(x, 3) for x in decode_s], "graph_replay_ms": replay_ms}
+    out.setdefault("anatomy", {})[case] = res
+    log(f"anatomy {case}: {res}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", default="1")
     ap.add_argument("--cases", default=None)
     ap.add_argument("--out", default=os.environ.get("OUT", "outputs/gpu"))
     ap.add_argument("--skip-equivalence", action="store_true")
+    ap.add_argument("--anatomy", default="", help="cases to break down after the benchmark, e.g. t2v:256:189")
     ap.add_argument("--dry-run", action="store_true", help="CPU, shrunken model, 2 steps: checks the script only")
     a = ap.parse_args()
     global STEPS, DEVICE, TEXT_TOKENS
@@ -295,6 +359,14 @@ def main() -> int:
                           log=log)
     result["bench_rows"] = [r.__dict__ for r in bench.rows]
     save()
+    if a.anatomy:
+        for case in a.anatomy.split(","):
+            try:
+                anatomy(pipe, case, result)
+            except Exception as exc:
+                result.setdefault("errors", []).append(f"anatomy {case}: {type(exc).__name__}: {exc}")
+                log(f"anatomy {case} failed: {exc!r}")
+            save()
     print(bench.markdown)
     return 0
 

@@ -61,7 +61,8 @@ class FastOptions:
         fuse_projections: stack q/k/v and gate/up weights so each is one matrix product where that is
             faster (``None``: on with CUDA). Same sums; on GPU the stacked product may round differently.
         vae_channels_last: run the VAE decode's 3-D convolutions in channels-last memory format
-            (``None``: off; CUDA only).
+            (``None``: on with CUDA; measured 0.83 -> 0.70 s at 256p, 189 frames; the first decode of a shape
+            pays cuDNN's algorithm search, about 2.5 s).
     """
 
     text_cache: bool = True
@@ -122,6 +123,8 @@ def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
         resolved.fuse_projections = cuda
     if resolved.compile != "eager":  # "eager": the fused layer code uncompiled (CPU checks, debugging)
         resolved.compile = bool(resolved.compile and cuda)
+    if resolved.vae_channels_last is None:
+        resolved.vae_channels_last = cuda
     resolved.vae_channels_last = bool(resolved.vae_channels_last and cuda)
     state = _FastState(pipe, options)
     state.resolved = resolved

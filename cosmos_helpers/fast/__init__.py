@@ -60,9 +60,9 @@ class FastOptions:
             ``"eager"`` runs the same fused layer code without compiling it (any device).
         fuse_projections: stack q/k/v and gate/up weights so each is one matrix product where that is
             faster (``None``: on with CUDA). Same sums; on GPU the stacked product may round differently.
-        vae_channels_last: run the VAE decode's 3-D convolutions in channels-last memory format
-            (``None``: on with CUDA; measured 0.83 -> 0.70 s at 256p, 189 frames; the first decode of a shape
-            pays cuDNN's algorithm search, about 2.5 s).
+        vae_channels_last: run the VAE decode's 3-D convolutions of videos in channels-last memory format
+            (``None``: on with CUDA; measured 0.83 -> 0.70 s at 256p and 4.14 -> 3.80 s at 480p, 189 frames;
+            the first decode of a shape pays cuDNN's algorithm search once). Images are decoded as stock.
     """
 
     text_cache: bool = True

@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     # backends
     "DiffusersBackend": "backends.diffusers",
     "free_pipeline": "backends.diffusers",
+    "FastOptions": "fast",
     "VllmOmniBackend": "backends.vllm_omni",
     "AsyncVllmOmniBackend": "backends.vllm_omni",
     "serve_command": "backends.vllm_omni",
@@ -76,6 +77,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only
     from .backends.diffusers import DiffusersBackend, free_pipeline
+    from .fast import FastOptions
     from .errors import (BackendUnavailableError, CosmosHelpersError, GenerationTimeoutError, GuardrailError,
                          OutputExistsError, ServerError, ValidationError)
     from .presets import ASPECT_RATIOS, PROFILES, VIDEO_SIZES, Profile, get_profile, size_for

@@ -14,11 +14,14 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from ..errors import BackendUnavailableError, GuardrailError, ValidationError
+
+if TYPE_CHECKING:
+    from ..fast import FastOptions
 from ..request import GenerationRequest
 from ..result import Generation
 
@@ -57,7 +60,9 @@ class DiffusersBackend:
         safety_checker: an object with ``check_text_safety(str) -> bool`` and ``check_video_safety(frames)
             -> frames | None``; default: ``cosmos_guardrail.CosmosSafetyChecker`` when requested and installed.
         fast: patch the pipeline with ``cosmos_helpers.fast.enable_fast_path`` (same outputs, less work per
-            step: text keys/values once per prompt, CUDA graphs and a tuned attention kernel on GPU).
+            step: text keys/values once per prompt, CUDA graphs, tuned kernels and fused steps on GPU). ``True``
+            uses the defaults; a ``cosmos_helpers.fast.FastOptions`` picks switches, e.g.
+            ``FastOptions(compile=False)`` to skip the first call's kernel compilation.
     """
 
     name = "diffusers"
@@ -73,7 +78,7 @@ class DiffusersBackend:
         scheduler: Any = None,
         safety_checker: Any = None,
         token: str | None = None,
-        fast: bool = False,
+        fast: bool | FastOptions = False,
     ) -> None:
         self.model = None if model is None else str(model)
         self.device = device
@@ -279,12 +284,15 @@ class DiffusersBackend:
         return self.safety_checker
 
 
-def _fast_switch(pipe, fast: bool):
-    """Patch the shared pipeline for ``fast=True`` backends, restore stock for the others."""
+def _fast_switch(pipe, fast: bool | FastOptions):
+    """Patch the shared pipeline for fast backends (with their options), restore stock for the others."""
     if fast or getattr(pipe, "_cosmos_fast", None) is not None:
-        from ..fast import disable_fast_path, enable_fast_path
+        from ..fast import FastOptions, disable_fast_path, enable_fast_path
 
-        enable_fast_path(pipe) if fast else disable_fast_path(pipe)
+        if not fast:
+            disable_fast_path(pipe)
+        else:
+            enable_fast_path(pipe, fast if isinstance(fast, FastOptions) else None)
     return pipe
 
 

@@ -162,6 +162,10 @@ def test_backend_switch(monkeypatch, tmp_path):
         assert is_fast(pipe)
         stock = DiffusersBackend("tiny", device="cpu", progress=False)
         assert stock.pipeline() is pipe and not is_fast(pipe)
+        from cosmos_helpers.fast import FastOptions
+
+        chosen = DiffusersBackend("tiny", device="cpu", fast=FastOptions(batch_cfg=False), progress=False)
+        assert chosen.pipeline() is pipe and fast_path_stats(pipe)["options"]["batch_cfg"] is False
     finally:
         free_pipeline()
 

@@ -19,7 +19,8 @@ switch most people use is ``DiffusersBackend(..., fast=True)``. What changes, an
 * **Batched guidance** (``batch_cfg``): the conditional and negative passes of a step share one pass
   through the weights (attention stays per branch). Same maths; on GPU the larger matrix products may
   round differently in bf16 (rows are independent, kernels are chosen by size).
-* **VAE decode** (:mod:`.vae`, CUDA): cuDNN picks convolution algorithms by timing them.
+* **VAE decode** (:mod:`.vae`, CUDA): cuDNN picks convolution algorithms by timing them, and video decodes
+  run channels-last (pixels may differ at bf16 rounding; latents are unaffected).
 * **No VAE encode of a blank video** for text-to-image/video: stock encodes an all-zero clip and then
   multiplies it by a zero mask; the fast path hands back zeros of the same shape (identical latents).
 
@@ -27,7 +28,9 @@ switch most people use is ``DiffusersBackend(..., fast=True)``. What changes, an
 the host (a quarter of the bytes, same values as the host-side conversion).
 
 Nothing here is approximate. Approximate speed-ups (fp8, step caching) are not part of this path.
-On CPU: graphs and kernel selection are off, the rest applies (fp32 results match stock within 1e-5).
+On CPU: graphs, kernel timing, compilation and stacked products are off by default, the rest applies (fp32
+results match stock within 1e-5, measured 0; the tests switch stacked products and the uncompiled fused layer
+code on as well).
 """
 
 from __future__ import annotations

@@ -53,6 +53,10 @@ class LineProgress:
         self.postfix = text
         self._maybe_report()
 
+    def set_description(self, desc: str | None = None, refresh: bool = True) -> None:
+        self.desc = desc or ""
+        self._maybe_report()
+
     def refresh(self) -> None:
         self._maybe_report()
 

@@ -150,3 +150,15 @@ def test_same_spec_over_the_vllm_omni_protocol_matches_diffusers(clip_dir, tmp_p
     settings = getattr(execute, "ENCODER", {})  # encode like the server does, then compare decoded frames
     media.write_mp4(tmp_path / "local.mp4", local.frames, local.fps, **settings)
     assert np.array_equal(served, media.read_video(tmp_path / "local.mp4").frames)
+
+
+def test_progress_in_a_static_run_reports_chunks(clip_dir, monkeypatch, capsys):
+    """What ``run-cookbooks`` (papermill) sees: one plain summary line naming the last chunk."""
+    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
+
+    monkeypatch.delenv("COSMOS_HELPERS_NO_PROGRESS", raising=False)
+    monkeypatch.setenv("COSMOS_HELPERS_STATIC", "1")
+    spec = write(clip_dir, "edge13_progress", base(vision_path="rgb.mp4", edge={}, num_frames=13))
+    run_transfer(spec, progress=True)
+    out = capsys.readouterr().out
+    assert "transfer chunk 2/2: 4/4 step in " in out

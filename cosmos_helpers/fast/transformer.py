@@ -300,8 +300,8 @@ class FastForward:
             residual = x + attn.to_add_out(full.flatten(-2, -1))
             mlp = layer.mlp_moe_gen
             normed2 = layer.post_attention_layernorm_moe_gen(residual)
-            if use is not None and self.projections.gate_up[index] is not None:
-                gate, up = self.projections.gate_up[index](normed2, use["gate_up"])
+            if self._stacked_gate_up(index, use):
+                gate, up = self._gate_up(index, mlp, normed2, use)
                 x = residual + mlp.down_proj(mlp.act_fn(gate) * up)
             else:
                 x = residual + mlp(normed2)
@@ -314,6 +314,14 @@ class FastForward:
             q, k, v = self.projections.qkv[index](normed, use["qkv"])
         return (q.view(-1, attn.num_attention_heads, attn.head_dim), k.view(-1, attn.num_key_value_heads, attn.head_dim),
                 v.view(-1, attn.num_key_value_heads, attn.head_dim))
+
+    def _stacked_gate_up(self, index: int, use: dict[str, bool] | None) -> bool:
+        return use is not None and self.projections.gate_up[index] is not None
+
+    def _gate_up(self, index: int, mlp, h: torch.Tensor, use: dict[str, bool] | None):
+        if self._stacked_gate_up(index, use):
+            return self.projections.gate_up[index](h, use["gate_up"])
+        return mlp.gate_proj(h), mlp.up_proj(h)
 
     def _attend(self, index, q, k, v, bufs, sizes):
         outs, start = [], 0
@@ -328,7 +336,7 @@ class FastForward:
         return outs[0] if len(outs) == 1 else torch.cat(outs)
 
     def _generation_stack_fused(self, x, cos, sin, bufs, sizes, use=None):
-        """The same layer maths with the element-wise steps fused by ``torch.compile`` (opt-in, CUDA).
+        """The same layer maths with the element-wise steps fused by ``torch.compile`` (default on CUDA).
 
         Fused: residual add + RMSNorm, q/k RMSNorm + rotary, SiLU gate * up. Matrix products and attention
         are unchanged. Results match the eager path to bf16 rounding (the fused kernels keep fp32 inside).
@@ -349,10 +357,7 @@ class FastForward:
             post = layer.post_attention_layernorm_moe_gen
             residual, normed2 = k_["add_rms"](x, attn.to_add_out(full.flatten(-2, -1)), post.weight, post.eps)
             mlp = layer.mlp_moe_gen
-            if use is not None and self.projections.gate_up[index] is not None:
-                gate, up = self.projections.gate_up[index](normed2, use["gate_up"])
-            else:
-                gate, up = mlp.gate_proj(normed2), mlp.up_proj(normed2)
+            gate, up = self._gate_up(index, mlp, normed2, use)
             mlp_out = mlp.down_proj(k_["silu_mul"](gate, up))
             nxt = layers[index + 1].input_layernorm_moe_gen if index + 1 < len(layers) else t.norm_moe_gen
             x, normed = k_["add_rms"](residual, mlp_out, nxt.weight, nxt.eps)

@@ -440,12 +440,22 @@ def test_sync_timeout_counts_queueing(storage):
 
     import httpx
 
+    import threading
+
     with ThreadedServer(storage_dir=storage / "timeout", sync_timeout=0.3) as slow:
-        response = httpx.post(f"{slow.url}/v1/videos/sync", files=multipart(form(num_inference_steps="12")),
-                              timeout=30)
-        assert_envelope(response, 504, "Video generation timed out after 0.3s")
-        with pytest.raises(GenerationTimeoutError, match="504"):
-            VllmOmniBackend(slow.url, progress=False).generate(small_request(num_inference_steps=12))
+        # a generation already running holds the serial worker, so these requests only wait in the queue:
+        # the timeout must count that wait (deterministic, whatever this machine's speed)
+        release = threading.Event()
+        blocker = slow.app.state.worker.submit("blocker", lambda _ctx: release.wait(60))
+        try:
+            response = httpx.post(f"{slow.url}/v1/videos/sync", files=multipart(form(num_inference_steps="2")),
+                                  timeout=30)
+            assert_envelope(response, 504, "Video generation timed out after 0.3s")
+            with pytest.raises(GenerationTimeoutError, match="504"):
+                VllmOmniBackend(slow.url, progress=False).generate(small_request(num_inference_steps=2))
+        finally:
+            release.set()
+        blocker.result(timeout=30)
         deadline = time.monotonic() + 30
         while (slow.app.state.worker.current or not slow.app.state.worker._queue.empty()) and \
                 time.monotonic() < deadline:

@@ -312,8 +312,9 @@ class FastForward:
             q, k, v = attn.add_q_proj(normed), attn.add_k_proj(normed), attn.add_v_proj(normed)
         else:
             q, k, v = self.projections.qkv[index](normed, use["qkv"])
-        return (q.view(-1, attn.num_attention_heads, attn.head_dim), k.view(-1, attn.num_key_value_heads, attn.head_dim),
-                v.view(-1, attn.num_key_value_heads, attn.head_dim))
+        kv_heads = attn.num_key_value_heads
+        return (q.view(-1, attn.num_attention_heads, attn.head_dim), k.view(-1, kv_heads, attn.head_dim),
+                v.view(-1, kv_heads, attn.head_dim))
 
     def _stacked_gate_up(self, index: int, use: dict[str, bool] | None) -> bool:
         return use is not None and self.projections.gate_up[index] is not None

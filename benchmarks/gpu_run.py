@@ -313,6 +313,15 @@ def main() -> int:
     def save():
         (out_dir / f"gpu_phase{a.phase}.json").write_text(json.dumps(result, indent=1, default=str))
 
+    def attempt(label: str, step, *args) -> None:
+        """Run one measurement; a failure is recorded and the remaining measurements still run."""
+        try:
+            step(*args)
+        except Exception as exc:
+            result.setdefault("errors", []).append(f"{label}: {type(exc).__name__}: {exc}")
+            log(f"{label} failed: {exc!r}")
+        save()
+
     if a.phase == "1" and not a.dry_run:
         attention_microbench(result)
         save()
@@ -328,23 +337,13 @@ def main() -> int:
     small = "t2v:256:189" if not a.dry_run else "t2v:256:9"
     if not a.skip_equivalence and a.phase == "1":
         for case in ("t2i:256:1", small):
-            try:
-                equivalence(pipe, case, result, yardstick_kernels=("flash",))
-            except Exception as exc:  # keep going: timings still count
-                result.setdefault("errors", []).append(f"equivalence {case}: {type(exc).__name__}: {exc}")
-                log(f"equivalence {case} failed: {exc!r}")
-            save()
+            attempt(f"equivalence {case}", lambda c=case: equivalence(pipe, c, result, yardstick_kernels=("flash",)))
         if not a.dry_run:
             vae_decode_timing(pipe, small, result)
         save()
     if a.phase == "2":
         for case in ("t2v:480:189",) if not a.dry_run else (small,):
-            try:
-                single_pass(pipe, case, result)
-            except Exception as exc:
-                result.setdefault("errors", []).append(f"single pass {case}: {type(exc).__name__}: {exc}")
-                log(f"single pass {case} failed: {exc!r}")
-            save()
+            attempt(f"single pass {case}", single_pass, pipe, case, result)
         if not a.dry_run:
             vae_decode_timing(pipe, "t2v:480:189", result)
         save()
@@ -361,12 +360,7 @@ def main() -> int:
     save()
     if a.anatomy:
         for case in a.anatomy.split(","):
-            try:
-                anatomy(pipe, case, result)
-            except Exception as exc:
-                result.setdefault("errors", []).append(f"anatomy {case}: {type(exc).__name__}: {exc}")
-                log(f"anatomy {case} failed: {exc!r}")
-            save()
+            attempt(f"anatomy {case}", anatomy, pipe, case, result)
     print(bench.markdown)
     return 0
 

@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # describing and saving generations
     "GenerationRequest": "request",
-    "MODES": "request",
+    "MODES": "presets",
     "Generation": "result",
     "find_saved": "result",
     "generate_and_save": "workflow",
@@ -82,6 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only
                          OutputExistsError, ServerError, ValidationError)
     from .presets import ASPECT_RATIOS, PROFILES, VIDEO_SIZES, Profile, get_profile, size_for
     from .prompts import caption_summary, compact, load_caption
-    from .request import MODES, GenerationRequest
+    from .presets import MODES
+    from .request import GenerationRequest
     from .result import Generation, find_saved
     from .workflow import generate_and_save

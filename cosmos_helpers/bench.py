@@ -176,13 +176,12 @@ def _torch():
 def _diffusers_backends(profile: str, random_nano: bool, device: str | None, dtype: Any, sound: bool,
                         fast_options: dict | None, pipeline: Any = None):
     from .backends.diffusers import DiffusersBackend
+    from .fast import FastOptions
 
+    fast_setting = FastOptions(**fast_options) if fast_options else True
     if not random_nano and pipeline is None:
-        from .presets import get_profile
-
-        model = get_profile(profile).model
-        stock = DiffusersBackend(model, device=device, dtype=dtype, progress=False)
-        fast = DiffusersBackend(model, device=device, dtype=dtype, progress=False, fast=True)
+        stock = DiffusersBackend(device=device, dtype=dtype, progress=False)
+        fast = DiffusersBackend(device=device, dtype=dtype, progress=False, fast=fast_setting)
         return stock, fast
 
     prebuilt: dict[str, Any] = {} if pipeline is None else {"pipe": pipeline}
@@ -200,18 +199,9 @@ def _diffusers_backends(profile: str, random_nano: bool, device: str | None, dty
     if pipeline is not None:  # a pipeline built by the caller: its own device and dtype
         device = device or str(next(pipeline.transformer.parameters()).device)
         dtype = dtype or pipeline.transformer.dtype
-    name = "random-nano" if pipeline is None else f"prebuilt-{id(pipeline)}"
-    stock = RandomNanoBackend(name, device=device, dtype=dtype, progress=False)
-    fast = RandomNanoBackend(name, device=device, dtype=dtype, progress=False, fast=True)
+    stock = RandomNanoBackend(device=device, dtype=dtype, progress=False)
+    fast = RandomNanoBackend(device=device, dtype=dtype, progress=False, fast=fast_setting)
     return stock, fast
-
-
-def _apply_fast_options(backend, options: dict | None) -> None:
-    if not options:
-        return
-    from .fast import enable_fast_path
-
-    enable_fast_path(backend.pipeline(), **options)
 
 
 def run_benchmark(*, profile: str = "tiny", cases: str | Sequence[str] | None = None, steps: int | None = None,
@@ -230,7 +220,7 @@ def run_benchmark(*, profile: str = "tiny", cases: str | Sequence[str] | None = 
     steps = steps or DEFAULT_STEPS.get(profile, 35)
     from .presets import get_profile
 
-    default_frames = frames or get_profile(profile).num_frames
+    default_frames = frames or get_profile(profile).defaults("text2video").num_frames
     case_list = [Case.parse(c, default_frames) for c in
                  (cases.split(",") if isinstance(cases, str) else cases or DEFAULT_CASES[profile].split(","))]
     backends = [b for b in backends if b != "vllm"] + (["vllm"] if vllm_url else [])
@@ -268,8 +258,6 @@ def run_benchmark(*, profile: str = "tiny", cases: str | Sequence[str] | None = 
         for name, runner in runners.items():
             row = Row(case=case.label, mode=case.mode, tier=case.tier, frames=case.frames, backend=name)
             try:
-                if name == "fast":
-                    _apply_fast_options(fast_backend, fast_options)
                 frames_out, row.cold_s, peak = runner(request)
                 peaks = [peak] if peak is not None else []
                 for _ in range(repeats):
@@ -286,7 +274,7 @@ def run_benchmark(*, profile: str = "tiny", cases: str | Sequence[str] | None = 
                 if name == "fast":
                     from .fast import fast_path_stats
 
-                    stats = fast_path_stats(fast_backend.pipeline())
+                    stats = fast_path_stats(fast_backend.pipeline(request.model))
                     row.extra = {k: stats.get(k) for k in ("text_tower_runs", "graph_captures", "graph_replays",
                                                           "batched_pairs", "stock_fallbacks", "graph_failures",
                                                           "fused_kernels", "compile_error", "projection_choices")}

@@ -1,9 +1,10 @@
-"""Reading and writing images, video and sound, atomically and without silent overwrites.
+"""The one reader and writer of images, video and sound: atomic, never clobbering, with the usual file mode.
 
-Video goes through PyAV (FFmpeg's libraries): H.264 in yuv420p, which every browser plays, with AAC
-stereo at 48 kHz muxed in when there is sound. Every write goes to a temporary name in the target folder
-and is published with ``os.link`` (which refuses to clobber) or ``os.replace`` when overwriting was asked
-for, so a crash or a full disk never leaves a half-written final file.
+Video goes through PyAV (FFmpeg's libraries): H.264 in yuv420p, which every browser plays, with AAC stereo at
+48 kHz muxed in when there is sound. Every write goes to a temporary name in the target folder and is
+published with ``os.link`` (which refuses to clobber) or ``os.replace`` when overwriting was asked for, so a
+crash or a full disk never leaves a half-written final file. Published files get the mode the process umask
+gives (``0666 & ~umask``), like any other tool's output, so a shared workshop folder can read them.
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import math
 import os
+import shutil
 import tempfile
+import threading
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -23,9 +27,19 @@ from .errors import OutputExistsError, ValidationError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 VIDEO_SUFFIXES = (".mp4", ".mov", ".mkv", ".webm", ".avi", ".gif")
+SOUND_SAMPLE_RATE = 48_000
+_UMASK_LOCK = threading.Lock()
 
 
 # Atomic publishing ---------------------------------------------------------------------------------
+
+
+def file_mode() -> int:
+    """The mode a newly created file gets under the current umask (``0o644`` with the usual ``022``)."""
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
 
 
 @contextlib.contextmanager
@@ -46,27 +60,39 @@ def atomic_path(final: str | Path, *, overwrite: bool = False) -> Iterator[Path]
         yield tmp
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
-        if overwrite:
-            os.replace(tmp, final)
-        else:
-            try:
-                os.link(tmp, final)
-            except FileExistsError:
-                raise OutputExistsError(f"{final} appeared while writing; pass overwrite=True or choose another name.") from None
-            except OSError:
-                # Filesystems without hard links: fall back to a checked rename.
-                if final.exists():
-                    raise OutputExistsError(f"{final} already exists; pass overwrite=True or choose another name.") from None
-                os.replace(tmp, final)
+        os.chmod(tmp, file_mode())  # mkstemp made it 0600
+        _publish(tmp, final, overwrite)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def _publish(tmp: Path, final: Path, overwrite: bool) -> None:
+    if overwrite:
+        os.replace(tmp, final)
+        return
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        raise OutputExistsError(f"{final} appeared while writing; pass overwrite=True or choose another name.") from None
+    except OSError:
+        # Filesystems without hard links: fall back to a checked rename.
+        if final.exists():
+            raise OutputExistsError(f"{final} already exists; pass overwrite=True or choose another name.") from None
+        os.replace(tmp, final)
 
 
 def write_bytes_atomic(path: str | Path, data: bytes, *, overwrite: bool = False) -> Path:
     with atomic_path(path, overwrite=overwrite) as tmp:
         tmp.write_bytes(data)
     return Path(path)
+
+
+def copy_file_atomic(source: str | Path, target: str | Path, *, overwrite: bool = False) -> Path:
+    """Publish a copy of ``source`` at ``target`` byte for byte (a finished file is never re-encoded)."""
+    with atomic_path(target, overwrite=overwrite) as tmp:
+        shutil.copyfile(source, tmp)
+    return Path(target)
 
 
 # Images ---------------------------------------------------------------------------------------------
@@ -105,7 +131,7 @@ def check_image(source: Any, *, field: str = "image") -> None:
     if isinstance(source, Image.Image):
         return
     if isinstance(source, np.ndarray):
-        if source.ndim == 3 and source.shape[-1] in (3, 4) or source.ndim == 2:
+        if (source.ndim == 3 and source.shape[-1] in (3, 4)) or source.ndim == 2:
             if min(source.shape[:2]) < 1:
                 raise ValidationError(field, f"the image array is empty ({source.shape}).", "pass an HxWx3 array.")
             return
@@ -115,19 +141,23 @@ def check_image(source: Any, *, field: str = "image") -> None:
                           "pass a file path, a PIL image or an HxWx3 uint8 array.")
 
 
-def write_png(path: str | Path, frame: np.ndarray, *, overwrite: bool = False) -> Path:
+def image_bytes(frame: np.ndarray, fmt: str = "PNG", *, quality: int = 95) -> bytes:
+    """One frame encoded as PNG, JPEG or WebP (``quality`` for the lossy ones)."""
     from PIL import Image
 
     buffer = io.BytesIO()
-    Image.fromarray(to_uint8(frame)).save(buffer, format="PNG")
-    return write_bytes_atomic(path, buffer.getvalue(), overwrite=overwrite)
+    options = {} if fmt.upper() == "PNG" else {"quality": int(quality)}
+    Image.fromarray(to_uint8(frame)).save(buffer, format=fmt.upper(), **options)
+    return buffer.getvalue()
 
 
-def read_png(path: str | Path) -> np.ndarray:
-    from PIL import Image
+def write_png(path: str | Path, frame: np.ndarray, *, overwrite: bool = False) -> Path:
+    return write_bytes_atomic(path, image_bytes(frame, "PNG"), overwrite=overwrite)
 
-    with Image.open(path) as img:
-        return np.asarray(img.convert("RGB"))
+
+def read_image(path: str | Path) -> np.ndarray:
+    """A still image file as uint8 ``(H, W, 3)``."""
+    return np.asarray(load_image(path))
 
 
 def to_uint8(array: np.ndarray) -> np.ndarray:
@@ -141,6 +171,17 @@ def to_uint8(array: np.ndarray) -> np.ndarray:
 
 
 # Video ----------------------------------------------------------------------------------------------
+
+
+class VideoData:
+    """Decoded media: frames ``(T,H,W,3)`` uint8, fps (``None`` for a still), and sound ``(C,N)`` float32."""
+
+    def __init__(self, frames: np.ndarray, fps: float | None, sound: np.ndarray | None = None,
+                 sample_rate: int | None = None) -> None:
+        self.frames = frames
+        self.fps = fps
+        self.sound = sound
+        self.sample_rate = sample_rate
 
 
 def check_video(source: Any, *, field: str = "video") -> None:
@@ -177,12 +218,62 @@ def probe_video(path: str | Path) -> dict[str, Any]:
         stream = container.streams.video[0]
         first = next(container.decode(stream))
         fps = float(stream.average_rate or stream.guessed_rate or 0) or None
-        frames = stream.frames or None
         audio = container.streams.audio[0] if container.streams.audio else None
-        return {
-            "width": first.width, "height": first.height, "fps": fps, "frames": frames,
-            "audio_rate": audio.rate if audio else None, "audio_channels": audio.channels if audio else None,
-        }
+        return {"width": first.width, "height": first.height, "fps": fps, "frames": stream.frames or None,
+                "audio_rate": audio.rate if audio else None, "audio_channels": audio.channels if audio else None}
+
+
+def iter_frames(path: str | Path, *, max_frames: int | None = None) -> tuple[Iterator[np.ndarray], float, int, int]:
+    """``(frames, fps, width, height)``: the uint8 RGB frames of a video file, decoded lazily."""
+    import av
+
+    container = av.open(str(path))
+    stream = container.streams.video[0]
+    stream.thread_type = "AUTO"
+    fps = float(stream.average_rate or stream.guessed_rate or stream.base_rate or 24)
+    width, height = stream.codec_context.width, stream.codec_context.height
+
+    def frames() -> Iterator[np.ndarray]:
+        try:
+            for index, frame in enumerate(container.decode(stream)):
+                if max_frames is not None and index >= max_frames:
+                    break
+                yield frame.to_ndarray(format="rgb24")
+        finally:
+            container.close()
+
+    return frames(), fps, width, height
+
+
+def read_video(path: str | Path, *, max_frames: int | None = None, with_audio: bool = False) -> VideoData:
+    """A video file decoded to uint8 ``(T,H,W,3)`` frames, its fps, and (``with_audio``) its sound."""
+    frames, fps, _, _ = iter_frames(path, max_frames=max_frames)
+    stacked = np.stack(list(frames))
+    sound, rate = read_audio(path) if with_audio else (None, None)
+    if sound is not None and sound.shape[-1] == 0:
+        sound, rate = None, None
+    return VideoData(stacked, fps, sound, rate)
+
+
+def read_media(path: str | Path, *, max_frames: int | None = None, field: str = "path") -> VideoData:
+    """An image (one frame, ``fps`` ``None``) or a video, by its suffix; a clear error for anything else."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValidationError(field, f"file not found: {path}.", "check the path.")
+    if max_frames is not None and max_frames < 1:
+        raise ValidationError("max_frames", f"must be >= 1, got {max_frames}.", "use None for all frames.")
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        try:
+            return VideoData(read_image(path)[None], None)
+        except OSError as exc:
+            raise ValidationError(field, f"cannot read image {path} ({exc}).", "use a PNG or JPEG file.") from None
+    try:
+        video = read_video(path, max_frames=max_frames)
+    except Exception as exc:  # PyAV raises many types for broken files
+        raise ValidationError(field, f"cannot decode {path} ({exc}).", "re-encode it as H.264 MP4.") from None
+    if not len(video.frames):
+        raise ValidationError(field, f"{path} contains no frames.", "pass a non-empty video.")
+    return video
 
 
 def load_video_frames(source: Any, *, max_frames: int | None = None) -> tuple[np.ndarray, float | None]:
@@ -195,31 +286,6 @@ def load_video_frames(source: Any, *, max_frames: int | None = None) -> tuple[np
     else:
         frames = np.stack([np.asarray(load_image(item)) for item in source])
     return (frames[:max_frames] if max_frames else frames), None
-
-
-class VideoData:
-    """Decoded video: frames ``(T,H,W,3)`` uint8, fps, and sound ``(C,N)`` float32 with its rate, if any."""
-
-    def __init__(self, frames: np.ndarray, fps: float, sound: np.ndarray | None, sample_rate: int | None) -> None:
-        self.frames = frames
-        self.fps = fps
-        self.sound = sound
-        self.sample_rate = sample_rate
-
-
-def read_video(path: str | Path, *, max_frames: int | None = None, with_audio: bool = False) -> VideoData:
-    import av
-
-    frames: list[np.ndarray] = []
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        fps = float(stream.average_rate or stream.guessed_rate or 24)
-        for frame in container.decode(stream):
-            frames.append(frame.to_ndarray(format="rgb24"))
-            if max_frames and len(frames) >= max_frames:
-                break
-    sound, rate = (read_audio(path) if with_audio else (None, None))
-    return VideoData(np.stack(frames), fps, sound, rate)
 
 
 def read_audio(path: str | Path) -> tuple[np.ndarray | None, int | None]:
@@ -240,52 +306,57 @@ def read_audio(path: str | Path) -> tuple[np.ndarray | None, int | None]:
         return (np.concatenate(chunks, axis=1) if chunks else np.zeros((stream.channels, 0), np.float32)), stream.rate
 
 
-def write_mp4(
-    path: str | Path,
-    frames: np.ndarray,
-    fps: float,
-    *,
-    sound: np.ndarray | None = None,
-    sample_rate: int = 48_000,
-    crf: int = 18,
-    preset: str = "medium",
-    max_side: int | None = None,
-    overwrite: bool = False,
-) -> Path:
-    """Encode ``(T,H,W,3)`` frames as H.264 (+ AAC stereo when ``sound`` is ``(C,N)`` floats in [-1, 1]).
+def write_mp4(path: str | Path, frames: np.ndarray | Iterable[np.ndarray], fps: float, *,
+              sound: np.ndarray | None = None, sample_rate: int = SOUND_SAMPLE_RATE, crf: int = 18,
+              preset: str = "medium", max_side: int | None = None, faststart: bool = False,
+              profile: str | None = None, audio_bitrate: int | None = None, overwrite: bool = False) -> Path:
+    """Encode frames (an array ``(T,H,W,3)`` or any iterable of ``(H,W,3)``) as H.264 yuv420p, with AAC stereo
+    when ``sound`` (``(C,N)`` floats in [-1, 1]) is given.
 
-    ``max_side`` downsizes (keeping aspect, even sizes) for browser previews.
+    ``max_side`` downsizes (keeping the aspect, even sizes) for browser previews; ``faststart`` puts the index
+    first so a player starts before the download ends.
     """
-    frames = to_uint8(frames)
     with atomic_path(path, overwrite=overwrite) as tmp:
-        _encode(tmp, frames, fps, sound, sample_rate, crf, preset, max_side)
+        _encode(tmp, iter(frames), fps, sound, sample_rate, crf=crf, preset=preset, max_side=max_side,
+                faststart=faststart, profile=profile, audio_bitrate=audio_bitrate)
     return Path(path)
 
 
-def _encode(target: Path, frames: np.ndarray, fps: float, sound: np.ndarray | None, sample_rate: int,
-            crf: int, preset: str, max_side: int | None) -> None:
+def _encode(target: Path, frames: Iterator[np.ndarray], fps: float, sound: np.ndarray | None, sample_rate: int,
+            **options: Any) -> None:
     import av
 
-    height, width = frames.shape[1:3]
-    out_w, out_h = _even_size(width, height, max_side)
-    rate = Fraction(fps).limit_denominator(1001)
-    with av.open(str(target), mode="w", format="mp4") as container:
-        vstream = container.add_stream("libx264", rate=rate)
+    first = next(frames, None)
+    if first is None:
+        raise ValueError("no frames to encode")
+    height, width = first.shape[:2]
+    out_w, out_h = even_size(width, height, options["max_side"])
+    container_options = {"movflags": "+faststart"} if options["faststart"] else {}
+    with av.open(str(target), mode="w", format="mp4", options=container_options) as container:
+        vstream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
         vstream.width, vstream.height = out_w, out_h
         vstream.pix_fmt = "yuv420p"
-        vstream.options = {"crf": str(crf), "preset": preset}
+        vstream.options = {"crf": str(options["crf"]), "preset": options["preset"],
+                           **({"profile": options["profile"]} if options["profile"] else {})}
         astream = None
-        if sound is not None:
-            astream = container.add_stream("aac", rate=sample_rate)
+        if sound is not None and np.asarray(sound).size:
+            astream = container.add_stream("aac", rate=int(sample_rate))
             astream.layout = "stereo"
-        for array in frames:
-            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(array), format="rgb24")
+            if options["audio_bitrate"]:
+                astream.bit_rate = options["audio_bitrate"]
+        for array in _chain(first, frames):
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(to_uint8(array)), format="rgb24")
             if (out_w, out_h) != (width, height):
-                frame = frame.reformat(width=out_w, height=out_h)
+                frame = frame.reformat(width=out_w, height=out_h, interpolation="AREA")
             container.mux(vstream.encode(frame))
         container.mux(vstream.encode())
         if astream is not None:
-            _encode_audio(container, astream, sound, sample_rate)
+            _encode_audio(container, astream, sound, int(sample_rate))
+
+
+def _chain(first: np.ndarray, rest: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+    yield first
+    yield from rest
 
 
 def _encode_audio(container, stream, sound: np.ndarray, sample_rate: int) -> None:
@@ -308,14 +379,75 @@ def _encode_audio(container, stream, sound: np.ndarray, sample_rate: int) -> Non
     container.mux(stream.encode())
 
 
-def _even_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
+def even_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
+    """``(width, height)`` scaled so the longer side is at most ``max_side``, both even (yuv420p)."""
     scale = 1.0 if not max_side or max(width, height) <= max_side else max_side / max(width, height)
-    out_w = max(2, int(round(width * scale / 2)) * 2)
-    out_h = max(2, int(round(height * scale / 2)) * 2)
-    return out_w, out_h
+    return max(2, int(round(width * scale / 2)) * 2), max(2, int(round(height * scale / 2)) * 2)
 
 
-# Provenance -----------------------------------------------------------------------------------------
+# Geometry -------------------------------------------------------------------------------------------
+
+
+def fit_to_bucket(frames: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Scale uint8 frames (``(T,H,W,3)`` or one ``(H,W,3)``) to cover ``width x height``, then centre-crop.
+
+    The Cosmos Framework's resize (``inference/vision.py``): ``ceil`` of the scaled size, crop offset
+    ``round((size - target) / 2)``, never a stretch. It resamples with torchvision's antialiased bilinear; here
+    OpenCV's INTER_AREA (shrinking) / INTER_LINEAR (enlarging) do the same job, so pixels can differ by a few
+    levels but the geometry is identical.
+    """
+    import cv2
+
+    array = np.asarray(frames)
+    single = array.ndim == 3
+    array = array[None] if single else array
+    src_h, src_w = array.shape[1:3]
+    if (src_w, src_h) != (width, height):
+        scale = max(width / src_w, height / src_h)
+        resize_w, resize_h = math.ceil(scale * src_w), math.ceil(scale * src_h)
+        if (resize_w, resize_h) != (src_w, src_h):
+            interpolation = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
+            array = np.stack([cv2.resize(f, (resize_w, resize_h), interpolation=interpolation) for f in array])
+        top, left = round((resize_h - height) / 2.0), round((resize_w - width) / 2.0)
+        array = np.ascontiguousarray(array[:, top:top + height, left:left + width])
+    return array[0] if single else array
+
+
+def center_crop_to_aspect(image, width: int, height: int):
+    """Crop a PIL image to the target aspect (centre), keeping as many pixels as possible.
+
+    A server that stretches an input to ``WxH`` then leaves it undistorted.
+    """
+    src_w, src_h = image.size
+    target = width / height
+    if abs(src_w / src_h - target) < 1e-3:
+        return image
+    if src_w / src_h > target:
+        new_w = max(1, round(src_h * target))
+        left = (src_w - new_w) // 2
+        return image.crop((left, 0, left + new_w, src_h))
+    new_h = max(1, round(src_w / target))
+    top = (src_h - new_h) // 2
+    return image.crop((0, top, src_w, top + new_h))
+
+
+# Sound and provenance -------------------------------------------------------------------------------
+
+
+def write_wav(path: str | Path, sound: np.ndarray, sample_rate: int, *, overwrite: bool = False) -> Path:
+    """16-bit PCM WAV from float ``(C, N)`` samples in [-1, 1]."""
+    import wave
+
+    audio = np.asarray(sound, dtype=np.float32)
+    audio = audio[None] if audio.ndim == 1 else audio
+    pcm = (np.clip(audio, -1, 1) * 32767).round().astype("<i2").T.tobytes()
+    with atomic_path(path, overwrite=overwrite) as tmp:
+        with wave.open(str(tmp), "wb") as handle:
+            handle.setnchannels(audio.shape[0])
+            handle.setsampwidth(2)
+            handle.setframerate(sample_rate)
+            handle.writeframes(pcm)
+    return Path(path)
 
 
 def describe_media(source: Any) -> dict[str, Any]:
@@ -338,64 +470,3 @@ def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
         for block in iter(lambda: handle.read(chunk), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def center_crop_to_aspect(image, width: int, height: int):
-    """Crop a PIL image to the target aspect (centre), keeping as many pixels as possible.
-
-    Servers that stretch an input to ``WxH`` then leave it undistorted.
-    """
-    src_w, src_h = image.size
-    target = width / height
-    if abs(src_w / src_h - target) < 1e-3:
-        return image
-    if src_w / src_h > target:
-        new_w = max(1, round(src_h * target))
-        left = (src_w - new_w) // 2
-        return image.crop((left, 0, left + new_w, src_h))
-    new_h = max(1, round(src_w / target))
-    top = (src_h - new_h) // 2
-    return image.crop((0, top, src_w, top + new_h))
-
-
-Writer = Callable[[Path], None]
-
-
-def cover_crop(frames: np.ndarray, width: int, height: int) -> np.ndarray:
-    """Resize ``(T,H,W,3)`` frames so they cover ``width x height``, then centre-crop: no stretching.
-
-    This is the framework's resize-and-crop; diffusers' video preprocessing would otherwise stretch.
-    """
-    from PIL import Image
-
-    frames = to_uint8(frames)
-    src_h, src_w = frames.shape[1:3]
-    if (src_w, src_h) == (width, height):
-        return frames
-    scale = max(width / src_w, height / src_h)
-    new_w, new_h = max(width, round(src_w * scale)), max(height, round(src_h * scale))
-    left, top = (new_w - width) // 2, (new_h - height) // 2
-    out = np.empty((frames.shape[0], height, width, 3), np.uint8)
-    for index, frame in enumerate(frames):
-        resized = Image.fromarray(frame).resize((new_w, new_h), Image.BILINEAR)
-        out[index] = np.asarray(resized)[top:top + height, left:left + width]
-    return out
-
-
-# Sound ----------------------------------------------------------------------------------------------
-
-
-def write_wav(path: str | Path, sound: np.ndarray, sample_rate: int, *, overwrite: bool = False) -> Path:
-    """16-bit PCM WAV from float ``(C, N)`` samples in [-1, 1]."""
-    import wave
-
-    audio = np.asarray(sound, dtype=np.float32)
-    audio = audio[None] if audio.ndim == 1 else audio
-    pcm = (np.clip(audio, -1, 1) * 32767).round().astype("<i2").T.tobytes()
-    with atomic_path(path, overwrite=overwrite) as tmp:
-        with wave.open(str(tmp), "wb") as handle:
-            handle.setnchannels(audio.shape[0])
-            handle.setsampwidth(2)
-            handle.setframerate(sample_rate)
-            handle.writeframes(pcm)
-    return Path(path)

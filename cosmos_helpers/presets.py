@@ -1,32 +1,30 @@
-"""Resolution buckets, per-mode sampling defaults and the profiles that switch model and sizes together.
+"""Resolution buckets and the profiles that switch model, sizes and sampling settings together, per mode.
 
-The bucket table is the Cosmos Framework's ``VIDEO_RES_SIZE_INFO`` (values are width x height). Keeping it
-here, in one place, is what lets every backend agree on the pixels a tier and an aspect ratio mean.
+The buckets are the Cosmos Framework's (``protocol.framework.SIZES``) plus this project's CPU tier ``128``.
+A profile carries one set of defaults *per mode*, because Cosmos 3's are different per mode: the framework's
+text-to-image is 50 steps, guidance 4, shift 3 at 1:1; its video modes 35 steps, guidance 6, shift 10 at 16:9.
+``nano`` / ``super`` / ``edge`` are exactly the framework's published defaults for those checkpoints; ``tiny``
+keeps their guidance and shift and shrinks size, length and steps so the embedded model runs on a CPU.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping
 
-ASPECT_RATIOS: tuple[str, ...] = ("16,9", "4,3", "1,1", "3,4", "9,16")
+from .protocol import framework
 
-# tier -> aspect -> (width, height). "128" is this project's own CPU tier (half the 256 bucket, still
-# multiples of 16) so the embedded tiny model runs in seconds; the others are the framework's. The
-# framework's image-only 1080 tier is left out: 1080 is not a multiple of 16, which diffusers requires.
-_SIZES: dict[str, dict[str, tuple[int, int]]] = {
-    "128": {"1,1": (128, 128), "4,3": (160, 128), "3,4": (128, 160), "16,9": (160, 96), "9,16": (96, 160)},
-    "256": {"1,1": (256, 256), "4,3": (320, 256), "3,4": (256, 320), "16,9": (320, 192), "9,16": (192, 320)},
-    "480": {"1,1": (640, 640), "4,3": (736, 544), "3,4": (544, 736), "16,9": (832, 480), "9,16": (480, 832)},
-    "704": {"1,1": (960, 960), "4,3": (1088, 832), "3,4": (832, 1088), "16,9": (1280, 704), "9,16": (704, 1280)},
-    "720": {"1,1": (960, 960), "4,3": (1104, 832), "3,4": (832, 1104), "16,9": (1280, 720), "9,16": (720, 1280)},
-    "768": {"1,1": (1024, 1024), "4,3": (1184, 880), "3,4": (880, 1184), "16,9": (1360, 768), "9,16": (768, 1360)},
-}
-VIDEO_SIZES: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType(
-    {tier: MappingProxyType(sizes) for tier, sizes in _SIZES.items()}
-)
-TIERS: tuple[str, ...] = tuple(_SIZES)
+ASPECT_RATIOS: tuple[str, ...] = framework.ASPECT_RATIOS
+# "128" is this project's own CPU tier (half the 256 bucket, still multiples of 16) for the embedded tiny model.
+CPU_TIER = "128"
+VIDEO_SIZES: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType({
+    CPU_TIER: MappingProxyType({"1,1": (128, 128), "4,3": (160, 128), "3,4": (128, 160), "16,9": (160, 96),
+                                "9,16": (96, 160)}),
+    **{tier: MappingProxyType(dict(sizes)) for tier, sizes in framework.SIZES.items()},
+})
+TIERS: tuple[str, ...] = tuple(VIDEO_SIZES)
+MODES: tuple[str, ...] = ("text2image", "text2video", "image2video", "video2video")
 
 SOUND_SAMPLE_RATE = 48_000
 DEFAULT_SEED = 0
@@ -51,11 +49,13 @@ def size_for(tier: str | int, aspect: str = "16,9") -> tuple[int, int]:
     return VIDEO_SIZES[normalize_tier(tier)][normalize_aspect(aspect)]
 
 
-def nearest_aspect(width: int, height: int) -> str:
-    """The framework's aspect auto-detection: nearest ratio by squared difference of W/H."""
-    ratio = width / height
-    candidates = {"16,9": 16 / 9, "4,3": 4 / 3, "1,1": 1.0, "3,4": 3 / 4, "9,16": 9 / 16}
-    return min(candidates, key=lambda name: (candidates[name] - ratio) ** 2)
+def bucket_of(width: int, height: int) -> tuple[str, str] | None:
+    """``(tier, aspect)`` of the bucket that is exactly ``width x height``, or ``None``."""
+    for tier, sizes in VIDEO_SIZES.items():
+        for aspect, size in sizes.items():
+            if size == (width, height):
+                return tier, aspect
+    return None
 
 
 def floor_to_4k1(num_frames: int) -> int:
@@ -64,11 +64,9 @@ def floor_to_4k1(num_frames: int) -> int:
 
 
 @dataclass(frozen=True)
-class Profile:
-    """A model and the sampling settings that belong with it; one switch changes both together."""
+class ModeDefaults:
+    """What a profile generates for one mode when a request leaves a field out."""
 
-    name: str
-    model: str
     tier: str
     aspect_ratio: str
     num_frames: int
@@ -76,44 +74,59 @@ class Profile:
     num_inference_steps: int
     guidance_scale: float
     flow_shift: float
-    guardrails: bool
-    description: str
-    image_tier: str = field(default="")
 
     def size(self, aspect_ratio: str | None = None, tier: str | None = None) -> tuple[int, int]:
         return size_for(tier or self.tier, aspect_ratio or self.aspect_ratio)
 
 
+@dataclass(frozen=True)
+class Profile:
+    """A model and the settings that belong with it, per mode; one switch changes them all together."""
+
+    name: str
+    model: str
+    description: str
+    guardrails: bool
+    modes: Mapping[str, ModeDefaults]
+
+    def defaults(self, mode: str) -> ModeDefaults:
+        return self.modes[mode]
+
+
+def _framework_modes(resolution: str, video_frames: int) -> dict[str, ModeDefaults]:
+    """A checkpoint's per-mode defaults as the framework resolves them (defaults files + model config)."""
+    modes = {}
+    for mode in MODES:
+        d = framework.MODE_DEFAULTS[mode]
+        modes[mode] = ModeDefaults(tier=resolution, aspect_ratio=d["aspect_ratio"],
+                                   num_frames=1 if mode == "text2image" else video_frames, fps=float(d["fps"]),
+                                   num_inference_steps=d["num_steps"], guidance_scale=d["guidance"],
+                                   flow_shift=d["shift"])
+    return modes
+
+
+def _checkpoint_profile(name: str, checkpoint: str, description: str) -> Profile:
+    config = framework.MODEL_CONFIGS[checkpoint]
+    frames = config.get("num_frames", framework.MODE_DEFAULTS["text2video"]["num_frames"])
+    return Profile(name=name, model=config["hub"], description=description, guardrails=True,
+                   modes=MappingProxyType(_framework_modes(config["resolution"], frames)))
+
+
+_NANO = _checkpoint_profile("nano", "Cosmos3-Nano",
+                            "nvidia/Cosmos3-Nano at the published defaults (video: 720p, 189 frames @ 24 fps, "
+                            "35 steps, guidance 6, shift 10; image: 50 steps, guidance 4, shift 3, 1:1)")
+_SUPER = _checkpoint_profile("super", "Cosmos3-Super", "nvidia/Cosmos3-Super at the published defaults "
+                             "(multi-GPU host recommended)")
+_EDGE = _checkpoint_profile("edge", "Cosmos3-Edge", "nvidia/Cosmos3-Edge at the published defaults (480p, video "
+                            "121 frames)")
 _TINY = Profile(
-    name="tiny",
-    model="tiny",
-    tier="128",
-    aspect_ratio="16,9",
-    num_frames=9,
-    fps=24.0,
-    num_inference_steps=4,
-    guidance_scale=6.0,
-    flow_shift=10.0,
-    guardrails=False,
-    description="embedded random-weight Cosmos3 (real classes, noise pictures), CPU in seconds",
+    name="tiny", model="tiny", guardrails=False,
+    description="embedded random-weight Cosmos3 (real classes, noise pictures): Nano's guidance and shift at the "
+                "CPU tier, 9 frames, 4 steps",
+    modes=MappingProxyType({mode: replace(d, tier=CPU_TIER, num_frames=min(d.num_frames, 9), num_inference_steps=4)
+                            for mode, d in _NANO.modes.items()}),
 )
-# The published Cosmos3 defaults (NVIDIA's cookbooks): 720p 16:9, 189 frames at 24 fps, 35 steps, guidance 6, shift 10.
-_NANO = Profile(
-    name="nano",
-    model="nvidia/Cosmos3-Nano",
-    tier="720",
-    aspect_ratio="16,9",
-    num_frames=189,
-    fps=24.0,
-    num_inference_steps=35,
-    guidance_scale=6.0,
-    flow_shift=10.0,
-    guardrails=True,
-    description="nvidia/Cosmos3-Nano at the published defaults (720p, 189 frames @ 24 fps, 35 steps)",
-)
-_SUPER = replace(_NANO, name="super", model="nvidia/Cosmos3-Super",
-                 description="nvidia/Cosmos3-Super at the published defaults (multi-GPU host recommended)")
-PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (_TINY, _NANO, _SUPER)})
+PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (_TINY, _NANO, _SUPER, _EDGE)})
 
 
 def get_profile(name: str | Profile) -> Profile:

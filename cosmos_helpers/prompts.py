@@ -19,39 +19,32 @@ PromptLike = Union[str, dict, Path]
 
 
 def load_caption(source: PromptLike, *, field: str = "prompt") -> Caption:
-    """Read a caption from a ``.json`` / ``.txt`` file, or pass a string or dict through.
+    """A caption from a ``pathlib.Path`` (``.json`` -> dict or string, anything else -> stripped text), or a
+    string or dict as it is.
 
-    A string naming an existing ``.json`` or ``.txt`` file is read too, so papermill parameters can carry
-    either a path or the text itself.
+    Only a ``Path`` means a file: a prompt such as ``"render config.json"`` is text, never a file name. (In a
+    papermill parameter, pass the path and wrap it: ``prompt=Path(prompt_file)``.)
     """
-    if isinstance(source, dict):
+    if isinstance(source, (dict, str)):
         return source
-    if isinstance(source, Path) or (isinstance(source, str) and _looks_like_prompt_file(source)):
-        path = Path(source)
-        if not path.is_file():
-            raise ValidationError(field, f"prompt file {path} does not exist.",
-                                  "give an existing .json/.txt file, or the prompt text itself.")
-        text = path.read_text(encoding="utf-8")
-        if path.suffix.lower() == ".json":
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValidationError(field, f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}).",
-                                      "fix the JSON, or save plain text with a .txt suffix.") from None
-            if isinstance(value, (dict, str)):
-                return value
-            raise ValidationError(field, f"{path} holds a JSON {type(value).__name__}, not an object or string.",
-                                  "store the caption as one JSON object.")
+    if not isinstance(source, Path):
+        raise ValidationError(field, f"expected text, a dict caption or a pathlib.Path, got {type(source).__name__}.",
+                              "pass a str (the prompt itself), a dict, or Path('caption.json') to read a file.")
+    if not source.is_file():
+        raise ValidationError(field, f"prompt file {source} does not exist.",
+                              f"give an existing .json/.txt file (relative paths start at {Path.cwd()}).")
+    text = source.read_text(encoding="utf-8")
+    if source.suffix.lower() != ".json":
         return text.strip()
-    if isinstance(source, str):
-        return source
-    raise ValidationError(field, f"expected text, a dict caption or a file path, got {type(source).__name__}.",
-                          "pass a str, dict or pathlib.Path.")
-
-
-def _looks_like_prompt_file(text: str) -> bool:
-    stripped = text.strip()
-    return "\n" not in stripped and len(stripped) < 4096 and stripped.lower().endswith((".json", ".txt"))
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(field, f"{source} is not valid JSON ({exc.msg} at line {exc.lineno}).",
+                              "fix the JSON, or save plain text with a .txt suffix.") from None
+    if isinstance(value, (dict, str)):
+        return value
+    raise ValidationError(field, f"{source} holds a JSON {type(value).__name__}, not an object or string.",
+                          "store the caption as one JSON object.")
 
 
 def compact(caption: Caption) -> str:
@@ -78,22 +71,44 @@ def is_structured(caption: Caption) -> bool:
     return isinstance(caption, dict) or isinstance(parse_caption(caption), dict)
 
 
-def with_metadata(caption: dict, *, width: int, height: int, num_frames: int, fps: float, aspect_ratio: str) -> str:
+def with_metadata(caption: dict, *, width: int, height: int, num_frames: int, fps: float,
+                  aspect_ratio: str | None) -> str:
     """Overwrite the generation metadata of a JSON caption as the framework and vLLM-Omni do.
 
-    Images drop ``duration``/``fps``. Serialised with default separators: that exact byte layout is what
-    those backends tokenise.
+    ``resolution`` ``{"H", "W"}``, ``aspect_ratio`` (when known), and for video ``duration`` (``"<int>s"``) and
+    ``fps`` (a float); images drop ``duration``/``fps``. Serialised with ``json.dumps``' default separators:
+    that exact byte layout is what those backends tokenise. (The framework passes an integer ``fps``.)
     """
     data = dict(caption)
-    data["resolution"] = {"H": int(height), "W": int(width)}
-    data["aspect_ratio"] = aspect_ratio
+    metadata: dict = {}
     if num_frames > 1:
-        data["duration"] = f"{int(num_frames / fps)}s"
-        data["fps"] = float(fps)
+        metadata["duration"] = f"{int(num_frames / fps) if fps > 0 else 0}s"
+        metadata["fps"] = float(fps)
     else:
         data.pop("duration", None)
         data.pop("fps", None)
+    metadata["resolution"] = {"H": int(height), "W": int(width)}
+    if aspect_ratio is not None:
+        metadata["aspect_ratio"] = aspect_ratio
+    data.update(metadata)
     return json.dumps(data)
+
+
+def with_templates(text: str, *, width: int, height: int, num_frames: int, fps: float,
+                   duration_template: str | None, resolution_template: str | None,
+                   force_duration: bool = False) -> str:
+    """Append the duration and resolution sentences to a plain-text prompt, as the framework does.
+
+    Each sentence follows the text after its trailing period is stripped; the duration sentence only for video
+    (or always with ``force_duration``, which the inverse negative metadata uses).
+    """
+    text = text.strip()
+    if duration_template is not None and (num_frames > 1 or force_duration):
+        text = text.rstrip(".") + ". " + duration_template.format(duration=num_frames / fps, fps=fps)
+    text = text.strip()
+    if resolution_template is not None:
+        text = text.rstrip(".") + ". " + resolution_template.format(height=height, width=width)
+    return text
 
 
 def caption_summary(caption: Caption, limit: int = 180) -> str:

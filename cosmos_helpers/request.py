@@ -1,8 +1,17 @@
 """``GenerationRequest``: one validated, backend-neutral description of a generation.
 
-Everything a backend needs is resolved here, at construction, from the profile and the caller's
-overrides, and every mistake is reported here, before a model loads or a request leaves the machine.
+Everything a backend needs is resolved here, at construction, from the profile's defaults for the mode and the
+caller's values, and every mistake is reported here, before a model loads or a request leaves the machine.
 Backends translate a request into their own wire format; the request knows nothing about them.
+
+Two kinds of fields:
+
+* what to generate (mode, prompt, size, frames, fps, steps, guidance, shift, seed, sound, inputs): always
+  concrete after construction. An omitted one comes from the *profile*, per mode, and every backend is sent
+  the resolved value, so the same request makes the same video everywhere.
+* how a backend prepares it (``negative_prompt``, ``use_system_prompt``, the sentence templates,
+  ``guidance_interval``): ``None`` means *that backend's own default* (they differ, see the README's table);
+  a value given here is forwarded to every backend, or refused by one that cannot honour it.
 """
 
 from __future__ import annotations
@@ -12,26 +21,17 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, Mapping, Union
+from typing import Any, Mapping, Union
 
 import numpy as np
 
 from . import media
 from .errors import ValidationError
-from .presets import (
-    ASPECT_RATIOS,
-    DEFAULT_SEED,
-    PROFILES,
-    VIDEO_SIZES,
-    floor_to_4k1,
-    get_profile,
-    normalize_aspect,
-    normalize_tier,
-)
+from .presets import (ASPECT_RATIOS, DEFAULT_SEED, MODES, PROFILES, VIDEO_SIZES, floor_to_4k1, get_profile,
+                      normalize_aspect, normalize_tier)
 from .prompts import Caption, PromptLike, compact, load_caption, parse_caption, with_metadata
+from .protocol.framework import detect_aspect_ratio
 
-Mode = Literal["text2image", "text2video", "image2video", "video2video"]
-MODES: tuple[str, ...] = ("text2image", "text2video", "image2video", "video2video")
 MODE_ALIASES: Mapping[str, str] = {
     "t2i": "text2image", "t2v": "text2video", "i2v": "image2video", "v2v": "video2video",
     "text_to_image": "text2image", "text_to_video": "text2video",
@@ -43,6 +43,10 @@ MAX_STEPS = 200
 MAX_GUIDANCE = 20.0
 MAX_FPS = 120.0
 MAX_SEED = 2**63 - 1
+MAX_TIMESTEP = 1000.0
+# Fields whose None means "the backend's own default" (and that are therefore never filled in here).
+BACKEND_DEFAULT_FIELDS: tuple[str, ...] = ("negative_prompt", "use_system_prompt", "add_resolution_template",
+                                           "add_duration_template", "guidance_interval")
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,9 +55,14 @@ class GenerationRequest:
 
     Args:
         mode: ``text2image``, ``text2video``, ``image2video`` or ``video2video`` (``t2i``/``t2v``/``i2v``/``v2v``).
-        prompt: plain text, a structured caption dict, or a ``.json``/``.txt`` file.
-        negative_prompt: same forms; ``None`` means empty.
-        profile: ``tiny`` (default, embedded model), ``nano`` or ``super``; supplies every default below.
+        prompt: text, a structured caption dict, or a ``pathlib.Path`` to a ``.json``/``.txt`` file (a ``str`` is
+            always the prompt itself).
+        negative_prompt: the same forms; ``None`` keeps each backend's own default (the framework's negative
+            caption file for video, empty elsewhere).
+        profile: ``tiny`` (default, embedded model), ``nano``, ``super`` or ``edge``; supplies the model and, per
+            mode, every omitted setting below.
+        model: another model than the profile's (hub id, local folder, or ``"tiny"``). This is the one place a
+            model is chosen; every backend runs it or refuses.
         tier / aspect_ratio: a resolution bucket (``"480"``, ``"16,9"``); or give ``width`` and ``height``.
         num_frames: 1 for images, ``4k+1`` for video (the causal VAE's constraint).
         fps: frame rate; it conditions the model (mRoPE, duration metadata), not only playback.
@@ -63,17 +72,19 @@ class GenerationRequest:
         image: the conditioning image of ``image2video`` (path, PIL image or HxWx3 array).
         video: the conditioning video of ``video2video`` (path or TxHxWx3 array).
         condition_frames / condition_video_keep: which latent frames of ``video`` stay clean, from which end.
-        add_resolution_template / add_duration_template: append the sentence templates to *plain-text*
-            prompts (JSON captions get the framework's metadata injection instead).
-        use_system_prompt: Cosmos3's built-in system prompt (diffusers' default).
+        use_system_prompt: Cosmos3's built-in system prompt; ``None`` keeps the backend's default.
+        add_resolution_template / add_duration_template: append the sentence templates to a *plain-text*
+            prompt (a JSON caption gets its metadata injected instead); ``None`` keeps the backend's default.
+        guidance_interval: ``(lo, hi)`` timesteps (0-1000) inside which classifier-free guidance applies;
+            ``None`` keeps the backend's default (vLLM-Omni: ``(400, 1000)`` for images).
         guardrails: run the Cosmos guardrails; ``None`` takes the profile's choice.
-        model: override the profile's model (hub id, local folder or ``"tiny"``).
     """
 
     mode: str
     prompt: PromptLike
     negative_prompt: PromptLike | None = None
     profile: str = "tiny"
+    model: str | None = None
     tier: str | None = None
     aspect_ratio: str | None = None
     width: int | None = None
@@ -89,13 +100,13 @@ class GenerationRequest:
     video: MediaLike | None = None
     condition_frames: tuple[int, ...] = (0, 1)
     condition_video_keep: str = "first"
-    add_resolution_template: bool = True
-    add_duration_template: bool = True
-    use_system_prompt: bool = True
+    use_system_prompt: bool | None = None
+    add_resolution_template: bool | None = None
+    add_duration_template: bool | None = None
+    guidance_interval: tuple[float, float] | None = None
     guardrails: bool | None = None
-    model: str | None = None
     _caption: Caption = field(init=False, repr=False)
-    _negative: Caption = field(init=False, repr=False)
+    _negative: Caption | None = field(init=False, repr=False)
     _inputs: dict = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -119,26 +130,29 @@ class GenerationRequest:
         return self._caption
 
     @property
-    def negative_caption(self) -> Caption:
+    def negative_caption(self) -> Caption | None:
+        """The negative prompt as loaded, or ``None`` when the backend's default applies."""
         return self._negative
 
-    def prompt_text(self) -> str:
-        """The prompt exactly as a backend should send it (templates are applied by the backend flags)."""
-        return self._format(self._caption)
-
-    def negative_prompt_text(self) -> str:
-        return self._format(self._negative)
-
-    def _format(self, caption: Caption) -> str:
-        if isinstance(caption, dict):
-            return with_metadata(caption, width=self.width, height=self.height, num_frames=self.num_frames,
-                                 fps=self.fps, aspect_ratio=self.aspect_ratio)
-        return caption
-
     @property
-    def templates_apply(self) -> bool:
-        """Sentence templates are for plain text; structured captions carry metadata instead."""
-        return not isinstance(self._caption, dict)
+    def is_structured(self) -> bool:
+        """A JSON caption: it gets metadata injected, and the sentence templates do not apply."""
+        return isinstance(self._caption, dict)
+
+    def prompt_text(self) -> str:
+        """The prompt as every backend receives it: a JSON caption with the generation metadata injected."""
+        if isinstance(self._caption, dict):
+            return with_metadata(self._caption, width=self.width, height=self.height, num_frames=self.num_frames,
+                                 fps=self.fps, aspect_ratio=self.aspect_ratio)
+        return self._caption
+
+    def negative_prompt_text(self) -> str | None:
+        """The negative prompt to send, or ``None`` to leave the backend's default in place."""
+        return self._negative
+
+    def explicit(self, name: str) -> bool:
+        """Whether ``name`` was given by the caller (not filled in from the profile)."""
+        return self._inputs.get(name) is not None
 
     def conditioning_image(self):
         """The conditioning image as an RGB PIL image (decoded on demand, validated at construction)."""
@@ -158,13 +172,11 @@ class GenerationRequest:
         """A JSON-safe record of the resolved request (media as path + content hash) for manifests."""
         out: dict[str, Any] = {}
         for f in fields(self):
-            if not f.init:
+            if not f.init or f.name in ("prompt", "negative_prompt"):
                 continue
             value = getattr(self, f.name)
             if f.name in ("image", "video"):
                 value = None if value is None else media.describe_media(value)
-            elif f.name in ("prompt", "negative_prompt"):
-                continue
             elif isinstance(value, tuple):
                 value = list(value)
             out[f.name] = value
@@ -173,7 +185,7 @@ class GenerationRequest:
         return out
 
     def fingerprint(self) -> str:
-        """A stable hash of everything that changes the output; used to skip finished work on rerun."""
+        """A stable hash of everything that changes the output (model included); skips finished work on rerun."""
         record = self.to_dict()
         record.pop("guardrails", None)
         blob = json.dumps(record, sort_keys=True, default=str).encode()
@@ -187,7 +199,7 @@ class GenerationRequest:
 
 
 class _Resolver:
-    """Fills in profile defaults and validates, field by field, in the order a person would check them."""
+    """Fills in the profile's defaults for the mode and validates, field by field, as a person would check."""
 
     def __init__(self, request: GenerationRequest) -> None:
         self.r = request
@@ -197,93 +209,91 @@ class _Resolver:
 
     def resolve(self) -> None:
         r = self.r
-        mode = _resolve_mode(r.mode)
-        self.set("mode", mode)
+        self.set("mode", _resolve_mode(r.mode))
         if not isinstance(r.profile, str) or r.profile.strip().lower() not in PROFILES:
-            raise ValidationError("profile", f"unknown profile {r.profile!r}.",
-                                  f"use one of {', '.join(PROFILES)}.")
+            raise ValidationError("profile", f"unknown profile {r.profile!r}.", f"use one of {', '.join(PROFILES)}.")
         profile = get_profile(r.profile)
         self.set("profile", profile.name)
-        self.set("model", str(r.model) if r.model else profile.model)
+        if r.model is not None and (not isinstance(r.model, (str, Path)) or not str(r.model).strip()):
+            raise ValidationError("model", f"expected a model name, got {r.model!r}.",
+                                  "pass 'tiny', a hub id such as 'nvidia/Cosmos3-Nano', or a checkpoint folder.")
+        self.set("model", str(r.model) if r.model is not None else profile.model)
+        defaults = profile.defaults(r.mode)
         self._resolve_prompts()
-        self._resolve_size(profile)
-        self._resolve_frames(profile)
-        self._resolve_sampling(profile)
+        self._resolve_size(defaults)
+        self._resolve_frames(defaults)
+        self._resolve_sampling(defaults)
         self._resolve_media()
+        self._resolve_backend_options()
         if r.guardrails is None:
             self.set("guardrails", profile.guardrails)
-        elif not isinstance(r.guardrails, bool):
-            raise ValidationError("guardrails", f"expected True or False, got {r.guardrails!r}.",
-                                  "pass guardrails=True to run the Cosmos guardrails, False to skip them.")
-        for name in ("add_resolution_template", "add_duration_template", "use_system_prompt", "sound"):
-            if not isinstance(getattr(r, name), (bool, np.bool_)):
-                raise ValidationError(name, f"expected True or False, got {getattr(r, name)!r}.",
-                                      f"pass {name}=True or {name}=False.")
-            self.set(name, bool(getattr(r, name)))
-        if r.sound and mode == "text2image":
+        if r.sound and r.mode == "text2image":
             raise ValidationError("sound", "text2image produces a still image, which cannot carry sound.",
                                   "use mode='text2video' (or image2video) with sound=True, or sound=False.")
 
     def _resolve_prompts(self) -> None:
         r = self.r
         if r.prompt is None:
-            raise ValidationError("prompt", "no prompt given.", "pass the text, a caption dict or a .json file.")
+            raise ValidationError("prompt", "no prompt given.", "pass the text, a caption dict or a Path to a file.")
         caption = load_caption(r.prompt, field="prompt")
         if isinstance(caption, str):
             caption = parse_caption(caption)
         if (isinstance(caption, str) and not caption.strip()) or (isinstance(caption, dict) and not caption):
             raise ValidationError("prompt", "the prompt is empty.", "describe the scene to generate.")
-        negative: Caption = ""
+        negative: Caption | None = None
         if r.negative_prompt is not None:
             negative = load_caption(r.negative_prompt, field="negative_prompt")
-            if isinstance(negative, str):
-                negative = parse_caption(negative)
-        # A negative caption is sent as compact JSON: metadata injection is for the positive prompt only.
+            negative = parse_caption(negative) if isinstance(negative, str) else negative
+            # A negative caption is sent as compact JSON: metadata injection is for the positive prompt only.
+            negative = compact(negative) if isinstance(negative, dict) else negative
         object.__setattr__(r, "_caption", caption)
-        object.__setattr__(r, "_negative", compact(negative) if isinstance(negative, dict) else negative)
+        object.__setattr__(r, "_negative", negative)
 
-    def _resolve_size(self, profile) -> None:
+    def _resolve_size(self, defaults) -> None:
         r = self.r
-        explicit = (r.width is not None, r.height is not None)
-        if any(explicit):
-            if not all(explicit):
-                missing = "height" if r.width is not None else "width"
-                raise ValidationError(missing, "width and height must be given together.",
-                                      f"also pass {missing}=..., or use tier=/aspect_ratio= instead.")
-            if r.tier is not None:
-                raise ValidationError("tier", "give either a tier or an explicit width x height, not both.",
-                                      "drop tier=, or drop width=/height=.")
-            for name in ("width", "height"):
-                value = getattr(r, name)
-                if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                    raise ValidationError(name, f"expected an integer number of pixels, got {value!r}.",
-                                          f"pass {name} as an int, e.g. 1280.")
-                if value < 16:
-                    raise ValidationError(name, f"{value} px is too small.", "use at least 16 px.")
-                if value % 16:
-                    lower, upper = value // 16 * 16, (value // 16 + 1) * 16
-                    raise ValidationError(name, f"{value} is not a multiple of 16 (the VAE's spatial stride).",
-                                          f"use {lower} or {upper}.")
-                self.set(name, int(value))
-            aspect = normalize_aspect(r.aspect_ratio) if r.aspect_ratio else _aspect_of(r.width, r.height)
-            self.set("aspect_ratio", aspect)
-            self.set("tier", None)
+        if r.width is not None or r.height is not None:
+            self._explicit_size()
             return
-        tier = normalize_tier(r.tier if r.tier is not None else profile.tier)
+        tier = normalize_tier(r.tier if r.tier is not None else defaults.tier)
         if tier not in VIDEO_SIZES:
             raise ValidationError("tier", f"unknown resolution tier {r.tier!r}.",
                                   f"use one of {', '.join(VIDEO_SIZES)} (or width=/height=).")
-        aspect = normalize_aspect(r.aspect_ratio if r.aspect_ratio is not None else profile.aspect_ratio)
+        aspect = normalize_aspect(r.aspect_ratio if r.aspect_ratio is not None else defaults.aspect_ratio)
         if aspect not in ASPECT_RATIOS:
             raise ValidationError("aspect_ratio", f"unknown aspect ratio {r.aspect_ratio!r}.",
                                   f"use one of {', '.join(ASPECT_RATIOS)} (\"16:9\" is accepted too).")
         width, height = VIDEO_SIZES[tier][aspect]
-        self.set("tier", tier)
-        self.set("aspect_ratio", aspect)
-        self.set("width", width)
-        self.set("height", height)
+        for name, value in (("tier", tier), ("aspect_ratio", aspect), ("width", width), ("height", height)):
+            self.set(name, value)
 
-    def _resolve_frames(self, profile) -> None:
+    def _explicit_size(self) -> None:
+        r = self.r
+        if r.width is None or r.height is None:
+            missing = "height" if r.width is not None else "width"
+            raise ValidationError(missing, "width and height must be given together.",
+                                  f"also pass {missing}=..., or use tier=/aspect_ratio= instead.")
+        if r.tier is not None:
+            raise ValidationError("tier", "give either a tier or an explicit width x height, not both.",
+                                  "drop tier=, or drop width=/height=.")
+        for name in ("width", "height"):
+            value = getattr(r, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ValidationError(name, f"expected an integer number of pixels, got {value!r}.",
+                                      f"pass {name} as an int, e.g. 1280.")
+            if value < 16:
+                raise ValidationError(name, f"{value} px is too small.", "use at least 16 px.")
+            if value % 16:
+                lower, upper = value // 16 * 16, (value // 16 + 1) * 16
+                raise ValidationError(name, f"{value} is not a multiple of 16 (the VAE's spatial stride).",
+                                      f"use {lower} or {upper}.")
+            self.set(name, int(value))
+        aspect = normalize_aspect(r.aspect_ratio) if r.aspect_ratio else detect_aspect_ratio(r.width, r.height)
+        if aspect not in ASPECT_RATIOS:
+            raise ValidationError("aspect_ratio", f"unknown aspect ratio {r.aspect_ratio!r}.",
+                                  f"use one of {', '.join(ASPECT_RATIOS)}.")
+        self.set("aspect_ratio", aspect)
+
+    def _resolve_frames(self, defaults) -> None:
         r = self.r
         if r.mode == "text2image":
             if r.num_frames not in (None, 1):
@@ -291,7 +301,7 @@ class _Resolver:
                                       "drop num_frames, or use mode='text2video'.")
             self.set("num_frames", 1)
         else:
-            frames = profile.num_frames if r.num_frames is None else r.num_frames
+            frames = defaults.num_frames if r.num_frames is None else r.num_frames
             if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)):
                 raise ValidationError("num_frames", f"expected an integer, got {frames!r}.", "pass e.g. 17 or 189.")
             if frames < 5:
@@ -301,29 +311,29 @@ class _Resolver:
                 floored = floor_to_4k1(frames)
                 raise ValidationError(
                     "num_frames", f"{frames} is not of the form 4k+1 (the causal VAE keeps 1 + 4k frames); "
-                    f"diffusers would silently make it {floored}.",
-                    f"use {floored} or {floored + 4}.")
+                    f"diffusers would silently make it {floored}.", f"use {floored} or {floored + 4}.")
             self.set("num_frames", int(frames))
-        fps = profile.fps if r.fps is None else r.fps
-        if isinstance(fps, bool) or not isinstance(fps, (int, float, np.integer, np.floating)) or not math.isfinite(fps):
+        fps = defaults.fps if r.fps is None else r.fps
+        if not _is_number(fps):
             raise ValidationError("fps", f"expected a number, got {fps!r}.", "pass e.g. fps=24.")
         if not 1 <= fps <= MAX_FPS:
-            raise ValidationError("fps", f"{fps} fps is out of range.", f"use 1 to {MAX_FPS:g} (Cosmos3 is trained at 10-30).")
+            raise ValidationError("fps", f"{fps} fps is out of range.", f"use 1 to {MAX_FPS:g} (Cosmos3 is trained "
+                                                                         "at 10-30).")
         self.set("fps", float(fps))
 
-    def _resolve_sampling(self, profile) -> None:
+    def _resolve_sampling(self, defaults) -> None:
         r = self.r
-        steps = profile.num_inference_steps if r.num_inference_steps is None else r.num_inference_steps
+        steps = defaults.num_inference_steps if r.num_inference_steps is None else r.num_inference_steps
         if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not 1 <= steps <= MAX_STEPS:
             raise ValidationError("num_inference_steps", f"{steps!r} is not an integer from 1 to {MAX_STEPS}.",
-                                  "use e.g. 35 (the Cosmos3 default) or fewer for a quick look.")
+                                  "use e.g. 35 (the Cosmos3 video default) or fewer for a quick look.")
         self.set("num_inference_steps", int(steps))
-        guidance = profile.guidance_scale if r.guidance_scale is None else r.guidance_scale
+        guidance = defaults.guidance_scale if r.guidance_scale is None else r.guidance_scale
         if not _is_number(guidance) or not 0 <= guidance <= MAX_GUIDANCE:
             raise ValidationError("guidance_scale", f"{guidance!r} is outside 0..{MAX_GUIDANCE:g}.",
-                                  "use 6.0 (the Cosmos3 default); 1.0 turns classifier-free guidance off.")
+                                  "use 6.0 (the Cosmos3 video default); 1.0 turns classifier-free guidance off.")
         self.set("guidance_scale", float(guidance))
-        shift = profile.flow_shift if r.flow_shift is None else r.flow_shift
+        shift = defaults.flow_shift if r.flow_shift is None else r.flow_shift
         if not _is_number(shift) or not 0 < shift <= 100:
             raise ValidationError("flow_shift", f"{shift!r} must be a number above 0 (and at most 100).",
                                   "use 10.0 (the Cosmos3 default for video); lower values keep more detail early.")
@@ -335,28 +345,17 @@ class _Resolver:
 
     def _resolve_media(self) -> None:
         r = self.r
-        mode = r.mode
-        if r.image is not None and r.video is not None:
-            raise ValidationError("image", "both image and video were given; Cosmos3 conditions on one.",
-                                  "pass image= for image2video or video= for video2video.")
-        if mode == "text2image" and r.image is not None:
-            raise ValidationError("image", "text2image takes no conditioning image.",
-                                  "use mode='image2video', or drop image=.")
-        if mode in ("text2image", "text2video") and r.video is not None:
-            raise ValidationError("video", f"{mode} takes no conditioning video.",
-                                  "use mode='video2video', or drop video=.")
-        if mode == "image2video":
-            if r.video is not None:
-                raise ValidationError("video", "image2video conditions on an image, not a video.",
-                                      "pass image=..., or use mode='video2video'.")
+        wants = {"image2video": "image", "video2video": "video"}.get(r.mode)
+        for name in ("image", "video"):
+            if getattr(r, name) is not None and name != wants:
+                fix = f"use mode='{'image2video' if name == 'image' else 'video2video'}', or drop {name}=."
+                raise ValidationError(name, f"{r.mode} takes no conditioning {name}.", fix)
+        if wants == "image":
             if r.image is None:
                 raise ValidationError("image", "image2video needs a conditioning image.",
                                       "pass image= a path, a PIL image or an HxWx3 uint8 array.")
             media.check_image(r.image, field="image")
-        if mode == "text2video" and r.image is not None:
-            raise ValidationError("image", "text2video takes no conditioning image.",
-                                  "use mode='image2video', or drop image=.")
-        if mode == "video2video":
+        if wants == "video":
             if r.video is None:
                 raise ValidationError("video", "video2video needs a conditioning video.",
                                       "pass video= a path or a TxHxWx3 uint8 array.")
@@ -369,13 +368,38 @@ class _Resolver:
             raise ValidationError("condition_frames", f"{r.condition_frames!r} is not a list of latent frame indexes.",
                                   "pass e.g. (0, 1): the first two latent frames stay clean.")
         latent_frames = (r.num_frames - 1) // 4 + 1
-        if mode == "video2video" and max(frames) >= latent_frames:
+        if r.mode == "video2video" and max(frames) >= latent_frames:
             raise ValidationError("condition_frames", f"index {max(frames)} is past the {latent_frames} latent frames "
                                   f"of a {r.num_frames}-frame video.", "use smaller indexes or more frames.")
-        object.__setattr__(r, "condition_frames", tuple(int(i) for i in frames))
+        self.set("condition_frames", tuple(int(i) for i in frames))
         if r.condition_video_keep not in ("first", "last"):
             raise ValidationError("condition_video_keep", f"{r.condition_video_keep!r} is neither 'first' nor 'last'.",
                                   "use 'first' (continue from the start of the clip) or 'last'.")
+
+    def _resolve_backend_options(self) -> None:
+        r = self.r
+        for name in ("use_system_prompt", "add_resolution_template", "add_duration_template", "guardrails", "sound"):
+            value = getattr(r, name)
+            if value is None and name != "sound":
+                continue
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValidationError(name, f"expected True or False, got {value!r}.",
+                                      f"pass {name}=True or {name}=False"
+                                      + (" (or leave it out for the backend's default)." if name != "sound" else "."))
+            self.set(name, bool(value))
+        for name in ("add_resolution_template", "add_duration_template"):
+            if getattr(r, name) and r.is_structured:
+                raise ValidationError(name, "the sentence templates apply to plain-text prompts; this prompt is a "
+                                            "structured caption, which gets its metadata injected instead.",
+                                      f"leave {name} out (or use a plain-text prompt).")
+        if r.guidance_interval is not None:
+            interval = r.guidance_interval
+            if (not isinstance(interval, (tuple, list)) or len(interval) != 2 or not all(map(_is_number, interval))
+                    or not 0 <= interval[0] <= interval[1] <= MAX_TIMESTEP):
+                raise ValidationError("guidance_interval", f"{interval!r} is not a (lo, hi) pair with "
+                                      f"0 <= lo <= hi <= {MAX_TIMESTEP:g}.",
+                                      "pass e.g. (400, 1000) to guide only the noisy first steps, or leave it out.")
+            self.set("guidance_interval", (float(interval[0]), float(interval[1])))
 
 
 def _resolve_mode(mode: str) -> str:
@@ -384,8 +408,7 @@ def _resolve_mode(mode: str) -> str:
     key = mode.strip().lower().replace("-", "_")
     key = MODE_ALIASES.get(key, key)
     if key not in MODES:
-        raise ValidationError("mode", f"unknown mode {mode!r}.",
-                              f"use one of {', '.join(MODES)} (or t2i, t2v, i2v, v2v).")
+        raise ValidationError("mode", f"unknown mode {mode!r}.", f"use one of {', '.join(MODES)} (or t2i, t2v, i2v, v2v).")
     return key
 
 
@@ -394,7 +417,12 @@ def _is_number(value: Any) -> bool:
             and math.isfinite(value))
 
 
-def _aspect_of(width: int, height: int) -> str:
-    from .presets import nearest_aspect
-
-    return nearest_aspect(width, height)
+def check_backend_options(request: GenerationRequest, backend: str, supported: tuple[str, ...]) -> None:
+    """Refuse, before any work, a backend-default option the caller set that ``backend`` cannot honour."""
+    for name in BACKEND_DEFAULT_FIELDS:
+        if name == "negative_prompt" or name in supported:
+            continue
+        value = getattr(request, name)
+        if value is not None:
+            raise ValidationError(name, f"{backend} cannot honour an explicit {name}={value!r}.",
+                                  f"leave {name} out to use {backend}'s own default, or run on another backend.")

@@ -1,9 +1,10 @@
 """``Generation``: what any backend returns, and how it is saved so that nothing is ever lost.
 
-``save()`` writes a PNG (images) or an H.264 MP4 with AAC sound muxed in (video), then a sidecar JSON
-manifest holding the resolved request, backend, model, seed, package versions and timings. Both writes
-are atomic and refuse to clobber. A rerun can ask :func:`find_saved` whether a finished output with the
-same request fingerprint is already there and skip the work.
+``save()`` writes the media, then a sidecar JSON manifest holding the resolved request, backend, model, seed,
+package versions and timings. Both writes are atomic and refuse to clobber. Media a backend produced itself
+(the MP4 a vLLM-Omni server sent, the ``vision.mp4`` the framework wrote) is kept as it came and copied byte
+for byte; frames made in this process are encoded once (PNG, or H.264 + AAC). A rerun asks
+:func:`find_saved` whether a finished output of the same request *on the same backend* is already there.
 """
 
 from __future__ import annotations
@@ -26,15 +27,31 @@ from .request import GenerationRequest
 
 MANIFEST_SUFFIX = ".json"
 MANIFEST_SCHEMA = "cosmos-helpers/generation/v1"
+MEDIA_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".mp4")
 _VERSIONED_PACKAGES = ("cosmos-helpers", "diffusers", "transformers", "torch", "numpy", "av", "httpx")
+
+
+@dataclass(frozen=True)
+class FinishedFile:
+    """Media exactly as a backend delivered it: the bytes of an HTTP answer, or a file it wrote."""
+
+    suffix: str
+    data: bytes | None = None
+    path: Path | None = None
+
+    def publish(self, target: Path, *, overwrite: bool) -> Path:
+        if self.data is not None:
+            return media.write_bytes_atomic(target, self.data, overwrite=overwrite)
+        return media.copy_file_atomic(self.path, target, overwrite=overwrite)
 
 
 @dataclass
 class Generation:
     """A finished generation.
 
-    ``frames`` is uint8 ``(T, H, W, 3)`` (``T == 1`` for images); ``sound`` is float32 ``(2, N)`` in
-    [-1, 1] at ``sample_rate`` or ``None``; ``timings`` maps phase names to seconds.
+    ``frames`` is uint8 ``(T, H, W, 3)`` (``T == 1`` for images); ``sound`` is float32 ``(2, N)`` in [-1, 1] at
+    ``sample_rate`` or ``None``; ``timings`` maps phase names to seconds; ``finished`` is the backend's own
+    file, when it made one (saved as it is).
     """
 
     frames: np.ndarray
@@ -48,6 +65,7 @@ class Generation:
     timings: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     paths: dict[str, Path] = field(default_factory=dict)
+    finished: FinishedFile | None = None
 
     def __post_init__(self) -> None:
         frames = media.to_uint8(np.asarray(self.frames))
@@ -91,6 +109,13 @@ class Generation:
     def total_seconds(self) -> float:
         return float(self.timings.get("total_s", sum(v for k, v in self.timings.items() if k.endswith("_s"))))
 
+    @property
+    def media_suffix(self) -> str:
+        """The suffix ``save`` writes: the backend's own file's, else ``.png`` / ``.mp4``."""
+        if self.finished is not None:
+            return self.finished.suffix
+        return ".png" if self.is_image else ".mp4"
+
     def __repr__(self) -> str:
         kind = "image" if self.is_image else f"{self.num_frames} frames @ {self.fps:g} fps"
         sound = f", sound {self.sound.shape[1] / self.sample_rate:.2f} s" if self.sound is not None else ""
@@ -99,28 +124,23 @@ class Generation:
     # Saving ---------------------------------------------------------------------------------------
 
     def save(self, stem: str | Path, *, overwrite: bool = False) -> Path:
-        """Write ``<stem>.png`` or ``<stem>.mp4`` and ``<stem>.json``; return the media path.
+        """Write ``<stem>.<suffix>`` and ``<stem>.json``; return the media path.
 
-        Refuses to replace an existing file unless ``overwrite=True``; if the existing output has the same
-        request fingerprint it is left alone and its path returned (a rerun, not a conflict).
+        Refuses to replace an existing file unless ``overwrite=True``; if the existing output is this very
+        request on this backend it is left alone and its path returned (a rerun, not a conflict).
         """
         stem = Path(stem)
-        target = stem.with_suffix(".png" if self.is_image else ".mp4")
+        target = stem.with_suffix(self.media_suffix)
         manifest_path = stem.with_suffix(MANIFEST_SUFFIX)
-        if not overwrite and (target.exists() or manifest_path.exists()):
-            existing = read_manifest(manifest_path) if manifest_path.exists() else None
-            if existing and self.request is not None and existing.get("fingerprint") == self.request.fingerprint() \
-                    and target.exists():
-                self.paths = {"media": target, "manifest": manifest_path}
-                return target
-            raise OutputExistsError(
-                f"{target} already exists from a different run; pass overwrite=True, choose another name, "
-                "or another output folder.")
-        if self.is_image:
-            media.write_png(target, self.frames[0], overwrite=overwrite)
-        else:
-            media.write_mp4(target, self.frames, self.fps, sound=self.sound, sample_rate=self.sample_rate,
-                            overwrite=overwrite)
+        if not overwrite:
+            existing = _existing_media(stem) or (manifest_path if manifest_path.exists() else None)
+            if existing is not None:
+                if self.request is not None and find_saved(stem, self.request, backend=self.backend) == target:
+                    self.paths = {"media": target, "manifest": manifest_path}
+                    return target
+                raise OutputExistsError(f"{existing} already exists from a different run; pass overwrite=True, "
+                                        "choose another name, or another output folder.")
+        self._write_media(target, overwrite)
         try:
             media.write_bytes_atomic(manifest_path, json.dumps(self.manifest(target), indent=2).encode(),
                                      overwrite=True)
@@ -131,6 +151,18 @@ class Generation:
             raise
         self.paths = {"media": target, "manifest": manifest_path}
         return target
+
+    def _write_media(self, target: Path, overwrite: bool) -> None:
+        stale = _existing_media(target.with_suffix("")) if overwrite else None
+        if stale is not None and stale != target:  # another kind of media from an earlier run at this stem
+            stale.unlink()
+        if self.finished is not None:
+            self.finished.publish(target, overwrite=overwrite)
+        elif self.is_image:
+            media.write_png(target, self.frames[0], overwrite=overwrite)
+        else:
+            media.write_mp4(target, self.frames, self.fps, sound=self.sound, sample_rate=self.sample_rate,
+                            overwrite=overwrite)
 
     def manifest(self, media_path: Path | None = None) -> dict[str, Any]:
         return {
@@ -144,6 +176,7 @@ class Generation:
             "seed": self.seed,
             "backend": self.backend,
             "model": self.model,
+            "as_delivered": self.finished is not None,
             "fingerprint": self.request.fingerprint() if self.request is not None else None,
             "request": self.request.to_dict() if self.request is not None else None,
             "timings": {k: round(float(v), 4) for k, v in self.timings.items()},
@@ -158,18 +191,28 @@ class Generation:
         path = Path(path)
         manifest_path = path.with_suffix(MANIFEST_SUFFIX)
         manifest = read_manifest(manifest_path) or {}
-        media_path = path if path.suffix in (".png", ".mp4") else path.with_name(manifest.get("media") or path.name)
-        if media_path.suffix == ".png":
-            frames, sound, fps = media.read_png(media_path)[None], None, float(manifest.get("fps", 24.0))
+        media_path = path if path.suffix in MEDIA_SUFFIXES else path.with_name(manifest.get("media") or path.name)
+        if media_path.suffix in media.IMAGE_SUFFIXES:
+            frames, sound, fps = media.read_image(media_path)[None], None, float(manifest.get("fps") or 24.0)
+            rate = SOUND_SAMPLE_RATE
         else:
             video = media.read_video(media_path, with_audio=True)
             frames, sound, fps = video.frames, video.sound, float(manifest.get("fps") or video.fps)
-        generation = cls(frames=frames, fps=fps, seed=int(manifest.get("seed", 0)), sound=sound,
+            rate = video.sample_rate or SOUND_SAMPLE_RATE
+        generation = cls(frames=frames, fps=fps, seed=int(manifest.get("seed", 0)), sound=sound, sample_rate=rate,
                          backend=manifest.get("backend", ""), model=manifest.get("model", ""),
-                         timings=dict(manifest.get("timings", {})), provenance={"loaded_from": str(media_path),
-                                                                                "manifest": manifest})
+                         timings=dict(manifest.get("timings", {})),
+                         provenance={"loaded_from": str(media_path), "manifest": manifest},
+                         finished=FinishedFile(media_path.suffix, path=media_path))
         generation.paths = {"media": media_path, "manifest": manifest_path}
         return generation
+
+
+def _existing_media(stem: Path) -> Path | None:
+    for suffix in MEDIA_SUFFIXES:
+        if stem.with_suffix(suffix).exists():
+            return stem.with_suffix(suffix)
+    return None
 
 
 def read_manifest(path: str | Path) -> dict[str, Any] | None:
@@ -179,14 +222,20 @@ def read_manifest(path: str | Path) -> dict[str, Any] | None:
         return None
 
 
-def find_saved(stem: str | Path, request: GenerationRequest) -> Path | None:
-    """The finished media file for ``request`` at ``stem``, if a previous run already produced it."""
+def find_saved(stem: str | Path, request: GenerationRequest, *, backend: str | None = None) -> Path | None:
+    """The finished media for ``request`` at ``stem``, if a previous run of it already produced it.
+
+    "It" means the same request (its fingerprint covers the model and every setting) *and*, when ``backend``
+    is given, the same backend: another backend's output is another generation, not something to reuse.
+    """
     stem = Path(stem)
     manifest = read_manifest(stem.with_suffix(MANIFEST_SUFFIX))
     if not manifest or manifest.get("fingerprint") != request.fingerprint():
         return None
-    target = stem.with_suffix(".png" if request.is_image else ".mp4")
-    return target if target.exists() else None
+    if backend is not None and manifest.get("backend") != backend:
+        return None
+    target = stem.with_name(manifest.get("media") or "")
+    return target if manifest.get("media") and target.is_file() else None
 
 
 def package_versions() -> dict[str, str]:

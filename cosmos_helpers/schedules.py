@@ -1,19 +1,99 @@
-"""Noise schedules made visible: what ``flow_shift`` and the choice of scheduler do to the timesteps.
+"""Noise schedules: the flow-matching scheduler each call gets, and a plot of what ``flow_shift`` does.
 
-A larger shift keeps the sampler at high noise for longer (composition and motion are decided there),
-which is why Cosmos3 video uses 10 and images often less. Seeing the curves makes that concrete.
+A larger shift keeps the sampler at high noise for longer (composition and motion are decided there), which
+is why Cosmos3 video uses 10 and images 3. Two fixes to diffusers' stock behaviour live here, once:
+
+* the published scheduler config uses Karras sigmas, under which ``flow_shift`` silently does nothing; it is
+  turned off;
+* at high step counts with a large shift, neighbouring timesteps round to the same integer and diffusers'
+  schedulers then start one step late and crash on the last one (``assert self.this_order > 0`` at 200 steps,
+  shift 10); every pipeline here starts at the first timestep, so the schedulers are told so.
 """
 
 from __future__ import annotations
 
+import inspect
+from functools import lru_cache
 from typing import Any, Iterable
 
 import numpy as np
 
+from .errors import ValidationError
+
+NUM_TRAIN_TIMESTEPS = 1000
+
+
+def configure_scheduler(base_config: Any, scheduler: Any, shift: float):
+    """A fresh flow-matching scheduler with ``shift`` (Karras sigmas off) that starts at its first timestep.
+
+    ``scheduler`` is a diffusers scheduler class, an instance (its config wins), or ``None`` for flow UniPC.
+    Config keys the class does not know are dropped instead of warned about.
+    """
+    from diffusers import UniPCMultistepScheduler
+
+    if scheduler is None or isinstance(scheduler, type):
+        cls, config = scheduler or UniPCMultistepScheduler, dict(base_config)
+    else:
+        cls, config = type(scheduler), dict(scheduler.config)
+    accepted = set(inspect.signature(cls.__init__).parameters)
+    config = {key: value for key, value in config.items() if key in accepted or key.startswith("_")}
+    if "flow_shift" in accepted:
+        config.update(flow_shift=shift, use_flow_sigmas=True, prediction_type="flow_prediction")
+    elif "shift" in accepted:
+        config["shift"] = shift
+    else:
+        raise ValidationError("scheduler", f"{cls.__name__} has no flow shift setting.",
+                              "use a flow-matching scheduler (UniPCMultistepScheduler, FlowMatchEulerDiscreteScheduler, ...).")
+    if "use_karras_sigmas" in accepted:
+        config["use_karras_sigmas"] = False
+    return _from_first_timestep(cls).from_config(config)
+
+
+@lru_cache(maxsize=None)
+def _from_first_timestep(cls: type) -> type:
+    """``cls`` whose ``set_timesteps`` also sets the begin index to 0 (see the module docstring)."""
+    if not hasattr(cls, "set_begin_index"):
+        return cls
+
+    def set_timesteps(self, *args, **kwargs):
+        result = cls.set_timesteps(self, *args, **kwargs)
+        self.set_begin_index(0)
+        return result
+
+    return type(cls.__name__, (cls,), {"set_timesteps": set_timesteps, "__module__": cls.__module__,
+                                      "__doc__": cls.__doc__})
+
+
+def native_sigmas(num_steps: int) -> np.ndarray:
+    """The Cosmos Framework's native flow sigmas before the shift: ``linspace(1 - 1/1000, 0, S + 1)[:-1]``."""
+    return np.linspace(1.0 - 1.0 / NUM_TRAIN_TIMESTEPS, 0.0, num_steps + 1)[:-1]
+
+
+@lru_cache(maxsize=None)
+def _native_class():
+    from diffusers import UniPCMultistepScheduler
+
+    class NativeFlowUniPCScheduler(UniPCMultistepScheduler):
+        """Flow UniPC with the Cosmos Framework's native schedule: ``set_timesteps(N)`` defaults ``sigmas``."""
+
+        def set_timesteps(self, num_inference_steps=None, device=None, sigmas=None, mu=None):
+            if sigmas is None and num_inference_steps is not None:
+                sigmas = native_sigmas(int(num_inference_steps))
+            return super().set_timesteps(num_inference_steps, device=device, sigmas=sigmas, mu=mu)
+
+    return NativeFlowUniPCScheduler
+
+
+def native_flow_scheduler(base_config: Any, shift: float):
+    """The framework's sampler: native-schedule flow UniPC (order 2, bh2, predict-x0, final sigma 0) with ``shift``."""
+    config = dict(base_config)
+    config.update(solver_order=2, solver_type="bh2", predict_x0=True, lower_order_final=True,
+                  final_sigmas_type="zero", num_train_timesteps=NUM_TRAIN_TIMESTEPS)
+    return configure_scheduler(config, _native_class(), shift)
+
 
 def timesteps_for(scheduler: Any, steps: int, shift: float) -> np.ndarray:
     """The timesteps a flow-matching scheduler class (or instance) visits for ``steps`` at ``shift``."""
-    from .backends.diffusers import configure_scheduler
     from .models.tiny import SCHEDULER_CONFIG
 
     configured = configure_scheduler(SCHEDULER_CONFIG, scheduler, shift)

@@ -19,11 +19,11 @@ def generate_and_save(backend: Backend, request: GenerationRequest, stem: str | 
                       overwrite: bool = False, skip_existing: bool = True, **kwargs: Any) -> Generation:
     """Generate ``request`` on ``backend`` and save it at ``stem`` (``.png``/``.mp4`` + ``.json``).
 
-    When ``skip_existing`` and a finished output with the same request fingerprint is already at ``stem``,
-    it is loaded instead of generated again, so an interrupted batch resumes where it stopped.
+    When ``skip_existing`` and a finished output of the same request on the same backend is already at
+    ``stem``, it is loaded instead of generated again, so an interrupted batch resumes where it stopped.
     """
     if skip_existing and not overwrite:
-        done = find_saved(stem, request)
+        done = find_saved(stem, request, backend=backend.name)
         if done is not None:
             generation = Generation.load(done)
             generation.request = request

@@ -13,12 +13,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prompt = what.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt", help="prompt text")
     prompt.add_argument("--prompt-file", type=Path, help="prompt .json caption or .txt file")
-    what.add_argument("--negative-prompt", default=None, help="negative prompt text or .json/.txt file")
+    negative = what.add_mutually_exclusive_group()
+    negative.add_argument("--negative-prompt", default=None, help="negative prompt text (default: the backend's)")
+    negative.add_argument("--negative-prompt-file", type=Path, help="negative prompt .json caption or .txt file")
     what.add_argument("--image", type=Path, help="conditioning image (image2video)")
     what.add_argument("--video", type=Path, help="conditioning video (video2video)")
     what.add_argument("--sound", action="store_true", help="also generate a 48 kHz stereo soundtrack")
     model = parser.add_argument_group("model and settings (default: the profile's)")
-    model.add_argument("--profile", default="tiny", help="tiny (default) | nano | super")
+    model.add_argument("--profile", default="tiny", help="tiny (default) | nano | super | edge")
     model.add_argument("--model", default=None, help="override the profile's model: tiny, a hub id or a folder")
     model.add_argument("--tier", default=None, help="resolution tier: 256, 480, 720, ...")
     model.add_argument("--aspect-ratio", default=None, help="16,9 | 4,3 | 1,1 | 3,4 | 9,16")
@@ -45,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     request = GenerationRequest(
         mode=args.mode, prompt=args.prompt_file if args.prompt_file else args.prompt,
-        negative_prompt=args.negative_prompt, profile=args.profile, model=args.model, tier=args.tier,
+        negative_prompt=args.negative_prompt_file or args.negative_prompt, profile=args.profile, model=args.model, tier=args.tier,
         aspect_ratio=args.aspect_ratio, width=args.width, height=args.height, num_frames=args.frames, fps=args.fps,
         num_inference_steps=args.steps, guidance_scale=args.guidance, flow_shift=args.flow_shift, seed=args.seed,
         sound=args.sound, image=args.image, video=args.video,
@@ -69,4 +71,4 @@ def _backend(args: argparse.Namespace):
         return VllmOmniBackend(args.url)
     from ..backends.diffusers import DiffusersBackend
 
-    return DiffusersBackend(model=None)
+    return DiffusersBackend()

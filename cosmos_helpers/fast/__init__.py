@@ -35,9 +35,10 @@ code on as well).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Iterator
 
 __all__ = ["FastOptions", "enable_fast_path", "disable_fast_path", "is_fast", "fast_path_stats", "reset_fast_path"]
 
@@ -84,9 +85,20 @@ class _FastState:
     def __init__(self, pipe, options: FastOptions) -> None:
         self.options = options
         self.forward = None
+        self.decode = None
         self.originals: dict[str, Any] = {}
         self.blank_encode = False
         self.blank_encodes_skipped = 0
+        self.active = True
+
+    def set_active(self, active: bool) -> None:
+        """Route calls through the fast path (``True``) or straight to stock code; nothing is re-patched."""
+        self.active = active
+        for part in (self.forward, self.decode):
+            if part is not None:
+                part.active = active
+        if not active and self.forward is not None:
+            self.forward.forget_pairs()
 
 
 def _on_cuda(pipe) -> bool:
@@ -151,7 +163,7 @@ def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
 
         @functools.wraps(prepare_latents)
         def fast_prepare_latents(*args, **kwargs):
-            blank = (not args and kwargs.get("image") is None and kwargs.get("video") is None
+            blank = (state.active and not args and kwargs.get("image") is None and kwargs.get("video") is None
                      and kwargs.get("action") is None and kwargs.get("latents") is None)
             state.blank_encode = blank
             try:
@@ -179,8 +191,9 @@ def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
         from .vae import FastDecode
 
         state.originals["vae.decode"] = pipe.vae.__dict__.get("decode")
-        pipe.vae.decode = FastDecode(pipe.vae, cudnn_benchmark=bool(resolved.vae_cudnn_benchmark),
-                                     channels_last=bool(resolved.vae_channels_last))
+        state.decode = FastDecode(pipe.vae, cudnn_benchmark=bool(resolved.vae_cudnn_benchmark),
+                                  channels_last=bool(resolved.vae_channels_last))
+        pipe.vae.decode = state.decode
 
     pipe._cosmos_fast = state
     return pipe
@@ -208,6 +221,24 @@ def disable_fast_path(pipe):
             setattr(obj, attr, original)
     del pipe._cosmos_fast
     return pipe
+
+
+@contextlib.contextmanager
+def fast_path_active(pipe, active: bool) -> Iterator[None]:
+    """Run the block with the installed fast path on or off: one loaded pipeline serves stock and fast backends
+    without patching or unpatching anything per call. Without a fast path installed, only ``False`` is valid."""
+    state = getattr(pipe, "_cosmos_fast", None)
+    if state is None:
+        if active:
+            raise RuntimeError("the fast path is not installed on this pipeline; call enable_fast_path first")
+        yield
+        return
+    previous = state.active
+    state.set_active(active)
+    try:
+        yield
+    finally:
+        state.set_active(previous)
 
 
 def reset_fast_path(pipe) -> None:

@@ -74,6 +74,7 @@ class FastForward:
         self._stash: tuple[dict, Any] | None = None
         self.stats = {"calls": 0, "stock_fallbacks": 0, "batched_pairs": 0, "stash_hits": 0, "stash_misses": 0}
         self.compile_error: str | None = None
+        self.active = True  # False: every call goes to the stock forward (a stock backend's turn)
 
     # ------------------------------------------------------------------------------------------------
     def reset(self) -> None:
@@ -82,6 +83,10 @@ class FastForward:
         if self.graphs is not None:
             self.graphs.clear()
         self._rotary.clear()
+        self.forget_pairs()
+
+    def forget_pairs(self) -> None:
+        """Drop the guidance-pair bookkeeping (and the stashed branch it may hold)."""
         self._history.clear()
         self._stash = None
 
@@ -97,6 +102,8 @@ class FastForward:
         return text_indexes.ndim == 1 and text_indexes.shape[0] == kwargs["und_len"]
 
     def __call__(self, *args, **kwargs):
+        if not self.active:
+            return self.stock_forward(*args, **kwargs)
         if not self._supported(args, kwargs):
             self.stats["stock_fallbacks"] += 1
             return self.stock_forward(*args, **kwargs)

@@ -28,6 +28,7 @@ class FastDecode:
         self.cudnn_benchmark = cudnn_benchmark
         self.channels_last = channels_last
         self._converted = False
+        self.active = True
         self.__wrapped__ = self.decode
         self.__doc__ = getattr(self.decode, "__doc__", None)
 
@@ -49,6 +50,9 @@ class FastDecode:
         self._converted = False
 
     def __call__(self, z: torch.Tensor, *args, **kwargs):
+        if not self.active:
+            self.restore()
+            return self.decode(z, *args, **kwargs)
         if self.channels_last and z.ndim == 5 and z.shape[2] > 1:
             if not self._converted:
                 self._to_channels_last()

@@ -43,8 +43,7 @@ class GenerateForm:
                  output_dir: str | Path | None = None) -> None:
         import ipywidgets as w
 
-        from ..presets import ASPECT_RATIOS, TIERS, get_profile
-        from ..request import MODES
+        from ..presets import ASPECT_RATIOS, MODES, TIERS, get_profile
 
         self.backend = backend
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -53,8 +52,8 @@ class GenerateForm:
         self.history: list = []
         self.last_error: Exception | None = None
         self._counter = itertools.count(1)
-        profile = get_profile(self.defaults.get("profile", "tiny"))
         d = self.defaults
+        profile = get_profile(d.get("profile", "tiny")).defaults(d.get("mode", "text2video"))
         wide = lambda: w.Layout(width="100%")  # noqa: E731 - one Layout per widget: hiding one must not hide another
         style = {"description_width": "80px"}
         self.prompt = w.Textarea(value=str(d.get("prompt", DEFAULT_PROMPT)), description="prompt",

@@ -26,7 +26,7 @@ MIN_DISPLAY_SIDE = 320
 def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
     """The size a preview is shown at: the source size capped at ``max_side`` (the transcode's rule), and
     small results (the tiny model's 160x96) shown at 2x, 3x, ... until their long side reaches 320 px."""
-    from ..media import _even_size
+    from ..media import even_size
 
     if not item.width or not item.height:
         frame = item.frame(0)
@@ -35,7 +35,7 @@ def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
         scale = 1.0 if not max_side or max(item.width, item.height) <= max_side else max_side / max(item.width, item.height)
         width, height = max(1, round(item.width * scale)), max(1, round(item.height * scale))
     else:
-        width, height = _even_size(item.width, item.height, max_side)
+        width, height = even_size(item.width, item.height, max_side)
     factor = 1
     limit = min(MIN_DISPLAY_SIDE, max_side or MIN_DISPLAY_SIDE)
     while max(width, height) * (factor + 1) <= limit:

@@ -113,7 +113,7 @@ def _write_preview(target: Path, frames: Iterable[np.ndarray], width: int, heigh
                    sound: np.ndarray | None, sample_rate: int, max_side: int | None) -> None:
     import av
 
-    out_w, out_h = media._even_size(width, height, max_side)
+    out_w, out_h = media.even_size(width, height, max_side)
     with media.atomic_path(target, overwrite=True) as tmp:
         with av.open(str(tmp), mode="w", format="mp4", options={"movflags": "+faststart"}) as container:
             vstream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))

@@ -1,0 +1,193 @@
+"""The Cosmos Framework's facts, as of NVIDIA/cosmos-framework 5eee9ed: the one home for them in this package.
+
+What an input file (``-i spec.json``) may contain and what it means, the per-mode defaults the framework fills
+in, its model configs, its command line and its output layout. Paths are inside ``cosmos_framework/`` of the
+checkout. ``tests/contracts/`` holds the same facts read from the real code by ``scripts/refresh_contracts.py``
+and checks every table here against them, so a new framework version shows up as a failing test, not as a
+silently different run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+VERSION = "5eee9ed"
+MODULE = "cosmos_framework.scripts.inference"
+
+# inference/args.py ModelMode. Action and reasoner modes are the framework's; this project runs the first six.
+MODEL_MODES: tuple[str, ...] = ("text2image", "text2video", "image2image", "image2video", "video2video",
+                                "audio_image2video", "forward_dynamics", "inverse_dynamics", "wam", "reasoner")
+TIERS: tuple[str, ...] = ("256", "480", "704", "720", "768")  # the ``resolution`` enum of a sample
+ASPECT_RATIOS: tuple[str, ...] = ("1,1", "4,3", "3,4", "16,9", "9,16")
+# data/generator/utils.py VIDEO_RES_SIZE_INFO for the tiers above: (width, height).
+SIZES: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType({
+    "256": {"1,1": (256, 256), "4,3": (320, 256), "3,4": (256, 320), "16,9": (320, 192), "9,16": (192, 320)},
+    "480": {"1,1": (640, 640), "4,3": (736, 544), "3,4": (544, 736), "16,9": (832, 480), "9,16": (480, 832)},
+    "704": {"1,1": (960, 960), "4,3": (1088, 832), "3,4": (832, 1088), "16,9": (1280, 704), "9,16": (704, 1280)},
+    "720": {"1,1": (960, 960), "4,3": (1104, 832), "3,4": (832, 1104), "16,9": (1280, 720), "9,16": (720, 1280)},
+    "768": {"1,1": (1024, 1024), "4,3": (1184, 880), "3,4": (880, 1184), "16,9": (1360, 768), "9,16": (768, 1360)},
+})
+# args.py num_frames description: "256p: [24, 400], 480p: [24, 300], 720p/768p: [24, 200]".
+FRAME_RANGES: Mapping[str, tuple[int, int]] = MappingProxyType(
+    {"256": (24, 400), "480": (24, 300), "704": (24, 200), "720": (24, 200), "768": (24, 200)})
+
+# inference/defaults/<mode>/sample_args.json, the fields that decide what is generated. Video modes take their
+# negative prompt from defaults/neg_prompts.json (a structured negative caption shipped with the framework).
+NEGATIVE_PROMPT_FILE = "neg_prompts.json"
+_VIDEO = {"num_steps": 35, "guidance": 6.0, "shift": 10.0, "aspect_ratio": "16,9", "fps": 24, "num_frames": 189,
+          "negative_prompt_file": NEGATIVE_PROMPT_FILE}
+_ACTION = {"num_steps": 30, "guidance": 1.0, "shift": 10.0, "aspect_ratio": "16,9", "fps": 24, "num_frames": 189,
+           "negative_prompt": ""}
+MODE_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    "text2image": MappingProxyType({"num_steps": 50, "guidance": 4.0, "shift": 3.0, "aspect_ratio": "1,1", "fps": 24,
+                                    "num_frames": 1, "negative_prompt": ""}),
+    "image2image": MappingProxyType({"num_steps": 35, "guidance": 6.0, "shift": 5.0, "fps": 24,
+                                     "negative_prompt": ""}),
+    "text2video": MappingProxyType(_VIDEO),
+    "image2video": MappingProxyType(_VIDEO),
+    "video2video": MappingProxyType(_VIDEO),
+    "audio_image2video": MappingProxyType({**_VIDEO, "enable_sound": True}),
+    "forward_dynamics": MappingProxyType(_ACTION),
+    "inverse_dynamics": MappingProxyType(_ACTION),
+    "wam": MappingProxyType(_ACTION),
+})
+# Shared by every generation mode's defaults file (the resolution sentence says "image" for image modes).
+PROMPT_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    "sigma_max": 80.0,
+    "normalize_cfg": False,
+    "duration_template": "The video is {duration:.1f} seconds long and is of {fps:.0f} FPS.",
+    "inverse_duration_template": "The video is not {duration:.1f} seconds long and is not of {fps:.0f} FPS.",
+    "inverse_resolution_template": "This video is not of {height}x{width} resolution.",
+    "negative_metadata_mode": "none",
+    "negative_prompt_keep_metadata": True,
+    "video_save_quality": 10,
+    "image_save_quality": 95,
+})
+RESOLUTION_TEMPLATES: Mapping[str, str] = MappingProxyType({
+    "image": "This image is of {height}x{width} resolution.",
+    "video": "This video is of {height}x{width} resolution.",
+})
+
+# inference/configs/model/<name>.yaml and args.py _NUM_FRAMES_DEFAULTS / _CHECKPOINTS.
+MODEL_CONFIGS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    "Cosmos3-Nano": MappingProxyType({"hub": "nvidia/Cosmos3-Nano", "resolution": "720", "use_system_prompt": False}),
+    "Cosmos3-Super": MappingProxyType({"hub": "nvidia/Cosmos3-Super", "resolution": "720",
+                                       "use_system_prompt": False}),
+    "Cosmos3-Edge": MappingProxyType({"hub": "nvidia/Cosmos3-Edge", "resolution": "480", "use_system_prompt": False,
+                                      "num_frames": 121}),
+})
+CHECKPOINTS: Mapping[str, str] = MappingProxyType({  # hub repository -> --checkpoint-path name
+    "nvidia/Cosmos3-Nano": "Cosmos3-Nano",
+    "nvidia/Cosmos3-Super": "Cosmos3-Super",
+    "nvidia/Cosmos3-Edge": "Cosmos3-Edge",
+    "nvidia/Cosmos3-Super-Image2Video": "Cosmos3-Super-Image2Video",
+    "nvidia/Cosmos3-Super-Image2Video-4Step": "Cosmos3-Super-Image2Video-4Step",
+    "nvidia/Cosmos3-Super-Text2Image": "Cosmos3-Super-Text2Image",
+    "nvidia/Cosmos3-Super-Text2Image-4Step": "Cosmos3-Super-Text2Image-4Step",
+})
+
+# ---------------------------------------------------------------------------------------------- input files
+
+# Every field of args.py OmniSampleOverrides (a sample object with any other key is rejected by the framework),
+# grouped by what it is about. ``RUNS_HERE`` below says which groups this project can run on its other backends.
+SAMPLE_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "sample": ("name", "model", "extra", "seed", "num_outputs", "output_dir", "tensors_file", "pickle_file",
+               "defaults_file", "model_mode"),
+    "text": ("prompt", "prompt_path", "negative_prompt", "negative_prompt_file", "duration_template",
+             "resolution_template", "negative_metadata_mode", "inverse_duration_template",
+             "inverse_resolution_template", "negative_prompt_keep_metadata"),
+    "vision": ("vision_path", "condition_frame_indexes_vision", "condition_video_keep", "resolution", "aspect_ratio",
+               "fps", "num_frames", "video_save_quality", "image_save_quality"),
+    "sampling": ("num_steps", "guidance", "guidance_interval", "normalize_cfg", "shift", "sigma_max"),
+    "sound": ("enable_sound", "sound_path"),
+    "transfer": ("control_guidance", "control_guidance_interval", "edge", "blur", "depth", "seg", "wsm",
+                 "num_video_frames_per_chunk", "num_conditional_frames", "max_frames", "show_control_condition",
+                 "show_input", "num_first_chunk_conditional_frames", "share_vision_temporal_positions",
+                 "emphasize_control_in_prompt"),
+    "action": ("action_path", "domain_name", "image_size", "action_chunk_size", "raw_action_dim", "view_point"),
+    "reasoner": ("max_new_tokens", "do_sample", "temperature", "top_k", "top_p", "repetition_penalty",
+                 "presence_penalty", "video_fps"),
+    "upsampling": ("prompt_upsampling", "prompt_upsampler_max_tokens", "prompt_upsampler_temperature",
+                   "prompt_upsampler_top_p", "prompt_upsampler_top_k", "prompt_upsampler_repetition_penalty",
+                   "prompt_upsampler_presence_penalty", "prompt_upsampler_seed"),
+})
+ALL_FIELDS: frozenset[str] = frozenset(name for group in SAMPLE_FIELDS.values() for name in group)
+PATH_FIELDS: tuple[str, ...] = ("prompt_path", "negative_prompt_file", "vision_path", "sound_path", "action_path",
+                                "tensors_file", "pickle_file", "defaults_file")
+IMAGE_EXTENSIONS: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".webp")  # inference/common/args.py
+VIDEO_EXTENSIONS: tuple[str, ...] = (".mp4",)
+
+# Transfer (args.py TransferDataOverrides and its class-level defaults).
+HINT_KINDS: tuple[str, ...] = ("edge", "blur", "depth", "seg", "wsm")
+COMPUTABLE_HINTS: tuple[str, ...] = ("edge", "blur")  # computed from the RGB video when no control_path is given
+PRESET_FIELDS: Mapping[str, str] = MappingProxyType({"edge": "preset_edge_threshold", "blur": "preset_blur_strength"})
+EDGE_PRESETS: tuple[str, ...] = ("very_low", "low", "medium", "high", "very_high")
+BLUR_PRESETS: tuple[str, ...] = ("none", "very_low", "low", "medium", "high", "very_high")
+PRESET_CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({"edge": EDGE_PRESETS, "blur": BLUR_PRESETS})
+HINT_FIELDS: tuple[str, ...] = ("control_path", "weight")  # plus the hint's preset field
+TRANSFER_SAMPLE_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    "num_video_frames_per_chunk": 93, "num_conditional_frames": 1, "max_frames": 5000,
+    "show_control_condition": False, "show_input": False, "num_first_chunk_conditional_frames": 0,
+    "share_vision_temporal_positions": True, "emphasize_control_in_prompt": True,
+})
+# Applied only with exactly one hint, to the fields the input does not set.
+HINT_TUNED_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    "edge": MappingProxyType({"guidance": 3.0, "control_guidance": 1.5, "shift": 10.0}),
+    "blur": MappingProxyType({"guidance": 3.0, "control_guidance": 1.5, "shift": 10.0}),
+    "depth": MappingProxyType({"guidance": 3.0, "control_guidance": 1.5, "shift": 10.0}),
+    "seg": MappingProxyType({"guidance": 3.0, "control_guidance": 2.0, "shift": 10.0}),
+    "wsm": MappingProxyType({"guidance": 1.0, "control_guidance": 3.0, "shift": 10.0, "num_frames": 101, "fps": 10,
+                             "num_video_frames_per_chunk": 101}),
+})
+TRANSFER_MODES: tuple[str, ...] = ("text2video", "image2video", "video2video")
+CONTROL_DIRECTIVE = (
+    "Follow the {hints} control video precisely: shape, contour, silhouette, position, and motion of every "
+    "visible structure must align with the {hints} signal at every frame."
+)
+
+# ---------------------------------------------------------------------------------------------- running
+
+# Flags of ``python -m cosmos_framework.scripts.inference`` this project passes (all appear in its --help).
+CLI_FLAGS: Mapping[str, str] = MappingProxyType({
+    "input": "-i", "output": "-o", "checkpoint": "--checkpoint-path", "seed": "--seed",
+    "parallelism": "--parallelism-preset", "no_guardrails": "--no-guardrails",
+})
+PARALLELISM_PRESETS: tuple[str, ...] = ("latency", "throughput")
+CONTROL_FILE = "control_{hint}{suffix}"
+DOWNLOAD_CACHE_ENV = "COSMOS_DOWNLOAD_CACHE_DIR"
+
+
+def vision_file(num_frames: int) -> str:
+    """``<out>/<name>/`` holds this file: ``vision.jpg`` for one frame, else ``vision.mp4`` (args.py:437)."""
+    return "vision.jpg" if num_frames == 1 else "vision.mp4"
+
+
+def detect_aspect_ratio(width: int, height: int) -> str:
+    """The framework's aspect detection (inference/vision.py): nearest ratio by squared difference of W/H."""
+    ratios = {"16,9": 16 / 9, "4,3": 4 / 3, "1,1": 1.0, "3,4": 3 / 4, "9,16": 9 / 16}
+    return min(ratios, key=lambda name: (ratios[name] - width / height) ** 2)
+
+
+def infer_mode(vision_path: str | None, num_frames: int | None) -> str:
+    """``model_mode`` when an input omits it: from the vision input's extension and ``num_frames``."""
+    source = "text"
+    if vision_path:
+        suffix = Path(str(vision_path).split("?")[0]).suffix.lower()
+        source = "image" if suffix in IMAGE_EXTENSIONS else "video"
+    return f"{source}2{'image' if num_frames == 1 else 'video'}"
+
+
+def download_cache_path(url: str, name: str, cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
+    """Where the framework caches a downloaded input (inference/common/args.py ``_resolve_url_download``).
+
+    ``name`` is ``vision<ext>``, ``sound<ext>``, ... With ``$COSMOS_DOWNLOAD_CACHE_DIR`` unset the framework
+    downloads to a fresh temporary folder every run, so there is no cache path (``None``).
+    """
+    root = cache_dir if cache_dir is not None else os.environ.get(DOWNLOAD_CACHE_ENV)
+    if not root:
+        return None
+    return Path(root) / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}-{name}"

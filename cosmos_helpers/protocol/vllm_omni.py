@@ -1,0 +1,148 @@
+"""vLLM-Omni 0.30.0's HTTP protocol for Cosmos3: the one home for its facts, used by the client and the stand-in.
+
+Routes, the fields each route reads, the defaults the Cosmos3 pipeline applies to what a request leaves out,
+the resolution tiers it knows, the error envelope and the job lifecycle. Paths below are inside ``vllm_omni/``
+of the 0.30.0 wheel (``shared/reference/vllm-omni-protocol.md`` explains each one). ``tests/contracts/`` reads
+the same facts from the wheel itself and checks these tables, the client's requests and the stand-in's answers
+against them.
+"""
+
+from __future__ import annotations
+
+import re
+from http import HTTPStatus
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from . import framework
+
+VERSION = "0.30.0"
+
+# entrypoints/openai/api_server.py
+HEALTH, MODELS = "/health", "/v1/models"
+IMAGES = "/v1/images/generations"
+VIDEOS_SYNC, VIDEOS = "/v1/videos/sync", "/v1/videos"
+JOB_STATUSES: tuple[str, ...] = ("queued", "in_progress", "completed", "failed")  # protocol/videos.py
+JOB_ID = re.compile(r"^video_gen_[0-9a-f]{32}$")
+SYNC_TIMEOUT_S = 600.0  # VLLM_OMNI_VIDEO_SYNC_TIMEOUT; it counts time spent queued
+SYNC_HEADERS: tuple[str, ...] = ("X-Request-Id", "X-Model", "X-Inference-Time-S", "X-Stage-Durations",
+                                 "X-Peak-Memory-MB")
+GUARDRAIL_MESSAGE = "Input was blocked by Cosmos3 guardrails."  # diffusion/models/cosmos3/guardrails.py:89-95
+
+# The fields of protocol/images.py ImageGenerationRequest this project sends (it ignores unknown keys).
+IMAGE_FIELDS: tuple[str, ...] = ("prompt", "model", "n", "size", "response_format", "negative_prompt",
+                                 "num_inference_steps", "guidance_scale", "flow_shift", "extra_params", "seed",
+                                 "output_format", "output_compression", "return_stage_metrics")
+IMAGE_RESPONSE_FORMATS: tuple[str, ...] = ("b64_json", "file")
+IMAGE_OUTPUT_FORMATS: tuple[str, ...] = ("png", "jpeg", "jpg", "webp")  # anything else silently becomes jpeg
+# The multipart fields of entrypoints/openai/video/generation/helpers.py _parse_video_form this project uses.
+VIDEO_FIELDS: tuple[str, ...] = ("prompt", "model", "size", "width", "height", "num_frames", "seconds", "fps",
+                                 "negative_prompt", "num_inference_steps", "guidance_scale", "flow_shift", "seed",
+                                 "generate_sound", "sound_duration", "quality", "extra_params", "lora",
+                                 "return_stage_metrics", "image_reference", "video_reference", "control_type")
+VIDEO_FILES: tuple[str, ...] = ("input_reference", "control_reference")
+SIZE_PATTERN = re.compile(r"^\d+x\d+$")
+SECONDS_PATTERN = re.compile(r"^[1-9]\d*$")
+QUALITY_LEVELS: tuple[str, ...] = ("lossless", "high")  # inputs/data.py DIFFUSION_QUALITY_LEVELS
+LIMITS: Mapping[str, tuple[float, float]] = MappingProxyType({  # (min, max) of the pydantic request models
+    "n": (1, 10), "num_inference_steps": (1, 200), "guidance_scale": (0.0, 20.0), "output_compression": (0, 100)})
+
+# diffusion/models/cosmos3/utils.py VIDEO_RES_SIZE_INFO: the tiers of ``resolution`` (transfer, action); any
+# other tier is "Unknown Cosmos3 ... resolution". Same sizes as the framework's for these tiers.
+TIERS: tuple[str, ...] = ("256", "480", "704", "720")
+SIZES: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType({t: framework.SIZES[t] for t in TIERS})
+
+# ---------------------------------------------------------------------------------------------- defaults
+
+# pipeline_cosmos3.py COSMOS3_* constants: what the server uses for a field the request leaves out.
+IMAGE_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    "width": 1024, "height": 1024, "num_inference_steps": 50, "guidance_scale": 7.0, "flow_shift": 3.0,
+    "guidance_interval": (400.0, 1000.0)})
+VIDEO_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    "width": 1280, "height": 720, "num_inference_steps": 35, "guidance_scale": 6.0, "flow_shift": 10.0,
+    "guidance_interval": None, "fps": 24.0,
+    # The generic sampling default wins over Cosmos3's 189 when neither num_frames nor seconds is sent
+    # (inputs/data.py:254): the server makes a one-frame "video".
+    "num_frames": 1})
+EDGE_DEFAULTS: Mapping[str, Any] = MappingProxyType({  # Cosmos3-Edge checkpoints
+    "image_size": (640, 640), "video_size": (832, 480), "guidance_scale": 5.0, "flow_shift": 3.0})
+MAX_SEQUENCE_LENGTH = 4096
+NEGATIVE_METADATA_MODES: tuple[str, ...] = ("none", "same", "inverse")
+
+# Keys of ``extra_params`` the Cosmos3 pipeline reads for generation (pipeline_cosmos3.py _get_sp_param and
+# model_extras/cosmos3.py), with the default the pipeline uses when a key is absent.
+GENERATION_EXTRA: Mapping[str, Any] = MappingProxyType({
+    "use_system_prompt": False,  # True for video2video (``is_v2v``)
+    "use_resolution_template": False,
+    "use_duration_template": False,
+    "negative_metadata_mode": "inverse",
+    "guidance_interval": None,  # text2image: IMAGE_DEFAULTS["guidance_interval"]
+    "guardrails": True,  # when the server loaded them
+    "flow_shift": None,  # the top-level field's value
+    "max_sequence_length": MAX_SEQUENCE_LENGTH,
+    "system_prompt": None,
+    "condition_frame_indexes_vision": (0, 1),
+    "condition_video_keep": "first",
+    "generate_sound": False,
+    "sound_duration": None,
+    "aspect_ratio": None,
+})
+REFERENCE_KEEP: tuple[str, ...] = ("first", "last")
+
+# Transfer (diffusion/models/cosmos3/transfer.py): a hint in ``extra_params`` makes a request a transfer.
+HINT_KINDS: tuple[str, ...] = framework.HINT_KINDS
+HINT_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    kind: ("control_path", "control", "control_weight") + (
+        (framework.PRESET_FIELDS[kind],) if kind in framework.PRESET_FIELDS else ())
+    for kind in framework.HINT_KINDS})
+EDGE_PRESETS: tuple[str, ...] = ("none",) + framework.EDGE_PRESETS  # "none" is accepted here, not by the framework
+BLUR_PRESETS: tuple[str, ...] = framework.BLUR_PRESETS
+TRANSFER_SAMPLE_DEFAULTS: Mapping[str, Any] = framework.TRANSFER_SAMPLE_DEFAULTS
+TRANSFER_EXTRA: Mapping[str, Any] = MappingProxyType({  # transfer keys beyond the hints, with their defaults
+    "control_guidance": 1.0, "control_guidance_interval": None, **framework.TRANSFER_SAMPLE_DEFAULTS,
+    "resolution": "720", "guidance_scale": None, "flow_shift": None, "fps": None, "num_frames": None,
+    "use_resolution_template": True, "use_duration_template": True, "negative_metadata_mode": "same"})
+# Transfer reads these under either name; ``image_size`` is an alias of ``resolution``.
+TRANSFER_ALIASES: Mapping[str, str] = MappingProxyType(
+    {"guidance": "guidance_scale", "shift": "flow_shift", "image_size": "resolution"})
+# Generation keys a transfer ignores: ``guidance_interval`` is not passed to it (pipeline_cosmos3.py:3613-3629);
+# it always tokenizes with its own transfer system prompt (3506-3522).
+TRANSFER_IGNORES: tuple[str, ...] = ("guidance_interval", "use_system_prompt", "system_prompt")
+# Tuned defaults for a single hint, in the server's field names.
+HINT_TUNED_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    kind: MappingProxyType({({"guidance": "guidance_scale", "shift": "flow_shift"}).get(k, k): v
+                            for k, v in tuned.items()})
+    for kind, tuned in framework.HINT_TUNED_DEFAULTS.items()})
+
+
+def use_system_prompt_default(mode: str) -> bool:
+    """The pipeline's ``use_system_prompt`` when a request leaves it out: only video2video turns it on."""
+    return mode == "video2video"
+
+
+def round_up_frames(num_frames: int) -> int:
+    """The server rounds a video's frame count *up* to 4k+1 (24 -> 25); one frame stays one frame."""
+    n = int(num_frames)
+    return n if n <= 1 or (n - 1) % 4 == 0 else n + 4 - (n - 1) % 4
+
+
+def closest_bucket(width: int, height: int, tier: str) -> tuple[int, int]:
+    """The bucket of ``tier`` nearest to an input's shape, by absolute difference of H/W (cosmos3/action.py)."""
+    return min(SIZES[tier].values(), key=lambda size: abs(height / width - size[1] / size[0]))
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+def error_body(status: int, message: str, *, type: str | None = None, param: str | None = None) -> dict:
+    """vLLM's error envelope. Validation failures are 400 (never 422) with ``type`` "Bad Request"."""
+    return {"error": {"message": message, "type": type or HTTPStatus(status).phrase, "param": param,
+                      "code": status}}
+
+
+def validation_message(errors: list[dict[str, Any]]) -> tuple[str, str | None]:
+    """``("N validation error(s):\\n  body.field: msg", "body.field")`` from pydantic's error list."""
+    lines = [f"  {'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in errors]
+    param = ".".join(str(p) for p in errors[0].get("loc", ())) if errors else None
+    noun = "error" if len(errors) == 1 else "errors"
+    return f"{len(errors)} validation {noun}:\n" + "\n".join(lines), param

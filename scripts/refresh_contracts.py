@@ -1,0 +1,362 @@
+"""Regenerate the contract fixtures in ``tests/contracts/fixtures/`` from the real upstream code.
+
+The real vLLM-Omni server, the Cosmos Framework and the real checkpoints cannot run on a CPU machine, so their
+own code is the oracle our tests hold the client, the stand-ins and the spec loader to. This script reads it:
+
+* **vLLM-Omni** (the ``vllm-omni==0.30.0`` wheel from the package index): the JSON schemas of the pydantic
+  request/response models of ``/v1/images/generations`` and ``/v1/videos``, the multipart form parser's fields
+  (name, type, constraints), and the Cosmos3 pipeline's facts: the extra-parameter keys it reads with their
+  defaults, its default constants per mode, its resolution table and its transfer defaults.
+  The protocol modules are loaded from the wheel with small stand-in parents (the real package imports vLLM
+  and CUDA torch); everything else is read with ``ast``, never executed.
+* **Cosmos Framework** (a checkout given by path, and an interpreter that imports it: Python >= 3.12 with the
+  framework's dependencies, e.g. the checkout's ``uv`` environment): the JSON schema of the sample-override
+  model every input file is validated with, the per-mode default files, the model configs' defaults, the
+  checkpoint names, the command-line flags (from ``--help``) and the example inputs ``inputs/omni/*.json``.
+* **diffusers** (the installed version): ``Cosmos3OmniPipeline`` call defaults and config defaults.
+
+Run it from the repository root; it rewrites the fixtures it was asked for::
+
+    python scripts/refresh_contracts.py --framework ~/cosmos-framework --framework-python ~/cosmos-framework/.venv/bin/python
+
+Nothing here is imported by the package or the tests; the fixtures are data with the upstream version in their
+file name and inside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import importlib.util
+import inspect
+import json
+import subprocess
+import sys
+import tempfile
+import types
+import zipfile
+from pathlib import Path
+from typing import Any
+
+VLLM_OMNI_VERSION = "0.30.0"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "contracts" / "fixtures"
+
+# ---------------------------------------------------------------------------------------------- vLLM-Omni
+
+_PIPELINE = "vllm_omni/diffusion/models/cosmos3/pipeline_cosmos3.py"
+_FORM_PARSER = "vllm_omni/entrypoints/openai/video/generation/helpers.py"
+
+
+def vllm_omni_contract(wheel: Path) -> dict[str, Any]:
+    """Facts of the vLLM-Omni wheel (see the module docstring)."""
+    with tempfile.TemporaryDirectory(prefix="vllm-omni-") as folder:
+        root = Path(folder)
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(root)
+        models = _load_protocol_models(root)
+        return {
+            "package": "vllm-omni",
+            "version": _wheel_version(wheel),
+            "wheel_sha256": _sha256(wheel),
+            "schemas": {name: model.model_json_schema() for name, model in models.items()},
+            "video_form_fields": _form_fields(root / _FORM_PARSER, "_parse_video_form"),
+            "cosmos3": _cosmos3_facts(root),
+        }
+
+
+def _wheel_version(wheel: Path) -> str:
+    return wheel.name.split("-")[1]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _load_protocol_models(root: Path) -> dict[str, Any]:
+    """Import ``protocol/images.py`` and ``protocol/videos.py`` from the unpacked wheel.
+
+    Their parents (``vllm_omni/__init__`` ...) import vLLM; empty stand-in packages take their place, and
+    ``vllm_omni.inputs.data`` (torch, vLLM) is replaced by the one constant the protocol reads from it.
+    """
+    saved = dict(sys.modules)
+    try:
+        for name in ("vllm_omni", "vllm_omni.entrypoints", "vllm_omni.entrypoints.openai",
+                     "vllm_omni.entrypoints.openai.protocol", "vllm_omni.inputs"):
+            package = types.ModuleType(name)
+            package.__path__ = []
+            sys.modules[name] = package
+        data = types.ModuleType("vllm_omni.inputs.data")
+        data.DIFFUSION_QUALITY_LEVELS = _module_literal(root / "vllm_omni/inputs/data.py", "DIFFUSION_QUALITY_LEVELS")
+        sys.modules["vllm_omni.inputs.data"] = data
+        base = root / "vllm_omni/entrypoints/openai"
+        _load("vllm_omni.entrypoints.openai.image_api_utils", base / "image_api_utils.py")
+        images = _load("vllm_omni.entrypoints.openai.protocol.images", base / "protocol/images.py")
+        videos = _load("vllm_omni.entrypoints.openai.protocol.videos", base / "protocol/videos.py")
+        return {
+            "ImageGenerationRequest": images.ImageGenerationRequest,
+            "ImageGenerationResponse": images.ImageGenerationResponse,
+            "VideoGenerationRequest": videos.VideoGenerationRequest,
+            "VideoResponse": videos.VideoResponse,
+            "VideoListResponse": videos.VideoListResponse,
+            "VideoDeleteResponse": videos.VideoDeleteResponse,
+        }
+    finally:
+        for name in set(sys.modules) - set(saved):
+            del sys.modules[name]
+
+
+def _load(name: str, path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _module_literal(path: Path, name: str) -> Any:
+    """The value assigned to ``name`` at module level, evaluated from literals only (no code runs)."""
+    namespace = _module_namespace(path)
+    if name not in namespace:
+        raise KeyError(f"{name} not found in {path} (or not a literal)")
+    return _jsonable(namespace[name])
+
+
+def _module_constants(path: Path, prefix: str) -> dict[str, Any]:
+    """Every literal module-level constant whose name starts with ``prefix``."""
+    return {k: _jsonable(v) for k, v in _module_namespace(path).items() if k.startswith(prefix)}
+
+
+def _module_namespace(path: Path) -> dict[str, Any]:
+    """Module-level assignments whose values are literals, or built from earlier ones with ``| + - * **``."""
+    namespace: dict[str, Any] = {}
+    for node in _tree(path).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        if not names or node.value is None:
+            continue
+        try:
+            value = _evaluate(node.value, namespace)
+        except (ValueError, KeyError, TypeError):
+            continue  # computed by code: not a literal fact
+        for name in names:
+            namespace[name] = value
+    return namespace
+
+
+_OPERATORS = {ast.BitOr: lambda a, b: a | b, ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+              ast.Mult: lambda a, b: a * b, ast.Pow: lambda a, b: a ** b}
+
+
+def _evaluate(node: ast.AST, namespace: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return namespace[node.id]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        items = [_evaluate(item, namespace) for item in node.elts]
+        return {ast.Tuple: tuple, ast.List: list, ast.Set: set}[type(node)](items)
+    if isinstance(node, ast.Dict):
+        return {_evaluate(k, namespace): _evaluate(v, namespace) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_evaluate(node.operand, namespace)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_evaluate(node.left, namespace), _evaluate(node.right, namespace))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+            "frozenset", "set", "tuple", "list", "dict") and not node.keywords:
+        builder = {"frozenset": frozenset, "set": set, "tuple": tuple, "list": list, "dict": dict}[node.func.id]
+        return builder(*(_evaluate(arg, namespace) for arg in node.args))
+    raise ValueError(f"not a literal: {ast.unparse(node)}")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return sorted(_jsonable(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _form_fields(path: Path, function: str) -> list[dict[str, Any]]:
+    """The ``Form(...)`` / ``File(...)`` parameters of a FastAPI dependency: name, type, constraints."""
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.AsyncFunctionDef | ast.FunctionDef) and node.name == function:
+            break
+    else:
+        raise KeyError(f"{function} not found in {path}")
+    fields = []
+    args = node.args.args[-len(node.args.defaults):] if node.args.defaults else []
+    for arg, default in zip(args, node.args.defaults, strict=True):
+        if not (isinstance(default, ast.Call) and isinstance(default.func, ast.Name)
+                and default.func.id in ("Form", "File")):
+            continue
+        constraints = {kw.arg: _jsonable(_evaluate(kw.value, {})) for kw in default.keywords if kw.arg != "default"}
+        required = bool(default.args) and isinstance(default.args[0], ast.Constant) and default.args[0].value is ...
+        fields.append({"name": arg.arg, "kind": default.func.id, "annotation": ast.unparse(arg.annotation),
+                       "required": required, **({"constraints": constraints} if constraints else {})})
+    return fields
+
+
+def _sp_params(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """Keys the Cosmos3 pipeline reads with ``_get_sp_param(sp, "key", default)``, each with its defaults."""
+    reads: dict[str, list[dict[str, Any]]] = {}
+    for node in ast.walk(_tree(path)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "_get_sp_param" and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            continue
+        default = ast.unparse(node.args[2]) if len(node.args) > 2 else "None"
+        entry = {"default": default, "line": node.lineno}
+        reads.setdefault(node.args[1].value, []).append(entry)
+    return dict(sorted(reads.items()))
+
+
+def _cosmos3_facts(root: Path) -> dict[str, Any]:
+    folder = root / "vllm_omni/diffusion/models/cosmos3"
+    transfer = folder / "transfer.py"
+    return {
+        "extra_body_params": _module_literal(root / "vllm_omni/model_extras/cosmos3.py", "COSMOS3_EXTRA_BODY_PARAMS"),
+        "pipeline_reads": _sp_params(root / _PIPELINE),
+        "pipeline_constants": _module_constants(root / _PIPELINE, "COSMOS3_"),
+        "video_res_size_info": _module_literal(folder / "utils.py", "VIDEO_RES_SIZE_INFO"),
+        "transfer": {name: _module_literal(transfer, name) for name in (
+            "TRANSFER_HINT_KEYS", "_TRANSFER_HINT_FIELDS", "TRANSFER_SAMPLE_DEFAULTS", "TRANSFER_DEFAULTS",
+            "EDGE_PRESETS", "BLUR_DOWNUP_PRESETS", "BLUR_PRE_BLUR_DOWNSCALE_PRESETS")},
+    }
+
+
+# ---------------------------------------------------------------------------------------------- framework
+
+# Runs inside the framework's interpreter (Python >= 3.12 with its dependencies); prints one JSON object.
+_FRAMEWORK_PROBE = r'''
+import json, sys, warnings
+from pathlib import Path
+warnings.simplefilter("ignore")
+import yaml
+import cosmos_framework.inference.args as fw
+root = Path(sys.argv[1])
+defaults = root / "cosmos_framework/inference/defaults"
+models = {}
+for path in sorted((root / "cosmos_framework/inference/configs/model").glob("*.yaml")):
+    text = yaml.safe_load(path.read_text())
+    config = text["model"]["config"] if "model" in text else text
+    found = {}
+    def walk(node, trail):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("resolution", "use_system_prompt") and not isinstance(value, dict):
+                    found.setdefault(key, value)
+                walk(value, trail + [key])
+    walk(text, [])
+    models[path.stem] = found
+print(json.dumps({
+    "sample_overrides_schema": fw.OmniSampleOverrides.model_json_schema(),
+    "modality_defaults": {p.parent.name: json.loads(p.read_text()) for p in sorted(defaults.glob("*/sample_args.json"))},
+    "default_files": sorted(p.name for p in defaults.glob("*.*")),
+    "model_configs": models,
+    "checkpoints": {name: config.hf.repository for name, config in fw._CHECKPOINTS.items() if config.hf},
+    "default_checkpoint": fw.DEFAULT_CHECKPOINT_NAME,
+    "num_frames_defaults": dict(fw.OmniSampleOverrides._NUM_FRAMES_DEFAULTS),
+    "transfer_sample_defaults": dict(fw.OmniSampleOverrides._TRANSFER_SAMPLE_DEFAULTS),
+    "transfer_hint_defaults": {str(k): {f: str(v) for f, v in d.items()}
+                               for k, d in fw.OmniSampleOverrides._TRANSFER_HINT_DEFAULTS.items()},
+    "transfer_tuned_defaults": {str(k): d for k, d in fw.OmniSampleOverrides._TRANSFER_DEFAULTS.items()},
+}))
+'''
+
+
+def framework_contract(checkout: Path, python: str, commit: str | None = None) -> dict[str, Any]:
+    """Facts of a cosmos-framework checkout, read by ``python`` (which must import ``cosmos_framework``)."""
+    env = {"PYTHONPATH": str(checkout), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    probe = subprocess.run([python, "-c", _FRAMEWORK_PROBE, str(checkout)], cwd=checkout, env=env,
+                           capture_output=True, text=True, check=True)
+    facts = json.loads(probe.stdout.strip().splitlines()[-1])
+    helptext = subprocess.run([python, "-W", "ignore", "-m", "cosmos_framework.scripts.inference", "--help"],
+                              cwd=checkout, env={**env, "COLUMNS": "200"}, capture_output=True, text=True).stdout
+    flags = sorted({word.strip(",") for word in helptext.split() if word.startswith("--") and len(word) > 2})
+    commit = commit or subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=checkout, capture_output=True,
+                                      text=True).stdout.strip() or "unknown"
+    utils = checkout / "cosmos_framework/data/generator/utils.py"
+    examples = {p.name: json.loads(p.read_text()) for p in sorted((checkout / "inputs/omni").glob("*.json"))}
+    return {"package": "cosmos-framework", "commit": commit, **facts,
+            "video_res_size_info": _module_literal(utils, "VIDEO_RES_SIZE_INFO"),
+            "cli_flags": [flag.rstrip(".") for flag in flags], "example_inputs": examples}
+
+
+# ---------------------------------------------------------------------------------------------- diffusers
+
+
+def diffusers_contract() -> dict[str, Any]:
+    """``Cosmos3OmniPipeline`` call and config defaults from the installed diffusers."""
+    import diffusers
+    from diffusers import Cosmos3OmniPipeline
+
+    def defaults(function) -> dict[str, Any]:
+        out = {}
+        for name, parameter in inspect.signature(function).parameters.items():
+            if parameter.default is not inspect.Parameter.empty:
+                value = parameter.default
+                out[name] = list(value) if isinstance(value, tuple) else value if isinstance(
+                    value, (bool, int, float, str, type(None))) else repr(value)
+        return out
+
+    return {"package": "diffusers", "version": diffusers.__version__,
+            "Cosmos3OmniPipeline.__call__": defaults(Cosmos3OmniPipeline.__call__),
+            "Cosmos3OmniPipeline.__init__": defaults(Cosmos3OmniPipeline.__init__)}
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+
+def _download_wheel(folder: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder),
+                    f"vllm-omni=={VLLM_OMNI_VERSION}"], check=True)
+    return next(folder.glob("vllm_omni-*.whl"))
+
+
+def _write(name: str, data: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob(f"{name.split('-')[0]}-*.json"):
+        stale.unlink()
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vllm-omni-wheel", type=Path, help="the vllm-omni wheel (default: pip download it)")
+    parser.add_argument("--framework", type=Path, help="a cosmos-framework checkout")
+    parser.add_argument("--framework-python", help="an interpreter that imports cosmos_framework "
+                                                   "(default: <checkout>/.venv/bin/python)")
+    parser.add_argument("--framework-commit", help="the checkout's commit, when it is not a git work tree")
+    parser.add_argument("--only", choices=("vllm-omni", "framework", "diffusers"), action="append")
+    parser.add_argument("--out", type=Path, default=FIXTURES)
+    args = parser.parse_args(argv)
+    wanted = set(args.only or ("vllm-omni", "framework", "diffusers"))
+    if "vllm-omni" in wanted:
+        with tempfile.TemporaryDirectory() as folder:
+            wheel = args.vllm_omni_wheel or _download_wheel(Path(folder))
+            data = vllm_omni_contract(wheel)
+        _write(f"vllm_omni-{data['version']}", data, args.out)
+    if "framework" in wanted:
+        if args.framework is None:
+            parser.error("--framework CHECKOUT is needed for the framework fixture (or --only another)")
+        python = args.framework_python or str(args.framework / ".venv/bin/python")
+        data = framework_contract(args.framework.resolve(), python, args.framework_commit)
+        _write(f"cosmos_framework-{data['commit']}", data, args.out)
+    if "diffusers" in wanted:
+        data = diffusers_contract()
+        _write(f"diffusers-{data['version']}", data, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "sound_plot": "widgets",
     "GenerateForm": "widgets",
     "environment_report": "environment",
+    "list_outputs": "gallery",
     # errors
     "CosmosHelpersError": "errors",
     "ValidationError": "errors",

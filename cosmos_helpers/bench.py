@@ -56,7 +56,8 @@ class Case:
     @property
     def label(self) -> str:
         short = {v: k for k, v in MODE_NAMES.items()}[self.mode]
-        return f"{short}{'+sound' if self.sound else ''} {self.tier}p" + ("" if self.frames == 1 else f" {self.frames}f")
+        frames = "" if self.frames == 1 else f" {self.frames}f"
+        return f"{short}{'+sound' if self.sound else ''} {self.tier}p{frames}"
 
     @classmethod
     def parse(cls, text: str, default_frames: int) -> "Case":

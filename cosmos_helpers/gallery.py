@@ -33,7 +33,8 @@ h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bot
 .card{border:1px solid #ddd;border-radius:6px;padding:8px;background:#fafafa}
 .card video,.card img{width:100%;height:auto;display:block;background:#000;border-radius:3px}
 .card .name{font-weight:600;margin-top:6px;word-break:break-all} .card .summary{margin:2px 0}
-table.runs{border-collapse:collapse;font-size:13px} table.runs th,table.runs td{border:1px solid #ddd;padding:3px 8px;text-align:left}
+table.runs{border-collapse:collapse;font-size:13px}
+table.runs th,table.runs td{border:1px solid #ddd;padding:3px 8px;text-align:left}
 table.runs th{background:#f3f3f3} table.runs td.num{text-align:right;font-variant-numeric:tabular-nums}
 """
 
@@ -167,7 +168,8 @@ def _page(root: Path, title: str, notebooks: list, runs: list[dict[str, Any]]) -
         for notebook, page in notebooks:
             raw = f"<a href='{_href(root, notebook)}'>.ipynb</a>"
             if isinstance(page, Path):
-                parts.append(f"<li><a href='{_href(root, page)}'>{_esc(notebook.relative_to(root).as_posix())}</a> ({raw})</li>")
+                name = _esc(notebook.relative_to(root).as_posix())
+                parts.append(f"<li><a href='{_href(root, page)}'>{name}</a> ({raw})</li>")
             else:
                 parts.append(f"<li>{_esc(notebook.relative_to(root).as_posix())} ({raw}) "
                              f"<span class='muted'>{_esc(page or 'not converted')}</span></li>")
@@ -206,18 +208,21 @@ _COLUMNS = ("output", "mode", "size", "frames", "fps", "steps", "guidance", "shi
 
 
 def _table(root: Path, runs: list[dict[str, Any]]) -> str:
+    from .views.items import request_details
+
     rows = []
     for run in runs:
         m = run["data"]
-        request = m.get("request") or {}
+        _, request = request_details(m.get("request") or {})
         timings = m.get("timings") or {}
         total = timings.get("total_s")
         cells = [
             f"<a href='{_href(root, run['media'])}'>{_esc(run['media'].relative_to(root).as_posix())}</a>",
-            _esc(request.get("mode") or m.get("kind")),
+            _esc(request["mode"] or m.get("kind")),
             _esc(f"{m.get('width')}×{m.get('height')}"),
-            _esc(m.get("num_frames")), _esc(f"{m.get('fps'):g}" if isinstance(m.get("fps"), (int, float)) else m.get("fps")),
-            _esc(request.get("num_inference_steps")), _esc(request.get("guidance_scale")), _esc(request.get("flow_shift")),
+            _esc(m.get("num_frames")),
+            _esc(f"{m.get('fps'):g}" if isinstance(m.get("fps"), (int, float)) else m.get("fps")),
+            _esc(request["steps"]), _esc(request["guidance"]), _esc(request["shift"]),
             _esc(m.get("seed")), "yes" if m.get("sound") else "no", _esc(m.get("backend")), _esc(m.get("model")),
             _esc(f"{float(total):.2f}" if total is not None else ""), _esc(m.get("created")),
         ]
@@ -226,3 +231,25 @@ def _table(root: Path, runs: list[dict[str, Any]]) -> str:
                                      for i, c in enumerate(cells)) + "</tr>")
     head = "".join(f"<th>{_esc(c)}</th>" for c in _COLUMNS)
     return f"<table class='runs'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def list_outputs(folder: str | Path, *, display: bool = True) -> list[dict[str, Any]]:
+    """The saved results in ``folder`` (by their manifests): name, kind, size, frames, backend, bytes.
+
+    Prints one line per result (``display=False``: only returns the rows), so a notebook can end with what it
+    produced without knowing this package's file naming.
+    """
+    root = Path(folder)
+    rows = []
+    for manifest_path, manifest in _manifests(root) if root.is_dir() else []:
+        media_path = manifest_path.with_name(manifest["media"])
+        rows.append({"name": media_path.relative_to(root).as_posix(), "kind": manifest.get("kind"),
+                     "size": f"{manifest.get('width')}x{manifest.get('height')}",
+                     "frames": manifest.get("num_frames"), "backend": manifest.get("backend"),
+                     "bytes": media_path.stat().st_size if media_path.is_file() else None})
+    if display:
+        for row in rows:
+            size = f"{row['bytes']:>10,d} bytes" if row["bytes"] is not None else "missing"
+            print(f"{row['name']:36s} {row['kind'] or '':5s} {row['size']:>9s} {row['frames'] or '':>4} frames  "
+                  f"{row['backend'] or '':10s} {size}")
+    return rows

@@ -74,7 +74,8 @@ def _publish(tmp: Path, final: Path, overwrite: bool) -> None:
     try:
         os.link(tmp, final)
     except FileExistsError:
-        raise OutputExistsError(f"{final} appeared while writing; pass overwrite=True or choose another name.") from None
+        raise OutputExistsError(f"{final} appeared while writing; pass overwrite=True or choose another name.") \
+            from None
     except OSError:
         # Filesystems without hard links: fall back to a checked rename.
         if final.exists():
@@ -456,7 +457,8 @@ def describe_media(source: Any) -> dict[str, Any]:
         path = Path(source)
         return {"path": str(path), "sha256": file_sha256(path) if path.is_file() else None}
     if isinstance(source, np.ndarray):
-        return {"array": list(source.shape), "sha256": hashlib.sha256(np.ascontiguousarray(source).tobytes()).hexdigest()}
+        digest = hashlib.sha256(np.ascontiguousarray(source).tobytes()).hexdigest()
+        return {"array": list(source.shape), "sha256": digest}
     try:
         array = np.asarray(load_image(source))
     except TypeError:

@@ -46,19 +46,6 @@ def find_cookbooks(root: str | Path | None = None, only: Iterable[str] = ()) -> 
     return notebooks
 
 
-def parameter_names(notebook: str | Path) -> set[str]:
-    """Names assigned in the notebook's ``parameters`` cell (papermill's convention)."""
-    import ast
-
-    cells = json.loads(Path(notebook).read_text())["cells"]
-    for cell in cells:
-        if "parameters" in cell.get("metadata", {}).get("tags", []):
-            tree = ast.parse("".join(cell["source"]))
-            return {target.id for node in tree.body if isinstance(node, ast.Assign)
-                    for target in node.targets if isinstance(target, ast.Name)}
-    return set()
-
-
 def run_cookbooks(
     out: str | Path,
     *,
@@ -86,7 +73,7 @@ def run_cookbooks(
             executed = out / relative
             output_dir = out / relative.with_suffix("")
             executed.parent.mkdir(parents=True, exist_ok=True)
-            accepted = parameter_names(notebook)
+            accepted = set(papermill.inspect_notebook(str(notebook)))
             injected = {"output_dir": str(output_dir), "profile": profile, **(parameters or {})}
             injected = {k: v for k, v in injected.items() if k in accepted}
             print(f"running {relative} ({', '.join(f'{k}={v!r}' for k, v in injected.items())})", flush=True)
@@ -94,7 +81,8 @@ def run_cookbooks(
             try:
                 papermill.execute_notebook(str(notebook), str(executed), parameters=injected, cwd=str(notebook.parent),
                                            kernel_name=kernel, progress_bar=False, log_output=log_output)
-                runs.append(NotebookRun(str(relative), str(executed), str(output_dir), time.perf_counter() - start, True))
+                seconds = time.perf_counter() - start
+                runs.append(NotebookRun(str(relative), str(executed), str(output_dir), seconds, True))
             except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
                 message = str(exc).strip().splitlines()
                 runs.append(NotebookRun(str(relative), str(executed), str(output_dir), time.perf_counter() - start,

@@ -408,7 +408,8 @@ def _resolve_mode(mode: str) -> str:
     key = mode.strip().lower().replace("-", "_")
     key = MODE_ALIASES.get(key, key)
     if key not in MODES:
-        raise ValidationError("mode", f"unknown mode {mode!r}.", f"use one of {', '.join(MODES)} (or t2i, t2v, i2v, v2v).")
+        raise ValidationError("mode", f"unknown mode {mode!r}.",
+                              f"use one of {', '.join(MODES)} (or t2i, t2v, i2v, v2v).")
     return key
 
 

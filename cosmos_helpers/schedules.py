@@ -43,7 +43,8 @@ def configure_scheduler(base_config: Any, scheduler: Any, shift: float):
         config["shift"] = shift
     else:
         raise ValidationError("scheduler", f"{cls.__name__} has no flow shift setting.",
-                              "use a flow-matching scheduler (UniPCMultistepScheduler, FlowMatchEulerDiscreteScheduler, ...).")
+                              "use a flow-matching scheduler (UniPCMultistepScheduler, "
+                              "FlowMatchEulerDiscreteScheduler, ...).")
     if "use_karras_sigmas" in accepted:
         config["use_karras_sigmas"] = False
     return _from_first_timestep(cls).from_config(config)

@@ -17,7 +17,8 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
 
 Run it from the repository root; it rewrites the fixtures it was asked for::
 
-    python scripts/refresh_contracts.py --framework ~/cosmos-framework --framework-python ~/cosmos-framework/.venv/bin/python
+    python scripts/refresh_contracts.py --framework ~/cosmos-framework \
+        --framework-python ~/cosmos-framework/.venv/bin/python
 
 Nothing here is imported by the package or the tests; the fixtures are data with the upstream version in their
 file name and inside.
@@ -31,6 +32,7 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -258,7 +260,8 @@ for path in sorted((root / "cosmos_framework/inference/configs/model").glob("*.y
     models[path.stem] = found
 print(json.dumps({
     "sample_overrides_schema": fw.OmniSampleOverrides.model_json_schema(),
-    "modality_defaults": {p.parent.name: json.loads(p.read_text()) for p in sorted(defaults.glob("*/sample_args.json"))},
+    "modality_defaults": {p.parent.name: json.loads(p.read_text())
+                          for p in sorted(defaults.glob("*/sample_args.json"))},
     "default_files": sorted(p.name for p in defaults.glob("*.*")),
     "model_configs": models,
     "checkpoints": {name: config.hf.repository for name, config in fw._CHECKPOINTS.items() if config.hf},
@@ -280,14 +283,15 @@ def framework_contract(checkout: Path, python: str, commit: str | None = None) -
     facts = json.loads(probe.stdout.strip().splitlines()[-1])
     helptext = subprocess.run([python, "-W", "ignore", "-m", "cosmos_framework.scripts.inference", "--help"],
                               cwd=checkout, env={**env, "COLUMNS": "200"}, capture_output=True, text=True).stdout
-    flags = sorted({word.strip(",") for word in helptext.split() if word.startswith("--") and len(word) > 2})
+    flags = sorted({word.strip(",") for word in helptext.split() if re.fullmatch(r"--?[a-z][a-z0-9.-]*,?", word)})
+    choices = {flag: value.split(",") for flag, value in re.findall(r"(--[a-z][a-z0-9-]*) \{([a-z0-9,]+)\}", helptext)}
     commit = commit or subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=checkout, capture_output=True,
                                       text=True).stdout.strip() or "unknown"
     utils = checkout / "cosmos_framework/data/generator/utils.py"
     examples = {p.name: json.loads(p.read_text()) for p in sorted((checkout / "inputs/omni").glob("*.json"))}
     return {"package": "cosmos-framework", "commit": commit, **facts,
             "video_res_size_info": _module_literal(utils, "VIDEO_RES_SIZE_INFO"),
-            "cli_flags": [flag.rstrip(".") for flag in flags], "example_inputs": examples}
+            "cli_flags": [flag.rstrip(".") for flag in flags], "cli_choices": choices, "example_inputs": examples}
 
 
 # ---------------------------------------------------------------------------------------------- diffusers

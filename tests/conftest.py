@@ -25,7 +25,7 @@ def pytest_configure(config):
 def tiny_backend():
     from cosmos_helpers import DiffusersBackend
 
-    return DiffusersBackend("tiny", progress=False)
+    return DiffusersBackend(progress=False)
 
 
 @pytest.fixture(scope="session")

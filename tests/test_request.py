@@ -53,15 +53,22 @@ def bad_inputs(tmp: Path):
         (dict(mode="image2video", image=tmp / "absent.png"), "image", "does not exist"),
         (dict(mode="image2video", image=not_an_image), "image", "not a readable image"),
         (dict(mode="image2video", image=np.zeros((4, 4, 7), np.uint8)), "image", "HxWx3"),
-        (dict(mode="image2video", video=vid), "video", "conditions on an image"),
+        (dict(mode="image2video", video=vid), "video", "no conditioning video"),
         (dict(mode="video2video"), "video", "needs a conditioning video"),
         (dict(mode="video2video", video=not_a_video), "video", "not a readable video"),
         (dict(mode="video2video", video=tmp / "absent.mp4"), "video", "does not exist"),
-        (dict(mode="video2video", video=vid, image=img), "image", "both image and video"),
+        (dict(mode="video2video", video=vid, image=img), "image", "no conditioning image"),
         (dict(mode="video2video", video=vid, num_frames=9, condition_frames=(0, 5)), "condition_frames", "past the"),
         (dict(mode="video2video", video=vid, condition_video_keep="middle"), "condition_video_keep", "'first'"),
         (dict(sound="yes"), "sound", "True or False"),
         (dict(guardrails="off"), "guardrails", "True or False"),
+        (dict(use_system_prompt="yes"), "use_system_prompt", "True or False"),
+        (dict(prompt={"subject": "a ball"}, add_duration_template=True), "add_duration_template", "plain-text"),
+        (dict(guidance_interval=(600, 400)), "guidance_interval", "lo <= hi"),
+        (dict(guidance_interval=(0, 1200)), "guidance_interval", "lo <= hi"),
+        (dict(guidance_interval=400), "guidance_interval", "(lo, hi)"),
+        (dict(model=""), "model", "model name"),
+        (dict(prompt=3), "prompt", "pathlib.Path"),
     ]
 
 
@@ -78,7 +85,7 @@ def test_bad_inputs_fail_at_construction_with_field_and_fix(tmp_path):
         assert str(error).startswith(f"{field}:")
 
 
-def test_profile_defaults_fill_every_setting():
+def test_profile_defaults_fill_every_setting_per_mode():
     request = GenerationRequest(mode="t2v", prompt="a robot")
     assert request.mode == "text2video"
     assert (request.width, request.height) == (160, 96)
@@ -86,7 +93,55 @@ def test_profile_defaults_fill_every_setting():
     assert request.model == "tiny" and request.guardrails is False
     nano = GenerationRequest(mode="t2v", prompt="a robot", profile="nano")
     assert (nano.width, nano.height, nano.num_frames, nano.num_inference_steps) == (1280, 720, 189, 35)
-    assert (nano.guidance_scale, nano.flow_shift, nano.model, nano.guardrails) == (6.0, 10.0, "nvidia/Cosmos3-Nano", True)
+    assert (nano.guidance_scale, nano.flow_shift, nano.model) == (6.0, 10.0, "nvidia/Cosmos3-Nano")
+    assert nano.guardrails is True
+    image = GenerationRequest(mode="t2i", prompt="a robot", profile="nano")
+    assert (image.width, image.height, image.num_inference_steps) == (960, 960, 50)
+    assert (image.guidance_scale, image.flow_shift, image.aspect_ratio) == (4.0, 3.0, "1,1")
+    tiny_image = GenerationRequest(mode="t2i", prompt="a robot")
+    assert (tiny_image.width, tiny_image.height) == (128, 128)
+    assert (tiny_image.guidance_scale, tiny_image.flow_shift) == (4.0, 3.0)
+
+
+def test_explicit_values_win_over_the_profile():
+    request = GenerationRequest(mode="t2i", prompt="x", profile="nano", guidance_scale=6.0, flow_shift=10.0,
+                                num_inference_steps=35, tier="480", aspect_ratio="16,9")
+    assert (request.guidance_scale, request.flow_shift, request.num_inference_steps) == (6.0, 10.0, 35)
+    assert (request.width, request.height) == (832, 480)
+    assert request.explicit("guidance_scale") and not request.explicit("fps")
+
+
+def test_the_model_comes_from_the_request_and_is_part_of_what_is_compared():
+    tiny = GenerationRequest(mode="t2v", prompt="a robot", width=1280, height=720)
+    nano = GenerationRequest(mode="t2v", prompt="a robot", width=1280, height=720, profile="nano", num_frames=9,
+                             num_inference_steps=4)
+    assert tiny.model == "tiny" and nano.model == "nvidia/Cosmos3-Nano"
+    assert tiny.fingerprint() != nano.fingerprint()
+    assert tiny.to_dict()["model"] == "tiny"
+    assert GenerationRequest(mode="t2v", prompt="a", model="/data/ckpt").model == "/data/ckpt"
+
+
+def test_backend_options_default_to_none_and_are_recorded():
+    request = GenerationRequest(mode="t2v", prompt="a robot")
+    for name in ("negative_prompt", "use_system_prompt", "add_resolution_template", "add_duration_template",
+                 "guidance_interval"):
+        assert getattr(request, name) is None and request.to_dict()[name] is None
+    assert request.negative_prompt_text() is None
+    explicit = request.replace(use_system_prompt=False, guidance_interval=[400, 1000], negative_prompt="")
+    assert explicit.use_system_prompt is False and explicit.guidance_interval == (400.0, 1000.0)
+    assert explicit.negative_prompt_text() == ""
+    assert explicit.fingerprint() != request.fingerprint()
+
+
+def test_a_string_prompt_is_text_even_when_it_ends_in_json(tmp_path, monkeypatch):
+    (tmp_path / "robot.json").write_text('{"subject": "from the file"}')
+    monkeypatch.chdir(tmp_path)
+    text = GenerationRequest(mode="t2v", prompt="robot.json")
+    assert text.prompt_text() == "robot.json" and not text.is_structured
+    from_file = GenerationRequest(mode="t2v", prompt=Path("robot.json"))
+    assert json.loads(from_file.prompt_text())["subject"] == "from the file" and from_file.is_structured
+    negative = GenerationRequest(mode="t2v", prompt="x", negative_prompt="notes.txt")
+    assert negative.negative_prompt_text() == "notes.txt"
 
 
 def test_tier_aspect_and_explicit_sizes():
@@ -102,17 +157,17 @@ def test_structured_captions_get_real_metadata_and_plain_text_passes_through(ass
     assert sent["resolution"] == {"H": 96, "W": 160} and sent["aspect_ratio"] == "16,9"
     assert sent["duration"] == "1s" and sent["fps"] == 16.0
     assert ", " in request.prompt_text()  # default json.dumps separators, as the framework re-serialises
-    assert not request.templates_apply
+    assert request.is_structured
     assert request.negative_prompt_text() == json.dumps(json.loads((assets / "negative_prompt.json").read_text()),
                                                         separators=(",", ":"))
     plain = GenerationRequest(mode="t2v", prompt="A red ball rolls.")
-    assert plain.prompt_text() == "A red ball rolls." and plain.templates_apply
+    assert plain.prompt_text() == "A red ball rolls." and not plain.is_structured
 
 
 def test_image_captions_drop_video_metadata():
     request = GenerationRequest(mode="t2i", prompt={"subjects": [], "duration": "7s", "fps": 24})
     sent = json.loads(request.prompt_text())
-    assert "duration" not in sent and "fps" not in sent and sent["resolution"] == {"H": 96, "W": 160}
+    assert "duration" not in sent and "fps" not in sent and sent["resolution"] == {"H": 128, "W": 128}
 
 
 def test_replace_revalidates_and_fingerprint_tracks_what_changes_output(rgb_image):

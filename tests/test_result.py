@@ -39,7 +39,7 @@ def test_image_saves_as_lossless_png_with_manifest(tmp_path):
     request = GenerationRequest(mode="t2i", prompt="a still", seed=5)
     frame = (np.random.default_rng(2).random((96, 160, 3)) * 255).astype(np.uint8)
     path = Generation(frames=frame, fps=24.0, seed=5, request=request, backend="test").save(tmp_path / "still")
-    assert path.suffix == ".png" and np.array_equal(media.read_png(path), frame)
+    assert path.suffix == ".png" and np.array_equal(media.read_image(path), frame)
     manifest = json.loads((tmp_path / "still.json").read_text())
     assert manifest["seed"] == 5 and manifest["kind"] == "image" and manifest["media"] == "still.png"
     assert manifest["request"]["mode"] == "text2image" and manifest["fingerprint"] == request.fingerprint()
@@ -110,7 +110,7 @@ class CountingBackend:
     def generate(self, request):
         self.calls += 1
         generation = make_generation(sound=request.sound, seed=request.seed)
-        generation.request = request
+        generation.request, generation.backend = request, self.name
         return generation
 
 
@@ -121,8 +121,59 @@ def test_generate_and_save_skips_finished_work_by_fingerprint(tmp_path):
     again = generate_and_save(backend, request, tmp_path / "clip")
     assert backend.calls == 1 and again.provenance["skipped"]
     assert find_saved(tmp_path / "clip", request) == tmp_path / "clip.mp4"
+    assert find_saved(tmp_path / "clip", request, backend="counting") == tmp_path / "clip.mp4"
     assert find_saved(tmp_path / "clip", request.replace(seed=3)) is None
     with pytest.raises(OutputExistsError):
         generate_and_save(backend, request.replace(seed=3), tmp_path / "clip")
     assert backend.calls == 2  # it generated, then refused to overwrite: the old output is intact
     assert json.loads((tmp_path / "clip.json").read_text())["seed"] == 0
+
+
+def test_another_backends_output_is_not_reused(tmp_path):
+    """Same request, another backend: another generation. It must neither be skipped to nor overwritten."""
+    request = GenerationRequest(mode="t2v", prompt="a test clip", sound=True)
+    first = CountingBackend()
+    generate_and_save(first, request, tmp_path / "clip")
+    other = CountingBackend()
+    other.name = "elsewhere"
+    assert find_saved(tmp_path / "clip", request, backend="elsewhere") is None
+    with pytest.raises(OutputExistsError):
+        generate_and_save(other, request, tmp_path / "clip")
+    assert other.calls == 1 and json.loads((tmp_path / "clip.json").read_text())["backend"] == "counting"
+
+
+def test_published_files_follow_the_umask_like_any_other_tool(tmp_path):
+    import os
+    import stat
+
+    previous = os.umask(0o022)
+    try:
+        path = make_generation().save(tmp_path / "shared")
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+        assert stat.S_IMODE((tmp_path / "shared.json").stat().st_mode) == 0o644
+        os.umask(0o002)
+        still = media.write_png(tmp_path / "group.png", np.zeros((4, 4, 3), np.uint8))
+        assert stat.S_IMODE(still.stat().st_mode) == 0o664
+    finally:
+        os.umask(previous)
+
+
+def test_a_finished_file_is_kept_byte_for_byte(tmp_path):
+    """What a server or the framework delivered is copied, not decoded and encoded a second time."""
+    source = make_generation(sound=True).save(tmp_path / "source")
+    delivered = source.read_bytes()
+    video = media.read_video(source, with_audio=True)
+    request = GenerationRequest(mode="t2v", prompt="a delivered clip", sound=True)
+    from cosmos_helpers.result import FinishedFile
+
+    kept = Generation(frames=video.frames, fps=24.0, seed=0, request=request, sound=video.sound, backend="server",
+                      finished=FinishedFile(".mp4", data=delivered))
+    path = kept.save(tmp_path / "copy")
+    assert path.read_bytes() == delivered
+    assert json.loads((tmp_path / "copy.json").read_text())["as_delivered"] is True
+    still = Generation(frames=np.zeros((8, 8, 3), np.uint8), fps=24.0, seed=0, backend="framework",
+                       finished=FinishedFile(".jpg", path=tmp_path / "vision.jpg"))
+    (tmp_path / "vision.jpg").write_bytes(media.image_bytes(np.zeros((8, 8, 3), np.uint8), "JPEG"))
+    saved = still.save(tmp_path / "still")
+    assert saved.name == "still.jpg" and saved.read_bytes() == (tmp_path / "vision.jpg").read_bytes()
+    assert Generation.load(saved).frames.shape == (1, 8, 8, 3)

@@ -232,21 +232,19 @@ def test_static_detection(monkeypatch):
     assert context.is_static() is True, "no kernel: static"
 
 
-def test_emit_shows_once_per_cell():
+def test_viewers_display_once_and_return_nothing_in_ipython():
+    """A viewer as a cell's last line shows once: it displays and returns None (no second display by the
+    displayhook); ``display=False`` hands the object back undisplayed."""
     from IPython.core.interactiveshell import InteractiveShell
-    from IPython.display import HTML
 
     shell = InteractiveShell.instance()
     try:
         shown = []
         shell.display_pub.publish = lambda data, metadata=None, **kw: shown.append(data)
-        obj = context.emit(HTML("<b>x</b>"))
-        assert len(shown) == 1
-        obj._ipython_display_()  # as the displayhook would, same cell
-        assert len(shown) == 1
-        shell.execution_count += 1
-        obj._ipython_display_()  # a later cell shows it again
-        assert len(shown) == 2 and "text/html" in shown[1]
+        assert W.show(np.zeros((1, 16, 16, 3), np.uint8)) is None
+        assert len(shown) == 1 and "text/html" in shown[0]
+        held = W.show(np.zeros((1, 16, 16, 3), np.uint8), display=False)
+        assert held is not None and len(shown) == 1
     finally:
         InteractiveShell.clear_instance()
 
@@ -307,7 +305,7 @@ def test_form_generate_button_runs_tiny_generation(tmp_path):
     from cosmos_helpers import DiffusersBackend
 
     torch.set_num_threads(1)
-    form = W.GenerateForm(DiffusersBackend("tiny", progress=False), output_dir=tmp_path / "form",
+    form = W.GenerateForm(DiffusersBackend(progress=False), output_dir=tmp_path / "form",
                           defaults={"profile": "tiny", "tier": "128", "aspect_ratio": "16,9", "num_frames": 9,
                                     "num_inference_steps": 2, "seed": 7, "sound": True})
     seen = []

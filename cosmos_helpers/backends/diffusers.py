@@ -172,7 +172,8 @@ class DiffusersBackend:
         with loaded.lock, self._lease(loaded.pipe, request) as pipe:
             output, marks, call_start = self._denoise(pipe, request, kwargs, progress)
             provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
-                          "scheduler": type(pipe.scheduler).__name__, "fast": bool(self.fast)}
+                          "scheduler": type(pipe.scheduler).__name__, "fast": bool(self.fast),
+                          "timesteps": [round(float(t), 3) for t in pipe.scheduler.timesteps]}
             sample_rate = _sample_rate(pipe)
         end = time.perf_counter()
         generation = Generation(

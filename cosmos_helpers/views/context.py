@@ -1,29 +1,23 @@
 """Where is this output going: a live Jupyter front end (widgets work) or a static document?
 
-Static means papermill, ``jupyter nbconvert --execute``, nbmake, a plain Python process or a terminal
-IPython: the output is read later as a file (or on GitHub), where ipywidgets render as nothing. There we
-emit self-contained HTML instead.
+Static means papermill, ``jupyter nbconvert --execute``, nbmake, a plain Python process or a terminal IPython:
+the output is read later as a file (or on GitHub), where ipywidgets render as nothing. There we emit
+self-contained HTML instead. The decision is explicit, never a guess about which program started the kernel:
 
-Decision, first match wins:
-
-1. ``COSMOS_HELPERS_STATIC`` set: ``1``/``true``/``yes`` -> static, ``0``/``false``/``no`` -> live.
-   Our notebook runner sets ``COSMOS_HELPERS_STATIC=1``.
-2. No IPython kernel (plain Python, terminal IPython) -> static.
-3. The kernel was started by a Jupyter server for a notebook session (``JPY_SESSION_NAME``) or by VS Code
-   -> live.
-4. The kernel's parent process is papermill, nbconvert, nbclient, nbmake or pytest -> static.
-5. Otherwise -> live.
+1. ``COSMOS_HELPERS_STATIC`` set: ``1``/``true``/``yes`` -> static, ``0``/``false``/``no`` -> live. Our runner
+   (``cosmos-helpers run-cookbooks``) and the test suite set it; set it yourself for other headless runs.
+2. A kernel that a Jupyter server started for a notebook session (it sets ``JPY_SESSION_NAME``) or VS Code
+   started -> live.
+3. Anything else -> static.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
-_HEADLESS_PARENTS = ("papermill", "nbconvert", "nbclient", "nbmake", "pytest", "nbval", "testbook")
 
 
 def is_static() -> bool:
@@ -36,9 +30,7 @@ def is_static() -> bool:
     shell = _ipython()
     if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
         return True
-    if os.environ.get("JPY_SESSION_NAME") or os.environ.get("VSCODE_PID") or os.environ.get("VSCODE_CWD"):
-        return False
-    return _parent_is_headless()
+    return not (os.environ.get("JPY_SESSION_NAME") or os.environ.get("VSCODE_PID") or os.environ.get("VSCODE_CWD"))
 
 
 def _ipython():
@@ -49,61 +41,12 @@ def _ipython():
     return get_ipython()
 
 
-def _parent_is_headless() -> bool:
-    pids = []
-    for value in (os.environ.get("JPY_PARENT_PID"), str(os.getppid())):
-        if value and value.isdigit() and value not in pids:
-            pids.append(value)
-    for pid in pids:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").lower()
-        except OSError:
-            continue
-        if any(name in cmdline for name in _HEADLESS_PARENTS):
-            return True
-    return False
-
-
-def emit(obj: Any, *, display: bool = True, via: Any = None) -> Any:
-    """Display ``obj`` now (or ``via``, a stand-in such as a PNG of a figure) and return ``obj`` marked so
-    that, returned as a cell's last expression, it is not shown a second time in the same cell; in later
-    cells it shows as usual."""
-    if not display:
-        return obj
-    shell = _ipython()
-    if shell is None:
+def present(obj: Any, *, display: bool = True, via: Any = None) -> Any:
+    """Display ``obj`` (or ``via``, e.g. a PNG of a figure) in IPython and return ``None``, so a call as a cell's
+    last line shows it once; ``display=False`` (or no IPython) returns ``obj`` undisplayed for the caller."""
+    if not display or _ipython() is None:
         return obj
     from IPython.display import display as ipy_display
 
-    shown = via if via is not None else obj
-    ipy_display(shown)
-    shown_in = getattr(shell, "execution_count", None)
-
-    def _ipython_display_() -> None:
-        if getattr(_ipython(), "execution_count", None) == shown_in:
-            return
-        ipy_display(via if via is not None else _Undecorated(obj))
-
-    try:
-        obj._ipython_display_ = _ipython_display_
-    except (AttributeError, TypeError):  # objects with __slots__: nothing to mark, IPython may show it again
-        pass
-    return obj
-
-
-class _Undecorated:
-    """Shows the wrapped object through its own rich representations, bypassing the one-shot marker."""
-
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        from IPython.core.formatters import format_display_data
-
-        marker = self.obj.__dict__.pop("_ipython_display_", None) if hasattr(self.obj, "__dict__") else None
-        try:
-            data, metadata = format_display_data(self.obj, include=include, exclude=exclude)
-        finally:
-            if marker is not None:
-                self.obj._ipython_display_ = marker
-        return data, metadata
+    ipy_display(via if via is not None else obj)
+    return None

@@ -68,8 +68,8 @@ class GenerateForm:
                                        description="aspect", style=style)
         self.num_frames = w.BoundedIntText(value=int(d.get("num_frames", profile.num_frames)), min=1, max=1001,
                                            step=4, description="frames", style=style)
-        self.num_inference_steps = w.BoundedIntText(value=int(d.get("num_inference_steps", profile.num_inference_steps)),
-                                                    min=1, max=200, description="steps", style=style)
+        steps = int(d.get("num_inference_steps", profile.num_inference_steps))
+        self.num_inference_steps = w.BoundedIntText(value=steps, min=1, max=200, description="steps", style=style)
         self.guidance_scale = w.BoundedFloatText(value=float(d.get("guidance_scale", profile.guidance_scale)),
                                                  min=0.0, max=20.0, step=0.5, description="guidance", style=style)
         self.seed = w.IntText(value=int(d.get("seed", 0)), description="seed", style=style)
@@ -144,7 +144,8 @@ class GenerateForm:
         try:
             generation = self._run(request)
             if self.output_dir is not None:
-                stem = self.output_dir / f"form-{request.mode}-seed{request.seed}-{time.strftime('%Y%m%d-%H%M%S')}-{next(self._counter)}"
+                stamp = time.strftime("%Y%m%d-%H%M%S")
+                stem = self.output_dir / f"form-{request.mode}-seed{request.seed}-{stamp}-{next(self._counter)}"
                 generation.save(stem)
         except ValidationError as exc:
             self._fail(exc, field=exc.field)
@@ -169,8 +170,11 @@ class GenerateForm:
         from .viewers import show
 
         self.output.clear_output(wait=True)
+        self.last_view = show(generation, display=False)
         with self.output:
-            self.last_view = show(generation)
+            from IPython.display import display
+
+            display(self.last_view)
         return generation
 
     def _run(self, request):
@@ -195,7 +199,8 @@ class GenerateForm:
         else:
             text = f"<b>{html.escape(type(exc).__name__)}</b>: {html.escape(str(exc))}"
         self.status.value = f"<div style='color:#b42318'>{text}</div>"
-        widget = getattr(self, {"width": "tier", "height": "tier", "video": "image"}.get(field or "", field or ""), None)
+        name = {"width": "tier", "height": "tier", "video": "image"}.get(field or "", field or "")
+        widget = getattr(self, name, None)
         if widget is not None and hasattr(widget, "layout") and field in _FIELDS + ("width", "height", "video"):
             widget.layout.border = "2px solid #b42318"
 

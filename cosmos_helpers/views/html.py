@@ -21,6 +21,7 @@ _CAPTION = "font:13px/1.35 system-ui,-apple-system,'Segoe UI',sans-serif;max-wid
 
 
 MIN_DISPLAY_SIDE = 320
+_FILL = "position:absolute;inset:0;width:100%;height:100%"
 
 
 def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
@@ -32,7 +33,8 @@ def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
         frame = item.frame(0)
         item.height, item.width = frame.shape[:2]
     if item.is_image:
-        scale = 1.0 if not max_side or max(item.width, item.height) <= max_side else max_side / max(item.width, item.height)
+        longest = max(item.width, item.height)
+        scale = 1.0 if not max_side or longest <= max_side else max_side / longest
         width, height = max(1, round(item.width * scale)), max(1, round(item.height * scale))
     else:
         width, height = even_size(item.width, item.height, max_side)
@@ -100,7 +102,8 @@ def grid_html(items: Sequence[Item], columns: int = 3, *, max_side: int | None =
 
 def side_by_side_html(items: Sequence[Item], max_side: int | None = preview.DEFAULT_MAX_SIDE) -> str:
     figures = "".join(figure_html(item, max_side) for item in items)
-    return f'<div class="cosmos-helpers-compare" style="display:flex;flex-wrap:wrap;align-items:flex-start">{figures}</div>'
+    style = "display:flex;flex-wrap:wrap;align-items:flex-start"
+    return f'<div class="cosmos-helpers-compare" style="{style}">{figures}</div>'
 
 
 def slider_html(a: Item, b: Item, *, frame: int | None = None, max_side: int | None = preview.DEFAULT_MAX_SIDE) -> str:
@@ -112,22 +115,23 @@ def slider_html(a: Item, b: Item, *, frame: int | None = None, max_side: int | N
     img_b = preview.data_uri(_jpeg_at(frame_b, width, height), "image/jpeg")
     label_a = html.escape(a.label or "A")
     label_b = html.escape(b.label or "B")
-    tag = "position:absolute;top:6px;padding:1px 6px;background:rgba(0,0,0,.6);color:#fff;font:12px system-ui,sans-serif;border-radius:3px"
-    on_input = ("var b=this.parentNode;b.querySelector('.chx-top').style.clipPath='inset(0 '+(100-this.value)+'% 0 0)';"
+    tag = ("position:absolute;top:6px;padding:1px 6px;background:rgba(0,0,0,.6);color:#fff;"
+           "font:12px system-ui,sans-serif;border-radius:3px")
+    on_input = ("var b=this.parentNode;"
+                "b.querySelector('.chx-top').style.clipPath='inset(0 '+(100-this.value)+'% 0 0)';"
                 "b.querySelector('.chx-bar').style.left=this.value+'%';")
     which = "middle frame" if frame is None else f"frame {frame}"
     facts = "".join(f'<div style="color:#666;font-size:90%"><b>{html.escape(x.label or "")}</b>: '
                     f'{html.escape(SEP.join(x.facts()))}</div>' for x in (a, b))
     summary = a.summary if a.summary == b.summary else ""
-    caption = (f'<div style="{_CAPTION.format(w=max(width, 320))}"><b>{label_a}</b> (left) vs <b>{label_b}</b> (right), '
-               f'{which}: drag across the picture.'
+    caption = (f'<div style="{_CAPTION.format(w=max(width, 320))}">'
+               f'<b>{label_a}</b> (left) vs <b>{label_b}</b> (right), {which}: drag across the picture.'
                f'{"<div>" + html.escape(summary) + "</div>" if summary else ""}{facts}</div>')
     return (f'<div class="cosmos-helpers-slider" style="{_BOX}">'
             f'<div style="position:relative;width:{width}px;max-width:100%;aspect-ratio:{width}/{height};'
             'overflow:hidden;user-select:none;background:#000">'
-            f'<img class="chx-bottom" src="{img_b}" alt="{label_b}" style="position:absolute;inset:0;width:100%;height:100%">'
-            f'<img class="chx-top" src="{img_a}" alt="{label_a}" style="position:absolute;inset:0;width:100%;height:100%;'
-            'clip-path:inset(0 50% 0 0)">'
+            f'<img class="chx-bottom" src="{img_b}" alt="{label_b}" style="{_FILL}">'
+            f'<img class="chx-top" src="{img_a}" alt="{label_a}" style="{_FILL};clip-path:inset(0 50% 0 0)">'
             '<div class="chx-bar" style="position:absolute;top:0;bottom:0;left:50%;width:2px;margin-left:-1px;'
             'background:#fff;box-shadow:0 0 3px #000;pointer-events:none"></div>'
             f'<span style="{tag};left:6px">{label_a}</span><span style="{tag};right:6px">{label_b}</span>'

@@ -135,22 +135,23 @@ def as_item(source: Any, label: str | None = None, *, fps: float = 24.0) -> Item
     raise TypeError(f"cannot show a {type(source).__name__}; pass a Generation, a file path or a uint8 array")
 
 
-def _from_generation(gen, label: str | None) -> Item:
+def request_details(record: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Caption summary and (mode, steps, guidance, shift) of a request record: a ``GenerationRequest.to_dict()``, a
+    framework input run's record (``model_mode``, ``num_steps``, ``guidance``), or a manifest's ``request``."""
     from ..prompts import caption_summary
 
-    request = gen.request
-    details: dict[str, Any] = {"seed": gen.seed, "backend": gen.backend, "model": gen.model,
-                               "total_s": gen.total_seconds if gen.timings else None}
-    summary = ""
-    if request is not None:
-        summary = caption_summary(request.caption)
-        details.update(mode=request.mode, steps=request.num_inference_steps, guidance=request.guidance_scale)
-    else:
-        manifest_request = (gen.provenance.get("manifest") or {}).get("request") or {}
-        if manifest_request:
-            summary = caption_summary(manifest_request.get("prompt") or "")
-            details.update(mode=manifest_request.get("mode"), steps=manifest_request.get("num_inference_steps"),
-                           guidance=manifest_request.get("guidance_scale"))
+    summary = caption_summary(record["prompt"]) if isinstance(record.get("prompt"), (str, dict)) else ""
+    first = lambda *keys: next((record[k] for k in keys if record.get(k) is not None), None)  # noqa: E731
+    return summary, {"mode": first("mode", "model_mode"), "steps": first("num_inference_steps", "num_steps"),
+                     "guidance": first("guidance_scale", "guidance"), "shift": first("flow_shift", "shift")}
+
+
+def _from_generation(gen, label: str | None) -> Item:
+    record = gen.request.to_dict() if gen.request is not None else (
+        (gen.provenance.get("manifest") or {}).get("request") or {})
+    summary, details = request_details(record)
+    details.update(seed=gen.seed, backend=gen.backend, model=gen.model,
+                   total_s=gen.total_seconds if gen.timings else None)
     path = gen.paths.get("media") if gen.paths else None
     return Item(label=label or "", path=Path(path) if path else None, is_output=path is not None,
                 kind="image" if gen.is_image else "video",
@@ -160,7 +161,6 @@ def _from_generation(gen, label: str | None) -> Item:
 
 
 def _from_path(path: Path, label: str | None) -> Item:
-    from ..prompts import caption_summary
     from ..result import MANIFEST_SCHEMA, read_manifest
 
     manifest = None
@@ -191,13 +191,9 @@ def _from_path(path: Path, label: str | None) -> Item:
         item.sample_rate = int(info["audio_rate"] or 48_000)
     if manifest:
         item.is_output = True
-        request = manifest.get("request") or {}
-        item.summary = caption_summary(request.get("prompt") or "") if request.get("prompt") else ""
-        timings = manifest.get("timings") or {}
-        item.details = {"mode": request.get("mode"), "steps": request.get("num_inference_steps"),
-                        "guidance": request.get("guidance_scale"), "seed": manifest.get("seed"),
-                        "backend": manifest.get("backend"), "model": manifest.get("model"),
-                        "total_s": timings.get("total_s")}
+        item.summary, item.details = request_details(manifest.get("request") or {})
+        item.details.update(seed=manifest.get("seed"), backend=manifest.get("backend"), model=manifest.get("model"),
+                            total_s=(manifest.get("timings") or {}).get("total_s"))
         item.fps = float(manifest.get("fps") or item.fps)
         item.num_frames = int(manifest.get("num_frames") or item.num_frames)
     return item

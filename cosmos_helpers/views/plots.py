@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .context import emit
+from .context import present
 from .items import as_item
 
 STRIP_GAP = 4
@@ -25,7 +25,7 @@ def frame_strip(generation: Any, n: int = 8, *, height: int | None = 144, labels
 
     Each frame is scaled to ``height`` pixels (``None``: native size; never upscaled); frames are separated
     by a 4 px gap; ``labels`` adds a 16 px row with each frame's index and time. Displays it and returns
-    the image. Accepts whatever :func:`show` accepts.
+    nothing (``display=False``: returns the image). Accepts whatever :func:`show` accepts.
     """
     from PIL import Image, ImageDraw
 
@@ -48,15 +48,15 @@ def frame_strip(generation: Any, n: int = 8, *, height: int | None = 144, labels
         if labels:
             text = f"#{index}" if item.is_image else f"#{index}  {index / item.fps:.2f}s"
             draw.text((x + 2, out_h + 2), text, fill=(60, 60, 60))
-    return emit(strip, display=display)
+    return present(strip, display=display)
 
 
-def sound_plot(generation: Any, *, title: str | None = None, label: str | None = None, figsize: tuple[float, float] = (10, 5), dpi: int = 100,
-               display: bool = True):
+def sound_plot(generation: Any, *, title: str | None = None, label: str | None = None,
+               figsize: tuple[float, float] = (10, 5), dpi: int = 100, display: bool = True):
     """Waveform (each channel) over a spectrogram (channel mean, dB) of a result's sound.
 
-    Returns the matplotlib ``Figure`` (``figsize * dpi`` pixels; made without pyplot, so no global state)
-    after displaying it as a PNG; returns ``None`` with a note when there is no sound.
+    Displays the matplotlib ``Figure`` (``figsize * dpi`` pixels; made without pyplot, so no global state) as a
+    PNG (``display=False``: returns it); prints a note and returns ``None`` when there is no sound.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -98,7 +98,7 @@ def sound_plot(generation: Any, *, title: str | None = None, label: str | None =
         from IPython.display import Image
 
         via = Image(data=figure_png(fig), format="png")
-    return emit(fig, display=display, via=via)
+    return present(fig, display=display, via=via)
 
 
 def figure_png(fig) -> bytes:

@@ -42,7 +42,8 @@ def is_preview(path: str | Path) -> bool:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("COSMOS_HELPERS_PREVIEW_DIR") or os.path.join(tempfile.gettempdir(), "cosmos-helpers-previews")
+    default = os.path.join(tempfile.gettempdir(), "cosmos-helpers-previews")
+    root = os.environ.get("COSMOS_HELPERS_PREVIEW_DIR") or default
     path = Path(root)
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -1,4 +1,9 @@
-"""``show``, ``grid`` and ``compare``: ipywidgets in a live kernel, self-contained HTML everywhere else."""
+"""``show``, ``grid`` and ``compare``: one item view, three layouts, and one place that picks live or static.
+
+Every view is built from the same per-item pieces (:func:`live_figure` for a running Jupyter kernel,
+``html.figure_html`` for a saved document); :func:`_present` lays them out (one, a grid, a row) and decides,
+once, which of the two renderings a context gets.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from typing import Any, Sequence
 
 from . import html as static
 from . import preview
-from .context import emit, is_static
+from .context import is_static, present
 from .items import Item, as_item
 
 
@@ -15,34 +20,21 @@ def show(generation_or_path: Any, *, max_side: int | None = preview.DEFAULT_MAX_
          fps: float = 24.0, display: bool = True):
     """Show one result: an image, or a video player *with sound*, and a caption (prompt, seed, backend, time).
 
-    Accepts a :class:`Generation`, a saved file (``.mp4``/``.png`` or its ``.json`` manifest) or uint8
-    frames ``(T,H,W,3)``. Videos play from a small preview transcode (``<stem>.preview.mp4``, at most
-    ``max_side`` pixels, H.264 + AAC), never from the full-resolution file. In a live kernel this is an
-    ipywidgets box; under papermill/nbconvert it is static HTML that embeds only the small preview.
-    Displays it and returns the widget (or ``IPython.display.HTML``); ``display=False`` only returns it.
+    Accepts a :class:`Generation`, a saved file (``.mp4``/``.png``/``.jpg`` or its ``.json`` manifest) or uint8
+    frames ``(T,H,W,3)``. Videos play from a small preview transcode (``<stem>.preview.mp4``, at most ``max_side``
+    pixels, H.264 + AAC), never from the full-resolution file. In a live kernel this is an ipywidgets box; under
+    papermill/nbconvert static HTML that embeds only the small preview. Displays it (``display=False``: returns
+    it instead).
     """
-    item = as_item(generation_or_path, label, fps=fps)
-    if is_static():
-        return emit(_html(static.figure_html(item, max_side)), display=display)
-    return emit(live_figure(item, max_side), display=display)
+    return _present([as_item(generation_or_path, label, fps=fps)], "single", max_side=max_side, display=display)
 
 
 def grid(generations: Sequence[Any], columns: int = 3, *, labels: Sequence[str] | None = None,
          max_side: int | None = 240, players: bool = False, display: bool = True):
-    """A contact sheet of many results: thumbnails (or players, ``players=True``) with prompt summary,
-    seed, backend and time under each. A ``GridBox`` in a live kernel, an HTML table elsewhere."""
+    """A contact sheet of many results: thumbnails (or players, ``players=True``) with prompt summary, seed,
+    backend and time under each."""
     items = _items(generations, labels, auto_label=False)
-    if not items:
-        return emit(_html("<em>nothing to show</em>"), display=display)
-    if is_static():
-        return emit(_html(static.grid_html(items, columns, max_side=max_side, players=players)), display=display)
-    import ipywidgets as widgets
-
-    cells = [live_figure(item, max_side, player=players) for item in items]
-    box = widgets.GridBox(cells, layout=widgets.Layout(
-        grid_template_columns=f"repeat({max(1, int(columns))}, max-content)", grid_gap="12px"))
-    box.add_class("cosmos-helpers-grid")
-    return emit(box, display=display)
+    return _present(items, "grid", columns=columns, max_side=max_side, players=players, display=display)
 
 
 def compare(a: Any, b: Any, *more: Any, labels: Sequence[str] | None = None, mode: str = "side_by_side",
@@ -50,27 +42,45 @@ def compare(a: Any, b: Any, *more: Any, labels: Sequence[str] | None = None, mod
             display: bool = True):
     """Compare results: control vs output, backend A vs B, seed vs seed.
 
-    ``mode="side_by_side"``: players (or images) in a row, each with its caption.
-    ``mode="slider"``: one frame of each (``frame``, default the middle one) stacked under a range input;
-    drag to wipe between them. With more than two inputs, each is compared with the first. The slider is
-    static HTML, so it works the same in a live kernel and in a saved notebook.
-    Inputs may be Generations, saved files or uint8 arrays ``(T,H,W,3)`` (played at ``fps``).
+    ``mode="side_by_side"``: players (or images) in a row, each with its caption. ``mode="slider"``: one frame of
+    each (``frame``, default the middle one) stacked under a range input; drag to wipe between them (with more
+    than two inputs, each against the first; static HTML, the same live and saved). Inputs may be Generations,
+    saved files or uint8 arrays ``(T,H,W,3)`` (played at ``fps``).
     """
-    sources = (a, b, *more)
-    items = _items(sources, labels, fps=fps)
+    items = _items((a, b, *more), labels, fps=fps)
     if mode in ("slider", "wipe"):
         body = "".join(static.slider_html(items[0], other, frame=frame, max_side=max_side) for other in items[1:])
-        return emit(_html(body), display=display)
+        return present(_html(body), display=display)
     if mode not in ("side_by_side", "side-by-side", "row"):
         raise ValueError(f"unknown compare mode {mode!r}; use 'side_by_side' or 'slider'")
+    return _present(items, "row", max_side=max_side, display=display)
+
+
+def _present(items: list[Item], layout: str, *, max_side: int | None, display: bool, columns: int = 3,
+             players: bool = True):
+    """Lay ``items`` out as one view, a grid or a row: static HTML in saved documents, widgets in a live kernel."""
+    if not items:
+        return present(_html("<em>nothing to show</em>"), display=display)
     if is_static():
-        return emit(_html(static.side_by_side_html(items, max_side)), display=display)
+        if layout == "single":
+            body = static.figure_html(items[0], max_side)
+        elif layout == "grid":
+            body = static.grid_html(items, columns, max_side=max_side, players=players)
+        else:
+            body = static.side_by_side_html(items, max_side)
+        return present(_html(body), display=display)
     import ipywidgets as widgets
 
-    box = widgets.HBox([live_figure(item, max_side) for item in items],
-                       layout=widgets.Layout(flex_flow="row wrap", grid_gap="12px"))
-    box.add_class("cosmos-helpers-compare")
-    return emit(box, display=display)
+    figures = [live_figure(item, max_side, player=players or layout != "grid") for item in items]
+    if layout == "single":
+        return present(figures[0], display=display)
+    if layout == "grid":
+        box = widgets.GridBox(figures, layout=widgets.Layout(
+            grid_template_columns=f"repeat({max(1, int(columns))}, max-content)", grid_gap="12px"))
+    else:
+        box = widgets.HBox(figures, layout=widgets.Layout(flex_flow="row wrap", grid_gap="12px"))
+    box.add_class(f"cosmos-helpers-{'grid' if layout == 'grid' else 'compare'}")
+    return present(box, display=display)
 
 
 def live_figure(item: Item, max_side: int | None = preview.DEFAULT_MAX_SIDE, *, player: bool = True):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from cosmos_helpers import BackendUnavailableError, DiffusersBackend, GenerationRequest, GuardrailError, ValidationError
-from cosmos_helpers.backends.diffusers import configure_scheduler
+from cosmos_helpers.schedules import configure_scheduler
 
 SMALL = dict(num_inference_steps=2)
 
@@ -17,8 +17,8 @@ def test_every_mode_runs_on_the_tiny_model(tiny_backend, rgb_image, rgb_video, m
     request = GenerationRequest(mode=mode, prompt="a robot", sound=sound, **media, **SMALL)
     steps = []
     generation = tiny_backend.generate(request, progress=lambda step, total: steps.append((step, total)))
-    expected_frames = 1 if mode == "text2image" else 9
-    assert generation.frames.shape == (expected_frames, 96, 160, 3) and generation.frames.dtype == np.uint8
+    expected = (1, 128, 128, 3) if mode == "text2image" else (9, 96, 160, 3)  # tiny: t2i at 1:1, video at 16:9
+    assert generation.frames.shape == expected and generation.frames.dtype == np.uint8
     assert steps == [(1, 2), (2, 2)]
     assert generation.seed == 0 and generation.backend == "diffusers" and generation.model == "tiny"
     assert {"load_s", "total_s", "denoise_s", "decode_s"} <= set(generation.timings)
@@ -46,11 +46,13 @@ def test_same_seed_same_output_other_seed_different(tiny_backend):
 
 def test_flow_shift_reaches_the_scheduler(tiny_backend):
     request = GenerationRequest(mode="t2v", prompt="a robot", flow_shift=3.0, **SMALL)
-    tiny_backend.generate(request)
-    scheduler = tiny_backend.pipeline("tiny").scheduler
-    assert scheduler.config.flow_shift == 3.0 and not scheduler.config.use_karras_sigmas
+    low = tiny_backend.generate(request)
+    expected = configure_scheduler(tiny_backend.pipeline("tiny").scheduler.config, None, 3.0)
+    expected.set_timesteps(2)
+    assert low.provenance["timesteps"] == [round(float(t), 3) for t in expected.timesteps]
     shifted = tiny_backend.generate(request.replace(flow_shift=10.0))
-    assert not np.array_equal(tiny_backend.generate(request).frames, shifted.frames)
+    assert shifted.provenance["timesteps"] != low.provenance["timesteps"]
+    assert not np.array_equal(low.frames, shifted.frames)
 
 
 def test_karras_config_is_overridden_so_the_shift_takes_effect():
@@ -65,10 +67,12 @@ def test_karras_config_is_overridden_so_the_shift_takes_effect():
 def test_another_flow_matching_scheduler_can_be_swapped_in():
     from diffusers import FlowMatchEulerDiscreteScheduler
 
-    backend = DiffusersBackend("tiny", progress=False, scheduler=FlowMatchEulerDiscreteScheduler)
+    backend = DiffusersBackend(progress=False, scheduler=FlowMatchEulerDiscreteScheduler)
     generation = backend.generate(GenerationRequest(mode="t2v", prompt="a robot", **SMALL))
     assert generation.provenance["scheduler"] == "FlowMatchEulerDiscreteScheduler"
-    assert backend.pipeline("tiny").scheduler.config.shift == 10.0
+    euler = configure_scheduler(backend.pipeline("tiny").scheduler.config, FlowMatchEulerDiscreteScheduler, 10.0)
+    euler.set_timesteps(2)
+    assert generation.provenance["timesteps"] == [round(float(t), 3) for t in euler.timesteps]
 
 
 def test_a_non_flow_scheduler_is_refused():
@@ -101,7 +105,7 @@ class StandInChecker:
 
 def test_guardrails_check_the_prompt_before_and_the_frames_after():
     checker = StandInChecker(blocked_word="forbidden")
-    backend = DiffusersBackend("tiny", progress=False, safety_checker=checker)
+    backend = DiffusersBackend(progress=False, safety_checker=checker)
     with pytest.raises(GuardrailError, match="prompt"):
         backend.generate(GenerationRequest(mode="t2v", prompt="a forbidden scene", guardrails=True, **SMALL))
     assert checker.seen_frames is None  # blocked before any denoising
@@ -117,8 +121,87 @@ def test_structured_prompts_reach_the_pipeline_with_metadata_and_no_templates(ti
     kwargs = tiny_backend.pipeline_kwargs(request)
     assert kwargs["prompt"] == request.prompt_text()
     assert kwargs["add_resolution_template"] is False and kwargs["add_duration_template"] is False
+
+
+def test_options_left_out_keep_the_pipelines_own_defaults(tiny_backend):
+    """use_system_prompt, the templates and the negative prompt are only passed when the request sets them."""
     plain = tiny_backend.pipeline_kwargs(GenerationRequest(mode="t2v", prompt="a robot", **SMALL))
-    assert plain["add_resolution_template"] is True
+    assert "use_system_prompt" not in plain and "add_resolution_template" not in plain
+    assert "add_duration_template" not in plain and plain["negative_prompt"] is None
+    explicit = tiny_backend.pipeline_kwargs(GenerationRequest(
+        mode="t2v", prompt="a robot", use_system_prompt=False, add_duration_template=False, negative_prompt="",
+        **SMALL))
+    assert explicit["use_system_prompt"] is False and explicit["add_duration_template"] is False
+    assert explicit["negative_prompt"] == "" and "add_resolution_template" not in explicit
+    request = GenerationRequest(mode="t2v", prompt="a robot", **SMALL)
+    assert not np.array_equal(tiny_backend.generate(request).frames,
+                              tiny_backend.generate(request.replace(use_system_prompt=False)).frames)
+
+
+def _count_transformer_calls(backend, request):
+    pipe = backend.pipeline("tiny")
+    calls = []
+    original = pipe.transformer.forward
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    pipe.transformer.forward = counting
+    try:
+        generation = backend.generate(request)
+    finally:
+        pipe.transformer.forward = original
+    return len(calls), generation
+
+
+def test_guidance_interval_skips_the_negative_pass_outside_it(tiny_backend):
+    request = GenerationRequest(mode="t2i", prompt="a robot", guidance_scale=4.0, **SMALL)  # timesteps 999, ~600
+    full, _ = _count_transformer_calls(tiny_backend, request)
+    assert full == 4  # two steps, conditional + negative each
+    gated, generation = _count_transformer_calls(tiny_backend, request.replace(guidance_interval=(800, 1000)))
+    assert generation.provenance["timesteps"][1] < 800 <= generation.provenance["timesteps"][0]
+    assert gated == 3  # the second step is outside: no negative pass
+    inside, _ = _count_transformer_calls(tiny_backend, request.replace(guidance_interval=(0, 1000)))
+    assert inside == 4
+
+
+def test_high_step_counts_with_a_large_shift_run_to_the_end(tiny_backend):
+    """At 200 steps and shift 10 neighbouring timesteps round to the same integer; diffusers' UniPC then started
+    one step late and failed on the last one (``assert self.this_order > 0``)."""
+    steps = []
+    request = GenerationRequest(mode="t2v", prompt="a robot", num_inference_steps=200, flow_shift=10.0)
+    generation = tiny_backend.generate(request, progress=lambda step, total: steps.append(step))
+    assert steps[-1] == 200 and generation.frames.shape == (9, 96, 160, 3)
+
+
+def test_the_model_is_the_requests_and_never_swapped_for_another(monkeypatch):
+    """A Nano request on a machine without the checkpoint fails; it does not quietly run the tiny model."""
+    with pytest.raises(ValidationError, match="comes from the request|model each request names"):
+        DiffusersBackend(model="tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    backend = DiffusersBackend(progress=False)
+    nano = GenerationRequest(mode="t2v", prompt="a robot", profile="nano", tier="256", num_frames=9,
+                             num_inference_steps=1, guardrails=False)
+    with pytest.raises(BackendUnavailableError, match="nvidia/Cosmos3-Nano"):
+        backend.generate(nano)
+
+
+def test_two_backends_share_the_weights_without_stepping_on_each_other():
+    """Interleaved calls of backends with different schedulers and fast settings give each its own result."""
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    unipc = DiffusersBackend(progress=False)
+    euler = DiffusersBackend(progress=False, scheduler=FlowMatchEulerDiscreteScheduler)
+    fast = DiffusersBackend(progress=False, fast=True)
+    request = GenerationRequest(mode="t2v", prompt="a robot", **SMALL)
+    alone = unipc.generate(request).frames
+    euler_alone = euler.generate(request).frames
+    assert unipc.pipeline("tiny") is euler.pipeline("tiny") is fast.pipeline("tiny")
+    fast.generate(request)
+    assert np.array_equal(unipc.generate(request).frames, alone)
+    assert np.array_equal(euler.generate(request).frames, euler_alone)
+    assert not np.array_equal(alone, euler_alone)
 
 
 def test_v2v_input_is_cropped_to_the_target_aspect_not_stretched(tiny_backend):
@@ -132,4 +215,4 @@ def test_v2v_input_is_cropped_to_the_target_aspect_not_stretched(tiny_backend):
 
 def test_unknown_local_model_is_a_validation_error(tmp_path):
     with pytest.raises(ValidationError, match="model_index.json"):
-        DiffusersBackend(str(tmp_path), progress=False).pipeline()
+        DiffusersBackend(progress=False).pipeline(str(tmp_path))

@@ -3,9 +3,10 @@
 import json
 from pathlib import Path
 
+import papermill
 import pytest
 
-from cosmos_helpers.notebooks import find_cookbooks, parameter_names
+from cosmos_helpers.notebooks import find_cookbooks
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = find_cookbooks(ROOT)
@@ -24,7 +25,7 @@ def test_committed_notebooks_carry_no_outputs_and_one_tagged_parameters_cell(not
             assert cell.get("outputs") == [] and cell.get("execution_count") is None, notebook
     tagged = [cell for cell in cells if "parameters" in cell.get("metadata", {}).get("tags", [])]
     assert len(tagged) == 1, notebook
-    assert {"profile", "output_dir"} <= parameter_names(notebook)
+    assert {"profile", "output_dir"} <= set(papermill.inspect_notebook(str(notebook)))
     assert cells[0]["cell_type"] == "markdown"
 
 

@@ -151,21 +151,31 @@ def test_guidance_one_and_repeated_calls(pipe):
     assert stats["text_tower_runs"] == 2 and stats["batched_pairs"] == 0
 
 
-def test_backend_switch(monkeypatch, tmp_path):
-    """``DiffusersBackend(fast=True)`` patches the shared pipeline; ``fast=False`` restores stock."""
+def test_backends_share_one_pipeline_and_each_call_runs_its_own_path(monkeypatch, tmp_path):
+    """A fast and a stock backend share the loaded weights; the fast path is installed once and switched per
+    call (nothing is patched or unpatched between calls); options given to a backend are the ones installed."""
     monkeypatch.setenv("COSMOS_HELPERS_CACHE", str(tmp_path))
+    from cosmos_helpers import GenerationRequest
     from cosmos_helpers.backends.diffusers import DiffusersBackend, free_pipeline
+    from cosmos_helpers.fast import FastOptions
 
+    request = GenerationRequest(mode="t2v", prompt=PROMPT, num_inference_steps=2)
     try:
-        fast = DiffusersBackend("tiny", device="cpu", fast=True, progress=False)
-        pipe = fast.pipeline()
-        assert is_fast(pipe)
-        stock = DiffusersBackend("tiny", device="cpu", progress=False)
-        assert stock.pipeline() is pipe and not is_fast(pipe)
-        from cosmos_helpers.fast import FastOptions
-
-        chosen = DiffusersBackend("tiny", device="cpu", fast=FastOptions(batch_cfg=False), progress=False)
-        assert chosen.pipeline() is pipe and fast_path_stats(pipe)["options"]["batch_cfg"] is False
+        stock = DiffusersBackend(device="cpu", progress=False)
+        reference = stock.generate(request).frames
+        fast = DiffusersBackend(device="cpu", fast=True, progress=False)
+        pipe = fast.pipeline("tiny")
+        assert stock.pipeline("tiny") is pipe
+        fast_frames = fast.generate(request).frames
+        forward = pipe.transformer.forward
+        calls = fast_path_stats(pipe)["calls"]
+        assert calls > 0 and np.array_equal(fast_frames, reference)
+        assert np.array_equal(stock.generate(request).frames, reference)
+        assert fast_path_stats(pipe)["calls"] == calls  # the stock call went around the fast path
+        assert pipe.transformer.forward is forward  # ... without unpatching it
+        chosen = DiffusersBackend(device="cpu", fast=FastOptions(batch_cfg=False), progress=False)
+        chosen.generate(request)
+        assert fast_path_stats(pipe)["options"]["batch_cfg"] is False
     finally:
         free_pipeline()
 

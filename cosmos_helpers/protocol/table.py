@@ -1,0 +1,64 @@
+"""The README's per-backend defaults table, generated from the protocol facts (a test keeps the README in step).
+
+Each row is a setting a request may leave to the backend; each cell is what that backend then does. The
+sampling settings are different per mode on every backend, so they get a row per mode.
+"""
+
+from __future__ import annotations
+
+from . import diffusers, framework, vllm_omni
+
+_HEADER = ("| setting left out of the request | Diffusers (in process) | vLLM-Omni server | Cosmos Framework |\n"
+           "| --- | --- | --- | --- |")
+
+
+def _sampling(steps: int, guidance: float, shift: float) -> str:
+    return f"{steps} steps, guidance {guidance:g}, shift {shift:g}"
+
+
+def defaults_rows() -> list[tuple[str, str, str, str]]:
+    """``(setting, diffusers, vLLM-Omni, framework)`` rows."""
+    image, video = vllm_omni.IMAGE_DEFAULTS, vllm_omni.VIDEO_DEFAULTS
+    t2i, t2v = framework.MODE_DEFAULTS["text2image"], framework.MODE_DEFAULTS["text2video"]
+    nano = framework.MODEL_CONFIGS["Cosmos3-Nano"]
+    call = diffusers.CALL_DEFAULTS
+    interval = "CFG only for t in [{:g}, {:g}]".format(*image["guidance_interval"])
+    return [
+        ("`use_system_prompt`",
+         "the checkpoint config's `default_use_system_prompt` (tiny: on)",
+         "off; on for video2video; transfer always uses its own transfer system prompt",
+         f"the model config's (Nano/Super/Edge: {'on' if nano['use_system_prompt'] else 'off'})"),
+        ("`negative_prompt`", "empty", "empty",
+         f"text2image: empty; video modes: the framework's `{framework.NEGATIVE_PROMPT_FILE}` caption"),
+        ("sentence templates (plain-text prompts)",
+         "on" if call["add_resolution_template"] and call["add_duration_template"] else "off",
+         "off (`use_*_template` false; transfer: on)",
+         "on (the framework's template strings)"),
+        ("`guidance_interval`", "none: guidance on every step",
+         f"text2image: {interval}; video: none; transfer: not applied", "none"),
+        ("text2image steps / guidance / shift",
+         f"{call['num_inference_steps']} steps, guidance {call['guidance_scale']:g}, the checkpoint scheduler's "
+         "shift (the pipeline has no per-mode defaults)",
+         _sampling(image["num_inference_steps"], image["guidance_scale"], image["flow_shift"])
+         + f", {image['width']}x{image['height']}",
+         _sampling(t2i["num_steps"], t2i["guidance"], t2i["shift"]) + f", aspect {t2i['aspect_ratio']}"),
+        ("video steps / guidance / shift",
+         f"{call['num_inference_steps']} steps, guidance {call['guidance_scale']:g}, the checkpoint scheduler's "
+         "shift",
+         _sampling(video["num_inference_steps"], video["guidance_scale"], video["flow_shift"])
+         + f", {video['width']}x{video['height']}",
+         _sampling(t2v["num_steps"], t2v["guidance"], t2v["shift"]) + f", {t2v['num_frames']} frames at "
+         f"{t2v['fps']} fps, {nano['resolution']}p {t2v['aspect_ratio']}"),
+        ("`num_frames` (video)", "189", "1 (a one-frame video: always send it)",
+         f"{t2v['num_frames']} (Edge: {framework.MODEL_CONFIGS['Cosmos3-Edge']['num_frames']})"),
+    ]
+
+
+def defaults_table() -> str:
+    """The markdown table (the README embeds it verbatim)."""
+    rows = ["| " + " | ".join(row) + " |" for row in defaults_rows()]
+    return "\n".join([_HEADER, *rows])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(defaults_table())

@@ -255,39 +255,7 @@ def run_benchmark(*, profile: str = "tiny", cases: str | Sequence[str] | None = 
     for case in case_list:
         request = build_request(case, profile=profile, steps=steps, guidance=guidance, text_tokens=text_tokens,
                                 seed=seed)
-        reference = None
-        for name, runner in runners.items():
-            row = Row(case=case.label, mode=case.mode, tier=case.tier, frames=case.frames, backend=name)
-            try:
-                frames_out, row.cold_s, peak = runner(request)
-                peaks = [peak] if peak is not None else []
-                for _ in range(repeats):
-                    frames_out, seconds, peak = runner(request)
-                    row.warm_all.append(round(seconds, 4))
-                    if peak is not None:
-                        peaks.append(peak)
-                row.warm_s = statistics.median(row.warm_all) if row.warm_all else row.cold_s
-                row.peak_gib = round(max(peaks), 2) if peaks else None
-                if name == "stock":
-                    reference = frames_out
-                elif reference is not None and frames_out.shape == reference.shape:
-                    row.max_abs_diff_vs_stock = float(abs(frames_out.astype(int) - reference.astype(int)).max())
-                if name == "fast":
-                    from .fast import fast_path_stats
-
-                    stats = fast_path_stats(fast_backend.pipeline(request.model))
-                    row.extra = {k: stats.get(k) for k in ("text_tower_runs", "graph_captures", "graph_replays",
-                                                          "batched_pairs", "stock_fallbacks", "graph_failures",
-                                                          "fused_kernels", "compile_error", "projection_choices")}
-            except Exception as exc:  # keep the other rows
-                row.error = f"{type(exc).__name__}: {exc}"
-            rows.append(row)
-            log(f"  {case.label:<18} {name:<6} cold {_fmt(row.cold_s)} s  warm {_fmt(row.warm_s)} s"
-                f"  peak {_fmt(row.peak_gib)} GiB" + (f"  ERROR {row.error}" if row.error else ""))
-        stock_row = next((r for r in rows if r.case == case.label and r.backend == "stock" and r.warm_s), None)
-        for row in rows:
-            if row.case == case.label and stock_row is not None and row.warm_s:
-                row.speedup = round(stock_row.warm_s / row.warm_s, 2)
+        rows += _time_case(case, request, runners, repeats, log)
         if cuda:
             torch.cuda.empty_cache()
 
@@ -300,6 +268,50 @@ def run_benchmark(*, profile: str = "tiny", cases: str | Sequence[str] | None = 
     json_path.write_text(json.dumps({"settings": settings, "rows": [asdict(r) for r in rows]}, indent=1, default=str))
     png_path = render_png(rows, out / "benchmark.png", title=_title(settings))
     return BenchResult(rows, markdown, md_path, png_path, json_path, settings)
+
+
+def _time_case(case: Case, request: Any, runners: dict[str, _Runner], repeats: int,
+               log: Callable[[str], None]) -> list[Row]:
+    """One case through every backend: cold call, ``repeats`` warm calls, pixel distance and speed-up vs stock."""
+    rows: list[Row] = []
+    reference = None
+    for name, runner in runners.items():
+        row = Row(case=case.label, mode=case.mode, tier=case.tier, frames=case.frames, backend=name)
+        try:
+            frames_out, row.cold_s, peak = runner(request)
+            peaks = [peak] if peak is not None else []
+            for _ in range(repeats):
+                frames_out, seconds, peak = runner(request)
+                row.warm_all.append(round(seconds, 4))
+                if peak is not None:
+                    peaks.append(peak)
+            row.warm_s = statistics.median(row.warm_all) if row.warm_all else row.cold_s
+            row.peak_gib = round(max(peaks), 2) if peaks else None
+            if name == "stock":
+                reference = frames_out
+            elif reference is not None and frames_out.shape == reference.shape:
+                row.max_abs_diff_vs_stock = float(abs(frames_out.astype(int) - reference.astype(int)).max())
+            if name == "fast":
+                row.extra = _fast_stats(runner.backend.pipeline(request.model))
+        except Exception as exc:  # keep the other rows
+            row.error = f"{type(exc).__name__}: {exc}"
+        rows.append(row)
+        log(f"  {case.label:<18} {name:<6} cold {_fmt(row.cold_s)} s  warm {_fmt(row.warm_s)} s"
+            f"  peak {_fmt(row.peak_gib)} GiB" + (f"  ERROR {row.error}" if row.error else ""))
+    stock_row = next((r for r in rows if r.backend == "stock" and r.warm_s), None)
+    for row in rows:
+        if stock_row is not None and row.warm_s:
+            row.speedup = round(stock_row.warm_s / row.warm_s, 2)
+    return rows
+
+
+def _fast_stats(pipe) -> dict[str, Any]:
+    from .fast import fast_path_stats
+
+    stats = fast_path_stats(pipe)
+    return {k: stats.get(k) for k in ("text_tower_runs", "graph_captures", "graph_replays", "batched_pairs",
+                                      "stock_fallbacks", "graph_failures", "fused_kernels", "compile_error",
+                                      "projection_choices")}
 
 
 def _environment(backend) -> dict[str, Any]:

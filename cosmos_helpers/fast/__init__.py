@@ -125,25 +125,8 @@ def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
             return pipe
         disable_fast_path(pipe)
     cuda = _on_cuda(pipe)
-    resolved = FastOptions(**asdict(options))
-    if resolved.cuda_graphs is None:
-        resolved.cuda_graphs = cuda
-    if resolved.batch_cfg is None:
-        resolved.batch_cfg = cuda
-    if resolved.vae_cudnn_benchmark is None:
-        resolved.vae_cudnn_benchmark = cuda
-    if resolved.compile is None:
-        resolved.compile = cuda
-    if resolved.fuse_projections is None:
-        resolved.fuse_projections = cuda
-    if resolved.compile != "eager":  # "eager": the fused layer code uncompiled (CPU checks, debugging)
-        resolved.compile = bool(resolved.compile and cuda)
-    if resolved.vae_channels_last is None:
-        resolved.vae_channels_last = cuda
-    resolved.vae_channels_last = bool(resolved.vae_channels_last and cuda)
     state = _FastState(pipe, options)
-    state.resolved = resolved
-
+    state.resolved = resolved = _resolve(options, cuda)
     transformer = pipe.transformer
     if resolved.text_cache:
         from .transformer import FastForward
@@ -154,39 +137,8 @@ def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
                                     graph_max_tokens=resolved.graph_max_tokens, batch_cfg=bool(resolved.batch_cfg),
                                     compile=resolved.compile, fuse_projections=bool(resolved.fuse_projections))
         transformer.forward = state.forward
-
     if resolved.skip_blank_encode:
-        state.originals["pipe.prepare_latents"] = pipe.__dict__.get("prepare_latents")
-        state.originals["pipe._encode_video"] = pipe.__dict__.get("_encode_video")
-        prepare_latents = pipe.prepare_latents
-        encode_video = pipe._encode_video
-
-        @functools.wraps(prepare_latents)
-        def fast_prepare_latents(*args, **kwargs):
-            blank = (state.active and not args and kwargs.get("image") is None and kwargs.get("video") is None
-                     and kwargs.get("action") is None and kwargs.get("latents") is None)
-            state.blank_encode = blank
-            try:
-                return prepare_latents(*args, **kwargs)
-            finally:
-                state.blank_encode = False
-
-        @functools.wraps(encode_video)
-        def fast_encode_video(x):
-            if not state.blank_encode:
-                return encode_video(x)
-            # Stock: x0 = encode(zeros); latents = 0 * x0 + 1 * noise. Any finite x0 gives the same latents.
-            import torch
-
-            vae = pipe.vae.config
-            shape = (x.shape[0], vae.z_dim, (x.shape[2] - 1) // vae.scale_factor_temporal + 1,
-                     x.shape[3] // vae.scale_factor_spatial, x.shape[4] // vae.scale_factor_spatial)
-            state.blank_encodes_skipped += 1
-            return torch.zeros(shape, dtype=x.dtype, device=x.device)
-
-        pipe.prepare_latents = fast_prepare_latents
-        pipe._encode_video = fast_encode_video
-
+        _skip_blank_encode(pipe, state)
     if cuda and (resolved.vae_cudnn_benchmark or resolved.vae_channels_last):
         from .vae import FastDecode
 
@@ -194,9 +146,55 @@ def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
         state.decode = FastDecode(pipe.vae, cudnn_benchmark=bool(resolved.vae_cudnn_benchmark),
                                   channels_last=bool(resolved.vae_channels_last))
         pipe.vae.decode = state.decode
-
     pipe._cosmos_fast = state
     return pipe
+
+
+def _resolve(options: FastOptions, cuda: bool) -> FastOptions:
+    """The options with every ``None`` decided for this device (GPU-only switches off on CPU)."""
+    resolved = FastOptions(**asdict(options))
+    for name in ("cuda_graphs", "batch_cfg", "vae_cudnn_benchmark", "compile", "fuse_projections",
+                 "vae_channels_last"):
+        if getattr(resolved, name) is None:
+            setattr(resolved, name, cuda)
+    if resolved.compile != "eager":  # "eager": the fused layer code uncompiled (CPU checks, debugging)
+        resolved.compile = bool(resolved.compile and cuda)
+    resolved.vae_channels_last = bool(resolved.vae_channels_last and cuda)
+    return resolved
+
+
+def _skip_blank_encode(pipe, state: _FastState) -> None:
+    """Text-to-video/image encodes a blank video only to multiply it by zero: answer with zeros instead."""
+    state.originals["pipe.prepare_latents"] = pipe.__dict__.get("prepare_latents")
+    state.originals["pipe._encode_video"] = pipe.__dict__.get("_encode_video")
+    prepare_latents = pipe.prepare_latents
+    encode_video = pipe._encode_video
+
+    @functools.wraps(prepare_latents)
+    def fast_prepare_latents(*args, **kwargs):
+        blank = (state.active and not args and kwargs.get("image") is None and kwargs.get("video") is None
+                 and kwargs.get("action") is None and kwargs.get("latents") is None)
+        state.blank_encode = blank
+        try:
+            return prepare_latents(*args, **kwargs)
+        finally:
+            state.blank_encode = False
+
+    @functools.wraps(encode_video)
+    def fast_encode_video(x):
+        if not state.blank_encode:
+            return encode_video(x)
+        # Stock: x0 = encode(zeros); latents = 0 * x0 + 1 * noise. Any finite x0 gives the same latents.
+        import torch
+
+        vae = pipe.vae.config
+        shape = (x.shape[0], vae.z_dim, (x.shape[2] - 1) // vae.scale_factor_temporal + 1,
+                 x.shape[3] // vae.scale_factor_spatial, x.shape[4] // vae.scale_factor_spatial)
+        state.blank_encodes_skipped += 1
+        return torch.zeros(shape, dtype=x.dtype, device=x.device)
+
+    pipe.prepare_latents = fast_prepare_latents
+    pipe._encode_video = fast_encode_video
 
 
 def disable_fast_path(pipe):

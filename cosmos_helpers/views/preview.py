@@ -14,7 +14,6 @@ import hashlib
 import io
 import os
 import tempfile
-from fractions import Fraction
 from pathlib import Path
 from typing import Iterable
 
@@ -83,7 +82,7 @@ def ensure_preview(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
         digest.update(np.ascontiguousarray(sound).tobytes())
     target = cache_dir() / f"{digest.hexdigest()[:20]}.preview.mp4"
     if not target.exists():
-        _write_preview(target, iter(frames), frames.shape[2], frames.shape[1], item.fps, sound, rate, max_side)
+        _write_preview(target, iter(frames), item.fps, sound, rate, max_side)
     return target
 
 
@@ -96,44 +95,17 @@ def _fresh(target: Path, source: Path) -> bool:
 
 def transcode_file(source: str | Path, target: str | Path, *, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
     """Stream ``source`` (any FFmpeg-readable video) into a small H.264 + AAC preview at ``target``."""
-    import av
-
-    source = Path(source)
+    frames, fps, _, _ = media.iter_frames(source)
     sound, rate = media.read_audio(source)
-    with av.open(str(source)) as container:
-        stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
-        fps = float(stream.average_rate or stream.guessed_rate or 24)
-        width, height = stream.codec_context.width, stream.codec_context.height
-        frames = (frame.to_ndarray(format="rgb24") for frame in container.decode(stream))
-        _write_preview(Path(target), frames, width, height, fps, sound, rate or 48_000, max_side)
+    _write_preview(Path(target), frames, fps, sound, rate or media.SOUND_SAMPLE_RATE, max_side)
     return Path(target)
 
 
-def _write_preview(target: Path, frames: Iterable[np.ndarray], width: int, height: int, fps: float,
-                   sound: np.ndarray | None, sample_rate: int, max_side: int | None) -> None:
-    import av
-
-    out_w, out_h = media.even_size(width, height, max_side)
-    with media.atomic_path(target, overwrite=True) as tmp:
-        with av.open(str(tmp), mode="w", format="mp4", options={"movflags": "+faststart"}) as container:
-            vstream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
-            vstream.width, vstream.height = out_w, out_h
-            vstream.pix_fmt = "yuv420p"
-            vstream.options = {"crf": str(PREVIEW_CRF), "preset": PREVIEW_PRESET, "profile": "main"}
-            astream = None
-            if sound is not None and sound.size:
-                astream = container.add_stream("aac", rate=int(sample_rate))
-                astream.layout = "stereo"
-                astream.bit_rate = AUDIO_BITRATE
-            for array in frames:
-                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(media.to_uint8(array)), format="rgb24")
-                if (out_w, out_h) != (frame.width, frame.height):
-                    frame = frame.reformat(width=out_w, height=out_h, interpolation="AREA")
-                container.mux(vstream.encode(frame))
-            container.mux(vstream.encode())
-            if astream is not None:
-                media._encode_audio(container, astream, sound, int(sample_rate))
+def _write_preview(target: Path, frames: Iterable[np.ndarray], fps: float, sound: np.ndarray | None,
+                   sample_rate: int, max_side: int | None) -> None:
+    media.write_mp4(target, frames, fps, sound=sound, sample_rate=sample_rate, crf=PREVIEW_CRF,
+                    preset=PREVIEW_PRESET, max_side=max_side, faststart=True, profile="main",
+                    audio_bitrate=AUDIO_BITRATE, overwrite=True)
 
 
 # Stills -----------------------------------------------------------------------------------------------

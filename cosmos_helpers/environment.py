@@ -23,7 +23,8 @@ def environment_report(*, verbose: bool = True) -> dict[str, Any]:
         import torch
 
         report["cuda"] = torch.cuda.is_available()
-        report["device"] = torch.cuda.get_device_name(0) if report["cuda"] else f"cpu ({torch.get_num_threads()} threads)"
+        cpu = f"cpu ({torch.get_num_threads()} threads)"
+        report["device"] = torch.cuda.get_device_name(0) if report["cuda"] else cpu
         report["gpus"] = torch.cuda.device_count()
     except ImportError:
         report.update(cuda=False, device="unknown (torch missing)", gpus=0)

@@ -76,5 +76,6 @@ def write_samples(folder: str | Path, *, overwrite: bool = False) -> dict[str, P
 
 
 if __name__ == "__main__":  # pragma: no cover
-    for name, path in write_samples(sys.argv[1] if len(sys.argv) > 1 else ".", overwrite="--overwrite" in sys.argv).items():
+    folder = sys.argv[1] if len(sys.argv) > 1 else "."
+    for name, path in write_samples(folder, overwrite="--overwrite" in sys.argv).items():
         print(f"{name}: {path} ({path.stat().st_size} bytes)")

@@ -46,7 +46,8 @@ def test_gallery_page(output_dir):
     page = index.read_text()
     # notebooks converted beside themselves and linked
     assert (output_dir / "run_with_diffusers.html").is_file()
-    assert "href='run_with_diffusers.html'" in page and "Tiny run" in (output_dir / "run_with_diffusers.html").read_text()
+    assert "href='run_with_diffusers.html'" in page
+    assert "Tiny run" in (output_dir / "run_with_diffusers.html").read_text()
     # video: player on the preview, thumbnail poster; image: thumbnail linking the PNG
     assert "<source src='t2v/clip.preview.mp4' type='video/mp4'>" in page
     assert "poster='t2v/clip.thumb.jpg'" in page and "href='t2i/still.png'" in page

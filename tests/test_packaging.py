@@ -13,16 +13,19 @@ def run_python(code: str) -> str:
 
 
 def test_importing_the_package_loads_neither_torch_nor_diffusers():
+    heavy = "('torch', 'diffusers', 'transformers', 'fastapi', 'httpx')"
     out = run_python("import sys, cosmos_helpers; cosmos_helpers.GenerationRequest; "
-                     "print(sorted(m for m in ('torch', 'diffusers', 'transformers', 'fastapi', 'httpx') if m in sys.modules))")
+                     f"print(sorted(m for m in {heavy} if m in sys.modules))")
     assert out.strip() == "[]"
 
 
 def test_cli_help_loads_nothing_heavy_and_lists_every_command():
+    heavy = "('torch', 'diffusers', 'transformers', 'fastapi', 'uvicorn', 'cv2')"
     code = ("import sys; from cosmos_helpers import cli; cli.build_parser().format_help(); "
-            "print(sorted(m for m in ('torch', 'diffusers', 'transformers', 'fastapi', 'uvicorn', 'cv2') if m in sys.modules))")
+            f"print(sorted(m for m in {heavy} if m in sys.modules))")
     assert run_python(code).strip() == "[]"
-    result = subprocess.run([sys.executable, "-m", "cosmos_helpers.cli", "--help"], capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run([sys.executable, "-m", "cosmos_helpers.cli", "--help"], capture_output=True, text=True,
+                            cwd=ROOT)
     assert result.returncode == 0
     for command in ("generate", "run-cookbooks", "serve", "transfer", "bench", "tiny"):
         assert command in result.stdout

@@ -20,7 +20,8 @@ from cosmos_helpers.views import context
 T, H, WIDTH, FPS, RATE = 9, 96, 160, 24.0, 48_000
 
 
-def make_generation(*, sound: bool = True, seed: int = 0, image: bool = False, backend: str = "diffusers") -> Generation:
+def make_generation(*, sound: bool = True, seed: int = 0, image: bool = False,
+                    backend: str = "diffusers") -> Generation:
     rng = np.random.default_rng(seed)
     frames = rng.integers(0, 256, (1 if image else T, H, WIDTH, 3), dtype=np.uint8)
     audio = None

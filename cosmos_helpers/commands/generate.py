@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
     request = GenerationRequest(
         mode=args.mode, prompt=args.prompt_file if args.prompt_file else args.prompt,
-        negative_prompt=args.negative_prompt_file or args.negative_prompt, profile=args.profile, model=args.model, tier=args.tier,
+        negative_prompt=args.negative_prompt_file or args.negative_prompt, profile=args.profile, model=args.model,
+        tier=args.tier,
         aspect_ratio=args.aspect_ratio, width=args.width, height=args.height, num_frames=args.frames, fps=args.fps,
         num_inference_steps=args.steps, guidance_scale=args.guidance, flow_shift=args.flow_shift, seed=args.seed,
         sound=args.sound, image=args.image, video=args.video,

@@ -7,7 +7,8 @@ import argparse
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="weights seed (default 0; same seed, same bytes)")
-    parser.add_argument("--out", default=None, help="cache folder (default $COSMOS_HELPERS_CACHE or ~/.cache/cosmos_helpers)")
+    parser.add_argument("--out", default=None,
+                        help="cache folder (default $COSMOS_HELPERS_CACHE or ~/.cache/cosmos_helpers)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -36,8 +36,9 @@ _EXPORTS: dict[str, str] = {
     "FastOptions": "fast",
     "VllmOmniBackend": "backends.vllm_omni",
     "AsyncVllmOmniBackend": "backends.vllm_omni",
-    "serve_command": "backends.vllm_omni",
+    "serve_command": "backends.vllm_serve",
     "LocalServer": "server.local",
+    "connect_vllm_omni": "server.local",
     "FrameworkBackend": "backends.framework",
     # models
     "tiny_model_path": "models.tiny",

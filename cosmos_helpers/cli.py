@@ -18,7 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run-cookbooks": ("cosmos_helpers.commands.cookbooks", "execute every cookbook with papermill into one folder"),
     "tiny": ("cosmos_helpers.commands.tiny", "build (or locate) the embedded tiny Cosmos3 model"),
     "serve": ("cosmos_helpers.server.cli", "start a local vLLM-Omni-compatible server"),
-    "transfer": ("cosmos_helpers.transfer.cli", "run a Cosmos Framework transfer spec on any backend"),
+    "run": ("cosmos_helpers.commands.run", "run a Cosmos Framework input file (any mode) on any backend"),
+    "transfer": ("cosmos_helpers.commands.run", "alias of `run` (framework input files, transfer included)"),
     "bench": ("cosmos_helpers.bench", "compare backends' latency in one run"),
 }
 

@@ -114,6 +114,14 @@ class DiffusersBackend:
         """The loaded ``Cosmos3OmniPipeline`` for ``model``, shared by every backend of this device and dtype."""
         return self._loaded(model).pipe
 
+    @contextlib.contextmanager
+    def borrowed(self, model: str = "tiny") -> Iterator[Any]:
+        """The shared pipeline for ``model``, held under its lock for a caller that changes state on it for one call
+        (transfer's attention processors): no other call runs on it meanwhile."""
+        loaded = self._loaded(model)
+        with loaded.lock:
+            yield loaded.pipe
+
     def _loaded(self, model: str) -> _Loaded:
         key = (str(model), self._device(), str(self._dtype()), repr(self.device_map), type(self)._load)
         with _PIPELINES_LOCK:
@@ -228,6 +236,7 @@ class DiffusersBackend:
 
             if self.fast:
                 enable_fast_path(pipe, self.fast if isinstance(self.fast, FastOptions) else None)
+                pipe._cosmos_fast.set_active(False)  # at rest a shared pipeline runs stock code for everyone else
             fast = fast_path_active(pipe, bool(self.fast))
         try:
             with fast:

@@ -1,46 +1,60 @@
 """``FrameworkBackend``: run Cosmos 3 through an NVIDIA/cosmos-framework checkout's inference CLI.
 
-For users on a GPU host with the framework installed. Each call writes the input (a transfer spec, an
-``audio_image2video`` spec, or the audiovisual payload of a :class:`~cosmos_helpers.GenerationRequest`) into a
-fresh run folder, launches::
+For users on a GPU host with the framework installed. Each run writes its input into a fresh run folder and
+launches::
 
-    python -m cosmos_framework.scripts.inference -i <run>/spec.json -o <run>/out \\
-        --checkpoint-path Cosmos3-Nano --seed N --parallelism-preset latency [--no-guardrails]
+    python -m cosmos_framework.scripts.inference -i <run>/<name>.json -o <run>/out --checkpoint-path Cosmos3-Nano
 
 (``torchrun --nproc-per-node G -m ...`` for ``gpus > 1``) in the checkout, streams the log with a progress bar
-(step counters such as ``12/35`` are parsed when the framework prints them), and reads back
-``<run>/out/<name>/vision.mp4``. A failed run raises :class:`~cosmos_helpers.errors.FrameworkRunError` with the
-log tail; a missing checkout or interpreter raises :class:`~cosmos_helpers.errors.BackendUnavailableError`
-saying how to install the framework.
+(step counters such as ``12/35`` are parsed when the framework prints them), and takes the framework's own output,
+``<run>/out/<name>/vision.mp4`` (``vision.jpg`` for one frame), as the result's finished file, byte for byte.
 
-The interpreter is ``python=``, else ``$COSMOS_FRAMEWORK_PYTHON``, else the checkout's ``.venv/bin/python``
-(what ``uv sync`` creates), else this Python. ``module=`` / ``$COSMOS_FRAMEWORK_MODULE`` replace the module
-name; tests use that to point the backend at a stand-in program with the same command-line contract.
+The model comes from the request (or the run of an input file): a hub id maps to its ``--checkpoint-path`` name
+(``protocol.framework.CHECKPOINTS``), a local folder passes as a path, ``"tiny"`` is refused (the framework cannot
+run this project's embedded model). A framework input file runs *unchanged*: its sample is written as it came,
+paths made absolute, and command-line overrides go on the framework's own command line (``--resolution``,
+``--num-steps``, ``--seed``), which the framework merges over the sample. A :class:`GenerationRequest` becomes a
+sample holding only what the request says; options left to the backend's default stay unset, so the framework's
+own defaults apply (its negative caption file, its templates). :meth:`FrameworkBackend.prepare` writes a run folder
+without launching, for tests and for jobs submitted elsewhere.
+
+The interpreter is ``python=``, else ``$COSMOS_FRAMEWORK_PYTHON``, else the checkout's ``.venv/bin/python`` (what
+``uv sync`` creates), else this Python. ``module=`` / ``$COSMOS_FRAMEWORK_MODULE`` replace the module name; tests
+use that to point the backend at a stand-in program with the same command-line contract.
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
+import numpy as np
+
+from .. import media
 from ..errors import BackendUnavailableError, FrameworkRunError, ValidationError
-from ..result import Generation
+from ..presets import bucket_of
+from ..progress import progress_bar
+from ..protocol import framework as fw
+from ..request import GenerationRequest, check_backend_options
+from ..result import FinishedFile, Generation
 
-FRAMEWORK_MODULE = "cosmos_framework.scripts.inference"
+NAME = "framework"
 PYTHON_ENV = "COSMOS_FRAMEWORK_PYTHON"
 MODULE_ENV = "COSMOS_FRAMEWORK_MODULE"
-CHECKPOINTS = ("Cosmos3-Nano", "Cosmos3-Super")
-PRESETS = ("latency", "throughput")
 LOG_TAIL_LINES = 40
+SUPPORTED_OPTIONS = ("guidance_interval", "add_resolution_template", "add_duration_template")
 _STEP_PATTERN = re.compile(r"(?<![\d.])(\d{1,5})\s*/\s*(\d{1,5})(?![\d.])")
 
 INSTALL_HELP = (
@@ -53,64 +67,97 @@ INSTALL_HELP = (
 )
 
 
+def checkpoint_for(model: str) -> str:
+    """The ``--checkpoint-path`` of a model: a framework checkpoint name, or a local folder's absolute path."""
+    model = str(model)
+    if model == "tiny":
+        raise ValidationError("model", "the framework cannot run this project's embedded tiny model (random weights "
+                              "in diffusers' format).", "use profile 'nano', 'super' or 'edge' (or a model such as "
+                              "nvidia/Cosmos3-Nano), or run on diffusers.")
+    if model in fw.CHECKPOINTS:
+        return fw.CHECKPOINTS[model]
+    if model in fw.CHECKPOINTS.values():
+        return model
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    raise ValidationError("model", f"{model!r} is neither a framework checkpoint nor a local folder.",
+                          f"use one of {', '.join(fw.CHECKPOINTS)} or a checkpoint folder.")
+
+
+@dataclass(frozen=True)
+class FrameworkRun:
+    """A written run folder: the input file, where the framework writes, and the exact command."""
+
+    folder: Path
+    input_file: Path
+    out_dir: Path
+    name: str
+    command: tuple[str, ...]
+    payload: Mapping[str, Any] = field(repr=False)
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def seed(self) -> int:
+        """The seed the framework uses: ``--seed``, the sample's, else its fallback from name and output folder."""
+        for value in (self.overrides.get("seed"), self.payload.get("seed")):
+            if value is not None:
+                return int(value)
+        return fw.fallback_seed(self.name, self.sample_dir.absolute())
+
+    @property
+    def sample_dir(self) -> Path:
+        """``<out>/<name>``: the framework's folder for the sample (``vision.mp4`` / ``vision.jpg``, controls)."""
+        return self.out_dir / self.name
+
+
 class FrameworkBackend:
-    """Run specs and requests through ``cosmos_framework.scripts.inference``.
+    """Run framework input samples and :class:`GenerationRequest` s through ``cosmos_framework.scripts.inference``.
 
     Args:
         checkout: the NVIDIA/cosmos-framework checkout (the working directory of every run).
-        checkpoint: ``--checkpoint-path`` (``Cosmos3-Nano``, ``Cosmos3-Super`` or a local path).
         gpus: GPUs per run; more than 1 launches ``torchrun --nproc-per-node gpus``.
-        parallelism_preset: ``latency`` (CFG/context parallel) or ``throughput`` (data parallel).
+        parallelism_preset: ``latency`` or ``throughput``; ``None`` leaves the framework's default.
         python: interpreter that imports ``cosmos_framework`` (default: see the module docstring).
-        guardrails: ``False`` adds ``--no-guardrails``.
+        guardrails: ``False`` adds ``--no-guardrails`` (as does a request with ``guardrails=False``).
         extra_args: more CLI flags, e.g. ``("--no-diffusion-cache",)`` for the exact sampler.
         work_dir: where run folders go (default ``<checkout>/outputs/cosmos_helpers``).
         module: the module to run (default ``cosmos_framework.scripts.inference`` or ``$COSMOS_FRAMEWORK_MODULE``).
         progress: show a progress bar while the run streams its log.
-        env: extra environment variables for the run.
+        env: extra environment variables for the run; timeout: seconds before a run is killed.
+
+    The model is not an argument: it is the request's (``GenerationRequest(profile=..., model=...)``).
     """
 
-    name = "framework"
+    name = NAME
 
-    def __init__(
-        self,
-        checkout: str | os.PathLike[str],
-        *,
-        checkpoint: str = "Cosmos3-Nano",
-        gpus: int = 1,
-        parallelism_preset: str = "latency",
-        python: str | os.PathLike[str] | None = None,
-        guardrails: bool = True,
-        extra_args: Sequence[str] = (),
-        work_dir: str | os.PathLike[str] | None = None,
-        module: str | None = None,
-        progress: bool = True,
-        env: dict[str, str] | None = None,
-        timeout: float | None = None,
-    ) -> None:
-        if not isinstance(gpus, int) or gpus < 1:
+    def __init__(self, checkout: str | os.PathLike[str], *, gpus: int = 1, parallelism_preset: str | None = None,
+                 python: str | os.PathLike[str] | None = None, guardrails: bool = True, extra_args: Sequence[str] = (),
+                 work_dir: str | os.PathLike[str] | None = None, module: str | None = None, progress: bool = True,
+                 env: dict[str, str] | None = None, timeout: float | None = None, checkpoint: Any = None) -> None:
+        if checkpoint is not None:
+            raise ValidationError("checkpoint", "FrameworkBackend runs the model each request names, so it takes none.",
+                                  f"choose it in the request: GenerationRequest(..., model={checkpoint!r}) or "
+                                  "profile='nano'/'super'/'edge' (or `cosmos-helpers run --model`).")
+        if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
             raise ValidationError("gpus", f"must be a positive integer, got {gpus!r}.", "use 1, 2, 4 or 8.")
-        if parallelism_preset not in PRESETS:
+        if parallelism_preset is not None and parallelism_preset not in fw.PARALLELISM_PRESETS:
             raise ValidationError("parallelism_preset", f"unknown preset {parallelism_preset!r}.",
-                                  f"use one of {', '.join(PRESETS)}.")
+                                  f"use one of {', '.join(fw.PARALLELISM_PRESETS)}, or None for the framework's.")
         self.checkout = Path(checkout).expanduser().resolve()
-        self.checkpoint = str(checkpoint)
-        self.gpus = gpus
-        self.parallelism_preset = parallelism_preset
+        self.gpus, self.parallelism_preset = gpus, parallelism_preset
         self._python = None if python is None else str(python)
         self.guardrails = bool(guardrails)
         self.extra_args = tuple(str(a) for a in extra_args)
-        self.work_dir = Path(work_dir).expanduser().resolve() if work_dir else self.checkout / "outputs" / "cosmos_helpers"
-        self.module = module or os.environ.get(MODULE_ENV) or FRAMEWORK_MODULE
-        self.progress = progress
-        self.env = dict(env or {})
-        self.timeout = timeout
+        self.work_dir = (Path(work_dir).expanduser().resolve() if work_dir
+                         else self.checkout / "outputs" / "cosmos_helpers")
+        self.module = module or os.environ.get(MODULE_ENV) or fw.MODULE
+        self.progress, self.env, self.timeout = progress, dict(env or {}), timeout
 
     def __repr__(self) -> str:
-        return (f"FrameworkBackend({str(self.checkout)!r}, checkpoint={self.checkpoint!r}, gpus={self.gpus}, "
-                f"parallelism_preset={self.parallelism_preset!r})")
+        return f"FrameworkBackend({str(self.checkout)!r}, gpus={self.gpus}, module={self.module!r})"
 
-    # ------------------------------------------------------------------------------------------ launcher
+    # Command line -----------------------------------------------------------------------------------
 
     @property
     def python(self) -> str:
@@ -130,14 +177,23 @@ class FrameworkBackend:
         head = [str(torchrun)] if torchrun.exists() else [self.python, "-m", "torch.distributed.run"]
         return [*head, "--nproc-per-node", str(self.gpus), "-m", self.module]
 
-    def command(self, spec_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], seed: int | None) -> list[str]:
-        """The exact command line of one run."""
-        cmd = [*self.launcher(), "--parallelism-preset", self.parallelism_preset, "-i", str(spec_path),
-               "-o", str(out_dir), "--checkpoint-path", self.checkpoint]
-        if seed is not None:
-            cmd += ["--seed", str(int(seed))]
-        if not self.guardrails:
-            cmd.append("--no-guardrails")
+    def command(self, input_file: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, model: str,
+                overrides: Mapping[str, Any] | None = None, guardrails: bool | None = None) -> list[str]:
+        """The exact command line of one run; ``overrides`` are sample fields given as the framework's own flags."""
+        flags = fw.CLI_FLAGS
+        tier = (overrides or {}).get("resolution")
+        if tier is not None and str(tier) not in fw.TIERS:
+            raise ValidationError("resolution", f"the framework knows the tiers {', '.join(fw.TIERS)}, not {tier!r}.",
+                                  "override the resolution with a framework tier (128 is this project's CPU tier).")
+        cmd = [*self.launcher(), flags["input"], str(input_file), flags["output"], str(out_dir),
+               flags["checkpoint"], checkpoint_for(model)]
+        for key, value in (overrides or {}).items():
+            if value is not None:
+                cmd += [flags[key], str(value)]
+        if self.parallelism_preset:
+            cmd += [flags["parallelism"], self.parallelism_preset]
+        if not (self.guardrails if guardrails is None else guardrails):
+            cmd.append(flags["no_guardrails"])
         return cmd + list(self.extra_args)
 
     def check_available(self) -> None:
@@ -163,48 +219,66 @@ class FrameworkBackend:
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
-    # ------------------------------------------------------------------------------------------ runs
+    # Runs -------------------------------------------------------------------------------------------
 
-    def run_payload(self, payload: dict[str, Any], *, seed: int | None = None, name: str | None = None,
-                    expected_steps: int | None = None) -> Path:
-        """Write ``payload`` (one spec object) into a new run folder, run it, return ``<out>/<name>/vision.mp4``."""
+    def prepare(self, payload: Mapping[str, Any], *, name: str, model: str,
+                overrides: Mapping[str, Any] | None = None, guardrails: bool | None = None) -> FrameworkRun:
+        """Write a run folder (``<name>.json`` holding ``payload`` as it is, ``command.txt``) without launching.
+
+        The input file is named after the sample, so a sample without ``name`` gets that name from the framework
+        (it names samples after their file) and the payload stays exactly the input.
+        """
+        checkpoint_for(model)  # refuse a model the framework cannot run before anything is written
+        folder = self._new_run_dir(name)
+        input_file = folder / f"{name}.json"
+        out_dir = folder / "out"
+        command = self.command(input_file, out_dir, model=model, overrides=overrides, guardrails=guardrails)
+        media.write_bytes_atomic(input_file, (json.dumps(dict(payload), indent=2, ensure_ascii=False) + "\n").encode())
+        media.write_bytes_atomic(folder / "command.txt", (shlex.join(command) + "\n").encode())
+        given = {k: v for k, v in (overrides or {}).items() if v is not None}
+        return FrameworkRun(folder=folder, input_file=input_file, out_dir=out_dir, name=name, command=tuple(command),
+                            payload=dict(payload), overrides=given)
+
+    def launch(self, run: FrameworkRun, *, expected_steps: int | None = None) -> Path:
+        """Run a prepared folder; returns the framework's ``vision.mp4`` / ``vision.jpg``."""
         self.check_available()
-        name = str(name or payload.get("name") or "run")
-        payload = {**payload, "name": name}
-        run_dir = self._new_run_dir(name)
-        spec_path = run_dir / "spec.json"
-        spec_path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        out_dir = run_dir / "out"
-        cmd = self.command(spec_path, out_dir, seed if seed is not None else payload.get("seed"))
-        (run_dir / "command.txt").write_text(" ".join(_quote(c) for c in cmd) + "\n", encoding="utf-8")
-        self._launch(cmd, run_dir / "run.log", expected_steps or payload.get("num_steps"), name)
-        return self._collect(out_dir, name, run_dir / "run.log")
+        log_path = run.folder / "run.log"
+        self._stream(list(run.command), log_path, expected_steps, run.name)
+        return _collect(run, log_path)
 
-    def transfer(self, spec: Any, *, name: str | None = None, seed: int | None = None) -> Generation:
-        """Run a transfer (or ``audio_image2video``) :class:`~cosmos_helpers.transfer.TransferSpec` or spec file."""
-        from ..transfer.spec import TransferSpec, load_spec
+    def run_sample(self, sample_run: Any) -> Generation:
+        """Run one framework input sample unchanged (a ``specs.SampleRun``: sample, resolved values, overrides)."""
+        r = sample_run.resolved
+        run = self.prepare(sample_run.sample.payload(), name=sample_run.sample.name, model=r.model,
+                           overrides=sample_run.overrides)
+        return self._run(run, r.num_steps, workflow="transfer" if r.is_transfer else r.model_mode, model=r.model)
 
-        if not isinstance(spec, TransferSpec):
-            spec = load_spec(spec)
-        spec.validate()
-        payload = spec_payload(spec)
-        if seed is not None:
-            payload["seed"] = int(seed)
-        started = time.perf_counter()
-        video = self.run_payload(payload, seed=payload.get("seed"), name=name or spec.name or "transfer")
-        return self._generation(video, payload, started, workflow="transfer" if spec.hints else payload.get(
-            "model_mode", "video2video"))
-
-    def generate(self, request: Any, *, name: str | None = None) -> Generation:
-        """Run a :class:`~cosmos_helpers.GenerationRequest` (t2i / t2v / i2v, with or without sound)."""
-        payload = request_payload(request, name=name)
-        started = time.perf_counter()
-        video = self.run_payload(payload, seed=request.seed, name=payload["name"])
-        generation = self._generation(video, payload, started, workflow=payload["model_mode"])
+    def generate(self, request: GenerationRequest, *, name: str | None = None) -> Generation:
+        """Run a :class:`GenerationRequest` (t2i / t2v / i2v / v2v, with or without sound)."""
+        name = name or f"{request.mode}_{request.fingerprint()[:8]}"
+        payload = request_payload(request, name=name, image_dir=self.work_dir / "inputs")
+        guardrails = None if request.guardrails is None or request.guardrails else False
+        run = self.prepare(payload, name=name, model=request.model, guardrails=guardrails)
+        generation = self._run(run, request.num_inference_steps, workflow=request.mode, model=request.model)
         generation.request = request
         return generation
 
-    # ------------------------------------------------------------------------------------------ internals
+    def _run(self, run: FrameworkRun, expected_steps: int | None, *, workflow: str, model: str) -> Generation:
+        started = time.perf_counter()
+        path = self.launch(run, expected_steps=expected_steps)
+        if path.suffix == ".mp4":
+            video = media.read_video(path, with_audio=True)
+            frames, fps, sound, rate = video.frames, float(video.fps), video.sound, video.sample_rate
+        else:
+            frames, fps, sound, rate = media.read_image(path)[None], float(run.payload.get("fps") or 24), None, None
+        controls = {p.stem.removeprefix("control_"): str(p) for p in sorted(path.parent.glob("control_*"))}
+        return Generation(
+            frames=frames, fps=fps, seed=run.seed, sound=sound,
+            sample_rate=rate or media.SOUND_SAMPLE_RATE, backend=self.name, model=str(model),
+            timings={"total_s": time.perf_counter() - started}, finished=FinishedFile(path.suffix, path=path),
+            provenance={"workflow": workflow, "payload": dict(run.payload), "output": str(path), "controls": controls,
+                        "command": shlex.join(run.command), "run_folder": str(run.folder),
+                        "checkout": str(self.checkout)})
 
     def _new_run_dir(self, name: str) -> Path:
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "run"
@@ -219,20 +293,17 @@ class FrameworkBackend:
                 continue
         raise FrameworkRunError(f"could not create a run folder under {self.work_dir}")
 
-    def _launch(self, cmd: list[str], log_path: Path, expected_steps: Any, name: str) -> None:
-        from ..progress import progress_bar
-
-        bar = progress_bar(int(expected_steps) if expected_steps else None, f"framework {name}", "step",
-                           enabled=bool(self.progress))
+    def _stream(self, cmd: list[str], log_path: Path, expected_steps: int | None, name: str) -> None:
+        bar = progress_bar(expected_steps, f"framework {name}", "step", enabled=bool(self.progress))
         tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
         try:
             process = subprocess.Popen(cmd, cwd=self.checkout, env=self._env(), stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace")
         except OSError as exc:
-            raise BackendUnavailableError(INSTALL_HELP.format(where=f"{self.checkout} ({exc})", env=PYTHON_ENV)) from exc
-        timer = None
-        if self.timeout:
-            timer = threading.Timer(self.timeout, process.kill)
+            raise BackendUnavailableError(INSTALL_HELP.format(where=f"{self.checkout} ({exc})", env=PYTHON_ENV)) \
+                from exc
+        timer = threading.Timer(self.timeout, process.kill) if self.timeout else None
+        if timer is not None:
             timer.start()
         try:
             with open(log_path, "w", encoding="utf-8") as log:
@@ -250,121 +321,94 @@ class FrameworkBackend:
             if bar is not None:
                 bar.close()
         if code != 0:
-            text = "\n".join(tail)
             raise FrameworkRunError(f"the Cosmos Framework run exited with code {code} (full log: {log_path}). "
-                                    f"Log tail:\n{text}")
-
-    def _collect(self, out_dir: Path, name: str, log_path: Path) -> Path:
-        video = out_dir / name / "vision.mp4"
-        if video.is_file():
-            return video
-        found = sorted(p for p in out_dir.rglob("*.mp4") if not p.name.startswith("control_"))
-        if found:
-            return found[0]
-        images = sorted(out_dir.rglob("*.png")) + sorted(out_dir.rglob("*.jpg"))
-        if images:
-            return images[0]
-        raise FrameworkRunError(f"the run finished but wrote no {video} (full log: {log_path}).")
-
-    def _generation(self, path: Path, payload: dict[str, Any], started: float, workflow: str) -> Generation:
-        from .. import media
-
-        if path.suffix == ".mp4":
-            video = media.read_video(path, with_audio=True)
-            frames, fps, sound = video.frames, float(video.fps or payload.get("fps") or 24), video.sound
-        else:
-            frames, fps, sound = media.read_png(path)[None], float(payload.get("fps") or 24), None
-        controls = {}
-        for control in sorted(path.parent.glob("control_*.mp4")):
-            controls[control.stem.removeprefix("control_")] = control
-        return Generation(
-            frames=frames, fps=fps, seed=int(payload.get("seed") or 0), sound=sound, backend=self.name,
-            model=self.checkpoint, timings={"total_s": time.perf_counter() - started},
-            provenance={"workflow": workflow, "payload": payload, "output": str(path),
-                        "controls": {k: str(v) for k, v in controls.items()},
-                        "command": " ".join(self.command("SPEC", "OUT", payload.get("seed"))),
-                        "checkout": str(self.checkout)},
-        )
+                                    "Log tail:\n" + "\n".join(tail))
 
 
-def spec_payload(spec: Any) -> dict[str, Any]:
-    """The spec as the user wrote it, with every file path made absolute (the run folder is elsewhere)."""
-    from ..transfer.spec import HINT_KINDS, PATH_FIELDS
-
-    data = spec.to_dict()
-    base = Path(spec.base_dir)
-
-    def absolute(value: Any) -> Any:
-        if not isinstance(value, str) or "://" in value:
-            return value
-        path = Path(value).expanduser()
-        if path.is_absolute():
-            return str(path)
-        candidate = (base / path).resolve()
-        # a bare negative_prompt_file name may refer to the framework's own defaults/ folder
-        return str(candidate) if candidate.exists() or path.parent != Path(".") else value
-
-    for key in PATH_FIELDS:
-        if key in data:
-            data[key] = absolute(data[key])
-    for kind in HINT_KINDS:
-        if isinstance(data.get(kind), dict) and "control_path" in data[kind]:
-            data[kind] = {**data[kind], "control_path": absolute(data[kind]["control_path"])}
-    return data
+def _collect(run: FrameworkRun, log_path: Path) -> Path:
+    """The framework's output by its layout: ``<out>/<name>/vision.mp4`` or ``vision.jpg`` (args.py:437)."""
+    for frames in (2, 1):
+        path = run.sample_dir / fw.vision_file(frames)
+        if path.is_file():
+            return path
+    found = sorted(p.relative_to(run.out_dir).as_posix() for p in run.out_dir.rglob("*") if p.is_file()) \
+        if run.out_dir.is_dir() else []
+    raise FrameworkRunError(f"the run finished but wrote no {run.sample_dir}/vision.mp4 or vision.jpg (it wrote: "
+                            f"{', '.join(found[:10]) or 'nothing'}; full log: {log_path}).")
 
 
-def request_payload(request: Any, *, name: str | None = None, image_dir: str | os.PathLike[str] | None = None
-                    ) -> dict[str, Any]:
-    """The framework's audiovisual payload (cookbook reference §5.3) of a ``GenerationRequest``."""
-    if request.mode == "video2video":
-        raise ValidationError("mode", "video2video is not part of the framework's audiovisual payload.",
-                              "use text2image, text2video or image2video with the framework backend.")
-    payload: dict[str, Any] = {
-        "model_mode": request.mode,
-        "name": name or f"{request.mode}_{request.fingerprint()[:8]}",
-        "prompt": _caption_text(request.caption),
-        "negative_prompt": _caption_text(request.negative_caption),
-        "enable_sound": bool(request.sound),
-        "num_steps": request.num_inference_steps,
-        "guidance": request.guidance_scale,
-        "shift": request.flow_shift,
-        "fps": int(round(request.fps)),
-        "num_frames": request.num_frames,
-        "seed": request.seed,
-    }
-    if request.tier is not None and request.tier in ("256", "480", "720", "768"):
-        payload["resolution"] = request.tier
-        payload["aspect_ratio"] = request.aspect_ratio
-    else:
-        payload["resolution"] = "256" if request.tier == "128" else "720"
-        payload["aspect_ratio"] = request.aspect_ratio
+def request_payload(request: GenerationRequest, *, name: str, image_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The framework sample of a :class:`GenerationRequest`: what the request says, and nothing it leaves unset.
+
+    Sizes must be a framework bucket; a ``guidance_interval`` (inclusive here) becomes the framework's strict
+    ``(lo, hi)`` with the same timesteps; conditioning arrays are written to ``image_dir``.
+    """
+    check_backend_options(request, NAME, SUPPORTED_OPTIONS)
+    tier, aspect = _check_request(request)
+    payload: dict[str, Any] = {"name": name, "model_mode": request.mode,
+                               "prompt": request.caption if isinstance(request.caption, str) else
+                               json.dumps(request.caption, ensure_ascii=False)}
+    negative = request.negative_prompt_text()
+    if negative is not None:
+        payload["negative_prompt"] = negative
+    payload.update(resolution=tier, aspect_ratio=aspect, fps=int(request.fps), num_steps=request.num_inference_steps,
+                   guidance=request.guidance_scale, shift=request.flow_shift, seed=request.seed)
+    if request.mode != "text2image":
+        payload["num_frames"] = request.num_frames
+    if request.sound:
+        payload["enable_sound"] = True
+    if request.guidance_interval is not None:
+        lo, hi = request.guidance_interval
+        payload["guidance_interval"] = [math.nextafter(lo, -math.inf) if lo > 0 else 0.0, math.nextafter(hi, math.inf)]
     if request.mode == "image2video":
-        image = request.image
-        if isinstance(image, (str, os.PathLike)):
-            payload["vision_path"] = str(Path(image).expanduser().resolve())
-        else:
-            from .. import media
-
-            folder = Path(image_dir) if image_dir else Path(os.environ.get("TMPDIR", "/tmp")) / "cosmos_helpers_inputs"
-            folder.mkdir(parents=True, exist_ok=True)
-            target = folder / f"{request.fingerprint()}.png"
-            if not target.exists():
-                import numpy as np
-
-                media.write_png(target, np.asarray(request.conditioning_image()), overwrite=True)
-            payload["vision_path"] = str(target)
+        payload["vision_path"] = _media_path(request.image, request, Path(image_dir), ".png")
+    if request.mode == "video2video":
+        payload["vision_path"] = _media_path(request.video, request, Path(image_dir), ".mp4")
+        if request.explicit("condition_frames"):
+            payload["condition_frame_indexes_vision"] = list(request.condition_frames)
+        if request.explicit("condition_video_keep"):
+            payload["condition_video_keep"] = request.condition_video_keep
     return payload
 
 
-def _caption_text(caption: Any) -> str:
-    if isinstance(caption, dict):
-        return json.dumps(caption, separators=(",", ":"), ensure_ascii=False)
-    return str(caption or "")
+def _check_request(request: GenerationRequest) -> tuple[str, str]:
+    """The request's framework bucket ``(tier, aspect)``; refuses what the framework cannot run as asked."""
+    bucket = (request.tier, request.aspect_ratio) if request.tier else bucket_of(request.width, request.height)
+    if bucket is None or bucket[0] not in fw.TIERS:
+        what = f"tier {bucket[0]} (this project's CPU tier)" if bucket else f"{request.width}x{request.height}"
+        raise ValidationError("tier" if bucket else "width", f"the framework generates its buckets only "
+                              f"({', '.join(fw.TIERS)} x {', '.join(fw.ASPECT_RATIOS)}), not {what}.",
+                              "use tier= and aspect_ratio= with a framework tier (e.g. tier='480'), or a profile "
+                              "other than 'tiny'; or run on diffusers.")
+    if not float(request.fps).is_integer():
+        raise ValidationError("fps", f"the framework's fps is an integer, not {request.fps:g}.",
+                              f"use fps={math.floor(request.fps)} or {math.ceil(request.fps)}.")
+    if request.use_system_prompt is not None:
+        raise ValidationError("use_system_prompt", "the framework's system prompt is a model-config setting "
+                              "(Nano/Super/Edge: off), not a sample field.",
+                              "leave use_system_prompt out on the framework backend, or run on diffusers/vLLM-Omni.")
+    for name in ("add_resolution_template", "add_duration_template"):
+        if getattr(request, name) is False:
+            raise ValidationError(name, "the framework always appends its sentence templates to a plain-text prompt.",
+                                  f"leave {name} out on the framework backend, or use a structured (JSON) caption.")
+    return bucket
+
+
+def _media_path(source: Any, request: GenerationRequest, folder: Path, suffix: str) -> str:
+    """A conditioning input as a file the framework can read: its own path, or an array written once by content."""
+    if isinstance(source, (str, os.PathLike)):
+        return str(Path(source).expanduser().resolve())
+    target = folder / f"{request.fingerprint()}{suffix}"
+    if not target.exists():
+        if suffix == ".png":
+            media.write_png(target, np.asarray(request.conditioning_image()))
+        else:
+            media.write_mp4(target, request.conditioning_video(), request.fps)
+    return str(target)
 
 
 def _update_bar(bar: Any, line: str) -> None:
-    matches = _STEP_PATTERN.findall(line)
-    for done, total in matches[-1:]:
+    for done, total in _STEP_PATTERN.findall(line)[-1:]:
         done_i, total_i = int(done), int(total)
         if 0 < total_i < 10000 and 0 <= done_i <= total_i:
             if bar.total != total_i:
@@ -374,10 +418,4 @@ def _update_bar(bar: Any, line: str) -> None:
             bar.refresh()
 
 
-def _quote(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
-
-
-__all__ = ["FrameworkBackend", "INSTALL_HELP", "request_payload", "spec_payload"]
+__all__ = ["FrameworkBackend", "FrameworkRun", "INSTALL_HELP", "checkpoint_for", "request_payload"]

@@ -10,6 +10,7 @@ silently different run.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from pathlib import Path
 from types import MappingProxyType
@@ -144,6 +145,31 @@ HINT_TUNED_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
                              "num_video_frames_per_chunk": 101}),
 })
 TRANSFER_MODES: tuple[str, ...] = ("text2video", "image2video", "video2video")
+# TransferDataOverrides fields that need a hint: any of them set without one is "transfer inference requires at
+# least one control hint" (args.py:800-820; ``control_guidance`` only when it is not 1.0).
+TRANSFER_ONLY_FIELDS: tuple[str, ...] = (
+    "control_guidance_interval", "negative_prompt_file", "num_video_frames_per_chunk", "num_conditional_frames",
+    "max_frames", "show_control_condition", "show_input", "num_first_chunk_conditional_frames",
+    "share_vision_temporal_positions", "emphasize_control_in_prompt")
+
+# args.py ``_IMAGE_OUTPUT_MODES`` (one frame, saved as vision.jpg), ``ACTION_MODEL_MODES``, ``REASONER_MODEL_MODES``
+# and ``SOUND_CONDITION_MODEL_MODES`` (a sound_path is required and enable_sound is forced on).
+IMAGE_MODES: tuple[str, ...] = ("text2image", "image2image")
+ACTION_MODES: tuple[str, ...] = ("forward_dynamics", "inverse_dynamics", "wam")
+REASONER_MODES: tuple[str, ...] = ("reasoner",)
+SOUND_CONDITION_MODES: tuple[str, ...] = ("audio_image2video",)
+# args.py ``DEFAULT_CONDITION_FRAME_INDEXES_VISION``: latent frames kept clean, by the kind of vision input.
+CONDITION_FRAMES: Mapping[str, tuple[int, ...]] = MappingProxyType({"image": (0,), "video": (0, 1)})
+TEMPORAL_COMPRESSION = 4  # the Wan2.2 VAE's; args.py ``_build_vision_data`` rounds video frames up to 4k+1
+IMAGE_FPS = 1.0  # inference/vision.py ``read_media_frames``: a still image is one frame at 1 fps
+
+# common/args.py ``_resolve_file_or_url``: these prefixes are URLs, anything else a local file that must exist.
+URL_PREFIXES: tuple[str, ...] = ("http://", "https://", "s3://")
+# The name each downloaded input gets (``download_file(url, output_dir, <name>)`` in args.py:285, 491, 572, 619).
+DOWNLOAD_NAMES: Mapping[str, str] = MappingProxyType({
+    "vision_path": "vision", "sound_path": "sound", "action_path": "action", "control_path": "transfer_control"})
+# common/args.py ``_from_file``: the input file kinds ``-i`` reads (this project reads the JSON ones).
+INPUT_SUFFIXES: tuple[str, ...] = (".json", ".jsonl")
 CONTROL_DIRECTIVE = (
     "Follow the {hints} control video precisely: shape, contour, silhouette, position, and motion of every "
     "visible structure must align with the {hints} signal at every frame."
@@ -155,6 +181,8 @@ CONTROL_DIRECTIVE = (
 CLI_FLAGS: Mapping[str, str] = MappingProxyType({
     "input": "-i", "output": "-o", "checkpoint": "--checkpoint-path", "seed": "--seed",
     "parallelism": "--parallelism-preset", "no_guardrails": "--no-guardrails",
+    # sample fields as flags: the framework merges them over every sample of -i (scripts/inference.py:44-46)
+    "resolution": "--resolution", "num_steps": "--num-steps",
 })
 PARALLELISM_PRESETS: tuple[str, ...] = ("latency", "throughput")
 CONTROL_FILE = "control_{hint}{suffix}"
@@ -170,6 +198,31 @@ def detect_aspect_ratio(width: int, height: int) -> str:
     """The framework's aspect detection (inference/vision.py): nearest ratio by squared difference of W/H."""
     ratios = {"16,9": 16 / 9, "4,3": 4 / 3, "1,1": 1.0, "3,4": 3 / 4, "9,16": 9 / 16}
     return min(ratios, key=lambda name: (ratios[name] - width / height) ** 2)
+
+
+def is_url(value: str) -> bool:
+    return str(value).startswith(URL_PREFIXES)
+
+
+def round_up_frames(num_frames: int) -> int:
+    """A video's frame count as the framework runs it: rounded *up* to 4k+1 (args.py ``_build_vision_data``)."""
+    n, k = int(num_frames), TEMPORAL_COMPRESSION
+    return n if n <= 1 else math.ceil((n - 1) / k) * k + 1
+
+
+def default_name(input_file: str | os.PathLike[str], index: int) -> str:
+    """A sample's ``name`` when it has none: the file's stem, ``<stem>_<line>`` in a JSONL file (args.py:1000-1012)."""
+    path = Path(input_file)
+    return f"{path.stem}_{index}" if path.suffix.lower() == ".jsonl" else path.stem
+
+
+def fallback_seed(name: str, output_dir: str | os.PathLike[str]) -> int:
+    """The seed of a sample without one: derived from its name and output folder (inference.py ``_fallback_seed``).
+
+    ``output_dir`` is ``<-o>/<name>``, where the framework writes the sample.
+    """
+    identity = f"{name}|{output_dir}".encode("utf-8")
+    return int.from_bytes(hashlib.sha256(identity).digest()[:4], "big") & 0x7FFFFFFF
 
 
 def infer_mode(vision_path: str | None, num_frames: int | None) -> str:

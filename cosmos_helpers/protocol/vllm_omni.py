@@ -9,6 +9,7 @@ against them.
 
 from __future__ import annotations
 
+import math
 import re
 from http import HTTPStatus
 from types import MappingProxyType
@@ -28,6 +29,15 @@ SYNC_TIMEOUT_S = 600.0  # VLLM_OMNI_VIDEO_SYNC_TIMEOUT; it counts time spent que
 SYNC_HEADERS: tuple[str, ...] = ("X-Request-Id", "X-Model", "X-Inference-Time-S", "X-Stage-Durations",
                                  "X-Peak-Memory-MB")
 GUARDRAIL_MESSAGE = "Input was blocked by Cosmos3 guardrails."  # diffusion/models/cosmos3/guardrails.py:89-95
+# ``vllm serve <model> --omni``: the Cosmos3 pipeline class (diffusion/models/cosmos3/pipeline_cosmos3.py:881) and
+# the flags this project prints. entrypoints/cli/serve.py: --omni :336, --init-timeout :440, --model-class-name
+# :546, --ulysses-degree :654, --enable-layerwise-offload :879, --cfg-parallel-size :984, --no-guardrails :1054;
+# --port, --tensor-parallel-size, --served-model-name and --api-key are vLLM's own serve flags.
+# (--allowed-local-media-path is accepted too but read only by the chat/speech handlers: no use for Cosmos3.)
+PIPELINE_CLASS = "Cosmos3OmniDiffusersPipeline"
+SERVE_FLAGS: tuple[str, ...] = ("--omni", "--model-class-name", "--port", "--init-timeout", "--tensor-parallel-size",
+                                "--cfg-parallel-size", "--ulysses-degree", "--enable-layerwise-offload",
+                                "--served-model-name", "--no-guardrails", "--api-key")
 
 # The fields of protocol/images.py ImageGenerationRequest this project sends (it ignores unknown keys).
 IMAGE_FIELDS: tuple[str, ...] = ("prompt", "model", "n", "size", "response_format", "negative_prompt",
@@ -46,6 +56,17 @@ SECONDS_PATTERN = re.compile(r"^[1-9]\d*$")
 QUALITY_LEVELS: tuple[str, ...] = ("lossless", "high")  # inputs/data.py DIFFUSION_QUALITY_LEVELS
 LIMITS: Mapping[str, tuple[float, float]] = MappingProxyType({  # (min, max) of the pydantic request models
     "n": (1, 10), "num_inference_steps": (1, 200), "guidance_scale": (0.0, 20.0), "output_compression": (0, 100)})
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # protocol/videos.py:24-25: bounds of seed, sizes and frame counts
+# protocol/images.py:121-134: the image route's top-level ``use_system_prompt`` is one of these strings (or null);
+# Cosmos3 then applies bool() to it, so any of them turns the system prompt on.
+USE_SYSTEM_PROMPT_TYPES: tuple[str, ...] = ("dynamic", "en_vanilla", "en_recaption", "en_think_recaption",
+                                            "en_unified", "custom")
+IMAGE_SEED_MAX = 2**32 - 1  # entrypoints/openai/diffusion.py:19 MAX_UINT32_SEED: an omitted image seed is drawn here
+VIDEO_SEED_MAX = 2**31 - 1  # an omitted video seed is drawn by the engine in [0, 2**31 - 1] (reference doc §4)
+# serving_video.py:533 video_codec_options and diffusion/utils/media_utils.py:93 crf: how the MP4 is encoded.
+VIDEO_ENCODER: Mapping[str, Any] = MappingProxyType({"codec": "libx264", "preset": "ultrafast", "crf": 18})
+# pipeline_cosmos3.py:621-625: image2video / video2video without a size take the reference's aspect at this area.
+REFERENCE_MAX_AREA = 1280 * 720
 
 # diffusion/models/cosmos3/utils.py VIDEO_RES_SIZE_INFO: the tiers of ``resolution`` (transfer, action); any
 # other tier is "Unknown Cosmos3 ... resolution". Same sizes as the framework's for these tiers.
@@ -102,6 +123,10 @@ TRANSFER_EXTRA: Mapping[str, Any] = MappingProxyType({  # transfer keys beyond t
     "control_guidance": 1.0, "control_guidance_interval": None, **framework.TRANSFER_SAMPLE_DEFAULTS,
     "resolution": "720", "guidance_scale": None, "flow_shift": None, "fps": None, "num_frames": None,
     "use_resolution_template": True, "use_duration_template": True, "negative_metadata_mode": "same"})
+# cosmos3/transfer.py:238-252: these keys without any hint are an error ("transfer options were provided, but no
+# transfer hint was selected"); ``resolution``/``image_size`` are not among them (action requests read them too).
+TRANSFER_ONLY: tuple[str, ...] = ("control_guidance", "control_guidance_interval") + tuple(
+    framework.TRANSFER_SAMPLE_DEFAULTS)
 # Transfer reads these under either name; ``image_size`` is an alias of ``resolution``.
 TRANSFER_ALIASES: Mapping[str, str] = MappingProxyType(
     {"guidance": "guidance_scale", "shift": "flow_shift", "image_size": "resolution"})
@@ -124,6 +149,15 @@ def round_up_frames(num_frames: int) -> int:
     """The server rounds a video's frame count *up* to 4k+1 (24 -> 25); one frame stays one frame."""
     n = int(num_frames)
     return n if n <= 1 or (n - 1) % 4 == 0 else n + 4 - (n - 1) % 4
+
+
+def reference_size(width: int, height: int) -> tuple[int, int]:
+    """``(W, H)`` of an image2video / video2video request without a size: the reference's aspect at
+    ``REFERENCE_MAX_AREA`` pixels, each side rounded down to a multiple of 16 (pipeline_cosmos3.py:621-625)."""
+    aspect = height / width
+    out_h = round(math.sqrt(REFERENCE_MAX_AREA * aspect)) // 16 * 16
+    out_w = round(math.sqrt(REFERENCE_MAX_AREA / aspect)) // 16 * 16
+    return out_w, out_h
 
 
 def closest_bucket(width: int, height: int, tier: str) -> tuple[int, int]:

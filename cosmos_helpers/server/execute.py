@@ -1,23 +1,26 @@
-"""Running a parsed request on the backend, inside the worker thread, and encoding what vLLM-Omni returns."""
+"""Running a task in the worker thread and producing what vLLM-Omni returns: the MP4 (the backend's own finished
+file as it is, else the frames encoded once, with vLLM's encoder settings) or the encoded images."""
 
 from __future__ import annotations
 
 import io
+import sys
 import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .. import media
 from ..errors import GuardrailError
-from .translate import GUARDRAIL_MESSAGE, ApiError, ImageSpec, ServerSettings, VideoSpec, blocked
+from ..protocol.vllm_omni import GUARDRAIL_MESSAGE, VIDEO_ENCODER
+from .errors import ApiError
+from .state import TransferRunner
+from .translate import ImageTask, VideoTask
 from .worker import Cancelled, TaskContext
 
-# vLLM-Omni's default encoder options are {"preset": "ultrafast"} (protocol §7.1, encoder keys).
-ENCODER = {"preset": "ultrafast", "crf": 18}
-
-TransferRunner = Callable[[dict, dict, "Path | None", "dict[str, Path]"], Any]
+IMAGE_FORMATS = {"png": ("PNG", "image/png"), "jpeg": ("JPEG", "image/jpeg"), "jpg": ("JPEG", "image/jpeg"),
+                 "webp": ("WEBP", "image/webp")}
 
 
 @dataclass
@@ -25,11 +28,9 @@ class VideoResult:
     path: Path
     fps: float
     num_frames: int
-    duration_s: float
     inference_time_s: float
     stage_durations: dict[str, float] = field(default_factory=dict)
     peak_memory_mb: float = 0.0
-    has_sound: bool = False
 
 
 @dataclass
@@ -42,95 +43,89 @@ class ImageResult:
     peak_memory_mb: float = 0.0
 
 
-def _peak_memory_mb() -> float:
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            return torch.cuda.max_memory_allocated() / 2**20
-    except ImportError:
-        pass
-    return 0.0
-
-
-def _stages(timings: dict[str, float]) -> dict[str, float]:
-    names = {"load_s": "load", "denoise_s": "denoise", "decode_s": "vae_decode"}
-    return {names[k]: round(float(v), 4) for k, v in timings.items() if k in names}
-
-
-def _failure(exc: BaseException, what: str) -> ApiError:
-    if isinstance(exc, (ApiError, Cancelled)):
-        return exc  # type: ignore[return-value]
-    if isinstance(exc, GuardrailError):
-        return ApiError(400, GUARDRAIL_MESSAGE, type="BadRequestError")
-    return ApiError(500, f"{what} failed: {type(exc).__name__}: {exc}", type="Internal Server Error")
-
-
-def run_video(spec: VideoSpec, backend: Any, out_path: Path, ctx: TaskContext, settings: ServerSettings,
-              transfer_runner: TransferRunner | None = None) -> VideoResult:
-    """Generate (or transfer) and write the MP4 the route returns. Raises ``ApiError`` for the client."""
+def run_video(task: VideoTask, backend: Any, out: Path, ctx: TaskContext,
+              transfer_runner: TransferRunner | None) -> VideoResult:
+    """Generate (or transfer) into ``out``; every failure becomes the ``ApiError`` the client gets."""
     started = time.perf_counter()
     try:
-        if blocked(spec.prompt, spec.guardrails, settings):
-            raise ApiError(400, GUARDRAIL_MESSAGE, type="BadRequestError")
-        if spec.kind == "transfer":
-            if transfer_runner is None:
-                raise ApiError(400, "transfer is not enabled on this server", type="BadRequestError")
-            generation = transfer_runner(dict(spec.form), dict(spec.extra_params), spec.rgb_video_path,
-                                         dict(spec.control_paths))
+        if task.transfer is not None:
+            inputs = task.transfer
+            generation = transfer_runner(dict(inputs.form_fields), dict(inputs.extra_params), inputs.rgb_video_path,
+                                         dict(inputs.control_paths))
         else:
-            generation = backend.generate(spec.request, progress=ctx.progress)
+            generation = backend.generate(task.generation, progress=ctx.progress)
         ctx.progress(0, 0)  # a last cancellation check before the file is written
         encode_start = time.perf_counter()
-        media.write_mp4(out_path, generation.frames, generation.fps, sound=generation.sound,
-                        sample_rate=generation.sample_rate, overwrite=True, **ENCODER)
-        stages = _stages(generation.timings)
-        stages["encode"] = round(time.perf_counter() - encode_start, 4)
-        frames = int(generation.frames.shape[0])
-        return VideoResult(path=out_path, fps=float(generation.fps), num_frames=frames,
-                           duration_s=frames / float(generation.fps), inference_time_s=time.perf_counter() - started,
-                           stage_durations=stages, peak_memory_mb=_peak_memory_mb(),
-                           has_sound=generation.sound is not None)
-    except BaseException as exc:
-        raise _failure(exc, "Video generation") from exc
-    finally:
-        for path in spec.uploads:
-            path.unlink(missing_ok=True)
-
-
-def run_images(spec: ImageSpec, backend: Any, ctx: TaskContext, settings: ServerSettings) -> ImageResult:
-    """Generate ``n`` images one after another (seed, seed+1, ...) and encode them."""
-    from PIL import Image
-
-    started = time.perf_counter()
-    try:
-        if blocked(spec.request.prompt_text(), spec.guardrails, settings):
-            raise ApiError(400, GUARDRAIL_MESSAGE, type="BadRequestError")
-        images: list[bytes] = []
-        stages: dict[str, float] = {}
-        size = ""
-        fmt = {"jpg": "JPEG", "jpeg": "JPEG", "png": "PNG", "webp": "WEBP"}[spec.output_format]
-        for index in range(spec.n):
-            request = spec.request if index == 0 else spec.request.replace(seed=spec.request.seed + index)
-            generation = backend.generate(request, progress=ctx.progress)
-            buffer = io.BytesIO()
-            options: dict[str, Any] = {} if fmt == "PNG" else {"quality": spec.output_compression}
-            Image.fromarray(generation.frames[0]).save(buffer, format=fmt, **options)
-            images.append(buffer.getvalue())
-            if index == 0:
-                size = f"{generation.width}x{generation.height}"
-                stages = _stages(generation.timings)
-        media_type = "image/" + ("jpeg" if fmt == "JPEG" else fmt.lower())
-        return ImageResult(images=images, size=size, media_type=media_type,
+        publish(generation, out)
+        stages = {**_stages(generation.timings), "encode": round(time.perf_counter() - encode_start, 4)}
+        return VideoResult(path=out, fps=float(generation.fps), num_frames=int(generation.frames.shape[0]),
                            inference_time_s=time.perf_counter() - started, stage_durations=stages,
                            peak_memory_mb=_peak_memory_mb())
-    except BaseException as exc:
-        raise _failure(exc, "Image generation") from exc
+    except (ApiError, Cancelled):
+        raise
+    except Exception as exc:
+        raise failure(exc, "Video generation") from exc
+    finally:
+        task.uploads.discard()
+
+
+def publish(generation: Any, out: Path) -> None:
+    """The backend's finished MP4 byte for byte, else the frames encoded once (H.264 ``ultrafast``, crf 18)."""
+    finished = getattr(generation, "finished", None)
+    if finished is not None and finished.suffix == ".mp4":
+        finished.publish(out, overwrite=True)
+        return
+    media.write_mp4(out, generation.frames, generation.fps, sound=generation.sound,
+                    sample_rate=generation.sample_rate, crf=VIDEO_ENCODER["crf"], preset=VIDEO_ENCODER["preset"],
+                    overwrite=True)
+
+
+def run_images(task: ImageTask, backend: Any, ctx: TaskContext) -> ImageResult:
+    """``n`` images one after another (seeds ``seed, seed+1, ...``), encoded as asked."""
+    pil_format, media_type = IMAGE_FORMATS[task.output_format]
+    started = time.perf_counter()
+    try:
+        images: list[bytes] = []
+        first = None
+        for index in range(task.n):
+            request = task.request if index == 0 else task.request.replace(seed=task.request.seed + index)
+            generation = backend.generate(request, progress=ctx.progress)
+            if first is None:
+                first = generation
+            images.append(media.image_bytes(generation.frames[0], pil_format, quality=task.output_compression))
+        return ImageResult(images=images, size=f"{first.width}x{first.height}", media_type=media_type,
+                           inference_time_s=time.perf_counter() - started, stage_durations=_stages(first.timings),
+                           peak_memory_mb=_peak_memory_mb())
+    except (ApiError, Cancelled):
+        raise
+    except Exception as exc:
+        raise failure(exc, "Image generation", value_error_status=400) from exc
 
 
 def zip_images(images: list[bytes], extension: str) -> bytes:
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for index, data in enumerate(images):
             archive.writestr(f"image_{index}.{extension}", data)
     return buffer.getvalue()
+
+
+def failure(exc: Exception, what: str, *, value_error_status: int = 500) -> ApiError:
+    """vLLM-Omni's answer to a failure during generation: the guardrail's 400, else ``"<what> failed: ..."``
+    (a ``ValueError`` is a 400 on the image route, a 500 on the video routes)."""
+    if isinstance(exc, GuardrailError):
+        return ApiError(400, GUARDRAIL_MESSAGE)
+    status = value_error_status if isinstance(exc, ValueError) else 500
+    return ApiError(status, f"{what} failed: {exc}")
+
+
+def _stages(timings: dict[str, float]) -> dict[str, float]:
+    names = {"load_s": "load", "denoise_s": "denoise", "decode_s": "vae_decode"}
+    return {names[key]: round(float(value), 4) for key, value in timings.items() if key in names}
+
+
+def _peak_memory_mb() -> float:
+    torch = sys.modules.get("torch")  # only when a backend already uses it
+    if torch is not None and torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return 0.0

@@ -1,74 +1,53 @@
-"""Asynchronous job records (``/v1/videos``) and their store; finished MP4s live on disk as ``<id>.mp4``.
+"""Asynchronous jobs (``/v1/videos``): their records and their files (``<storage>/<job id>.mp4``).
 
-Records are process-local and lost on restart, as in vLLM-Omni 0.30.0. A finished job's file is removed
-on ``DELETE`` or, with a TTL, when the job expires (``expires_at``); :meth:`JobStore.sweep` also removes
-job files and upload leftovers that no record owns (a previous server process) once they are older than
-the TTL. Job ids are validated before any path is built, so no path can be smuggled into the store.
+Records are process-local and lost on restart, as in vLLM-Omni 0.30.0. A finished job's file is removed on
+``DELETE`` or, with a TTL, once the job expires (``expires_at``); :meth:`JobStore.sweep` also removes job
+files, sync outputs and uploads no record owns (an earlier server's) once older than the TTL. Job ids are
+checked before any path is built, so no path can be smuggled into the store.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 import time
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .limits import valid_job_id
+from .models import VideoJob, VideoList, VideoRequest
 
 
 def new_job_id() -> str:
     return f"video_gen_{uuid.uuid4().hex}"
 
 
+def new_record(job_id: str, model: str, request: VideoRequest) -> VideoJob:
+    """The queued record vLLM-Omni makes from a request (video/generation/helpers.py:280-299): ``size`` and
+    ``seconds`` echo the fields, frames come from ``num_frames`` or ``seconds x fps``; results replace them."""
+    fps = request.fps or 24.0
+    num_frames = request.num_frames
+    if num_frames is None and request.seconds is not None:
+        num_frames = int(float(request.seconds) * fps)
+    duration = float(request.seconds) if request.seconds is not None else (num_frames / fps if num_frames else None)
+    return VideoJob(id=job_id, model=model, prompt=request.prompt, size=request.size,
+                    seconds=request.seconds or "4", quality=request.quality or "default", fps=fps,
+                    num_frames=num_frames, duration_s=duration)
+
+
 @dataclass
-class JobRecord:
-    id: str
-    prompt: str
-    model: str
-    size: str | None
-    seconds: str
-    quality: str
-    fps: float
-    num_frames: int | None
-    created_ts: float = field(default_factory=time.time)
-    sequence: int = 0
-    status: str = "queued"
-    progress: int = 0
-    completed_at: int | None = None
-    expires_at: int | None = None
-    error: dict[str, Any] | None = None
-    file_name: str | None = None
-    inference_time_s: float | None = None
-    duration_s: float | None = None
-    metrics: dict[str, Any] | None = None
-    stage_durations: dict[str, float] = field(default_factory=dict)
-    peak_memory_mb: float = 0.0
+class Job:
+    """A record plus what only the server needs: its uploads, its run and its timestamps."""
+
+    record: VideoJob
     uploads: list[Path] = field(default_factory=list)
+    future: Future | None = None
+    created_ts: float = field(default_factory=time.time)
     started_ts: float | None = None
     finished_ts: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.duration_s is None and self.num_frames and self.fps:
-            self.duration_s = self.num_frames / self.fps
-
-    @property
-    def created_at(self) -> int:
-        return int(self.created_ts)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id, "object": "video", "model": self.model, "prompt": self.prompt, "status": self.status,
-            "progress": self.progress, "size": self.size, "seconds": self.seconds, "quality": self.quality,
-            "created_at": self.created_at, "completed_at": self.completed_at, "expires_at": self.expires_at,
-            "remixed_from_video_id": None, "error": self.error, "media_type": "video/mp4",
-            "file_name": self.file_name, "inference_time_s": self.inference_time_s, "fps": self.fps,
-            "num_frames": self.num_frames, "duration_s": self.duration_s, "metrics": self.metrics,
-            "stage_durations": self.stage_durations, "peak_memory_mb": self.peak_memory_mb, "action": None,
-        }
 
 
 class JobStore:
@@ -77,23 +56,33 @@ class JobStore:
     def __init__(self, storage_dir: Path) -> None:
         self.storage_dir = Path(storage_dir)
         self.storage_dir.mkdir(parents=True, exist_ok=True)
-        self._jobs: dict[str, JobRecord] = {}
+        self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
-        self._sequence = itertools.count()
 
-    def add(self, record: JobRecord) -> JobRecord:
+    def add(self, job: Job) -> Job:
         with self._lock:
-            record.sequence = next(self._sequence)
-            self._jobs[record.id] = record
-        return record
+            self._jobs[job.record.id] = job
+        return job
 
-    def get(self, job_id: str) -> JobRecord | None:
+    def get(self, job_id: str) -> Job | None:
+        """The job, or ``None`` for an unknown or malformed id (nothing else reaches the file store)."""
+        if not valid_job_id(job_id):
+            return None
         with self._lock:
             return self._jobs.get(job_id)
 
-    def remove(self, job_id: str) -> JobRecord | None:
+    def remove(self, job_id: str) -> Job | None:
         with self._lock:
             return self._jobs.pop(job_id, None)
+
+    def update(self, job_id: str, **changes: Any) -> None:
+        """Set record fields (and the ``*_ts`` bookkeeping) of a job that still exists."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None:
+                return
+            for name, value in changes.items():
+                setattr(job if name.endswith("_ts") else job.record, name, value)
 
     def path_for(self, job_id: str) -> Path:
         if not valid_job_id(job_id):
@@ -104,53 +93,50 @@ class JobStore:
         with self._lock:
             return len(self._jobs)
 
+    def page(self, *, after: str | None, limit: int | None, order: str) -> VideoList:
+        """``GET /v1/videos`` (api_server.py:2782-2816): sorted by ``created_at`` (whole seconds; ties keep arrival
+        order, even descending), everything when ``limit`` is omitted; an unknown ``after`` gives an empty page."""
+        with self._lock:
+            records = [job.record.model_copy() for job in self._jobs.values()]
+        records.sort(key=lambda record: record.created_at, reverse=order == "desc")
+        if after is not None:
+            ids = [record.id for record in records]
+            records = records[ids.index(after) + 1:] if after in ids else []
+        has_more = limit is not None and len(records) > limit
+        chosen = records if limit is None else records[:limit]
+        return VideoList(data=chosen, first_id=chosen[0].id if chosen else None,
+                         last_id=chosen[-1].id if chosen else None, has_more=has_more)
+
     def sweep(self, ttl: float, now: float | None = None) -> list[str]:
-        """Drop jobs finished more than ``ttl`` seconds ago (record, file and uploads); also remove job
-        files, sync outputs and uploads older than ``ttl`` that no live record owns. Returns the dropped ids."""
+        """Drop jobs finished more than ``ttl`` seconds ago (record, file, uploads), and files older than ``ttl``
+        that no live job owns. Returns the dropped ids."""
         if ttl <= 0:
             return []
         now = time.time() if now is None else now
         with self._lock:
-            expired = [r for r in self._jobs.values() if r.finished_ts is not None and now - r.finished_ts > ttl]
-            for record in expired:
-                self._jobs.pop(record.id, None)
+            expired = [job for job in self._jobs.values()
+                       if job.finished_ts is not None and now - job.finished_ts > ttl]
+            for job in expired:
+                del self._jobs[job.record.id]
             live = set(self._jobs)
-        for record in expired:
-            self.path_for(record.id).unlink(missing_ok=True)
-            for path in record.uploads:
+        for job in expired:
+            self.path_for(job.record.id).unlink(missing_ok=True)
+            for path in job.uploads:
                 path.unlink(missing_ok=True)
-        candidates = list(self.storage_dir.glob("video_gen_*.mp4"))
-        for sub in ("uploads", "sync"):
-            folder = self.storage_dir / sub
-            if folder.is_dir():
-                candidates += [p for p in folder.iterdir() if p.is_file()]
-        for path in candidates:
-            if path.parent == self.storage_dir and path.stem in live:
-                continue
-            if path.parent.name == "uploads" and any(path.name.startswith(job + "_") for job in live):
-                continue
+        for path in self._orphans(live):
             try:
                 if now - os.stat(path).st_mtime > ttl:
                     path.unlink(missing_ok=True)
             except OSError:
                 continue
-        return [record.id for record in expired]
+        return [job.record.id for job in expired]
 
-    def update(self, job_id: str, **changes: Any) -> None:
-        with self._lock:
-            record = self._jobs.get(job_id)
-            if record is not None:
-                for name, value in changes.items():
-                    setattr(record, name, value)
-
-    def page(self, *, after: str | None, limit: int, order: str) -> dict[str, Any]:
-        """One page of ``GET /v1/videos``: sorted by creation; an unknown ``after`` gives an empty page."""
-        with self._lock:
-            records = sorted(self._jobs.values(), key=lambda r: (r.created_ts, r.sequence), reverse=order == "desc")
-        if after is not None:
-            ids = [r.id for r in records]
-            records = records[ids.index(after) + 1:] if after in ids else []
-        chosen = records[:limit]
-        data = [r.to_dict() for r in chosen]
-        return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
-                "last_id": data[-1]["id"] if data else None, "has_more": len(records) > len(chosen)}
+    def _orphans(self, live: set[str]) -> list[Path]:
+        """Files in the storage folder that no live job owns."""
+        candidates = [path for path in self.storage_dir.glob("video_gen_*.mp4") if path.stem not in live]
+        for sub in ("uploads", "sync"):
+            folder = self.storage_dir / sub
+            if folder.is_dir():
+                candidates += [path for path in folder.iterdir() if path.is_file()
+                               and not any(path.name.startswith(job + "_") for job in live)]
+        return candidates

@@ -2,9 +2,10 @@
 
 Every limit is a ``create_app(limits=ServerLimits(...))`` option and a ``cosmos-helpers serve`` flag; the
 defaults suit a workshop laptop serving a room of notebooks. A request over a limit is refused *before*
-any generation work, in vLLM's error envelope: 413 for bytes (body, upload, form field), 400 for
-everything decoded or requested (pixels, frames, duration, prompt length, JSON nesting), 429 with
-``Retry-After`` when the queue is full, 404 for a malformed job id.
+any generation work, in vLLM's error envelope: 413 for the body's bytes, 400 for a form field over its cap
+(Starlette's multipart answer, as on vLLM-Omni) and for everything decoded or requested (pixels, frames,
+duration, prompt length, JSON nesting), 429 with ``Retry-After`` when the queue is full (a stand-in feature:
+vLLM-Omni queues without bound), 404 for a malformed job id.
 
 Nothing heavy is imported here (the CLI's ``--help`` reads the defaults).
 """
@@ -13,13 +14,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from ..protocol.vllm_omni import JOB_ID
+
 MiB = 1024 * 1024
-JOB_ID_RE = re.compile(r"^video_gen_[0-9a-f]{32}$")
 
 
 def _env_int(name: str, default: int) -> int:
@@ -35,8 +36,8 @@ class ServerLimits:
 
     Attributes:
         max_request_bytes: the whole request body (all uploads and fields together); over it -> 413.
-        max_field_bytes: one text form field, and the JSON body of ``/v1/images/generations``; -> 413.
-            (1 MiB is Starlette's, and so vLLM-Omni's, part cap.)
+        max_field_bytes: one text form field (-> 400, Starlette's answer) and the JSON body of
+            ``/v1/images/generations`` (-> 413). 1 MiB is Starlette's, and so vLLM-Omni's, part cap.
         max_image_pixels: width x height of a decoded reference image or video frame; -> 400
             (default ``VLLM_MAX_IMAGE_PIXELS`` or 7680x4320, as on vLLM-Omni).
         max_video_frames / max_video_seconds: frame count / duration of a decoded reference or control video.
@@ -46,12 +47,13 @@ class ServerLimits:
         max_output_frames: frames a video request may ask to generate (after rounding up to 4k+1).
         max_json_depth: nesting depth of JSON values (``extra_params``, image body, references).
         max_queue: generations waiting behind the running one; a request beyond it gets 429 with
-            ``Retry-After``. ``0`` disables the cap (vLLM-Omni's own behaviour).
+            ``Retry-After``. A stand-in feature: vLLM-Omni has no admission limit; ``0`` behaves like it.
         job_ttl: seconds a finished job (record and file) is kept; ``expires_at`` tells clients. ``0``
             keeps them until ``DELETE``.
         allowed_local_media_paths: folders whose files a request may name by server-local path
-            (``extra_params.<hint>.control_path``, ``file://`` references); everything else is refused.
-            Resolved with ``realpath``, so ``..`` and symlinks cannot step outside.
+            (``extra_params.<hint>.control_path``, ``file://`` references); everything else is refused
+            (vLLM-Omni 0.30.0 opens ``control_path`` unchecked). Resolved with ``realpath``, so ``..`` and
+            symlinks cannot step outside.
         fetch_timeout: seconds for fetching an ``http(s)://`` reference (vLLM-Omni: 60).
         allow_url_fetch: fetch ``http(s)://`` references at all. Off by default: a server reachable by others
             would otherwise fetch any URL it can see on their behalf (SSRF). vLLM-Omni fetches them; turn it
@@ -105,7 +107,7 @@ class ServerLimits:
 
 
 def valid_job_id(job_id: str) -> bool:
-    return bool(JOB_ID_RE.match(job_id))
+    return bool(JOB_ID.fullmatch(job_id))
 
 
 def is_loopback(host: str) -> bool:

@@ -36,36 +36,35 @@ class LocalServer:
     """``with LocalServer() as server: backend = server.client()``.
 
     Args:
-        model: ``"tiny"`` (default), a hub id or a checkpoint folder; ``None`` takes the profile's model.
-        profile: defaults for omitted fields (``tiny``/``nano``/``super``).
+        model: ``"tiny"``, a hub id or a checkpoint folder to serve.
+        profile: or serve this profile's model (``tiny``/``nano``/``super``/``edge``); neither: ``"tiny"``.
         port: default a free port; host default 127.0.0.1.
-        api_key: require this Bearer key.
-        startup_delay: simulate a slow model load (the port stays unbound meanwhile).
+        api_key: require this Bearer key (passed in the environment, never on the command line).
         ready_timeout: seconds to wait for ``/health``.
-        block_words: prompts containing one are rejected as a guardrail block would be.
         threads: torch CPU threads in the server.
         extra_args: more ``cosmos-helpers serve`` options.
+        entry: the Python entry point, ``("-m", "cosmos_helpers.cli", "serve")``; it receives the serve options
+            (tests start doubles of the model this way).
         progress: show the readiness wait.
     """
 
-    def __init__(self, model: str | None = "tiny", *, profile: str | None = None, host: str = "127.0.0.1",
-                 port: int | None = None, api_key: str | None = None, startup_delay: float = 0.0,
-                 ready_timeout: float = 300.0, storage_dir: str | Path | None = None,
-                 block_words: Sequence[str] = (), threads: int | None = None, extra_args: Sequence[str] = (),
-                 env: dict[str, str] | None = None, python: str = sys.executable, progress: bool = True) -> None:
+    def __init__(self, model: str | None = None, *, profile: str | None = None, host: str = "127.0.0.1",
+                 port: int | None = None, api_key: str | None = None, ready_timeout: float = 300.0,
+                 storage_dir: str | Path | None = None, threads: int | None = None, extra_args: Sequence[str] = (),
+                 env: dict[str, str] | None = None, python: str = sys.executable,
+                 entry: Sequence[str] = ("-m", "cosmos_helpers.cli", "serve"), progress: bool = True) -> None:
         self.model = model
         self.profile = profile
         self.host = host
         self.port = port
         self.api_key = api_key
-        self.startup_delay = startup_delay
         self.ready_timeout = ready_timeout
         self.storage_dir = storage_dir
-        self.block_words = tuple(block_words)
         self.threads = threads
         self.extra_args = tuple(extra_args)
         self.env = env
         self.python = python
+        self.entry = tuple(entry)
         self.progress = progress
         self.process: subprocess.Popen | None = None
         self._log_dir: tempfile.TemporaryDirectory | None = None
@@ -81,19 +80,15 @@ class LocalServer:
         return f"http://{self.host}:{self.port}"
 
     def argv(self) -> list[str]:
-        argv = [self.python, "-m", "cosmos_helpers.cli", "serve", "--host", self.host, "--port", str(self.port)]
+        argv = [self.python, *self.entry, "--host", self.host, "--port", str(self.port)]
         if self.model:
             argv += ["--model", self.model]
         if self.profile:
             argv += ["--profile", self.profile]
-        if self.startup_delay:
-            argv += ["--startup-delay", str(self.startup_delay)]
         if self.storage_dir:
             argv += ["--storage-dir", str(self.storage_dir)]
         if self.threads:
             argv += ["--threads", str(self.threads)]
-        for word in self.block_words:
-            argv += ["--block-word", word]
         return argv + list(self.extra_args)
 
     def start(self) -> "LocalServer":
@@ -182,6 +177,32 @@ class LocalServer:
 API_KEY_ENV_NAME = "COSMOS3_VLLM_API_KEY"
 
 
+def connect_vllm_omni(url: str | None = None, *, profile: str | None = None, api_key: str | None = None,
+                      **options: Any):
+    """A :class:`~cosmos_helpers.backends.vllm_omni.VllmOmniBackend` for the server at ``url``; without one, for a
+    local stand-in server started now (serving ``profile``'s model) and stopped when the client is closed.
+
+    One call for notebooks that run against a real deployment or, offline, against the stand-in.
+    """
+    from ..backends.vllm_omni import VllmOmniBackend
+
+    if url is not None:
+        return VllmOmniBackend(url, api_key=api_key, **options)
+    server = LocalServer(profile=profile, api_key=api_key).start()
+
+    class LocalClient(VllmOmniBackend):
+        """The stand-in's client: closing it stops the server too."""
+
+        def close(self) -> None:
+            super().close()
+            server.stop()
+
+    options.setdefault("poll_interval", 0.2)
+    client = LocalClient(server.url, api_key=api_key, **options)
+    client.server = server
+    return client
+
+
 def _signal_group(process: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(process.pid, sig)  # start_new_session=True: the group id is the child's pid
@@ -201,8 +222,8 @@ def _stop_all() -> None:
 class ThreadedServer:
     """The app under uvicorn in a background thread of this process, on a free loopback port.
 
-    ``ThreadedServer(**create_app_options)``; ``.url``, ``.app``; a context manager. Generation runs in
-    the app's own worker thread, so in-process state (e.g. ``app.state.worker.order_log``) is visible.
+    ``ThreadedServer(backend, **create_app_options)``; ``.url``, ``.app``; a context manager. Generation runs
+    in the app's own worker thread.
     """
 
     def __init__(self, backend: Any = None, *, host: str = "127.0.0.1", port: int | None = None,

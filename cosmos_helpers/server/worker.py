@@ -1,17 +1,18 @@
-"""One serial FIFO worker thread: generations run one at a time, in arrival order, as Cosmos3 does on vLLM-Omni.
+"""One generation at a time, in arrival order, as Cosmos3 runs on vLLM-Omni (``max_num_seqs`` is 1).
 
-Requests wait in the queue, so a synchronous call's timeout counts its queueing time, exactly like the
-real server. Unlike vLLM-Omni the queue can be bounded (``max_queue``): ``submit`` then raises
-:class:`QueueFull` (the app answers 429 with ``Retry-After``) instead of letting waiting work pile up.
+A one-thread ``ThreadPoolExecutor`` is the FIFO queue. What it lacks is added here: a bound on waiting work
+(``max_queue``; :class:`QueueFull` becomes 429 + ``Retry-After``, a stand-in feature: vLLM-Omni queues without
+limit) and cancelling a *running* task, which stops at its next denoising step through :class:`TaskContext`.
+A synchronous call's timeout counts its queueing, exactly like the real server's. At shutdown queued tasks are
+dropped and the running one is asked to stop at its next step (the executor's thread is joined at exit).
 """
 
 from __future__ import annotations
 
-import itertools
-import queue
 import threading
 import time
-from concurrent.futures import Future
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -19,7 +20,7 @@ Task = Callable[["TaskContext"], Any]
 
 
 class QueueFull(Exception):
-    """``submit`` on a worker whose queue already holds ``max_queue`` waiting tasks."""
+    """``submit`` while ``max_queue`` tasks already wait."""
 
     def __init__(self, waiting: int, retry_after: float) -> None:
         super().__init__(f"{waiting} generations are already waiting")
@@ -28,135 +29,102 @@ class QueueFull(Exception):
 
 
 class Cancelled(Exception):
-    """Raised inside a running task when its job was deleted (checked between denoising steps)."""
+    """Raised inside a running task whose job was deleted (checked at every progress report)."""
 
 
 @dataclass
 class TaskContext:
-    """What a running task can see: its cancel flag and a progress reporter."""
+    """What a running task sees: its cancel flag and where its progress goes."""
 
     key: str
-    cancel: threading.Event
+    cancel: threading.Event = field(default_factory=threading.Event)
     on_progress: Callable[[int, int], None] | None = None
-    started_at: float = 0.0
+    started: bool = False
 
     def progress(self, step: int, total: int) -> None:
+        """The backend's per-step callback; also the point where a deleted job stops."""
         if self.cancel.is_set():
             raise Cancelled(self.key)
         if self.on_progress is not None:
             self.on_progress(step, total)
 
 
-@dataclass
-class _Item:
-    key: str
-    task: Task
-    future: Future
-    context: TaskContext
-    sequence: int
-    enqueued_at: float = field(default_factory=time.time)
-
-
 class SerialWorker:
-    """A FIFO queue drained by one daemon thread. ``submit`` returns a ``concurrent.futures.Future``."""
+    """``submit(key, task) -> Future``; ``cancel(key)``; ``waiting``; bounded by ``max_queue`` (0 = unbounded)."""
 
-    def __init__(self, name: str = "cosmos-generation-worker", max_queue: int = 0) -> None:
-        self.max_queue = max_queue  # waiting tasks (the running one excluded); 0 = unbounded
-        self._durations: list[float] = []  # recent task run times, for Retry-After estimates
-        self._queue: queue.Queue[_Item | None] = queue.Queue()
-        self._counter = itertools.count()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._items: dict[str, _Item] = {}
-        self._lock = threading.Lock()
-        self.order_log: list[str] = []  # keys in the order they started running
-        self.current: str | None = None
-        self._started = False
+    def __init__(self, max_queue: int = 0, name: str = "cosmos-generation") -> None:
+        self.max_queue = max_queue
+        self.name = name
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.RLock()  # a cancelled future runs its done-callbacks in the cancelling thread
+        self._tasks: dict[str, tuple[Future, TaskContext]] = {}
+        self._durations: deque[float] = deque(maxlen=20)  # recent run times, for Retry-After
 
     def start(self) -> None:
-        if not self._started:
-            self._started = True
-            self._thread.start()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
+
+    def stop(self) -> None:
+        """Drop queued tasks, ask the running one to stop, and do not wait for it."""
+        with self._lock:
+            for _future, context in self._tasks.values():
+                context.cancel.set()
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        if self._started:
-            self._queue.put(None)
-            self._thread.join(timeout)
+        return self._pool is not None
 
     @property
     def waiting(self) -> int:
-        """Tasks accepted but not started."""
+        """Tasks accepted and not started."""
         with self._lock:
-            return sum(1 for item in self._items.values() if item.key != self.current)
+            return sum(1 for _future, context in self._tasks.values() if not context.started)
 
     def full(self) -> bool:
         return bool(self.max_queue) and self.waiting >= self.max_queue
 
     def retry_after(self) -> float:
-        """Seconds until a queue slot is likely free: the mean recent run time (at least 1 s)."""
+        """Seconds until a queue slot is likely free: the mean recent run time, at least 1."""
         with self._lock:
-            recent = self._durations[-20:]
+            recent = list(self._durations)
         return max(1.0, sum(recent) / len(recent)) if recent else 1.0
 
     def submit(self, key: str, task: Task, *, on_progress: Callable[[int, int], None] | None = None) -> Future:
-        """Queue ``task``; raises :class:`QueueFull` when ``max_queue`` tasks already wait."""
-        future: Future = Future()
-        context = TaskContext(key=key, cancel=threading.Event(), on_progress=on_progress)
-        item = _Item(key, task, future, context, next(self._counter))
+        """Queue ``task(context)``; :class:`QueueFull` when ``max_queue`` tasks already wait."""
         with self._lock:
-            if self.max_queue:
-                waiting = sum(1 for other in self._items.values() if other.key != self.current)
-                if waiting >= self.max_queue:
-                    recent = self._durations[-20:]
-                    estimate = max(1.0, sum(recent) / len(recent)) if recent else 1.0
-                    raise QueueFull(waiting, estimate)
-            self._items[key] = item
-        self._queue.put(item)
+            if self._pool is None:
+                raise RuntimeError("the generation worker is not running")
+            if self.full():
+                raise QueueFull(self.waiting, self.retry_after())
+            context = TaskContext(key, on_progress=on_progress)
+            future = self._pool.submit(self._run, task, context)
+            self._tasks[key] = (future, context)
+        future.add_done_callback(lambda _done: self._forget(key))
         return future
 
-    def queued_ahead(self, key: str) -> int:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                return 0
-            return sum(1 for other in self._items.values() if other.sequence < item.sequence)
-
     def cancel(self, key: str) -> str:
-        """``"removed"`` (was queued), ``"signalled"`` (running; stops at its next step) or ``"unknown"``."""
+        """``"removed"`` (it was queued), ``"signalled"`` (running: stops at its next step) or ``"unknown"``."""
         with self._lock:
-            item = self._items.get(key)
-            if item is None:
+            entry = self._tasks.get(key)
+            if entry is None:
                 return "unknown"
-            item.context.cancel.set()
-            if item.future.cancel():
-                self._items.pop(key, None)
-                return "removed"
-            return "signalled"
+            future, context = entry
+            context.cancel.set()
+            return "removed" if future.cancel() else "signalled"
 
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            if not item.future.set_running_or_notify_cancel():
-                continue  # cancelled while queued
+    def _run(self, task: Task, context: TaskContext) -> Any:
+        with self._lock:
+            context.started = True
+        began = time.monotonic()
+        try:
+            return task(context)
+        finally:
             with self._lock:
-                self.current = item.key
-                self.order_log.append(item.key)
-            item.context.started_at = time.time()
-            began = time.monotonic()
-            try:
-                result = item.task(item.context)
-            except BaseException as exc:  # delivered to whoever waits on the future
-                item.future.set_exception(exc)
-            else:
-                item.future.set_result(result)
-            finally:
-                with self._lock:
-                    self._durations.append(time.monotonic() - began)
-                    del self._durations[:-50]
-                    self.current = None
-                    self._items.pop(item.key, None)
+                self._durations.append(time.monotonic() - began)
+
+    def _forget(self, key: str) -> None:
+        with self._lock:
+            self._tasks.pop(key, None)

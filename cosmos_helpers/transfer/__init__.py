@@ -1,7 +1,8 @@
-"""Video transfer (control video -> photoreal video): the framework spec, and the control maps it needs.
+"""Video transfer (control video -> photoreal video) and running framework input samples on any backend.
 
-Names load on first use, so ``cosmos-helpers --help`` and ``import cosmos_helpers.transfer`` stay cheap
-(OpenCV and torch come in only when a control map or a transfer actually runs).
+Names load on first use, so ``cosmos-helpers --help`` and ``import cosmos_helpers.transfer`` stay cheap (OpenCV
+and torch come in only when a control map or a transfer actually runs). Reading input files lives in
+:mod:`cosmos_helpers.specs`; reading and writing media in :mod:`cosmos_helpers.media`.
 """
 
 from __future__ import annotations
@@ -18,36 +19,22 @@ _EXPORTS: dict[str, str] = {
     "bucket_for": "controls",
     "compute_control": "controls",
     "edge_map": "controls",
-    "fit_to_bucket": "controls",
     "load_control": "controls",
     "mirror_pad": "controls",
     "mirror_pad_indices": "controls",
-    "read_video": "controls",
-    "write_video": "controls",
-    "BLUR_PRESETS": "spec",
-    "COMPUTABLE_HINTS": "spec",
-    "CONTROL_DIRECTIVE": "spec",
-    "EDGE_PRESETS": "spec",
-    "FRAMEWORK_TIERS": "spec",
-    "HINT_KINDS": "spec",
-    "HINT_TUNED_DEFAULTS": "spec",
-    "MODALITY_DEFAULTS": "spec",
-    "TRANSFER_ONLY_FIELDS": "spec",
-    "TRANSFER_SAMPLE_DEFAULTS": "spec",
-    "Hint": "spec",
-    "ResolvedHint": "spec",
-    "ResolvedSpec": "spec",
-    "TransferSpec": "spec",
-    "check_control_consistency": "spec",
-    "chunk_length": "spec",
-    "control_directive": "spec",
-    "format_transfer_prompt": "spec",
-    "load_prompt_file": "spec",
-    "load_spec": "spec",
-    "plan_chunks": "spec",
-    "round_up_chunk": "spec",
-    "spec_json": "spec",
-    "write_spec": "spec",
+    "check_control_consistency": "plan",
+    "chunk_length": "plan",
+    "control_directive": "plan",
+    "format_transfer_prompt": "plan",
+    "plan_chunks": "plan",
+    "PreparedTransfer": "prepare",
+    "prepare_transfer": "prepare",
+    "TransferGeneration": "diffusers_transfer",
+    "run_transfer": "diffusers_transfer",
+    "SpecRunner": "runner",
+    "run_inputs": "runner",
+    "run_spec": "runner",
+    "make_transfer_runner": "vllm",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cosmos_helpers.samples import chime_sound, rolling_ball_clip
+from .. import media
+from ..samples import chime_sound, rolling_ball_clip
 
 CLIP_FRAMES = 33
 CLIP_FPS = 24
@@ -28,12 +29,15 @@ PROMPT = {
     "camera": "static, eye level, wide shot",
     "style": "photorealistic, natural colours, sharp focus",
 }
+# The specs carry it inline, as ``negative_prompt`` (compact JSON): cosmos-framework 5eee9ed never reads a
+# ``negative_prompt_file`` (its mode defaults set a negative prompt first, args.py:885).
 NEGATIVE_PROMPT = {
     "negative": "blurry, low resolution, distorted geometry, flickering, watermark, text, cartoon, oversaturated",
 }
 
 
-def depth_style_clip(num_frames: int = CLIP_FRAMES, width: int = CLIP_SIZE[0], height: int = CLIP_SIZE[1]) -> np.ndarray:
+def depth_style_clip(num_frames: int = CLIP_FRAMES, width: int = CLIP_SIZE[0],
+                     height: int = CLIP_SIZE[1]) -> np.ndarray:
     """A depth-style control of the rolling-ball scene, uint8 ``(T, H, W, 3)``: near = bright, far = dark."""
     yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
     horizon = int(height * 0.45)
@@ -57,10 +61,7 @@ def depth_style_clip(num_frames: int = CLIP_FRAMES, width: int = CLIP_SIZE[0], h
 
 
 def write_transfer_assets(folder: str | Path, *, overwrite: bool = False) -> dict[str, Path]:
-    """Write the RGB clip, its first frame, the depth-style control, prompts and the chime into ``folder``."""
-    from cosmos_helpers import media
-    from cosmos_helpers.transfer.controls import write_video
-
+    """Write the RGB clip, its first frame, the depth-style control, the prompt and the chime into ``folder``."""
     folder = Path(folder)
     clip = rolling_ball_clip(CLIP_FRAMES, *CLIP_SIZE)
     paths = {
@@ -69,15 +70,12 @@ def write_transfer_assets(folder: str | Path, *, overwrite: bool = False) -> dic
         "image": folder / "images" / "rolling_ball_first_frame.png",
         "sound": folder / "sounds" / "chime.wav",
         "prompt": folder / "prompts" / "rolling_ball.json",
-        "negative": folder / "negative_prompt.json",
     }
-    write_video(paths["video"], clip, CLIP_FPS, crf=20, overwrite=overwrite)
-    write_video(paths["depth"], depth_style_clip(), CLIP_FPS, crf=20, overwrite=overwrite)
+    media.write_mp4(paths["video"], clip, CLIP_FPS, crf=20, overwrite=overwrite)
+    media.write_mp4(paths["depth"], depth_style_clip(), CLIP_FPS, crf=20, overwrite=overwrite)
     media.write_png(paths["image"], clip[0], overwrite=overwrite)
     media.write_wav(paths["sound"], chime_sound(CLIP_FRAMES / CLIP_FPS), 48000, overwrite=overwrite)
-    for key, data in (("prompt", PROMPT), ("negative", NEGATIVE_PROMPT)):
-        text = json.dumps(data, indent=2) + "\n"
-        media.write_bytes_atomic(paths[key], text.encode(), overwrite=overwrite)
+    media.write_bytes_atomic(paths["prompt"], (json.dumps(PROMPT, indent=2) + "\n").encode(), overwrite=overwrite)
     return paths
 
 

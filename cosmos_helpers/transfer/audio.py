@@ -22,17 +22,22 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from cosmos_helpers import media
-from cosmos_helpers.errors import BackendUnavailableError, ValidationError
-from cosmos_helpers.presets import SOUND_SAMPLE_RATE, TIERS, VIDEO_SIZES, get_profile, normalize_tier
-from cosmos_helpers.result import Generation
+from .. import media
+from ..backends.diffusers import DiffusersBackend
+from ..errors import BackendUnavailableError, ValidationError
+from ..progress import progress_bar
+from ..presets import SOUND_SAMPLE_RATE, VIDEO_SIZES
+from ..result import Generation
+from ..schedules import native_flow_scheduler
+from ..specs.resolve import ResolvedSample
+from .plan import format_transfer_prompt
 
 WAV_EXTENSIONS = frozenset({".wav", ".wave"})
 EXPERIMENTAL_NOTE = ("EXPERIMENTAL: audio-conditioned generation on diffusers packs the clip as clean sound tokens; "
@@ -50,7 +55,7 @@ def load_audio_clip(path: str | os.PathLike[str]) -> tuple[np.ndarray, int]:
     """
     path = Path(path)
     if not path.is_file():
-        raise ValidationError("sound_path", f"file not found: {path}.", "fix the path (relative to the spec).")
+        raise ValidationError("sound_path", f"file not found: {path}.", "fix the path (relative to the input file).")
     if path.suffix.lower() in WAV_EXTENSIONS:
         try:
             import soundfile
@@ -128,131 +133,156 @@ def encode_audio(pipe: Any, waveform: np.ndarray):
 # ---------------------------------------------------------------------------------------------- generation
 
 
-def generate_with_audio(
-    prompt: str,
-    sound: np.ndarray | str | os.PathLike[str],
-    *,
-    image: Any = None,
-    negative_prompt: str | None = None,
-    sample_rate: int | None = None,
-    width: int = 160,
-    height: int = 96,
-    num_frames: int = 9,
-    fps: float = 24.0,
-    num_steps: int = 4,
-    guidance: float = 6.0,
-    shift: float = 10.0,
-    seed: int = 0,
-    model: str = "tiny",
-    device: str | None = None,
-    dtype: Any = None,
-    templates: bool = False,
-    progress: bool | Callable[[int, int], None] = True,
-) -> Generation:
+@dataclass(frozen=True)
+class AudioCall:
+    """What one audio-conditioned generation makes: texts as tokenised, size, length, sampling, the conformed clip."""
+
+    prompt: str
+    negative_prompt: str | None
+    waveform: np.ndarray  # float32 (2, N) at 48 kHz, trimmed/padded to the video's duration
+    image: np.ndarray | None  # uint8 (H, W, 3) at the output size, or None
+    width: int = 160
+    height: int = 96
+    num_frames: int = 9
+    fps: float = 24.0
+    num_steps: int = 4
+    guidance: float = 6.0
+    shift: float = 10.0
+    seed: int = 0
+    templates: bool = False
+
+
+def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str], *, image: Any = None,
+                        negative_prompt: str | None = None, sample_rate: int | None = None, width: int = 160,
+                        height: int = 96, num_frames: int = 9, fps: float = 24.0, num_steps: int = 4,
+                        guidance: float = 6.0, shift: float = 10.0, seed: int = 0, model: str = "tiny",
+                        backend: Any = None, templates: bool = False,
+                        progress: bool | Callable[[int, int], None] = True) -> Generation:
     """EXPERIMENTAL. Generate a video conditioned on a sound clip (and optionally a first-frame image).
 
-    ``prompt``/``negative_prompt`` are tokenised as given (pass ``templates=True`` to append diffusers' duration
-    and resolution sentences). ``sound`` is a path or float ``(channels, samples)`` at ``sample_rate``. The result's
+    ``prompt``/``negative_prompt`` are tokenised as given (``templates=True`` appends diffusers' duration and
+    resolution sentences). ``sound`` is a path or float ``(channels, samples)`` at ``sample_rate``. ``backend`` is
+    the :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend` whose shared weights to use. The result's
     ``sound`` is the conditioning clip as used (48 kHz stereo, trimmed/padded), so the saved MP4 carries it.
     """
-    import torch
-
-    from cosmos_helpers.backends.diffusers import DiffusersBackend
-    from cosmos_helpers.transfer.diffusers_transfer import native_flow_scheduler
-
     if (num_frames - 1) % 4 or num_frames < 1:
         raise ValidationError("num_frames", f"{num_frames} is not 4k+1.", "use e.g. 9, 17 or 189.")
-    started = time.perf_counter()
     if isinstance(sound, (str, os.PathLike)):
         samples, sample_rate = load_audio_clip(sound)
     else:
         if sample_rate is None:
             raise ValidationError("sample_rate", "raw samples need their sample rate.", "pass sample_rate=48000.")
         samples = np.asarray(sound, dtype=np.float32)
-    waveform = conform_audio(samples, int(sample_rate), num_frames, fps)
-    pipe = DiffusersBackend(model, device=device, dtype=dtype, progress=False).pipeline()
-    load_s = time.perf_counter() - started
-    exec_device = pipe._get_execution_device()
-    model_dtype = pipe.transformer.dtype
-    scheduler = native_flow_scheduler(pipe.scheduler.config, shift)
-    generator = torch.Generator("cpu").manual_seed(int(seed))
-    pil = None
+    frame = None
     if image is not None:
-        frame = media.cover_crop(np.asarray(media.load_image(image))[None], width, height)[0]
-        pil = media.load_image(frame)
-    call_start = time.perf_counter()
-    marks: list[float] = []
-    from cosmos_helpers.progress import progress_bar
+        frame = media.fit_to_bucket(np.asarray(media.load_image(image)), width, height)
+    call = AudioCall(prompt=prompt, negative_prompt=negative_prompt, image=frame,
+                     waveform=conform_audio(samples, int(sample_rate), num_frames, fps), width=width, height=height,
+                     num_frames=num_frames, fps=float(fps), num_steps=num_steps, guidance=guidance, shift=shift,
+                     seed=int(seed), templates=templates)
+    return run_audio_call(call, model=model, backend=backend, progress=progress)
 
-    bar = progress_bar(num_steps, "audio->video (experimental)", "step", enabled=progress is True)
+
+def run_audio_call(call: AudioCall, *, model: str = "tiny", backend: Any = None,
+                   progress: bool | Callable[[int, int], None] = True) -> Generation:
+    """Run one :class:`AudioCall` on the shared pipeline of ``model`` (held under its lock for the call)."""
+    started = time.perf_counter()
+    backend = backend or DiffusersBackend(progress=False)
+    bar = progress_bar(call.num_steps, "audio->video (experimental)", "step", enabled=progress is True)
+    marks: list[float] = []
+
+    def on_step(step: int) -> None:
+        marks.append(time.perf_counter())
+        if bar is not None:
+            bar.update(1)
+        if callable(progress):
+            progress(step, call.num_steps)
+
     try:
-        with torch.inference_mode():
-            cond_ids, uncond_ids = pipe.tokenize_prompt(
-                prompt, negative_prompt, num_frames=num_frames, height=height, width=width, fps=fps,
-                use_system_prompt=True, add_resolution_template=templates, add_duration_template=templates)
-            latents, _noise_sound, _, fps_vision, fps_sound, vision_mask, _, *_rest = pipe.prepare_latents(
-                image=pil, num_frames=num_frames, height=height, width=width, fps=fps, generator=generator,
-                device=exec_device, dtype=torch.float32, enable_sound=True)
-            sound_latents = encode_audio(pipe, waveform).to(exec_device)
-            expected = _noise_sound.shape
-            if tuple(sound_latents.shape) != tuple(expected):
-                fixed = torch.zeros(expected, dtype=sound_latents.dtype, device=sound_latents.device)
-                n = min(expected[1], sound_latents.shape[1])
-                fixed[:, :n] = sound_latents[: expected[0], :n]
-                sound_latents = fixed
-            condition = [int(i) for i in torch.nonzero(vision_mask[:, 0, 0] > 0).flatten()]
-            packs = [_pack(pipe, ids, latents, sound_latents, condition, fps_vision, fps_sound, exec_device)
-                     for ids in (cond_ids, uncond_ids)]
-            scheduler.set_timesteps(num_steps, device=exec_device)
-            noisy = 1.0 - vision_mask
-            pinned = vision_mask * latents
-            sound_tokens = sound_latents.to(model_dtype)
-            for i, t in enumerate(scheduler.timesteps):
-                timesteps = torch.full((packs[0]["num_noisy_vision_tokens"],), t.item(), device=exec_device)
-                velocities = []
-                for pack in packs[: 2 if guidance != 1.0 else 1]:
-                    preds, _, _ = pipe.transformer(
-                        input_ids=pack["input_ids"], text_indexes=pack["text_indexes"],
-                        position_ids=pack["position_ids"], und_len=pack["und_len"],
-                        sequence_length=pack["sequence_length"], vision_tokens=[latents.to(model_dtype)],
-                        vision_token_shapes=pack["vision_token_shapes"],
-                        vision_sequence_indexes=pack["vision_sequence_indexes"],
-                        vision_mse_loss_indexes=pack["vision_mse_loss_indexes"], vision_timesteps=timesteps,
-                        vision_noisy_frame_indexes=pack["vision_noisy_frame_indexes"], sound_tokens=[sound_tokens],
-                        sound_token_shapes=pack["sound_token_shapes"],
-                        sound_sequence_indexes=pack["sound_sequence_indexes"],
-                        sound_mse_loss_indexes=pack["sound_mse_loss_indexes"],
-                        sound_timesteps=torch.zeros(0, device=exec_device),
-                        sound_noisy_frame_indexes=pack["sound_noisy_frame_indexes"], return_dict=False)
-                    velocities.append(preds[0].float() * noisy)
-                velocity = velocities[0] if len(velocities) == 1 else (
-                    velocities[1] + guidance * (velocities[0] - velocities[1]))
-                latents = scheduler.step(velocity.unsqueeze(0), t, latents.unsqueeze(0), return_dict=False)[0]
-                latents = latents.squeeze(0)
-                latents = noisy * latents + pinned  # re-pin the image frame exactly
-                marks.append(time.perf_counter())
-                if bar is not None:
-                    bar.update(1)
-                if callable(progress):
-                    progress(i + 1, num_steps)
-            video = _decode(pipe, latents)
+        with backend.borrowed(model) as pipe:
+            load_s = time.perf_counter() - started
+            call_start = time.perf_counter()
+            video, sound_frames, device = _generate(pipe, call, on_step)
     finally:
         if bar is not None:
             bar.close()
     end = time.perf_counter()
-    frames = media.to_uint8(video)
     timings = {"load_s": load_s, "total_s": end - started, "pipeline_s": end - call_start}
     if marks:
-        timings["denoise_s"] = marks[-1] - call_start
-        timings["decode_s"] = end - marks[-1]
+        timings.update(denoise_s=marks[-1] - call_start, decode_s=end - marks[-1])
     return Generation(
-        frames=frames, fps=float(fps), seed=int(seed), sound=waveform, sample_rate=SOUND_SAMPLE_RATE,
-        backend="diffusers", model=str(model), timings=timings,
-        provenance={"workflow": "audio_image2video", "experimental": EXPERIMENTAL_NOTE, "prompt": prompt,
-                    "negative_prompt": negative_prompt, "num_steps": num_steps, "guidance": guidance, "shift": shift,
-                    "sound_latent_frames": int(sound_latents.shape[1]), "image_conditioned": pil is not None,
-                    "scheduler": "NativeFlowUniPCScheduler", "device": str(exec_device)},
-    )
+        frames=media.to_uint8(video), fps=call.fps, seed=call.seed, sound=call.waveform,
+        sample_rate=SOUND_SAMPLE_RATE, backend="diffusers", model=str(model), timings=timings,
+        provenance={"workflow": "audio_image2video", "experimental": EXPERIMENTAL_NOTE, "prompt": call.prompt,
+                    "negative_prompt": call.negative_prompt, "num_steps": call.num_steps, "guidance": call.guidance,
+                    "shift": call.shift, "sound_latent_frames": sound_frames,
+                    "image_conditioned": call.image is not None, "scheduler": "NativeFlowUniPCScheduler",
+                    "device": device})
+
+
+def _generate(pipe, call: AudioCall, on_step: Callable[[int], None]) -> tuple[np.ndarray, int, str]:
+    """Steps 3-4 of the module docstring: encode the clip, pack, denoise the video only, decode."""
+    import torch
+
+    device = pipe._get_execution_device()
+    with torch.inference_mode():
+        latents, packs, sound_latents, vision_mask = _prepare(pipe, call, device)
+        scheduler = native_flow_scheduler(pipe.scheduler.config, call.shift)
+        scheduler.set_timesteps(call.num_steps, device=device)
+        noisy, pinned = 1.0 - vision_mask, vision_mask * latents
+        for i, t in enumerate(scheduler.timesteps):
+            velocities = [_velocity(pipe, pack, latents, sound_latents, t, device) * noisy
+                          for pack in packs[: 2 if call.guidance != 1.0 else 1]]
+            velocity = velocities[0] if len(velocities) == 1 else (
+                velocities[1] + call.guidance * (velocities[0] - velocities[1]))
+            latents = scheduler.step(velocity.unsqueeze(0), t, latents.unsqueeze(0), return_dict=False)[0].squeeze(0)
+            latents = noisy * latents + pinned  # re-pin the image frame exactly
+            on_step(i + 1)
+        return _decode(pipe, latents), int(sound_latents.shape[1]), str(device)
+
+
+def _prepare(pipe, call: AudioCall, device):
+    """Tokens, initial latents (image frame clean), the clip's sound latents and the two packed sequences."""
+    import torch
+
+    generator = torch.Generator("cpu").manual_seed(call.seed)
+    pil = None if call.image is None else media.load_image(call.image)
+    cond_ids, uncond_ids = pipe.tokenize_prompt(
+        call.prompt, call.negative_prompt, num_frames=call.num_frames, height=call.height, width=call.width,
+        fps=call.fps, use_system_prompt=True, add_resolution_template=call.templates,
+        add_duration_template=call.templates)
+    latents, noise_sound, _, fps_vision, fps_sound, vision_mask, _, *_rest = pipe.prepare_latents(
+        image=pil, num_frames=call.num_frames, height=call.height, width=call.width, fps=call.fps,
+        generator=generator, device=device, dtype=torch.float32, enable_sound=True)
+    sound_latents = encode_audio(pipe, call.waveform).to(device)
+    expected = noise_sound.shape
+    if tuple(sound_latents.shape) != tuple(expected):  # the AVAE hop rounds the clip; keep the planned length
+        fixed = torch.zeros(expected, dtype=sound_latents.dtype, device=sound_latents.device)
+        n = min(expected[1], sound_latents.shape[1])
+        fixed[:, :n] = sound_latents[: expected[0], :n]
+        sound_latents = fixed
+    condition = [int(i) for i in torch.nonzero(vision_mask[:, 0, 0] > 0).flatten()]
+    packs = [_pack(pipe, ids, latents, sound_latents, condition, fps_vision, fps_sound, device)
+             for ids in (cond_ids, uncond_ids)]
+    return latents, packs, sound_latents.to(pipe.transformer.dtype), vision_mask
+
+
+def _velocity(pipe, pack: dict[str, Any], latents, sound_tokens, t, device):
+    """One transformer pass: the video velocity, with every sound token clean (timestep-free, never stepped)."""
+    import torch
+
+    dtype = pipe.transformer.dtype
+    timesteps = torch.full((pack["num_noisy_vision_tokens"],), t.item(), device=device)
+    preds, _, _ = pipe.transformer(
+        input_ids=pack["input_ids"], text_indexes=pack["text_indexes"], position_ids=pack["position_ids"],
+        und_len=pack["und_len"], sequence_length=pack["sequence_length"], vision_tokens=[latents.to(dtype)],
+        vision_token_shapes=pack["vision_token_shapes"], vision_sequence_indexes=pack["vision_sequence_indexes"],
+        vision_mse_loss_indexes=pack["vision_mse_loss_indexes"], vision_timesteps=timesteps,
+        vision_noisy_frame_indexes=pack["vision_noisy_frame_indexes"], sound_tokens=[sound_tokens],
+        sound_token_shapes=pack["sound_token_shapes"], sound_sequence_indexes=pack["sound_sequence_indexes"],
+        sound_mse_loss_indexes=pack["sound_mse_loss_indexes"], sound_timesteps=torch.zeros(0, device=device),
+        sound_noisy_frame_indexes=pack["sound_noisy_frame_indexes"], return_dict=False)
+    return preds[0].float()
 
 
 def _pack(pipe, input_ids, latents, sound_latents, condition, fps_vision, fps_sound, device) -> dict[str, Any]:
@@ -288,61 +318,39 @@ def _decode(pipe, latents) -> np.ndarray:
     return ((video.permute(1, 2, 3, 0) + 1.0) / 2.0).cpu().numpy()
 
 
-def run_audio_spec(
-    spec: Any,
-    *,
-    model: str | None = None,
-    profile: str | None = "tiny",
-    resolution: str | int | None = None,
-    num_steps: int | None = None,
-    seed: int | None = None,
-    device: str | None = None,
-    dtype: Any = None,
-    progress: bool | Callable[[int, int], None] = True,
-) -> Generation:
-    """EXPERIMENTAL. Run a framework ``audio_image2video`` spec (``sound_path`` + image ``vision_path``) on diffusers.
+def run_audio_sample(r: ResolvedSample, *, backend: Any = None,
+                     progress: bool | Callable[[int, int], None] = True) -> Generation:
+    """EXPERIMENTAL. Run a resolved ``audio_image2video`` sample (``sound_path`` + image ``vision_path``).
 
-    Prompts get the framework's metadata (JSON captions) or sentence templates (plain text), like every
-    framework mode. With ``profile="tiny"`` the CPU tier and the profile's steps apply unless given.
+    The prompt gets the framework's metadata (JSON captions) or sentence templates (plain text) for the whole
+    video, as every framework generation mode; size, length, steps, guidance and shift are the sample's.
     """
-    from cosmos_helpers.transfer.diffusers_transfer import _coerce_spec, profile_overrides
-    from cosmos_helpers.transfer.controls import read_video
-    from cosmos_helpers.transfer.spec import format_transfer_prompt
-
-    source = _coerce_spec(spec)
-    source.validate(tiers=TIERS)
-    r = source.resolved()
     if r.model_mode != "audio_image2video":
         raise ValidationError("model_mode", f"expected audio_image2video, got {r.model_mode}.",
                               'set "model_mode": "audio_image2video".')
-    model = model or (get_profile(profile).model if profile else "tiny")
-    resolution, num_steps, cap = profile_overrides(profile, resolution, num_steps)
-    if num_steps is None and cap:
-        num_steps = min(r.num_steps, cap)
-    tier = normalize_tier(resolution) if resolution is not None else r.resolution
-    width, height = VIDEO_SIZES[tier][r.aspect_ratio]
-    num_frames = r.num_frames
-    if (num_frames - 1) % 4:
-        num_frames = (num_frames - 1) // 4 * 4 + 5
+    if r.seed is None:
+        raise ValidationError("seed", "no seed and no output folder to derive one from.", "set seed.")
+    width, height = VIDEO_SIZES[r.resolution][r.aspect_ratio]
     image = None
     if r.vision_path is not None:
-        image = read_video(r.vision_path, max_frames=1)[0][0]
-    prompt, negative = format_transfer_prompt(r.prompt, r.negative_prompt, r, width, height, num_frames, r.fps)
-    if seed is None:
-        seed = r.seed if r.seed is not None else random.randint(0, 10000)
-    generation = generate_with_audio(
-        prompt, r.sound_path, image=image, negative_prompt=negative, width=width, height=height,
-        num_frames=num_frames, fps=float(r.fps), num_steps=int(num_steps or r.num_steps), guidance=r.guidance,
-        shift=r.shift, seed=int(seed), model=model, device=device, dtype=dtype, progress=progress)
-    generation.provenance["spec"] = source.to_dict()
-    return generation
+        image = media.read_media(r.vision_path, max_frames=1, field="vision_path").frames[0]
+    prompt, negative = format_transfer_prompt(r.prompt, r.negative_prompt, r, width, height, r.num_frames, r.fps)
+    samples, rate = load_audio_clip(r.sound_path)
+    frame = None if image is None else media.fit_to_bucket(image, width, height)
+    call = AudioCall(prompt=prompt, negative_prompt=negative, image=frame,
+                     waveform=conform_audio(samples, rate, r.num_frames, r.fps), width=width, height=height,
+                     num_frames=r.num_frames, fps=float(r.fps), num_steps=r.num_steps, guidance=r.guidance,
+                     shift=r.shift, seed=int(r.seed))
+    return run_audio_call(call, model=r.model, backend=backend, progress=progress)
 
 
 __all__ = [
     "EXPERIMENTAL_NOTE",
+    "AudioCall",
     "conform_audio",
     "encode_audio",
     "generate_with_audio",
     "load_audio_clip",
-    "run_audio_spec",
+    "run_audio_call",
+    "run_audio_sample",
 ]

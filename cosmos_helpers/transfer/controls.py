@@ -1,10 +1,10 @@
-"""Control videos for transfer: edge and blur maps computed from RGB, geometry, padding, video I/O.
+"""Control videos for transfer: edge and blur maps computed from RGB, the bucket a control sets, temporal padding.
 
 The maps follow the Cosmos Framework's inference augmentors exactly (same OpenCV calls, same parameters,
 same order), because the model was trained on those maps: a "similar" Canny or blur produces a
-different control signal and visibly different output. Geometry and temporal padding mirror
+different control signal and visibly different output. The bucket and temporal padding mirror
 ``inference/vision.py`` so a control prepared here lines up frame for frame with what the framework
-would build from the same file.
+would build from the same file; reading, resizing and writing go through :mod:`cosmos_helpers.media`.
 
 Frames are numpy ``uint8`` arrays ``[T, H, W, 3]`` in RGB (a single ``[H, W, 3]`` frame is accepted by the
 map functions and returned in the same shape).
@@ -12,19 +12,19 @@ map functions and returned in the same shape).
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
 
 import cv2
 import numpy as np
 
-from cosmos_helpers.errors import ValidationError
-from cosmos_helpers.presets import VIDEO_SIZES, nearest_aspect, normalize_aspect, normalize_tier
-from cosmos_helpers.transfer.spec import BLUR_PRESETS, COMPUTABLE_HINTS, EDGE_PRESETS, HINT_KINDS
+from .. import media
+from ..errors import ValidationError
+from ..presets import VIDEO_SIZES, normalize_aspect, normalize_tier
+from ..protocol.framework import (BLUR_PRESETS, COMPUTABLE_HINTS, EDGE_PRESETS, HINT_KINDS, IMAGE_FPS,
+                                  detect_aspect_ratio)
 
 EDGE_THRESHOLDS: Mapping[str, tuple[int, int]] = MappingProxyType(
     {"very_low": (20, 50), "low": (50, 100), "medium": (100, 200), "high": (200, 300), "very_high": (300, 400)}
@@ -37,7 +37,6 @@ BILATERAL_REFERENCE_SIDE = 720
 BILATERAL_D = 30
 BILATERAL_SIGMA_COLOR = 150.0
 BILATERAL_SIGMA_SPACE = 100.0
-IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg"})
 
 
 class BlurParameters(NamedTuple):
@@ -60,7 +59,7 @@ def _as_frames(frames: np.ndarray, field_name: str = "frames") -> tuple[np.ndarr
         raise ValidationError(
             field_name,
             f"expected RGB frames [T, H, W, 3] or one frame [H, W, 3], got shape {array.shape}.",
-            "pass uint8 RGB frames (e.g. from read_video).",
+            "pass uint8 RGB frames (e.g. media.read_media(path).frames).",
         )
     if array.dtype != np.uint8:
         raise ValidationError(
@@ -158,7 +157,7 @@ def compute_control(kind: str, rgb_frames: np.ndarray, preset: str | None = None
     raise ValidationError("kind", f"unknown hint {kind!r}.", f"use one of {', '.join(HINT_KINDS)}.")
 
 
-# ---------------------------------------------------------------------- geometry
+# ---------------------------------------------------------------------- geometry and time
 
 
 def bucket_for(
@@ -166,8 +165,8 @@ def bucket_for(
 ) -> tuple[int, int]:
     """(width, height) of the resolution bucket for some frames or a ``(width, height)`` size.
 
-    With ``aspect_ratio=None`` the aspect is detected from the frames (nearest of the five ratios), which
-    is what the framework does for a control when the spec has no ``vision_path``.
+    With ``aspect_ratio=None`` the aspect is detected from the frames (the framework's rule), which is what the
+    framework does for a control when the sample has no ``vision_path``.
     """
     if isinstance(frames_or_size, np.ndarray):
         if frames_or_size.ndim not in (3, 4):
@@ -178,34 +177,12 @@ def bucket_for(
     tier = normalize_tier(resolution)
     if tier not in VIDEO_SIZES:
         raise ValidationError("resolution", f"unknown tier {resolution!r}.", f"use one of {', '.join(VIDEO_SIZES)}.")
-    aspect = normalize_aspect(aspect_ratio) if aspect_ratio is not None else nearest_aspect(width, height)
+    aspect = normalize_aspect(aspect_ratio) if aspect_ratio is not None else detect_aspect_ratio(width, height)
     if aspect not in VIDEO_SIZES[tier]:
         raise ValidationError(
             "aspect_ratio", f"unknown aspect ratio {aspect_ratio!r}.", f"use one of {', '.join(VIDEO_SIZES[tier])}."
         )
     return VIDEO_SIZES[tier][aspect]
-
-
-def fit_to_bucket(frames: np.ndarray, width: int, height: int) -> np.ndarray:
-    """Scale so the frames cover ``width x height`` (aspect kept), then centre-crop: the framework's resize.
-
-    Sizes and crop offsets follow the framework (``ceil`` of the scaled size, crop offset
-    ``round((size - target) / 2)``). The framework resamples with torchvision's antialiased bilinear;
-    here OpenCV's INTER_AREA (shrinking) / INTER_LINEAR (enlarging) do the same job, so pixels can differ
-    by a few levels but the geometry is identical.
-    """
-    array, single = _as_frames(frames)
-    src_h, src_w = array.shape[1:3]
-    if (src_w, src_h) != (width, height):
-        scale = max(width / src_w, height / src_h)
-        resize_w, resize_h = math.ceil(scale * src_w), math.ceil(scale * src_h)
-        if (resize_w, resize_h) != (src_w, src_h):
-            interpolation = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
-            array = np.stack([cv2.resize(f, (resize_w, resize_h), interpolation=interpolation) for f in array])
-        top = round((resize_h - height) / 2.0)
-        left = round((resize_w - width) / 2.0)
-        array = np.ascontiguousarray(array[:, top : top + height, left : left + width])
-    return array[0] if single else array
 
 
 def mirror_pad_indices(num_frames: int, length: int) -> list[int]:
@@ -230,91 +207,28 @@ def mirror_pad(frames: np.ndarray, length: int) -> np.ndarray:
     return array[mirror_pad_indices(array.shape[0], length)]
 
 
-# ---------------------------------------------------------------------- video I/O
-
-
-def read_video(path: str | os.PathLike[str], max_frames: int | None = None) -> tuple[np.ndarray, float]:
-    """Decode a video (or a still image) to uint8 RGB ``[T, H, W, 3]`` and its average fps.
-
-    Images come back as one frame at 1 fps, like the framework's media reader.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise ValidationError("path", f"file not found: {path}.", "check the path.")
-    if max_frames is not None and max_frames < 1:
-        raise ValidationError("max_frames", f"must be >= 1, got {max_frames}.", "use None for all frames.")
-    if path.suffix.lower() in IMAGE_EXTENSIONS:
-        image = cv2.imread(str(path), cv2.IMREAD_COLOR)
-        if image is None:
-            raise ValidationError("path", f"cannot read image {path}.", "use a PNG or JPEG file.")
-        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)[None], 1.0
-
-    import av
-
-    frames: list[np.ndarray] = []
-    try:
-        with av.open(str(path)) as container:
-            if not container.streams.video:
-                raise ValidationError("path", f"{path} has no video stream.", "pass a video file.")
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
-            rate = stream.average_rate or stream.guessed_rate or stream.base_rate
-            fps = float(rate) if rate else 0.0
-            for frame in container.decode(stream):
-                frames.append(frame.to_ndarray(format="rgb24"))
-                if max_frames is not None and len(frames) >= max_frames:
-                    break
-    except av.error.FFmpegError as exc:
-        raise ValidationError("path", f"cannot decode {path}: {exc}.", "re-encode it as H.264 MP4.") from exc
-    if not frames:
-        raise ValidationError("path", f"{path} contains no frames.", "pass a non-empty video.")
-    return np.stack(frames), fps
-
-
-def write_video(
-    path: str | os.PathLike[str],
-    frames: np.ndarray,
-    fps: float,
-    *,
-    crf: int = 18,
-    overwrite: bool = False,
-) -> Path:
-    """Encode uint8 RGB frames as H.264 / yuv420p through :func:`cosmos_helpers.media.write_mp4` (atomic, no clobber).
-
-    yuv420p needs even width and height; every resolution bucket is even.
-    """
-    path = Path(path)
-    array, _ = _as_frames(frames)
-    height, width = array.shape[1:3]
-    if width % 2 or height % 2:
-        raise ValidationError(
-            "frames", f"H.264 yuv420p needs even sizes, got {width}x{height}.", "fit the frames to a bucket first."
-        )
-    if not fps or fps <= 0:
-        raise ValidationError("fps", f"must be > 0, got {fps}.", "pass the video's frame rate.")
-    from cosmos_helpers import media
-
-    return media.write_mp4(path, array, fps, crf=crf, overwrite=overwrite)
-
-
 def load_control(
     path: str | os.PathLike[str],
     width: int | None = None,
     height: int | None = None,
     max_frames: int | None = None,
+    *,
+    field: str = "control_path",
 ) -> tuple[np.ndarray, float]:
     """Read a precomputed control video (depth/seg/wsm, or a saved edge/blur map) and its fps.
 
-    With ``width`` and ``height`` the frames are fitted to that bucket (cover + centre-crop, as the
-    framework does); otherwise they are returned as stored. The values are not otherwise touched: a
-    control is a picture the model reads, and re-normalising it would change what it says.
+    With ``width`` and ``height`` the frames are fitted to that bucket (cover + centre-crop, as the framework
+    does); otherwise they are returned as stored. A still image is one frame at 1 fps, as the framework reads it.
+    The values are not otherwise touched: a control is a picture the model reads, and re-normalising it would
+    change what it says.
     """
-    frames, fps = read_video(path, max_frames=max_frames)
     if (width is None) != (height is None):
         raise ValidationError("width", "give both width and height, or neither.", "pass the bucket's (width, height).")
+    video = media.read_media(path, max_frames=max_frames, field=field)
+    frames = video.frames
     if width is not None and height is not None:
-        frames = fit_to_bucket(frames, width, height)
-    return frames, fps
+        frames = media.fit_to_bucket(frames, width, height)
+    return frames, float(video.fps or IMAGE_FPS)
 
 
 __all__ = [
@@ -326,10 +240,7 @@ __all__ = [
     "bucket_for",
     "compute_control",
     "edge_map",
-    "fit_to_bucket",
     "load_control",
     "mirror_pad",
     "mirror_pad_indices",
-    "read_video",
-    "write_video",
 ]

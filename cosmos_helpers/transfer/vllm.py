@@ -1,222 +1,257 @@
-"""Transfer over the vLLM-Omni HTTP protocol (protocol reference §4 and §7.2), both sides.
+"""Transfer over vLLM-Omni 0.30.0's HTTP protocol, both sides: the request a sample becomes, and the server hook.
 
-* Client: :func:`spec_to_vllm_form` turns a framework spec into the multipart request of ``POST /v1/videos(/sync)``:
-  the RGB clip as ``input_reference``, the first control file as ``control_reference`` + ``control_type``, every
-  hint as an ``extra_params`` block (``control_weight``, presets; ``true`` = compute from the RGB clip; further
-  files as server-local ``control_path``), ``guidance_scale`` / ``flow_shift`` / ``num_inference_steps`` / ``seed``
-  / ``fps`` as form fields, and ``num_frames`` >= the control length (an omitted ``num_frames`` becomes 1 and
-  would cap the transfer at one frame).
-* Server: :func:`server_transfer_runner` implements the local server's ``transfer_runner`` hook by rebuilding a
-  framework spec from the form and running :func:`~cosmos_helpers.transfer.diffusers_transfer.run_transfer`.
+Client (:func:`transfer_form`): a resolved transfer sample becomes the multipart form of ``POST /v1/videos/sync``
+so that the real server runs what the framework would. The RGB clip is ``input_reference``, the first precomputed
+control ``control_reference`` + ``control_type``, every hint an ``extra_params`` block. vLLM-Omni differs from
+the framework in ways the form has to steer around:
 
-vLLM-Omni differences kept on purpose (so the local server answers like the real one): ``num_frames`` caps the
-length; the bucket's aspect comes from the RGB input (else the first control), not from a spec field; guidance
-intervals arrive inclusive ``[lo, hi]`` and are widened by one timestep each side here so the framework-style
-strict test keeps the same steps.
+* the model runs at the input video's fps, else ``extra_params.fps``, else the request's ``fps``, else 24 (one wsm
+  hint: ``extra_params.fps`` first), and a request ``fps`` re-times the encoded MP4 (``serving_video.py:499``);
+  so no ``fps`` field is sent, and ``extra_params.fps`` is the framework's output fps (the input's, else the
+  sample's);
+* the request's ``num_frames`` caps the length (omitted, it is 1): it is sent as the first control's length;
+* tiers are 256/480/704/720 only; the inputs are videos only; one control file is uploaded per request (others must
+  be paths on the server); ``guidance_interval`` is not applied to transfer; intervals are inclusive ``[lo, hi]``
+  (timesteps are integers, so the framework's strict ``(lo, hi)`` is sent as ``[floor(lo) + 1, ceil(hi) - 1]``).
+
+Server (:func:`make_transfer_runner`): the local stand-in server's hook rebuilds the transfer a request describes
+*with vLLM-Omni's semantics* (the bucket nearest the input's shape, the fps order above, ``num_frames`` as a cap,
+inclusive intervals, single-hint tuned defaults) and runs it on diffusers.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-from functools import partial
+import secrets
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
-from cosmos_helpers.errors import ValidationError
-from cosmos_helpers.result import Generation
-from cosmos_helpers.transfer.spec import HINT_KINDS, PRESET_FIELDS, TransferSpec, load_spec
+from .. import media
+from ..errors import ValidationError
+from ..protocol import framework as fw
+from ..protocol import vllm_omni as vo
+from ..result import Generation
+from ..specs.resolve import ResolvedHint, ResolvedSample
 
-# extra_params keys that map 1:1 onto spec fields
-_PASSTHROUGH = (
-    "control_guidance", "num_video_frames_per_chunk", "num_conditional_frames", "num_first_chunk_conditional_frames",
-    "max_frames", "share_vision_temporal_positions", "emphasize_control_in_prompt", "show_input",
-    "show_control_condition", "negative_metadata_mode",
-)
-
-
-def _num(value: float) -> str:
-    value = float(value)
-    return str(int(value)) if value.is_integer() else repr(value)
+Files = dict[str, tuple[str, bytes, str]]
+BACKEND = "vllm-omni"
 
 
-def _control_length(path: str) -> int:
-    from cosmos_helpers.transfer.controls import read_video
-
-    return int(read_video(path)[0].shape[0])
+# ---------------------------------------------------------------------------------------------- client
 
 
-def spec_to_vllm_form(spec: TransferSpec | str | os.PathLike[str], *, profile: str | None = None
-                      ) -> tuple[dict[str, str], dict[str, tuple[str, bytes, str]]]:
-    """``(fields, files)`` of the multipart transfer request for ``spec`` (every value a string, per §4).
+def check_transfer(r: ResolvedSample, given: set[str], *, server_paths: bool = False) -> None:
+    """Refuse, before anything is sent, what vLLM-Omni would reject or run differently than the sample says."""
+    def refuse(field: str, problem: str, fix: str) -> None:
+        raise ValidationError(field, f"{BACKEND} {vo.VERSION}: {problem}", fix)
 
-    ``files`` maps form name -> ``(filename, bytes, content type)``: ``input_reference`` (the RGB clip, when the
-    spec has ``vision_path``) and ``control_reference`` (the first hint with a ``control_path``). Hints after
-    the uploaded one keep their ``control_path`` as a server-local path (the protocol allows one upload).
-    ``profile="tiny"`` adds ``resolution: "128"`` for the local server's CPU tier.
+    if r.resolution not in vo.TIERS:
+        refuse("resolution", f"knows the tiers {', '.join(vo.TIERS)} only, not {r.resolution!r} (it answers "
+               "\"Unknown Cosmos3 resolution\").", f"set resolution (or --resolution) to one of {', '.join(vo.TIERS)}; "
+               "profile 'tiny' uses this project's CPU tier 128, which only diffusers runs.")
+    if r.vision_path is not None and Path(r.vision_path).suffix.lower() not in fw.VIDEO_EXTENSIONS:
+        refuse("vision_path", "transfer takes a video input, not an image.",
+               "give an .mp4 vision_path, or run image transfer on diffusers or the framework.")
+    if "guidance_interval" in given:
+        refuse("guidance_interval", "does not apply guidance_interval to transfer (pipeline_cosmos3.py:3613).",
+               "remove guidance_interval, use control_guidance_interval, or run on diffusers or the framework.")
+    for name in ("normalize_cfg", "duration_template", "resolution_template", "inverse_duration_template",
+                 "inverse_resolution_template", "video_save_quality", "sigma_max"):
+        if name in given:
+            refuse(name, f"has no transfer option for {name}.", f"remove {name}, or run on diffusers or the framework.")
+    uploads = [h.kind for h in r.hints if h.control_path is not None]
+    if len(uploads) > 1 and not server_paths:
+        refuse(f"{uploads[1]}.control_path", f"uploads one control per request ({uploads[0]} here); the others must "
+               "be paths on the server.", "compute that hint from vision_path (edge/blur), run on diffusers or the "
+               "framework, or pass server_paths=True when the server shares this filesystem.")
+
+
+def transfer_form(r: ResolvedSample, given: set[str], *, server_paths: bool = False) -> tuple[dict[str, str], Files]:
+    """``(fields, files)`` of the multipart transfer request for a resolved sample with local media paths.
+
+    ``given`` are the fields the input file (or the command line) set: only those, and what is needed to keep the
+    framework's meaning, are sent; the rest is left to the server's defaults, which equal the framework's.
     """
-    if not isinstance(spec, TransferSpec):
-        spec = load_spec(spec)
-    spec.validate(tiers=("128", "256", "480", "720", "768"))
-    r = spec.resolved()
-    if not r.is_transfer:
-        raise ValidationError("spec", "no control hint: this is not a transfer spec.", "add edge/blur/depth/seg/wsm.")
-    files: dict[str, tuple[str, bytes, str]] = {}
-    extra: dict[str, Any] = {}
-    fields: dict[str, str] = {"prompt": r.prompt}
-    if r.negative_prompt is not None:
+    check_transfer(r, given, server_paths=server_paths)
+    files: Files = {}
+    fields: dict[str, str] = {"prompt": r.prompt, "num_inference_steps": str(r.num_steps), "seed": str(r.seed)}
+    if "negative_prompt" in given and r.negative_prompt is not None:
         fields["negative_prompt"] = r.negative_prompt
+    rgb_fps = None
     if r.vision_path is not None:
         files["input_reference"] = (Path(r.vision_path).name, Path(r.vision_path).read_bytes(), "video/mp4")
-    uploaded = None
+        rgb_fps = media.probe_video(r.vision_path)["fps"]
+    extra: dict[str, Any] = {}
     length = None
     for hint in r.hints:
-        block: dict[str, Any] = {}
-        if hint.control_path is not None:
-            if uploaded is None:
-                uploaded = hint.kind
-                files["control_reference"] = (Path(hint.control_path).name, Path(hint.control_path).read_bytes(),
-                                              "video/mp4")
-                fields["control_type"] = hint.kind
-            else:
-                block["control_path"] = hint.control_path
-            if length is None:
-                length = _control_length(hint.control_path)
-        if spec.hints[hint.kind].weight is not None:
-            block["control_weight"] = float(hint.weight)
-        if hint.kind in PRESET_FIELDS and spec.hints[hint.kind].preset is not None:
-            block[PRESET_FIELDS[hint.kind]] = hint.preset
-        extra[hint.kind] = block if block else True
-    if length is None and r.vision_path is not None:
-        length = _control_length(r.vision_path)
-    length = min(length or r.num_frames, r.max_frames or 5000)
-    # an omitted num_frames becomes 1 and caps the transfer: always send >= the control length (4k+1)
-    fields["num_frames"] = str(max(1, math.ceil((length - 1) / 4) * 4 + 1))
-    fields["fps"] = _num(r.fps)
-    fields["num_inference_steps"] = str(r.num_steps)
-    fields["guidance_scale"] = _num(r.guidance)
-    fields["flow_shift"] = _num(r.shift)
-    if r.seed is not None:
-        fields["seed"] = str(r.seed)
-    extra["guidance"] = r.guidance
-    extra["shift"] = r.shift
-    extra["fps"] = r.fps
-    for key in _PASSTHROUGH:
-        value = getattr(r, key)
-        if value is not None and (spec.to_dict().get(key) is not None or key in (
-                "control_guidance", "num_video_frames_per_chunk", "num_conditional_frames")):
-            extra[key] = value
-    for key in ("guidance_interval", "control_guidance_interval"):
-        value = getattr(r, key)
-        if value is not None:  # framework strict (lo, hi) -> vLLM inclusive [lo + 1, hi - 1] on integer timesteps
-            extra[key] = [value[0] + 1, value[1] - 1]
-    extra["resolution"] = "128" if profile == "tiny" else r.resolution
-    extra["use_system_prompt"] = True
+        extra[hint.kind] = _hint_block(hint, given, uploaded="control_reference" in files)
+        if hint.control_path is not None and "control_reference" not in files:
+            files["control_reference"] = (Path(hint.control_path).name, Path(hint.control_path).read_bytes(),
+                                          "video/mp4")
+            fields["control_type"] = hint.kind
+        if length is None:
+            source = hint.control_path or r.vision_path
+            length = int(media.read_media(source, max_frames=r.max_frames, field=f"{hint.kind}.control_path")
+                         .frames.shape[0])
+    fields["num_frames"] = str(vo.round_up_frames(length))  # a cap on the server: never shorter than the control
+    extra.update(resolution=r.resolution, guidance=r.guidance, shift=r.shift, control_guidance=r.control_guidance,
+                 fps=float(rgb_fps or r.fps), negative_metadata_mode=r.negative_metadata_mode,
+                 num_video_frames_per_chunk=r.num_video_frames_per_chunk,
+                 num_conditional_frames=r.num_conditional_frames)
+    for key in ("max_frames", "num_first_chunk_conditional_frames", "share_vision_temporal_positions",
+                "emphasize_control_in_prompt", "show_control_condition", "show_input"):
+        if key in given:
+            extra[key] = getattr(r, key)
+    if r.control_guidance_interval is not None:
+        lo, hi = r.control_guidance_interval
+        extra["control_guidance_interval"] = [math.floor(lo) + 1, math.ceil(hi) - 1]
     fields["extra_params"] = json.dumps(extra)
     return fields, files
 
 
-def _bool(value: Any) -> bool:
+def _hint_block(hint: ResolvedHint, given: set[str], *, uploaded: bool) -> Any:
+    block: dict[str, Any] = {}
+    if hint.control_path is not None and uploaded:
+        block["control_path"] = hint.control_path  # a second precomputed control: a path on the server
+    if f"{hint.kind}.weight" in given:
+        block["control_weight"] = hint.weight
+    preset = fw.PRESET_FIELDS.get(hint.kind)
+    if preset and f"{hint.kind}.{preset}" in given:
+        block[preset] = hint.preset
+    return block or True
+
+
+def send_transfer(client: Any, r: ResolvedSample, given: set[str], *, server_paths: bool = False) -> Generation:
+    """Build the form and send it with ``client.send_video_form`` (a ``VllmOmniBackend``; the server's model is
+    checked against the sample's)."""
+    fields, files = transfer_form(r, given, server_paths=server_paths)
+    return client.send_video_form(fields, files, what="transfer", model=r.model)
+
+
+# ---------------------------------------------------------------------------------------------- server
+
+
+def make_transfer_runner(model: str = "tiny", *, backend: Any = None
+                         ) -> Callable[[dict, dict, Path | None, dict], Generation]:
+    """The local server's ``transfer_runner``: ``runner(form_fields, extra_params, rgb_video_path, control_paths)``.
+
+    It runs the transfer the request describes, with vLLM-Omni's semantics (module docstring), on diffusers with
+    ``model`` (``backend``: a ``DiffusersBackend`` for device and dtype; default ``DiffusersBackend()``).
+    """
+    def runner(form_fields: dict[str, str], extra_params: dict, rgb_video_path: Path | None,
+               control_paths: dict[str, Path]) -> Generation:
+        from .diffusers_transfer import run_transfer
+        from .prepare import prepare_transfer
+
+        r, aspect, fps = vllm_transfer(form_fields, extra_params, rgb_video_path, control_paths, model=model)
+        prepared = prepare_transfer(r, aspect_ratio=aspect, fps=fps, emit_warnings=False)
+        return run_transfer(prepared, backend=backend, progress=False)
+
+    return runner
+
+
+def vllm_transfer(form: Mapping[str, str], extra: Mapping[str, Any], rgb_video_path: Path | None,
+                  control_paths: Mapping[str, Path], *, model: str = "tiny") -> tuple[ResolvedSample, str, float]:
+    """``(resolved sample, bucket aspect, model fps)`` of a vLLM-Omni transfer request, by vLLM-Omni's rules."""
+    hints = _server_hints(extra, control_paths)
+    if not hints:
+        raise ValidationError("extra_params", "no control hint in the transfer request.",
+                              "add edge/blur/depth/seg/wsm.")
+    tuned = dict(vo.HINT_TUNED_DEFAULTS[hints[0].kind]) if len(hints) == 1 else {}
+
+    def pick(*names: str, source: Mapping[str, Any] = extra) -> Any:
+        return next((source[n] for n in names if source.get(n) not in (None, "")), None)
+
+    tier = str(pick("resolution", "image_size") or vo.TRANSFER_EXTRA["resolution"])
+    if tier not in vo.TIERS:
+        raise ValidationError("extra_params.resolution", f"Unknown Cosmos3 transfer resolution {tier!r}.",
+                              f"use one of {', '.join(vo.TIERS)}.")
+    source = rgb_video_path or next((Path(p) for p in control_paths.values()), None)
+    if source is None:
+        source = next(Path(h.control_path) for h in hints if h.control_path)
+    probe = media.read_media(source, max_frames=1, field="input_reference").frames[0]
+    width, height = vo.closest_bucket(probe.shape[1], probe.shape[0], tier)
+    aspect = next(a for a, size in vo.SIZES[tier].items() if size == (width, height))
+    fps = _model_fps(form, extra, rgb_video_path, tuned, wsm_only=[h.kind for h in hints] == ["wsm"])
+    cap = int(form.get("num_frames") or vo.VIDEO_DEFAULTS["num_frames"])
+    chunk = int(pick("num_video_frames_per_chunk") or tuned.get("num_video_frames_per_chunk")
+                or vo.TRANSFER_SAMPLE_DEFAULTS["num_video_frames_per_chunk"])
+    interval = pick("control_guidance_interval")
+    if isinstance(interval, str):
+        interval = [float(v) for v in interval.split(",")]
+    templates = {key: _flag(extra.get(f"use_{key}_template"), True) for key in ("duration", "resolution")}
+    r = ResolvedSample(
+        name="vllm_transfer", model=model, profile=None, model_mode="video2video", prompt=form.get("prompt") or "",
+        negative_prompt=form.get("negative_prompt") or None,
+        vision_path=str(rgb_video_path) if rgb_video_path else None, sound_path=None, resolution=tier,
+        aspect_ratio=aspect, fps=round(fps), num_frames=cap,
+        num_steps=int(form.get("num_inference_steps") or vo.VIDEO_DEFAULTS["num_inference_steps"]),
+        guidance=float(pick("guidance_scale", "guidance") or pick("guidance_scale", source=form)
+                       or tuned.get("guidance_scale") or vo.VIDEO_DEFAULTS["guidance_scale"]),
+        guidance_interval=None,  # not applied to transfer (pipeline_cosmos3.py:3613-3629)
+        shift=float(pick("flow_shift", "shift") or pick("flow_shift", source=form) or tuned.get("flow_shift")
+                    or vo.VIDEO_DEFAULTS["flow_shift"]),
+        sigma_max=fw.PROMPT_DEFAULTS["sigma_max"], normalize_cfg=False,
+        seed=int(form["seed"]) if form.get("seed") else secrets.randbelow(2**31),
+        duration_template=fw.PROMPT_DEFAULTS["duration_template"] if templates["duration"] else None,
+        resolution_template=fw.RESOLUTION_TEMPLATES["video"] if templates["resolution"] else None,
+        inverse_duration_template=fw.PROMPT_DEFAULTS["inverse_duration_template"],
+        inverse_resolution_template=fw.PROMPT_DEFAULTS["inverse_resolution_template"],
+        negative_metadata_mode=str(pick("negative_metadata_mode") or vo.TRANSFER_EXTRA["negative_metadata_mode"]),
+        negative_prompt_keep_metadata=False, enable_sound=False, condition_frame_indexes_vision=(),
+        condition_video_keep="first", video_save_quality=fw.PROMPT_DEFAULTS["video_save_quality"],
+        image_save_quality=fw.PROMPT_DEFAULTS["image_save_quality"], num_outputs=1,
+        control_guidance=float(pick("control_guidance") or tuned.get("control_guidance") or 1.0),
+        control_guidance_interval=None if interval is None else (float(interval[0]) - 1, float(interval[1]) + 1),
+        hints=hints, num_video_frames_per_chunk=chunk,
+        num_conditional_frames=int(_int(pick("num_conditional_frames"), 1)),
+        num_first_chunk_conditional_frames=int(_int(pick("num_first_chunk_conditional_frames"), 0)),
+        max_frames=min(cap, int(_int(pick("max_frames"), vo.TRANSFER_SAMPLE_DEFAULTS["max_frames"]))),
+        share_vision_temporal_positions=_flag(extra.get("share_vision_temporal_positions"), True),
+        emphasize_control_in_prompt=_flag(extra.get("emphasize_control_in_prompt"), True),
+        show_control_condition=_flag(extra.get("show_control_condition"), False),
+        show_input=_flag(extra.get("show_input"), False), sources={}, notes=())
+    return r, aspect, fps
+
+
+def _server_hints(extra: Mapping[str, Any], control_paths: Mapping[str, Path]) -> tuple[ResolvedHint, ...]:
+    hints = []
+    for kind in fw.HINT_KINDS:
+        raw = extra.get(kind)
+        if raw is None and kind not in control_paths:
+            continue
+        raw = {} if raw is True or raw is None else {"control_path": str(raw)} if isinstance(raw, str) else dict(raw)
+        path = str(control_paths[kind]) if kind in control_paths else raw.get("control_path")
+        preset = fw.PRESET_FIELDS.get(kind)
+        hints.append(ResolvedHint(kind=kind, control_path=path, weight=float(raw.get("control_weight", 1.0)),
+                                  preset=str(raw.get(preset) or "medium") if preset else None))
+    return tuple(hints)
+
+
+def _model_fps(form: Mapping[str, str], extra: Mapping[str, Any], rgb: Path | None, tuned: Mapping[str, Any], *,
+               wsm_only: bool) -> float:
+    """The frame rate the model runs at (pipeline_cosmos3.py:3465-3471)."""
+    configured = next((float(extra[k]) for k in ("resolved_frame_rate", "frame_rate", "fps") if extra.get(k)), None)
+    configured = configured or (float(form["fps"]) if form.get("fps") else None) or tuned.get("fps")
+    request = float(form["fps"]) if form.get("fps") else None
+    input_fps = None
+    if rgb is not None:
+        input_fps = float(media.read_media(rgb, max_frames=1, field="input_reference").fps or fw.IMAGE_FPS)
+    order = (configured, input_fps) if wsm_only else (input_fps, configured)
+    return float(next((v for v in (*order, request) if v), vo.VIDEO_DEFAULTS["fps"]))
+
+
+def _flag(value: Any, default: bool) -> bool:
+    if value is None:
+        return default
     if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "t", "y")
+        return value.strip().lower() in ("1", "true", "yes", "on")
     return bool(value)
 
 
-def form_to_spec(form_fields: dict, extra_params: dict, rgb_video_path: Path | None,
-                 control_paths: dict[str, Path], *, base_dir: str | os.PathLike[str] | None = None) -> TransferSpec:
-    """Rebuild the framework spec a vLLM-Omni transfer request describes (the inverse of :func:`spec_to_vllm_form`)."""
-    from cosmos_helpers.presets import nearest_aspect
-    from cosmos_helpers.transfer.controls import read_video
-
-    extra = dict(extra_params)
-    data: dict[str, Any] = {"name": "vllm_transfer", "model_mode": "video2video",
-                            "prompt": form_fields.get("prompt") or ""}
-    if form_fields.get("negative_prompt"):
-        data["negative_prompt"] = form_fields["negative_prompt"]
-    if rgb_video_path is not None:
-        data["vision_path"] = str(rgb_video_path)
-    for kind in HINT_KINDS:
-        if kind not in extra:
-            continue
-        value = extra[kind]
-        hint: dict[str, Any] = {}
-        if isinstance(value, str):
-            hint["control_path"] = value
-        elif isinstance(value, dict):
-            if "control_weight" in value:
-                hint["weight"] = float(value["control_weight"])
-            if kind in PRESET_FIELDS and PRESET_FIELDS[kind] in value:
-                hint[PRESET_FIELDS[kind]] = value[PRESET_FIELDS[kind]]
-            if value.get("control_path"):
-                hint["control_path"] = str(value["control_path"])
-        if kind in control_paths:
-            hint["control_path"] = str(control_paths[kind])
-        data[kind] = hint
-
-    def pick(*names: str, source: dict | None = None) -> Any:
-        for name in names:
-            for where in ((source,) if source is not None else (extra, form_fields)):
-                if where.get(name) not in (None, ""):
-                    return where[name]
-        return None
-
-    guidance = pick("guidance", "guidance_scale")
-    shift = pick("shift", "flow_shift")
-    fps = pick("fps")
-    if guidance is not None:
-        data["guidance"] = float(guidance)
-    if shift is not None:
-        data["shift"] = float(shift)
-    if fps is not None:
-        data["fps"] = int(round(float(fps)))
-    if form_fields.get("num_inference_steps"):
-        data["num_steps"] = int(form_fields["num_inference_steps"])
-    if form_fields.get("seed"):
-        data["seed"] = int(form_fields["seed"])
-    for key in _PASSTHROUGH:
-        if key in extra:
-            value = extra[key]
-            if key in ("share_vision_temporal_positions", "emphasize_control_in_prompt", "show_input",
-                       "show_control_condition"):
-                value = _bool(value)
-            elif key == "control_guidance":
-                value = float(value)
-            elif key != "negative_metadata_mode":
-                value = int(value)
-            data[key] = value
-    for key in ("guidance_interval", "control_guidance_interval"):
-        if extra.get(key) is not None:
-            value = extra[key]
-            lo, hi = (float(v) for v in (value.split(",") if isinstance(value, str) else value))
-            data[key] = [lo - 1, hi + 1]  # inclusive [lo, hi] -> strict (lo - 1, hi + 1)
-    tier = pick("resolution", "image_size", source=extra)
-    if tier is not None:
-        data["resolution"] = str(tier)
-    num_frames = form_fields.get("num_frames")
-    if num_frames:  # vLLM-Omni: num_frames caps the transfer length
-        data["max_frames"] = min(int(num_frames), int(data.get("max_frames", 5000)))
-        data["num_frames"] = int(num_frames)
-    geometry_source = rgb_video_path or next((Path(p) for p in control_paths.values()), None)
-    if geometry_source is not None:  # vLLM-Omni picks the bucket from the input's own aspect
-        frame = read_video(geometry_source, max_frames=1)[0]
-        data["aspect_ratio"] = nearest_aspect(int(frame.shape[2]), int(frame.shape[1]))
-    return TransferSpec.from_dict(data, base_dir=base_dir or Path.cwd())
+def _int(value: Any, default: int) -> int:
+    return default if value is None else int(value)
 
 
-def server_transfer_runner(form_fields: dict, extra_params: dict, rgb_video_path: Path | None,
-                           control_paths: dict[str, Path], *, profile: str | None = "tiny",
-                           model: str | None = None) -> Generation:
-    """The local server's ``transfer_runner`` hook: the request's spec, run with the diffusers transfer."""
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
-
-    spec = form_to_spec(form_fields, extra_params, rgb_video_path, control_paths)
-    return run_transfer(spec, profile=profile, model=model, progress=False)
-
-
-def make_transfer_runner(profile: str | None = "tiny", model: str | None = None):
-    """A ``transfer_runner`` bound to the server's profile and model (for ``create_app(transfer_runner=...)``)."""
-    return partial(server_transfer_runner, profile=profile, model=model)
-
-
-__all__ = ["form_to_spec", "make_transfer_runner", "server_transfer_runner", "spec_to_vllm_form"]
+__all__ = ["check_transfer", "make_transfer_runner", "send_transfer", "transfer_form", "vllm_transfer"]

@@ -1,13 +1,22 @@
-"""serve_command: the `vllm serve ... --omni` line for a real deployment, checked before anything runs."""
+"""serve_command and curl_command: the `vllm serve ... --omni` line, checked before anything runs, and the `curl`
+line that sends what the client sends."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import shlex
+import shutil
+import subprocess
+import threading
 
 import pytest
 
-from cosmos_helpers.backends.vllm_omni import serve_command
+from cosmos_helpers import GenerationRequest
+from cosmos_helpers.backends.vllm_serve import curl_command, serve_command
 from cosmos_helpers.errors import ValidationError
+from cosmos_helpers.protocol import vllm_omni as proto
+from tests.backends.vllm_fake import FakeServer, client_for, parse_form, request_form
 
 
 def test_single_gpu_nano():
@@ -63,3 +72,76 @@ def test_api_key_is_never_printed_and_docker_wraps():
 def test_docker_flag_changes_the_printed_form():
     command = serve_command("nvidia/Cosmos3-Nano", 1, docker=True)
     assert str(command).startswith("docker run") and command.argv[0] == "vllm"
+
+
+def test_only_flags_vllm_omni_reads_for_cosmos3():
+    """``--allowed-local-media-path /`` is read only by chat/speech handlers in 0.30.0: it opened the disk for
+    nothing."""
+    command = serve_command("nvidia/Cosmos3-Super", 8, tensor_parallel=2, cfg_parallel=2, ulysses=2,
+                            layerwise_offload=True, api_key="k", served_model_name="cosmos", guardrails=False)
+    flags = [part for part in command.argv if part.startswith("--")]
+    assert "--allowed-local-media-path" not in flags
+    assert set(flags) <= set(proto.SERVE_FLAGS) and len(flags) == len(set(flags))
+    assert command.argv[command.argv.index("--model-class-name") + 1] == proto.PIPELINE_CLASS
+
+
+# curl, as printed for users: it sends what the client sends -----------------------------------------------
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    seen: list[tuple[str, str, str, bytes]] = []
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).seen.append((self.path, self.headers.get("Authorization", ""), self.headers["Content-Type"], body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def recorder():
+    _Recorder.seen = []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", _Recorder.seen
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _client_sent(request):
+    server = FakeServer()
+    client_for(server).generate(request)
+    return next(r for r in server.requests if r.method == "POST")
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_printed_curl_sends_what_the_client_sends(recorder, assets, tmp_path, monkeypatch):
+    url, seen = recorder
+    monkeypatch.setenv("COSMOS3_VLLM_API_KEY", "secret-key")
+    caption = {"scene": "a workshop; tools <on> the bench @ noon", "fps": 24}
+    video = GenerationRequest(mode="t2v", prompt=caption, negative_prompt="blurry", sound=True, use_system_prompt=True,
+                              num_inference_steps=2)
+    image = GenerationRequest(mode="t2i", prompt="a kettle", guidance_interval=(500, 1000), num_inference_steps=2)
+    i2v = GenerationRequest(mode="i2v", prompt="a rolling ball", image=assets / "images/rolling_ball.png")
+    for request in (video, image, i2v):
+        command = curl_command(url, request, output=str(tmp_path / "out"))
+        assert "secret-key" not in command and "$COSMOS3_VLLM_API_KEY" in command
+        subprocess.run(["bash", "-c", command], check=True, timeout=60, capture_output=True)
+        path, auth, content_type, body = seen[-1]
+        sent = _client_sent(request)
+        assert path == sent.url.path and auth == "Bearer secret-key"
+        if request.mode == "text2image":
+            assert json.loads(body) == json.loads(sent.read())
+            continue
+        fields, files = parse_form(content_type, body)
+        client_fields, client_files = request_form(sent)
+        assert fields == client_fields and set(files) == set(client_files)
+    # the one difference, said in the printed note: the client crops the image to the output aspect first
+    assert files["input_reference"][1] == (assets / "images/rolling_ball.png").read_bytes()
+    assert "crop the image to 160:96" in curl_command(url, i2v)

@@ -45,7 +45,7 @@ DEMO_CELLS = [
     ("code", "import torch\ntorch.set_num_threads(2)\n"
              "from cosmos_helpers import (DiffusersBackend, GenerationRequest, GenerateForm, compare, frame_strip,\n"
              "                            grid, show, sound_plot)\n"
-             "backend = DiffusersBackend('tiny')\n"
+             "backend = DiffusersBackend()\n"
              "request = GenerationRequest(mode='text2video', prompt='A yellow robot rolls across a sunlit workbench.',\n"
              "                            tier='128', num_frames=9, num_inference_steps=STEPS, sound=True, seed=0)\n"
              "video = backend.generate(request)\n"

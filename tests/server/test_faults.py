@@ -4,8 +4,11 @@ rerun that completes."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import resource
+import signal
 import threading
 import time
 
@@ -14,14 +17,13 @@ import numpy as np
 import pytest
 
 from cosmos_helpers import Generation, media
-from cosmos_helpers.backends import vllm_omni
 from cosmos_helpers.backends.vllm_omni import VllmOmniBackend
 from cosmos_helpers.errors import ConnectionLostError, ServerError
 from cosmos_helpers.server.local import LocalServer, ThreadedServer
-from cosmos_helpers.server.stub import InstantBackend
 from cosmos_helpers.workflow import generate_and_save
 
 from .conftest import small_request
+from .doubles import InstantBackend
 
 
 def leftovers(folder) -> list[str]:
@@ -79,38 +81,26 @@ def finished_job(tmp_path_factory):
         yield client, job["id"]
 
 
-def test_download_disk_full_leaves_nothing_and_rerun_works(finished_job, tmp_path, monkeypatch):
+@contextlib.contextmanager
+def file_size_limit(max_bytes: int):
+    """The OS refuses to grow any file of this process past ``max_bytes`` (EFBIG), as a full disk refuses space."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an error from write(), not a killed process
+    resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+def test_download_disk_full_leaves_nothing_and_rerun_works(finished_job, tmp_path):
     client, job_id = finished_job
-    real_open = open
-
-    class FullDisk:
-        def __init__(self, handle):
-            self.handle, self.written = handle, 0
-
-        def write(self, data):
-            if self.written:
-                raise OSError(errno.ENOSPC, "No space left on device")
-            self.written += self.handle.write(data[:10])
-            return self.written
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.handle.close()
-
-    monkeypatch.setattr(vllm_omni, "open", lambda path, mode="r", *a, **k: FullDisk(real_open(path, mode, *a, **k))
-                        if "w" in mode else real_open(path, mode, *a, **k), raising=False)
-    monkeypatch.setattr(vllm_omni._Core, "retries", 1)
     target = tmp_path / "downloads" / "clip.mp4"
-    # a chunk boundary must be crossed for the second write: make chunks tiny
-    monkeypatch.setattr(httpx.Response, "iter_bytes", lambda self, size=None, _o=httpx.Response.iter_bytes:
-                        _o(self, 256))
-    with pytest.raises(OSError) as caught:
+    with file_size_limit(256), pytest.raises(OSError) as caught:  # the MP4 is ~1.5 KB
         client.download(job_id, target)
-    assert caught.value.errno == errno.ENOSPC
+    assert caught.value.errno == errno.EFBIG
     assert leftovers(target.parent) == []  # no final file, no temporary file
-    monkeypatch.undo()
     client.download(job_id, target)
     assert media.probe_video(target)["width"] == 32
 

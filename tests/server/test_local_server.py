@@ -1,10 +1,12 @@
-"""LocalServer: a real `cosmos-helpers serve` subprocess that loads slowly (--startup-delay), answers, and dies."""
+"""LocalServer: a real serve subprocess whose model load is slow (a test double of the backend, started through
+``python -m tests.server.serve_doubles``), refused until loaded, then answering, then killed."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,10 +17,21 @@ from cosmos_helpers.workflow import generate_and_save
 
 from .conftest import small_request
 
+ROOT = Path(__file__).resolve().parents[2]
+DOUBLES = ("-m", "tests.server.serve_doubles")
+
+
+HOLD = "holdthisrequest"
+
 
 @pytest.fixture(scope="module")
-def slow_server():
-    """Started with --startup-delay 3 while another thread probes /health, recording what it sees."""
+def marker(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("marker") / "running"
+
+
+@pytest.fixture(scope="module")
+def slow_server(marker):
+    """A model load that takes 3 s, while another thread probes /health, recording what it sees."""
     port = free_port()
     probes: list[tuple[float, str]] = []
     stop = threading.Event()
@@ -38,8 +51,10 @@ def slow_server():
 
     thread = threading.Thread(target=probe, daemon=True)
     thread.start()
-    server = LocalServer(port=port, startup_delay=3, threads=1, api_key="local-key", progress=False,
-                         ready_timeout=120)
+    server = LocalServer(port=port, threads=1, api_key="local-key", progress=False, ready_timeout=120,
+                         entry=DOUBLES, extra_args=["--load-delay", "3", "--hold-word", HOLD,
+                                                    "--hold-marker", str(marker)],
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
     started = time.monotonic()
     try:
         server.start()
@@ -67,20 +82,23 @@ def test_generates_through_the_subprocess(slow_server, tmp_path):
     assert (tmp_path / "t2v.mp4").is_file() and (tmp_path / "t2v.json").is_file()
 
 
-def test_killed_mid_request(slow_server, tmp_path):
-    """The server dies during a long generation: a clear ConnectionLostError, no partial output, no orphans."""
+def test_killed_mid_request(slow_server, marker, tmp_path):
+    """The server dies during a generation: a clear ConnectionLostError, no partial output, no orphans."""
     server, _, _ = slow_server
     outcome: dict = {}
 
     def call():
         try:
-            generate_and_save(server.client(), small_request(num_inference_steps=200), tmp_path / "doomed")
+            generate_and_save(server.client(), small_request(prompt=f"a {HOLD} robot"), tmp_path / "doomed")
         except Exception as exc:  # recorded for the assertions below
             outcome["error"] = exc
 
     worker = threading.Thread(target=call)
     worker.start()
-    time.sleep(1.5)
+    deadline = time.monotonic() + 60
+    while not marker.exists():  # the generation is running (and never ends by itself)
+        assert time.monotonic() < deadline and worker.is_alive(), outcome
+        time.sleep(0.02)
     group = server.process.pid
     server.kill()
     worker.join(30)

@@ -29,12 +29,15 @@ RESULTS: list[tuple[str, int]] = []
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     from cosmos_helpers.server.local import ThreadedServer
-    from cosmos_helpers.server.stub import InstantBackend
 
-    with ThreadedServer(InstantBackend(), storage_dir=tmp_path_factory.mktemp("malformed"), sync_timeout=60,
+    from .doubles import InstantBackend
+
+    storage = tmp_path_factory.mktemp("malformed")
+    with ThreadedServer(InstantBackend(), storage_dir=storage, sync_timeout=60,
                         max_field_bytes=MAX_FIELD, max_request_bytes=MAX_BODY, max_image_pixels=256 * 256,
                         max_video_frames=20, max_output_pixels=64 * 64, max_output_frames=17, max_json_depth=16,
                         max_prompt_chars=2000) as running:
+        running.storage = storage
         yield running
     print(f"\nmalformed corpus: {len(RESULTS)} inputs, statuses "
           f"{dict(sorted(_count(status for _, status in RESULTS).items()))}")
@@ -125,20 +128,23 @@ def corpus(mp4: bytes, long_mp4: bytes) -> list[tuple[str, str, str, dict, set[i
     video("part without headers", b"--" + BOUNDARY.encode() + b"\r\n\r\nx\r\n" + body(*fields()))
     video("too many fields", body(*fields(), *[part(f"f{i}", "x") for i in range(300)]))
     video("too many files", body(*fields(), *[part(f"file{i}", b"x", "x.bin") for i in range(12)]))
-    video("field over the per-field limit", body(*fields(negative_prompt="n" * (MAX_FIELD + 10))), {413})
+    video("field over the per-field limit", body(*fields(negative_prompt="n" * (MAX_FIELD + 10))))  # Starlette's 400
     video("body over the request limit (Content-Length)", body(*fields(), part("input_reference", b"\0" * MAX_BODY,
                                                                                "big.mp4")), {413})
     # encodings
     video("non-UTF-8 prompt", body(*fields(prompt=b"\xff\xfe\xfa robot \xc3\x28")), {200, 400})
     video("non-UTF-8 field name", body(*fields(), part(b"\xff\xfename", "x")), {200, 400})
-    video("NUL in prompt", body(*fields(prompt="a\x00robot")))
+    video("NUL in prompt", body(*fields(prompt="a\x00robot")), {200})  # text, as vLLM-Omni takes it
     video("non-UTF-8 extra_params", body(*fields(extra_params=b'{"guardrails": \xff}')))
     video("UTF-16 extra_params", body(*fields(extra_params='{"guardrails": false}'.encode("utf-16"))))
-    # duplicated fields
+    # duplicated fields: the last one counts (FastAPI's form parsing, so vLLM-Omni's too)
     video("prompt twice", body(*fields(), part("prompt", "second")), {200})
-    video("num_frames twice, second bad", body(*fields(), part("num_frames", "nope")), {200})
-    video("input_reference twice", body(*fields(), part("input_reference", png(32, 32), "a.png"),
-                                        part("input_reference", b"junk", "b.png")), {200})
+    video("num_frames twice, second bad", body(*fields(), part("num_frames", "nope")))
+    video("num_frames twice, first bad", body(part("num_frames", "nope"), *fields()), {200})
+    video("input_reference twice, second junk", body(*fields(), part("input_reference", png(32, 32), "a.png"),
+                                                     part("input_reference", b"junk", "b.png")))
+    video("input_reference twice, first junk", body(*fields(), part("input_reference", b"junk", "b.png"),
+                                                    part("input_reference", png(32, 32), "a.png")), {200})
     # wrong types, huge / negative / non-finite numbers
     for name, value in [("num_frames", "abc"), ("num_frames", "-5"), ("num_frames", "1" * 5000),
                         ("num_frames", "99999999999999999999"), ("num_frames", "5.5"), ("fps", "NaN"), ("fps", "inf"),
@@ -173,8 +179,8 @@ def corpus(mp4: bytes, long_mp4: bytes) -> list[tuple[str, str, str, dict, set[i
         video(f"extra_params: {label}", body(*fields(extra_params=raw)), bad)
     video("prompt nesting bomb", body(*fields(prompt='{"a":' * 10_000 + "1" + "}" * 10_000)))
     video("prompt over the length limit", body(*fields(prompt="x" * 3000)))
-    video("prompt names a server file", body(*fields(prompt="/etc/hostname.txt")))
-    video("negative prompt names a server file", body(*fields(negative_prompt="../../secrets.json")))
+    video("prompt names a server file", body(*fields(prompt="/etc/hostname.txt")), {200})  # text, never read
+    video("negative prompt names a server file", body(*fields(negative_prompt="../../secrets.json")), {200})
     video("lora not an object", body(*fields(lora="[]")))
     # corrupt media
     for label, content in [("PNG header then garbage", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4),
@@ -184,7 +190,7 @@ def corpus(mp4: bytes, long_mp4: bytes) -> list[tuple[str, str, str, dict, set[i
                            ("PNG decompression bomb", png_bomb()), ("image above the pixel limit", png(300, 300)),
                            ("video with too many frames", long_mp4)]:
         video(f"input_reference: {label}", body(*fields(), part("input_reference", content, "x.mp4", "video/mp4")))
-    video("input_reference: empty file", body(*fields(), part("input_reference", b"", "empty.png")), {200})
+    video("input_reference: empty file", body(*fields(), part("input_reference", b"", "empty.png")))
     video("control_reference corrupt", body(*fields(control_type="edge"), part("control_reference", b"junk", "c.mp4")))
     video("control_type unknown", body(*fields(control_type="normals"), part("control_reference", mp4, "c.mp4")))
     # references
@@ -236,7 +242,7 @@ def corpus(mp4: bytes, long_mp4: bytes) -> list[tuple[str, str, str, dict, set[i
     image("images: duplicated keys", b'{"prompt": "a", "prompt": "b", "size": "32x32", "num_inference_steps": 1}',
           {200})
     image("images: response_format url", json.dumps({**ok, "response_format": "url"}).encode())
-    image("images: prompt names a server file", json.dumps({**ok, "prompt": "/etc/passwd.txt"}).encode())
+    image("images: prompt names a server file", json.dumps({**ok, "prompt": "/etc/passwd.txt"}).encode(), {200})
 
     # job routes and methods
     for job_id in ["..%2F..%2Fetc%2Fpasswd", "video_gen_" + "g" * 32, "video_gen_" + "A" * 32, "video_gen_" + "0" * 31,
@@ -282,16 +288,16 @@ def test_malformed_corpus(server, mp4, long_mp4):
         assert http.get("/health").json() == {"status": "healthy"}
     assert not failures, "\n".join(failures)
     assert len(cases) >= 150
-    assert server.app.state.worker.alive
-    leftovers = list((server.app.state.jobs.storage_dir / "uploads").glob("*")) \
-        if (server.app.state.jobs.storage_dir / "uploads").is_dir() else []
+    uploads = server.storage / "uploads"
+    leftovers = list(uploads.glob("*")) if uploads.is_dir() else []
     assert leftovers == [], leftovers  # rejected uploads are removed
 
 
 def test_streamed_body_over_the_limit_without_content_length(server):
     """Chunked transfer (no Content-Length): the limit is enforced while streaming."""
-    def chunks():
-        yield body(*fields())[:-len(BOUNDARY) - 6]
+    def chunks():  # the fields, then a file part that never ends
+        yield b"".join(fields()) + b"--" + BOUNDARY.encode() + \
+            b'\r\nContent-Disposition: form-data; name="input_reference"; filename="big.mp4"\r\n\r\n'
         for _ in range(40):
             yield b"\0" * (64 * 1024)
 

@@ -42,7 +42,7 @@ def test_video_depends_on_the_audio_and_the_image_pins_the_first_frame():
     from cosmos_helpers.transfer.audio import generate_with_audio
 
     image = rolling_ball_clip(1, 320, 180)[0]
-    kwargs = dict(image=image, sample_rate=48000, num_steps=1, seed=0, progress=False)
+    kwargs = dict(image=image, sample_rate=48000, num_steps=1, seed=0, progress=False)  # tiny, 160x96, 9 frames
     chime = generate_with_audio("a ball bounces", chime_sound(1.0), **kwargs)
     noise = generate_with_audio("a ball bounces", np.random.default_rng(0).uniform(-1, 1, (2, 48000)).astype(
         np.float32), **kwargs)
@@ -52,15 +52,16 @@ def test_video_depends_on_the_audio_and_the_image_pins_the_first_frame():
     assert "EXPERIMENTAL" in chime.provenance["experimental"]
 
 
-def test_audio_image2video_spec_runs(tmp_path):
-    from cosmos_helpers.transfer.diffusers_transfer import run_spec
+def test_audio_image2video_sample_runs_through_run_spec(tmp_path):
+    from cosmos_helpers.transfer.runner import run_spec
 
     media.write_wav(tmp_path / "chime.wav", chime_sound(1.0), 48000)
     media.write_png(tmp_path / "first.png", rolling_ball_clip(1, 320, 180)[0])
     spec = {"name": "audio", "model_mode": "audio_image2video", "prompt": "a ball bounces to a chime",
-            "vision_path": "first.png", "sound_path": "chime.wav", "num_frames": 9, "fps": 24, "num_steps": 1,
-            "seed": 1}
+            "vision_path": "first.png", "sound_path": "chime.wav", "fps": 24, "num_steps": 1, "seed": 1}
     (tmp_path / "audio.json").write_text(json.dumps(spec))
-    out = run_spec(tmp_path / "audio.json", progress=False)
-    assert out.frames.shape == (9, 96, 160, 3) and out.seed == 1 and out.sound.shape == (2, 18000)
-    assert out.provenance["spec"]["sound_path"] == "chime.wav"
+    out = run_spec(tmp_path / "audio.json", out=tmp_path / "out", progress=False)
+    assert out.frames.shape == (9, 96, 160, 3) and out.seed == 1 and out.sound.shape == (2, 18000)  # tiny: 9 frames
+    assert out.paths["media"] == tmp_path / "out" / "audio" / "vision.mp4"
+    assert media.read_video(out.paths["media"], with_audio=True).sound.shape[0] == 2  # the clip rides along
+    assert json.loads(out.paths["manifest"].read_text())["request"]["input"]["sound_path"] == "chime.wav"

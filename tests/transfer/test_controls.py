@@ -1,4 +1,4 @@
-"""Control maps against golden arrays, the blur parameter table, geometry, padding and video I/O.
+"""Control maps against golden arrays, the blur parameter table, geometry, padding and reading controls.
 
 Regenerate the goldens (only after a deliberate change to the maps, and say why in the commit):
 
@@ -16,21 +16,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cosmos_helpers.errors import OutputExistsError, ValidationError
+from cosmos_helpers import media
+from cosmos_helpers.errors import ValidationError
+from cosmos_helpers.media import fit_to_bucket
+from cosmos_helpers.protocol.framework import BLUR_PRESETS, EDGE_PRESETS
 from cosmos_helpers.transfer.controls import (
     blur_map,
     blur_parameters,
     bucket_for,
     compute_control,
     edge_map,
-    fit_to_bucket,
     load_control,
     mirror_pad,
     mirror_pad_indices,
-    read_video,
-    write_video,
 )
-from cosmos_helpers.transfer.spec import BLUR_PRESETS, EDGE_PRESETS
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 REGENERATE_ENV = "COSMOS_REGENERATE_GOLDENS"
@@ -293,49 +292,37 @@ def test_mirror_pad_sequence() -> None:
         mirror_pad_indices(0, 3)
 
 
-# ---------------------------------------------------------------------- video I/O
+# ---------------------------------------------------------------------- reading controls
 
 
 @pytest.mark.parametrize("fps", [24.0, 10.0, 30000 / 1001])
-def test_write_read_round_trip(tmp_path: Path, clip: np.ndarray, fps: float) -> None:
+def test_a_control_reads_back_with_its_frames_and_fps(tmp_path: Path, clip: np.ndarray, fps: float) -> None:
     frames = np.concatenate([clip, clip[::-1]])
-    path = write_video(tmp_path / "clip.mp4", frames, fps)
-    decoded, read_fps = read_video(path)
+    path = media.write_mp4(tmp_path / "clip.mp4", frames, fps)
+    decoded, read_fps = load_control(path)
     assert decoded.shape == frames.shape and decoded.dtype == np.uint8
     assert read_fps == pytest.approx(fps, rel=1e-4)
     assert np.abs(decoded.astype(int) - frames).mean() < 4
-    assert read_video(path, max_frames=2)[0].shape[0] == 2
-    assert [p.name for p in tmp_path.iterdir()] == ["clip.mp4"]
-
-
-def test_write_video_refuses_to_overwrite_and_odd_sizes(tmp_path: Path, clip: np.ndarray) -> None:
-    path = write_video(tmp_path / "a.mp4", clip, 24)
-    with pytest.raises(OutputExistsError):
-        write_video(path, clip, 24)
-    write_video(path, clip[:1], 24, overwrite=True)
-    assert read_video(path)[0].shape[0] == 1
-    with pytest.raises(ValidationError, match="even"):
-        write_video(tmp_path / "b.mp4", clip[:, :95], 24)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4"]
+    assert load_control(path, max_frames=2)[0].shape[0] == 2
 
 
 def test_load_control_fits_to_bucket(tmp_path: Path, clip: np.ndarray) -> None:
-    path = write_video(tmp_path / "depth.mp4", clip, 10)
+    path = media.write_mp4(tmp_path / "depth.mp4", clip, 10)
     frames, fps = load_control(path, 320, 192)
     assert frames.shape == (3, 192, 320, 3) and fps == pytest.approx(10)
     as_stored, _ = load_control(path, max_frames=2)
     assert as_stored.shape == (2, 96, 160, 3)
-    with pytest.raises(ValidationError, match="path"):
-        load_control(tmp_path / "missing.mp4")
+    with pytest.raises(ValidationError) as missing:
+        load_control(tmp_path / "missing.mp4", field="depth.control_path")
+    assert missing.value.field == "depth.control_path"
+    with pytest.raises(ValidationError, match="width"):
+        load_control(path, 320)
 
 
-def test_read_image_as_one_frame(tmp_path: Path, clip: np.ndarray) -> None:
-    import cv2
-
-    path = tmp_path / "still.png"
-    cv2.imwrite(str(path), cv2.cvtColor(clip[0], cv2.COLOR_RGB2BGR))
-    frames, fps = read_video(path)
-    assert fps == 1.0
+def test_an_image_control_is_one_frame_at_one_fps(tmp_path: Path, clip: np.ndarray) -> None:
+    path = media.write_png(tmp_path / "still.png", clip[0])
+    frames, fps = load_control(path)
+    assert fps == 1.0  # inference/vision.py read_media_frames
     np.testing.assert_array_equal(frames[0], clip[0])
 
 

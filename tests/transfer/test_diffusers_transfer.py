@@ -1,16 +1,15 @@
-"""Transfer on diffusers (tiny model, fp32, CPU): geometry, chunking, weighted multi-control, schedule, guidance,
-and the same spec through the vLLM-Omni protocol (local server hook)."""
+"""Transfer on diffusers (tiny model, fp32, CPU): geometry, chunking, weighted multi-control, schedule, guidance
+gating, progress, and that a call leaves the shared pipeline as it found it."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
 
 from cosmos_helpers import media
 from cosmos_helpers.samples import rolling_ball_clip
-from cosmos_helpers.transfer import edge_map, write_video
+from cosmos_helpers.specs import Sample
+from cosmos_helpers.transfer import edge_map
 
 STEPS = 2
 
@@ -19,36 +18,34 @@ STEPS = 2
 def clip_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("transfer_media")
     clip = rolling_ball_clip(13, 160, 90)
-    write_video(folder / "rgb.mp4", clip, 24)
-    write_video(folder / "rgb9.mp4", clip[:9], 24)
-    write_video(folder / "edge9.mp4", edge_map(rolling_ball_clip(9, 160, 96)), 24)
+    media.write_mp4(folder / "rgb.mp4", clip, 24)
+    media.write_mp4(folder / "rgb9.mp4", clip[:9], 24)
+    media.write_mp4(folder / "edge9.mp4", edge_map(rolling_ball_clip(9, 160, 96)), 24)
     # a 4:3 "depth" control without an RGB clip: geometry must come from the control itself
     yy, xx = np.mgrid[0:48, 0:64]
     depth = np.stack([np.repeat(((xx + 3 * t) % 64 * 4).astype(np.uint8)[..., None], 3, -1) for t in range(5)])
-    write_video(folder / "depth.mp4", depth, 10)
+    media.write_mp4(folder / "depth.mp4", depth, 10)
     return folder
 
 
-def write(folder, name, data):
-    path = folder / f"{name}.json"
-    path.write_text(json.dumps(data))
-    return path
+def resolved(folder, **fields):
+    data = {"prompt": "a red ball rolls on a checkered floor", "seed": 3, "num_steps": STEPS,
+            "num_video_frames_per_chunk": 9, **fields}
+    return Sample.from_dict(data, base_dir=folder, name="t").resolved(profile="tiny")
 
 
-def base(**extra):
-    spec = {"name": "t", "prompt": "a red ball rolls on a checkered floor", "seed": 3, "num_steps": STEPS,
-            "num_video_frames_per_chunk": 9}
-    spec.update(extra)
-    return spec
+def run(folder, **fields):
+    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
+
+    return run_transfer(resolved(folder, **fields), progress=False)
 
 
 def test_control_longer_than_one_chunk_gives_two_chunks_and_the_full_length(clip_dir):
     from cosmos_helpers.transfer.diffusers_transfer import run_transfer
 
     steps = []
-    spec = write(clip_dir, "edge13", base(vision_path="rgb.mp4", edge={}, num_video_frames_per_chunk=9,
-                                          num_frames=13))
-    out = run_transfer(spec, progress=lambda done, total: steps.append((done, total)))
+    out = run_transfer(resolved(clip_dir, vision_path="rgb.mp4", edge={}, num_frames=13),
+                       progress=lambda done, total: steps.append((done, total)))
     assert out.frames.shape == (13, 96, 160, 3) and out.frames.dtype == np.uint8
     assert out.fps == 24.0 and out.seed == 3 and out.backend == "diffusers"
     assert out.provenance["chunks"] == [[0, 9], [8, 13]] and out.provenance["chunk_frames"] == 9
@@ -61,26 +58,20 @@ def test_control_longer_than_one_chunk_gives_two_chunks_and_the_full_length(clip
 
 
 def test_geometry_comes_from_the_control_without_vision_path(clip_dir):
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
-
-    spec = write(clip_dir, "depth", base(depth={"control_path": "depth.mp4"}, aspect_ratio="4,3", num_frames=5,
-                                         fps=10, guidance=1.0, control_guidance=1.0,
-                                         num_video_frames_per_chunk=5))
-    out = run_transfer(spec, progress=False)
+    out = run(clip_dir, depth={"control_path": "depth.mp4"}, aspect_ratio="4,3", num_frames=5, fps=10, guidance=1.0,
+              control_guidance=1.0, num_video_frames_per_chunk=5)
     assert out.frames.shape == (5, 128, 160, 3)  # tier 128, 4:3 detected from the 64x48 control, cover + crop
     assert out.fps == 10.0 and out.provenance["transformer_passes_per_step"] == [1]
 
 
 def _pair(clip_dir, weights, same_file=False):
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
-
     common = dict(vision_path="rgb9.mp4", num_frames=9, guidance=3.0, control_guidance=1.5,
                   emphasize_control_in_prompt=False)
-    single = run_transfer(write(clip_dir, "single", base(edge={"control_path": "edge9.mp4"}, **common)), progress=False)
+    single = run(clip_dir, edge={"control_path": "edge9.mp4"}, **common)
     blur = {"control_path": "edge9.mp4"} if same_file else {}
-    double = base(edge={"control_path": "edge9.mp4", "weight": weights[0]}, blur={**blur, "weight": weights[1]},
-                  **common)
-    return single, run_transfer(write(clip_dir, "double", double), progress=False)
+    double = run(clip_dir, edge={"control_path": "edge9.mp4", "weight": weights[0]},
+                 blur={**blur, "weight": weights[1]}, **common)
+    return single, double
 
 
 def test_weights_one_zero_give_exactly_the_single_control_result(clip_dir):
@@ -94,20 +85,22 @@ def test_duplicated_control_at_half_weights_equals_the_single_control(clip_dir):
     assert np.array_equal(single.frames, double.frames)
 
 
-def test_weights_matter_and_the_attention_processor_is_restored(clip_dir):
+def test_weights_matter_and_the_shared_pipeline_is_left_as_it_was(clip_dir):
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
 
-    from cosmos_helpers.transfer.diffusers_transfer import transfer_pipeline
+    from cosmos_helpers import DiffusersBackend
 
+    base = DiffusersBackend(progress=False).pipeline("tiny")
+    scheduler, config = base.scheduler, dict(base.scheduler.config)
     single, double = _pair(clip_dir, [0.3, 0.7])
     assert not np.array_equal(single.frames, double.frames)
-    processors = transfer_pipeline("tiny").transformer.attn_processors.values()
-    assert all(type(p) is Cosmos3AttnProcessor for p in processors)
+    assert all(type(p) is Cosmos3AttnProcessor for p in base.transformer.attn_processors.values())
+    assert base.scheduler is scheduler and dict(base.scheduler.config) == config  # the transfer's is its own
 
 
-def test_native_flow_schedule_with_the_spec_shift():
+def test_native_flow_schedule_with_the_sample_shift():
     from cosmos_helpers.models.tiny import SCHEDULER_CONFIG
-    from cosmos_helpers.transfer.diffusers_transfer import native_flow_scheduler
+    from cosmos_helpers.schedules import native_flow_scheduler
 
     scheduler = native_flow_scheduler(SCHEDULER_CONFIG, 10.0)
     scheduler.set_timesteps(35)
@@ -116,40 +109,9 @@ def test_native_flow_schedule_with_the_spec_shift():
 
 
 def test_strict_guidance_intervals_switch_passes_off(clip_dir):
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
-
-    spec = base(vision_path="rgb9.mp4", edge={}, num_frames=9, guidance_interval=[0, 1],
-                control_guidance_interval=[0, 1])
-    out = run_transfer(write(clip_dir, "gated", spec), progress=False)
+    out = run(clip_dir, vision_path="rgb9.mp4", edge={}, num_frames=9, guidance_interval=[0, 1],
+              control_guidance_interval=[0, 1])
     assert out.provenance["transformer_passes_per_step"] == [1]
-
-
-def test_same_spec_over_the_vllm_omni_protocol_matches_diffusers(clip_dir, tmp_path):
-    from fastapi.testclient import TestClient
-
-    from cosmos_helpers.server.app import create_app
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
-    from cosmos_helpers.transfer.vllm import make_transfer_runner, spec_to_vllm_form
-
-    spec = write(clip_dir, "vllm", base(vision_path="rgb9.mp4", edge={"preset_edge_threshold": "low"},
-                                        num_frames=9))
-    fields, files = spec_to_vllm_form(spec, profile="tiny")
-    extra = json.loads(fields["extra_params"])
-    assert fields["num_frames"] == "9" and "input_reference" in files
-    assert extra["edge"] == {"preset_edge_threshold": "low"} and extra["resolution"] == "128"
-    app = create_app(profile="tiny", transfer_runner=make_transfer_runner("tiny"), warmup=False,
-                     storage_dir=tmp_path / "server")
-    with TestClient(app) as client:
-        response = client.post("/v1/videos/sync", data=fields, files=files)
-    assert response.status_code == 200, response.text
-    (tmp_path / "served.mp4").write_bytes(response.content)
-    served = media.read_video(tmp_path / "served.mp4").frames
-    local = run_transfer(spec, progress=False)
-    from cosmos_helpers.server import execute
-
-    settings = getattr(execute, "ENCODER", {})  # encode like the server does, then compare decoded frames
-    media.write_mp4(tmp_path / "local.mp4", local.frames, local.fps, **settings)
-    assert np.array_equal(served, media.read_video(tmp_path / "local.mp4").frames)
 
 
 def test_progress_in_a_static_run_reports_chunks(clip_dir, monkeypatch, capsys):
@@ -158,7 +120,5 @@ def test_progress_in_a_static_run_reports_chunks(clip_dir, monkeypatch, capsys):
 
     monkeypatch.delenv("COSMOS_HELPERS_NO_PROGRESS", raising=False)
     monkeypatch.setenv("COSMOS_HELPERS_STATIC", "1")
-    spec = write(clip_dir, "edge13_progress", base(vision_path="rgb.mp4", edge={}, num_frames=13))
-    run_transfer(spec, progress=True)
-    out = capsys.readouterr().out
-    assert "transfer chunk 2/2: 4/4 step in " in out
+    run_transfer(resolved(clip_dir, vision_path="rgb.mp4", edge={}, num_frames=13), progress=True)
+    assert "transfer chunk 2/2: 4/4 step in " in capsys.readouterr().out

@@ -1,44 +1,68 @@
-"""FrameworkBackend: the command line it builds, install help when the framework is missing, the log tail of a
-failed run, and a full run against the STAND-IN program (tests/framework_standin, not the real framework)."""
+"""FrameworkBackend against the framework's contract (``tests/contracts/fixtures``): its command line, the model
+from the request, the sample a request becomes (validated by the framework's own schema; unset fields left
+unset), what it refuses, and runs collected by the framework's output layout through the STAND-IN program
+(``tests/framework_standin``, a test double of the CLI, not the framework)."""
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
-import numpy as np
+import jsonschema
 import pytest
 
 from cosmos_helpers import GenerationRequest, media
-from cosmos_helpers.backends.framework import FrameworkBackend, request_payload
-from cosmos_helpers.errors import BackendUnavailableError, FrameworkRunError
+from cosmos_helpers.backends.framework import FrameworkBackend, checkpoint_for, request_payload
+from cosmos_helpers.errors import BackendUnavailableError, FrameworkRunError, ValidationError
 from cosmos_helpers.samples import rolling_ball_clip
-from cosmos_helpers.transfer import write_video
+from cosmos_helpers.transfer.runner import run_spec
+
+from ..contracts.conftest import load
 
 REPO = Path(__file__).resolve().parents[2]
+CONTRACT = load("cosmos_framework")
+SCHEMA = CONTRACT["sample_overrides_schema"]
 
 
-def standin(tmp_path, **kwargs) -> FrameworkBackend:
+def standin(tmp_path) -> FrameworkBackend:
     return FrameworkBackend(REPO, python=sys.executable, module="tests.framework_standin", work_dir=tmp_path / "runs",
-                            guardrails=False, progress=False, **kwargs)
+                            guardrails=False, progress=False)
 
 
-def test_command_line_flags(tmp_path, monkeypatch):
+def test_command_line_uses_the_frameworks_flags(tmp_path, monkeypatch):
     backend = FrameworkBackend(tmp_path, python="/opt/fw/bin/python", guardrails=False,
                                extra_args=("--no-diffusion-cache",))
-    assert backend.command("in.json", "out", 7) == [
-        "/opt/fw/bin/python", "-m", "cosmos_framework.scripts.inference", "--parallelism-preset", "latency",
-        "-i", "in.json", "-o", "out", "--checkpoint-path", "Cosmos3-Nano", "--seed", "7", "--no-guardrails",
-        "--no-diffusion-cache"]
-    multi = FrameworkBackend(tmp_path, python="/opt/fw/bin/python", gpus=4, parallelism_preset="throughput",
-                             checkpoint="Cosmos3-Super")
-    cmd = multi.command("in.json", "out", None)
+    cmd = backend.command("in.json", "out", model="nvidia/Cosmos3-Nano", overrides={"seed": 7, "num_steps": None})
+    assert cmd == ["/opt/fw/bin/python", "-m", "cosmos_framework.scripts.inference", "-i", "in.json", "-o", "out",
+                   "--checkpoint-path", "Cosmos3-Nano", "--seed", "7", "--no-guardrails", "--no-diffusion-cache"]
+    multi = FrameworkBackend(tmp_path, python="/opt/fw/bin/python", gpus=4, parallelism_preset="throughput")
+    cmd = multi.command("in.json", "out", model="nvidia/Cosmos3-Super", overrides={"resolution": "480"})
     assert cmd[:6] == ["/opt/fw/bin/python", "-m", "torch.distributed.run", "--nproc-per-node", "4", "-m"]
-    assert cmd[6:] == ["cosmos_framework.scripts.inference", "--parallelism-preset", "throughput", "-i", "in.json",
-                       "-o", "out", "--checkpoint-path", "Cosmos3-Super"]
+    flags = [arg for arg in cmd[6:] if arg.startswith("-")]
+    assert set(flags) <= set(CONTRACT["cli_flags"])
+    assert cmd[cmd.index("--parallelism-preset") + 1] in CONTRACT["cli_choices"]["--parallelism-preset"]
+    assert cmd[cmd.index("--resolution") + 1] == "480" and cmd[cmd.index("--checkpoint-path") + 1] == "Cosmos3-Super"
+    with pytest.raises(ValidationError, match="CPU tier") as tier:
+        backend.command("in.json", "out", model="nvidia/Cosmos3-Nano", overrides={"resolution": "128"})
+    assert tier.value.field == "resolution"
     monkeypatch.setenv("COSMOS_FRAMEWORK_PYTHON", "/env/python")
     assert FrameworkBackend(tmp_path).python == "/env/python"
+
+
+def test_the_model_comes_from_the_request(tmp_path):
+    for name, hub in CONTRACT["checkpoints"].items():
+        assert checkpoint_for(hub) == name and checkpoint_for(name) == name
+    assert checkpoint_for(str(tmp_path)) == str(tmp_path.resolve())
+    with pytest.raises(ValidationError, match="tiny model") as tiny:
+        checkpoint_for("tiny")
+    assert tiny.value.field == "model" and "profile 'nano'" in tiny.value.fix
+    with pytest.raises(ValidationError, match="neither a framework checkpoint"):
+        checkpoint_for("someone/Other-Model")
+    with pytest.raises(ValidationError, match="GenerationRequest") as ctor:
+        FrameworkBackend(tmp_path, checkpoint="Cosmos3-Super")
+    assert ctor.value.field == "checkpoint"
 
 
 def test_missing_framework_explains_how_to_install(tmp_path):
@@ -55,34 +79,131 @@ def test_failing_run_raises_with_the_log_tail(tmp_path):
     (checkout / "fake_fw" / "__main__.py").write_text(
         "import sys\nprint('step 1/35')\nprint('CUDA out of memory in layer 12', file=sys.stderr)\nsys.exit(3)\n")
     backend = FrameworkBackend(checkout, python=sys.executable, module="fake_fw", progress=False)
+    run = backend.prepare({"name": "x", "prompt": "p"}, name="x", model="nvidia/Cosmos3-Nano")
     with pytest.raises(FrameworkRunError, match="(?s)exited with code 3.*CUDA out of memory in layer 12"):
-        backend.run_payload({"name": "x", "prompt": "p"})
+        backend.launch(run)
 
 
-def test_standin_bad_spec_fails_with_its_error_line(tmp_path):
-    with pytest.raises(FrameworkRunError, match="ERROR: ValidationError: edge.weightt"):
-        standin(tmp_path).run_payload({"name": "bad", "prompt": "p", "edge": {"weightt": 1}})
+# ---------------------------------------------------------------------------------------------- requests
 
 
-def test_request_payload_is_the_framework_av_payload(tmp_path):
-    request = GenerationRequest(mode="i2v", prompt={"subject": "a robot"}, sound=True, image=rolling_ball_clip(
-        1, 64, 48)[0], seed=5)
-    payload = request_payload(request, name="i2v", image_dir=tmp_path)
-    assert payload["model_mode"] == "image2video" and payload["enable_sound"] is True
-    assert payload["prompt"] == '{"subject":"a robot"}' and payload["seed"] == 5 and payload["num_frames"] == 9
-    assert Path(payload["vision_path"]).is_file()
+def payload(request: GenerationRequest, tmp_path) -> dict:
+    data = request_payload(request, name="x", image_dir=tmp_path)
+    jsonschema.validate(data, SCHEMA)  # the framework's own OmniSampleOverrides schema
+    return data
 
 
-def test_same_spec_through_the_standin_matches_diffusers(tmp_path):
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
+def test_a_request_leaves_what_it_leaves_unset_unset(tmp_path):
+    request = GenerationRequest(mode="t2v", prompt={"subject": "a robot"}, profile="nano", seed=5)
+    data = payload(request, tmp_path)
+    assert "negative_prompt" not in data  # the framework's default: its neg_prompts.json caption
+    assert not {"enable_sound", "guidance_interval", "duration_template", "condition_frame_indexes_vision"} & set(data)
+    assert data == {"name": "x", "model_mode": "text2video", "prompt": '{"subject": "a robot"}', "resolution": "720",
+                    "aspect_ratio": "16,9", "fps": 24, "num_steps": 35, "guidance": 6.0, "shift": 10.0, "seed": 5,
+                    "num_frames": 189}
+    explicit = payload(request.replace(negative_prompt="blurry", sound=True), tmp_path)
+    assert explicit["negative_prompt"] == "blurry" and explicit["enable_sound"] is True
+    image = payload(GenerationRequest(mode="t2i", prompt="a robot", profile="nano"), tmp_path)
+    assert "num_frames" not in image and (image["resolution"], image["aspect_ratio"]) == ("720", "1,1")
 
-    write_video(tmp_path / "rgb.mp4", rolling_ball_clip(9, 160, 90), 24)
-    spec = {"name": "edge_run", "prompt": "a red ball", "vision_path": "rgb.mp4", "edge": {}, "seed": 2,
-            "num_steps": 2, "num_frames": 9, "num_video_frames_per_chunk": 9}
-    (tmp_path / "edge.json").write_text(json.dumps(spec))
-    result = standin(tmp_path).transfer(tmp_path / "edge.json")
-    assert result.backend == "framework" and result.frames.shape == (9, 96, 160, 3)
-    assert Path(result.provenance["output"]).name == "vision.mp4" and "edge" in result.provenance["controls"]
-    local = run_transfer(tmp_path / "edge.json", progress=False)
-    again = media.read_video(local.save_framework_layout(tmp_path / "local", "edge_run")).frames
-    assert np.array_equal(result.frames, again)
+
+def test_only_framework_buckets_and_integer_fps(tmp_path):
+    with pytest.raises(ValidationError, match="buckets only") as size:
+        payload(GenerationRequest(mode="t2v", prompt="p", profile="nano", width=1024, height=576), tmp_path)
+    assert size.value.field == "width"
+    assert payload(GenerationRequest(mode="t2v", prompt="p", profile="nano", width=832, height=480), tmp_path)[
+        "resolution"] == "480"  # an explicit size that is a bucket
+    with pytest.raises(ValidationError, match="CPU tier") as tier:
+        payload(GenerationRequest(mode="t2v", prompt="p", profile="tiny"), tmp_path)
+    assert tier.value.field == "tier"
+    with pytest.raises(ValidationError, match="integer") as fps:
+        payload(GenerationRequest(mode="t2v", prompt="p", profile="nano", fps=29.97), tmp_path)
+    assert fps.value.field == "fps"
+
+
+def test_options_the_framework_cannot_honour_are_refused(tmp_path):
+    base = GenerationRequest(mode="t2v", prompt="a robot", profile="nano")
+    for change, field in ((dict(use_system_prompt=True), "use_system_prompt"),
+                          (dict(add_resolution_template=False), "add_resolution_template")):
+        with pytest.raises(ValidationError) as refused:
+            payload(base.replace(**change), tmp_path)
+        assert refused.value.field == field and refused.value.fix
+    assert "duration_template" not in payload(base.replace(add_duration_template=True), tmp_path)  # its default
+
+
+def test_guidance_interval_becomes_the_frameworks_strict_interval(tmp_path):
+    data = payload(GenerationRequest(mode="t2i", prompt="p", profile="nano", guidance_interval=(400, 1000)), tmp_path)
+    lo, hi = data["guidance_interval"]
+    assert lo < 400 < hi and 1000 < hi  # strict (lo, hi) holding exactly the inclusive [400, 1000]
+    assert (lo, hi) == (math.nextafter(400.0, 0), math.nextafter(1000.0, math.inf))
+
+
+def test_video2video_requests_run_on_the_framework(tmp_path):
+    request = GenerationRequest(mode="v2v", prompt="p", profile="nano", video=rolling_ball_clip(9, 64, 48),
+                                condition_frames=(0,))
+    data = payload(request, tmp_path)
+    assert data["model_mode"] == "video2video" and data["condition_frame_indexes_vision"] == [0]
+    assert media.read_video(data["vision_path"]).frames.shape == (9, 48, 64, 3)
+
+
+# ---------------------------------------------------------------------------------------------- runs
+
+
+def test_an_unseeded_sample_gets_the_seed_the_framework_derives(tmp_path):
+    from cosmos_helpers.protocol import framework as fw
+
+    backend = FrameworkBackend(tmp_path, python=sys.executable, work_dir=tmp_path / "runs")
+    run = backend.prepare({"prompt": "p"}, name="s", model="nvidia/Cosmos3-Nano")
+    assert run.seed == fw.fallback_seed("s", (run.out_dir / "s").absolute())  # inference.py _fallback_seed
+    seeded = backend.prepare({"prompt": "p", "seed": 3}, name="s", model="nvidia/Cosmos3-Nano", overrides={"seed": 9})
+    assert seeded.seed == 9 and seeded.command[-2:] == ("--seed", "9")
+
+
+def test_tiny_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ValidationError, match="tiny model"):
+        run_spec({"prompt": "p", "model_mode": "text2image"}, backend=standin(tmp_path), profile="tiny",
+                 out=tmp_path / "out")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
+
+
+def test_the_standins_flags_are_the_real_clis():
+    from tests.framework_standin.__main__ import build_parser
+
+    flags = {option for action in build_parser()._actions for option in action.option_strings}
+    assert flags <= set(CONTRACT["cli_flags"]), flags - set(CONTRACT["cli_flags"])
+
+
+def test_the_standin_rejects_unknown_fields_as_the_framework_does(tmp_path):
+    backend = standin(tmp_path)
+    run = backend.prepare({"name": "bad", "prompt": "p", "edge": {"weightt": 1}}, name="bad",
+                          model="nvidia/Cosmos3-Nano")
+    with pytest.raises(FrameworkRunError, match="ERROR: ValidationError: Additional properties"):
+        backend.launch(run)
+    assert "NOT the NVIDIA Cosmos Framework" in (run.folder / "run.log").read_text()
+
+
+def test_an_image_sample_comes_back_as_the_frameworks_vision_jpg(tmp_path):
+    sample = {"name": "still", "model_mode": "text2image", "prompt": "a robot", "resolution": "256", "num_steps": 1,
+              "seed": 4}
+    generation = run_spec(sample, backend=standin(tmp_path), profile="nano", out=tmp_path / "out")
+    produced = Path(generation.provenance["output"])
+    assert produced.name == "vision.jpg" and produced.parent.name == "still"  # <out>/<name>/vision.jpg
+    saved = tmp_path / "out" / "still" / "vision.jpg"
+    assert generation.paths["media"] == saved and saved.read_bytes() == produced.read_bytes()  # as delivered
+    assert generation.frames.shape == (1, 256, 256, 3) and generation.backend == "framework"
+    manifest = json.loads(saved.with_suffix(".json").read_text())
+    assert manifest["as_delivered"] and manifest["request"]["input"] == sample
+
+
+def test_a_transfer_sample_runs_unchanged_and_its_controls_are_collected(tmp_path):
+    media.write_mp4(tmp_path / "rgb.mp4", rolling_ball_clip(9, 320, 180), 24)
+    sample = {"name": "edge_run", "prompt": "a red ball", "vision_path": "rgb.mp4", "edge": {}, "seed": 2,
+              "resolution": "256", "num_steps": 1, "num_video_frames_per_chunk": 9}
+    (tmp_path / "edge.json").write_text(json.dumps(sample))
+    generation = run_spec(tmp_path / "edge.json", backend=standin(tmp_path), profile="nano", out=tmp_path / "out")
+    run_folder = Path(generation.provenance["run_folder"])
+    written = json.loads((run_folder / "edge_run.json").read_text())
+    assert written == {**sample, "vision_path": str(tmp_path / "rgb.mp4")}  # unchanged but for the absolute path
+    assert generation.frames.shape == (9, 192, 320, 3) and generation.fps == 24.0
+    out = tmp_path / "out" / "edge_run"
+    assert sorted(p.name for p in out.iterdir()) == ["control_edge.mp4", "vision.json", "vision.mp4"]

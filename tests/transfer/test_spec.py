@@ -1,4 +1,5 @@
-"""Transfer spec: round trip, effective values, validation, chunk plans, prompt text, consistency warnings."""
+"""Framework input files: reading (objects, lists, JSONL, names), the input kept as written, effective values and
+where they come from, profiles and overrides, validation messages, chunk plans, prompt text, consistency warnings."""
 
 from __future__ import annotations
 
@@ -9,25 +10,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
-from cosmos_helpers.errors import OutputExistsError, ValidationError
-from cosmos_helpers.transfer.spec import (
-    CONTROL_DIRECTIVE,
-    HINT_KINDS,
-    Hint,
-    TransferSpec,
-    check_control_consistency,
-    control_directive,
-    format_transfer_prompt,
-    load_spec,
-    plan_chunks,
-    round_up_chunk,
-    spec_json,
-    write_spec,
-)
+from cosmos_helpers.errors import ValidationError
+from cosmos_helpers.protocol import framework as fw
+from cosmos_helpers.specs import Sample, load_inputs, load_spec
+from cosmos_helpers.transfer.plan import check_control_consistency, control_directive, format_transfer_prompt, \
+    plan_chunks
 
-# A cookbook-style edge spec, deliberately with keys out of schema order and an int guidance.
+# A cookbook-style edge sample, deliberately with keys out of schema order and an int guidance.
 EDGE_SPEC: dict[str, Any] = {
     "name": "edge_warehouse",
     "prompt_path": "prompts/edge.json",
@@ -51,12 +43,14 @@ EDGE_SPEC: dict[str, Any] = {
     "share_vision_temporal_positions": True,
     "guidance_interval": None,
 }
-MEDIA = ("media/input.mp4", "controls/edge.mp4", "controls/depth.mp4", "controls/seg.mp4", "controls/wsm.mp4")
+COOKBOOK_SPECS = Path(__file__).resolve().parents[2] / "cookbooks" / "cosmos3" / "generator" / "transfer" / "specs"
+MEDIA = ("media/input.mp4", "media/still.png", "media/voice.wav", "controls/edge.mp4", "controls/depth.mp4",
+         "controls/seg.mp4", "controls/wsm.mp4")
 
 
 @pytest.fixture()
 def spec_dir(tmp_path: Path) -> Path:
-    """A spec folder with (empty) media files and prompt files; validation only checks that files exist."""
+    """A folder with (empty) media files and prompt files; reading an input only checks that files exist."""
     for name in MEDIA:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes(b"")
@@ -67,80 +61,88 @@ def spec_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def write_json(folder: Path, data: dict[str, Any], name: str = "spec.json") -> Path:
+def write_json(folder: Path, data: Any, name: str = "spec.json") -> Path:
     path = folder / name
     path.write_text(json.dumps(data, indent=2))
     return path
 
 
-def hint_spec(folder: Path, *kinds: str, **fields: Any) -> TransferSpec:
+def hint_spec(folder: Path, *kinds: str, **fields: Any) -> Sample:
     data: dict[str, Any] = {"prompt": "A robot."}
     for kind in kinds:
         data[kind] = {} if kind in ("edge", "blur") else {"control_path": f"controls/{kind}.mp4"}
     if any(k in ("edge", "blur") for k in kinds):
         data["vision_path"] = "media/input.mp4"
     data.update(fields)
-    return TransferSpec.from_dict(data, base_dir=folder)
+    return Sample.from_dict({k: v for k, v in data.items() if v is not None}, base_dir=folder, name="t")
 
 
-# ---------------------------------------------------------------------- round trip
+# ---------------------------------------------------------------------- reading
 
 
-def test_round_trip_keeps_keys_values_and_order(spec_dir: Path) -> None:
-    spec = load_spec(write_json(spec_dir, EDGE_SPEC))
-    assert json.dumps(spec.to_dict()) == json.dumps(EDGE_SPEC)
-    out = write_spec(spec, spec_dir / "written.json")
-    assert json.dumps(json.loads(out.read_text())) == json.dumps(EDGE_SPEC)
-    assert out.read_text() == spec_json(spec)
-    assert isinstance(spec.to_dict()["guidance"], int)
+def test_the_input_is_kept_as_written(spec_dir: Path) -> None:
+    sample = load_spec(write_json(spec_dir, EDGE_SPEC))
+    assert json.dumps(dict(sample.data)) == json.dumps(EDGE_SPEC)
+    assert isinstance(sample.data["guidance"], int)
+    assert sample.to_json() == json.dumps(EDGE_SPEC, indent=2, ensure_ascii=False) + "\n"
 
 
-def test_round_trip_of_every_field_kind(spec_dir: Path) -> None:
-    data = {
-        "depth": {"weight": 0.5, "control_path": "controls/depth.mp4"},
-        "prompt": "p",
-        "edge": {"control_path": "controls/edge.mp4", "weight": 2},
-        "vision_path": "media/input.mp4",
-        "control_guidance_interval": [100, 900],
-        "emphasize_control_in_prompt": False,
-        "seg": None,
-        "video_save_quality": 8,
-    }
-    spec = load_spec(write_json(spec_dir, data))
-    assert json.dumps(spec.to_dict()) == json.dumps(data)
-    assert spec.hint_kinds == ("edge", "depth")
+def test_the_payload_makes_paths_absolute_and_keeps_everything_else(spec_dir: Path) -> None:
+    payload = load_spec(write_json(spec_dir, EDGE_SPEC)).payload()
+    assert payload == {**EDGE_SPEC, "prompt_path": str(spec_dir / "prompts/edge.json"),
+                       "negative_prompt_file": str(spec_dir / "negative_prompt.json"),
+                       "vision_path": str(spec_dir / "media/input.mp4"),
+                       "edge": {"preset_edge_threshold": "medium", "control_path": str(spec_dir / "controls/edge.mp4")}}
+    assert list(payload) == list(EDGE_SPEC)
+    bare = load_spec(write_json(spec_dir, {**EDGE_SPEC, "negative_prompt_file": "neg_prompts.json"})).payload()
+    assert bare["negative_prompt_file"] == "neg_prompts.json"  # the framework's own defaults/ file
 
 
-def test_fields_set_in_code_are_appended(spec_dir: Path) -> None:
-    spec = load_spec(write_json(spec_dir, EDGE_SPEC))
-    spec.max_frames = 200
-    spec.hints["depth"] = Hint("depth", control_path="controls/depth.mp4")
-    out = spec.to_dict()
-    assert list(out)[: len(EDGE_SPEC)] == list(EDGE_SPEC)
-    assert list(out)[len(EDGE_SPEC) :] == ["max_frames", "depth"]
+def test_lists_and_jsonl_hold_several_samples_named_like_the_framework(spec_dir: Path) -> None:
+    lines = [{"prompt": "a"}, {"prompt": "b", "name": "named"}, {"prompt": "c"}]
+    (spec_dir / "batch.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n\n")
+    assert [s.name for s in load_inputs(spec_dir / "batch.jsonl")] == ["batch_0", "named", "batch_2"]
+    assert [s.name for s in load_inputs(write_json(spec_dir, lines, "many.json"))] == ["many_0", "named", "many_2"]
+    assert load_spec(write_json(spec_dir, {"prompt": "x"}, "single.json")).name == "single"
+    with pytest.raises(ValidationError, match="two samples are named 'same'"):
+        load_inputs(write_json(spec_dir, [{"prompt": "a", "name": "same"}, {"prompt": "b", "name": "same"}], "d.json"))
+    with pytest.raises(ValidationError, match="holds 3 samples"):
+        load_spec(spec_dir / "batch.jsonl")
+    with pytest.raises(ValidationError, match="line 2"):
+        (spec_dir / "bad.jsonl").write_text('{"prompt": "a"}\n{oops\n')
+        load_inputs(spec_dir / "bad.jsonl")
 
 
-def test_writing_elsewhere_rebases_relative_paths(spec_dir: Path) -> None:
-    spec = load_spec(write_json(spec_dir, EDGE_SPEC))
-    moved = write_spec(spec, spec_dir / "runs" / "a" / "spec.json")
-    data = json.loads(moved.read_text())
-    assert data["vision_path"] == "../../media/input.mp4"
-    assert data["edge"]["control_path"] == "../../controls/edge.mp4"
-    again = load_spec(moved).resolved()
-    assert again.vision_path == spec.resolved().vision_path
-    assert again.hints[0].control_path == str(spec_dir / "controls/edge.mp4")
+def test_every_framework_field_is_accepted(spec_dir: Path) -> None:
+    data = {"prompt": "p", "model_mode": "image2video", "vision_path": "media/still.png", "enable_sound": True,
+            "condition_frame_indexes_vision": [0], "condition_video_keep": "last", "image_save_quality": 80,
+            "num_outputs": 2, "prompt_upsampling": True, "prompt_upsampler_temperature": 0.5,
+            "defaults_file": "prompts/plain.txt", "extra": {"anything": [1, 2]}, "domain_name": "av",
+            "max_new_tokens": 12, "model": "nvidia/Cosmos3-Nano", "sigma_max": 70.0}
+    sample = Sample.from_dict(data, base_dir=spec_dir, check_files=True)
+    assert sample.data == data and sample.mode == "image2video"
 
 
-def test_write_spec_never_overwrites_different_content(spec_dir: Path) -> None:
-    spec = load_spec(write_json(spec_dir, EDGE_SPEC))
-    target = write_spec(spec, spec_dir / "out.json")
-    write_spec(spec, target)  # identical content: fine
-    spec.seed = 7
-    with pytest.raises(OutputExistsError):
-        write_spec(spec, target)
-    write_spec(spec, target, overwrite=True)
-    assert json.loads(target.read_text())["seed"] == 7
-    assert not [p for p in spec_dir.iterdir() if p.name.endswith(".tmp")]
+def test_relative_paths_resolve_against_the_input_files_folder(spec_dir: Path) -> None:
+    r = load_spec(write_json(spec_dir, EDGE_SPEC)).resolved()
+    assert r.vision_path == str(spec_dir / "media/input.mp4")
+    assert r.hints[0].control_path == str(spec_dir / "controls/edge.mp4")
+    url = Sample.from_dict({"prompt": "p", "vision_path": "https://example.com/a.mp4"}, base_dir=spec_dir)
+    assert url.resolved().vision_path == "https://example.com/a.mp4" and url.mode == "video2video"
+
+
+@pytest.mark.parametrize("path", sorted(COOKBOOK_SPECS.glob("*.json")), ids=lambda p: p.name)
+def test_the_cookbook_specs_are_framework_inputs_the_profile_can_size(path: Path) -> None:
+    from cosmos_helpers.transfer.assets import NEGATIVE_PROMPT
+
+    from ..contracts.conftest import load
+
+    data = json.loads(path.read_text())
+    jsonschema.validate(data, load("cosmos_framework")["sample_overrides_schema"])
+    r = load_spec(path).resolved(profile="tiny")  # every file it names exists
+    assert not {"resolution", "num_steps"} & set(data)  # explicit values win, so these would pin the CPU run
+    assert (r.resolution, r.num_steps) == ("128", 4) and not r.notes
+    assert data["negative_prompt"] == json.dumps(NEGATIVE_PROMPT, separators=(",", ":"))
 
 
 # ---------------------------------------------------------------------- effective values
@@ -154,7 +156,7 @@ TUNED = {
 }
 
 
-@pytest.mark.parametrize("kind", HINT_KINDS)
+@pytest.mark.parametrize("kind", fw.HINT_KINDS)
 def test_single_hint_tuned_defaults(spec_dir: Path, kind: str) -> None:
     r = hint_spec(spec_dir, kind).resolved()
     guidance, control_guidance, num_frames, fps, chunk = TUNED[kind]
@@ -168,62 +170,96 @@ def test_single_hint_tuned_defaults(spec_dir: Path, kind: str) -> None:
         assert r.hints[0].preset == "medium"
 
 
-def test_two_hints_get_no_tuned_defaults(spec_dir: Path) -> None:
+def test_two_hints_are_ordered_and_weighted(spec_dir: Path) -> None:
     r = hint_spec(spec_dir, "wsm", "seg").resolved()
     assert (r.guidance, r.control_guidance, r.num_video_frames_per_chunk) == (6.0, 1.0, 93)
-    assert (r.fps, r.num_frames) == (24, 189)
-    assert r.hint_kinds == ("seg", "wsm")
-    assert r.normalized_weights == (0.5, 0.5)
+    assert r.hint_kinds == ("seg", "wsm") and r.normalized_weights == (0.5, 0.5)
 
 
-def test_user_values_win_over_tuned_defaults(spec_dir: Path) -> None:
+def test_input_values_win_over_tuned_defaults(spec_dir: Path) -> None:
     r = hint_spec(spec_dir, "wsm", guidance=2, fps=30).resolved()
     assert (r.guidance, r.fps, r.control_guidance, r.num_frames) == (2.0, 30, 3.0, 101)
-    assert r.sources["guidance"] == "spec" and r.sources["num_frames"] == "wsm tuned default"
+    assert r.sources["guidance"] == "input" and r.sources["num_frames"] == "wsm tuned default"
+
+
+def test_the_profile_fills_only_what_the_input_leaves_out(spec_dir: Path) -> None:
+    bare = Sample.from_dict({"prompt": "p", "model_mode": "text2video"}, base_dir=spec_dir).resolved(profile="tiny")
+    assert (bare.resolution, bare.num_frames, bare.num_steps) == ("128", 9, 4)
+    assert bare.sources["num_steps"] == "profile tiny" and (bare.guidance, bare.shift) == (6.0, 10.0)
+    pinned = Sample.from_dict({"prompt": "p", "model_mode": "text2video", "resolution": "256", "num_frames": 17,
+                               "num_steps": 30}, base_dir=spec_dir).resolved(profile="tiny")
+    assert (pinned.resolution, pinned.num_frames, pinned.num_steps) == ("256", 17, 30)  # never capped or replaced
+
+
+def test_a_defaults_file_replaces_the_modes_defaults_and_wins_over_the_profile(spec_dir: Path) -> None:
+    defaults = {**fw.MODE_DEFAULTS["text2video"], **fw.PROMPT_DEFAULTS, "num_steps": 7, "guidance": 2.5,
+                "resolution_template": fw.RESOLUTION_TEMPLATES["video"], "resolution": "480"}
+    defaults.pop("num_frames")
+    write_json(spec_dir, defaults, "defaults.json")
+    sample = Sample.from_dict({"prompt": "p", "defaults_file": "defaults.json"}, base_dir=spec_dir)
+    framed = Sample.from_dict({"prompt": "p", "defaults_file": "defaults.json", "num_frames": 17}, base_dir=spec_dir)
+    for r in (sample.resolved(profile="tiny"), framed.resolved()):
+        assert (r.num_steps, r.guidance, r.resolution) == (7, 2.5, "480")
+        assert r.sources["num_steps"] == "defaults_file defaults.json"
+    assert sample.resolved(profile="tiny").num_frames == 9  # what the defaults file leaves to the profile
+    with pytest.raises(ValidationError, match="num_frames") as missing:
+        sample.resolved()  # ... and without a profile to nobody: the framework fails on it
+    assert missing.value.field == "defaults_file"
+
+
+def test_command_line_overrides_win_over_the_input(spec_dir: Path) -> None:
+    r = load_spec(write_json(spec_dir, EDGE_SPEC)).resolved(profile="tiny", overrides={"resolution": "256",
+                                                                                        "num_steps": 2, "seed": 5})
+    assert (r.resolution, r.num_steps, r.seed) == ("256", 2, 5) and r.bucket_size == (320, 192)
+    assert r.sources["resolution"] == "command line"
+    with pytest.raises(ValidationError, match="guidance"):
+        load_spec(write_json(spec_dir, EDGE_SPEC)).resolved(overrides={"guidance": 1.0})
+    for bad, field in (({"resolution": "999"}, "resolution"), ({"num_steps": 0}, "num_steps")):
+        with pytest.raises(ValidationError) as refused:
+            load_spec(write_json(spec_dir, EDGE_SPEC)).resolved(overrides=bad)
+        assert refused.value.field == field
+    assert load_spec(write_json(spec_dir, EDGE_SPEC)).resolved(overrides={"resolution": "480p"}).resolution == "480"
+
+
+def test_frames_round_up_and_the_seed_comes_from_the_name_and_output(spec_dir: Path) -> None:
+    sample = Sample.from_dict({"prompt": "p", "num_frames": 120}, base_dir=spec_dir, name="clip")
+    r = sample.resolved(output_dir=spec_dir / "out" / "clip")
+    assert r.num_frames == 121 and any("121" in note for note in r.notes)
+    assert r.seed == fw.fallback_seed("clip", (spec_dir / "out" / "clip").absolute())
+    assert sample.resolved().seed is None and "run time" in sample.resolved().sources["seed"]
 
 
 def test_negative_metadata_promotion(spec_dir: Path) -> None:
     assert hint_spec(spec_dir, "edge").resolved().negative_metadata_mode == "same"
-    kept_off = hint_spec(spec_dir, "edge", negative_prompt_keep_metadata=False).resolved()
-    assert kept_off.negative_metadata_mode == "none"
+    assert hint_spec(spec_dir, "edge", negative_prompt_keep_metadata=False).resolved().negative_metadata_mode == "none"
     assert hint_spec(spec_dir, "edge", negative_metadata_mode="inverse").resolved().negative_metadata_mode == "inverse"
 
 
-def test_relative_paths_resolve_against_spec_folder(spec_dir: Path) -> None:
+def test_prompt_files_are_read_as_the_framework_reads_them(spec_dir: Path) -> None:
     r = load_spec(write_json(spec_dir, EDGE_SPEC)).resolved()
-    assert r.vision_path == str(spec_dir / "media/input.mp4")
-    assert r.hints[0].control_path == str(spec_dir / "controls/edge.mp4")
-    assert Path(r.base_dir) == spec_dir.resolve()
-
-
-def test_prompt_and_negative_from_files(spec_dir: Path) -> None:
-    r = load_spec(write_json(spec_dir, EDGE_SPEC)).resolved()
-    assert r.prompt == '{"subject":"a robot","camera":{"move":"pan"}}'
-    assert r.negative_prompt == '{"quality": "blurry"}'
+    assert r.prompt == '{"subject": "a robot", "camera": {"move": "pan"}}'  # transfer: json.dumps(json.loads(file))
     plain = hint_spec(spec_dir, "edge", prompt=None, prompt_path="prompts/plain.txt").resolved()
     assert plain.prompt == "A robot walks through a warehouse."
 
 
-def test_default_negative_is_the_frameworks_file(spec_dir: Path) -> None:
-    r = hint_spec(spec_dir, "edge").resolved()
-    assert r.negative_prompt is None
-    assert "neg_prompts.json" in r.sources["negative_prompt"]
+def test_the_default_negative_is_the_frameworks_and_negative_prompt_file_is_not_read(spec_dir: Path) -> None:
+    r = load_spec(write_json(spec_dir, EDGE_SPEC)).resolved()
+    assert r.negative_prompt is None and fw.NEGATIVE_PROMPT_FILE in r.sources["negative_prompt"]
+    assert any("negative_prompt_file" in note and "args.py:885" in note for note in r.notes)
+    given = load_spec(write_json(spec_dir, {**EDGE_SPEC, "negative_prompt": "blurry"})).resolved()
+    assert given.negative_prompt == "blurry" and given.sources["negative_prompt"] == "input"
+    image = Sample.from_dict({"prompt": "p", "model_mode": "text2image"}, base_dir=spec_dir).resolved()
+    assert image.negative_prompt == ""
 
 
-def test_audio_image2video_spec(spec_dir: Path) -> None:
-    (spec_dir / "media/still.png").write_bytes(b"")
-    (spec_dir / "media/voice.wav").write_bytes(b"")
-    data = {
-        "model_mode": "audio_image2video",
-        "prompt": "p",
-        "vision_path": "media/still.png",
-        "sound_path": "media/voice.wav",
-    }
-    spec = load_spec(write_json(spec_dir, data))
-    r = spec.resolved()
-    assert r.sound_path == str(spec_dir / "media/voice.wav") and not r.is_transfer
-    assert (r.num_frames, r.fps, r.guidance, r.num_video_frames_per_chunk) == (189, 24, 6.0, None)
-    assert json.dumps(spec.to_dict()) == json.dumps(data)
+def test_audio_image2video_sample(spec_dir: Path) -> None:
+    data = {"model_mode": "audio_image2video", "prompt": "p", "vision_path": "media/still.png",
+            "sound_path": "media/voice.wav"}
+    sample = load_spec(write_json(spec_dir, data))
+    r = sample.resolved(profile="tiny")
+    assert r.sound_path == str(spec_dir / "media/voice.wav") and not r.is_transfer and r.enable_sound
+    assert (r.num_frames, r.fps, r.guidance, r.resolution, r.num_video_frames_per_chunk) == (9, 24, 6.0, "128", None)
+    assert sample.data == data
 
 
 # ---------------------------------------------------------------------- validation
@@ -233,10 +269,6 @@ def _set(**fields: Any) -> Callable[[dict[str, Any]], None]:
     return lambda data: data.update(fields)
 
 
-def _drop(*keys: str) -> Callable[[dict[str, Any]], None]:
-    return lambda data: [data.pop(k) for k in keys]
-
-
 INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("unknown hint", _set(canny={}), "canny"),
     ("unknown hint key", _set(edge={"threshold": "low"}), "edge.threshold"),
@@ -244,6 +276,7 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("unknown top-level field", _set(guidence=3.0), "guidence"),
     ("unknown edge preset", _set(edge={"preset_edge_threshold": "none"}), "edge.preset_edge_threshold"),
     ("unknown blur preset", _set(blur={"preset_blur_strength": "strong"}), "blur.preset_blur_strength"),
+    ("hint not an object", _set(edge="yes"), "edge"),
     ("missing control file", _set(depth={"control_path": "controls/nope.mp4"}), "depth.control_path"),
     ("missing edge control file", _set(edge={"control_path": "nope.mp4"}), "edge.control_path"),
     ("depth without control_path", _set(depth={"weight": 1.0}), "depth.control_path"),
@@ -261,31 +294,26 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("unknown aspect", _set(aspect_ratio="21,9"), "aspect_ratio"),
     ("overlap >= chunk", _set(num_video_frames_per_chunk=9, num_conditional_frames=9), "num_conditional_frames"),
     ("negative weight", _set(edge={"control_path": "controls/edge.mp4", "weight": -1}), "edge.weight"),
-    (
-        "all-zero weights",
-        _set(
-            edge={"control_path": "controls/edge.mp4", "weight": 0},
-            depth={"control_path": "controls/depth.mp4", "weight": 0.0},
-        ),
-        "weight",
-    ),
+    ("all-zero weights", _set(edge={"control_path": "controls/edge.mp4", "weight": 0},
+                              depth={"control_path": "controls/depth.mp4", "weight": 0.0}), "weight"),
     ("guidance interval lo > hi", _set(guidance_interval=[800, 200]), "guidance_interval"),
     ("control interval lo > hi", _set(control_guidance_interval=[900, 100]), "control_guidance_interval"),
     ("interval not a pair", _set(control_guidance_interval=[100]), "control_guidance_interval"),
-    (
-        "first-chunk frames without vision",
-        lambda d: (d.pop("vision_path"), d.update(num_first_chunk_conditional_frames=1)),
-        "num_first_chunk_conditional_frames",
-    ),
+    ("first-chunk frames without vision", lambda d: (d.pop("vision_path"), d.update(
+        num_first_chunk_conditional_frames=1)), "num_first_chunk_conditional_frames"),
     ("fps not an int", _set(fps=29.97), "fps"),
     ("bool as string", _set(show_input="yes"), "show_input"),
     ("prompt and prompt_path", _set(prompt="p"), "prompt_path"),
     ("missing vision file", _set(vision_path="media/none.mp4"), "vision_path"),
+    ("vision file of another kind", _set(vision_path="media/voice.wav"), "vision_path"),
     ("sound with transfer", _set(sound_path="media/input.mp4"), "sound_path"),
     ("hint with image mode", _set(model_mode="text2image"), "model_mode"),
     ("unknown model mode", _set(model_mode="transfer"), "model_mode"),
     ("unknown negative mode", _set(negative_metadata_mode="opposite"), "negative_metadata_mode"),
     ("video quality", _set(video_save_quality=11), "video_save_quality"),
+    ("audio without sound", lambda d: (d.pop("edge"), [d.pop(k) for k in fw.TRANSFER_ONLY_FIELDS if k in d],
+                                       d.pop("control_guidance"), d.update(model_mode="audio_image2video")),
+     "sound_path"),
 ]
 
 
@@ -313,21 +341,13 @@ def test_validation_messages_say_what_to_write(spec_dir: Path) -> None:
     cases = [
         ({"aspect_ratio": "16:9"}, '"16,9"'),
         ({"resolution": "720p"}, '"720"'),
-        ({"guidence": 3}, "guidance"),
+        ({"guidence": 3}, "'guidance'"),
         ({"edge": {"preset": "low"}}, "preset_edge_threshold"),
         ({"edge": {"control_weight": 2}}, "'weight'"),
     ]
     for change, hint in cases:
         with pytest.raises(ValidationError, match=hint):
             load_spec(write_json(spec_dir, {**EDGE_SPEC, **change}))
-
-
-def test_diffusers_tiers_can_be_allowed(spec_dir: Path) -> None:
-    spec = hint_spec(spec_dir, "edge", resolution="128")
-    with pytest.raises(ValidationError, match="resolution"):
-        spec.validate()
-    spec.validate(tiers=("128", "720"))
-    assert spec.resolved().bucket_size == (160, 96)
 
 
 # ---------------------------------------------------------------------- chunking
@@ -349,7 +369,7 @@ def test_diffusers_tiers_can_be_allowed(spec_dir: Path) -> None:
 def test_plan_chunks(total: int, chunk: int, n_cond: int, expected: list[tuple[int, int]]) -> None:
     plan = plan_chunks(total, chunk, n_cond)
     assert plan == expected
-    length = 1 if total == 1 else round_up_chunk(chunk)
+    length = 1 if total == 1 else fw.round_up_frames(chunk)
     assert len(plan) == 1 or all(b[0] - a[0] == length - n_cond for a, b in itertools.pairwise(plan))
 
 
@@ -358,8 +378,8 @@ def test_plan_chunks_rejects_overlap_as_long_as_chunk() -> None:
         plan_chunks(200, 93, 93)
 
 
-def test_round_up_chunk() -> None:
-    assert [round_up_chunk(c) for c in (1, 2, 5, 90, 93, 100, 101)] == [1, 5, 5, 93, 93, 101, 101]
+def test_round_up_frames() -> None:
+    assert [fw.round_up_frames(c) for c in (1, 2, 5, 90, 93, 100, 101)] == [1, 5, 5, 93, 93, 101, 101]
 
 
 # ---------------------------------------------------------------------- prompt formatting
@@ -372,118 +392,95 @@ EDGE_DIRECTIVE = (
 
 def test_directive_text_is_the_frameworks() -> None:
     assert control_directive(["edge"]) == EDGE_DIRECTIVE
-    assert control_directive(["wsm", "depth", "edge"]) == CONTROL_DIRECTIVE.format(hints="edge, depth, wsm")
+    assert control_directive(["wsm", "depth", "edge"]) == fw.CONTROL_DIRECTIVE.format(hints="edge, depth, wsm")
 
 
 def test_json_prompt_gets_metadata(spec_dir: Path) -> None:
-    spec = hint_spec(spec_dir, "edge", negative_prompt_keep_metadata=False)
-    prompt, negative = format_transfer_prompt(
-        '{"subject":"robot","duration":"9s"}', '{"q":"blurry"}', spec, 1280, 720, 121, 30.0
-    )
-    expected = {
-        "subject": "robot",
-        "duration": "4s",
-        "fps": 30.0,
-        "resolution": {"H": 720, "W": 1280},
-        "aspect_ratio": "16,9",
-    }
+    r = hint_spec(spec_dir, "edge", negative_prompt_keep_metadata=False).resolved()
+    prompt, negative = format_transfer_prompt('{"subject":"robot","duration":"9s"}', '{"q":"blurry"}', r, 1280, 720,
+                                              121, 30.0)
+    expected = {"subject": "robot", "duration": "4s", "fps": 30.0, "resolution": {"H": 720, "W": 1280},
+                "aspect_ratio": "16,9"}
     assert prompt == json.dumps(expected) + " " + EDGE_DIRECTIVE
     assert negative == '{"q":"blurry"}'
 
 
 def test_json_prompt_of_one_frame_drops_duration(spec_dir: Path) -> None:
-    spec = hint_spec(spec_dir, "edge", aspect_ratio="4,3", emphasize_control_in_prompt=False)
-    prompt, _ = format_transfer_prompt('{"duration":"9s","fps":24,"a":1}', None, spec, 1104, 832, 1, 23.6)
+    r = hint_spec(spec_dir, "edge", aspect_ratio="4,3", emphasize_control_in_prompt=False).resolved()
+    prompt, _ = format_transfer_prompt('{"duration":"9s","fps":24,"a":1}', None, r, 1104, 832, 1, 23.6)
     assert prompt == '{"a": 1, "resolution": {"H": 832, "W": 1104}, "aspect_ratio": "4,3"}'
 
 
 def test_plain_prompt_and_negative_modes(spec_dir: Path) -> None:
     meta = "The video is 3.9 seconds long and is of 24 FPS. This video is of 720x1280 resolution."
     inverse = "The video is not 3.9 seconds long and is not of 24 FPS. This video is not of 720x1280 resolution."
-    cases = {
-        "none": "Blurry, low quality.",
-        "same": f"Blurry, low quality. {meta}",
-        "inverse": f"Blurry, low quality. {inverse}",
-    }
+    cases = {"none": "Blurry, low quality.", "same": f"Blurry, low quality. {meta}",
+             "inverse": f"Blurry, low quality. {inverse}"}
     for mode, expected_negative in cases.items():
-        spec = hint_spec(spec_dir, "depth", "edge", negative_metadata_mode=mode, negative_prompt_keep_metadata=False)
-        prompt, negative = format_transfer_prompt("A robot walks.", "Blurry, low quality.", spec, 1280, 720, 93, 24.0)
-        assert prompt == f"A robot walks. {meta} " + CONTROL_DIRECTIVE.format(hints="edge, depth")
+        r = hint_spec(spec_dir, "depth", "edge", negative_metadata_mode=mode,
+                      negative_prompt_keep_metadata=False).resolved()
+        prompt, negative = format_transfer_prompt("A robot walks.", "Blurry, low quality.", r, 1280, 720, 93, 24.0)
+        assert prompt == f"A robot walks. {meta} " + fw.CONTROL_DIRECTIVE.format(hints="edge, depth")
         assert negative == expected_negative
 
 
 def test_negative_without_text(spec_dir: Path) -> None:
-    same = hint_spec(spec_dir, "edge")
+    same = hint_spec(spec_dir, "edge").resolved()
     assert format_transfer_prompt("x", None, same, 320, 192, 9, 24)[1] == (
-        "The video is 0.4 seconds long and is of 24 FPS. This video is of 192x320 resolution."
-    )
-    off = hint_spec(spec_dir, "edge", negative_prompt_keep_metadata=False)
+        "The video is 0.4 seconds long and is of 24 FPS. This video is of 192x320 resolution.")
+    off = hint_spec(spec_dir, "edge", negative_prompt_keep_metadata=False).resolved()
     assert format_transfer_prompt("x", None, off, 320, 192, 9, 24)[1] is None
     assert format_transfer_prompt("x", "", off, 320, 192, 9, 24)[1] is None
-    inverse_image = hint_spec(spec_dir, "edge", negative_metadata_mode="inverse")
+    inverse_image = hint_spec(spec_dir, "edge", negative_metadata_mode="inverse").resolved()
     assert format_transfer_prompt("x", "bad", inverse_image, 320, 192, 1, 24)[1] == (
-        "bad. The video is not 0.0 seconds long and is not of 24 FPS. This video is not of 192x320 resolution."
-    )
+        "bad. The video is not 0.0 seconds long and is not of 24 FPS. This video is not of 192x320 resolution.")
 
 
 def test_custom_templates_and_no_directive(spec_dir: Path) -> None:
-    spec = hint_spec(
-        spec_dir,
-        "blur",
-        duration_template="{duration:.2f}s at {fps}",
-        resolution_template="{width} by {height}",
-        emphasize_control_in_prompt=False,
-    )
-    prompt, _ = format_transfer_prompt("Hello.", None, spec, 160, 96, 9, 24.4)
+    r = hint_spec(spec_dir, "blur", duration_template="{duration:.2f}s at {fps}",
+                  resolution_template="{width} by {height}", emphasize_control_in_prompt=False).resolved()
+    prompt, _ = format_transfer_prompt("Hello.", None, r, 160, 96, 9, 24.4)
     assert prompt == "Hello. 0.38s at 24. 160 by 96"
 
 
 # ---------------------------------------------------------------------- consistency warnings
 
 
-def test_wsm_control_shorter_than_spec_warns(spec_dir: Path) -> None:
-    spec = hint_spec(spec_dir, "wsm")
+def test_wsm_control_shorter_than_the_sample_warns(spec_dir: Path) -> None:
+    r = hint_spec(spec_dir, "wsm").resolved()
     with pytest.warns(UserWarning) as record:
-        messages = check_control_consistency(spec, 100, 10.0)
+        messages = check_control_consistency(r, 100, 10.0)
     assert [str(w.message) for w in record] == messages
-    assert messages[0].startswith(
-        "wsm control has 100 frames, spec asks 101: the output will have 100 frames, as the framework does"
-    )
-    assert "mirror-padded to 101 frames" in messages[1]
-    assert len(messages) == 2
+    assert messages[0].startswith("wsm control has 100 frames, the sample asks 101: the output will have 100 frames, "
+                                  "as the framework does")
+    assert "mirror-padded to 101 frames" in messages[1] and len(messages) == 2
 
 
 def test_fps_mismatch_without_vision_path(spec_dir: Path) -> None:
-    spec = hint_spec(spec_dir, "depth", num_frames=121, fps=30)
+    r = hint_spec(spec_dir, "depth", num_frames=121, fps=30).resolved()
     with pytest.warns(UserWarning, match="written at 30 fps"):
-        messages = check_control_consistency(spec, 121, 24.0)
-    assert messages == [
-        (
-            "depth control is 24 fps, spec fps is 30: the output is written at 30 fps (without vision_path the "
-            "framework uses the spec fps), so it plays 1.25x faster than the control."
-        )
-    ]
+        messages = check_control_consistency(r, 121, 24.0)
+    assert messages == ["depth control is 24 fps, the sample's fps is 30: the output is written at 30 fps (without "
+                        "vision_path the framework uses the sample's fps), so it plays 1.25x faster than the control."]
 
 
 def test_fps_comes_from_vision_path(spec_dir: Path) -> None:
-    spec = hint_spec(spec_dir, "edge", num_frames=121)
+    r = hint_spec(spec_dir, "edge", num_frames=121).resolved()
     with pytest.warns(UserWarning, match="written at 30 fps \\(from vision_path\\)"):
-        check_control_consistency(spec, 121, 24.0, input_fps=30.0)
+        check_control_consistency(r, 121, 24.0, input_fps=30.0)
 
 
 def test_aspect_and_max_frames_warnings(spec_dir: Path) -> None:
     import numpy as np
 
-    spec = hint_spec(spec_dir, "seg", num_frames=8, max_frames=8, fps=24, num_video_frames_per_chunk=5)
-    frames = np.zeros((12, 48, 64, 3), np.uint8)
-    messages = check_control_consistency(spec, frames, 24.0, emit=False)
+    r = hint_spec(spec_dir, "seg", num_frames=8, max_frames=8, fps=24, num_video_frames_per_chunk=5).resolved()
+    messages = check_control_consistency(r, np.zeros((12, 48, 64, 3), np.uint8), 24.0, emit=False)
     assert messages[0].startswith("seg control has 12 frames, more than max_frames 8")
-    assert any('set "aspect_ratio": "4,3"' in m for m in messages)
-    assert len(messages) == 2
+    assert any('set "aspect_ratio": "4,3"' in m for m in messages) and len(messages) == 3
 
 
 def test_consistent_control_is_silent(spec_dir: Path) -> None:
-    spec = load_spec(write_json(spec_dir, EDGE_SPEC))
+    r = load_spec(write_json(spec_dir, EDGE_SPEC)).resolved()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert check_control_consistency(spec, 121, 30.0, input_fps=30.0) == []
+        assert check_control_consistency(r, 121, 30.0, input_fps=30.0) == []

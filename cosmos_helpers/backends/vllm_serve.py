@@ -1,0 +1,138 @@
+"""Command lines around a vLLM-Omni server: ``vllm serve ... --omni`` to start one, ``curl`` to call one.
+
+Both are for copying into a terminal on a GPU host. :func:`curl_command` renders the very fields the client
+sends (it builds them with the same :mod:`.vllm_wire` functions), so a request can be reproduced by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import ValidationError
+from ..protocol import vllm_omni as proto
+from ..request import GenerationRequest
+from .vllm_wire import API_KEY_ENV, image_body, video_fields
+
+DOCKER_IMAGE = "vllm/vllm-omni:cosmos3"
+
+
+@dataclass
+class ServeCommand:
+    """A ``vllm serve ... --omni`` command line; ``argv`` to run, ``shell()`` to print, ``docker()`` to wrap."""
+
+    argv: list[str]
+    port: int
+    gpus: int
+    image: str = DOCKER_IMAGE
+    use_docker: bool = False
+
+    def shell(self) -> str:
+        return " ".join(shlex.quote(part) for part in self.argv)
+
+    def docker(self, image: str | None = None) -> str:
+        """The same command inside the vLLM-Omni container (GPUs, shared memory, HF cache and token)."""
+        wrapper = ["docker", "run", "--rm", "--gpus", "all", "--ipc=host", "-p", f"{self.port}:{self.port}",
+                   "-v", "$HOME/.cache/huggingface:/root/.cache/huggingface", "-e", "HF_TOKEN",
+                   image or self.image]
+        return " ".join(p if p.startswith("$HOME") else shlex.quote(p) for p in wrapper) + " " + self.shell()
+
+    def __str__(self) -> str:
+        return self.docker() if self.use_docker else self.shell()
+
+
+def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_parallel: int | None = None,
+                  cfg_parallel: int | None = None, ulysses: int | None = None, layerwise_offload: bool = False,
+                  init_timeout: int = 1800, api_key: str | None = None, docker: bool = False,
+                  served_model_name: str | None = None, guardrails: bool = True) -> ServeCommand:
+    """The ``vllm serve <model> --omni`` command for a Cosmos3 checkpoint on ``gpus`` GPUs.
+
+    GPUs per request = tensor_parallel x cfg_parallel x ulysses; that product must fit ``gpus``. With
+    more than one GPU and no degree given, tensor parallelism takes them all (the cookbook's Super setup).
+    ``api_key`` is written as ``$COSMOS3_VLLM_API_KEY`` in the printed command, never in clear.
+    ``docker=True`` makes ``str(command)`` the ``docker run`` form (``.argv`` stays the bare command).
+    Only flags vLLM-Omni 0.30.0 reads for Cosmos3 are used (``protocol.vllm_omni.SERVE_FLAGS``).
+    """
+    if not isinstance(model, str) or not model.strip():
+        raise ValidationError("model", f"expected a model id or folder, got {model!r}.", "e.g. 'nvidia/Cosmos3-Nano'.")
+    degrees = {"gpus": gpus, "tensor_parallel": tensor_parallel, "cfg_parallel": cfg_parallel, "ulysses": ulysses,
+               "port": port, "init_timeout": init_timeout}
+    for name, value in degrees.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValidationError(name, f"expected a positive integer, got {value!r}.", f"pass e.g. {name}=1.")
+    if not 1 <= port <= 65535:
+        raise ValidationError("port", f"{port} is not a TCP port.", "use 1..65535, e.g. 8000.")
+    if cfg_parallel not in (None, 1, 2):
+        raise ValidationError("cfg_parallel", f"CFG parallelism splits the two guidance branches, so it is 1 or 2, "
+                              f"got {cfg_parallel}.", "use cfg_parallel=2 (or leave it out).")
+    if gpus > 1 and tensor_parallel is None and cfg_parallel is None and ulysses is None:
+        tensor_parallel = gpus
+    tp, cfg, sp = tensor_parallel or 1, cfg_parallel or 1, ulysses or 1
+    product = tp * cfg * sp
+    if product > gpus:
+        culprit = next(name for name, value in (("tensor_parallel", tensor_parallel), ("cfg_parallel", cfg_parallel),
+                                                ("ulysses", ulysses)) if value not in (None, 1))
+        raise ValidationError(culprit, f"tensor_parallel x cfg_parallel x ulysses = {tp} x {cfg} x {sp} = {product} "
+                              f"GPUs per request, but only gpus={gpus} are available.",
+                              f"lower {culprit} so the product is at most {gpus}, or raise gpus.")
+    argv = ["vllm", "serve", model, "--omni", "--model-class-name", proto.PIPELINE_CLASS,
+            "--port", str(port), "--init-timeout", str(init_timeout)]
+    for flag, degree in (("--tensor-parallel-size", tp), ("--cfg-parallel-size", cfg), ("--ulysses-degree", sp)):
+        if degree > 1:
+            argv += [flag, str(degree)]
+    if layerwise_offload:
+        argv.append("--enable-layerwise-offload")
+    if served_model_name:
+        argv += ["--served-model-name", served_model_name]
+    if not guardrails:
+        argv.append("--no-guardrails")
+    if api_key:
+        argv += ["--api-key", f"${API_KEY_ENV}"]
+    return ServeCommand(argv=argv, port=port, gpus=gpus, use_docker=docker)
+
+
+def curl_command(url: str, request: GenerationRequest, *, api_key: str | None = None, async_job: bool = False,
+                 output: str | None = None, reference_path: str | None = None,
+                 response_format: str = "b64_json") -> str:
+    """The ``curl`` command that sends what :class:`VllmOmniBackend` sends for ``request``.
+
+    Text fields use ``--form-string`` (curl's ``-F`` would interpret ``;``, ``@`` and ``<`` inside JSON
+    captions). The key is read from ``$COSMOS3_VLLM_API_KEY`` rather than printed. One difference is left to
+    the reader: the client centre-crops an image2video image to the output aspect before sending it; curl
+    sends the file named here as it is (the note at the end says so).
+    """
+    base = url.rstrip("/")
+    auth = ["-H", f"Authorization: Bearer ${API_KEY_ENV}"] if (api_key or os.environ.get(API_KEY_ENV)) else []
+    if request.mode == "text2image":
+        body = json.dumps(image_body(request, response_format), separators=(",", ":"))
+        default = "image_response.json" if response_format == "b64_json" else "image.png"
+        parts = ["curl", "-sS", "--fail-with-body", "-X", "POST", f"{base}{proto.IMAGES}",
+                 "-H", "Content-Type: application/json", *auth, "-d", body, "-o", output or default]
+        note = "  # the PNG is base64 in .data[0].b64_json" if response_format == "b64_json" else ""
+        return _join(parts) + note
+    route = proto.VIDEOS if async_job else proto.VIDEOS_SYNC
+    parts = ["curl", "-sS", "--fail-with-body", "-X", "POST", f"{base}{route}", *auth]
+    for name, value in video_fields(request).items():
+        parts += ["--form-string", f"{name}={value}"]
+    note = ""
+    if request.mode in ("image2video", "video2video"):
+        if reference_path is None:
+            source = request.image if request.mode == "image2video" else request.video
+            reference_path = str(source) if isinstance(source, (str, Path)) else (
+                "input.png" if request.mode == "image2video" else "input.mp4")
+        parts += ["-F", f"input_reference=@{reference_path}"]
+        if request.mode == "image2video":
+            note = f"  # crop the image to {request.width}:{request.height} first: the server stretches it"
+    parts += ["-o", output or "job.json"] if async_job else ["-o", output or "output.mp4"]
+    return _join(parts) + note
+
+
+def _join(parts: Sequence[str]) -> str:
+    """Shell-quote each part, except the key reference, which the shell must expand."""
+    return " ".join('"' + part + '"' if f"${API_KEY_ENV}" in part else shlex.quote(part) for part in parts)

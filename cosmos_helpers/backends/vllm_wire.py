@@ -1,0 +1,407 @@
+"""The vLLM-Omni 0.30.0 wire format as this client speaks it: building calls and reading replies.
+
+Nothing here touches the network.
+
+Facts come from :mod:`cosmos_helpers.protocol.vllm_omni`; this module decides what a ``GenerationRequest``
+becomes on the wire, and what an answer becomes here:
+
+* only what the request resolved, plus the backend-default options the caller *set*: ``negative_prompt``,
+  ``use_system_prompt``, the sentence templates and ``guidance_interval`` are left out when unset, so the
+  server keeps its own defaults (``use_system_prompt`` off except video2video, templates off, CFG window
+  ``[400, 1000]`` for text2image);
+* options travel in ``extra_params`` as real JSON values (``"false"`` would be truthy there); for images never
+  the top-level ``use_system_prompt``, which is a string enum on that route;
+* no ``model`` field: the served name may differ from the hub id (the client checks ``GET /v1/models``);
+* video always carries ``num_frames`` (an omitted one makes a one-frame video); every form value is a string;
+* errors keep vLLM's envelope message; only idempotent calls are ever retried (:class:`RetryPolicy`).
+
+The media work (cropping and encoding a conditioning input, decoding the server's MP4 or image) is in plain
+functions (:func:`input_reference`, :func:`decode_mp4`, :func:`decode_image_reply`) that the asyncio client
+runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .. import media
+from ..errors import (AuthenticationError, GenerationTimeoutError,
+                      GuardrailError, RequestValidationError, ServerBusyError, ServerError,
+                      ValidationError)
+from ..protocol import vllm_omni as proto
+from ..request import GenerationRequest
+
+API_KEY_ENV = "COSMOS3_VLLM_API_KEY"
+DEFAULT_URL = "http://127.0.0.1:8000"
+BACKEND_NAME = "vllm-omni"
+# request field -> the extra_params key the Cosmos3 pipeline reads it from
+OPTION_KEYS: Mapping[str, str] = {"use_system_prompt": "use_system_prompt",
+                                  "add_resolution_template": "use_resolution_template",
+                                  "add_duration_template": "use_duration_template",
+                                  "guidance_interval": "guidance_interval"}
+assert set(OPTION_KEYS.values()) <= set(proto.GENERATION_EXTRA)
+SUPPORTED_OPTIONS = tuple(OPTION_KEYS)  # every backend-default option of a request can be honoured here
+GUARDRAIL_MARKER = "guardrail"  # in proto.GUARDRAIL_MESSAGE, and in an engine-side block's message
+IMAGE_SUFFIX = {"PNG": ".png", "JPEG": ".jpg", "WEBP": ".webp"}
+
+Files = Mapping[str, "tuple[str, bytes, str]"]
+
+
+# =====================================================================================================
+# Building requests
+# =====================================================================================================
+
+
+def extra_params(request: GenerationRequest) -> dict[str, Any]:
+    """The ``extra_params`` object: guardrails, the options the caller set, and video2video's conditioning."""
+    extra: dict[str, Any] = {"guardrails": bool(request.guardrails)}
+    for name, key in OPTION_KEYS.items():
+        value = getattr(request, name)
+        if value is None:
+            continue  # the server's own default applies
+        extra[key] = [float(v) for v in value] if name == "guidance_interval" else bool(value)
+    if request.mode == "video2video":
+        extra["condition_frame_indexes_vision"] = [int(i) for i in request.condition_frames]
+        extra["condition_video_keep"] = request.condition_video_keep
+    return extra
+
+
+def image_body(request: GenerationRequest, response_format: str = "b64_json") -> dict[str, Any]:
+    """The JSON body of ``POST /v1/images/generations`` (fields of the real ``ImageGenerationRequest``)."""
+    if request.mode != "text2image":
+        raise ValidationError("mode", f"/v1/images/generations makes images; got mode={request.mode!r}.",
+                              "use a video route (generate_video) for video modes.")
+    check_response_format(response_format)
+    body: dict[str, Any] = {
+        "prompt": request.prompt_text(),
+        "size": f"{request.width}x{request.height}",
+        "num_inference_steps": request.num_inference_steps,
+        "guidance_scale": request.guidance_scale,
+        "flow_shift": request.flow_shift,
+        "seed": request.seed,
+        "response_format": response_format,
+        "extra_params": extra_params(request),
+    }
+    negative = request.negative_prompt_text()
+    if negative is not None:
+        body["negative_prompt"] = negative
+    return body
+
+
+def video_fields(request: GenerationRequest) -> dict[str, str]:
+    """The text parts of a video POST: every value a string, ``num_frames`` always, ``extra_params`` as JSON."""
+    if request.mode == "text2image":
+        raise ValidationError("mode", "text2image goes to /v1/images/generations, not the video routes.",
+                              "use generate_image(), or a video mode.")
+    fields = {
+        "prompt": request.prompt_text(),
+        "size": f"{request.width}x{request.height}",
+        "num_frames": str(request.num_frames),
+        "fps": number(request.fps),
+        "num_inference_steps": str(request.num_inference_steps),
+        "guidance_scale": number(request.guidance_scale),
+        "flow_shift": number(request.flow_shift),
+        "seed": str(request.seed),
+        "extra_params": json.dumps(extra_params(request), separators=(",", ":")),
+    }
+    negative = request.negative_prompt_text()
+    if negative is not None:
+        fields["negative_prompt"] = negative
+    if request.sound:  # a checkpoint without sound refuses the field, so it is sent only for sound
+        fields["generate_sound"] = "true"
+        fields["sound_duration"] = f"{request.num_frames / request.fps:.3f}"
+    return fields
+
+
+def number(value: float) -> str:
+    return repr(float(value))
+
+
+def check_response_format(response_format: str) -> None:
+    if response_format not in proto.IMAGE_RESPONSE_FORMATS:
+        raise ValidationError("response_format", f"{response_format!r} is not an answer vLLM-Omni can give.",
+                              f"use one of {', '.join(proto.IMAGE_RESPONSE_FORMATS)} ('url' is rejected).")
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file part of a multipart form, and what was done to it on the way (kept in provenance)."""
+
+    filename: str
+    data: bytes
+    mime: str
+    note: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def part(self) -> tuple[str, bytes, str]:
+        return self.filename, self.data, self.mime
+
+
+def input_reference(request: GenerationRequest) -> Upload | None:
+    """The ``input_reference`` of image2video / video2video (media work: run it off an event loop).
+
+    The server stretches an image to ``size``, so it is centre-cropped to the output aspect here and sent as
+    PNG. A video file is uploaded as it is; an array video is encoded to MP4 once.
+    """
+    if request.mode == "image2video":
+        image = request.conditioning_image()
+        cropped = media.center_crop_to_aspect(image, request.width, request.height)
+        note = {"kind": "image", "source_size": list(image.size), "sent_size": list(cropped.size),
+                "cropped": cropped.size != image.size,
+                "why": "centre-cropped to the output aspect here: the server stretches the image to size"}
+        return Upload("input_reference.png", media.image_bytes(np.asarray(cropped), "PNG"), "image/png", note)
+    if request.mode == "video2video":
+        source = request.video
+        if isinstance(source, (str, Path)):
+            path = Path(source)
+            mime = "video/mp4" if path.suffix.lower() == ".mp4" else "application/octet-stream"  # sniffed anyway
+            return Upload(path.name, path.read_bytes(), mime, {"kind": "video", "sent": "the file as it is"})
+        with tempfile.TemporaryDirectory(prefix="cosmos-v2v-") as folder:
+            target = media.write_mp4(Path(folder) / "input_reference.mp4", request.conditioning_video(),
+                                     request.fps, crf=10)
+            return Upload(target.name, target.read_bytes(), "video/mp4",
+                          {"kind": "video", "sent": "the array encoded once (H.264, crf 10)"})
+    return None
+
+
+def form_parts(fields: Mapping[str, str], files: Files) -> list[tuple[str, tuple]]:
+    """httpx multipart parts: text as ``(None, value)`` (no filename), then the files."""
+    return [(name, (None, value)) for name, value in fields.items()] + [(name, tuple(f)) for name, f in files.items()]
+
+
+def check_form(fields: Mapping[str, Any], files: Files) -> None:
+    """Refuse a hand-built video form the server would misread, before it is sent."""
+    for name, value in fields.items():
+        if name not in proto.VIDEO_FIELDS:
+            raise ValidationError(name, "is not a form field of vLLM-Omni's video routes (it would be ignored).",
+                                  f"use only {', '.join(proto.VIDEO_FIELDS)}.")
+        if not isinstance(value, str):
+            raise ValidationError(name, f"form values are strings, got {type(value).__name__} {value!r}.",
+                                  "convert it (json.dumps for extra_params; 'true'/'false' for booleans).")
+    for name in ("prompt", "num_frames", "seed"):
+        if name not in fields:
+            why = {"prompt": "the server requires it", "seed": "the server never echoes the seed it draws",
+                   "num_frames": "an omitted num_frames makes a one-frame video"}[name]
+            raise ValidationError(name, f"missing from the form ({why}).", f"add {name}=... as a string.")
+    if "extra_params" in fields:
+        try:
+            parsed = json.loads(fields["extra_params"])
+        except json.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise ValidationError("extra_params", f"{fields['extra_params'][:80]!r} is not a JSON object "
+                                  "(the server answers 400).", "pass json.dumps({...}).")
+    for name, part in files.items():
+        if name not in proto.VIDEO_FILES:
+            raise ValidationError(name, "is not a file field of vLLM-Omni's video routes.",
+                                  f"use {' or '.join(proto.VIDEO_FILES)}.")
+        if not (isinstance(part, tuple) and len(part) == 3 and isinstance(part[1], bytes)):
+            raise ValidationError(name, "a file is (filename, bytes, mime).", "e.g. ('clip.mp4', data, 'video/mp4').")
+
+
+# =====================================================================================================
+# Calls, replies, and the retry policy
+# =====================================================================================================
+
+
+@dataclass(frozen=True)
+class Call:
+    """One HTTP exchange for a sender to perform; ``accept`` may take an error status as the answer."""
+
+    method: str
+    path: str
+    what: str
+    timeout: Any  # httpx.Timeout
+    json: Any = None
+    files: list | None = None
+    params: Mapping[str, Any] | None = None
+    accept: Callable[[int, bytes], bool] | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"timeout": self.timeout}
+        for name in ("json", "files", "params"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+
+class RetryPolicy:
+    """The one place that decides whether a call is sent again, and after how long.
+
+    Only idempotent methods (GET, DELETE) are retried: a generation POST never is, since a retried 500 or a
+    reset after the server took the request would start the same GPU work twice. They are retried after a
+    transport failure and after 429 / 502 / 503, and a DELETE after 409 ("cancellation in progress").
+    """
+
+    IDEMPOTENT = ("GET", "DELETE")
+    STATUSES: Mapping[str, tuple[int, ...]] = {"GET": (429, 502, 503), "DELETE": (409, 429, 502, 503)}
+
+    def __init__(self, attempts: int = 3, *, base: float = 0.5, cap: float = 8.0) -> None:
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise ValidationError("retries", f"expected a positive number of attempts, got {attempts!r}.",
+                                  "pass e.g. retries=3 (1 = no retry).")
+        self.attempts, self.base, self.cap = attempts, base, cap
+
+    def backoff(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds before attempt ``attempt + 1``: the server's ``Retry-After`` if it gave one, else doubling."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.cap)
+        return min(self.cap, self.base * 2 ** (attempt - 1))
+
+    def after_error(self, call: Call, attempt: int) -> float | None:
+        """The wait before resending ``call`` after a transport failure, or ``None``: give up."""
+        if call.method not in self.IDEMPOTENT or attempt >= self.attempts:
+            return None
+        return self.backoff(attempt)
+
+    def after_status(self, call: Call, attempt: int, status: int, headers: Mapping[str, str]) -> float | None:
+        """The wait before resending ``call`` after an answer with ``status``, or ``None``: keep the answer."""
+        if call.method not in self.IDEMPOTENT or attempt >= self.attempts:
+            return None
+        if status not in self.STATUSES[call.method]:
+            return None
+        return self.backoff(attempt, _seconds(headers.get("retry-after")))
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def parse_json(content: bytes) -> Any:
+    """A JSON answer, or ``None`` when the body is not JSON."""
+    try:
+        return json.loads(content.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+def _error_message(parsed: Any, content: bytes, status: int) -> str:
+    if isinstance(parsed, dict):
+        error = parsed.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str) and error:
+            return error
+        for key in ("detail", "message"):
+            if parsed.get(key):
+                return parsed[key] if isinstance(parsed[key], str) else json.dumps(parsed[key])
+    return content.decode("utf-8", "replace").strip()[:500] or f"HTTP {status}"
+
+
+def error_from_response(status: int, content: bytes, headers: Mapping[str, str]) -> Exception:
+    """An error answer as this package's exception, with the server's own message (vLLM's envelope)."""
+    parsed = parse_json(content)
+    message = _error_message(parsed, content, status)
+    request_id = headers.get("x-request-id")
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+        request_id = parsed["error"].get("request_id") or request_id
+    context = {"body": parsed, "request_id": request_id}
+    if status == 400:
+        if GUARDRAIL_MARKER in message.lower():
+            return GuardrailError(message)
+        return RequestValidationError(status, message, **context)
+    if status in (401, 403):
+        return AuthenticationError(status, f"{message} (send the server's key: VllmOmniBackend(url, api_key=...) "
+                                           f"or ${API_KEY_ENV})", **context)
+    if status == 429:  # the local stand-in's queue cap; the real server has none
+        return ServerBusyError(status, message, retry_after=_seconds(headers.get("retry-after")), **context)
+    if status == 504:
+        return GenerationTimeoutError(f"HTTP 504: {message} (the server's timeout counts queueing time; "
+                                      "use an asynchronous job for long generations)")
+    return ServerError(status, message, **context)
+
+
+def timings_from_headers(headers: Mapping[str, str]) -> tuple[dict[str, float], dict[str, Any]]:
+    """A sync answer's ``X-*`` headers as (timings, provenance)."""
+    timings: dict[str, float] = {}
+    provenance: dict[str, Any] = {}
+    if _seconds(headers.get("x-inference-time-s")) is not None:
+        timings["inference_s"] = float(headers["x-inference-time-s"])
+    stages = parse_json((headers.get("x-stage-durations") or "").encode())
+    if isinstance(stages, dict):
+        provenance["stage_durations"] = stages
+        timings.update({f"stage_{k}_s": float(v) for k, v in stages.items() if isinstance(v, (int, float))})
+    if _seconds(headers.get("x-peak-memory-mb")) is not None:
+        provenance["peak_memory_mb"] = float(headers["x-peak-memory-mb"])
+    for header, key in (("x-request-id", "request_id"), ("x-model", "served_model")):
+        if headers.get(header):
+            provenance[key] = headers[header]
+    return timings, provenance
+
+
+def timings_from_job(job: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
+    """A finished job record's metrics as (timings, provenance)."""
+    timings: dict[str, float] = {}
+    if isinstance(job.get("inference_time_s"), (int, float)):
+        timings["inference_s"] = float(job["inference_time_s"])
+    stages = job.get("stage_durations") or {}
+    timings.update({f"stage_{k}_s": float(v) for k, v in stages.items() if isinstance(v, (int, float))})
+    provenance = {"job_id": job.get("id"), "stage_durations": stages, "peak_memory_mb": job.get("peak_memory_mb"),
+                  "served_model": job.get("model"), "job": dict(job)}
+    return timings, provenance
+
+
+def decode_image_reply(content: bytes, content_type: str) -> tuple[bytes, np.ndarray, str, dict[str, Any]]:
+    """``(image bytes, frames, suffix, answer fields)`` of an images answer (media work)."""
+    from PIL import Image
+
+    extra: dict[str, Any] = {}
+    raw = content
+    if "json" in content_type:
+        parsed = parse_json(content)
+        try:
+            raw = base64.b64decode(parsed["data"][0]["b64_json"], validate=True)
+        except (TypeError, KeyError, IndexError, ValueError) as exc:
+            raise ServerError(200, f"the images answer has no data[0].b64_json ({exc})", body=parsed) from None
+        extra = {k: parsed.get(k) for k in ("size", "output_format", "metrics", "created")}
+    try:
+        with Image.open(io.BytesIO(raw)) as image:
+            suffix = IMAGE_SUFFIX.get(image.format or "")
+            frames = np.asarray(image.convert("RGB"))[None]
+    except Exception as exc:  # PIL raises several types for bad bytes
+        raise ServerError(200, f"the server's image could not be decoded ({exc})") from None
+    if suffix is None:
+        raise ServerError(200, f"the server sent a {image.format} image, which cannot be kept as it came")
+    return raw, frames, suffix, extra
+
+
+def decode_mp4(content: bytes) -> media.VideoData:
+    """The server's MP4 decoded (frames, and sound when muxed) for previews (media work)."""
+    with tempfile.TemporaryDirectory(prefix="cosmos-vllm-") as folder:
+        path = Path(folder) / "answer.mp4"
+        path.write_bytes(content)
+        try:
+            return media.read_video(path, with_audio=True)
+        except Exception as exc:  # PyAV raises many types for broken files
+            raise ServerError(200, f"the server's MP4 ({len(content)} bytes) could not be decoded ({exc})") from None
+
+
+def check_mp4_reply(status: int, headers: Mapping[str, str], content: bytes) -> None:
+    """A sync answer is accepted only as a non-empty ``video/mp4`` body (action-only output is empty)."""
+    content_type = headers.get("content-type", "")
+    if not content_type.startswith("video/mp4") or not content:
+        raise ServerError(status, f"expected video/mp4 from {proto.VIDEOS_SYNC}, got {content_type!r} "
+                          f"({len(content)} bytes)", body=parse_json(content))
+
+
+def form_seed_fps(fields: Mapping[str, str]) -> tuple[int, float | None]:
+    """The seed and fps a hand-built form asked for (recorded client side: the server echoes neither)."""
+    values: dict[str, Any] = {}
+    for name, kind in (("seed", int), ("fps", float)):
+        try:
+            values[name] = kind(fields[name]) if fields.get(name) else None
+        except ValueError:
+            raise ValidationError(name, f"{fields[name]!r} is not a {kind.__name__}.",
+                                  f"send {name} as a {kind.__name__} written as a string.") from None
+    return values["seed"], values["fps"]

@@ -1,0 +1,278 @@
+"""The stand-in's wire format as pydantic models, shaped like vLLM-Omni 0.30.0's own, so FastAPI gives the
+same validation, error wording and OpenAPI schema for free.
+
+Requests: ``ImageRequest`` is the JSON body of ``/v1/images/generations`` (protocol/images.py; unknown keys are
+ignored). The video POSTs are read in two layers, as on the real server: ``VideoForm`` is the multipart form
+(video/generation/helpers.py:852-890, with only the form-level constraints, so a form error is FastAPI's 400
+"N validation errors"), and ``VideoRequest`` is what the form becomes once its JSON fields are parsed
+(protocol/videos.py VideoGenerationRequest, whose constraints answer 400 ``BadRequestError`` with pydantic's
+text). Responses: the job object, its list, the deletion answer and the image answer.
+``tests/contracts/test_standin_contract.py`` holds every model here to the real package's schemas.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from fastapi import UploadFile
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from ..protocol import vllm_omni as vo
+from .errors import bad_request
+
+SizeStr = Annotated[str, StringConstraints(pattern=vo.SIZE_PATTERN.pattern)]
+SecondStr = Annotated[str, StringConstraints(pattern=vo.SECONDS_PATTERN.pattern)]
+_STEPS, _GUIDANCE, _N, _COMPRESSION = (vo.LIMITS[k] for k in ("num_inference_steps", "guidance_scale", "n",
+                                                              "output_compression"))
+_Int64 = Annotated[int, Field(ge=vo.INT64_MIN, le=vo.INT64_MAX)]
+_Positive64 = Annotated[int, Field(ge=1, le=vo.INT64_MAX)]
+
+
+# ---------------------------------------------------------------------------------------------- images
+
+
+class ResponseFormat(str, Enum):
+    B64_JSON = "b64_json"
+    URL = "url"  # declared upstream, refused by its validator
+    FILE = "file"
+
+
+class ImageRequest(BaseModel):
+    """``POST /v1/images/generations``: the fields the stand-in reads; others are ignored, as upstream."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    prompt: str
+    model: str | None = None
+    n: int = Field(1, ge=_N[0], le=_N[1])
+    size: str | None = None
+    response_format: ResponseFormat = ResponseFormat.B64_JSON
+    negative_prompt: str | None = None
+    system_prompt: str | None = None
+    use_system_prompt: Literal[vo.USE_SYSTEM_PROMPT_TYPES] | None = None  # type: ignore[valid-type]
+    num_inference_steps: int | None = Field(None, ge=_STEPS[0], le=_STEPS[1])
+    guidance_scale: float | None = Field(None, ge=_GUIDANCE[0], le=_GUIDANCE[1])
+    true_cfg_scale: float | None = Field(None, ge=_GUIDANCE[0], le=_GUIDANCE[1])
+    flow_shift: float | None = None
+    extra_params: dict[str, Any] | None = None
+    seed: _Int64 | None = None
+    lora: dict[str, Any] | None = None
+    output_format: str | None = None
+    output_compression: int = Field(100, ge=_COMPRESSION[0], le=_COMPRESSION[1])
+    return_stage_metrics: bool | None = None
+
+    @field_validator("size")
+    @classmethod
+    def _size_has_x(cls, value: str | None) -> str | None:
+        if value is not None and "x" not in value:
+            raise ValueError("size must be in format 'WIDTHxHEIGHT' (e.g., '1024x1024')")
+        return value
+
+    @field_validator("response_format")
+    @classmethod
+    def _no_urls(cls, value: ResponseFormat) -> ResponseFormat:
+        if value not in (ResponseFormat.B64_JSON, ResponseFormat.FILE):
+            raise ValueError(f"Only 'b64_json' or 'file' response format is supported, got: {value.value}")
+        return value
+
+
+class ImageData(BaseModel):
+    b64_json: str | None = None
+    url: str | None = None
+    revised_prompt: str | None = None
+
+
+class ImageResponse(BaseModel):
+    created: int
+    data: list[ImageData]
+    output_format: str | None = None
+    size: str
+    cot_output: str | None = None
+    metrics: dict[str, Any] | None = None
+
+
+# ---------------------------------------------------------------------------------------------- videos
+
+
+class VideoForm(BaseModel):
+    """The multipart form of ``POST /v1/videos`` and ``/v1/videos/sync`` (every value arrives as text)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    prompt: str
+    model: str | None = None
+    size: SizeStr | None = None
+    width: int | None = None
+    height: int | None = None
+    num_frames: int | None = None
+    seconds: SecondStr | None = None
+    fps: float | None = Field(None, ge=1, allow_inf_nan=False)
+    negative_prompt: str | None = None
+    num_inference_steps: int | None = None
+    guidance_scale: float | None = None
+    flow_shift: float | None = None
+    seed: int | None = None
+    generate_sound: bool | None = None
+    sound_duration: float | None = Field(None, gt=0.0)
+    quality: str | None = None
+    extra_params: str | None = Field(None, description="a JSON object, as text")
+    lora: str | None = Field(None, description="a JSON object, as text")
+    return_stage_metrics: bool | None = None
+    image_reference: str | None = Field(None, description='{"image_url": "data:... | http(s)://..."}, as text')
+    video_reference: str | None = Field(None, description='{"video_url": "data:... | http(s)://..."}, as text')
+    control_type: str | None = None
+    input_reference: UploadFile | None = Field(None, description="an image or a video, sniffed by content")
+    control_reference: UploadFile | None = Field(None, description="a transfer control video")
+
+    def to_request(self) -> "VideoRequest":
+        """The typed request (JSON fields parsed); raises pydantic's ValidationError for the model's limits."""
+        values = self.model_dump(exclude_none=True, exclude={"input_reference", "control_reference", "control_type"})
+        for name in ("extra_params", "lora", "image_reference", "video_reference"):
+            if name in values:
+                values[name] = form_json(values[name], name, expect_object=name in ("extra_params", "lora"))
+        return VideoRequest.model_validate(values)
+
+
+def form_json(text: str, name: str, *, expect_object: bool) -> Any:
+    """A JSON form field (vLLM-Omni's ``_parse_form_json``); a nesting bomb is bad JSON, not a crash."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        detail = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise bad_request(f"Invalid JSON in form field '{name}': {detail}", param=name) from None
+    if expect_object and not isinstance(value, dict):
+        raise bad_request(f"Invalid JSON in form field '{name}': expected dict, got {type(value).__name__}.",
+                          param=name)
+    return value
+
+
+class _UrlImage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    image_url: str
+
+
+class _UrlVideo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    video_url: str
+
+
+class _FileReference(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    file_id: str
+
+
+class VideoRequest(BaseModel):
+    """What a video form means, with the limits of vLLM-Omni's ``VideoGenerationRequest``."""
+
+    prompt: str
+    model: str | None = None
+    size: SizeStr | None = None
+    seconds: SecondStr | None = None
+    width: _Positive64 | None = None
+    height: _Positive64 | None = None
+    num_frames: _Positive64 | None = None
+    fps: float | None = Field(None, ge=1, le=vo.INT64_MAX, allow_inf_nan=False)
+    negative_prompt: str | None = None
+    num_inference_steps: int | None = Field(None, ge=_STEPS[0], le=_STEPS[1])
+    guidance_scale: float | None = Field(None, ge=_GUIDANCE[0], le=_GUIDANCE[1])
+    flow_shift: float | None = None
+    seed: _Int64 | None = None
+    generate_sound: bool = False
+    sound_duration: float | None = Field(None, gt=0.0)
+    quality: str | None = None
+    extra_params: dict[str, Any] | None = None
+    lora: dict[str, Any] | None = None
+    return_stage_metrics: bool | None = None
+    image_reference: _UrlImage | _FileReference | None = None
+    video_reference: _UrlVideo | _FileReference | None = None
+
+    @field_validator("quality")
+    @classmethod
+    def _known_quality(cls, value: str | None) -> str | None:
+        if value is not None and value not in vo.QUALITY_LEVELS:
+            raise ValueError(f"quality must be one of {list(vo.QUALITY_LEVELS)}, got {value!r}")
+        return value
+
+
+VideoStatus = Literal[vo.JOB_STATUSES]  # type: ignore[valid-type]
+
+
+class VideoError(BaseModel):
+    code: int | str
+    message: str
+
+
+class VideoJob(BaseModel):
+    """A job as ``/v1/videos`` shows it (protocol/videos.py VideoResponse, action output never set here)."""
+
+    id: str
+    object: Literal["video"] = "video"
+    model: str
+    prompt: str
+    status: VideoStatus = "queued"
+    progress: int = 0
+    size: SizeStr | None = None
+    seconds: SecondStr = "4"
+    quality: str = "default"
+    created_at: int = Field(default_factory=lambda: int(time.time()))
+    completed_at: int | None = None
+    expires_at: int | None = None
+    remixed_from_video_id: str | None = None
+    error: VideoError | None = None
+    media_type: Literal["video/mp4"] = "video/mp4"
+    file_name: str | None = None
+    inference_time_s: float | None = None
+    fps: float | None = None
+    num_frames: int | None = None
+    duration_s: float | None = None
+    metrics: dict[str, Any] | None = None
+    stage_durations: dict[str, float] = Field(default_factory=dict)
+    peak_memory_mb: float = 0.0
+    action: dict[str, Any] | None = None
+
+
+class VideoList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[VideoJob]
+    first_id: str | None = None
+    last_id: str | None = None
+    has_more: bool = False
+
+
+class VideoDeleted(BaseModel):
+    id: str
+    deleted: bool = True
+    object: Literal["video.deleted"] = "video.deleted"
+
+
+# Valid requests for the OpenAPI page (and the schema-driven fuzzer, which sends them as they are).
+IMAGE_EXAMPLES = {
+    "png": {"summary": "a small PNG", "value": {"prompt": "a robot workshop", "size": "32x32",
+                                                 "num_inference_steps": 1, "seed": 3}},
+    "jpeg_files": {"summary": "two JPEG files (a zip)", "value": {
+        "prompt": "a robot", "size": "16x32", "n": 2, "num_inference_steps": 1, "response_format": "file",
+        "output_format": "jpeg"}},
+}
+VIDEO_EXAMPLES = {
+    "text2video": {"summary": "a small text2video", "value": {
+        "prompt": "a small robot crosses a workshop", "size": "32x32", "num_frames": 5, "fps": 8,
+        "num_inference_steps": 1, "seed": 1, "extra_params": '{"guardrails": false}'}},
+    "one_frame": {"summary": "num_frames and seconds omitted: a 1-frame video", "value": {
+        "prompt": "a kettle on a stove", "size": "16x16", "num_inference_steps": 1}},
+}
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: int
+
+
+class ErrorEnvelope(BaseModel):
+    """Every error answer (vLLM's production envelope)."""
+
+    error: ErrorDetail

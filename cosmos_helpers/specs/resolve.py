@@ -1,0 +1,379 @@
+"""What the framework will run a sample with: its defaults, filled in the framework's order, each value's source.
+
+The order is ``OmniSampleOverrides.build_sample`` (cosmos-framework 5eee9ed ``inference/args.py``):
+
+1. the mode's defaults file (``defaults/<mode>/sample_args.json``, or the sample's ``defaults_file``);
+2. the model config: ``resolution`` (Nano/Super 720, Edge 480) and Edge's 121 video frames;
+3. the input's own fields, then command-line overrides (``--resolution``, ``--num-steps``, ``--seed``), which the
+   framework merges over every sample of ``-i``;
+4. the framework's own fill-ins: one frame for image modes, video frames rounded up to 4k+1, the negative metadata
+   promotion, conditioning frames, ``enable_sound`` for audio conditioning;
+5. for transfer, the transfer defaults, then, with exactly one hint, that hint's tuned defaults for the fields
+   the input (and the command line) leave out.
+
+A *profile* (``tiny`` on a CPU) stands in for step 2 and for the mode's tier, frame count and steps: it fills
+only what the input leaves unset, never a value the input sets. ``resolved.sources`` says where each value came
+from, and ``notes`` what the framework does differently than a reader might expect.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..errors import ValidationError
+from ..presets import MODES, VIDEO_SIZES, get_profile, normalize_tier
+from ..protocol import framework as fw
+
+if TYPE_CHECKING:
+    from .load import Sample
+
+FRAMEWORK_DEFAULT_MODEL = "nvidia/Cosmos3-Nano"
+OVERRIDABLE: tuple[str, ...] = ("resolution", "num_steps", "seed")  # what `cosmos-helpers run` may override
+# What every generation sample must end up with (OmniSampleArgs has no default for them).
+_REQUIRED: tuple[str, ...] = ("fps", "num_steps", "guidance", "shift", "sigma_max", "normalize_cfg",
+                              "duration_template", "resolution_template", "inverse_duration_template",
+                              "inverse_resolution_template", "negative_metadata_mode", "negative_prompt_keep_metadata",
+                              "video_save_quality", "image_save_quality")
+# The framework modes a profile has no defaults of, and the mode whose defaults stand in for them.
+PROFILE_MODES: Mapping[str, str] = MappingProxyType({"audio_image2video": "image2video"})
+
+
+@dataclass(frozen=True)
+class ResolvedHint:
+    """A hint's effective values: control file (absolute path or URL), weight, preset (edge/blur only)."""
+
+    kind: str
+    control_path: str | None
+    weight: float
+    preset: str | None
+
+
+@dataclass(frozen=True)
+class ResolvedSample:
+    """The values the framework runs a sample with. ``None`` where the mode does not use a field."""
+
+    name: str
+    model: str
+    profile: str | None
+    model_mode: str
+    prompt: str
+    negative_prompt: str | None  # None: the framework's default caption file (not readable here)
+    vision_path: str | None
+    sound_path: str | None
+    resolution: str | None
+    aspect_ratio: str | None
+    fps: int
+    num_frames: int
+    num_steps: int
+    guidance: float
+    guidance_interval: tuple[float, float] | None
+    shift: float
+    sigma_max: float
+    normalize_cfg: bool
+    seed: int | None  # None: derived by the framework from the name and output folder at run time
+    duration_template: str | None  # None: no sentence (vLLM-Omni's use_duration_template false)
+    resolution_template: str | None
+    inverse_duration_template: str | None
+    inverse_resolution_template: str | None
+    negative_metadata_mode: str
+    negative_prompt_keep_metadata: bool
+    enable_sound: bool
+    condition_frame_indexes_vision: tuple[int, ...]
+    condition_video_keep: str
+    video_save_quality: int
+    image_save_quality: int
+    num_outputs: int
+    control_guidance: float
+    control_guidance_interval: tuple[float, float] | None
+    hints: tuple[ResolvedHint, ...]
+    num_video_frames_per_chunk: int | None
+    num_conditional_frames: int | None
+    num_first_chunk_conditional_frames: int | None
+    max_frames: int | None
+    share_vision_temporal_positions: bool | None
+    emphasize_control_in_prompt: bool | None
+    show_control_condition: bool | None
+    show_input: bool | None
+    sources: Mapping[str, str] = field(repr=False)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def is_transfer(self) -> bool:
+        return bool(self.hints)
+
+    @property
+    def is_image(self) -> bool:
+        return self.model_mode in fw.IMAGE_MODES
+
+    @property
+    def hint_kinds(self) -> tuple[str, ...]:
+        return tuple(h.kind for h in self.hints)
+
+    @property
+    def chunk_frames(self) -> int | None:
+        """The chunk the framework generates: ``num_video_frames_per_chunk`` rounded up to 4k+1."""
+        chunk = self.num_video_frames_per_chunk
+        return None if chunk is None else fw.round_up_frames(chunk)
+
+    @property
+    def normalized_weights(self) -> tuple[float, ...]:
+        total = sum(h.weight for h in self.hints)
+        return tuple(h.weight / total for h in self.hints) if total > 0 else ()
+
+    @property
+    def bucket_size(self) -> tuple[int, int] | None:
+        """(width, height) of ``resolution`` x ``aspect_ratio``; a transfer without ``vision_path`` takes its
+        aspect from the first control instead (see ``transfer.prepare``)."""
+        if self.resolution is None or self.aspect_ratio is None:
+            return None
+        return VIDEO_SIZES[self.resolution][self.aspect_ratio]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe record (tuples as lists)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["hints"] = [asdict(h) for h in self.hints]
+        out["sources"] = dict(self.sources)
+        return json.loads(json.dumps(out))
+
+
+def resolve(sample: Sample, *, profile: str | None = None, model: str | None = None,
+            overrides: Mapping[str, Any] | None = None, output_dir: str | Path | None = None) -> ResolvedSample:
+    """The framework's effective values for ``sample`` (module docstring); ``profile`` fills unset tier/frames/steps.
+
+    ``model`` picks the model config (default: the profile's model, else Cosmos3-Nano, the framework's default);
+    ``overrides`` are command-line values (see ``OVERRIDABLE``); ``output_dir`` is ``<out>/<name>``, from which the
+    framework derives the seed of a sample without one.
+    """
+    return _Resolver(sample, profile, model, dict(overrides or {}), output_dir).run()
+
+
+class _Resolver:
+    def __init__(self, sample: Sample, profile: str | None, model: str | None, overrides: dict[str, Any],
+                 output_dir: str | Path | None) -> None:
+        unknown = sorted(set(overrides) - set(OVERRIDABLE))
+        if unknown:
+            raise ValidationError(unknown[0], "cannot be overridden here.", f"override only {', '.join(OVERRIDABLE)}.")
+        self.sample, self.f = sample, sample.fields
+        self.profile = get_profile(profile) if profile else None
+        self.model = str(model or (self.profile.model if self.profile else FRAMEWORK_DEFAULT_MODEL))
+        self.overrides = _checked_overrides(overrides)
+        self.output_dir = output_dir
+        self.mode = sample.mode
+        self.values: dict[str, Any] = {}
+        self.sources: dict[str, str] = {}
+        self.notes: list[str] = []
+        self.user = {k for k in sample.fields.model_fields_set if getattr(sample.fields, k) is not None}
+        self.user |= set(self.overrides)
+
+    def put(self, key: str, value: Any, source: str) -> None:
+        self.values[key], self.sources[key] = value, source
+
+    def run(self) -> ResolvedSample:
+        if self.mode in fw.REASONER_MODES:
+            raise ValidationError("model_mode", "the reasoner writes text, not images or video; this project runs "
+                                  "generation modes only.", "run reasoner samples with the framework's CLI directly.")
+        self._defaults()
+        self._model_config()
+        self._profile()
+        for key in sorted(self.user - set(self.overrides)):
+            self.put(key, getattr(self.f, key), "input")
+        for key, value in self.overrides.items():
+            self.put(key, value, "command line")
+        self._fill_ins()
+        if self.sample.is_transfer:
+            self._transfer()
+        return self._build()
+
+    def _defaults(self) -> None:
+        f = self.f
+        if f.defaults_file is not None:
+            defaults = json.loads(Path(self.sample.path(f.defaults_file)).read_text(encoding="utf-8"))
+            origin = f"defaults_file {f.defaults_file}"
+        else:
+            defaults = {**fw.MODE_DEFAULTS.get(self.mode, {}), **fw.PROMPT_DEFAULTS,
+                        "resolution_template": fw.RESOLUTION_TEMPLATES["image" if self.mode in fw.IMAGE_MODES
+                                                                       else "video"]}
+            origin = f"{self.mode} default"
+        negative_file = defaults.pop("negative_prompt_file", None)
+        for key, value in defaults.items():
+            if key in fw.ALL_FIELDS:
+                self.put(key, value, origin)
+        if negative_file is not None and defaults.get("negative_prompt") is None:
+            self.put("negative_prompt", None, f"the framework's defaults/{negative_file} (read by the framework only)")
+
+    def _model_config(self) -> None:
+        checkpoint = fw.CHECKPOINTS.get(self.model, self.model)
+        config = fw.MODEL_CONFIGS.get(checkpoint)
+        if config is None:
+            return
+        if self.mode != "image2image" and self.values.get("resolution") is None:  # a defaults_file's wins
+            self.put("resolution", config["resolution"], f"{checkpoint} config")
+        if "num_frames" in config and self._plain_video():
+            self.put("num_frames", config["num_frames"], f"{checkpoint} config")
+
+    def _profile(self) -> None:
+        mode = PROFILE_MODES.get(self.mode, self.mode)
+        if self.profile is None or mode not in MODES:
+            return
+        d, source = self.profile.defaults(mode), f"profile {self.profile.name}"
+        fills = {"resolution": d.tier, "num_steps": d.num_inference_steps}
+        if self._plain_video():
+            fills["num_frames"] = d.num_frames
+        for key, value in fills.items():
+            if not self.sources.get(key, "").startswith("defaults_file"):  # the input's own defaults win
+                self.put(key, value, source)
+
+    def _plain_video(self) -> bool:
+        return self.mode not in fw.IMAGE_MODES + fw.ACTION_MODES + fw.REASONER_MODES
+
+    def _fill_ins(self) -> None:
+        v = self.values
+        if self.mode in fw.IMAGE_MODES and "num_frames" not in self.user:
+            self.put("num_frames", 1, f"{self.mode} makes one frame")
+        frames = v.get("num_frames")
+        if frames is not None and fw.round_up_frames(frames) != frames:
+            self.put("num_frames", fw.round_up_frames(frames), f"{self.sources['num_frames']}, rounded up to 4k+1")
+            self.notes.append(f"num_frames {frames} runs as {fw.round_up_frames(frames)}: the framework rounds video "
+                              "frame counts up to 4k+1 (the VAE's temporal grid).")
+        if v.get("negative_prompt_keep_metadata") and v.get("negative_metadata_mode") == "none":
+            self.put("negative_metadata_mode", "same", "promoted to 'same' by negative_prompt_keep_metadata")
+        if "condition_frame_indexes_vision" not in self.user:
+            kind = _vision_kind(self.f.vision_path)
+            self.put("condition_frame_indexes_vision", fw.CONDITION_FRAMES.get(kind, ()), "framework default")
+        v.setdefault("condition_video_keep", "first")
+        if self.mode in fw.SOUND_CONDITION_MODES:
+            self.put("enable_sound", True, f"{self.mode} conditions on sound")
+        v.setdefault("enable_sound", False)
+        v.setdefault("control_guidance", 1.0)
+        v.setdefault("num_outputs", 1)
+        if "sigma_max" in self.user:
+            self.notes.append("sigma_max is read by the EDM sampler only; the framework's default sampler (unipc) "
+                              "ignores it.")
+        self._negative_file()
+
+    def _negative_file(self) -> None:
+        """``negative_prompt_file`` is read only when no negative prompt is set yet (args.py:885), and the mode's
+        defaults always set one, so with the built-in defaults the framework never reads it."""
+        name = self.f.negative_prompt_file
+        if name is None or "negative_prompt" in self.user:
+            return
+        if "negative_prompt" in self.sources:
+            self.notes.append(f"negative_prompt_file {name!r} is not read by cosmos-framework {fw.VERSION}: the mode's "
+                              "default negative prompt is already set (args.py:885). Put the caption in "
+                              "negative_prompt to use it.")
+            return
+        path = Path(self.sample.path(name))
+        if path.is_file():  # a defaults_file without a negative prompt: the file is read, as JSON
+            self.put("negative_prompt", json.dumps(json.loads(path.read_text(encoding="utf-8"))),
+                     f"negative_prompt_file {name}")
+        else:
+            self.put("negative_prompt", None,
+                     f"the framework's defaults/{Path(name).name} (read by the framework only)")
+
+    def _transfer(self) -> None:
+        for key, value in fw.TRANSFER_SAMPLE_DEFAULTS.items():
+            if key not in self.user:
+                self.put(key, value, "transfer default")
+        kinds = self.sample.hint_kinds
+        if len(kinds) == 1:
+            for key, value in fw.HINT_TUNED_DEFAULTS[kinds[0]].items():
+                if key not in self.user:
+                    self.put(key, value, f"{kinds[0]} tuned default")
+
+    def _build(self) -> ResolvedSample:
+        v, f = self.values, self.f
+        missing = [key for key in _REQUIRED + ("num_frames",) if v.get(key) is None]
+        if missing:  # only a defaults_file can leave these out; the framework then fails at build time
+            raise ValidationError("defaults_file", f"neither the sample nor its defaults set {', '.join(missing)}.",
+                                  "add them to the defaults file (start from the framework's "
+                                  "defaults/<mode>/sample_args.json).")
+        prompt = self._prompt()
+        interval = lambda key: None if v.get(key) is None else (float(v[key][0]), float(v[key][1]))  # noqa: E731
+        seed = v.get("seed")
+        if seed is None and self.output_dir is not None:
+            seed = fw.fallback_seed(self.sample.name, Path(self.output_dir).expanduser().absolute())
+            self.sources["seed"] = "derived from the name and output folder (the framework's fallback seed)"
+        self.sources.setdefault("seed", "derived by the framework at run time")
+        self.sources.setdefault("model_mode", "inferred from vision_path and num_frames")
+        hints = tuple(self._hint(kind) for kind in self.sample.hint_kinds)
+        optional = lambda key, cast: None if v.get(key) is None else cast(v[key])  # noqa: E731
+        return ResolvedSample(
+            name=self.sample.name, model=self.model, profile=self.profile.name if self.profile else None,
+            model_mode=self.mode, prompt=prompt, negative_prompt=v.get("negative_prompt"),
+            vision_path=self.sample.path(f.vision_path), sound_path=self.sample.path(f.sound_path),
+            resolution=v.get("resolution"), aspect_ratio=v.get("aspect_ratio"), fps=int(v["fps"]),
+            num_frames=int(v["num_frames"]), num_steps=int(v["num_steps"]), guidance=float(v["guidance"]),
+            guidance_interval=interval("guidance_interval"), shift=float(v["shift"]),
+            sigma_max=float(v["sigma_max"]), normalize_cfg=bool(v["normalize_cfg"]), seed=seed,
+            duration_template=v["duration_template"], resolution_template=v["resolution_template"],
+            inverse_duration_template=v["inverse_duration_template"],
+            inverse_resolution_template=v["inverse_resolution_template"],
+            negative_metadata_mode=v["negative_metadata_mode"],
+            negative_prompt_keep_metadata=bool(v["negative_prompt_keep_metadata"]),
+            enable_sound=bool(v["enable_sound"]),
+            condition_frame_indexes_vision=tuple(int(i) for i in v["condition_frame_indexes_vision"]),
+            condition_video_keep=v["condition_video_keep"], video_save_quality=int(v["video_save_quality"]),
+            image_save_quality=int(v["image_save_quality"]), num_outputs=int(v["num_outputs"]),
+            control_guidance=float(v["control_guidance"]),
+            control_guidance_interval=interval("control_guidance_interval"), hints=hints,
+            num_video_frames_per_chunk=optional("num_video_frames_per_chunk", int),
+            num_conditional_frames=optional("num_conditional_frames", int),
+            num_first_chunk_conditional_frames=optional("num_first_chunk_conditional_frames", int),
+            max_frames=optional("max_frames", int),
+            share_vision_temporal_positions=optional("share_vision_temporal_positions", bool),
+            emphasize_control_in_prompt=optional("emphasize_control_in_prompt", bool),
+            show_control_condition=optional("show_control_condition", bool), show_input=optional("show_input", bool),
+            sources=MappingProxyType(dict(self.sources)), notes=tuple(self.notes))
+
+    def _prompt(self) -> str:
+        f = self.f
+        if f.prompt is not None:
+            return f.prompt
+        if f.prompt_path is None:
+            self.sources["prompt"] = "none given (empty)"
+            return ""
+        path = Path(self.sample.path(f.prompt_path))
+        self.sources["prompt"] = f"prompt_path {f.prompt_path}"
+        text = path.read_text(encoding="utf-8")
+        if self.sample.is_transfer and path.suffix.lower() == ".json":  # args.py _load_transfer_prompt_path
+            try:
+                return json.dumps(json.loads(text))
+            except json.JSONDecodeError as exc:
+                raise ValidationError("prompt_path", f"{path} is not valid JSON ({exc.msg}).",
+                                      "fix the JSON.") from None
+        return text.strip()
+
+    def _hint(self, kind: str) -> ResolvedHint:
+        hint = getattr(self.f, kind)
+        preset_field = fw.PRESET_FIELDS.get(kind)
+        preset = (getattr(hint, preset_field) or "medium") if preset_field else None
+        return ResolvedHint(kind=kind, control_path=self.sample.path(hint.control_path),
+                            weight=1.0 if hint.weight is None else float(hint.weight), preset=preset)
+
+
+def _checked_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Command-line values, typed as the fields they replace (``resolution`` may be this project's CPU tier)."""
+    checked = {k: v for k, v in overrides.items() if v is not None}
+    tier = checked.get("resolution")
+    if tier is not None:
+        checked["resolution"] = tier = normalize_tier(tier)
+        if tier not in VIDEO_SIZES:
+            raise ValidationError("resolution", f"unknown tier {tier!r}.", f"use one of {', '.join(VIDEO_SIZES)}.")
+    for key, low in (("num_steps", 1), ("seed", 0)):
+        value = checked.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+            raise ValidationError(key, f"{value!r} is not an integer >= {low}.", f"pass e.g. {key}={max(low, 1)}.")
+    return checked
+
+
+def _vision_kind(vision_path: str | None) -> str | None:
+    if vision_path is None:
+        return None
+    return "image" if Path(vision_path.split("?")[0]).suffix.lower() in fw.IMAGE_EXTENSIONS else "video"
+
+
+__all__ = ["FRAMEWORK_DEFAULT_MODEL", "OVERRIDABLE", "ResolvedHint", "ResolvedSample", "resolve"]

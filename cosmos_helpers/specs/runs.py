@@ -1,0 +1,209 @@
+"""One run of a sample on one backend: what each backend can honour, the request it becomes, and its fingerprint.
+
+A framework input runs *unchanged* on the framework. On diffusers and vLLM-Omni it runs with the same meaning or
+not at all: a field a backend cannot honour is refused before any work, naming the field and the backend
+(:func:`check_backend`); fields the framework itself ignores are accepted and recorded. A generation sample
+becomes a :class:`~cosmos_helpers.request.GenerationRequest` whose backend options stay ``None`` (each backend's
+own default) unless the input sets them (:func:`generation_request`).
+
+:class:`SampleRun` is what an output is made from (the input as written, command-line overrides, profile and
+model, the resolved values, the content of every input file); its ``fingerprint()`` is what a rerun compares, so
+a finished output is skipped and a changed input is never mistaken for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .. import media
+from ..errors import ValidationError
+from ..protocol import framework as fw
+from ..protocol import vllm_omni as vo
+from ..request import GenerationRequest
+from .downloads import fetch
+from .load import Sample
+from .resolve import ResolvedSample
+
+BACKENDS: tuple[str, ...] = ("diffusers", "framework", "vllm-omni")
+GENERATION_MODES: tuple[str, ...] = ("text2image", "text2video", "image2video", "video2video")
+_TEMPLATES = ("duration_template", "resolution_template", "inverse_duration_template", "inverse_resolution_template")
+
+
+def given_fields(sample: Sample, overrides: Mapping[str, Any] | None = None) -> set[str]:
+    """The fields the input (or the command line) sets, hint fields as ``edge.weight``."""
+    given = {k for k in sample.fields.model_fields_set if getattr(sample.fields, k) is not None}
+    for kind in sample.hint_kinds:
+        hint = getattr(sample.fields, kind)
+        given |= {f"{kind}.{k}" for k in hint.model_fields_set if getattr(hint, k) is not None}
+    return given | {k for k, v in (overrides or {}).items() if v is not None}
+
+
+def check_backend(sample: Sample, r: ResolvedSample, backend: str, given: set[str]) -> None:
+    """Refuse, before any work, a sample ``backend`` cannot run as the framework would."""
+    if backend not in BACKENDS:
+        raise ValidationError("backend", f"unknown backend {backend!r}.", f"use one of {', '.join(BACKENDS)}.")
+    _check_model(sample, r)
+    if backend == "framework":
+        return
+
+    def refuse(name: str, problem: str, fix: str | None = None) -> None:
+        raise ValidationError(name, f"{backend} cannot run this: {problem}",
+                              fix or f"remove {name}, or run the sample on the framework backend.")
+
+    mode = r.model_mode
+    if mode in fw.ACTION_MODES or mode == "image2image":
+        refuse("model_mode", f"{mode} runs on the Cosmos Framework only.", "use --backend framework on a GPU host.")
+    if mode in fw.SOUND_CONDITION_MODES and backend != "diffusers":
+        refuse("model_mode", f"{mode}: vLLM-Omni {vo.VERSION} has no audio conditioning.",
+               "run it on diffusers (experimental) or the framework.")
+    if sample.fields.prompt_upsampling:
+        refuse("prompt_upsampling", "prompt upsampling needs the framework's reasoner.")
+    if r.num_outputs > 1:
+        refuse("num_outputs", f"{r.num_outputs} outputs per sample; it makes one.", "use num_outputs 1 and several "
+               "samples with different seeds.")
+    for name in ("tensors_file", "pickle_file"):
+        if name in given:
+            refuse(name, f"{name} feeds the framework's own data loader.")
+    if r.is_transfer:
+        if backend == "diffusers" and r.share_vision_temporal_positions is False:
+            refuse("share_vision_temporal_positions", "diffusers' transfer always shares the control and target "
+                   "positions (as the model was trained).")
+    elif mode in fw.SOUND_CONDITION_MODES:
+        for name in ("guidance_interval", "normalize_cfg"):
+            if name in given:
+                refuse(name, f"the experimental {mode} loop applies guidance on every step, unnormalised.")
+    elif mode in GENERATION_MODES:
+        _check_generation(r, given, refuse, encodes_itself=backend == "vllm-omni")
+
+
+def _check_generation(r: ResolvedSample, given: set[str], refuse, *, encodes_itself: bool) -> None:
+    """Generation requests: the options a ``GenerationRequest`` has no field for."""
+    mode = r.model_mode
+    for name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg"):
+        if name in given:
+            refuse(name, f"a generation request has no {name} option.")
+    for name in _TEMPLATES:
+        default = fw.PROMPT_DEFAULTS.get(name) or fw.RESOLUTION_TEMPLATES["image" if r.is_image else "video"]
+        if name in given and getattr(r, name) != default:
+            refuse(name, "custom template sentences are the framework's only (diffusers and vLLM-Omni have "
+                   "their own, equal to the framework's defaults).")
+    if r.enable_sound and r.sound_path is not None:
+        refuse("sound_path", "sound-conditioned generation (enable_sound with sound_path) is not a generation "
+               "request; only audio_image2video is (experimental, diffusers).")
+    if r.enable_sound and r.is_image:
+        refuse("enable_sound", f"{mode} makes a still image, which cannot carry sound.")
+    if mode == "text2video" and r.vision_path is not None:
+        refuse("vision_path", "the framework conditions text2video on a vision_path too; here text2video takes none.",
+               "set model_mode to image2video (or video2video), or remove vision_path.")
+    if mode == "image2video" and "condition_frame_indexes_vision" in given and r.condition_frame_indexes_vision != (0,):
+        refuse("condition_frame_indexes_vision", "image2video conditions on latent frame 0 only.")
+    for name in ("video_save_quality", "image_save_quality"):
+        if name in given and encodes_itself:
+            refuse(name, "the server encodes the output its own way.")
+
+
+def _check_model(sample: Sample, r: ResolvedSample) -> None:
+    named = sample.fields.model
+    if named is not None and fw.CHECKPOINTS.get(named, named) != fw.CHECKPOINTS.get(r.model, r.model):
+        raise ValidationError("model", f"the sample names {named!r} but the run uses {r.model!r}.",
+                              f"run it with --model {named} (or the profile of that model), or remove model.")
+
+
+def generation_request(r: ResolvedSample, given: set[str], *, profile: str | None = None) -> GenerationRequest:
+    """The :class:`GenerationRequest` of a resolved generation sample (local media paths).
+
+    What to generate is always concrete (the sample's resolved values); backend options are set only when the input
+    sets them: ``negative_prompt``, the sentence templates (the framework's own sentences), ``guidance_interval``
+    (the framework's strict ``lo < t < hi`` as the inclusive interval with the same timesteps).
+    """
+    video = r.model_mode != "text2image"
+    options: dict[str, Any] = {}
+    if "negative_prompt" in given:
+        options["negative_prompt"] = r.negative_prompt
+    structured = _is_json_object(r.prompt)
+    for name in ("duration_template", "resolution_template"):
+        if name in given and not structured:  # a JSON caption gets metadata instead, on every backend
+            options[f"add_{name}"] = True
+    if r.guidance_interval is not None and "guidance_interval" in given:
+        lo, hi = r.guidance_interval
+        options["guidance_interval"] = (math.nextafter(lo, math.inf), math.nextafter(hi, -math.inf))
+    if r.model_mode == "image2video":
+        options["image"] = Path(r.vision_path)
+    if r.model_mode == "video2video":
+        options.update(video=Path(r.vision_path), condition_frames=r.condition_frame_indexes_vision,
+                       condition_video_keep=r.condition_video_keep)
+    return GenerationRequest(
+        mode=r.model_mode, prompt=r.prompt, profile=profile or r.profile or "nano", model=r.model,
+        tier=r.resolution, aspect_ratio=r.aspect_ratio, num_frames=r.num_frames if video else None, fps=r.fps,
+        num_inference_steps=r.num_steps, guidance_scale=r.guidance, flow_shift=r.shift, seed=int(r.seed),
+        sound=r.enable_sound, **options)
+
+
+def _is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+def localize(r: ResolvedSample, *, progress: bool = True) -> ResolvedSample:
+    """``r`` with every URL input replaced by its local copy (the framework's download cache, see ``downloads``)."""
+    def local(value: str | None, name: str) -> str | None:
+        return str(fetch(value, name, progress=progress)) if value is not None and fw.is_url(value) else value
+
+    hints = tuple(dataclasses.replace(h, control_path=local(h.control_path, f"{h.kind}.control_path"))
+                  for h in r.hints)
+    return dataclasses.replace(r, vision_path=local(r.vision_path, "vision_path"),
+                               sound_path=local(r.sound_path, "sound_path"), hints=hints)
+
+
+@dataclass(frozen=True)
+class SampleRun:
+    """What one output is made from; ``Generation.request`` of every output of ``run_spec``."""
+
+    sample: Sample
+    resolved: ResolvedSample
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    files: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, sample: Sample, resolved: ResolvedSample, overrides: Mapping[str, Any] | None = None
+               ) -> SampleRun:
+        """Record the content of every local input file (URLs: the cached copy the run uses)."""
+        files: dict[str, Any] = {}
+        paths = {**sample.path_fields(), "vision_path": resolved.vision_path, "sound_path": resolved.sound_path,
+                 **{f"{h.kind}.control_path": h.control_path for h in resolved.hints}}
+        for key, value in sorted(paths.items()):
+            local = value if value is None or fw.is_url(value) else sample.path(value)
+            if local is not None and not fw.is_url(local) and Path(local).is_file():
+                files[key] = media.file_sha256(local)
+            elif local is not None:
+                files[key] = local
+        return cls(sample=sample, resolved=resolved, overrides=dict(overrides or {}), files=files)
+
+    @property
+    def given(self) -> set[str]:
+        return given_fields(self.sample, self.overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved values (``model_mode``, ``prompt``, ``num_steps``... at the top, as galleries read them), the
+        input as written, the overrides and the input files' content hashes."""
+        record = self.resolved.to_dict()
+        record.pop("sources", None)
+        record.update(input=json.loads(json.dumps(dict(self.sample.data))), overrides=dict(self.overrides),
+                      files=dict(self.files))
+        return record
+
+    def fingerprint(self) -> str:
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+__all__ = ["BACKENDS", "GENERATION_MODES", "SampleRun", "check_backend", "generation_request", "given_fields",
+           "localize"]

@@ -1,0 +1,166 @@
+"""What each backend can honour of a framework sample (refused before any work, naming the field and the backend),
+the generation request a sample becomes (backend options left to each backend unless the sample sets them), and
+the fingerprint a rerun compares."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from cosmos_helpers import media
+from cosmos_helpers.errors import ValidationError
+from cosmos_helpers.samples import chime_sound, rolling_ball_clip
+from cosmos_helpers.specs import Sample, SampleRun, check_backend, generation_request, given_fields
+
+
+@pytest.fixture()
+def folder(tmp_path: Path) -> Path:
+    media.write_png(tmp_path / "still.png", rolling_ball_clip(1, 64, 48)[0])
+    media.write_mp4(tmp_path / "clip.mp4", rolling_ball_clip(9, 64, 48), 24)
+    media.write_wav(tmp_path / "chime.wav", chime_sound(0.5), 48000)
+    return tmp_path
+
+
+def check(folder: Path, backend: str, *, model: str | None = None, **data) -> None:
+    sample = Sample.from_dict({"prompt": "a robot", **data}, base_dir=folder, name="s")
+    profile = "nano" if backend == "framework" else "tiny"
+    check_backend(sample, sample.resolved(profile=profile, model=model), backend, given_fields(sample))
+
+
+REFUSED = [
+    (dict(model_mode="forward_dynamics", vision_path="still.png", action_path="still.png"), "model_mode"),
+    (dict(model_mode="image2image", vision_path="still.png"), "model_mode"),
+    (dict(num_outputs=2), "num_outputs"),
+    (dict(prompt_upsampling=True), "prompt_upsampling"),
+    (dict(tensors_file="still.png"), "tensors_file"),
+    (dict(duration_template="{duration}s"), "duration_template"),
+    (dict(negative_metadata_mode="inverse"), "negative_metadata_mode"),
+    (dict(normalize_cfg=True), "normalize_cfg"),
+    (dict(enable_sound=True, sound_path="chime.wav"), "sound_path"),
+    (dict(model_mode="text2image", enable_sound=True), "enable_sound"),
+    (dict(model_mode="text2video", vision_path="still.png"), "vision_path"),
+    (dict(model_mode="image2video", vision_path="still.png", condition_frame_indexes_vision=[0, 1]),
+     "condition_frame_indexes_vision"),
+    (dict(vision_path="clip.mp4", edge={}, share_vision_temporal_positions=False), "share_vision_temporal_positions"),
+    (dict(model_mode="audio_image2video", vision_path="still.png", sound_path="chime.wav", guidance_interval=[0, 9]),
+     "guidance_interval"),
+]
+
+
+@pytest.mark.parametrize(("data", "field"), REFUSED, ids=[f for _, f in REFUSED])
+def test_what_diffusers_cannot_honour_is_refused_and_the_framework_runs_it(folder, data, field):
+    with pytest.raises(ValidationError) as refused:
+        check(folder, "diffusers", **data)
+    assert refused.value.field == field and "diffusers cannot run this" in str(refused.value) and refused.value.fix
+    check(folder, "framework", model="nvidia/Cosmos3-Nano", **data)  # the framework takes every valid sample
+
+
+def test_vllm_omni_has_no_audio_conditioning_and_encodes_itself(folder):
+    audio = dict(model_mode="audio_image2video", vision_path="still.png", sound_path="chime.wav")
+    check(folder, "diffusers", **audio)  # experimental there
+    with pytest.raises(ValidationError, match="no audio conditioning") as refused:
+        check(folder, "vllm-omni", **audio)
+    assert "diffusers" in refused.value.fix
+    check(folder, "diffusers", model_mode="text2image", image_save_quality=80)
+    with pytest.raises(ValidationError) as quality:
+        check(folder, "vllm-omni", model_mode="text2image", image_save_quality=80)
+    assert quality.value.field == "image_save_quality"
+
+
+def test_fields_the_framework_itself_ignores_are_accepted(folder):
+    check(folder, "diffusers", sigma_max=70.0, extra={"note": 1}, output_dir="elsewhere", domain_name="av",
+          prompt_upsampler_temperature=0.3, duration_template="The video is {duration:.1f} seconds long and is of "
+          "{fps:.0f} FPS.")
+
+
+def test_a_model_named_in_the_sample_must_be_the_one_that_runs(folder):
+    check(folder, "diffusers", model="nvidia/Cosmos3-Nano", model_mode="text2image")
+    sample = Sample.from_dict({"prompt": "p", "model": "Cosmos3-Nano"}, base_dir=folder)
+    check_backend(sample, sample.resolved(model="nvidia/Cosmos3-Nano"), "framework", given_fields(sample))
+    with pytest.raises(ValidationError, match="names 'Cosmos3-Nano' but the run uses 'tiny'") as refused:
+        check_backend(sample, sample.resolved(profile="tiny"), "diffusers", given_fields(sample))
+    assert refused.value.field == "model"
+
+
+# ---------------------------------------------------------------------------------------------- requests
+
+
+def request_of(folder: Path, **data):
+    sample = Sample.from_dict({"prompt": "a robot", "seed": 1, **data}, base_dir=folder, name="s")
+    return generation_request(sample.resolved(profile="tiny"), given_fields(sample))
+
+
+def test_a_sample_becomes_a_request_with_the_backends_own_defaults_left_alone(folder):
+    request = request_of(folder, model_mode="text2video")
+    assert (request.width, request.height, request.num_frames, request.num_inference_steps) == (160, 96, 9, 4)
+    assert (request.guidance_scale, request.flow_shift, request.fps, request.seed) == (6.0, 10.0, 24.0, 1)
+    for option in ("negative_prompt", "use_system_prompt", "add_resolution_template", "add_duration_template",
+                   "guidance_interval"):
+        assert getattr(request, option) is None, option
+    explicit = request_of(folder, model_mode="text2video", negative_prompt="blurry",
+                          resolution_template="This video is of {height}x{width} resolution.")
+    assert explicit.negative_prompt_text() == "blurry" and explicit.add_resolution_template is True
+    structured = request_of(folder, prompt='{"subject": "a robot"}',
+                            resolution_template="This video is of {height}x{width} resolution.")
+    assert structured.is_structured and structured.add_resolution_template is None  # metadata instead
+
+
+def test_the_frameworks_strict_interval_becomes_the_same_inclusive_one(folder):
+    lo, hi = request_of(folder, guidance_interval=[400, 1000]).guidance_interval
+    assert (lo, hi) == (math.nextafter(400.0, math.inf), math.nextafter(1000.0, 0))
+    assert not lo <= 400 and lo <= 400.0001 and hi < 1000
+
+
+def test_conditioning_inputs_reach_the_request(folder):
+    i2v = request_of(folder, model_mode="image2video", vision_path="still.png")
+    assert i2v.mode == "image2video" and Path(i2v.image) == folder / "still.png"
+    v2v = request_of(folder, vision_path="clip.mp4", condition_frame_indexes_vision=[0], condition_video_keep="last")
+    assert v2v.mode == "video2video" and (v2v.condition_frames, v2v.condition_video_keep) == ((0,), "last")
+
+
+def test_the_fingerprint_follows_the_input_overrides_and_file_contents(folder):
+    def fingerprint(data, overrides=None):
+        sample = Sample.from_dict({"prompt": "p", "vision_path": "clip.mp4", "edge": {}, **data}, base_dir=folder)
+        return SampleRun.create(sample, sample.resolved(profile="tiny", overrides=overrides), overrides).fingerprint()
+
+    base = fingerprint({})
+    assert fingerprint({}) == base
+    assert fingerprint({"seed": 5}) != base and fingerprint({}, {"num_steps": 2}) != base
+    media.write_mp4(folder / "clip.mp4", rolling_ball_clip(9, 64, 48, seed=3), 24, overwrite=True)
+    assert fingerprint({}) != base  # same path, other content
+
+
+def test_a_url_input_is_downloaded_once_into_the_frameworks_cache(folder, tmp_path, monkeypatch):
+    """Real HTTP on loopback: the file lands where the framework looks for it, with its ``.done`` marker."""
+    import functools
+    import http.server
+    import threading
+
+    from cosmos_helpers.protocol import framework as fw
+    from cosmos_helpers.specs.runs import localize
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/clip.mp4"
+        monkeypatch.setenv(fw.DOWNLOAD_CACHE_ENV, str(tmp_path / "cache"))
+        sample = Sample.from_dict({"prompt": "p", "vision_path": url, "edge": {}, "seed": 1}, base_dir=folder)
+        local = localize(sample.resolved(profile="tiny"), progress=False)
+        cached = fw.download_cache_path(url, "vision.mp4", tmp_path / "cache")
+        assert local.vision_path == str(cached) and cached.read_bytes() == (folder / "clip.mp4").read_bytes()
+        assert Path(f"{cached}.done").read_text() == url
+        (folder / "clip.mp4").unlink()  # the cached copy is used from now on
+        assert localize(sample.resolved(profile="tiny"), progress=False).vision_path == str(cached)
+        missing = Sample.from_dict({"prompt": "p", "vision_path": url.replace("clip", "nope")}, base_dir=folder)
+        with pytest.raises(ValidationError, match="cannot download .*404") as offline:
+            localize(missing.resolved(profile="tiny"), progress=False)
+        assert fw.DOWNLOAD_CACHE_ENV in offline.value.fix
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

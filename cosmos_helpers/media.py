@@ -26,7 +26,6 @@ import numpy as np
 from .errors import OutputExistsError, ValidationError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
-VIDEO_SUFFIXES = (".mp4", ".mov", ".mkv", ".webm", ".avi", ".gif")
 SOUND_SAMPLE_RATE = 48_000
 _UMASK_LOCK = threading.Lock()
 

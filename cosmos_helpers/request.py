@@ -130,11 +130,6 @@ class GenerationRequest:
         return self._caption
 
     @property
-    def negative_caption(self) -> Caption | None:
-        """The negative prompt as loaded, or ``None`` when the backend's default applies."""
-        return self._negative
-
-    @property
     def is_structured(self) -> bool:
         """A JSON caption: it gets metadata injected, and the sentence templates do not apply."""
         return isinstance(self._caption, dict)

@@ -1,0 +1,38 @@
+"""The three backends, and the one place that builds one from its name (the CLI and ``run_spec`` use it)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import ValidationError
+
+NAMES: tuple[str, ...] = ("diffusers", "framework", "vllm-omni")
+
+
+def backend_by_name(name: str, *, url: str | None = None, checkout: str | os.PathLike[str] | None = None,
+                    gpus: int = 1, progress: bool = True) -> Any:
+    """``DiffusersBackend()``, ``FrameworkBackend(checkout)`` or ``VllmOmniBackend(url)``, checked before any work.
+
+    Heavy libraries load only for the backend asked for.
+    """
+    if name == "diffusers":
+        from .diffusers import DiffusersBackend
+
+        return DiffusersBackend(progress=progress)
+    if name == "framework":
+        if not checkout:
+            raise ValidationError("checkout", "the framework backend needs a cosmos-framework checkout.",
+                                  "pass checkout= (--checkout) the path of the checkout on a GPU host, or use "
+                                  "backend 'diffusers'.")
+        from .framework import FrameworkBackend
+
+        return FrameworkBackend(checkout, gpus=gpus, progress=progress)
+    if name == "vllm-omni":
+        if not url:
+            raise ValidationError("url", "the vllm-omni backend needs a server URL.",
+                                  "pass url= (--url http://host:8000); start a local one with `cosmos-helpers serve`.")
+        from .vllm_omni import VllmOmniBackend
+
+        return VllmOmniBackend(url, progress=progress)
+    raise ValidationError("backend", f"unknown backend {name!r}.", f"use one of {', '.join(NAMES)}.")

@@ -264,7 +264,7 @@ class DiffusersBackend:
         on_device = bool(self.fast) and pipe.device.type == "cuda"
         call_start = time.perf_counter()
         try:
-            with torch.inference_mode():
+            with guardrail_errors(), torch.inference_mode():
                 output = pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(request.seed),
                               callback_on_step_end=on_step, output_type="pt" if on_device else "np",
                               return_dict=True)
@@ -272,10 +272,6 @@ class DiffusersBackend:
                     from ..fast.frames import video_to_host_uint8
 
                     output.video = video_to_host_uint8(output.video)
-        except ValueError as exc:
-            if "Guardrail" in str(exc):
-                raise GuardrailError(str(exc)) from exc
-            raise
         finally:
             if bar is not None:
                 bar.close()
@@ -296,6 +292,17 @@ class DiffusersBackend:
 
         self.safety_checker = CosmosSafetyChecker()
         return self.safety_checker
+
+
+@contextlib.contextmanager
+def guardrail_errors() -> Iterator[None]:
+    """diffusers reports a guardrail block as a ``ValueError``; callers get a :class:`GuardrailError`."""
+    try:
+        yield
+    except ValueError as exc:
+        if "Guardrail" in str(exc):
+            raise GuardrailError(str(exc)) from exc
+        raise
 
 
 _PIPELINE_CLASS: list[type] = []

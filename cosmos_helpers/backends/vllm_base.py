@@ -327,11 +327,6 @@ def upload_files(upload: Upload | None) -> dict[str, tuple[str, bytes, str]]:
     return {} if upload is None else {"input_reference": upload.part}
 
 
-def parseparse_json(content: bytes) -> Any:
-    """A JSON answer, or ``None`` when the body is not JSON."""
-    return parse_json(content)
-
-
 def _check_url(url: Any) -> str:
     text = str(url if url is not None else DEFAULT_URL).rstrip("/")
     if not text.startswith(("http://", "https://")):

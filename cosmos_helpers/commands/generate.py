@@ -34,14 +34,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--seed", type=int, default=0)
     model.add_argument("--guardrails", choices=["on", "off"], default=None, help="default: the profile's")
     where = parser.add_argument_group("where")
-    where.add_argument("--backend", choices=["diffusers", "vllm-omni"], default="diffusers")
+    where.add_argument("--backend", choices=["diffusers", "framework", "vllm-omni"], default="diffusers")
     where.add_argument("--url", default=None, help="vLLM-Omni server URL (with --backend vllm-omni)")
+    where.add_argument("--checkout", default=None, help="NVIDIA/cosmos-framework checkout (with --backend framework)")
+    where.add_argument("--gpus", type=int, default=1, help="framework: GPUs per run (torchrun when > 1)")
     where.add_argument("--out", type=Path, default=Path("outputs"), help="output folder (default ./outputs)")
     where.add_argument("--name", default=None, help="output file stem (default: the mode)")
     where.add_argument("--overwrite", action="store_true", help="replace an existing output of another request")
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..backends import backend_by_name
     from ..request import GenerationRequest
     from ..workflow import generate_and_save
 
@@ -55,21 +58,7 @@ def run(args: argparse.Namespace) -> int:
         guardrails=None if args.guardrails is None else args.guardrails == "on",
     )
     print(request.summary(), file=sys.stderr)
-    backend = _backend(args)
+    backend = backend_by_name(args.backend, url=args.url, checkout=args.checkout, gpus=args.gpus)
     generation = generate_and_save(backend, request, args.out / (args.name or request.mode), overwrite=args.overwrite)
     print(generation.paths["media"])
     return 0
-
-
-def _backend(args: argparse.Namespace):
-    if args.backend == "vllm-omni":
-        from ..backends.vllm_omni import VllmOmniBackend
-        from ..errors import ValidationError
-
-        if not args.url:
-            raise ValidationError("--url", "the vllm-omni backend needs a server URL.",
-                                  "pass --url http://host:8000 (start one with `cosmos-helpers serve`).")
-        return VllmOmniBackend(args.url)
-    from ..backends.diffusers import DiffusersBackend
-
-    return DiffusersBackend()

@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-BACKENDS = ("diffusers", "framework", "vllm-omni")
-
+from ..backends import NAMES
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", "--spec", "-i", dest="input", required=True,
                         help="framework input file: .json (one sample or a list) or .jsonl; paths relative to it")
-    parser.add_argument("--backend", choices=BACKENDS, default="diffusers", help="where to run (default diffusers)")
+    parser.add_argument("--backend", choices=NAMES, default="diffusers", help="where to run (default diffusers)")
     parser.add_argument("--profile", default="tiny", help="tiny (default, CPU) | nano | super | edge: fills what the "
                         "file leaves out, and the model")
     parser.add_argument("--model", default=None, help="another model than the profile's: tiny, a hub id or a folder")
@@ -36,12 +35,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..backends import backend_by_name
+    from ..errors import ValidationError
     from ..specs.load import load_inputs
     from ..transfer.runner import run_spec
 
     samples = load_inputs(args.input)
     overrides = {"resolution": args.resolution, "num_steps": args.steps, "seed": args.seed}
-    backend = _backend(args)
+    if args.dry_run and args.backend != "framework":
+        raise ValidationError("--dry-run", "only the framework backend has a run folder to write.",
+                              "add --backend framework --checkout PATH, or drop --dry-run.")
+    backend = backend_by_name(args.backend, url=args.url, checkout=args.checkout, gpus=args.gpus)
     if args.dry_run:
         return _dry_run(backend, samples, args, overrides)
     for sample in samples:
@@ -53,35 +57,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _backend(args: argparse.Namespace):
-    from ..errors import ValidationError
-
-    if args.backend == "framework":
-        if not args.checkout:
-            raise ValidationError("--checkout", "the framework backend needs the cosmos-framework checkout.",
-                                  "pass --checkout /path/to/cosmos-framework.")
-        from ..backends.framework import FrameworkBackend
-
-        return FrameworkBackend(args.checkout, gpus=args.gpus)
-    if args.dry_run:
-        raise ValidationError("--dry-run", "only the framework backend has a run folder to write.",
-                              "add --backend framework --checkout PATH, or drop --dry-run.")
-    if args.backend == "vllm-omni":
-        if not args.url:
-            raise ValidationError("--url", "the vllm-omni backend needs a server URL.",
-                                  "pass --url http://host:8000 (start one with `cosmos-helpers serve`).")
-        from ..backends.vllm_omni import VllmOmniBackend
-
-        return VllmOmniBackend(args.url)
-    from ..backends.diffusers import DiffusersBackend
-
-    return DiffusersBackend()
-
-
 def _dry_run(backend, samples, args: argparse.Namespace, overrides: dict) -> int:
-    from ..specs.runs import check_backend, given_fields
-
     from ..presets import get_profile
+    from ..specs.runs import check_backend, given_fields
 
     model = args.model or get_profile(args.profile).model
     for sample in samples:

@@ -32,10 +32,6 @@ SIZES: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType({
     "720": {"1,1": (960, 960), "4,3": (1104, 832), "3,4": (832, 1104), "16,9": (1280, 720), "9,16": (720, 1280)},
     "768": {"1,1": (1024, 1024), "4,3": (1184, 880), "3,4": (880, 1184), "16,9": (1360, 768), "9,16": (768, 1360)},
 })
-# args.py num_frames description: "256p: [24, 400], 480p: [24, 300], 720p/768p: [24, 200]".
-FRAME_RANGES: Mapping[str, tuple[int, int]] = MappingProxyType(
-    {"256": (24, 400), "480": (24, 300), "704": (24, 200), "720": (24, 200), "768": (24, 200)})
-
 # inference/defaults/<mode>/sample_args.json, the fields that decide what is generated. Video modes take their
 # negative prompt from defaults/neg_prompts.json (a structured negative caption shipped with the framework).
 NEGATIVE_PROMPT_FILE = "neg_prompts.json"
@@ -128,7 +124,6 @@ COMPUTABLE_HINTS: tuple[str, ...] = ("edge", "blur")  # computed from the RGB vi
 PRESET_FIELDS: Mapping[str, str] = MappingProxyType({"edge": "preset_edge_threshold", "blur": "preset_blur_strength"})
 EDGE_PRESETS: tuple[str, ...] = ("very_low", "low", "medium", "high", "very_high")
 BLUR_PRESETS: tuple[str, ...] = ("none", "very_low", "low", "medium", "high", "very_high")
-PRESET_CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({"edge": EDGE_PRESETS, "blur": BLUR_PRESETS})
 HINT_FIELDS: tuple[str, ...] = ("control_path", "weight")  # plus the hint's preset field
 TRANSFER_SAMPLE_DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "num_video_frames_per_chunk": 93, "num_conditional_frames": 1, "max_frames": 5000,

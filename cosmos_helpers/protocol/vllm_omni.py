@@ -26,8 +26,6 @@ VIDEOS_SYNC, VIDEOS = "/v1/videos/sync", "/v1/videos"
 JOB_STATUSES: tuple[str, ...] = ("queued", "in_progress", "completed", "failed")  # protocol/videos.py
 JOB_ID = re.compile(r"^video_gen_[0-9a-f]{32}$")
 SYNC_TIMEOUT_S = 600.0  # VLLM_OMNI_VIDEO_SYNC_TIMEOUT; it counts time spent queued
-SYNC_HEADERS: tuple[str, ...] = ("X-Request-Id", "X-Model", "X-Inference-Time-S", "X-Stage-Durations",
-                                 "X-Peak-Memory-MB")
 GUARDRAIL_MESSAGE = "Input was blocked by Cosmos3 guardrails."  # diffusion/models/cosmos3/guardrails.py:89-95
 # ``vllm serve <model> --omni``: the Cosmos3 pipeline class (diffusion/models/cosmos3/pipeline_cosmos3.py:881) and
 # the flags this project prints. entrypoints/cli/serve.py: --omni :336, --init-timeout :440, --model-class-name
@@ -127,12 +125,6 @@ TRANSFER_EXTRA: Mapping[str, Any] = MappingProxyType({  # transfer keys beyond t
 # transfer hint was selected"); ``resolution``/``image_size`` are not among them (action requests read them too).
 TRANSFER_ONLY: tuple[str, ...] = ("control_guidance", "control_guidance_interval") + tuple(
     framework.TRANSFER_SAMPLE_DEFAULTS)
-# Transfer reads these under either name; ``image_size`` is an alias of ``resolution``.
-TRANSFER_ALIASES: Mapping[str, str] = MappingProxyType(
-    {"guidance": "guidance_scale", "shift": "flow_shift", "image_size": "resolution"})
-# Generation keys a transfer ignores: ``guidance_interval`` is not passed to it (pipeline_cosmos3.py:3613-3629);
-# it always tokenizes with its own transfer system prompt (3506-3522).
-TRANSFER_IGNORES: tuple[str, ...] = ("guidance_interval", "use_system_prompt", "system_prompt")
 # Tuned defaults for a single hint, in the server's field names.
 HINT_TUNED_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     kind: MappingProxyType({({"guidance": "guidance_scale", "shift": "flow_shift"}).get(k, k): v

@@ -30,8 +30,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import media
-from ..backends.diffusers import GUARDRAIL_HELP, DiffusersBackend
-from ..errors import BackendUnavailableError, GuardrailError
+from ..backends.diffusers import GUARDRAIL_HELP, DiffusersBackend, guardrail_errors
+from ..errors import BackendUnavailableError
 from ..progress import progress_bar
 from ..result import Generation
 from ..specs.resolve import ResolvedSample
@@ -82,13 +82,9 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None
                 except Exception as exc:  # cosmos_guardrail missing
                     raise BackendUnavailableError(GUARDRAIL_HELP) from exc
             call_start = time.perf_counter()
-            with torch.inference_mode(), installed_processor(pipe.transformer, processor):
+            with guardrail_errors(), torch.inference_mode(), installed_processor(pipe.transformer, processor):
                 video = pipe(**_call_kwargs(prepared))
             device = str(pipe.transformer.device)
-    except ValueError as exc:
-        if "Guardrail" in str(exc):
-            raise GuardrailError(str(exc)) from exc
-        raise
     finally:
         if bar is not None:
             bar.close()

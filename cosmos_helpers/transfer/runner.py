@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .. import media
-from ..backends.diffusers import DiffusersBackend
-from ..backends.framework import FrameworkBackend
+from ..backends import NAMES as BACKENDS
+from ..backends import backend_by_name
 from ..errors import OutputExistsError, ValidationError
 from ..presets import get_profile
 from ..protocol import framework as fw
@@ -31,7 +31,6 @@ from ..specs.resolve import ResolvedSample
 from ..specs.runs import GENERATION_MODES, SampleRun, check_backend, generation_request, given_fields, localize
 from .vllm import make_transfer_runner, send_transfer
 
-BACKENDS = ("diffusers", "framework", "vllm-omni")
 STEM = "vision"
 
 
@@ -54,7 +53,8 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
             sent as paths.
     """
     sample = as_sample(spec)
-    runner = _backend(backend, checkout=checkout, url=url, progress=progress)
+    runner = backend_by_name(backend, checkout=checkout, url=url, progress=progress) if isinstance(
+        backend, str) else backend
     name = runner.name
     folder = Path(out) / sample.name
     if name == "framework":  # it applies its own defaults to the sample: the profile only chooses the model
@@ -148,27 +148,6 @@ def _save_controls(generation: Generation, folder: Path, overwrite: bool) -> Non
                         overwrite=True)
     for kind, path in (generation.provenance.get("controls") or {}).items():  # the framework's own control files
         media.copy_file_atomic(path, folder / Path(path).name, overwrite=True)
-
-
-def _backend(backend: Any, *, checkout: Any, url: str | None, progress: bool) -> Any:
-    if not isinstance(backend, str):
-        return backend
-    if backend == "diffusers":
-        return DiffusersBackend(progress=progress)
-    if backend == "framework":
-        if not checkout:
-            raise ValidationError("checkout", "the framework backend needs a cosmos-framework checkout.",
-                                  "pass checkout= (--checkout) the path of the checkout on a GPU host, or use "
-                                  "backend 'diffusers'.")
-        return FrameworkBackend(checkout, progress=progress)
-    if backend == "vllm-omni":
-        if not url:
-            raise ValidationError("url", "the vllm-omni backend needs a server URL.",
-                                  "pass url= (--url http://host:8000); start a local one with `cosmos-helpers serve`.")
-        from ..backends.vllm_omni import VllmOmniBackend  # httpx loads on first use
-
-        return VllmOmniBackend(url, progress=progress)
-    raise ValidationError("backend", f"unknown backend {backend!r}.", f"use one of {', '.join(BACKENDS)}.")
 
 
 class SpecRunner:

@@ -29,7 +29,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-MODE_NAMES = {"t2i": "text2image", "t2v": "text2video", "i2v": "image2video", "v2v": "video2video"}
+from .backends.diffusers import DiffusersBackend
+from .fast import FastOptions, fast_path_stats
+from .presets import DEFAULT_PROFILE, get_profile, size_for
+from .request import MODE_ALIASES, GenerationRequest
+
 MODE_TITLES = {"text2image": "Text2Image", "text2video": "Text2Video", "image2video": "Image2Video",
                "video2video": "Video2Video"}
 BACKEND_TITLES = {"stock": "Diffusers (stock)", "fast": "Diffusers (fast path)", "vllm": "vLLM-Omni"}
@@ -55,7 +59,7 @@ class Case:
 
     @property
     def label(self) -> str:
-        short = {v: k for k, v in MODE_NAMES.items()}[self.mode]
+        short = {v: k for k, v in MODE_ALIASES.items() if len(k) == 3}[self.mode]
         frames = "" if self.frames == 1 else f" {self.frames}f"
         return f"{short}{'+sound' if self.sound else ''} {self.tier}p{frames}"
 
@@ -68,7 +72,7 @@ class Case:
         mode, sound = parts[0].strip().lower(), False
         if mode.endswith("+sound"):
             mode, sound = mode[: -len("+sound")], True
-        mode = MODE_NAMES.get(mode, mode)
+        mode = MODE_ALIASES.get(mode, mode)
         if mode not in MODE_TITLES:
             raise ValueError(f"case {text!r}: unknown mode; use t2i, t2v, i2v or v2v (optionally +sound)")
         tier = parts[1].strip().lower().removesuffix("p")
@@ -125,8 +129,6 @@ def _video(width: int, height: int, frames: int):
 
 def build_request(case: Case, *, profile: str, steps: int, guidance: float, text_tokens: int | None,
                   seed: int):
-    from .presets import size_for
-    from .request import GenerationRequest
 
     width, height = size_for(case.tier, "16,9")
     prompt = prompt_of(text_tokens) if text_tokens else BASE_PROMPT.strip()
@@ -176,9 +178,6 @@ def _torch():
 
 def _diffusers_backends(profile: str, random_nano: bool, device: str | None, dtype: Any, sound: bool,
                         fast_options: dict | None, pipeline: Any = None):
-    from .backends.diffusers import DiffusersBackend
-    from .fast import FastOptions
-
     fast_setting = FastOptions(**fast_options) if fast_options else True
     if not random_nano and pipeline is None:
         stock = DiffusersBackend(device=device, dtype=dtype, progress=False)
@@ -205,7 +204,7 @@ def _diffusers_backends(profile: str, random_nano: bool, device: str | None, dty
     return stock, fast
 
 
-def run_benchmark(*, profile: str = "tiny", cases: str | Sequence[str] | None = None, steps: int | None = None,
+def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] | None = None, steps: int | None = None,
                   frames: int | None = None, guidance: float = 6.0, text_tokens: int | None = None,
                   repeats: int = 1, backends: Sequence[str] = ("stock", "fast"), vllm_url: str | None = None,
                   out_dir: str | Path = "outputs/benchmarks", random_nano: bool = False, device: str | None = None,
@@ -219,7 +218,6 @@ def run_benchmark(*, profile: str = "tiny", cases: str | Sequence[str] | None = 
     log = log or (lambda _msg: None)
     profile = profile.lower()
     steps = steps or DEFAULT_STEPS.get(profile, 35)
-    from .presets import get_profile
 
     default_frames = frames or get_profile(profile).defaults("text2video").num_frames
     case_list = [Case.parse(c, default_frames) for c in
@@ -306,8 +304,6 @@ def _time_case(case: Case, request: Any, runners: dict[str, _Runner], repeats: i
 
 
 def _fast_stats(pipe) -> dict[str, Any]:
-    from .fast import fast_path_stats
-
     stats = fast_path_stats(pipe)
     return {k: stats.get(k) for k in ("text_tower_runs", "graph_captures", "graph_replays", "batched_pairs",
                                       "stock_fallbacks", "graph_failures", "fused_kernels", "compile_error",
@@ -417,7 +413,7 @@ def render_png(rows: list[Row], path: Path, *, title: str = "") -> Path | None:
 
 # ----------------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", default="tiny", choices=["tiny", "nano", "super"],
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, choices=sorted(DEFAULT_CASES),
                         help="model and defaults (tiny: embedded model, CPU in seconds)")
     parser.add_argument("--random-nano", action="store_true",
                         help="Nano-shaped random weights instead of a checkpoint (for GPUs without the download)")

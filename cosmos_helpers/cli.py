@@ -12,6 +12,8 @@ import importlib
 import sys
 from typing import Sequence
 
+from .errors import CosmosHelpersError
+
 # command -> (module with add_arguments/run, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("cosmos_helpers.commands.generate", "generate one image or video and save it with a manifest"),
@@ -63,7 +65,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # one readable line unless --debug
         if args.debug:
             raise
-        from .errors import CosmosHelpersError
 
         kind = "error" if isinstance(exc, CosmosHelpersError) else type(exc).__name__
         print(f"cosmos-helpers {args.command}: {kind}: {exc}", file=sys.stderr)

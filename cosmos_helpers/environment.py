@@ -10,6 +10,8 @@ import sys
 from importlib import metadata
 from typing import Any
 
+from .models.tiny import cache_root
+
 
 def environment_report(*, verbose: bool = True) -> dict[str, Any]:
     """Collect (and by default print) Python, package versions, accelerator and guardrail status."""
@@ -34,7 +36,6 @@ def environment_report(*, verbose: bool = True) -> dict[str, Any]:
         report["cosmos_guardrail"] = bool(is_cosmos_guardrail_available())
     except ImportError:
         report["cosmos_guardrail"] = False
-    from .models.tiny import cache_root
 
     report["model_cache"] = str(cache_root())
     if verbose:

@@ -22,6 +22,8 @@ from urllib.parse import quote
 
 from . import media
 from .result import MANIFEST_SCHEMA, read_manifest
+from .views import preview
+from .views.items import as_item, request_details
 
 GALLERY_NAME = "index.html"
 THUMB_SIDE = 320
@@ -118,9 +120,6 @@ def _notebook_page(notebook: Path, offline: bool = True) -> Path | str:
 
 
 def _run_entry(root: Path, manifest_path: Path, manifest: dict[str, Any], max_side: int | None) -> dict[str, Any]:
-    from .views import preview
-    from .views.items import as_item
-
     media_path = manifest_path.with_name(manifest["media"])
     entry: dict[str, Any] = {"manifest": manifest_path, "media": media_path, "data": manifest, "error": None,
                              "preview": None, "thumb": None}
@@ -208,8 +207,6 @@ _COLUMNS = ("output", "mode", "size", "frames", "fps", "steps", "guidance", "shi
 
 
 def _table(root: Path, runs: list[dict[str, Any]]) -> str:
-    from .views.items import request_details
-
     rows = []
     for run in runs:
         m = run["data"]

@@ -14,9 +14,8 @@ import hashlib
 import io
 import math
 import os
+import secrets
 import shutil
-import tempfile
-import threading
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -24,21 +23,26 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from .errors import OutputExistsError, ValidationError
+from .presets import SOUND_SAMPLE_RATE
 
+# H.264 quality of what this project encodes itself: visually lossless, still small.
+DEFAULT_CRF = 18
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
-SOUND_SAMPLE_RATE = 48_000
-_UMASK_LOCK = threading.Lock()
 
 
 # Atomic publishing ---------------------------------------------------------------------------------
 
 
-def file_mode() -> int:
-    """The mode a newly created file gets under the current umask (``0o644`` with the usual ``022``)."""
-    with _UMASK_LOCK:
-        mask = os.umask(0o022)
-        os.umask(mask)
-    return 0o666 & ~mask
+def _create_partial(final: Path) -> Path:
+    """A new empty file beside ``final``, created with mode 0666 so the kernel applies the umask (0644 with the
+    usual 022) as for any other tool's output; ``mkstemp``'s 0600 would hide it from a shared workshop folder."""
+    while True:
+        tmp = final.with_name(f".{final.name}.{secrets.token_hex(4)}.partial{final.suffix}")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return tmp
+        except FileExistsError:
+            continue
 
 
 @contextlib.contextmanager
@@ -52,14 +56,11 @@ def atomic_path(final: str | Path, *, overwrite: bool = False) -> Iterator[Path]
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists() and not overwrite:
         raise OutputExistsError(f"{final} already exists; pass overwrite=True or choose another name.")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial" + final.suffix, dir=final.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = _create_partial(final)
     try:
         yield tmp
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
-        os.chmod(tmp, file_mode())  # mkstemp made it 0600
         _publish(tmp, final, overwrite)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -208,11 +209,16 @@ def check_video(source: Any, *, field: str = "video") -> None:
                           "pass a file path, a list of PIL images or a TxHxWx3 uint8 array.")
 
 
-def probe_video(path: str | Path) -> dict[str, Any]:
-    """Frame count, fps, size and audio presence, decoding the first frame to prove it is readable."""
+def _open_av(source: str | Path | bytes):
+    """A PyAV container for a file, or for an encoded file held in memory (a server's MP4 answer)."""
     import av
 
-    with av.open(str(path)) as container:
+    return av.open(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else str(source))
+
+
+def probe_video(path: str | Path | bytes) -> dict[str, Any]:
+    """Frame count, fps, size and audio presence, decoding the first frame to prove it is readable."""
+    with _open_av(path) as container:
         if not container.streams.video:
             raise ValueError("no video stream")
         stream = container.streams.video[0]
@@ -223,11 +229,10 @@ def probe_video(path: str | Path) -> dict[str, Any]:
                 "audio_rate": audio.rate if audio else None, "audio_channels": audio.channels if audio else None}
 
 
-def iter_frames(path: str | Path, *, max_frames: int | None = None) -> tuple[Iterator[np.ndarray], float, int, int]:
-    """``(frames, fps, width, height)``: the uint8 RGB frames of a video file, decoded lazily."""
-    import av
-
-    container = av.open(str(path))
+def iter_frames(path: str | Path | bytes, *,
+                max_frames: int | None = None) -> tuple[Iterator[np.ndarray], float, int, int]:
+    """``(frames, fps, width, height)``: the uint8 RGB frames of a video file (or its bytes), decoded lazily."""
+    container = _open_av(path)
     stream = container.streams.video[0]
     stream.thread_type = "AUTO"
     fps = float(stream.average_rate or stream.guessed_rate or stream.base_rate or 24)
@@ -245,8 +250,8 @@ def iter_frames(path: str | Path, *, max_frames: int | None = None) -> tuple[Ite
     return frames(), fps, width, height
 
 
-def read_video(path: str | Path, *, max_frames: int | None = None, with_audio: bool = False) -> VideoData:
-    """A video file decoded to uint8 ``(T,H,W,3)`` frames, its fps, and (``with_audio``) its sound."""
+def read_video(path: str | Path | bytes, *, max_frames: int | None = None, with_audio: bool = False) -> VideoData:
+    """A video file (or its bytes) decoded to uint8 ``(T,H,W,3)`` frames, its fps, and (``with_audio``) its sound."""
     frames, fps, _, _ = iter_frames(path, max_frames=max_frames)
     stacked = np.stack(list(frames))
     sound, rate = read_audio(path) if with_audio else (None, None)
@@ -288,11 +293,9 @@ def load_video_frames(source: Any, *, max_frames: int | None = None) -> tuple[np
     return (frames[:max_frames] if max_frames else frames), None
 
 
-def read_audio(path: str | Path) -> tuple[np.ndarray | None, int | None]:
+def read_audio(path: str | Path | bytes) -> tuple[np.ndarray | None, int | None]:
     """Decoded audio as float32 ``(channels, samples)`` and its sample rate, or ``(None, None)``."""
-    import av
-
-    with av.open(str(path)) as container:
+    with _open_av(path) as container:
         if not container.streams.audio:
             return None, None
         stream = container.streams.audio[0]
@@ -307,7 +310,7 @@ def read_audio(path: str | Path) -> tuple[np.ndarray | None, int | None]:
 
 
 def write_mp4(path: str | Path, frames: np.ndarray | Iterable[np.ndarray], fps: float, *,
-              sound: np.ndarray | None = None, sample_rate: int = SOUND_SAMPLE_RATE, crf: int = 18,
+              sound: np.ndarray | None = None, sample_rate: int = SOUND_SAMPLE_RATE, crf: int = DEFAULT_CRF,
               preset: str = "medium", max_side: int | None = None, faststart: bool = False,
               profile: str | None = None, audio_bitrate: int | None = None, overwrite: bool = False) -> Path:
     """Encode frames (an array ``(T,H,W,3)`` or any iterable of ``(H,W,3)``) as H.264 yuv420p, with AAC stereo

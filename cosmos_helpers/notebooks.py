@@ -15,6 +15,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from .gallery import write_gallery
+from .presets import DEFAULT_PROFILE
+
 COOKBOOK_DIR = Path("cookbooks") / "cosmos3" / "generator"
 
 
@@ -50,7 +53,7 @@ def run_cookbooks(
     out: str | Path,
     *,
     root: str | Path | None = None,
-    profile: str = "tiny",
+    profile: str = DEFAULT_PROFILE,
     parameters: dict[str, Any] | None = None,
     only: Iterable[str] = (),
     kernel: str = "python3",
@@ -96,12 +99,7 @@ def run_cookbooks(
             os.environ["COSMOS_HELPERS_STATIC"] = previous
     (out / "summary.json").write_text(json.dumps([asdict(run) for run in runs], indent=2))
     if gallery:
-        try:
-            from .gallery import write_gallery
-        except ImportError:
-            pass
-        else:
-            print(f"gallery: {write_gallery(out)}")
+        print(f"gallery: {write_gallery(out)}")
     return runs
 
 

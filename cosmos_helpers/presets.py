@@ -75,9 +75,6 @@ class ModeDefaults:
     guidance_scale: float
     flow_shift: float
 
-    def size(self, aspect_ratio: str | None = None, tier: str | None = None) -> tuple[int, int]:
-        return size_for(tier or self.tier, aspect_ratio or self.aspect_ratio)
-
 
 @dataclass(frozen=True)
 class Profile:
@@ -127,6 +124,8 @@ _TINY = Profile(
                             for mode, d in _NANO.modes.items()}),
 )
 PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (_TINY, _NANO, _SUPER, _EDGE)})
+# What runs when nobody names a profile or a model: the embedded model, so every cookbook runs on a laptop.
+DEFAULT_PROFILE = "tiny"
 
 
 def get_profile(name: str | Profile) -> Profile:
@@ -136,3 +135,10 @@ def get_profile(name: str | Profile) -> Profile:
         return PROFILES[str(name).strip().lower()]
     except KeyError:
         raise KeyError(name) from None
+
+
+def model_for(profile: str | Profile | None = None, model: str | None = None) -> str:
+    """The one rule for which model runs: an explicit ``model`` wins, else the profile's, else the default profile's."""
+    if model:
+        return str(model)
+    return get_profile(profile or DEFAULT_PROFILE).model

@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Any
 
+from .views.context import is_static
+
 STATIC_INTERVAL_S = 30.0
 
 
@@ -26,7 +28,6 @@ def progress_bar(total: float | None = None, desc: str = "", unit: str = "it", *
     """A tqdm bar in a live notebook or terminal, a log-line reporter in static runs, or ``None`` when off."""
     if not enabled or not progress_enabled():
         return None
-    from .views.context import is_static
 
     if is_static() and not sys.stderr.isatty():
         return LineProgress(total=total, desc=desc, unit=unit)

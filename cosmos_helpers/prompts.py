@@ -67,10 +67,6 @@ def parse_caption(text: str) -> Caption:
     return text
 
 
-def is_structured(caption: Caption) -> bool:
-    return isinstance(caption, dict) or isinstance(parse_caption(caption), dict)
-
-
 def with_metadata(caption: dict, *, width: int, height: int, num_frames: int, fps: float,
                   aspect_ratio: str | None) -> str:
     """Overwrite the generation metadata of a JSON caption as the framework and vLLM-Omni do.

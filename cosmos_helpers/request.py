@@ -27,8 +27,18 @@ import numpy as np
 
 from . import media
 from .errors import ValidationError
-from .presets import (ASPECT_RATIOS, DEFAULT_SEED, MODES, PROFILES, VIDEO_SIZES, floor_to_4k1, get_profile,
-                      normalize_aspect, normalize_tier)
+from .presets import (
+    ASPECT_RATIOS,
+    DEFAULT_PROFILE,
+    DEFAULT_SEED,
+    MODES,
+    PROFILES,
+    VIDEO_SIZES,
+    floor_to_4k1,
+    get_profile,
+    normalize_aspect,
+    normalize_tier,
+)
 from .prompts import Caption, PromptLike, compact, load_caption, parse_caption, with_metadata
 from .protocol.framework import detect_aspect_ratio
 
@@ -44,9 +54,6 @@ MAX_GUIDANCE = 20.0
 MAX_FPS = 120.0
 MAX_SEED = 2**63 - 1
 MAX_TIMESTEP = 1000.0
-# Fields whose None means "the backend's own default" (and that are therefore never filled in here).
-BACKEND_DEFAULT_FIELDS: tuple[str, ...] = ("negative_prompt", "use_system_prompt", "add_resolution_template",
-                                           "add_duration_template", "guidance_interval")
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,7 +78,8 @@ class GenerationRequest:
         sound: generate a 48 kHz stereo soundtrack with the video.
         image: the conditioning image of ``image2video`` (path, PIL image or HxWx3 array).
         video: the conditioning video of ``video2video`` (path or TxHxWx3 array).
-        condition_frames / condition_video_keep: which latent frames of ``video`` stay clean, from which end.
+        condition_frames / condition_video_keep: which latent frames of ``video`` stay clean, from which end;
+            ``None`` keeps the backend's default (all three: ``(0, 1)`` from the ``"first"`` end).
         use_system_prompt: Cosmos3's built-in system prompt; ``None`` keeps the backend's default.
         add_resolution_template / add_duration_template: append the sentence templates to a *plain-text*
             prompt (a JSON caption gets its metadata injected instead); ``None`` keeps the backend's default.
@@ -83,7 +91,7 @@ class GenerationRequest:
     mode: str
     prompt: PromptLike
     negative_prompt: PromptLike | None = None
-    profile: str = "tiny"
+    profile: str = DEFAULT_PROFILE
     model: str | None = None
     tier: str | None = None
     aspect_ratio: str | None = None
@@ -98,8 +106,8 @@ class GenerationRequest:
     sound: bool = False
     image: MediaLike | None = None
     video: MediaLike | None = None
-    condition_frames: tuple[int, ...] = (0, 1)
-    condition_video_keep: str = "first"
+    condition_frames: tuple[int, ...] | None = None
+    condition_video_keep: str | None = None
     use_system_prompt: bool | None = None
     add_resolution_template: bool | None = None
     add_duration_template: bool | None = None
@@ -146,7 +154,8 @@ class GenerationRequest:
         return self._negative
 
     def explicit(self, name: str) -> bool:
-        """Whether ``name`` was given by the caller (not filled in from the profile)."""
+        """Whether ``name`` was given by the caller (not filled in from the profile). Meaningful for the fields
+        that default to ``None``; ``seed`` and ``sound`` always have a value to send."""
         return self._inputs.get(name) is not None
 
     def conditioning_image(self):
@@ -355,6 +364,14 @@ class _Resolver:
                 raise ValidationError("video", "video2video needs a conditioning video.",
                                       "pass video= a path or a TxHxWx3 uint8 array.")
             media.check_video(r.video, field="video")
+        if r.condition_frames is not None:
+            self._check_condition_frames()
+        if r.condition_video_keep not in (None, "first", "last"):
+            raise ValidationError("condition_video_keep", f"{r.condition_video_keep!r} is neither 'first' nor 'last'.",
+                                  "use 'first' (continue from the start of the clip) or 'last'.")
+
+    def _check_condition_frames(self) -> None:
+        r = self.r
         frames = r.condition_frames
         if isinstance(frames, (int, np.integer)):
             frames = (int(frames),)
@@ -367,9 +384,6 @@ class _Resolver:
             raise ValidationError("condition_frames", f"index {max(frames)} is past the {latent_frames} latent frames "
                                   f"of a {r.num_frames}-frame video.", "use smaller indexes or more frames.")
         self.set("condition_frames", tuple(int(i) for i in frames))
-        if r.condition_video_keep not in ("first", "last"):
-            raise ValidationError("condition_video_keep", f"{r.condition_video_keep!r} is neither 'first' nor 'last'.",
-                                  "use 'first' (continue from the start of the clip) or 'last'.")
 
     def _resolve_backend_options(self) -> None:
         r = self.r
@@ -411,14 +425,3 @@ def _resolve_mode(mode: str) -> str:
 def _is_number(value: Any) -> bool:
     return (not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
             and math.isfinite(value))
-
-
-def check_backend_options(request: GenerationRequest, backend: str, supported: tuple[str, ...]) -> None:
-    """Refuse, before any work, a backend-default option the caller set that ``backend`` cannot honour."""
-    for name in BACKEND_DEFAULT_FIELDS:
-        if name == "negative_prompt" or name in supported:
-            continue
-        value = getattr(request, name)
-        if value is not None:
-            raise ValidationError(name, f"{backend} cannot honour an explicit {name}={value!r}.",
-                                  f"leave {name} out to use {backend}'s own default, or run on another backend.")

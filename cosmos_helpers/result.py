@@ -16,14 +16,22 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from . import media
 from .errors import OutputExistsError
 from .presets import SOUND_SAMPLE_RATE
-from .request import GenerationRequest
+
+
+class Recorded(Protocol):
+    """What a manifest records about the request behind an output: a ``GenerationRequest``, or a framework input
+    sample's resolved run. Its fingerprint is what makes a rerun recognise its own output."""
+
+    def fingerprint(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
 
 MANIFEST_SUFFIX = ".json"
 MANIFEST_SCHEMA = "cosmos-helpers/generation/v1"
@@ -51,13 +59,14 @@ class Generation:
 
     ``frames`` is uint8 ``(T, H, W, 3)`` (``T == 1`` for images); ``sound`` is float32 ``(2, N)`` in [-1, 1] at
     ``sample_rate`` or ``None``; ``timings`` maps phase names to seconds; ``finished`` is the backend's own
-    file, when it made one (saved as it is).
+    file, when it made one (saved as it is); ``crf`` is the H.264 quality frames made here are saved at (the
+    framework's ``video_save_quality`` maps to one).
     """
 
     frames: np.ndarray
     fps: float
     seed: int
-    request: GenerationRequest | None = None
+    request: Recorded | None = None
     sound: np.ndarray | None = None
     sample_rate: int = SOUND_SAMPLE_RATE
     backend: str = ""
@@ -66,6 +75,7 @@ class Generation:
     provenance: dict[str, Any] = field(default_factory=dict)
     paths: dict[str, Path] = field(default_factory=dict)
     finished: FinishedFile | None = None
+    crf: int = media.DEFAULT_CRF
 
     def __post_init__(self) -> None:
         frames = media.to_uint8(np.asarray(self.frames))
@@ -132,14 +142,13 @@ class Generation:
         stem = Path(stem)
         target = stem.with_suffix(self.media_suffix)
         manifest_path = stem.with_suffix(MANIFEST_SUFFIX)
-        if not overwrite:
-            existing = _existing_media(stem) or (manifest_path if manifest_path.exists() else None)
-            if existing is not None:
-                if self.request is not None and find_saved(stem, self.request, backend=self.backend) == target:
-                    self.paths = {"media": target, "manifest": manifest_path}
-                    return target
-                raise OutputExistsError(f"{existing} already exists from a different run; pass overwrite=True, "
-                                        "choose another name, or another output folder.")
+        done = None if overwrite else check_free(stem, self.request, backend=self.backend)
+        if done is not None:
+            if done != target:
+                raise OutputExistsError(f"{done} is this request's output in another format; pass overwrite=True "
+                                        "or choose another name.")
+            self.paths = {"media": target, "manifest": manifest_path}
+            return target
         self._write_media(target, overwrite)
         try:
             media.write_bytes_atomic(manifest_path, json.dumps(self.manifest(target), indent=2).encode(),
@@ -162,7 +171,7 @@ class Generation:
             media.write_png(target, self.frames[0], overwrite=overwrite)
         else:
             media.write_mp4(target, self.frames, self.fps, sound=self.sound, sample_rate=self.sample_rate,
-                            overwrite=overwrite)
+                            crf=self.crf, overwrite=overwrite)
 
     def manifest(self, media_path: Path | None = None) -> dict[str, Any]:
         return {
@@ -222,7 +231,25 @@ def read_manifest(path: str | Path) -> dict[str, Any] | None:
         return None
 
 
-def find_saved(stem: str | Path, request: GenerationRequest, *, backend: str | None = None) -> Path | None:
+def check_free(stem: str | Path, request: Recorded | None = None, *, backend: str | None = None) -> Path | None:
+    """Before any work: is ``stem`` free for this request's output?
+
+    Returns ``None`` when nothing is there, the finished media when it is this very request's on this backend (a
+    rerun: reuse it), and raises :class:`OutputExistsError` when another run's output is there, so nothing
+    already produced is overwritten by a run that only finds out after minutes of generation.
+    """
+    stem = Path(stem)
+    existing = _existing_media(stem) or next((p for p in (stem.with_suffix(MANIFEST_SUFFIX),) if p.exists()), None)
+    if existing is None:
+        return None
+    done = find_saved(stem, request, backend=backend) if request is not None else None
+    if done is not None:
+        return done
+    raise OutputExistsError(f"{existing} already exists from a different run; pass overwrite=True, "
+                            "choose another name, or another output folder.")
+
+
+def find_saved(stem: str | Path, request: Recorded, *, backend: str | None = None) -> Path | None:
     """The finished media for ``request`` at ``stem``, if a previous run of it already produced it.
 
     "It" means the same request (its fingerprint covers the model and every setting) *and*, when ``backend``

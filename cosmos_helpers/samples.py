@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import media
 from .presets import SOUND_SAMPLE_RATE
 
 
@@ -60,8 +61,6 @@ def chime_sound(duration_s: float = 1.0, sample_rate: int = SOUND_SAMPLE_RATE) -
 
 def write_samples(folder: str | Path, *, overwrite: bool = False) -> dict[str, Path]:
     """Write the sample image, clip and sound into ``folder`` (the cookbooks' ``assets``)."""
-    from . import media
-
     folder = Path(folder)
     clip = rolling_ball_clip()
     paths = {

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from .errors import ValidationError
+from .models.tiny import SCHEDULER_CONFIG
 
 NUM_TRAIN_TIMESTEPS = 1000
 
@@ -95,8 +96,6 @@ def native_flow_scheduler(base_config: Any, shift: float):
 
 def timesteps_for(scheduler: Any, steps: int, shift: float) -> np.ndarray:
     """The timesteps a flow-matching scheduler class (or instance) visits for ``steps`` at ``shift``."""
-    from .models.tiny import SCHEDULER_CONFIG
-
     configured = configure_scheduler(SCHEDULER_CONFIG, scheduler, shift)
     configured.set_timesteps(steps)
     return configured.timesteps.detach().cpu().numpy().astype(np.float64)

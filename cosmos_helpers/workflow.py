@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from .errors import OutputExistsError
 from .request import GenerationRequest
-from .result import Generation, find_saved
+from .result import Generation, check_free
 
 
 class Backend(Protocol):
@@ -22,13 +23,15 @@ def generate_and_save(backend: Backend, request: GenerationRequest, stem: str | 
     When ``skip_existing`` and a finished output of the same request on the same backend is already at
     ``stem``, it is loaded instead of generated again, so an interrupted batch resumes where it stopped.
     """
-    if skip_existing and not overwrite:
-        done = find_saved(stem, request, backend=backend.name)
-        if done is not None:
-            generation = Generation.load(done)
-            generation.request = request
-            generation.provenance["skipped"] = True
-            return generation
+    done = None if overwrite else check_free(stem, request, backend=backend.name)  # another run's output: refuse
+    if done is not None:
+        if not skip_existing:
+            raise OutputExistsError(f"{done} is this request's finished output; pass overwrite=True to generate it "
+                                    "again, or skip_existing=True to load it.")
+        generation = Generation.load(done)
+        generation.request = request
+        generation.provenance["skipped"] = True
+        return generation
     generation = backend.generate(request, **kwargs)
     generation.save(stem, overwrite=overwrite)
     return generation

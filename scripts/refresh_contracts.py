@@ -5,8 +5,9 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
 
 * **vLLM-Omni** (the ``vllm-omni==0.30.0`` wheel from the package index): the JSON schemas of the pydantic
   request/response models of ``/v1/images/generations`` and ``/v1/videos``, the multipart form parser's fields
-  (name, type, constraints), and the Cosmos3 pipeline's facts: the extra-parameter keys it reads with their
-  defaults, its default constants per mode, its resolution table and its transfer defaults.
+  (name, type, constraints), where the server reads each field of those request models, and the Cosmos3
+  pipeline's facts: the extra-parameter keys it reads with their defaults, its default constants per mode, its
+  resolution table and its transfer defaults.
   The protocol modules are loaded from the wheel with small stand-in parents (the real package imports vLLM
   and CUDA torch); everything else is read with ``ast``, never executed.
 * **Cosmos Framework** (a checkout given by path, and an interpreter that imports it: Python >= 3.12 with the
@@ -63,6 +64,7 @@ def vllm_omni_contract(wheel: Path) -> dict[str, Any]:
             "wheel_sha256": _sha256(wheel),
             "schemas": {name: model.model_json_schema() for name, model in models.items()},
             "video_form_fields": _form_fields(root / _FORM_PARSER, "_parse_video_form"),
+            "request_reads": _request_reads(root, ("ImageGenerationRequest", "VideoGenerationRequest")),
             "cosmos3": _cosmos3_facts(root),
         }
 
@@ -204,6 +206,44 @@ def _form_fields(path: Path, function: str) -> list[dict[str, Any]]:
         fields.append({"name": arg.arg, "kind": default.func.id, "annotation": ast.unparse(arg.annotation),
                        "required": required, **({"constraints": constraints} if constraints else {})})
     return fields
+
+
+def _request_reads(root: Path, models: tuple[str, ...]) -> dict[str, dict[str, list[str]]]:
+    """Where the server reads each attribute of its request models: ``{model: {attribute: ["file:line"]}}``.
+
+    A read is ``param.<attribute>`` inside an ``entrypoints`` function with a parameter annotated with the model,
+    or ``self.<attribute>`` inside the model's own methods. A field the client sends that is never read is ignored.
+    """
+    reads: dict[str, dict[str, set[str]]] = {model: {} for model in models}
+    for path in sorted((root / "vllm_omni/entrypoints").rglob("*.py")):
+        where = path.relative_to(root / "vllm_omni").as_posix()
+        for model, function, names in _request_scopes(_tree(path), models):
+            for node in ast.walk(function):
+                if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
+                        and isinstance(node.value, ast.Name) and node.value.id in names):
+                    reads[model].setdefault(node.attr, set()).add(f"{where}:{node.lineno}")
+    return {model: {k: sorted(v, key=_site_order) for k, v in sorted(found.items())} for model, found in reads.items()}
+
+
+def _request_scopes(tree: ast.Module, models: tuple[str, ...]):
+    """``(model, function, names bound to a model instance)`` for every function that reads one."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name in models:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    yield node.name, item, {"self"}
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            for model in models:
+                names = {a.arg for a in arguments if a.annotation is not None and model in {
+                    n.id for n in ast.walk(a.annotation) if isinstance(n, ast.Name)}}
+                if names:
+                    yield model, node, names
+
+
+def _site_order(site: str) -> tuple[str, int]:
+    path, line = site.rsplit(":", 1)
+    return path, int(line)
 
 
 def _sp_params(path: Path) -> dict[str, list[dict[str, Any]]]:

@@ -125,8 +125,11 @@ def test_generate_and_save_skips_finished_work_by_fingerprint(tmp_path):
     assert find_saved(tmp_path / "clip", request.replace(seed=3)) is None
     with pytest.raises(OutputExistsError):
         generate_and_save(backend, request.replace(seed=3), tmp_path / "clip")
-    assert backend.calls == 2  # it generated, then refused to overwrite: the old output is intact
+    assert backend.calls == 1  # refused before generating: the old output is intact, no minutes wasted
     assert json.loads((tmp_path / "clip.json").read_text())["seed"] == 0
+    with pytest.raises(OutputExistsError, match="skip_existing"):
+        generate_and_save(backend, request, tmp_path / "clip", skip_existing=False)
+    assert backend.calls == 1
 
 
 def test_another_backends_output_is_not_reused(tmp_path):
@@ -139,7 +142,7 @@ def test_another_backends_output_is_not_reused(tmp_path):
     assert find_saved(tmp_path / "clip", request, backend="elsewhere") is None
     with pytest.raises(OutputExistsError):
         generate_and_save(other, request, tmp_path / "clip")
-    assert other.calls == 1 and json.loads((tmp_path / "clip.json").read_text())["backend"] == "counting"
+    assert other.calls == 0 and json.loads((tmp_path / "clip.json").read_text())["backend"] == "counting"
 
 
 def test_published_files_follow_the_umask_like_any_other_tool(tmp_path):
@@ -177,3 +180,20 @@ def test_a_finished_file_is_kept_byte_for_byte(tmp_path):
     saved = still.save(tmp_path / "still")
     assert saved.name == "still.jpg" and saved.read_bytes() == (tmp_path / "vision.jpg").read_bytes()
     assert Generation.load(saved).frames.shape == (1, 8, 8, 3)
+
+
+def test_an_encoded_answer_decodes_from_memory_like_its_file(tmp_path):
+    """A server's MP4 answer is decoded from the bytes it arrived as: same frames, fps and sound as from a file."""
+    path = make_generation(sound=True).save(tmp_path / "clip")
+    from_file = media.read_video(path, with_audio=True)
+    from_bytes = media.read_video(path.read_bytes(), with_audio=True)
+    assert np.array_equal(from_file.frames, from_bytes.frames) and from_file.fps == from_bytes.fps == 24.0
+    assert np.array_equal(from_file.sound, from_bytes.sound) and from_bytes.sample_rate == 48000
+    assert media.probe_video(path.read_bytes())["width"] == 160
+
+
+def test_the_crf_a_generation_carries_is_the_one_it_is_saved_at(tmp_path):
+    """The framework's video_save_quality becomes a CRF on the generation; a higher CRF is a smaller file."""
+    sharp, rough = make_generation(sound=False), make_generation(sound=False)
+    rough.crf = 40
+    assert rough.save(tmp_path / "rough").stat().st_size < sharp.save(tmp_path / "sharp").stat().st_size

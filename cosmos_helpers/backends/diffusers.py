@@ -11,27 +11,29 @@ shown; loading another model frees the previous one.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import threading
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from .. import media
 from ..errors import BackendUnavailableError, GuardrailError, ValidationError
-from ..request import GenerationRequest, check_backend_options
+from ..fast import FastOptions, enable_fast_path, fast_path_active, is_fast
+from ..models.tiny import tiny_model_path
+from ..presets import SOUND_SAMPLE_RATE, model_for
+from ..progress import progress_bar
+from ..request import GenerationRequest
 from ..result import Generation
 from ..schedules import configure_scheduler
 
-if TYPE_CHECKING:
-    from ..fast import FastOptions
-
 ProgressCallback = Callable[[int, int], None]
 NAME = "diffusers"
-SUPPORTED_OPTIONS = ("use_system_prompt", "add_resolution_template", "add_duration_template", "guidance_interval")
 
 GUARDRAIL_HELP = (
     "Guardrails were requested but `cosmos_guardrail` is not usable here. To run them: "
@@ -110,15 +112,16 @@ class DiffusersBackend:
             return torch.bfloat16 if self._device().startswith("cuda") else torch.float32
         return getattr(torch, self.dtype) if isinstance(self.dtype, str) else self.dtype
 
-    def pipeline(self, model: str = "tiny"):
-        """The loaded ``Cosmos3OmniPipeline`` for ``model``, shared by every backend of this device and dtype."""
-        return self._loaded(model).pipe
+    def pipeline(self, model: str | None = None):
+        """The loaded ``Cosmos3OmniPipeline`` for ``model`` (default: the default profile's), shared by every
+        backend of this device and dtype."""
+        return self._loaded(model_for(model=model)).pipe
 
     @contextlib.contextmanager
-    def borrowed(self, model: str = "tiny") -> Iterator[Any]:
+    def borrowed(self, model: str | None = None) -> Iterator[Any]:
         """The shared pipeline for ``model``, held under its lock for a caller that changes state on it for one call
         (transfer's attention processors): no other call runs on it meanwhile."""
-        loaded = self._loaded(model)
+        loaded = self._loaded(model_for(model=model))
         with loaded.lock:
             yield loaded.pipe
 
@@ -169,8 +172,7 @@ class DiffusersBackend:
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
         """Run one request. ``progress(step, total)`` is called after every denoising step."""
         started = time.perf_counter()
-        check_backend_options(request, NAME, SUPPORTED_OPTIONS)
-        checker = self._safety_checker(request)
+        checker = self.guardrail_checker(bool(request.guardrails))
         if checker is not None and not checker.check_text_safety(request.prompt_text()):
             raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
         load_start = time.perf_counter()
@@ -216,12 +218,12 @@ class DiffusersBackend:
         if request.mode == "image2video":
             kwargs["image"] = request.conditioning_image()
         elif request.mode == "video2video":
-            from .. import media
-
             frames = media.fit_to_bucket(request.conditioning_video(), request.width, request.height)
             kwargs["video"] = [media.load_image(frame) for frame in frames]
-            kwargs["condition_frame_indexes_vision"] = request.condition_frames
-            kwargs["condition_video_keep"] = request.condition_video_keep
+            if request.condition_frames is not None:  # else the pipeline's own default
+                kwargs["condition_frame_indexes_vision"] = list(request.condition_frames)
+            if request.condition_video_keep is not None:
+                kwargs["condition_video_keep"] = request.condition_video_keep
         return kwargs
 
     @contextlib.contextmanager
@@ -231,12 +233,9 @@ class DiffusersBackend:
         pipe.scheduler = configure_scheduler(scheduler.config, self.scheduler, request.flow_shift)
         pipe.guidance_interval = request.guidance_interval
         fast = contextlib.nullcontext()
-        if self.fast or getattr(pipe, "_cosmos_fast", None) is not None:
-            from ..fast import FastOptions, enable_fast_path, fast_path_active
-
-            if self.fast:
-                enable_fast_path(pipe, self.fast if isinstance(self.fast, FastOptions) else None)
-                pipe._cosmos_fast.set_active(False)  # at rest a shared pipeline runs stock code for everyone else
+        if self.fast or is_fast(pipe):
+            if self.fast:  # installed once, at rest switched off: the shared pipeline runs stock code for the others
+                enable_fast_path(pipe, self.fast if isinstance(self.fast, FastOptions) else None, active=False)
             fast = fast_path_active(pipe, bool(self.fast))
         try:
             with fast:
@@ -246,8 +245,6 @@ class DiffusersBackend:
 
     def _denoise(self, pipe, request: GenerationRequest, kwargs: dict, progress: ProgressCallback | None):
         import torch
-
-        from ..progress import progress_bar
 
         marks: list[float] = []
         bar = progress_bar(request.num_inference_steps, f"{request.mode} denoising", "step", enabled=self.progress)
@@ -277,8 +274,10 @@ class DiffusersBackend:
                 bar.close()
         return output, marks, call_start
 
-    def _safety_checker(self, request: GenerationRequest):
-        if not request.guardrails:
+    def guardrail_checker(self, guardrails: bool = True):
+        """The Cosmos guardrail checker this backend's generations use (loaded once), or ``None`` when
+        ``guardrails`` is off; other in-process workflows (audio) check their prompt and video with the same one."""
+        if not guardrails:
             return None
         if self.safety_checker is not None:
             return self.safety_checker
@@ -305,9 +304,7 @@ def guardrail_errors() -> Iterator[None]:
         raise
 
 
-_PIPELINE_CLASS: list[type] = []
-
-
+@functools.lru_cache(maxsize=None)
 def pipeline_class() -> type:
     """``Cosmos3OmniPipeline`` with a guidance interval: classifier-free guidance only while ``lo <= t <= hi``.
 
@@ -315,20 +312,18 @@ def pipeline_class() -> type:
     asks ``do_classifier_free_guidance`` before each step's negative pass, after setting ``_current_timestep``;
     answering "no" outside the interval skips that pass and uses the conditional prediction, as vLLM-Omni does.
     """
-    if not _PIPELINE_CLASS:
-        from diffusers import Cosmos3OmniPipeline
+    from diffusers import Cosmos3OmniPipeline
 
-        class Cosmos3GuidedPipeline(Cosmos3OmniPipeline):
-            guidance_interval: tuple[float, float] | None = None
+    class Cosmos3GuidedPipeline(Cosmos3OmniPipeline):
+        guidance_interval: tuple[float, float] | None = None
 
-            @property
-            def do_classifier_free_guidance(self) -> bool:
-                interval, t = self.guidance_interval, self._current_timestep
-                inside = interval is None or t is None or interval[0] <= float(t) <= interval[1]
-                return self._guidance_scale != 1.0 and inside
+        @property
+        def do_classifier_free_guidance(self) -> bool:
+            interval, t = self.guidance_interval, self._current_timestep
+            inside = interval is None or t is None or interval[0] <= float(t) <= interval[1]
+            return self._guidance_scale != 1.0 and inside
 
-        _PIPELINE_CLASS.append(Cosmos3GuidedPipeline)
-    return _PIPELINE_CLASS[0]
+    return Cosmos3GuidedPipeline
 
 
 def _guided(pipe):
@@ -359,8 +354,6 @@ def _collect_garbage() -> None:
 
 def _resolve_source(model: str) -> str:
     if model == "tiny":
-        from ..models.tiny import tiny_model_path
-
         return str(tiny_model_path())
     path = Path(model).expanduser()
     if path.exists():
@@ -388,7 +381,7 @@ def _sound(output: Any, request: GenerationRequest) -> np.ndarray | None:
 
 def _sample_rate(pipe) -> int:
     tokenizer = getattr(pipe, "sound_tokenizer", None)
-    return int(tokenizer.config.get("sampling_rate", 48000)) if tokenizer is not None else 48000
+    return int(tokenizer.config.get("sampling_rate", SOUND_SAMPLE_RATE)) if tokenizer is not None else SOUND_SAMPLE_RATE
 
 
 def _timings(started: float, load_s: float, call_start: float, marks: list[float], end: float) -> dict[str, float]:

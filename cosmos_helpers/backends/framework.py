@@ -5,7 +5,8 @@ launches::
 
     python -m cosmos_framework.scripts.inference -i <run>/<name>.json -o <run>/out --checkpoint-path Cosmos3-Nano
 
-(``torchrun --nproc-per-node G -m ...`` for ``gpus > 1``) in the checkout, streams the log with a progress bar
+(``torchrun --nproc-per-node G -m ...`` for ``gpus > 1``; ``--guardrails`` or ``--no-guardrails`` as the request
+or the run says, never the framework's default silently) in the checkout, streams the log with a progress bar
 (step counters such as ``12/35`` are parsed when the framework prints them), and takes the framework's own output,
 ``<run>/out/<name>/vision.mp4`` (``vision.jpg`` for one frame), as the result's finished file, byte for byte.
 
@@ -44,17 +45,16 @@ import numpy as np
 
 from .. import media
 from ..errors import BackendUnavailableError, FrameworkRunError, ValidationError
-from ..presets import bucket_of
+from ..presets import SOUND_SAMPLE_RATE, bucket_of
 from ..progress import progress_bar
 from ..protocol import framework as fw
-from ..request import GenerationRequest, check_backend_options
+from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
 
 NAME = "framework"
 PYTHON_ENV = "COSMOS_FRAMEWORK_PYTHON"
 MODULE_ENV = "COSMOS_FRAMEWORK_MODULE"
 LOG_TAIL_LINES = 40
-SUPPORTED_OPTIONS = ("guidance_interval", "add_resolution_template", "add_duration_template")
 _STEP_PATTERN = re.compile(r"(?<![\d.])(\d{1,5})\s*/\s*(\d{1,5})(?![\d.])")
 
 INSTALL_HELP = (
@@ -126,19 +126,26 @@ class FrameworkBackend:
         progress: show a progress bar while the run streams its log.
         env: extra environment variables for the run; timeout: seconds before a run is killed.
 
-    The model is not an argument: it is the request's (``GenerationRequest(profile=..., model=...)``).
+    The model and the guardrails are not arguments: they are the request's (``GenerationRequest(profile=...,
+    model=..., guardrails=...)``) or the run's (``run_spec(..., guardrails=...)``), as on every backend.
     """
 
     name = NAME
 
     def __init__(self, checkout: str | os.PathLike[str], *, gpus: int = 1, parallelism_preset: str | None = None,
-                 python: str | os.PathLike[str] | None = None, guardrails: bool = True, extra_args: Sequence[str] = (),
+                 python: str | os.PathLike[str] | None = None, extra_args: Sequence[str] = (),
                  work_dir: str | os.PathLike[str] | None = None, module: str | None = None, progress: bool = True,
-                 env: dict[str, str] | None = None, timeout: float | None = None, checkpoint: Any = None) -> None:
+                 env: dict[str, str] | None = None, timeout: float | None = None, checkpoint: Any = None,
+                 guardrails: Any = None) -> None:
         if checkpoint is not None:
             raise ValidationError("checkpoint", "FrameworkBackend runs the model each request names, so it takes none.",
                                   f"choose it in the request: GenerationRequest(..., model={checkpoint!r}) or "
                                   "profile='nano'/'super'/'edge' (or `cosmos-helpers run --model`).")
+        if guardrails is not None:
+            raise ValidationError("guardrails", "FrameworkBackend runs the guardrails each request asks for, so it "
+                                  "takes no setting of its own (one that could contradict the request).",
+                                  f"set them in the request: GenerationRequest(..., guardrails={guardrails!r}) or "
+                                  f"run_spec(..., guardrails={guardrails!r}) (`cosmos-helpers run --no-guardrails`).")
         if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
             raise ValidationError("gpus", f"must be a positive integer, got {gpus!r}.", "use 1, 2, 4 or 8.")
         if parallelism_preset is not None and parallelism_preset not in fw.PARALLELISM_PRESETS:
@@ -147,7 +154,6 @@ class FrameworkBackend:
         self.checkout = Path(checkout).expanduser().resolve()
         self.gpus, self.parallelism_preset = gpus, parallelism_preset
         self._python = None if python is None else str(python)
-        self.guardrails = bool(guardrails)
         self.extra_args = tuple(str(a) for a in extra_args)
         self.work_dir = (Path(work_dir).expanduser().resolve() if work_dir
                          else self.checkout / "outputs" / "cosmos_helpers")
@@ -178,8 +184,9 @@ class FrameworkBackend:
         return [*head, "--nproc-per-node", str(self.gpus), "-m", self.module]
 
     def command(self, input_file: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, model: str,
-                overrides: Mapping[str, Any] | None = None, guardrails: bool | None = None) -> list[str]:
-        """The exact command line of one run; ``overrides`` are sample fields given as the framework's own flags."""
+                guardrails: bool, overrides: Mapping[str, Any] | None = None) -> list[str]:
+        """The exact command line of one run; ``overrides`` are sample fields given as the framework's own flags;
+        ``guardrails`` is always said (``--guardrails`` / ``--no-guardrails``)."""
         flags = fw.CLI_FLAGS
         tier = (overrides or {}).get("resolution")
         if tier is not None and str(tier) not in fw.TIERS:
@@ -192,8 +199,7 @@ class FrameworkBackend:
                 cmd += [flags[key], str(value)]
         if self.parallelism_preset:
             cmd += [flags["parallelism"], self.parallelism_preset]
-        if not (self.guardrails if guardrails is None else guardrails):
-            cmd.append(flags["no_guardrails"])
+        cmd.append(flags["guardrails"] if guardrails else flags["no_guardrails"])
         return cmd + list(self.extra_args)
 
     def check_available(self) -> None:
@@ -221,8 +227,8 @@ class FrameworkBackend:
 
     # Runs -------------------------------------------------------------------------------------------
 
-    def prepare(self, payload: Mapping[str, Any], *, name: str, model: str,
-                overrides: Mapping[str, Any] | None = None, guardrails: bool | None = None) -> FrameworkRun:
+    def prepare(self, payload: Mapping[str, Any], *, name: str, model: str, guardrails: bool,
+                overrides: Mapping[str, Any] | None = None) -> FrameworkRun:
         """Write a run folder (``<name>.json`` holding ``payload`` as it is, ``command.txt``) without launching.
 
         The input file is named after the sample, so a sample without ``name`` gets that name from the framework
@@ -246,19 +252,24 @@ class FrameworkBackend:
         self._stream(list(run.command), log_path, expected_steps, run.name)
         return _collect(run, log_path)
 
-    def run_sample(self, sample_run: Any) -> Generation:
-        """Run one framework input sample unchanged (a ``specs.SampleRun``: sample, resolved values, overrides)."""
+    def prepare_sample(self, sample_run: Any) -> FrameworkRun:
+        """The run folder of one framework input sample, unchanged (a ``specs.SampleRun``: the sample, its resolved
+        model and guardrails, the command-line overrides), without launching."""
         r = sample_run.resolved
-        run = self.prepare(sample_run.sample.payload(), name=sample_run.sample.name, model=r.model,
-                           overrides=sample_run.overrides)
+        return self.prepare(sample_run.sample.payload(), name=sample_run.sample.name, model=r.model,
+                            guardrails=r.guardrails, overrides=sample_run.overrides)
+
+    def run_sample(self, sample_run: Any) -> Generation:
+        """Run one framework input sample unchanged (see :meth:`prepare_sample`)."""
+        r = sample_run.resolved
+        run = self.prepare_sample(sample_run)
         return self._run(run, r.num_steps, workflow="transfer" if r.is_transfer else r.model_mode, model=r.model)
 
     def generate(self, request: GenerationRequest, *, name: str | None = None) -> Generation:
         """Run a :class:`GenerationRequest` (t2i / t2v / i2v / v2v, with or without sound)."""
         name = name or f"{request.mode}_{request.fingerprint()[:8]}"
         payload = request_payload(request, name=name, image_dir=self.work_dir / "inputs")
-        guardrails = None if request.guardrails is None or request.guardrails else False
-        run = self.prepare(payload, name=name, model=request.model, guardrails=guardrails)
+        run = self.prepare(payload, name=name, model=request.model, guardrails=bool(request.guardrails))
         generation = self._run(run, request.num_inference_steps, workflow=request.mode, model=request.model)
         generation.request = request
         return generation
@@ -274,7 +285,7 @@ class FrameworkBackend:
         controls = {p.stem.removeprefix("control_"): str(p) for p in sorted(path.parent.glob("control_*"))}
         return Generation(
             frames=frames, fps=fps, seed=run.seed, sound=sound,
-            sample_rate=rate or media.SOUND_SAMPLE_RATE, backend=self.name, model=str(model),
+            sample_rate=rate or SOUND_SAMPLE_RATE, backend=self.name, model=str(model),
             timings={"total_s": time.perf_counter() - started}, finished=FinishedFile(path.suffix, path=path),
             provenance={"workflow": workflow, "payload": dict(run.payload), "output": str(path), "controls": controls,
                         "command": shlex.join(run.command), "run_folder": str(run.folder),
@@ -341,9 +352,9 @@ def request_payload(request: GenerationRequest, *, name: str, image_dir: str | o
     """The framework sample of a :class:`GenerationRequest`: what the request says, and nothing it leaves unset.
 
     Sizes must be a framework bucket; a ``guidance_interval`` (inclusive here) becomes the framework's strict
-    ``(lo, hi)`` with the same timesteps; conditioning arrays are written to ``image_dir``.
+    ``(lo, hi)`` with the same timesteps (``protocol.framework.to_strict``); conditioning arrays are written to
+    ``image_dir``.
     """
-    check_backend_options(request, NAME, SUPPORTED_OPTIONS)
     tier, aspect = _check_request(request)
     payload: dict[str, Any] = {"name": name, "model_mode": request.mode,
                                "prompt": request.caption if isinstance(request.caption, str) else
@@ -358,8 +369,7 @@ def request_payload(request: GenerationRequest, *, name: str, image_dir: str | o
     if request.sound:
         payload["enable_sound"] = True
     if request.guidance_interval is not None:
-        lo, hi = request.guidance_interval
-        payload["guidance_interval"] = [math.nextafter(lo, -math.inf) if lo > 0 else 0.0, math.nextafter(hi, math.inf)]
+        payload["guidance_interval"] = list(fw.to_strict(request.guidance_interval))
     if request.mode == "image2video":
         payload["vision_path"] = _media_path(request.image, request, Path(image_dir), ".png")
     if request.mode == "video2video":

@@ -5,6 +5,17 @@ what httpx's ``BaseClient`` is to ``Client`` and ``AsyncClient``: it builds ever
 checks the request's model against the server's, and turns answers into ``Generation`` objects that keep the
 server's bytes. The waits' bookkeeping (:class:`ReadyWatch`, :func:`job_finished`) lives here too, so the two
 senders only send, sleep and show progress.
+
+What a request may ask that the real server cannot honour is refused here, before anything is sent: another
+model than the served one, and what the served checkpoint's pipeline refuses (Edge: sound, video2video).
+Everything else a ``GenerationRequest`` can say is honoured by vLLM-Omni 0.30.0 as asked: any size that is a
+multiple of 16 (so this project's CPU tier "128" too: ``size`` is used as given, only transfer's ``resolution``
+is bucketed, and the transfer helper refuses "128" there), every frame count, fps, step count, guidance,
+shift and seed the request accepts (within the pydantic models' bounds), the negative prompt, and each
+backend-default option (``use_system_prompt``, the templates, ``guidance_interval``, ``guardrails``, the
+video2video conditioning), which travel in ``extra_params`` under keys the pipeline reads. One limit is the
+server's to keep, not the client's to see: a server started with ``--no-guardrails`` cannot run guardrails
+that a request turns on (guardrails.py:202), and ``/v1/models`` does not say how it was started.
 """
 
 from __future__ import annotations
@@ -19,13 +30,14 @@ import numpy as np
 from .. import media
 from ..errors import (BackendUnavailableError, ConnectionLostError, GenerationTimeoutError, GuardrailError,
                       JobFailedError, ServerError, ValidationError)
-from ..presets import PROFILES
+from ..presets import PROFILES, SOUND_SAMPLE_RATE
 from ..protocol import vllm_omni as proto
-from ..request import GenerationRequest, check_backend_options
+from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
-from .vllm_wire import (API_KEY_ENV, BACKEND_NAME, DEFAULT_URL, GUARDRAIL_MARKER, SUPPORTED_OPTIONS, Call, Files,
-                        RetryPolicy, Upload, check_response_format, error_from_response, form_parts, image_body,
-                        parse_json, timings_from_headers, timings_from_job)
+from .vllm_serve import curl_command
+from .vllm_wire import (API_KEY_ENV, BACKEND_NAME, DEFAULT_URL, GUARDRAIL_MARKER, Call, Files, RetryPolicy, Upload,
+                        check_response_format, error_from_response, form_parts, image_body, parse_json,
+                        timings_from_headers, timings_from_image, timings_from_job)
 
 
 # =====================================================================================================
@@ -152,6 +164,7 @@ class BaseVllmClient:
         self.served_model: str | None = None
         self._transport = transport
         self._models: list[dict[str, Any]] | None = None
+        self._client: Any = None  # the sender's httpx client, made on first use
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
@@ -166,6 +179,11 @@ class BaseVllmClient:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
+
+    def curl(self, request: GenerationRequest, **kwargs: Any) -> str:
+        """The equivalent ``curl`` command (the same fields this client sends; see :func:`curl_command`)."""
+        kwargs.setdefault("response_format", self.image_response_format)
+        return curl_command(self.url, request, api_key=self.api_key, **kwargs)
 
     def _client_options(self) -> dict[str, Any]:
         return {"base_url": self.url, "headers": self.headers, "timeout": self._timeout(30.0),
@@ -190,6 +208,9 @@ class BaseVllmClient:
         return Call("POST", path, f"{what} {'job submission' if job else 'generation'}", self._timeout(read),
                     files=form_parts(fields, files))
 
+    def _content_call(self, job_id: str) -> Call:
+        return self._get(f"{proto.VIDEOS}/{job_id}/content", "download", 120.0)
+
     def _retrieve_call(self, job_id: str) -> Call:
         def failed_job(status: int, content: bytes) -> bool:  # a failed job's GET answers with its error status
             body = parse_json(content)
@@ -204,10 +225,10 @@ class BaseVllmClient:
         return self._get(proto.VIDEOS, "job list", params=params)
 
     def _check_request(self, request: GenerationRequest) -> None:
+        """Refuse what is not a request; the rest is refused against the served model (module docstring)."""
         if not isinstance(request, GenerationRequest):
             raise ValidationError("request", f"expected a GenerationRequest, got {type(request).__name__}.",
                                   "build one with GenerationRequest(mode=..., prompt=...).")
-        check_backend_options(request, BACKEND_NAME, SUPPORTED_OPTIONS)
 
     # replies --------------------------------------------------------------------------------------------
 
@@ -230,8 +251,9 @@ class BaseVllmClient:
         self._models = [c for c in cards or [] if isinstance(c, dict) and c.get("id")]
         self.served_model = str(self._models[0]["id"]) if self._models else None
 
-    def _match_model(self, wanted: str | None) -> str:
-        """The served name for a request's model; refuses (before any generation) a model the server lacks."""
+    def _match_model(self, wanted: str | None, request: GenerationRequest | None = None) -> str:
+        """The served name for a request's model; refuses (before any generation) a model the server lacks,
+        and a request the served checkpoint would refuse once queued."""
         cards = self._models or []
         if not cards:
             raise ValidationError("model", f"{self.url}{proto.MODELS} lists no model, so the request's model "
@@ -240,6 +262,8 @@ class BaseVllmClient:
             return str(cards[0]["id"])
         for card in cards:
             if wanted in (card.get("id"), card.get("root")):
+                if request is not None:
+                    check_checkpoint(request, {wanted, card.get("id"), card.get("root")})
                 return str(card["id"])
         served, root = cards[0]["id"], cards[0].get("root")
         profiles = [p.name for p in PROFILES.values() if p.model in (served, root)]
@@ -258,7 +282,7 @@ class BaseVllmClient:
         """A ``Generation`` that keeps the server's bytes as they came and its frames for previews."""
         total = time.perf_counter() - started
         generation = Generation(frames=frames, fps=fps, seed=seed, request=request, sound=sound,
-                                sample_rate=int(sample_rate or media.SOUND_SAMPLE_RATE), backend=BACKEND_NAME,
+                                sample_rate=int(sample_rate or SOUND_SAMPLE_RATE), backend=BACKEND_NAME,
                                 model=served, finished=finished)
         generation.timings.update({"request_s": total, "total_s": total, **(timings or {})})
         generation.provenance.update({"url": self.url, "served_model": served, "seed_recorded_client_side": True,
@@ -268,15 +292,9 @@ class BaseVllmClient:
     def _image_generation(self, request: GenerationRequest, decoded: tuple, headers: Mapping[str, str],
                           served: str, started: float, response_format: str) -> Generation:
         raw, frames, suffix, extra = decoded
-        metrics = extra.get("metrics") if isinstance(extra.get("metrics"), dict) else {}
-        stages = metrics.get("stage_durations") or {}
-        timings = {f"stage_{k}_s": float(v) for k, v in stages.items() if isinstance(v, (int, float))}
-        provenance: dict[str, Any] = {"endpoint": proto.IMAGES, "response_format": response_format,
-                                      "server_size": extra.get("size")}
-        if stages:
-            provenance["stage_durations"] = stages
-        if metrics.get("peak_memory_mb") is not None:
-            provenance["peak_memory_mb"] = metrics["peak_memory_mb"]
+        timings, provenance = timings_from_image(extra)
+        provenance.update({"endpoint": proto.IMAGES, "response_format": response_format,
+                           "server_size": extra.get("size")})
         header_timings, header_provenance = timings_from_headers(headers)
         return self._generation(frames=frames, finished=FinishedFile(suffix, data=raw), served=served,
                                 started=started, request=request, seed=request.seed, fps=request.fps,
@@ -315,6 +333,26 @@ class BaseVllmClient:
         if not isinstance(job, dict) or "id" not in job:
             raise ServerError(response.status_code, "the job submission answer has no id", body=job)
         return job
+
+
+def check_checkpoint(request: GenerationRequest, names: set[Any]) -> None:
+    """Refuse what the served checkpoint's pipeline refuses (it would, only once the request was queued)."""
+    if proto.EDGE_MODEL not in names:
+        return
+    asked = {"sound": ("sound", "sound=True", request.sound),
+             "video2video": ("mode", "mode='video2video'", request.mode == "video2video")}
+    for kind in proto.EDGE_REFUSES:
+        field, what, wanted = asked.get(kind, (None, None, False))
+        if wanted:
+            raise ValidationError(field, f"the server runs {proto.EDGE_MODEL}, whose pipeline refuses {what}.",
+                                  "drop it, or send the request to a server that runs Cosmos3-Nano or -Super "
+                                  "(GenerationRequest(profile='nano')).")
+
+
+def check_content(job_id: str, size: int) -> None:
+    """A finished job's content must not be empty (an action-only output has no video)."""
+    if not size:
+        raise ServerError(200, f"job {job_id} content is empty")
 
 
 def check_job_mode(request: GenerationRequest) -> None:

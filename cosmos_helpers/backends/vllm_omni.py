@@ -13,18 +13,17 @@ answer) in a worker thread so the event loop stays free. Everything they share, 
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from .. import media
-from ..errors import OutputExistsError, ServerError
+from ..errors import OutputExistsError
 from ..progress import progress_bar
 from ..protocol import vllm_omni as proto
 from ..request import GenerationRequest
 from ..result import Generation
-from .vllm_base import BaseVllmClient, ReadyWatch, check_job_mode, job_finished, upload_files
+from .vllm_base import BaseVllmClient, ReadyWatch, check_content, check_job_mode, job_finished, upload_files
 from .vllm_serve import ServeCommand, curl_command, serve_command
 from .vllm_wire import (API_KEY_ENV, DEFAULT_URL, Call, check_form, check_mp4_reply, decode_image_reply, decode_mp4,
                         error_from_response, form_seed_fps, input_reference, parse_json, video_fields)
@@ -64,10 +63,6 @@ def _refuse_existing(path: Path, overwrite: bool) -> None:
         raise OutputExistsError(f"{path} already exists; pass overwrite=True or choose another name.")
 
 
-def _empty(job_id: str) -> ServerError:
-    return ServerError(200, f"job {job_id} content is empty")
-
-
 # =====================================================================================================
 # The blocking client
 # =====================================================================================================
@@ -78,10 +73,6 @@ class VllmOmniBackend(BaseVllmClient):
 
     See :class:`~cosmos_helpers.backends.vllm_base.BaseVllmClient` for the options.
     """
-
-    def __init__(self, url: str = DEFAULT_URL, api_key: str | None = None, **options: Any) -> None:
-        super().__init__(url, api_key, **options)
-        self._client = None
 
     @property
     def client(self):
@@ -123,10 +114,10 @@ class VllmOmniBackend(BaseVllmClient):
                     return response
             time.sleep(wait)
 
-    def _served(self, model: str | None) -> str:
+    def _served(self, model: str | None, request: GenerationRequest | None = None) -> str:
         if self._models is None:
             self.models()
-        return self._match_model(model)
+        return self._match_model(model, request)
 
     # the server ------------------------------------------------------------------------------------------
 
@@ -186,7 +177,7 @@ class VllmOmniBackend(BaseVllmClient):
     def generate_image(self, request: GenerationRequest, *, response_format: str | None = None) -> Generation:
         self._check_request(request)
         call = self._image_call(request, response_format)
-        served = self._served(request.model)
+        served = self._served(request.model, request)
         started = time.perf_counter()
         response = self._send(call)
         decoded = decode_image_reply(response.content, response.headers.get("content-type", ""))
@@ -196,7 +187,7 @@ class VllmOmniBackend(BaseVllmClient):
     def generate_video(self, request: GenerationRequest) -> Generation:
         self._check_request(request)
         fields = video_fields(request)
-        served = self._served(request.model)
+        served = self._served(request.model, request)
         upload = input_reference(request)
         started = time.perf_counter()
         response = self._send(self._video_call(fields, upload_files(upload)))
@@ -229,7 +220,7 @@ class VllmOmniBackend(BaseVllmClient):
         self._check_request(request)
         check_job_mode(request)
         fields = video_fields(request)
-        self._served(request.model)
+        self._served(request.model, request)
         upload = input_reference(request)
         return self._job_record(self._send(self._video_call(fields, upload_files(upload), job=True)))
 
@@ -263,7 +254,7 @@ class VllmOmniBackend(BaseVllmClient):
 
         path = Path(path)
         _refuse_existing(path, overwrite)
-        call = self._get(f"{proto.VIDEOS}/{job_id}/content", "download", 120.0)
+        call = self._content_call(job_id)
         attempt = 0
         while True:
             attempt += 1
@@ -279,8 +270,7 @@ class VllmOmniBackend(BaseVllmClient):
                                 for chunk in response.iter_bytes(CHUNK):
                                     handle.write(chunk)
                                     _show(bar, handle.tell(), "")
-                                if not handle.tell():
-                                    raise _empty(job_id)
+                                check_content(job_id, handle.tell())
                         finally:
                             _close(bar)
                         return path
@@ -304,17 +294,12 @@ class VllmOmniBackend(BaseVllmClient):
         check_job_mode(request)
         started = time.perf_counter()
         job = self.wait(self.submit(request)["id"], timeout, progress)
-        with tempfile.TemporaryDirectory(prefix="cosmos-vllm-") as folder:
-            content = self.download(job["id"], Path(folder) / "job.mp4", progress=False).read_bytes()
+        content = self._send(self._content_call(job["id"])).content  # read once: kept, and decoded from
+        check_content(job["id"], len(content))
         video = decode_mp4(content)
         if not keep:
             self.delete(job["id"])
         return self._from_job(content, video, job, started=started, request=request, kept=keep)
-
-    def curl(self, request: GenerationRequest, **kwargs: Any) -> str:
-        """The equivalent ``curl`` command (same fields as this client sends)."""
-        kwargs.setdefault("response_format", self.image_response_format)
-        return curl_command(self.url, request, api_key=self.api_key, **kwargs)
 
 
 # =====================================================================================================
@@ -328,10 +313,6 @@ class AsyncVllmOmniBackend(BaseVllmClient):
     Encoding a conditioning input and decoding the server's image or MP4 run in ``asyncio.to_thread``, so a
     notebook's event loop keeps serving other tasks while a long video is decoded.
     """
-
-    def __init__(self, url: str = DEFAULT_URL, api_key: str | None = None, **options: Any) -> None:
-        super().__init__(url, api_key, **options)
-        self._client = None
 
     @property
     def client(self):
@@ -373,10 +354,10 @@ class AsyncVllmOmniBackend(BaseVllmClient):
                     return response
             await asyncio.sleep(wait)
 
-    async def _served(self, model: str | None) -> str:
+    async def _served(self, model: str | None, request: GenerationRequest | None = None) -> str:
         if self._models is None:
             await self.models()
-        return self._match_model(model)
+        return self._match_model(model, request)
 
     # the server ------------------------------------------------------------------------------------------
 
@@ -428,7 +409,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
     async def generate_image(self, request: GenerationRequest, *, response_format: str | None = None) -> Generation:
         self._check_request(request)
         call = self._image_call(request, response_format)
-        served = await self._served(request.model)
+        served = await self._served(request.model, request)
         started = time.perf_counter()
         response = await self._send(call)
         decoded = await asyncio.to_thread(decode_image_reply, response.content,
@@ -439,7 +420,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
     async def generate_video(self, request: GenerationRequest) -> Generation:
         self._check_request(request)
         fields = video_fields(request)
-        served = await self._served(request.model)
+        served = await self._served(request.model, request)
         upload = await asyncio.to_thread(input_reference, request)
         started = time.perf_counter()
         response = await self._send(self._video_call(fields, upload_files(upload)))
@@ -467,7 +448,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
         self._check_request(request)
         check_job_mode(request)
         fields = video_fields(request)
-        await self._served(request.model)
+        await self._served(request.model, request)
         upload = await asyncio.to_thread(input_reference, request)
         return self._job_record(await self._send(self._video_call(fields, upload_files(upload), job=True)))
 
@@ -498,7 +479,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
 
         path = Path(path)
         _refuse_existing(path, overwrite)
-        call = self._get(f"{proto.VIDEOS}/{job_id}/content", "download", 120.0)
+        call = self._content_call(job_id)
         attempt = 0
         while True:
             attempt += 1
@@ -514,8 +495,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
                                 async for chunk in response.aiter_bytes(CHUNK):
                                     handle.write(chunk)
                                     _show(bar, handle.tell(), "")
-                                if not handle.tell():
-                                    raise _empty(job_id)
+                                check_content(job_id, handle.tell())
                         finally:
                             _close(bar)
                         return path
@@ -537,14 +517,9 @@ class AsyncVllmOmniBackend(BaseVllmClient):
         check_job_mode(request)
         started = time.perf_counter()
         job = await self.wait((await self.submit(request))["id"], timeout, progress)
-        with tempfile.TemporaryDirectory(prefix="cosmos-vllm-") as folder:
-            target = await self.download(job["id"], Path(folder) / "job.mp4", progress=False)
-            content = await asyncio.to_thread(target.read_bytes)
+        content = (await self._send(self._content_call(job["id"]))).content  # read once: kept, and decoded from
+        check_content(job["id"], len(content))
         video = await asyncio.to_thread(decode_mp4, content)
         if not keep:
             await self.delete(job["id"])
         return self._from_job(content, video, job, started=started, request=request, kept=keep)
-
-    def curl(self, request: GenerationRequest, **kwargs: Any) -> str:
-        kwargs.setdefault("response_format", self.image_response_format)
-        return curl_command(self.url, request, api_key=self.api_key, **kwargs)

@@ -13,11 +13,13 @@ becomes on the wire, and what an answer becomes here:
   the top-level ``use_system_prompt``, which is a string enum on that route;
 * no ``model`` field: the served name may differ from the hub id (the client checks ``GET /v1/models``);
 * video always carries ``num_frames`` (an omitted one makes a one-frame video); every form value is a string;
+  sound is asked for with ``generate_sound`` alone: the pipeline derives its length from num_frames / fps;
 * errors keep vLLM's envelope message; only idempotent calls are ever retried (:class:`RetryPolicy`).
 
 The media work (cropping and encoding a conditioning input, decoding the server's MP4 or image) is in plain
 functions (:func:`input_reference`, :func:`decode_mp4`, :func:`decode_image_reply`) that the asyncio client
-runs in a worker thread.
+runs in a worker thread. The server's measurements, however an answer carries them, are read by one parser
+(:func:`server_metrics`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +51,6 @@ OPTION_KEYS: Mapping[str, str] = {"use_system_prompt": "use_system_prompt",
                                   "add_duration_template": "use_duration_template",
                                   "guidance_interval": "guidance_interval"}
 assert set(OPTION_KEYS.values()) <= set(proto.GENERATION_EXTRA)
-SUPPORTED_OPTIONS = tuple(OPTION_KEYS)  # every backend-default option of a request can be honoured here
 GUARDRAIL_MARKER = "guardrail"  # in proto.GUARDRAIL_MESSAGE, and in an engine-side block's message
 IMAGE_SUFFIX = {"PNG": ".png", "JPEG": ".jpg", "WEBP": ".webp"}
 
@@ -68,8 +70,9 @@ def extra_params(request: GenerationRequest) -> dict[str, Any]:
         if value is None:
             continue  # the server's own default applies
         extra[key] = [float(v) for v in value] if name == "guidance_interval" else bool(value)
-    if request.mode == "video2video":
+    if request.mode == "video2video" and request.condition_frames is not None:
         extra["condition_frame_indexes_vision"] = [int(i) for i in request.condition_frames]
+    if request.mode == "video2video" and request.condition_video_keep is not None:
         extra["condition_video_keep"] = request.condition_video_keep
     return extra
 
@@ -116,8 +119,10 @@ def video_fields(request: GenerationRequest) -> dict[str, str]:
     if negative is not None:
         fields["negative_prompt"] = negative
     if request.sound:  # a checkpoint without sound refuses the field, so it is sent only for sound
+        # No sound_duration: the pipeline reads it (serving_video.py:439-440 -> pipeline_cosmos3.py:2177), but
+        # without it takes exactly num_frames / frame_rate (pipeline_cosmos3.py:2180-2181), which is the
+        # request's own length; a value written out here could only round it (121 / 24 s -> "5.042").
         fields["generate_sound"] = "true"
-        fields["sound_duration"] = f"{request.num_frames / request.fps:.3f}"
     return fields
 
 
@@ -268,14 +273,7 @@ class RetryPolicy:
             return None
         if status not in self.STATUSES[call.method]:
             return None
-        return self.backoff(attempt, _seconds(headers.get("retry-after")))
-
-
-def _seconds(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+        return self.backoff(attempt, _number(headers.get("retry-after")))
 
 
 def parse_json(content: bytes) -> Any:
@@ -315,40 +313,67 @@ def error_from_response(status: int, content: bytes, headers: Mapping[str, str])
         return AuthenticationError(status, f"{message} (send the server's key: VllmOmniBackend(url, api_key=...) "
                                            f"or ${API_KEY_ENV})", **context)
     if status == 429:  # the local stand-in's queue cap; the real server has none
-        return ServerBusyError(status, message, retry_after=_seconds(headers.get("retry-after")), **context)
+        return ServerBusyError(status, message, retry_after=_number(headers.get("retry-after")), **context)
     if status == 504:
         return GenerationTimeoutError(f"HTTP 504: {message} (the server's timeout counts queueing time; "
                                       "use an asynchronous job for long generations)")
     return ServerError(status, message, **context)
 
 
-def timings_from_headers(headers: Mapping[str, str]) -> tuple[dict[str, float], dict[str, Any]]:
-    """A sync answer's ``X-*`` headers as (timings, provenance)."""
+def server_metrics(*, inference_s: Any = None, stages: Any = None,
+                   peak_memory_mb: Any = None) -> tuple[dict[str, float], dict[str, Any]]:
+    """The server's own measurements as ``(timings, provenance)``, whichever answer carried them.
+
+    A sync video answer sends them as ``X-*`` headers (strings), an images answer in ``metrics``, a job in its
+    record; all three go through here, so ``stage_<name>_s`` timings mean the same thing everywhere.
+    """
     timings: dict[str, float] = {}
     provenance: dict[str, Any] = {}
-    if _seconds(headers.get("x-inference-time-s")) is not None:
-        timings["inference_s"] = float(headers["x-inference-time-s"])
+    if _number(inference_s) is not None:
+        timings["inference_s"] = _number(inference_s)
+    if isinstance(stages, Mapping):
+        provenance["stage_durations"] = dict(stages)
+        timings.update({f"stage_{name}_s": _number(value) for name, value in stages.items()
+                        if _number(value) is not None})
+    if _number(peak_memory_mb) is not None:
+        provenance["peak_memory_mb"] = _number(peak_memory_mb)
+    return timings, provenance
+
+
+def _number(value: Any) -> float | None:
+    """A measurement as a float: a JSON number or a header's text; ``None`` for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def timings_from_headers(headers: Mapping[str, str]) -> tuple[dict[str, float], dict[str, Any]]:
+    """A sync answer's ``X-*`` headers as (timings, provenance)."""
     stages = parse_json((headers.get("x-stage-durations") or "").encode())
-    if isinstance(stages, dict):
-        provenance["stage_durations"] = stages
-        timings.update({f"stage_{k}_s": float(v) for k, v in stages.items() if isinstance(v, (int, float))})
-    if _seconds(headers.get("x-peak-memory-mb")) is not None:
-        provenance["peak_memory_mb"] = float(headers["x-peak-memory-mb"])
+    timings, provenance = server_metrics(inference_s=headers.get("x-inference-time-s"), stages=stages,
+                                         peak_memory_mb=headers.get("x-peak-memory-mb"))
     for header, key in (("x-request-id", "request_id"), ("x-model", "served_model")):
         if headers.get(header):
             provenance[key] = headers[header]
     return timings, provenance
 
 
+def timings_from_image(answer: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
+    """An images answer's ``metrics`` object as (timings, provenance)."""
+    metrics = answer.get("metrics") if isinstance(answer.get("metrics"), Mapping) else {}
+    return server_metrics(stages=metrics.get("stage_durations"), peak_memory_mb=metrics.get("peak_memory_mb"))
+
+
 def timings_from_job(job: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
     """A finished job record's metrics as (timings, provenance)."""
-    timings: dict[str, float] = {}
-    if isinstance(job.get("inference_time_s"), (int, float)):
-        timings["inference_s"] = float(job["inference_time_s"])
-    stages = job.get("stage_durations") or {}
-    timings.update({f"stage_{k}_s": float(v) for k, v in stages.items() if isinstance(v, (int, float))})
-    provenance = {"job_id": job.get("id"), "stage_durations": stages, "peak_memory_mb": job.get("peak_memory_mb"),
-                  "served_model": job.get("model"), "job": dict(job)}
+    timings, provenance = server_metrics(inference_s=job.get("inference_time_s"),
+                                         stages=job.get("stage_durations") or {},
+                                         peak_memory_mb=job.get("peak_memory_mb"))
+    provenance.update({"job_id": job.get("id"), "served_model": job.get("model"), "job": dict(job)})
     return timings, provenance
 
 
@@ -377,14 +402,11 @@ def decode_image_reply(content: bytes, content_type: str) -> tuple[bytes, np.nda
 
 
 def decode_mp4(content: bytes) -> media.VideoData:
-    """The server's MP4 decoded (frames, and sound when muxed) for previews (media work)."""
-    with tempfile.TemporaryDirectory(prefix="cosmos-vllm-") as folder:
-        path = Path(folder) / "answer.mp4"
-        path.write_bytes(content)
-        try:
-            return media.read_video(path, with_audio=True)
-        except Exception as exc:  # PyAV raises many types for broken files
-            raise ServerError(200, f"the server's MP4 ({len(content)} bytes) could not be decoded ({exc})") from None
+    """The server's MP4 decoded from its bytes (frames, and sound when muxed) for previews (media work)."""
+    try:
+        return media.read_video(content, with_audio=True)
+    except Exception as exc:  # PyAV raises many types for broken files
+        raise ServerError(200, f"the server's MP4 ({len(content)} bytes) could not be decoded ({exc})") from None
 
 
 def check_mp4_reply(status: int, headers: Mapping[str, str], content: bytes) -> None:

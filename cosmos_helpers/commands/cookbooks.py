@@ -7,10 +7,15 @@ import ast
 import sys
 from pathlib import Path
 
+from ..notebooks import run_cookbooks, summary_table
+from ..presets import DEFAULT_PROFILE, PROFILES
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("outputs"), help="output folder (default ./outputs)")
-    parser.add_argument("--profile", default="tiny", help="tiny (default, CPU) | nano | super")
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, choices=tuple(PROFILES),
+                        help=f"model and defaults every cookbook uses (default {DEFAULT_PROFILE}: the embedded model, "
+                             "on a CPU)")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="inject a parameter into every notebook that declares it (VALUE as a Python literal "
                              "or plain text); repeatable")
@@ -29,8 +34,6 @@ def _literal(text: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..notebooks import run_cookbooks, summary_table
-
     parameters = {name: _literal(value) for name, value in args.parameter}
     runs = run_cookbooks(args.out, profile=args.profile, parameters=parameters, only=args.only, kernel=args.kernel,
                          gallery=not args.no_gallery, log_output=args.log_output)

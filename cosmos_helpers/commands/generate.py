@@ -6,6 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..backends import backend_by_name
+from ..presets import DEFAULT_PROFILE, PROFILES
+from ..request import GenerationRequest
+from ..workflow import generate_and_save
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_argument_group("what to generate")
@@ -20,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--video", type=Path, help="conditioning video (video2video)")
     what.add_argument("--sound", action="store_true", help="also generate a 48 kHz stereo soundtrack")
     model = parser.add_argument_group("model and settings (default: the profile's)")
-    model.add_argument("--profile", default="tiny", help="tiny (default) | nano | super | edge")
+    model.add_argument("--profile", default=DEFAULT_PROFILE, choices=tuple(PROFILES),
+                       help=f"model and per-mode defaults (default {DEFAULT_PROFILE})")
     model.add_argument("--model", default=None, help="override the profile's model: tiny, a hub id or a folder")
     model.add_argument("--tier", default=None, help="resolution tier: 256, 480, 720, ...")
     model.add_argument("--aspect-ratio", default=None, help="16,9 | 4,3 | 1,1 | 3,4 | 9,16")
@@ -44,10 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends import backend_by_name
-    from ..request import GenerationRequest
-    from ..workflow import generate_and_save
-
     request = GenerationRequest(
         mode=args.mode, prompt=args.prompt_file if args.prompt_file else args.prompt,
         negative_prompt=args.negative_prompt_file or args.negative_prompt, profile=args.profile, model=args.model,

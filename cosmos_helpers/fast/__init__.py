@@ -108,20 +108,24 @@ def _on_cuda(pipe) -> bool:
         return False
 
 
-def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
+def enable_fast_path(pipe, options: FastOptions | None = None, *, active: bool = True, **overrides):
     """Patch ``pipe`` (a ``Cosmos3OmniPipeline``) in place; idempotent. Returns ``pipe``.
 
     ``enable_fast_path(pipe, attention="flash")`` overrides single options. Called again without options
-    it keeps the current ones; with other options it re-applies the patch with those.
+    it keeps the current ones; with other options it re-applies the patch with those. ``active=False`` installs
+    it switched off: a pipeline shared by stock and fast callers runs stock code at rest, and
+    :func:`fast_path_active` switches it on for one call.
     """
     state = getattr(pipe, "_cosmos_fast", None)
     if state is not None and options is None and not overrides:
-        return pipe  # already fast: keep its options
+        state.set_active(active)  # already fast: keep its options
+        return pipe
     options = options or FastOptions()
     if overrides:
         options = FastOptions(**{**asdict(options), **overrides})
     if state is not None:
         if state.options == options:
+            state.set_active(active)
             return pipe
         disable_fast_path(pipe)
     cuda = _on_cuda(pipe)
@@ -147,6 +151,7 @@ def enable_fast_path(pipe, options: FastOptions | None = None, **overrides):
                                   channels_last=bool(resolved.vae_channels_last))
         pipe.vae.decode = state.decode
     pipe._cosmos_fast = state
+    state.set_active(active)
     return pipe
 
 

@@ -15,6 +15,7 @@ CALL_DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "num_inference_steps": 35,
     "guidance_scale": 6.0,
     "fps": 24.0,
+    "num_frames": None,  # required: check_inputs raises "`num_frames` must be provided" (:1060) without it
     "negative_prompt": None,  # the pipeline uses "" (no negative caption)
     "use_system_prompt": None,  # the pipeline config's default_use_system_prompt
     "add_resolution_template": True,

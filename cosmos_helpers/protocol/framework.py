@@ -77,6 +77,7 @@ MODEL_CONFIGS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "Cosmos3-Edge": MappingProxyType({"hub": "nvidia/Cosmos3-Edge", "resolution": "480", "use_system_prompt": False,
                                       "num_frames": 121}),
 })
+DEFAULT_CHECKPOINT = "Cosmos3-Nano"  # args.py:1281 DEFAULT_CHECKPOINT_NAME: the model of a run that names none
 CHECKPOINTS: Mapping[str, str] = MappingProxyType({  # hub repository -> --checkpoint-path name
     "nvidia/Cosmos3-Nano": "Cosmos3-Nano",
     "nvidia/Cosmos3-Super": "Cosmos3-Super",
@@ -90,7 +91,7 @@ CHECKPOINTS: Mapping[str, str] = MappingProxyType({  # hub repository -> --check
 # ---------------------------------------------------------------------------------------------- input files
 
 # Every field of args.py OmniSampleOverrides (a sample object with any other key is rejected by the framework),
-# grouped by what it is about. ``RUNS_HERE`` below says which groups this project can run on its other backends.
+# grouped by what it is about.
 SAMPLE_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "sample": ("name", "model", "extra", "seed", "num_outputs", "output_dir", "tensors_file", "pickle_file",
                "defaults_file", "model_mode"),
@@ -139,6 +140,18 @@ HINT_TUNED_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "wsm": MappingProxyType({"guidance": 1.0, "control_guidance": 3.0, "shift": 10.0, "num_frames": 101, "fps": 10,
                              "num_video_frames_per_chunk": 101}),
 })
+# The edge and blur maps the framework computes from RGB (data/generator/augmentors/transfer_control_input/):
+# Canny thresholds per edge preset (control_input.py:94-104); per blur preset (k, f): the downscale before the
+# bilateral filter and the final cubic down-up factor (control_input.py:149-165, down-up factors 4..16); the
+# bilateral filter's parameters at the 720 px reference side, scaled to the frame (blur.py:21-23, 41, 130-134).
+EDGE_THRESHOLDS: Mapping[str, tuple[int, int]] = MappingProxyType(
+    {"very_low": (20, 50), "low": (50, 100), "medium": (100, 200), "high": (200, 300), "very_high": (300, 400)})
+BLUR_FACTORS: Mapping[str, tuple[int, int]] = MappingProxyType(
+    {"very_low": (1, 4), "low": (4, 4), "medium": (2, 10), "high": (1, 16), "very_high": (4, 16)})
+BILATERAL: Mapping[str, float] = MappingProxyType(
+    {"reference_side": 720, "d": 30, "sigma_color": 150.0, "sigma_space": 100.0})
+# args.py:847-850 ``_TRANSFER_HINT_DEFAULTS``: the preset of an edge / blur hint that names none.
+HINT_PRESET_DEFAULTS: Mapping[str, str] = MappingProxyType({"edge": "medium", "blur": "medium"})
 TRANSFER_MODES: tuple[str, ...] = ("text2video", "image2video", "video2video")
 # TransferDataOverrides fields that need a hint: any of them set without one is "transfer inference requires at
 # least one control hint" (args.py:800-820; ``control_guidance`` only when it is not 1.0).
@@ -147,6 +160,10 @@ TRANSFER_ONLY_FIELDS: tuple[str, ...] = (
     "max_frames", "show_control_condition", "show_input", "num_first_chunk_conditional_frames",
     "share_vision_temporal_positions", "emphasize_control_in_prompt")
 
+# What a sample gets when neither it nor its mode's defaults set these: common/args.py:1024-1025 (num_outputs),
+# args.py:521-522 (condition_video_keep), :556 (enable_sound), :747 (control_guidance).
+SAMPLE_FALLBACKS: Mapping[str, Any] = MappingProxyType({
+    "num_outputs": 1, "condition_video_keep": "first", "enable_sound": False, "control_guidance": 1.0})
 # args.py ``_IMAGE_OUTPUT_MODES`` (one frame, saved as vision.jpg), ``ACTION_MODEL_MODES``, ``REASONER_MODEL_MODES``
 # and ``SOUND_CONDITION_MODEL_MODES`` (a sound_path is required and enable_sound is forced on).
 IMAGE_MODES: tuple[str, ...] = ("text2image", "image2image")
@@ -175,11 +192,13 @@ CONTROL_DIRECTIVE = (
 # Flags of ``python -m cosmos_framework.scripts.inference`` this project passes (all appear in its --help).
 CLI_FLAGS: Mapping[str, str] = MappingProxyType({
     "input": "-i", "output": "-o", "checkpoint": "--checkpoint-path", "seed": "--seed",
-    "parallelism": "--parallelism-preset", "no_guardrails": "--no-guardrails",
+    "parallelism": "--parallelism-preset", "guardrails": "--guardrails", "no_guardrails": "--no-guardrails",
     # sample fields as flags: the framework merges them over every sample of -i (scripts/inference.py:44-46)
     "resolution": "--resolution", "num_steps": "--num-steps",
 })
 PARALLELISM_PRESETS: tuple[str, ...] = ("latency", "throughput")
+GUARDRAILS_DEFAULT = True  # common/args.py:850 GuardrailOverrides.guardrails
+SEED_MAX = 2**31 - 1  # inference.py:282: a sample without a seed gets a 31-bit one
 CONTROL_FILE = "control_{hint}{suffix}"
 DOWNLOAD_CACHE_ENV = "COSMOS_DOWNLOAD_CACHE_DIR"
 
@@ -205,6 +224,30 @@ def round_up_frames(num_frames: int) -> int:
     return n if n <= 1 else math.ceil((n - 1) / k) * k + 1
 
 
+def video_crf(video_save_quality: int) -> int:
+    """The H.264 CRF ``vision.mp4`` is written at: tools/visualize/video.py:97 passes ``video_save_quality`` to
+    easy_io's imageio handler (imageio_video_handler.py:177) as imageio's ``quality``, which imageio-ffmpeg 0.8.1
+    (_io.py:540-545) turns into ``-crf int((1 - q/10) * 51)``: the default 10 is CRF 0 (lossless)."""
+    return int((1 - int(video_save_quality) / 10.0) * 51)
+
+
+def to_strict(interval: tuple[float, float] | list[float]) -> tuple[float, float]:
+    """An inclusive ``[lo, hi]`` (diffusers and vLLM-Omni: guidance iff ``lo <= t <= hi``) as the framework's
+    interval holding the same timesteps: the framework guides iff ``lo < t < hi`` (model/generator/
+    omni_mot_model.py:3325, inference/transfer.py:345), so each bound moves one float outwards. Exact for every
+    ``t`` but ``t == 0`` with ``lo == 0``: the framework's bounds are non-negative (args.py:81), so that ``lo``
+    stays 0 (no sampler step runs at ``t == 0``)."""
+    lo, hi = float(interval[0]), float(interval[1])
+    return (math.nextafter(lo, -math.inf) if lo > 0 else 0.0, math.nextafter(hi, math.inf))
+
+
+def to_inclusive(interval: tuple[float, float] | list[float]) -> tuple[float, float]:
+    """The framework's strict ``(lo, hi)`` as the inclusive interval holding the same timesteps (each bound one
+    float inwards): the inverse of :func:`to_strict`."""
+    lo, hi = float(interval[0]), float(interval[1])
+    return math.nextafter(lo, math.inf), math.nextafter(hi, -math.inf)
+
+
 def default_name(input_file: str | os.PathLike[str], index: int) -> str:
     """A sample's ``name`` when it has none: the file's stem, ``<stem>_<line>`` in a JSONL file (args.py:1000-1012)."""
     path = Path(input_file)
@@ -217,7 +260,7 @@ def fallback_seed(name: str, output_dir: str | os.PathLike[str]) -> int:
     ``output_dir`` is ``<-o>/<name>``, where the framework writes the sample.
     """
     identity = f"{name}|{output_dir}".encode("utf-8")
-    return int.from_bytes(hashlib.sha256(identity).digest()[:4], "big") & 0x7FFFFFFF
+    return int.from_bytes(hashlib.sha256(identity).digest()[:4], "big") & SEED_MAX
 
 
 def infer_mode(vision_path: str | None, num_frames: int | None) -> str:

@@ -34,6 +34,9 @@ def defaults_rows() -> list[tuple[str, str, str, str]]:
          "on" if call["add_resolution_template"] and call["add_duration_template"] else "off",
          "off (`use_*_template` false; transfer: on)",
          "on (the framework's template strings)"),
+        ("JSON caption's duration / fps / resolution / aspect",
+         "not added (the templates are skipped for a JSON caption); this project injects them before the call",
+         "injected into the JSON object by the server", "injected into the JSON object"),
         ("`guidance_interval`", "none: guidance on every step",
          f"text2image: {interval}; video: none; transfer: not applied", "none"),
         ("text2image steps / guidance / shift",
@@ -49,7 +52,9 @@ def defaults_rows() -> list[tuple[str, str, str, str]]:
          + f", {video['width']}x{video['height']}",
          _sampling(t2v["num_steps"], t2v["guidance"], t2v["shift"]) + f", {t2v['num_frames']} frames at "
          f"{t2v['fps']} fps, {nano['resolution']}p {t2v['aspect_ratio']}"),
-        ("`num_frames` (video)", "189", "1 (a one-frame video: always send it)",
+        ("`num_frames` (video)",
+         "required (the pipeline refuses a call without it)" if call["num_frames"] is None else str(call["num_frames"]),
+         "1 (a one-frame video: always send it)",
          f"{t2v['num_frames']} (Edge: {framework.MODEL_CONFIGS['Cosmos3-Edge']['num_frames']})"),
     ]
 

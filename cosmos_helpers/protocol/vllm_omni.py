@@ -16,6 +16,9 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from . import framework
+# The server rounds a video's frame count up to 4k+1 (24 -> 25) exactly as the framework does
+# (pipeline_cosmos3.py:210-216 `_ceil_video_num_frames`, applied at :3848); one function for both.
+from .framework import round_up_frames  # noqa: E402,F401
 
 VERSION = "0.30.0"
 
@@ -27,6 +30,10 @@ JOB_STATUSES: tuple[str, ...] = ("queued", "in_progress", "completed", "failed")
 JOB_ID = re.compile(r"^video_gen_[0-9a-f]{32}$")
 SYNC_TIMEOUT_S = 600.0  # VLLM_OMNI_VIDEO_SYNC_TIMEOUT; it counts time spent queued
 GUARDRAIL_MESSAGE = "Input was blocked by Cosmos3 guardrails."  # diffusion/models/cosmos3/guardrails.py:89-95
+# pipeline_cosmos3.py:1959-1973 `_validate_edge_generation_mode`: the Edge checkpoint (published under this hub
+# id) refuses sound, video2video and transfer requests with a ValueError, after the request was queued.
+EDGE_MODEL = "nvidia/Cosmos3-Edge"
+EDGE_REFUSES: tuple[str, ...] = ("sound", "video2video", "transfer")
 # ``vllm serve <model> --omni``: the Cosmos3 pipeline class (diffusion/models/cosmos3/pipeline_cosmos3.py:881) and
 # the flags this project prints. entrypoints/cli/serve.py: --omni :336, --init-timeout :440, --model-class-name
 # :546, --ulysses-degree :654, --enable-layerwise-offload :879, --cfg-parallel-size :984, --no-guardrails :1054;
@@ -135,12 +142,6 @@ HINT_TUNED_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
 def use_system_prompt_default(mode: str) -> bool:
     """The pipeline's ``use_system_prompt`` when a request leaves it out: only video2video turns it on."""
     return mode == "video2video"
-
-
-def round_up_frames(num_frames: int) -> int:
-    """The server rounds a video's frame count *up* to 4k+1 (24 -> 25); one frame stays one frame."""
-    n = int(num_frames)
-    return n if n <= 1 or (n - 1) % 4 == 0 else n + 4 - (n - 1) % 4
 
 
 def reference_size(width: int, height: int) -> tuple[int, int]:

@@ -18,6 +18,8 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
+from ..backends.diffusers import DiffusersBackend
+from ..presets import model_for
 from ..protocol.vllm_omni import SYNC_TIMEOUT_S, VERSION
 from . import errors
 from .jobs import JobStore
@@ -31,7 +33,7 @@ MAX_FILES, MAX_FIELDS = 8, 256  # multipart parts a video POST may carry (two fi
 
 
 def create_app(backend: Any = None, *, api_key: str | None = None, served_model_name: str | None = None,
-               model: str = "tiny", storage_dir: str | Path | None = None, sync_timeout: float = SYNC_TIMEOUT_S,
+               model: str | None = None, storage_dir: str | Path | None = None, sync_timeout: float = SYNC_TIMEOUT_S,
                guardrails: bool = False, transfer_runner: TransferRunner | None = None, step_progress: bool = False,
                warmup: bool = True, limits: ServerLimits | None = None, **limit_options: Any) -> FastAPI:
     """The app serving ``model`` through ``backend``.
@@ -41,8 +43,8 @@ def create_app(backend: Any = None, *, api_key: str | None = None, served_model_
             ahead); default a ``DiffusersBackend``.
         api_key: require ``Authorization: Bearer <key>`` on ``/v1/*``.
         served_model_name: the name clients may send as ``model`` (default: ``model``).
-        model: what the backend runs: ``tiny``, a hub id or a checkpoint folder. Every request is built for it
-            with vLLM-Omni's defaults.
+        model: what the backend runs: ``tiny``, a hub id or a checkpoint folder (default: the default profile's).
+            Every request is built for it with vLLM-Omni's defaults.
         storage_dir: job files and uploads (default: a fresh temporary folder).
         sync_timeout: seconds before ``/v1/videos/sync`` answers 504; queueing counts, as on vLLM-Omni.
         guardrails: run the Cosmos guardrails (the backend's own checker; a blocked prompt is vLLM's 400) unless a
@@ -56,11 +58,11 @@ def create_app(backend: Any = None, *, api_key: str | None = None, served_model_
             ``create_app(max_queue=4, job_ttl=600, allowed_local_media_paths=["/data/media"])``.
     """
     limits = replace(limits or ServerLimits(), **limit_options)  # a TypeError names an unknown option
+    model = model_for(model=model)
     if backend is None:
-        from ..backends.diffusers import DiffusersBackend
-
         backend = DiffusersBackend(progress=False)
-    storage = Path(storage_dir) if storage_dir else Path(tempfile.mkdtemp(prefix="cosmos-vllm-server-"))
+    scratch = None if storage_dir else tempfile.TemporaryDirectory(prefix="cosmos-vllm-server-")
+    storage = Path(storage_dir) if storage_dir else Path(scratch.name)
     state = ServerState(backend=backend, model=str(model), served_model_name=served_model_name or str(model),
                         jobs=JobStore(storage), worker=SerialWorker(limits.max_queue), limits=limits,
                         guardrails=guardrails, sync_timeout=sync_timeout, step_progress=step_progress,
@@ -69,6 +71,7 @@ def create_app(backend: Any = None, *, api_key: str | None = None, served_model_
                   description=f"A local stand-in for vLLM-Omni {VERSION} serving Cosmos3. Errors use vLLM's "
                               'envelope {"error": {"message", "type", "param", "code"}}; bad input is a 400.')
     app.state.server = state
+    app.state.scratch = scratch  # a folder of our own making goes when the app does (or at exit)
     errors.install(app)
     app.add_middleware(BodyLimit, max_request_bytes=limits.max_request_bytes, max_json_bytes=limits.max_field_bytes)
     if api_key:
@@ -97,6 +100,8 @@ async def _lifespan(app: FastAPI):
         if janitor is not None:
             janitor.cancel()
         state.worker.stop()
+        if app.state.scratch is not None:  # the folder this app made for itself; a given one stays
+            app.state.scratch.cleanup()
 
 
 async def _janitor(state: ServerState) -> None:

@@ -14,17 +14,17 @@ import os
 import sys
 from typing import Any
 
+from ..backends.vllm_wire import API_KEY_ENV
+from ..errors import ValidationError
+from ..presets import PROFILES, get_profile, model_for
 from .limits import MiB, ServerLimits, binding_warning, describe
-
-API_KEY_ENV = "COSMOS3_VLLM_API_KEY"
-PROFILE_CHOICES = ("tiny", "nano", "super", "edge")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None,
                         help="what to serve: 'tiny' (embedded random-weight model), a hub id or a checkpoint folder "
                              "(default: the --profile's model, else tiny)")
-    parser.add_argument("--profile", default=None, choices=PROFILE_CHOICES,
+    parser.add_argument("--profile", default=None, choices=tuple(PROFILES),
                         help="serve this profile's model (tiny, nvidia/Cosmos3-Nano, -Super, -Edge); requests get "
                              "vLLM-Omni's defaults for it either way")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
@@ -95,15 +95,12 @@ def limits_from_args(args: argparse.Namespace) -> ServerLimits:
 
 
 def served_model(args: argparse.Namespace) -> str:
-    """``--model``, else the ``--profile``'s model, else tiny; both given must agree."""
-    from ..errors import ValidationError
-    from ..presets import get_profile
-
+    """``--model``, else the ``--profile``'s model, else the default profile's; both given must agree."""
     profile_model = get_profile(args.profile).model if args.profile else None
     if args.model and profile_model and args.model != profile_model:
         raise ValidationError("--model", f"{args.model!r} is not the --profile {args.profile}'s model "
                               f"({profile_model}).", "give --model or --profile, not both.")
-    return args.model or profile_model or "tiny"
+    return model_for(args.profile, args.model)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,7 +132,8 @@ def serve(args: argparse.Namespace, backend: Any = None) -> int:
     print(f"loading {model!r} ...", flush=True)
     app = create_app(backend, api_key=args.api_key or None, served_model_name=args.served_model_name, model=model,
                      storage_dir=args.storage_dir, sync_timeout=args.sync_timeout, guardrails=args.guardrails,
-                     step_progress=args.step_progress, transfer_runner=_transfer_runner(model), limits=limits)
+                     step_progress=args.step_progress, transfer_runner=_transfer_runner(model, args.guardrails),
+                     limits=limits)
     state = app.state.server
     print(f"serving {state.served_model_name!r} on http://{args.host}:{args.port} (storage {state.storage}; "
           f"guardrails {'on' if args.guardrails else 'off'}; imports took {time.perf_counter() - started:.1f} s)",
@@ -148,11 +146,11 @@ def serve(args: argparse.Namespace, backend: Any = None) -> int:
     return 0
 
 
-def _transfer_runner(model: str):
+def _transfer_runner(model: str, guardrails: bool):
     """Transfer on diffusers (:mod:`cosmos_helpers.transfer.vllm`); without its optional dependencies, none."""
     try:
         from ..transfer.vllm import make_transfer_runner
     except ImportError as exc:
         print(f"transfer disabled: {exc}", file=sys.stderr, flush=True)
         return None
-    return make_transfer_runner(model=model)
+    return make_transfer_runner(model=model, guardrails=guardrails)

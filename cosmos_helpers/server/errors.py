@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from ..errors import ValidationError
 from ..protocol.vllm_omni import error_body, validation_message
 
 VALUE_ERROR = "BadRequestError"
@@ -77,8 +78,6 @@ async def _unexpected(_request, exc: Exception) -> JSONResponse:
 def install(app) -> None:
     """Register the handlers on ``app``: the one place the envelope is made."""
     from pydantic import ValidationError as PydanticValidationError
-
-    from ..errors import ValidationError
 
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid_body)

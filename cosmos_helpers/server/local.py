@@ -21,7 +21,9 @@ import weakref
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..backends.vllm_wire import API_KEY_ENV
 from ..errors import BackendUnavailableError
+from .limits import binding_warning
 
 _LIVE: "weakref.WeakSet[LocalServer]" = weakref.WeakSet()
 
@@ -37,7 +39,7 @@ class LocalServer:
 
     Args:
         model: ``"tiny"``, a hub id or a checkpoint folder to serve.
-        profile: or serve this profile's model (``tiny``/``nano``/``super``/``edge``); neither: ``"tiny"``.
+        profile: or serve this profile's model (``tiny``/``nano``/``super``/``edge``); neither: the default profile's.
         port: default a free port; host default 127.0.0.1.
         api_key: require this Bearer key (passed in the environment, never on the command line).
         ready_timeout: seconds to wait for ``/health``.
@@ -101,9 +103,9 @@ class LocalServer:
         self._log_handle = open(self.log_path, "wb")
         env = dict(os.environ if self.env is None else self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        env.pop(API_KEY_ENV_NAME, None)
+        env.pop(API_KEY_ENV, None)
         if self.api_key:
-            env[API_KEY_ENV_NAME] = self.api_key  # not on the command line, where `ps` would show it
+            env[API_KEY_ENV] = self.api_key  # not on the command line, where `ps` would show it
         self.process = subprocess.Popen(self.argv(), stdout=self._log_handle, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         _LIVE.add(self)
@@ -174,7 +176,6 @@ class LocalServer:
         return f"LocalServer({self.model!r}, url={self.url if self.port else None!r}, {state})"
 
 
-API_KEY_ENV_NAME = "COSMOS3_VLLM_API_KEY"
 
 
 def connect_vllm_omni(url: str | None = None, *, profile: str | None = None, api_key: str | None = None,
@@ -229,7 +230,6 @@ class ThreadedServer:
     def __init__(self, backend: Any = None, *, host: str = "127.0.0.1", port: int | None = None,
                  ready_timeout: float = 120.0, **app_options: Any) -> None:
         from .app import create_app
-        from .limits import binding_warning
 
         warning = binding_warning(host, app_options.get("api_key"))
         if warning:

@@ -17,6 +17,7 @@ from pathlib import Path
 from struct import error as struct_error
 from typing import Any
 
+from .. import media
 from .errors import ApiError, bad_request, value_error
 from .limits import ServerLimits
 
@@ -100,8 +101,6 @@ def sniff(content: bytes, name: str, uploads: Uploads, limits: ServerLimits) -> 
 
 def check_video(path: Path, name: str, limits: ServerLimits) -> dict[str, Any]:
     """Probe a video file (400 if unreadable) and hold it to the pixel, frame and duration limits."""
-    from .. import media
-
     try:
         info = media.probe_video(path)
         if not info.get("frames"):

@@ -18,6 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .. import media
 from ..prompts import parse_caption
 from ..protocol import vllm_omni as vo
 from ..request import GenerationRequest
@@ -167,7 +168,6 @@ def _video_size(req: VideoRequest, reference, defaults: dict[str, Any]) -> tuple
     if reference is not None:
         if reference.kind == "image":
             return vo.reference_size(*reference.image.size)
-        from .. import media
 
         info = media.probe_video(reference.video)
         return vo.reference_size(int(info["width"]), int(info["height"]))

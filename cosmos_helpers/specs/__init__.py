@@ -14,7 +14,7 @@ from __future__ import annotations
 from .fields import SampleFields
 from .load import Sample, as_sample, load_inputs, load_spec
 from .resolve import ResolvedHint, ResolvedSample, resolve
-from .runs import BACKENDS, SampleRun, check_backend, generation_request, given_fields
+from .runs import SampleRun, check_backend, generation_request, given_fields
 
-__all__ = ["BACKENDS", "ResolvedHint", "ResolvedSample", "Sample", "SampleFields", "SampleRun", "as_sample",
+__all__ = ["ResolvedHint", "ResolvedSample", "Sample", "SampleFields", "SampleRun", "as_sample",
            "check_backend", "generation_request", "given_fields", "load_inputs", "load_spec", "resolve"]

@@ -1,11 +1,12 @@
 """The fields of a framework input sample, typed as the framework types them, and readable errors for bad ones.
 
 ``SampleFields`` is this project's own pydantic model of the framework's ``OmniSampleOverrides`` (cosmos-framework
-5eee9ed ``inference/args.py``): the same field names, JSON types, enums and bounds, every field optional, any
-other key forbidden. ``tests/contracts`` checks its JSON schema field by field against the real one, so an input
-this model accepts is one the framework accepts, and the reverse. Values are validated the way JSON is typed
-(``"yes"`` is not a boolean, ``720`` is not the tier ``"720"``); errors become one
-:class:`~cosmos_helpers.errors.ValidationError` naming the field (``edge.weight``) with what to write instead.
+5eee9ed ``inference/args.py``): its fields are ``protocol.framework.SAMPLE_FIELDS`` (the one list of them), typed
+here with the same JSON types, enums and bounds, every field optional, any other key forbidden.
+``tests/contracts`` checks its JSON schema field by field against the real one, so an input this model accepts is
+one the framework accepts, and the reverse. Values are validated the way JSON is typed (``"yes"`` is not a
+boolean, ``720`` is not the tier ``"720"``); errors become one :class:`~cosmos_helpers.errors.ValidationError`
+naming the field (``edge.weight``) with what to write instead.
 """
 
 from __future__ import annotations
@@ -34,111 +35,59 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
-class HintFields(_Strict):
-    """A depth, seg or wsm hint (``TransferOverrides``)."""
-
-    control_path: str | None = None
-    weight: float | None = None
+# The JSON type of each hint field (``protocol.framework.HINT_FIELDS``) and of each hint's preset field.
+_HINT_TYPES: Mapping[str, Any] = {"control_path": str, "weight": float}
+_PRESET_CHOICES: Mapping[str, tuple[str, ...]] = {"edge": fw.EDGE_PRESETS, "blur": fw.BLUR_PRESETS}
 
 
-class EdgeHintFields(HintFields):
-    preset_edge_threshold: Literal[fw.EDGE_PRESETS] | None = None
+def _hint_model(name: str, preset_field: str | None = None, choices: tuple[str, ...] = ()) -> type[_Strict]:
+    fields: dict[str, Any] = {key: (_HINT_TYPES[key] | None, None) for key in fw.HINT_FIELDS}
+    if preset_field:
+        fields[preset_field] = (Literal[choices] | None, None)
+    return pydantic.create_model(name, __base__=_Strict, __doc__=f"A {name.removesuffix('Fields')} hint.", **fields)
 
 
-class BlurHintFields(HintFields):
-    preset_blur_strength: Literal[fw.BLUR_PRESETS] | None = None
+HintFields = _hint_model("HintFields")
+HINT_MODELS: Mapping[str, type[_Strict]] = {
+    kind: _hint_model(f"{kind.capitalize()}HintFields", fw.PRESET_FIELDS[kind], _PRESET_CHOICES[kind])
+    if kind in fw.PRESET_FIELDS else HintFields for kind in fw.HINT_KINDS}
 
+# The JSON type of every field of ``protocol.framework.SAMPLE_FIELDS`` that is not plain text (a string); the
+# contract test compares the resulting schema with the framework's, field by field.
+_TYPES: Mapping[str, Any] = {
+    "extra": dict[str, Any], "seed": int, "num_outputs": Positive, "output_dir": DirPath, "tensors_file": FilePath,
+    "pickle_file": FilePath, "defaults_file": FilePath, "model_mode": Literal[fw.MODEL_MODES],
+    "prompt_path": FilePath, "negative_metadata_mode": Literal["none", "same", "inverse"],
+    "negative_prompt_keep_metadata": bool,
+    "condition_frame_indexes_vision": list[int], "condition_video_keep": Literal["first", "last"],
+    "resolution": Literal[fw.TIERS], "aspect_ratio": Literal[fw.ASPECT_RATIOS], "fps": Annotated[int, Field(ge=1)],
+    "num_frames": Positive, "video_save_quality": Annotated[int, Field(ge=0, le=10)],
+    "image_save_quality": Annotated[int, Field(ge=0, le=100)],
+    "num_steps": Positive, "guidance": Annotated[float, Field(ge=0, le=7)], "guidance_interval": Interval,
+    "normalize_cfg": bool, "shift": float, "sigma_max": float,
+    "enable_sound": bool,
+    "control_guidance": Annotated[float, Field(ge=0, le=10)], "control_guidance_interval": Interval,
+    **HINT_MODELS, "num_video_frames_per_chunk": Positive, "num_conditional_frames": NonNegative,
+    "max_frames": Positive, "show_control_condition": bool, "show_input": bool,
+    "num_first_chunk_conditional_frames": NonNegative, "share_vision_temporal_positions": bool,
+    "emphasize_control_in_prompt": bool,
+    "image_size": Positive, "action_chunk_size": Positive, "raw_action_dim": Positive,
+    "max_new_tokens": Positive, "do_sample": bool, "temperature": Annotated[float, Field(gt=0, le=100)],
+    "top_k": Positive, "top_p": Annotated[float, Field(gt=0, le=1)],
+    "repetition_penalty": Annotated[float, Field(gt=0)], "presence_penalty": float,
+    "video_fps": Annotated[float, Field(gt=0)],
+    "prompt_upsampling": bool, "prompt_upsampler_max_tokens": Positive,
+    "prompt_upsampler_temperature": Annotated[float, Field(ge=0)],
+    "prompt_upsampler_top_p": Annotated[float, Field(ge=0, le=1)], "prompt_upsampler_top_k": NonNegative,
+    "prompt_upsampler_repetition_penalty": Annotated[float, Field(gt=0)],
+    "prompt_upsampler_presence_penalty": float, "prompt_upsampler_seed": int,
+}
 
-HINT_MODELS: Mapping[str, type[HintFields]] = {
-    "edge": EdgeHintFields, "blur": BlurHintFields, "depth": HintFields, "seg": HintFields, "wsm": HintFields}
-
-
-class SampleFields(_Strict):
-    """One sample of an input file, as written (``None`` = not given: the framework's default applies)."""
-
-    # sample
-    name: str | None = None
-    model: str | None = None
-    extra: dict[str, Any] | None = None
-    seed: int | None = None
-    num_outputs: Positive | None = None
-    output_dir: DirPath | None = None
-    tensors_file: FilePath | None = None
-    pickle_file: FilePath | None = None
-    defaults_file: FilePath | None = None
-    model_mode: Literal[fw.MODEL_MODES] | None = None
-    # text
-    prompt: str | None = None
-    prompt_path: FilePath | None = None
-    negative_prompt: str | None = None
-    negative_prompt_file: str | None = None
-    duration_template: str | None = None
-    resolution_template: str | None = None
-    negative_metadata_mode: Literal["none", "same", "inverse"] | None = None
-    inverse_duration_template: str | None = None
-    inverse_resolution_template: str | None = None
-    negative_prompt_keep_metadata: bool | None = None
-    # vision
-    vision_path: str | None = None
-    condition_frame_indexes_vision: list[int] | None = None
-    condition_video_keep: Literal["first", "last"] | None = None
-    resolution: Literal[fw.TIERS] | None = None
-    aspect_ratio: Literal[fw.ASPECT_RATIOS] | None = None
-    fps: Annotated[int, Field(ge=1)] | None = None
-    num_frames: Positive | None = None
-    video_save_quality: Annotated[int, Field(ge=0, le=10)] | None = None
-    image_save_quality: Annotated[int, Field(ge=0, le=100)] | None = None
-    # sampling
-    num_steps: Positive | None = None
-    guidance: Annotated[float, Field(ge=0, le=7)] | None = None
-    guidance_interval: Interval | None = None
-    normalize_cfg: bool | None = None
-    shift: float | None = None
-    sigma_max: float | None = None
-    # sound
-    enable_sound: bool | None = None
-    sound_path: str | None = None
-    # transfer
-    control_guidance: Annotated[float, Field(ge=0, le=10)] | None = None
-    control_guidance_interval: Interval | None = None
-    edge: EdgeHintFields | None = None
-    blur: BlurHintFields | None = None
-    depth: HintFields | None = None
-    seg: HintFields | None = None
-    wsm: HintFields | None = None
-    num_video_frames_per_chunk: Positive | None = None
-    num_conditional_frames: NonNegative | None = None
-    max_frames: Positive | None = None
-    show_control_condition: bool | None = None
-    show_input: bool | None = None
-    num_first_chunk_conditional_frames: NonNegative | None = None
-    share_vision_temporal_positions: bool | None = None
-    emphasize_control_in_prompt: bool | None = None
-    # action
-    action_path: str | None = None
-    domain_name: str | None = None
-    image_size: Positive | None = None
-    action_chunk_size: Positive | None = None
-    raw_action_dim: Positive | None = None
-    view_point: str | None = None
-    # reasoner
-    max_new_tokens: Positive | None = None
-    do_sample: bool | None = None
-    temperature: Annotated[float, Field(gt=0, le=100)] | None = None
-    top_k: Positive | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
-    repetition_penalty: Annotated[float, Field(gt=0)] | None = None
-    presence_penalty: float | None = None
-    video_fps: Annotated[float, Field(gt=0)] | None = None
-    # prompt upsampling
-    prompt_upsampling: bool | None = None
-    prompt_upsampler_max_tokens: Positive | None = None
-    prompt_upsampler_temperature: Annotated[float, Field(ge=0)] | None = None
-    prompt_upsampler_top_p: Annotated[float, Field(ge=0, le=1)] | None = None
-    prompt_upsampler_top_k: NonNegative | None = None
-    prompt_upsampler_repetition_penalty: Annotated[float, Field(gt=0)] | None = None
-    prompt_upsampler_presence_penalty: float | None = None
-    prompt_upsampler_seed: int | None = None
+# One sample of an input file, as written (``None`` = not given: the framework's default applies); the fields are
+# the framework's ``OmniSampleOverrides`` (``protocol.framework.SAMPLE_FIELDS``), in its order.
+SampleFields: type[_Strict] = pydantic.create_model(
+    "SampleFields", __base__=_Strict, __doc__="One sample of an input file, as written (None = not given).",
+    **{name: (_TYPES.get(name, str) | None, None) for group in fw.SAMPLE_FIELDS.values() for name in group})
 
 
 # Keys people write for a hint's fields (vLLM-Omni's names, shorthands) and what the framework calls them.
@@ -224,5 +173,4 @@ def close_match(name: str, candidates: list[str]) -> str | None:
     return matches[0] if matches else None
 
 
-__all__ = ["BlurHintFields", "EdgeHintFields", "HINT_MODELS", "HintFields", "SampleFields", "close_match",
-           "parse_fields"]
+__all__ = ["HINT_MODELS", "HintFields", "SampleFields", "close_match", "parse_fields"]

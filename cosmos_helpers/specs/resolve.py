@@ -11,9 +11,11 @@ The order is ``OmniSampleOverrides.build_sample`` (cosmos-framework 5eee9ed ``in
 5. for transfer, the transfer defaults, then, with exactly one hint, that hint's tuned defaults for the fields
    the input (and the command line) leave out.
 
-A *profile* (``tiny`` on a CPU) stands in for step 2 and for the mode's tier, frame count and steps: it fills
-only what the input leaves unset, never a value the input sets. ``resolved.sources`` says where each value came
-from, and ``notes`` what the framework does differently than a reader might expect.
+A *profile* (``tiny`` on a CPU) picks the model and whether the guardrails run, and (with ``fill``, on every
+backend but the framework, which applies its own defaults) stands in for step 2 and for the mode's tier, frame
+count and steps: it fills only what the input leaves unset, never a value the input sets. ``resolved.sources``
+says where each value came from, and ``notes`` what the framework does differently than a reader might expect.
+Guardrails are decided here, once: an explicit choice, else the profile's, else the framework's default.
 """
 
 from __future__ import annotations
@@ -25,13 +27,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ValidationError
-from ..presets import MODES, VIDEO_SIZES, get_profile, normalize_tier
+from ..presets import MODES, VIDEO_SIZES, get_profile, model_for, normalize_tier
 from ..protocol import framework as fw
 
 if TYPE_CHECKING:
     from .load import Sample
 
-FRAMEWORK_DEFAULT_MODEL = "nvidia/Cosmos3-Nano"
 OVERRIDABLE: tuple[str, ...] = ("resolution", "num_steps", "seed")  # what `cosmos-helpers run` may override
 # What every generation sample must end up with (OmniSampleArgs has no default for them).
 _REQUIRED: tuple[str, ...] = ("fps", "num_steps", "guidance", "shift", "sigma_max", "normalize_cfg",
@@ -98,6 +99,7 @@ class ResolvedSample:
     emphasize_control_in_prompt: bool | None
     show_control_condition: bool | None
     show_input: bool | None
+    guardrails: bool
     sources: Mapping[str, str] = field(repr=False)
     notes: tuple[str, ...] = ()
 
@@ -141,30 +143,41 @@ class ResolvedSample:
 
 
 def resolve(sample: Sample, *, profile: str | None = None, model: str | None = None,
-            overrides: Mapping[str, Any] | None = None, output_dir: str | Path | None = None) -> ResolvedSample:
-    """The framework's effective values for ``sample`` (module docstring); ``profile`` fills unset tier/frames/steps.
+            overrides: Mapping[str, Any] | None = None, output_dir: str | Path | None = None,
+            guardrails: bool | None = None, fill: bool = True) -> ResolvedSample:
+    """The framework's effective values for ``sample`` (module docstring).
 
-    ``model`` picks the model config (default: the profile's model, else Cosmos3-Nano, the framework's default);
-    ``overrides`` are command-line values (see ``OVERRIDABLE``); ``output_dir`` is ``<out>/<name>``, from which the
-    framework derives the seed of a sample without one.
+    ``profile`` picks the model and the guardrails and, with ``fill``, fills the tier/frames/steps the sample leaves
+    unset; ``model`` wins over the profile's (with neither: the framework's default checkpoint); ``guardrails`` wins
+    over the profile's choice (with neither: the framework's default, on); ``overrides`` are command-line values
+    (see ``OVERRIDABLE``); ``output_dir`` is ``<out>/<name>``, from which the framework derives the seed of a
+    sample without one.
     """
-    return _Resolver(sample, profile, model, dict(overrides or {}), output_dir).run()
+    return _Resolver(sample, profile, model, dict(overrides or {}), output_dir, guardrails, fill).run()
 
 
 class _Resolver:
     def __init__(self, sample: Sample, profile: str | None, model: str | None, overrides: dict[str, Any],
-                 output_dir: str | Path | None) -> None:
+                 output_dir: str | Path | None, guardrails: bool | None, fill: bool) -> None:
         unknown = sorted(set(overrides) - set(OVERRIDABLE))
         if unknown:
             raise ValidationError(unknown[0], "cannot be overridden here.", f"override only {', '.join(OVERRIDABLE)}.")
+        if guardrails is not None and not isinstance(guardrails, bool):
+            raise ValidationError("guardrails", f"expected True or False, got {guardrails!r}.",
+                                  "pass guardrails=True or False, or leave it out for the profile's choice.")
         self.sample, self.f = sample, sample.fields
         self.profile = get_profile(profile) if profile else None
-        self.model = str(model or (self.profile.model if self.profile else FRAMEWORK_DEFAULT_MODEL))
+        self.fill = fill
+        self.model = model_for(self.profile, model) if self.profile or model else \
+            fw.MODEL_CONFIGS[fw.DEFAULT_CHECKPOINT]["hub"]
+        self.guardrails = guardrails if guardrails is not None else \
+            self.profile.guardrails if self.profile else fw.GUARDRAILS_DEFAULT
         self.overrides = _checked_overrides(overrides)
         self.output_dir = output_dir
         self.mode = sample.mode
         self.values: dict[str, Any] = {}
-        self.sources: dict[str, str] = {}
+        self.sources: dict[str, str] = {"guardrails": "given" if guardrails is not None else
+                                        f"profile {self.profile.name}" if self.profile else "the framework's default"}
         self.notes: list[str] = []
         self.user = {k for k in sample.fields.model_fields_set if getattr(sample.fields, k) is not None}
         self.user |= set(self.overrides)
@@ -217,7 +230,7 @@ class _Resolver:
 
     def _profile(self) -> None:
         mode = PROFILE_MODES.get(self.mode, self.mode)
-        if self.profile is None or mode not in MODES:
+        if self.profile is None or not self.fill or mode not in MODES:
             return
         d, source = self.profile.defaults(mode), f"profile {self.profile.name}"
         fills = {"resolution": d.tier, "num_steps": d.num_inference_steps}
@@ -244,12 +257,10 @@ class _Resolver:
         if "condition_frame_indexes_vision" not in self.user:
             kind = _vision_kind(self.f.vision_path)
             self.put("condition_frame_indexes_vision", fw.CONDITION_FRAMES.get(kind, ()), "framework default")
-        v.setdefault("condition_video_keep", "first")
         if self.mode in fw.SOUND_CONDITION_MODES:
             self.put("enable_sound", True, f"{self.mode} conditions on sound")
-        v.setdefault("enable_sound", False)
-        v.setdefault("control_guidance", 1.0)
-        v.setdefault("num_outputs", 1)
+        for key, value in fw.SAMPLE_FALLBACKS.items():
+            v.setdefault(key, value)
         if "sigma_max" in self.user:
             self.notes.append("sigma_max is read by the EDM sampler only; the framework's default sampler (unipc) "
                               "ignores it.")
@@ -327,7 +338,7 @@ class _Resolver:
             share_vision_temporal_positions=optional("share_vision_temporal_positions", bool),
             emphasize_control_in_prompt=optional("emphasize_control_in_prompt", bool),
             show_control_condition=optional("show_control_condition", bool), show_input=optional("show_input", bool),
-            sources=MappingProxyType(dict(self.sources)), notes=tuple(self.notes))
+            guardrails=self.guardrails, sources=MappingProxyType(dict(self.sources)), notes=tuple(self.notes))
 
     def _prompt(self) -> str:
         f = self.f
@@ -350,7 +361,7 @@ class _Resolver:
     def _hint(self, kind: str) -> ResolvedHint:
         hint = getattr(self.f, kind)
         preset_field = fw.PRESET_FIELDS.get(kind)
-        preset = (getattr(hint, preset_field) or "medium") if preset_field else None
+        preset = (getattr(hint, preset_field) or fw.HINT_PRESET_DEFAULTS[kind]) if preset_field else None
         return ResolvedHint(kind=kind, control_path=self.sample.path(hint.control_path),
                             weight=1.0 if hint.weight is None else float(hint.weight), preset=preset)
 
@@ -376,4 +387,4 @@ def _vision_kind(vision_path: str | None) -> str | None:
     return "image" if Path(vision_path.split("?")[0]).suffix.lower() in fw.IMAGE_EXTENSIONS else "video"
 
 
-__all__ = ["FRAMEWORK_DEFAULT_MODEL", "OVERRIDABLE", "ResolvedHint", "ResolvedSample", "resolve"]
+__all__ = ["OVERRIDABLE", "ResolvedHint", "ResolvedSample", "resolve"]

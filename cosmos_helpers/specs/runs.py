@@ -16,13 +16,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from .. import media
+from ..backends import NAMES
 from ..errors import ValidationError
+from ..presets import MODES
+from ..prompts import parse_caption
 from ..protocol import framework as fw
 from ..protocol import vllm_omni as vo
 from ..request import GenerationRequest
@@ -30,8 +32,6 @@ from .downloads import fetch
 from .load import Sample
 from .resolve import ResolvedSample
 
-BACKENDS: tuple[str, ...] = ("diffusers", "framework", "vllm-omni")
-GENERATION_MODES: tuple[str, ...] = ("text2image", "text2video", "image2video", "video2video")
 _TEMPLATES = ("duration_template", "resolution_template", "inverse_duration_template", "inverse_resolution_template")
 
 
@@ -46,8 +46,8 @@ def given_fields(sample: Sample, overrides: Mapping[str, Any] | None = None) -> 
 
 def check_backend(sample: Sample, r: ResolvedSample, backend: str, given: set[str]) -> None:
     """Refuse, before any work, a sample ``backend`` cannot run as the framework would."""
-    if backend not in BACKENDS:
-        raise ValidationError("backend", f"unknown backend {backend!r}.", f"use one of {', '.join(BACKENDS)}.")
+    if backend not in NAMES:
+        raise ValidationError("backend", f"unknown backend {backend!r}.", f"use one of {', '.join(NAMES)}.")
     _check_model(sample, r)
     if backend == "framework":
         return
@@ -78,7 +78,7 @@ def check_backend(sample: Sample, r: ResolvedSample, backend: str, given: set[st
         for name in ("guidance_interval", "normalize_cfg"):
             if name in given:
                 refuse(name, f"the experimental {mode} loop applies guidance on every step, unnormalised.")
-    elif mode in GENERATION_MODES:
+    elif mode in MODES:
         _check_generation(r, given, refuse, encodes_itself=backend == "vllm-omni")
 
 
@@ -115,41 +115,36 @@ def _check_model(sample: Sample, r: ResolvedSample) -> None:
                               f"run it with --model {named} (or the profile of that model), or remove model.")
 
 
-def generation_request(r: ResolvedSample, given: set[str], *, profile: str | None = None) -> GenerationRequest:
+def generation_request(r: ResolvedSample, given: set[str]) -> GenerationRequest:
     """The :class:`GenerationRequest` of a resolved generation sample (local media paths).
 
-    What to generate is always concrete (the sample's resolved values); backend options are set only when the input
-    sets them: ``negative_prompt``, the sentence templates (the framework's own sentences), ``guidance_interval``
-    (the framework's strict ``lo < t < hi`` as the inclusive interval with the same timesteps).
+    What to generate is always concrete (the sample's resolved values, its model and guardrails); backend options
+    are set only when the input sets them: ``negative_prompt``, the sentence templates (the framework's own
+    sentences), ``guidance_interval`` (the framework's strict ``lo < t < hi`` as the inclusive interval with the
+    same timesteps, ``protocol.framework.to_inclusive``).
     """
     video = r.model_mode != "text2image"
     options: dict[str, Any] = {}
     if "negative_prompt" in given:
         options["negative_prompt"] = r.negative_prompt
-    structured = _is_json_object(r.prompt)
+    structured = isinstance(parse_caption(r.prompt), dict)
     for name in ("duration_template", "resolution_template"):
         if name in given and not structured:  # a JSON caption gets metadata instead, on every backend
             options[f"add_{name}"] = True
     if r.guidance_interval is not None and "guidance_interval" in given:
-        lo, hi = r.guidance_interval
-        options["guidance_interval"] = (math.nextafter(lo, math.inf), math.nextafter(hi, -math.inf))
+        options["guidance_interval"] = fw.to_inclusive(r.guidance_interval)
     if r.model_mode == "image2video":
         options["image"] = Path(r.vision_path)
     if r.model_mode == "video2video":
         options.update(video=Path(r.vision_path), condition_frames=r.condition_frame_indexes_vision,
                        condition_video_keep=r.condition_video_keep)
+    if r.profile is not None:
+        options["profile"] = r.profile
     return GenerationRequest(
-        mode=r.model_mode, prompt=r.prompt, profile=profile or r.profile or "nano", model=r.model,
+        mode=r.model_mode, prompt=r.prompt, model=r.model, guardrails=r.guardrails,
         tier=r.resolution, aspect_ratio=r.aspect_ratio, num_frames=r.num_frames if video else None, fps=r.fps,
         num_inference_steps=r.num_steps, guidance_scale=r.guidance, flow_shift=r.shift, seed=int(r.seed),
         sound=r.enable_sound, **options)
-
-
-def _is_json_object(text: str) -> bool:
-    try:
-        return isinstance(json.loads(text), dict)
-    except ValueError:
-        return False
 
 
 def localize(r: ResolvedSample, *, progress: bool = True) -> ResolvedSample:
@@ -201,9 +196,12 @@ class SampleRun:
         return record
 
     def fingerprint(self) -> str:
-        blob = json.dumps(self.to_dict(), sort_keys=True, default=str).encode()
+        """Everything that changes the output; guardrails only let it through or not (as ``GenerationRequest``)."""
+        record = self.to_dict()
+        record.pop("guardrails", None)
+        blob = json.dumps(record, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
-__all__ = ["BACKENDS", "GENERATION_MODES", "SampleRun", "check_backend", "generation_request", "given_fields",
+__all__ = ["SampleRun", "check_backend", "generation_request", "given_fields",
            "localize"]

@@ -32,7 +32,6 @@ _EXPORTS: dict[str, str] = {
     "TransferGeneration": "diffusers_transfer",
     "run_transfer": "diffusers_transfer",
     "SpecRunner": "runner",
-    "run_inputs": "runner",
     "run_spec": "runner",
     "make_transfer_runner": "vllm",
 }

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import media
+from ..presets import SOUND_SAMPLE_RATE
 from ..samples import chime_sound, rolling_ball_clip
 
 CLIP_FRAMES = 33
@@ -74,7 +75,7 @@ def write_transfer_assets(folder: str | Path, *, overwrite: bool = False) -> dic
     media.write_mp4(paths["video"], clip, CLIP_FPS, crf=20, overwrite=overwrite)
     media.write_mp4(paths["depth"], depth_style_clip(), CLIP_FPS, crf=20, overwrite=overwrite)
     media.write_png(paths["image"], clip[0], overwrite=overwrite)
-    media.write_wav(paths["sound"], chime_sound(CLIP_FRAMES / CLIP_FPS), 48000, overwrite=overwrite)
+    media.write_wav(paths["sound"], chime_sound(CLIP_FRAMES / CLIP_FPS), SOUND_SAMPLE_RATE, overwrite=overwrite)
     media.write_bytes_atomic(paths["prompt"], (json.dumps(PROMPT, indent=2) + "\n").encode(), overwrite=overwrite)
     return paths
 

@@ -7,7 +7,8 @@ sequence plan) next to an optional conditioning image. This module does what the
 1. load the clip (WAV through ``soundfile`` or ``scipy.io.wavfile``; any other file, e.g. the audio track of a
    video, through PyAV), as float32 ``(channels, samples)``;
 2. resample to 48 kHz with ``scipy.signal.resample_poly`` (up/down by their gcd), mono -> stereo by duplication
-   (more than two channels are averaged first), trim or zero-pad to ``int(num_frames / fps * 48000)`` samples;
+   (more than two channels are averaged first), trim or zero-pad to ``int(num_frames / fps * 48 kHz)`` samples
+   (``presets.SOUND_SAMPLE_RATE``);
 3. encode with the pipeline's audio tokenizer (``Cosmos3AVAEAudioTokenizer.encode``, 25 latents per second);
 4. pack the sound latents as **clean** tokens (no timestep embedding, zero predicted velocity, never stepped)
    beside the image conditioning (latent frame 0 clean), and denoise only the video.
@@ -15,11 +16,14 @@ sequence plan) next to an optional conditioning image. This module does what the
 EXPERIMENTAL: the packing (sound mRoPE offsets, the negative pass keeping the audio, latent scaling) follows
 diffusers' own sound segment and is **not verified against the framework**; the published checkpoint's audio
 tokenizer may ship without encoder weights (then :func:`encode_audio` explains and fails). The loop is our
-own (~100 lines) because ``Cosmos3OmniPipeline`` only *generates* sound.
+own (~100 lines) because ``Cosmos3OmniPipeline`` only *generates* sound. With guardrails on (the sample's, decided
+in ``specs.resolve``), the backend's Cosmos guardrail checks the prompt before and the video after, as on every
+other diffusers generation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -31,9 +35,9 @@ import numpy as np
 
 from .. import media
 from ..backends.diffusers import DiffusersBackend
-from ..errors import BackendUnavailableError, ValidationError
+from ..errors import BackendUnavailableError, GuardrailError, ValidationError
+from ..presets import DEFAULT_PROFILE, SOUND_SAMPLE_RATE, VIDEO_SIZES, ModeDefaults, get_profile, model_for, size_for
 from ..progress import progress_bar
-from ..presets import SOUND_SAMPLE_RATE, VIDEO_SIZES
 from ..result import Generation
 from ..schedules import native_flow_scheduler
 from ..specs.resolve import ResolvedSample
@@ -133,61 +137,80 @@ def encode_audio(pipe: Any, waveform: np.ndarray):
 # ---------------------------------------------------------------------------------------------- generation
 
 
+# The default profile's image2video defaults: what an AudioCall makes when nothing else is said.
+_DEFAULTS: ModeDefaults = get_profile(DEFAULT_PROFILE).defaults("image2video")
+_SIZE: tuple[int, int] = size_for(_DEFAULTS.tier, _DEFAULTS.aspect_ratio)
+
+
 @dataclass(frozen=True)
 class AudioCall:
-    """What one audio-conditioned generation makes: texts as tokenised, size, length, sampling, the conformed clip."""
+    """What one audio-conditioned generation makes: texts as tokenised, size, length, sampling, the conformed clip.
+
+    Unset sizes and sampling are the default profile's image2video defaults (``presets``)."""
 
     prompt: str
     negative_prompt: str | None
-    waveform: np.ndarray  # float32 (2, N) at 48 kHz, trimmed/padded to the video's duration
+    waveform: np.ndarray  # float32 (2, N) at presets.SOUND_SAMPLE_RATE, trimmed/padded to the video's duration
     image: np.ndarray | None  # uint8 (H, W, 3) at the output size, or None
-    width: int = 160
-    height: int = 96
-    num_frames: int = 9
-    fps: float = 24.0
-    num_steps: int = 4
-    guidance: float = 6.0
-    shift: float = 10.0
+    width: int = _SIZE[0]
+    height: int = _SIZE[1]
+    num_frames: int = _DEFAULTS.num_frames
+    fps: float = float(_DEFAULTS.fps)
+    num_steps: int = _DEFAULTS.num_inference_steps
+    guidance: float = _DEFAULTS.guidance_scale
+    shift: float = _DEFAULTS.flow_shift
     seed: int = 0
     templates: bool = False
+    guardrails: bool = False
 
 
 def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str], *, image: Any = None,
-                        negative_prompt: str | None = None, sample_rate: int | None = None, width: int = 160,
-                        height: int = 96, num_frames: int = 9, fps: float = 24.0, num_steps: int = 4,
-                        guidance: float = 6.0, shift: float = 10.0, seed: int = 0, model: str = "tiny",
-                        backend: Any = None, templates: bool = False,
-                        progress: bool | Callable[[int, int], None] = True) -> Generation:
+                        negative_prompt: str | None = None, sample_rate: int | None = None, width: int | None = None,
+                        height: int | None = None, num_frames: int | None = None, fps: float | None = None,
+                        num_steps: int | None = None, guidance: float | None = None, shift: float | None = None,
+                        seed: int = 0, model: str | None = None, guardrails: bool = False, backend: Any = None,
+                        templates: bool = False, progress: bool | Callable[[int, int], None] = True) -> Generation:
     """EXPERIMENTAL. Generate a video conditioned on a sound clip (and optionally a first-frame image).
 
     ``prompt``/``negative_prompt`` are tokenised as given (``templates=True`` appends diffusers' duration and
-    resolution sentences). ``sound`` is a path or float ``(channels, samples)`` at ``sample_rate``. ``backend`` is
-    the :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend` whose shared weights to use. The result's
-    ``sound`` is the conditioning clip as used (48 kHz stereo, trimmed/padded), so the saved MP4 carries it.
+    resolution sentences). ``sound`` is a path or float ``(channels, samples)`` at ``sample_rate``. Sizes and
+    sampling left out are the default profile's image2video defaults, and ``model`` the default profile's.
+    ``backend`` is the :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend` whose shared weights to use.
+    The result's ``sound`` is the conditioning clip as used (stereo at ``presets.SOUND_SAMPLE_RATE``,
+    trimmed/padded), so the saved MP4 carries it.
     """
+    given = {key: value for key, value in dict(width=width, height=height, num_frames=num_frames, fps=fps,
+                                                num_steps=num_steps, guidance=guidance, shift=shift).items()
+             if value is not None}
+    call = AudioCall(prompt=prompt, negative_prompt=negative_prompt, waveform=np.zeros((2, 0), np.float32),
+                     image=None, seed=int(seed), templates=templates, guardrails=guardrails, **given)
+    width, height, num_frames, fps = call.width, call.height, call.num_frames, call.fps
     if (num_frames - 1) % 4 or num_frames < 1:
         raise ValidationError("num_frames", f"{num_frames} is not 4k+1.", "use e.g. 9, 17 or 189.")
     if isinstance(sound, (str, os.PathLike)):
         samples, sample_rate = load_audio_clip(sound)
     else:
         if sample_rate is None:
-            raise ValidationError("sample_rate", "raw samples need their sample rate.", "pass sample_rate=48000.")
+            raise ValidationError("sample_rate", "raw samples need their sample rate.",
+                                  f"pass sample_rate={SOUND_SAMPLE_RATE}, or the clip's own rate.")
         samples = np.asarray(sound, dtype=np.float32)
     frame = None
     if image is not None:
         frame = media.fit_to_bucket(np.asarray(media.load_image(image)), width, height)
-    call = AudioCall(prompt=prompt, negative_prompt=negative_prompt, image=frame,
-                     waveform=conform_audio(samples, int(sample_rate), num_frames, fps), width=width, height=height,
-                     num_frames=num_frames, fps=float(fps), num_steps=num_steps, guidance=guidance, shift=shift,
-                     seed=int(seed), templates=templates)
+    call = dataclasses.replace(call, image=frame, waveform=conform_audio(samples, int(sample_rate), num_frames, fps))
     return run_audio_call(call, model=model, backend=backend, progress=progress)
 
 
-def run_audio_call(call: AudioCall, *, model: str = "tiny", backend: Any = None,
+def run_audio_call(call: AudioCall, *, model: str | None = None, backend: Any = None,
                    progress: bool | Callable[[int, int], None] = True) -> Generation:
-    """Run one :class:`AudioCall` on the shared pipeline of ``model`` (held under its lock for the call)."""
+    """Run one :class:`AudioCall` on the shared pipeline of ``model`` (default: the default profile's), held under
+    its lock for the call; with ``call.guardrails`` the backend's guardrail checks the prompt and the video."""
     started = time.perf_counter()
+    model = model_for(model=model)
     backend = backend or DiffusersBackend(progress=False)
+    checker = backend.guardrail_checker(call.guardrails)
+    if checker is not None and not checker.check_text_safety(call.prompt):
+        raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
     bar = progress_bar(call.num_steps, "audio->video (experimental)", "step", enabled=progress is True)
     marks: list[float] = []
 
@@ -210,14 +233,20 @@ def run_audio_call(call: AudioCall, *, model: str = "tiny", backend: Any = None,
     timings = {"load_s": load_s, "total_s": end - started, "pipeline_s": end - call_start}
     if marks:
         timings.update(denoise_s=marks[-1] - call_start, decode_s=end - marks[-1])
+    frames = media.to_uint8(video)
+    if checker is not None:
+        checked = checker.check_video_safety(frames)
+        if checked is None:
+            raise GuardrailError("the Cosmos guardrails blocked the generated video.")
+        frames = np.asarray(checked, dtype=np.uint8)
     return Generation(
-        frames=media.to_uint8(video), fps=call.fps, seed=call.seed, sound=call.waveform,
+        frames=frames, fps=call.fps, seed=call.seed, sound=call.waveform,
         sample_rate=SOUND_SAMPLE_RATE, backend="diffusers", model=str(model), timings=timings,
         provenance={"workflow": "audio_image2video", "experimental": EXPERIMENTAL_NOTE, "prompt": call.prompt,
                     "negative_prompt": call.negative_prompt, "num_steps": call.num_steps, "guidance": call.guidance,
                     "shift": call.shift, "sound_latent_frames": sound_frames,
                     "image_conditioned": call.image is not None, "scheduler": "NativeFlowUniPCScheduler",
-                    "device": device})
+                    "device": device, "guardrails": call.guardrails})
 
 
 def _generate(pipe, call: AudioCall, on_step: Callable[[int], None]) -> tuple[np.ndarray, int, str]:
@@ -340,7 +369,7 @@ def run_audio_sample(r: ResolvedSample, *, backend: Any = None,
     call = AudioCall(prompt=prompt, negative_prompt=negative, image=frame,
                      waveform=conform_audio(samples, rate, r.num_frames, r.fps), width=width, height=height,
                      num_frames=r.num_frames, fps=float(r.fps), num_steps=r.num_steps, guidance=r.guidance,
-                     shift=r.shift, seed=int(r.seed))
+                     shift=r.shift, seed=int(r.seed), guardrails=r.guardrails)
     return run_audio_call(call, model=r.model, backend=backend, progress=progress)
 
 

@@ -1,10 +1,11 @@
 """Control videos for transfer: edge and blur maps computed from RGB, the bucket a control sets, temporal padding.
 
-The maps follow the Cosmos Framework's inference augmentors exactly (same OpenCV calls, same parameters,
-same order), because the model was trained on those maps: a "similar" Canny or blur produces a
-different control signal and visibly different output. The bucket and temporal padding mirror
-``inference/vision.py`` so a control prepared here lines up frame for frame with what the framework
-would build from the same file; reading, resizing and writing go through :mod:`cosmos_helpers.media`.
+The maps follow the Cosmos Framework's inference augmentors exactly (same OpenCV calls, same parameters:
+``protocol.framework.EDGE_THRESHOLDS``, ``BLUR_FACTORS``, ``BILATERAL``; same order), because the model was
+trained on those maps: a "similar" Canny or blur produces a different control signal and visibly different
+output. The bucket and temporal padding mirror ``inference/vision.py`` so a control prepared here lines up frame
+for frame with what the framework would build from the same file; reading, resizing and writing go through
+:mod:`cosmos_helpers.media`.
 
 Frames are numpy ``uint8`` arrays ``[T, H, W, 3]`` in RGB (a single ``[H, W, 3]`` frame is accepted by the
 map functions and returned in the same shape).
@@ -13,8 +14,7 @@ map functions and returned in the same shape).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import cv2
@@ -23,20 +23,8 @@ import numpy as np
 from .. import media
 from ..errors import ValidationError
 from ..presets import VIDEO_SIZES, normalize_aspect, normalize_tier
-from ..protocol.framework import (BLUR_PRESETS, COMPUTABLE_HINTS, EDGE_PRESETS, HINT_KINDS, IMAGE_FPS,
-                                  detect_aspect_ratio)
-
-EDGE_THRESHOLDS: Mapping[str, tuple[int, int]] = MappingProxyType(
-    {"very_low": (20, 50), "low": (50, 100), "medium": (100, 200), "high": (200, 300), "very_high": (300, 400)}
-)
-# preset -> (k: downscale before the bilateral filter, f: final cubic down-up factor)
-BLUR_FACTORS: Mapping[str, tuple[int, int]] = MappingProxyType(
-    {"very_low": (1, 4), "low": (4, 4), "medium": (2, 10), "high": (1, 16), "very_high": (4, 16)}
-)
-BILATERAL_REFERENCE_SIDE = 720
-BILATERAL_D = 30
-BILATERAL_SIGMA_COLOR = 150.0
-BILATERAL_SIGMA_SPACE = 100.0
+from ..protocol.framework import (BILATERAL, BLUR_FACTORS, BLUR_PRESETS, COMPUTABLE_HINTS, EDGE_PRESETS,
+                                  EDGE_THRESHOLDS, HINT_KINDS, HINT_PRESET_DEFAULTS, IMAGE_FPS, detect_aspect_ratio)
 
 
 class BlurParameters(NamedTuple):
@@ -75,7 +63,7 @@ def _as_frames(frames: np.ndarray, field_name: str = "frames") -> tuple[np.ndarr
 # ---------------------------------------------------------------------- maps
 
 
-def edge_map(frames: np.ndarray, preset: str = "medium") -> np.ndarray:
+def edge_map(frames: np.ndarray, preset: str = HINT_PRESET_DEFAULTS["edge"]) -> np.ndarray:
     """Canny edges of each RGB frame, replicated to 3 channels (0 or 255).
 
     Canny runs on the 3-channel frame (OpenCV's multi-channel gradient), not on a grey conversion: that is
@@ -108,12 +96,12 @@ def blur_parameters(width: int, height: int, preset: str) -> BlurParameters | No
         return None
     k, f = BLUR_FACTORS[preset]
     small_w, small_h = (max(1, width // k), max(1, height // k)) if k > 1 else (width, height)
-    scale = max(small_w, small_h) / BILATERAL_REFERENCE_SIDE
-    d = max(1, round(BILATERAL_D * scale))
+    scale = max(small_w, small_h) / BILATERAL["reference_side"]
+    d = max(1, round(BILATERAL["d"] * scale))
     if d % 2 == 0:
         d += 1
-    sigma_color = max(1.0, BILATERAL_SIGMA_COLOR * scale)
-    sigma_space = max(1.0, BILATERAL_SIGMA_SPACE * scale)
+    sigma_color = max(1.0, BILATERAL["sigma_color"] * scale)
+    sigma_space = max(1.0, BILATERAL["sigma_space"] * scale)
     return BlurParameters(k, d, sigma_color, sigma_space, (max(1, int(width / f)), max(1, int(height / f))))
 
 
@@ -128,7 +116,7 @@ def _blur_frame(frame: np.ndarray, params: BlurParameters) -> np.ndarray:
     return cv2.resize(frame, (width, height), interpolation=cv2.INTER_CUBIC)
 
 
-def blur_map(frames: np.ndarray, preset: str = "medium") -> np.ndarray:
+def blur_map(frames: np.ndarray, preset: str = HINT_PRESET_DEFAULTS["blur"]) -> np.ndarray:
     """The framework's 4-stage blur: INTER_AREA down by k, bilateral, INTER_LINEAR up, INTER_CUBIC down-up by f.
 
     ``"none"`` returns the frames unchanged (a copy).
@@ -145,9 +133,9 @@ def blur_map(frames: np.ndarray, preset: str = "medium") -> np.ndarray:
 def compute_control(kind: str, rgb_frames: np.ndarray, preset: str | None = None) -> np.ndarray:
     """Compute a control map from RGB frames; only edge and blur can be computed."""
     if kind == "edge":
-        return edge_map(rgb_frames, preset or "medium")
+        return edge_map(rgb_frames, preset or HINT_PRESET_DEFAULTS["edge"])
     if kind == "blur":
-        return blur_map(rgb_frames, preset or "medium")
+        return blur_map(rgb_frames, preset or HINT_PRESET_DEFAULTS["blur"])
     if kind in HINT_KINDS:
         raise ValidationError(
             f"{kind}.control_path",

@@ -17,7 +17,8 @@ e      chunk = whole video, ``num_frames`` caps, fps 24       chunk, fps and siz
 f      one generator for all chunks                           chunk ``c`` reseeded with ``seed + c``
 g      intervals inclusive, text CFG iff ``g > 1``            strict ``lo < t < hi``, text CFG iff ``g != 1``,
                                                               ``normalize_cfg``
-h      safety checker required                                off unless ``guardrails=True``
+h      safety checker required                                the sample's ``guardrails`` (decided once, in
+                                                              ``specs.resolve``)
 =====  =====================================================  ==============================================
 """
 
@@ -50,15 +51,15 @@ class TransferGeneration(Generation):
     input_frames: np.ndarray | None = None
 
 
-def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None, guardrails: bool = False,
+def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None,
                  progress: bool | ProgressCallback = True) -> TransferGeneration:
     """Run a resolved transfer sample on diffusers; returns uint8 frames with the controls they followed.
 
     Args:
         spec: a :class:`ResolvedSample` (local paths) or an already :class:`PreparedTransfer`.
         backend: the :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend` whose shared weights to use
-            (device, dtype); default ``DiffusersBackend()``. The model is the sample's (``spec.model``).
-        guardrails: run the Cosmos guardrails (needs ``cosmos_guardrail``).
+            (device, dtype); default ``DiffusersBackend()``. The model is the sample's (``spec.model``), and so is
+            whether the Cosmos guardrails run (``spec.guardrails``; they need ``cosmos_guardrail``).
         progress: a tqdm bar (``True``), nothing (``False``), or ``callback(step, total)`` over all chunks.
     """
     import torch
@@ -76,7 +77,7 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None
         with backend.borrowed(r.model) as base:
             load_s = time.perf_counter() - load_start
             pipe = transfer_pipeline(base, settings, r.shift)
-            if guardrails:
+            if r.guardrails:
                 try:
                     pipe.enable_safety_checker()
                 except Exception as exc:  # cosmos_guardrail missing

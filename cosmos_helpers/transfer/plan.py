@@ -10,15 +10,15 @@ directive is appended. The metadata itself is :func:`cosmos_helpers.prompts.with
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ValidationError
-from ..prompts import with_metadata, with_templates
-from ..protocol.framework import CONTROL_DIRECTIVE, HINT_KINDS, detect_aspect_ratio, round_up_frames
+from ..prompts import parse_caption, with_metadata, with_templates
+from ..protocol.framework import (CONTROL_DIRECTIVE, HINT_KINDS, TRANSFER_SAMPLE_DEFAULTS, detect_aspect_ratio,
+                                  round_up_frames)
 from ..specs.resolve import ResolvedSample
 
 
@@ -36,7 +36,8 @@ def plan_chunks(total_frames: int, chunk: int, n_cond: int) -> list[tuple[int, i
     if total_frames < 1:
         raise ValidationError("total_frames", f"must be >= 1, got {total_frames}.", "pass a non-empty control.")
     if chunk < 1:
-        raise ValidationError("num_video_frames_per_chunk", f"must be >= 1, got {chunk}.", "use e.g. 93.")
+        raise ValidationError("num_video_frames_per_chunk", f"must be >= 1, got {chunk}.",
+                              f"use e.g. {TRANSFER_SAMPLE_DEFAULTS['num_video_frames_per_chunk']}.")
     if n_cond < 0:
         raise ValidationError("num_conditional_frames", f"must be >= 0, got {n_cond}.", "use e.g. 1.")
     length = chunk_length(total_frames, chunk)
@@ -64,8 +65,8 @@ def format_transfer_prompt(prompt: str, negative: str | None, r: ResolvedSample,
     sentences of ``r``'s templates.
     """
     fps_int = round(float(fps))
-    caption = _json_object(prompt)
-    if caption is not None:
+    caption = parse_caption(prompt)
+    if isinstance(caption, dict):
         text = with_metadata(caption, width=width, height=height, num_frames=chunk_frames, fps=fps_int,
                              aspect_ratio=r.aspect_ratio)
     else:
@@ -81,14 +82,6 @@ def format_transfer_prompt(prompt: str, negative: str | None, r: ResolvedSample,
     if r.emphasize_control_in_prompt and r.hints:
         text = text.rstrip() + " " + control_directive(r.hint_kinds)
     return text, neg or None
-
-
-def _json_object(prompt: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(prompt)
-    except (TypeError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def check_control_consistency(r: ResolvedSample, control_frames: Any, control_fps: float, *,

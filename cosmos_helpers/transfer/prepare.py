@@ -17,7 +17,7 @@ import numpy as np
 from .. import media
 from ..errors import ValidationError
 from ..presets import VIDEO_SIZES
-from ..protocol.framework import IMAGE_FPS
+from ..protocol.framework import IMAGE_FPS, TRANSFER_SAMPLE_DEFAULTS
 from ..specs.resolve import ResolvedSample
 from .controls import bucket_for, compute_control, load_control
 from .plan import check_control_consistency, chunk_length, format_transfer_prompt, plan_chunks
@@ -116,7 +116,7 @@ def prepare_transfer(r: ResolvedSample, *, aspect_ratio: str | None = None, fps:
     if r.show_input and rgb is None:
         notes.append("show_input needs vision_path; ignored.")
     fps = float(fps) if fps is not None else rgb_fps if rgb_fps is not None else float(r.fps)
-    chunk = chunk_length(total, r.chunk_frames or 93)
+    chunk = chunk_length(total, r.chunk_frames or TRANSFER_SAMPLE_DEFAULTS["num_video_frames_per_chunk"])
     chunks = plan_chunks(total, chunk, int(r.num_conditional_frames or 0))
     width, height = size
     prompt, negative = format_transfer_prompt(r.prompt, r.negative_prompt, r, width, height, chunk, fps)

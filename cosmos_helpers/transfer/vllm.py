@@ -1,150 +1,56 @@
-"""Transfer over vLLM-Omni 0.30.0's HTTP protocol, both sides: the request a sample becomes, and the server hook.
+"""The local vLLM-Omni stand-in server's transfer hook: a vLLM-Omni 0.30.0 transfer request, run on diffusers.
 
-Client (:func:`transfer_form`): a resolved transfer sample becomes the multipart form of ``POST /v1/videos/sync``
-so that the real server runs what the framework would. The RGB clip is ``input_reference``, the first precomputed
-control ``control_reference`` + ``control_type``, every hint an ``extra_params`` block. vLLM-Omni differs from
-the framework in ways the form has to steer around:
+:func:`make_transfer_runner` returns what ``cosmos_helpers.server`` calls for a transfer request:
+``runner(form_fields, extra_params, rgb_video_path, control_paths) -> Generation``. It rebuilds the transfer the
+request describes *with vLLM-Omni's semantics* (``diffusion/models/cosmos3/``), not the framework's:
 
+* the bucket is the one nearest the RGB input's shape (else the first control's) at ``extra_params.resolution``
+  (default 720; tiers 256/480/704/720 only), by ``protocol.vllm_omni.closest_bucket``;
 * the model runs at the input video's fps, else ``extra_params.fps``, else the request's ``fps``, else 24 (one wsm
-  hint: ``extra_params.fps`` first), and a request ``fps`` re-times the encoded MP4 (``serving_video.py:499``);
-  so no ``fps`` field is sent, and ``extra_params.fps`` is the framework's output fps (the input's, else the
-  sample's);
-* the request's ``num_frames`` caps the length (omitted, it is 1): it is sent as the first control's length;
-* tiers are 256/480/704/720 only; the inputs are videos only; one control file is uploaded per request (others must
-  be paths on the server); ``guidance_interval`` is not applied to transfer; intervals are inclusive ``[lo, hi]``
-  (timesteps are integers, so the framework's strict ``(lo, hi)`` is sent as ``[floor(lo) + 1, ceil(hi) - 1]``).
+  hint: ``extra_params.fps`` first; pipeline_cosmos3.py:3465-3471);
+* ``num_frames`` caps the length; ``guidance_interval`` is not applied to transfer; the control guidance interval
+  is inclusive (``protocol.framework.to_strict`` gives the framework's strict one with the same timesteps);
+* a single hint gets its tuned defaults; every other key its ``protocol.vllm_omni.TRANSFER_EXTRA`` default;
+* guardrails run when the server runs them (``guardrails=`` of the factory) and the request does not turn them off.
 
-Server (:func:`make_transfer_runner`): the local stand-in server's hook rebuilds the transfer a request describes
-*with vLLM-Omni's semantics* (the bucket nearest the input's shape, the fps order above, ``num_frames`` as a cap,
-inclusive intervals, single-hint tuned defaults) and runs it on diffusers.
+The client side, the form a framework sample becomes, is :mod:`cosmos_helpers.transfer.vllm_form`.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import secrets
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import media
 from ..errors import ValidationError
+from ..presets import model_for
 from ..protocol import framework as fw
 from ..protocol import vllm_omni as vo
 from ..result import Generation
 from ..specs.resolve import ResolvedHint, ResolvedSample
 
-Files = dict[str, tuple[str, bytes, str]]
-BACKEND = "vllm-omni"
+TransferRunner = Callable[[dict, dict, "Path | None", dict], Generation]
 
 
-# ---------------------------------------------------------------------------------------------- client
-
-
-def check_transfer(r: ResolvedSample, given: set[str], *, server_paths: bool = False) -> None:
-    """Refuse, before anything is sent, what vLLM-Omni would reject or run differently than the sample says."""
-    def refuse(field: str, problem: str, fix: str) -> None:
-        raise ValidationError(field, f"{BACKEND} {vo.VERSION}: {problem}", fix)
-
-    if r.resolution not in vo.TIERS:
-        refuse("resolution", f"knows the tiers {', '.join(vo.TIERS)} only, not {r.resolution!r} (it answers "
-               "\"Unknown Cosmos3 resolution\").", f"set resolution (or --resolution) to one of {', '.join(vo.TIERS)}; "
-               "profile 'tiny' uses this project's CPU tier 128, which only diffusers runs.")
-    if r.vision_path is not None and Path(r.vision_path).suffix.lower() not in fw.VIDEO_EXTENSIONS:
-        refuse("vision_path", "transfer takes a video input, not an image.",
-               "give an .mp4 vision_path, or run image transfer on diffusers or the framework.")
-    if "guidance_interval" in given:
-        refuse("guidance_interval", "does not apply guidance_interval to transfer (pipeline_cosmos3.py:3613).",
-               "remove guidance_interval, use control_guidance_interval, or run on diffusers or the framework.")
-    for name in ("normalize_cfg", "duration_template", "resolution_template", "inverse_duration_template",
-                 "inverse_resolution_template", "video_save_quality", "sigma_max"):
-        if name in given:
-            refuse(name, f"has no transfer option for {name}.", f"remove {name}, or run on diffusers or the framework.")
-    uploads = [h.kind for h in r.hints if h.control_path is not None]
-    if len(uploads) > 1 and not server_paths:
-        refuse(f"{uploads[1]}.control_path", f"uploads one control per request ({uploads[0]} here); the others must "
-               "be paths on the server.", "compute that hint from vision_path (edge/blur), run on diffusers or the "
-               "framework, or pass server_paths=True when the server shares this filesystem.")
-
-
-def transfer_form(r: ResolvedSample, given: set[str], *, server_paths: bool = False) -> tuple[dict[str, str], Files]:
-    """``(fields, files)`` of the multipart transfer request for a resolved sample with local media paths.
-
-    ``given`` are the fields the input file (or the command line) set: only those, and what is needed to keep the
-    framework's meaning, are sent; the rest is left to the server's defaults, which equal the framework's.
-    """
-    check_transfer(r, given, server_paths=server_paths)
-    files: Files = {}
-    fields: dict[str, str] = {"prompt": r.prompt, "num_inference_steps": str(r.num_steps), "seed": str(r.seed)}
-    if "negative_prompt" in given and r.negative_prompt is not None:
-        fields["negative_prompt"] = r.negative_prompt
-    rgb_fps = None
-    if r.vision_path is not None:
-        files["input_reference"] = (Path(r.vision_path).name, Path(r.vision_path).read_bytes(), "video/mp4")
-        rgb_fps = media.probe_video(r.vision_path)["fps"]
-    extra: dict[str, Any] = {}
-    length = None
-    for hint in r.hints:
-        extra[hint.kind] = _hint_block(hint, given, uploaded="control_reference" in files)
-        if hint.control_path is not None and "control_reference" not in files:
-            files["control_reference"] = (Path(hint.control_path).name, Path(hint.control_path).read_bytes(),
-                                          "video/mp4")
-            fields["control_type"] = hint.kind
-        if length is None:
-            source = hint.control_path or r.vision_path
-            length = int(media.read_media(source, max_frames=r.max_frames, field=f"{hint.kind}.control_path")
-                         .frames.shape[0])
-    fields["num_frames"] = str(vo.round_up_frames(length))  # a cap on the server: never shorter than the control
-    extra.update(resolution=r.resolution, guidance=r.guidance, shift=r.shift, control_guidance=r.control_guidance,
-                 fps=float(rgb_fps or r.fps), negative_metadata_mode=r.negative_metadata_mode,
-                 num_video_frames_per_chunk=r.num_video_frames_per_chunk,
-                 num_conditional_frames=r.num_conditional_frames)
-    for key in ("max_frames", "num_first_chunk_conditional_frames", "share_vision_temporal_positions",
-                "emphasize_control_in_prompt", "show_control_condition", "show_input"):
-        if key in given:
-            extra[key] = getattr(r, key)
-    if r.control_guidance_interval is not None:
-        lo, hi = r.control_guidance_interval
-        extra["control_guidance_interval"] = [math.floor(lo) + 1, math.ceil(hi) - 1]
-    fields["extra_params"] = json.dumps(extra)
-    return fields, files
-
-
-def _hint_block(hint: ResolvedHint, given: set[str], *, uploaded: bool) -> Any:
-    block: dict[str, Any] = {}
-    if hint.control_path is not None and uploaded:
-        block["control_path"] = hint.control_path  # a second precomputed control: a path on the server
-    if f"{hint.kind}.weight" in given:
-        block["control_weight"] = hint.weight
-    preset = fw.PRESET_FIELDS.get(hint.kind)
-    if preset and f"{hint.kind}.{preset}" in given:
-        block[preset] = hint.preset
-    return block or True
-
-
-def send_transfer(client: Any, r: ResolvedSample, given: set[str], *, server_paths: bool = False) -> Generation:
-    """Build the form and send it with ``client.send_video_form`` (a ``VllmOmniBackend``; the server's model is
-    checked against the sample's)."""
-    fields, files = transfer_form(r, given, server_paths=server_paths)
-    return client.send_video_form(fields, files, what="transfer", model=r.model)
-
-
-# ---------------------------------------------------------------------------------------------- server
-
-
-def make_transfer_runner(model: str = "tiny", *, backend: Any = None
-                         ) -> Callable[[dict, dict, Path | None, dict], Generation]:
+def make_transfer_runner(model: str | None = None, *, backend: Any = None, guardrails: bool = False
+                         ) -> TransferRunner:
     """The local server's ``transfer_runner``: ``runner(form_fields, extra_params, rgb_video_path, control_paths)``.
 
     It runs the transfer the request describes, with vLLM-Omni's semantics (module docstring), on diffusers with
-    ``model`` (``backend``: a ``DiffusersBackend`` for device and dtype; default ``DiffusersBackend()``).
+    ``model`` (default: the default profile's) and ``backend`` (a ``DiffusersBackend`` for device and dtype;
+    default ``DiffusersBackend()``). ``guardrails`` is the server's own switch, as vLLM-Omni's ``--no-guardrails``:
+    off, no request turns them on.
     """
+    model = model_for(model=model)
+
     def runner(form_fields: dict[str, str], extra_params: dict, rgb_video_path: Path | None,
                control_paths: dict[str, Path]) -> Generation:
         from .diffusers_transfer import run_transfer
         from .prepare import prepare_transfer
 
-        r, aspect, fps = vllm_transfer(form_fields, extra_params, rgb_video_path, control_paths, model=model)
+        r, aspect, fps = vllm_transfer(form_fields, extra_params, rgb_video_path, control_paths, model=model,
+                                       guardrails=guardrails)
         prepared = prepare_transfer(r, aspect_ratio=aspect, fps=fps, emit_warnings=False)
         return run_transfer(prepared, backend=backend, progress=False)
 
@@ -152,18 +58,87 @@ def make_transfer_runner(model: str = "tiny", *, backend: Any = None
 
 
 def vllm_transfer(form: Mapping[str, str], extra: Mapping[str, Any], rgb_video_path: Path | None,
-                  control_paths: Mapping[str, Path], *, model: str = "tiny") -> tuple[ResolvedSample, str, float]:
+                  control_paths: Mapping[str, Path], *, model: str | None = None, guardrails: bool = False
+                  ) -> tuple[ResolvedSample, str, float]:
     """``(resolved sample, bucket aspect, model fps)`` of a vLLM-Omni transfer request, by vLLM-Omni's rules."""
     hints = _server_hints(extra, control_paths)
     if not hints:
         raise ValidationError("extra_params", "no control hint in the transfer request.",
                               "add edge/blur/depth/seg/wsm.")
     tuned = dict(vo.HINT_TUNED_DEFAULTS[hints[0].kind]) if len(hints) == 1 else {}
+    x = _Extra(extra, form, tuned)
+    tier, aspect = _bucket(x, rgb_video_path, control_paths, hints)
+    fps = _model_fps(form, extra, rgb_video_path, tuned, wsm_only=[h.kind for h in hints] == ["wsm"])
+    cap = int(form.get("num_frames") or vo.VIDEO_DEFAULTS["num_frames"])
+    interval = x.get("control_guidance_interval")
+    if isinstance(interval, str):
+        interval = [float(v) for v in interval.split(",")]
+    templates = {key: x.flag(f"use_{key}_template") for key in ("duration", "resolution")}
+    r = ResolvedSample(
+        name="vllm_transfer", model=model_for(model=model), profile=None, model_mode="video2video",
+        prompt=form.get("prompt") or "", negative_prompt=form.get("negative_prompt") or None,
+        vision_path=str(rgb_video_path) if rgb_video_path else None, sound_path=None, resolution=tier,
+        aspect_ratio=aspect, fps=round(fps), num_frames=cap,
+        num_steps=int(form.get("num_inference_steps") or vo.VIDEO_DEFAULTS["num_inference_steps"]),
+        guidance=float(x.get("guidance_scale", "guidance", form_key="guidance_scale")
+                       or vo.VIDEO_DEFAULTS["guidance_scale"]),
+        guidance_interval=None,  # not applied to transfer (pipeline_cosmos3.py:3613-3629)
+        shift=float(x.get("flow_shift", "shift", form_key="flow_shift") or vo.VIDEO_DEFAULTS["flow_shift"]),
+        sigma_max=fw.PROMPT_DEFAULTS["sigma_max"], normalize_cfg=False,
+        seed=int(form["seed"]) if form.get("seed") else secrets.randbelow(vo.VIDEO_SEED_MAX + 1),
+        duration_template=fw.PROMPT_DEFAULTS["duration_template"] if templates["duration"] else None,
+        resolution_template=fw.RESOLUTION_TEMPLATES["video"] if templates["resolution"] else None,
+        inverse_duration_template=fw.PROMPT_DEFAULTS["inverse_duration_template"],
+        inverse_resolution_template=fw.PROMPT_DEFAULTS["inverse_resolution_template"],
+        negative_metadata_mode=str(x.get("negative_metadata_mode")), negative_prompt_keep_metadata=False,
+        enable_sound=False, condition_frame_indexes_vision=(), condition_video_keep="first",
+        video_save_quality=fw.PROMPT_DEFAULTS["video_save_quality"],
+        image_save_quality=fw.PROMPT_DEFAULTS["image_save_quality"], num_outputs=1,
+        control_guidance=float(x.get("control_guidance")),
+        control_guidance_interval=None if interval is None else fw.to_strict(interval),
+        hints=hints, num_video_frames_per_chunk=int(x.get("num_video_frames_per_chunk")),
+        num_conditional_frames=int(x.get("num_conditional_frames")),
+        num_first_chunk_conditional_frames=int(x.get("num_first_chunk_conditional_frames")),
+        max_frames=min(cap, int(x.get("max_frames"))),
+        share_vision_temporal_positions=x.flag("share_vision_temporal_positions"),
+        emphasize_control_in_prompt=x.flag("emphasize_control_in_prompt"),
+        show_control_condition=x.flag("show_control_condition"), show_input=x.flag("show_input"),
+        guardrails=guardrails and x.flag("guardrails", default=vo.GENERATION_EXTRA["guardrails"]),
+        sources={}, notes=())
+    return r, aspect, fps
 
-    def pick(*names: str, source: Mapping[str, Any] = extra) -> Any:
-        return next((source[n] for n in names if source.get(n) not in (None, "")), None)
 
-    tier = str(pick("resolution", "image_size") or vo.TRANSFER_EXTRA["resolution"])
+class _Extra:
+    """``extra_params`` read as vLLM-Omni reads them: the first key given, else the single hint's tuned default,
+    else the pipeline's default (``protocol.vllm_omni.TRANSFER_EXTRA``)."""
+
+    def __init__(self, extra: Mapping[str, Any], form: Mapping[str, str], tuned: Mapping[str, Any]) -> None:
+        self.extra, self.form, self.tuned = extra, form, tuned
+
+    def get(self, *names: str, form_key: str | None = None) -> Any:
+        for name in names:
+            if self.extra.get(name) not in (None, ""):
+                return self.extra[name]
+        if form_key is not None and self.form.get(form_key) not in (None, ""):
+            return self.form[form_key]
+        for name in names:
+            if name in self.tuned:
+                return self.tuned[name]
+        return vo.TRANSFER_EXTRA.get(names[0])
+
+    def flag(self, name: str, *, default: bool | None = None) -> bool:
+        value = self.extra.get(name)
+        if value is None:
+            return bool(vo.TRANSFER_EXTRA[name] if default is None else default)
+        if isinstance(value, str):
+            return value.strip().lower() in ("1", "true", "yes", "on")
+        return bool(value)
+
+
+def _bucket(x: _Extra, rgb_video_path: Path | None, control_paths: Mapping[str, Path],
+            hints: tuple[ResolvedHint, ...]) -> tuple[str, str]:
+    """``(tier, aspect)``: the bucket at ``resolution`` nearest the RGB input's shape, else the first control's."""
+    tier = str(x.get("resolution", "image_size"))
     if tier not in vo.TIERS:
         raise ValidationError("extra_params.resolution", f"Unknown Cosmos3 transfer resolution {tier!r}.",
                               f"use one of {', '.join(vo.TIERS)}.")
@@ -172,50 +147,11 @@ def vllm_transfer(form: Mapping[str, str], extra: Mapping[str, Any], rgb_video_p
         source = next(Path(h.control_path) for h in hints if h.control_path)
     probe = media.read_media(source, max_frames=1, field="input_reference").frames[0]
     width, height = vo.closest_bucket(probe.shape[1], probe.shape[0], tier)
-    aspect = next(a for a, size in vo.SIZES[tier].items() if size == (width, height))
-    fps = _model_fps(form, extra, rgb_video_path, tuned, wsm_only=[h.kind for h in hints] == ["wsm"])
-    cap = int(form.get("num_frames") or vo.VIDEO_DEFAULTS["num_frames"])
-    chunk = int(pick("num_video_frames_per_chunk") or tuned.get("num_video_frames_per_chunk")
-                or vo.TRANSFER_SAMPLE_DEFAULTS["num_video_frames_per_chunk"])
-    interval = pick("control_guidance_interval")
-    if isinstance(interval, str):
-        interval = [float(v) for v in interval.split(",")]
-    templates = {key: _flag(extra.get(f"use_{key}_template"), True) for key in ("duration", "resolution")}
-    r = ResolvedSample(
-        name="vllm_transfer", model=model, profile=None, model_mode="video2video", prompt=form.get("prompt") or "",
-        negative_prompt=form.get("negative_prompt") or None,
-        vision_path=str(rgb_video_path) if rgb_video_path else None, sound_path=None, resolution=tier,
-        aspect_ratio=aspect, fps=round(fps), num_frames=cap,
-        num_steps=int(form.get("num_inference_steps") or vo.VIDEO_DEFAULTS["num_inference_steps"]),
-        guidance=float(pick("guidance_scale", "guidance") or pick("guidance_scale", source=form)
-                       or tuned.get("guidance_scale") or vo.VIDEO_DEFAULTS["guidance_scale"]),
-        guidance_interval=None,  # not applied to transfer (pipeline_cosmos3.py:3613-3629)
-        shift=float(pick("flow_shift", "shift") or pick("flow_shift", source=form) or tuned.get("flow_shift")
-                    or vo.VIDEO_DEFAULTS["flow_shift"]),
-        sigma_max=fw.PROMPT_DEFAULTS["sigma_max"], normalize_cfg=False,
-        seed=int(form["seed"]) if form.get("seed") else secrets.randbelow(2**31),
-        duration_template=fw.PROMPT_DEFAULTS["duration_template"] if templates["duration"] else None,
-        resolution_template=fw.RESOLUTION_TEMPLATES["video"] if templates["resolution"] else None,
-        inverse_duration_template=fw.PROMPT_DEFAULTS["inverse_duration_template"],
-        inverse_resolution_template=fw.PROMPT_DEFAULTS["inverse_resolution_template"],
-        negative_metadata_mode=str(pick("negative_metadata_mode") or vo.TRANSFER_EXTRA["negative_metadata_mode"]),
-        negative_prompt_keep_metadata=False, enable_sound=False, condition_frame_indexes_vision=(),
-        condition_video_keep="first", video_save_quality=fw.PROMPT_DEFAULTS["video_save_quality"],
-        image_save_quality=fw.PROMPT_DEFAULTS["image_save_quality"], num_outputs=1,
-        control_guidance=float(pick("control_guidance") or tuned.get("control_guidance") or 1.0),
-        control_guidance_interval=None if interval is None else (float(interval[0]) - 1, float(interval[1]) + 1),
-        hints=hints, num_video_frames_per_chunk=chunk,
-        num_conditional_frames=int(_int(pick("num_conditional_frames"), 1)),
-        num_first_chunk_conditional_frames=int(_int(pick("num_first_chunk_conditional_frames"), 0)),
-        max_frames=min(cap, int(_int(pick("max_frames"), vo.TRANSFER_SAMPLE_DEFAULTS["max_frames"]))),
-        share_vision_temporal_positions=_flag(extra.get("share_vision_temporal_positions"), True),
-        emphasize_control_in_prompt=_flag(extra.get("emphasize_control_in_prompt"), True),
-        show_control_condition=_flag(extra.get("show_control_condition"), False),
-        show_input=_flag(extra.get("show_input"), False), sources={}, notes=())
-    return r, aspect, fps
+    return tier, next(a for a, size in vo.SIZES[tier].items() if size == (width, height))
 
 
 def _server_hints(extra: Mapping[str, Any], control_paths: Mapping[str, Path]) -> tuple[ResolvedHint, ...]:
+    """The hints of a request; a preset left out is ``medium`` there too (cosmos3/transfer.py:268-269)."""
     hints = []
     for kind in fw.HINT_KINDS:
         raw = extra.get(kind)
@@ -225,7 +161,7 @@ def _server_hints(extra: Mapping[str, Any], control_paths: Mapping[str, Path]) -
         path = str(control_paths[kind]) if kind in control_paths else raw.get("control_path")
         preset = fw.PRESET_FIELDS.get(kind)
         hints.append(ResolvedHint(kind=kind, control_path=path, weight=float(raw.get("control_weight", 1.0)),
-                                  preset=str(raw.get(preset) or "medium") if preset else None))
+                                  preset=str(raw.get(preset) or fw.HINT_PRESET_DEFAULTS[kind]) if preset else None))
     return tuple(hints)
 
 
@@ -242,16 +178,4 @@ def _model_fps(form: Mapping[str, str], extra: Mapping[str, Any], rgb: Path | No
     return float(next((v for v in (*order, request) if v), vo.VIDEO_DEFAULTS["fps"]))
 
 
-def _flag(value: Any, default: bool) -> bool:
-    if value is None:
-        return default
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
-
-
-def _int(value: Any, default: int) -> int:
-    return default if value is None else int(value)
-
-
-__all__ = ["check_transfer", "make_transfer_runner", "send_transfer", "transfer_form", "vllm_transfer"]
+__all__ = ["TransferRunner", "make_transfer_runner", "vllm_transfer"]

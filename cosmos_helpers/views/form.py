@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CosmosHelpersError, ValidationError
+from ..presets import ASPECT_RATIOS, DEFAULT_PROFILE, MODES, TIERS, get_profile
+from ..request import GenerationRequest
 from .context import is_static
+from .viewers import show
 
 DEFAULT_PROMPT = ("A small yellow robot rolls across a sunlit wooden workbench, past scattered tools, "
                   "and stops beside a coffee mug. Static camera, soft morning light.")
@@ -43,7 +46,6 @@ class GenerateForm:
                  output_dir: str | Path | None = None) -> None:
         import ipywidgets as w
 
-        from ..presets import ASPECT_RATIOS, MODES, TIERS, get_profile
 
         self.backend = backend
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -53,7 +55,7 @@ class GenerateForm:
         self.last_error: Exception | None = None
         self._counter = itertools.count(1)
         d = self.defaults
-        profile = get_profile(d.get("profile", "tiny")).defaults(d.get("mode", "text2video"))
+        profile = get_profile(d.get("profile", DEFAULT_PROFILE)).defaults(d.get("mode", "text2video"))
         wide = lambda: w.Layout(width="100%")  # noqa: E731 - one Layout per widget: hiding one must not hide another
         style = {"description_width": "80px"}
         self.prompt = w.Textarea(value=str(d.get("prompt", DEFAULT_PROMPT)), description="prompt",
@@ -107,8 +109,6 @@ class GenerateForm:
 
     def request(self):
         """The :class:`GenerationRequest` the form describes (raises :class:`ValidationError`)."""
-        from ..request import GenerationRequest
-
         values = {k: v for k, v in self.defaults.items() if k not in _FIELDS and k != "video"}
         mode = self.mode.value
         values.update(mode=mode, prompt=self.prompt.value, aspect_ratio=self.aspect_ratio.value,
@@ -167,7 +167,6 @@ class GenerateForm:
         self.status.value = f"<span style='color:#1a7f37'>done in {elapsed:.1f} s{saved}</span>"
         self.last = generation
         self.history.append(generation)
-        from .viewers import show
 
         self.output.clear_output(wait=True)
         self.last_view = show(generation, display=False)

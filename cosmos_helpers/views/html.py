@@ -13,6 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .. import media
+from ..media import even_size
 from . import preview
 from .items import SEP, Item
 
@@ -27,7 +29,6 @@ _FILL = "position:absolute;inset:0;width:100%;height:100%"
 def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
     """The size a preview is shown at: the source size capped at ``max_side`` (the transcode's rule), and
     small results (the tiny model's 160x96) shown at 2x, 3x, ... until their long side reaches 320 px."""
-    from ..media import even_size
 
     if not item.width or not item.height:
         frame = item.frame(0)
@@ -142,13 +143,9 @@ def slider_html(a: Item, b: Item, *, frame: int | None = None, max_side: int | N
 
 
 def _jpeg_at(frame: np.ndarray, width: int, height: int) -> bytes:
-    import io
-
     from PIL import Image
 
     image = Image.fromarray(frame)
     if image.size != (width, height):
         image = image.resize((width, height), Image.LANCZOS)
-    buffer = io.BytesIO()
-    image.save(buffer, format="JPEG", quality=88)
-    return buffer.getvalue()
+    return media.image_bytes(np.asarray(image), "JPEG", quality=88)

@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 
 from .. import media
+from ..presets import SOUND_SAMPLE_RATE
+from ..prompts import caption_summary
+from ..result import MANIFEST_SCHEMA, Generation, read_manifest
 
 SEP = " \u00b7 "
 
@@ -32,7 +35,7 @@ class Item:
     details: dict[str, Any] = field(default_factory=dict)  # mode, seed, backend, model, steps, total_s, ...
     _frames: np.ndarray | None = None
     _sound: np.ndarray | None = None
-    sample_rate: int = 48_000
+    sample_rate: int = SOUND_SAMPLE_RATE
     is_output: bool = False             # a saved result (has a manifest): its preview may live beside it
 
     @property
@@ -110,8 +113,6 @@ class Item:
 
 def as_item(source: Any, label: str | None = None, *, fps: float = 24.0) -> Item:
     """An :class:`Item` from a Generation, a path (media file or its manifest) or a uint8 array."""
-    from ..result import Generation
-
     if isinstance(source, Item):
         if label:
             source.label = label
@@ -138,7 +139,6 @@ def as_item(source: Any, label: str | None = None, *, fps: float = 24.0) -> Item
 def request_details(record: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Caption summary and (mode, steps, guidance, shift) of a request record: a ``GenerationRequest.to_dict()``, a
     framework input run's record (``model_mode``, ``num_steps``, ``guidance``), or a manifest's ``request``."""
-    from ..prompts import caption_summary
 
     summary = caption_summary(record["prompt"]) if isinstance(record.get("prompt"), (str, dict)) else ""
     first = lambda *keys: next((record[k] for k in keys if record.get(k) is not None), None)  # noqa: E731
@@ -161,8 +161,6 @@ def _from_generation(gen, label: str | None) -> Item:
 
 
 def _from_path(path: Path, label: str | None) -> Item:
-    from ..result import MANIFEST_SCHEMA, read_manifest
-
     manifest = None
     if path.suffix.lower() == ".json":
         manifest = read_manifest(path)
@@ -188,7 +186,7 @@ def _from_path(path: Path, label: str | None) -> Item:
         item.fps = float(info["fps"] or 24.0)
         item.num_frames = int(info["frames"] or 0)
         item.has_sound = info["audio_rate"] is not None
-        item.sample_rate = int(info["audio_rate"] or 48_000)
+        item.sample_rate = int(info["audio_rate"] or SOUND_SAMPLE_RATE)
     if manifest:
         item.is_output = True
         item.summary, item.details = request_details(manifest.get("request") or {})

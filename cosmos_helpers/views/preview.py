@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import os
 import tempfile
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Iterable
 import numpy as np
 
 from .. import media
+from ..presets import SOUND_SAMPLE_RATE
 from .items import Item
 
 DEFAULT_MAX_SIDE = 480
@@ -97,7 +97,7 @@ def transcode_file(source: str | Path, target: str | Path, *, max_side: int | No
     """Stream ``source`` (any FFmpeg-readable video) into a small H.264 + AAC preview at ``target``."""
     frames, fps, _, _ = media.iter_frames(source)
     sound, rate = media.read_audio(source)
-    _write_preview(Path(target), frames, fps, sound, rate or media.SOUND_SAMPLE_RATE, max_side)
+    _write_preview(Path(target), frames, fps, sound, rate or SOUND_SAMPLE_RATE, max_side)
     return Path(target)
 
 
@@ -123,15 +123,11 @@ def _resize(frame: np.ndarray, max_side: int | None):
 
 
 def jpeg_bytes(frame: np.ndarray, max_side: int | None = DEFAULT_MAX_SIDE, quality: int = 85) -> bytes:
-    buffer = io.BytesIO()
-    _resize(frame, max_side).save(buffer, format="JPEG", quality=quality)
-    return buffer.getvalue()
+    return media.image_bytes(np.asarray(_resize(frame, max_side)), "JPEG", quality=quality)
 
 
 def png_bytes(frame: np.ndarray, max_side: int | None = DEFAULT_MAX_SIDE) -> bytes:
-    buffer = io.BytesIO()
-    _resize(frame, max_side).save(buffer, format="PNG", optimize=True)
-    return buffer.getvalue()
+    return media.image_bytes(np.asarray(_resize(frame, max_side)), "PNG")
 
 
 def poster_jpeg(item: Item, max_side: int | None = DEFAULT_MAX_SIDE, frame: int | None = None) -> bytes:

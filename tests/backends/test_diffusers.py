@@ -133,6 +133,12 @@ def test_options_left_out_keep_the_pipelines_own_defaults(tiny_backend):
         **SMALL))
     assert explicit["use_system_prompt"] is False and explicit["add_duration_template"] is False
     assert explicit["negative_prompt"] == "" and "add_resolution_template" not in explicit
+    clip = np.zeros((9, 96, 160, 3), np.uint8)
+    v2v = tiny_backend.pipeline_kwargs(GenerationRequest(mode="v2v", prompt="a robot", video=clip, **SMALL))
+    assert "condition_frame_indexes_vision" not in v2v and "condition_video_keep" not in v2v
+    v2v = tiny_backend.pipeline_kwargs(GenerationRequest(mode="v2v", prompt="a robot", video=clip,
+                                                         condition_frames=(0,), condition_video_keep="last", **SMALL))
+    assert v2v["condition_frame_indexes_vision"] == [0] and v2v["condition_video_keep"] == "last"
     request = GenerationRequest(mode="t2v", prompt="a robot", **SMALL)
     assert not np.array_equal(tiny_backend.generate(request).frames,
                               tiny_backend.generate(request.replace(use_system_prompt=False)).frames)

@@ -1,23 +1,17 @@
-"""VllmOmniBackend / AsyncVllmOmniBackend: the exact requests, reading the answers, errors, retries, jobs.
+"""VllmOmniBackend: the exact requests, the model check, reading the answers, errors, retries, hand-built forms.
 
 The client runs with real httpx; answers come from ``tests/backends/vllm_fake.FakeServer`` through
 ``httpx.MockTransport`` (real PNG and H.264/AAC bytes, shaped as vLLM-Omni 0.30.0 answers), or from real loopback
 sockets where the failure is a connection's. What the client *sends* is held to the real server's models in
 ``tests/contracts/test_vllm_client_contract.py``; end-to-end runs against the local stand-in live in
-``tests/server``.
+``tests/server``. Jobs, readiness, dying connections and the asyncio client: ``test_vllm_omni_jobs.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import http.server
 import io
 import json
-import socket
-import subprocess
-import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import httpx
@@ -25,24 +19,17 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cosmos_helpers import GenerationRequest, media
+from cosmos_helpers import media
 from cosmos_helpers.backends import vllm_omni
 from cosmos_helpers.backends.vllm_omni import AsyncVllmOmniBackend, VllmOmniBackend
 from cosmos_helpers.backends.vllm_wire import RetryPolicy, error_from_response
-from cosmos_helpers.errors import (AuthenticationError, BackendUnavailableError, ConnectionLostError,
-                                   GenerationTimeoutError, GuardrailError, JobFailedError, OutputExistsError,
+from cosmos_helpers.errors import (AuthenticationError, ConnectionLostError, GenerationTimeoutError, GuardrailError,
                                    RequestValidationError, ServerBusyError, ServerError, ValidationError)
 from cosmos_helpers.protocol import vllm_omni as proto
-from tests.backends.vllm_fake import (FakeServer, answer, async_client_for, client_for, envelope, image_file,
-                                      mp4_bytes, request_form)
+from tests.backends.vllm_fake import (FakeServer, async_client_for, client_for, envelope, image_file,
+                                      mp4_bytes, req, request_form)
 
 GUARDRAIL = proto.GUARDRAIL_MESSAGE
-
-
-def req(mode: str = "text2video", **changes) -> GenerationRequest:
-    values = dict(mode=mode, prompt="a small robot crosses a workshop", num_inference_steps=2, seed=5)
-    values.update(changes)
-    return GenerationRequest(**values)
 
 
 @pytest.fixture
@@ -120,7 +107,8 @@ def test_structured_caption_and_sound(client, server, assets):
     client.generate(request)
     fields = request_form(server.calls("POST", proto.VIDEOS_SYNC)[0])[0]
     assert json.loads(fields["prompt"])["resolution"] == {"H": 96, "W": 160}
-    assert fields["generate_sound"] == "true" and fields["sound_duration"] == "0.375"
+    # the pipeline derives the sound's length from num_frames / fps: no rounded copy of it is sent
+    assert fields["generate_sound"] == "true" and "sound_duration" not in fields
 
 
 def test_image2video_reference_is_cropped_to_the_output_aspect(client, server, rgb_image):
@@ -196,6 +184,28 @@ def test_the_client_takes_no_model():
     assert caught.value.field == "model" and "GenerationRequest" in caught.value.fix
 
 
+@pytest.mark.parametrize("served,root", [(proto.EDGE_MODEL, None), ("edge", proto.EDGE_MODEL)])
+def test_what_an_edge_checkpoint_refuses_is_refused_before_sending(served, root, rgb_video):
+    """Cosmos3-Edge's pipeline refuses sound and video2video only once the request is queued (a 500)."""
+    server = FakeServer(served=served, root=root)
+    client = client_for(server)
+    small = dict(profile="edge", tier="256", num_frames=9)
+    for request, field in ((req(sound=True, **small), "sound"), (req("video2video", video=rgb_video, **small), "mode")):
+        with pytest.raises(ValidationError) as caught:
+            client.generate(request)
+        assert caught.value.field == field and proto.EDGE_MODEL in str(caught.value)
+    assert not [r for r in server.requests if r.method == "POST"]
+    assert client.generate(req(**small)).model == served  # silent text2video is what Edge makes
+
+
+def test_curl_uses_the_clients_settings(server, monkeypatch):
+    monkeypatch.delenv("COSMOS3_VLLM_API_KEY", raising=False)
+    for make in (client_for, async_client_for):
+        command = make(server, image_response_format="file", api_key="k").curl(req("text2image"))
+        assert command.startswith("curl ") and f"http://vllm.test{proto.IMAGES}" in command
+        assert '"response_format":"file"' in command and "$COSMOS3_VLLM_API_KEY" in command and " k" not in command
+
+
 # =====================================================================================================
 # What comes back
 # =====================================================================================================
@@ -230,6 +240,30 @@ def test_a_file_answer_keeps_its_own_format(client, server, tmp_path):
     assert generation.finished.suffix == ".jpg"
     assert generation.save(tmp_path / "still") == tmp_path / "still.jpg"
     assert (tmp_path / "still.jpg").read_bytes() == jpeg
+
+
+def test_the_servers_measurements_read_alike_from_every_answer(client, server):
+    """Sync headers (text), an images answer's ``metrics`` and a job record go through one parser."""
+    server.metrics = {"inference_time_s": 2.0, "stage_durations": {"denoise": 1.5, "decode": 0.25},
+                      "peak_memory_mb": 64.0}
+    video, image = client.generate(req()), client.generate(req("text2image"))
+    job = client.generate_async_job(req(), timeout=60)
+    for generation in (video, image, job):
+        assert {k: v for k, v in generation.timings.items() if k.startswith("stage_")} == {
+            "stage_denoise_s": 1.5, "stage_decode_s": 0.25}
+        assert generation.provenance["stage_durations"] == {"denoise": 1.5, "decode": 0.25}
+        assert generation.provenance["peak_memory_mb"] == 64.0
+    assert video.timings["inference_s"] == job.timings["inference_s"] == 2.0
+    assert "inference_s" not in image.timings  # an images answer does not say
+
+
+def test_measurements_that_are_not_numbers_are_left_out(client, server):
+    server.script("POST", proto.VIDEOS_SYNC, lambda r: httpx.Response(200, content=server.video(request_form(r)[0]),
+                  headers={"content-type": "video/mp4", "x-inference-time-s": "nan", "x-peak-memory-mb": "n/a",
+                           "x-stage-durations": '{"denoise":"1.5","decode":true,"encode":null}'}))
+    generation = client.generate(req())
+    assert generation.timings["stage_denoise_s"] == 1.5 and "stage_decode_s" not in generation.timings
+    assert "inference_s" not in generation.timings and "peak_memory_mb" not in generation.provenance
 
 
 @pytest.mark.parametrize("reply", [
@@ -337,160 +371,6 @@ def test_every_call_has_a_timeout(server):
 
 
 # =====================================================================================================
-# Asynchronous jobs
-# =====================================================================================================
-
-
-def test_job_helpers(client, server, tmp_path):
-    seen = []
-    job = client.submit(req())
-    assert job["status"] == "queued" and proto.JOB_ID.match(job["id"])
-    finished = client.wait(job["id"], timeout=60, progress=lambda j: seen.append((j["status"], j["progress"])))
-    assert finished["status"] == "completed" and seen == [("in_progress", 0), ("completed", 100)]
-    target = client.download(job["id"], tmp_path / "job.mp4")
-    assert target.read_bytes() == server.sent[-1]
-    before = len(server.requests)
-    with pytest.raises(OutputExistsError):
-        client.download(job["id"], tmp_path / "job.mp4")
-    assert len(server.requests) == before  # refused before asking
-    assert client.list_jobs(limit=100)["data"][0]["id"] == job["id"]
-    assert server.calls("GET", proto.VIDEOS)[0].url.params["limit"] == "100"
-    assert client.delete(job["id"])["deleted"] is True
-
-
-@pytest.mark.parametrize("keep", [False, True])
-def test_generate_async_job(client, server, keep):
-    generation = client.generate_async_job(req(sound=True), timeout=60, keep=keep)
-    assert generation.finished.data == server.sent[-1] and generation.sound is not None
-    assert generation.provenance["job_id"].startswith("video_gen_") and generation.timings["inference_s"] == 2.5
-    assert generation.provenance["deleted"] is not keep and generation.model == "tiny"
-    assert (generation.provenance["job_id"] in server.jobs) is keep
-
-
-def test_failed_jobs(client, server, tmp_path):
-    job = client.submit(req())
-    record = server.jobs[job["id"]]["record"]
-    record.update(status="failed", error={"code": 400, "message": GUARDRAIL})
-    assert client.retrieve(job["id"])["error"]["code"] == 400  # the 400 answer's body is the job
-    with pytest.raises(GuardrailError):
-        client.wait(job["id"], timeout=60)
-    record["error"] = {"code": 500, "message": "Video generation failed: out of memory"}
-    with pytest.raises(JobFailedError, match="out of memory"):
-        client.wait(job["id"], timeout=60)
-    with pytest.raises(ServerError, match="422"):
-        client.download(job["id"], tmp_path / "failed.mp4")
-    assert list(tmp_path.iterdir()) == []  # no partial file
-
-
-def test_wait_times_out(client, server):
-    job = client.submit(req())
-    server.script("GET", f"{proto.VIDEOS}/{job['id']}", *[answer(200, {**job, "status": "in_progress"})] * 50)
-    with pytest.raises(GenerationTimeoutError, match="still in_progress"):
-        client.wait(job["id"], timeout=0.01, interval=0.005)
-
-
-class _BrokenStream(httpx.SyncByteStream):
-    def __iter__(self):
-        yield b"\x00" * 1000
-        raise httpx.ReadError("connection reset by peer")
-
-
-def test_a_broken_download_leaves_no_file(client, server, tmp_path):
-    job = client.submit(req())
-    path = f"{proto.VIDEOS}/{job['id']}/content"
-    def broken(request):
-        return httpx.Response(200, stream=_BrokenStream(), headers={"content-type": "video/mp4"})
-
-    server.script("GET", path, broken, broken, broken)
-    with pytest.raises(ConnectionLostError, match="download"):
-        client.download(job["id"], tmp_path / "job.mp4")
-    assert len(server.calls("GET", path)) == 3 and list(tmp_path.iterdir()) == []
-
-
-# =====================================================================================================
-# Readiness, and connections that fail
-# =====================================================================================================
-
-
-def test_wait_until_ready(client, server):
-    server.script("GET", proto.HEALTH, httpx.ConnectError("connection refused"), envelope(503, "loading"))
-    ready = client.wait_until_ready(10, interval=0.001)
-    assert ready["served_model"] == "tiny" and client.served_model == "tiny"
-    assert len(server.calls("GET", proto.HEALTH)) == 3
-    server.script("GET", proto.HEALTH, envelope(401, "Unauthorized"))
-    with pytest.raises(AuthenticationError):  # waiting would not fix a wrong key
-        client.wait_until_ready(10, interval=0.001)
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def test_wait_until_ready_fails_fast_when_the_process_exits():
-    process = subprocess.Popen([sys.executable, "-c", "import sys; print('model load failed: out of memory'); "
-                                                      "sys.exit(3)"], stdout=subprocess.PIPE)
-    process.wait(10)
-    with pytest.raises(BackendUnavailableError, match="(?s)code 3.*out of memory"):
-        VllmOmniBackend(f"http://127.0.0.1:{closed_port()}", progress=False).wait_until_ready(600, process=process)
-
-
-def test_wait_until_ready_times_out_on_a_closed_port():
-    with pytest.raises(GenerationTimeoutError, match="connection refused"):
-        VllmOmniBackend(f"http://127.0.0.1:{closed_port()}", progress=False).wait_until_ready(0.3, interval=0.05)
-
-
-def test_refused_connection_is_connection_lost():
-    client = VllmOmniBackend(f"http://127.0.0.1:{closed_port()}", progress=False, retries=1)
-    with pytest.raises(ConnectionLostError, match="is the server still running"):
-        client.generate(req("text2image"))
-
-
-class _DyingServer(http.server.BaseHTTPRequestHandler):
-    """Answers the model list, then dies in the middle of a video answer (a killed or crashed server)."""
-
-    posts: list[str] = []
-
-    def do_GET(self):
-        body = json.dumps({"object": "list", "data": [{"id": "tiny", "root": "tiny"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).posts.append(self.path)
-        self.send_response(200)
-        self.send_header("Content-Type", "video/mp4")
-        self.send_header("Content-Length", "100000")
-        self.end_headers()
-        self.wfile.write(mp4_bytes(160, 96, 9, 24.0, False)[:1000])
-        self.wfile.flush()
-        self.connection.shutdown(socket.SHUT_RDWR)
-        self.close_connection = True
-
-    def log_message(self, *args):
-        pass
-
-
-def test_a_connection_dying_mid_answer_raises_and_keeps_nothing(tmp_path):
-    _DyingServer.posts = []
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _DyingServer)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        with VllmOmniBackend(f"http://127.0.0.1:{httpd.server_address[1]}", progress=False) as client:
-            with pytest.raises(ConnectionLostError, match="video generation"):
-                client.generate(req())
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-    assert _DyingServer.posts == [proto.VIDEOS_SYNC]  # sent once, never retried
-
-
-# =====================================================================================================
 # A hand-built form (transfer): send_video_form
 # =====================================================================================================
 
@@ -536,84 +416,3 @@ def test_no_transfer_method_and_no_transfer_import():
         assert imports and not [line for line in imports if "transfer" in line], module
 
 
-# =====================================================================================================
-# The asyncio client
-# =====================================================================================================
-
-
-def test_async_client(server, rgb_image, tmp_path):
-    async def scenario():
-        async with async_client_for(server) as client:
-            await client.wait_until_ready(10, interval=0.001)
-            image, video = await asyncio.gather(client.generate(req("text2image")),
-                                                client.generate(req("image2video", image=rgb_image)))
-            job = await client.generate_async_job(req(seed=4), timeout=60)
-            with pytest.raises(GuardrailError):
-                server.script("POST", proto.VIDEOS_SYNC, envelope(400, GUARDRAIL))
-                await client.generate(req())
-            return image, video, job
-
-    image, video, job = asyncio.run(scenario())
-    assert image.frames.shape == (1, 128, 128, 3) and video.frames.shape == (9, 96, 160, 3)
-    assert job.seed == 4 and job.finished.data in server.sent and video.finished.data in server.sent
-    assert len(server.calls("GET", proto.MODELS)) == 1
-    assert len(server.calls("POST", proto.VIDEOS_SYNC)) == 2  # the failed one was sent once
-
-
-def test_async_media_work_leaves_the_event_loop_free(server, monkeypatch, rgb_video):
-    """Each piece of media work waits until the event loop runs a callback: it would deadlock on the loop."""
-    ran: list[str] = []
-
-    def off_the_loop(name, real):
-        def spy(*args, **kwargs):
-            loop_ran = threading.Event()
-            loop.call_soon_threadsafe(loop_ran.set)
-            assert loop_ran.wait(10), f"{name} blocked the event loop"
-            ran.append(name)
-            return real(*args, **kwargs)
-
-        return spy
-
-    for name in ("decode_mp4", "decode_image_reply", "input_reference"):
-        monkeypatch.setattr(vllm_omni, name, off_the_loop(name, getattr(vllm_omni, name)))
-
-    async def scenario():
-        nonlocal loop
-        loop = asyncio.get_running_loop()
-        async with async_client_for(server) as client:
-            await client.generate(req("text2image"))
-            await client.generate(req("video2video", video=rgb_video))
-
-    loop = None
-    asyncio.run(scenario())
-    assert ran == ["decode_image_reply", "input_reference", "decode_mp4"]
-
-
-def test_async_generation_posts_are_sent_once(server):
-    server.script("POST", proto.VIDEOS_SYNC, httpx.RemoteProtocolError("Server disconnected"))
-
-    async def scenario():
-        async with async_client_for(server) as client:
-            with pytest.raises(ConnectionLostError):
-                await client.generate(req())
-            server.script("GET", f"{proto.VIDEOS}/video_gen_x", envelope(503, "busy"), envelope(503, "busy"))
-            with pytest.raises(ServerError, match="404"):
-                await client.retrieve("video_gen_x")
-
-    asyncio.run(scenario())
-    assert len(server.calls("POST", proto.VIDEOS_SYNC)) == 1
-    assert len(server.calls("GET", f"{proto.VIDEOS}/video_gen_x")) == 3
-
-
-def test_async_download_is_atomic(server, tmp_path):
-    async def scenario():
-        async with async_client_for(server) as client:
-            job = await client.submit(req())
-            await client.wait(job["id"], timeout=60)
-            target = await client.download(job["id"], tmp_path / "job.mp4")
-            with pytest.raises(OutputExistsError):
-                await client.download(job["id"], target)
-            return target
-
-    target = asyncio.run(scenario())
-    assert target.read_bytes() == server.sent[-1] and [p.name for p in tmp_path.iterdir()] == ["job.mp4"]

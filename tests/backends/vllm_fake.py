@@ -18,10 +18,17 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from cosmos_helpers import media
+from cosmos_helpers import GenerationRequest, media
 from cosmos_helpers.backends.vllm_omni import AsyncVllmOmniBackend, VllmOmniBackend
 from cosmos_helpers.backends.vllm_wire import RetryPolicy
 from cosmos_helpers.protocol import vllm_omni as proto
+
+
+def req(mode: str = "text2video", **changes) -> GenerationRequest:
+    """A small request of ``mode`` (the tiny profile: 160x96 video, 128x128 image), two steps, seed 5."""
+    values = dict(mode=mode, prompt="a small robot crosses a workshop", num_inference_steps=2, seed=5)
+    values.update(changes)
+    return GenerationRequest(**values)
 
 
 def parse_form(content_type: str, body: bytes) -> tuple[dict[str, str], dict[str, tuple[str, bytes, str]]]:
@@ -74,7 +81,8 @@ class FakeServer:
     """vLLM-Omni 0.30.0's answers (protocol reference §1-§6) through ``httpx.MockTransport``; records requests.
 
     ``script(method, path, *answers)`` queues answers (responses, exceptions to raise, or callables) that
-    replace the default route for the next calls.
+    replace the default route for the next calls. ``metrics`` are the measurements every answer reports, each
+    in its own route's way (sync headers, an images answer's ``metrics``, a finished job's record).
     """
 
     def __init__(self, served: str = "tiny", root: str | None = None) -> None:
@@ -83,6 +91,8 @@ class FakeServer:
         self.scripted: dict[tuple[str, str], list] = {}
         self.jobs: dict[str, dict] = {}
         self.sent: list[bytes] = []  # media bodies answered
+        self.metrics = {"inference_time_s": 1.25, "stage_durations": {"denoise": 1.0, "decode": 0.25},
+                        "peak_memory_mb": 12.5}
 
     def script(self, method: str, path: str, *answers) -> None:
         self.scripted.setdefault((method, path), []).extend(answers)
@@ -115,10 +125,11 @@ class FakeServer:
             return self.image(json.loads(request.read()))
         if path == proto.VIDEOS_SYNC:
             data = self.video(request_form(request)[0])
-            return httpx.Response(200, content=data, headers={
+            return httpx.Response(200, content=data, headers={  # api_server.py:2772-2777
                 "content-type": "video/mp4", "x-request-id": "video_sync-0123", "x-model": self.served,
-                "x-inference-time-s": "1.250", "x-stage-durations": '{"denoise":1.0,"decode":0.25}',
-                "x-peak-memory-mb": "0.000"})
+                "x-inference-time-s": f"{self.metrics['inference_time_s']:.3f}",
+                "x-stage-durations": json.dumps(self.metrics["stage_durations"], separators=(",", ":")),
+                "x-peak-memory-mb": f"{self.metrics['peak_memory_mb']:.3f}"})
         return self.job_route(method, path, request)
 
     def image(self, body: dict) -> httpx.Response:
@@ -129,8 +140,9 @@ class FakeServer:
             return httpx.Response(200, content=data, headers={"content-type": "image/png"})
         return answer(200, {"created": 1, "data": [{"b64_json": base64.b64encode(data).decode(), "url": None,
                                                     "revised_prompt": None}], "output_format": "png",
-                            "size": body["size"], "cot_output": None,
-                            "metrics": {"stage_durations": {"denoise": 0.5}, "peak_memory_mb": 12.5}})
+                            "size": body["size"], "cot_output": None,  # api_server.py:1984-1994
+                            "metrics": {"stage_durations": self.metrics["stage_durations"] or None,
+                                        "peak_memory_mb": self.metrics["peak_memory_mb"] or None}})
 
     def video(self, fields: dict[str, str]) -> bytes:
         width, height = (int(v) for v in fields["size"].split("x"))
@@ -170,8 +182,7 @@ class FakeServer:
         if record["status"] == "queued":
             record.update(status="in_progress", progress=0)
         elif record["status"] == "in_progress":
-            record.update(status="completed", progress=100, inference_time_s=2.5,
-                          stage_durations={"denoise": 2.0}, file_name=f"{job_id}.mp4")
+            record.update(status="completed", progress=100, file_name=f"{job_id}.mp4", **self.metrics)
         if record["status"] == "failed":
             return answer(record["error"]["code"], record)
         return answer(200, record)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from cosmos_helpers import media
 from cosmos_helpers.cli import main
@@ -86,9 +87,41 @@ def test_a_rerun_skips_and_a_changed_input_is_not_mistaken_for_it(tmp_path, caps
     media.write_mp4(tmp_path / "rgb.mp4", rolling_ball_clip(9, 160, 90, seed=8), 24, overwrite=True)  # same name
     assert main(["run", "--input", str(spec), *out]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "another input" in err and (first.stat().st_ino, first.read_bytes()) == original
+    assert err.count("\n") == 1 and "different run" in err and (first.stat().st_ino, first.read_bytes()) == original
     assert main(["run", "--input", str(spec), *out, "--overwrite"]) == 0
     assert first.stat().st_ino != original[0]
+
+
+def test_control_files_are_named_in_the_manifest_and_never_silently_replaced(tmp_path, capsys):
+    spec = blur_input(tmp_path)
+    out = tmp_path / "out" / "blur_run"
+    out.mkdir(parents=True)
+    foreign = media.write_mp4(out / "control_blur.mp4", rolling_ball_clip(3, 64, 48), 24)  # another run's
+    before = foreign.read_bytes()
+    assert main(["run", "--input", str(spec), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "control_blur.mp4 already exists" in err and "overwrite" in err
+    assert foreign.read_bytes() == before and not (out / "vision.mp4").exists()  # refused before any work
+    assert main(["run", "--input", str(spec), "--out", str(tmp_path / "out"), "--overwrite"]) == 0
+    manifest = json.loads(printed(capsys).with_suffix(".json").read_text())
+    assert manifest["provenance"]["control_files"] == {"blur": "control_blur.mp4"}
+    assert media.read_video(out / "control_blur.mp4").frames.shape == (9, 96, 160, 3)  # the map it followed
+
+
+def test_profile_choices_guardrails_and_dry_run(tmp_path, capsys):
+    from cosmos_helpers.presets import DEFAULT_PROFILE, PROFILES
+
+    still = write_input(tmp_path, {"name": "still", "model_mode": "text2image", "prompt": "a robot"}, "still.json")
+    with pytest.raises(SystemExit) as unknown:
+        main(["run", "--input", str(still), "--profile", "huge"])
+    err = capsys.readouterr().err
+    assert unknown.value.code == 2 and all(name in err for name in PROFILES)
+    assert main(["run", "--input", str(still), "--guardrails", "--out", str(tmp_path / "out")]) == 1
+    assert "cosmos_guardrail" in capsys.readouterr().err  # asked for explicitly: run (and here, not installed)
+    assert main(["run", "--input", str(still), "--dry-run", "--out", str(tmp_path / "out")]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["profile"], plan["guardrails"], plan["resolution"]) == (DEFAULT_PROFILE, False, "128")
+    assert not (tmp_path / "out").exists()  # nothing ran
 
 
 def test_every_sample_of_a_jsonl_file_runs(tmp_path, capsys):
@@ -146,3 +179,18 @@ def test_spec_runner_starts_a_local_vllm_omni_server_that_reads_further_controls
     assert generation.backend == "vllm-omni" and generation.frames.shape == (9, 192, 320, 3)
     assert json.loads(generation.provenance["form"]["extra_params"])["depth"]["control_path"] == str(
         tmp_path / "depth.mp4")  # the second control: a path on the (same-machine) server
+
+
+def test_spec_runner_builds_its_backend_by_name_and_checks_it_now(tmp_path):
+    from cosmos_helpers.errors import ValidationError
+    from cosmos_helpers.transfer import SpecRunner
+
+    with pytest.raises(ValidationError) as no_checkout:
+        SpecRunner("framework", output_dir=tmp_path)  # the one "needs a checkout" error (backends.backend_by_name)
+    assert no_checkout.value.field == "checkout" and "--checkout" in no_checkout.value.fix
+    with pytest.raises(ValidationError) as unknown:
+        SpecRunner("comfy", output_dir=tmp_path)
+    assert unknown.value.field == "backend"
+    from cosmos_helpers.backends import NAMES
+
+    assert all(name in unknown.value.fix for name in NAMES)

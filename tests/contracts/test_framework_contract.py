@@ -124,6 +124,32 @@ def test_transfer_defaults_and_the_single_hint_tuned_defaults(kind):
     assert r.sources["control_guidance"] == f"{kind} tuned default"
 
 
+def test_the_frameworks_default_checkpoint_and_hint_presets():
+    assert fw.CHECKPOINTS[fw.MODEL_CONFIGS[fw.DEFAULT_CHECKPOINT]["hub"]] == CONTRACT["default_checkpoint"]
+    assert {kind: {fw.PRESET_FIELDS[kind]: preset} for kind, preset in fw.HINT_PRESET_DEFAULTS.items()} == \
+        CONTRACT["transfer_hint_defaults"]
+    schema = CONTRACT["sample_overrides_schema"]
+    for key, value in fw.SAMPLE_FALLBACKS.items():  # what a sample gets when nothing sets it: a valid value
+        jsonschema.validate({key: value}, schema)
+    r = _minimal("text2video").resolved()
+    assert r.model == "nvidia/Cosmos3-Nano" and r.sources["guardrails"] == "the framework's default"
+
+
+def test_interval_conversion_keeps_the_timesteps_of_the_frameworks_strict_test():
+    """``lo < t < hi`` (omni_mot_model.py, transfer.py) against ``lo <= t <= hi`` (diffusers, vLLM-Omni)."""
+    timesteps = sorted({0.0, 1e-9, 0.5, 99.99999, 100.0, 100.00001, 400.0, 999.0, 999.99999, 1000.0, 1000.5}
+                       | {t * 7.3 for t in range(140)})
+    for strict in ((100.0, 1000.0), (0.0, 400.0), (99.5, 100.5), (250.25, 999.0)):
+        lo, hi = fw.to_inclusive(strict)
+        assert [t for t in timesteps if lo <= t <= hi] == [t for t in timesteps if strict[0] < t < strict[1]]
+        assert fw.to_strict((lo, hi)) == strict
+    for inclusive in ((100.0, 1000.0), (400.0, 400.0), (0.5, 700.0)):
+        lo, hi = fw.to_strict(inclusive)
+        assert [t for t in timesteps if lo < t < hi] == [t for t in timesteps if inclusive[0] <= t <= inclusive[1]]
+        jsonschema.validate({"guidance_interval": [lo, hi]}, CONTRACT["sample_overrides_schema"])
+    assert fw.to_strict((0.0, 1000.0))[0] == 0.0  # the framework's bounds are non-negative (no step runs at t = 0)
+
+
 def test_two_hints_get_no_tuned_defaults():
     both = {"prompt": "p", "vision_path": "https://example.com/rgb.mp4", "edge": {},
             "depth": {"control_path": "https://example.com/depth.mp4"}}
@@ -198,7 +224,8 @@ def test_action_examples_load_and_are_refused_on_diffusers(examples_dir, capsys,
 def test_the_framework_gets_the_example_unchanged(examples_dir, name):
     sample = load_spec(examples_dir / name)
     backend = FrameworkBackend(examples_dir, python=sys.executable, work_dir=examples_dir / "runs")
-    run = backend.prepare(sample.payload(), name=sample.name, model="nvidia/Cosmos3-Nano", overrides={"seed": 3})
+    run = backend.prepare(sample.payload(), name=sample.name, model="nvidia/Cosmos3-Nano", guardrails=True,
+                          overrides={"seed": 3})
     written = json.loads(run.input_file.read_text())
     assert written == EXAMPLES[name]
     jsonschema.validate(written, CONTRACT["sample_overrides_schema"])
@@ -219,4 +246,4 @@ def test_local_paths_reach_the_framework_absolute(tmp_path):
     (folder,) = (tmp_path / "outputs" / "cosmos_helpers").iterdir()
     written = json.loads((folder / "i2v.json").read_text())
     assert written == {**data, "vision_path": str(tmp_path / "still.png")}
-    assert (folder / "command.txt").read_text().split()[-2:] == ["--checkpoint-path", "Cosmos3-Nano"]
+    assert (folder / "command.txt").read_text().split()[-3:] == ["--checkpoint-path", "Cosmos3-Nano", "--guardrails"]

@@ -176,5 +176,12 @@ def test_diffusers_defaults(diffusers_contract):
     assert {key: init[key] for key in dif.CONFIG_DEFAULTS} == dict(dif.CONFIG_DEFAULTS)
 
 
+def test_framework_video_quality_is_imageio_ffmpegs_crf():
+    """vision.mp4's quality: video_save_quality q goes to imageio as ``quality``; imageio-ffmpeg 0.8.1
+    (_io.py:540-545) writes ``-crf int((1 - q/10) * 51)``. The framework's default 10 is lossless."""
+    assert [fw.video_crf(q) for q in (10, 9, 8, 5, 1)] == [0, 5, 10, 25, 45]
+    assert fw.video_crf(fw.PROMPT_DEFAULTS["video_save_quality"]) == 0
+
+
 def test_the_readme_carries_the_generated_defaults_table():
     assert defaults_table() in (REPO / "README.md").read_text(encoding="utf-8")

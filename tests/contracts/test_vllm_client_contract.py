@@ -2,7 +2,8 @@
 
 The oracle is the fixture ``vllm_omni-0.30.0.json``, written by ``scripts/refresh_contracts.py`` from the wheel:
 the pydantic JSON schemas of ``ImageGenerationRequest`` / ``VideoGenerationRequest``, the video route's form
-parameters with their annotations and constraints, and the ``extra_params`` keys the Cosmos3 pipeline reads.
+parameters with their annotations and constraints, where the server reads each field of those models
+(``request_reads``), and the ``extra_params`` keys the Cosmos3 pipeline reads.
 Each request of the matrix goes through the real client (real httpx, captured by a mock transport), and the
 captured body is parsed the way the server would parse it: JSON for images; for video forms, every part is
 converted to its form parameter's annotated type as FastAPI does (through pydantic), ``extra_params`` and
@@ -65,6 +66,16 @@ def _sent(request: GenerationRequest):
     return post
 
 
+def _read_fields(contract: dict, model: str) -> set[str]:
+    """Fields of ``model`` the server reads somewhere (a field it never reads would be silently ignored)."""
+    return set(contract["request_reads"][model]) & set(contract["schemas"][model]["properties"])
+
+
+def _check_read(sent: set[str], contract: dict, model: str) -> None:
+    ignored = sent - _read_fields(contract, model)
+    assert not ignored, f"{model} fields the server never reads: {ignored}"
+
+
 def _pipeline_keys(contract: dict) -> set[str]:
     cosmos3 = contract["cosmos3"]
     return set(cosmos3["pipeline_reads"]) | set(cosmos3["extra_body_params"])
@@ -121,6 +132,32 @@ def test_requests_are_valid_for_the_real_server(vllm_contract, assets, rgb_video
     _check_extra_params(typed["extra_params"], vllm_contract)
 
 
+@pytest.mark.parametrize("option", list(OPTIONS))
+@pytest.mark.parametrize("mode", list(MODES))
+def test_every_field_sent_is_read_by_the_server(vllm_contract, assets, rgb_video, mode, option):
+    """Each JSON key / form field is read by the server's route code; each extra_params key by the pipeline."""
+    post = _sent(_build(mode, option, assets, rgb_video))
+    if post.url.path.endswith("/generations"):
+        body = json.loads(post.read())
+        _check_read(set(body), vllm_contract, "ImageGenerationRequest")
+    else:
+        fields, files = request_form(post)
+        _check_read(set(fields), vllm_contract, "VideoGenerationRequest")
+        # a file part is read by the form parser itself (helpers.py), so it only has to be one of its File fields
+        assert set(files) <= {p["name"] for p in vllm_contract["video_form_fields"] if p["kind"] == "File"}
+        body = {"extra_params": json.loads(fields["extra_params"])}
+    _check_extra_params(body["extra_params"], vllm_contract)
+
+
+def test_sound_is_asked_for_without_a_duration(vllm_contract, assets, rgb_video):
+    """The pipeline derives the sound's length from num_frames / fps when ``sound_duration`` is absent, so the
+    client sends none (a rounded copy of that length could only change it)."""
+    fields, _ = request_form(_sent(_build("t2v_sound", "defaults", assets, rgb_video)))
+    reads = vllm_contract["cosmos3"]["pipeline_reads"]
+    assert [site["default"] for site in reads["sound_duration"]] == ["None"]  # absent -> derived
+    assert fields["generate_sound"] == "true" and "sound_duration" not in fields
+
+
 @pytest.mark.parametrize("option,key", [("system_prompt_on", "use_system_prompt"),
                                         ("resolution_template", "use_resolution_template"),
                                         ("duration_template_off", "use_duration_template"),
@@ -151,6 +188,10 @@ def test_the_schema_check_would_catch_a_wrong_type(vllm_contract):
         _check_extra_params({"guardrails": "false"}, vllm_contract)
     with pytest.raises(AssertionError):
         _check_extra_params({"extra_args": {}}, vllm_contract)
+    with pytest.raises(AssertionError, match="never reads"):  # a form field FastAPI accepts but nothing reads
+        _check_read({"prompt", "user"}, vllm_contract, "VideoGenerationRequest")
+    with pytest.raises(AssertionError, match="never reads"):
+        _check_read({"prompt", "vae_use_tiling"}, vllm_contract, "ImageGenerationRequest")
     image = vllm_contract["schemas"]["ImageGenerationRequest"]
     assert not Draft202012Validator(image).is_valid({"prompt": "x", "response_format": "png"})  # $defs ref
     assert not Draft202012Validator(image).is_valid({"prompt": "x", "use_system_prompt": True})

@@ -7,8 +7,8 @@ so), with that checkpoint's defaults, and it never shrinks what an input asks fo
 
 * flags: a subset of the real ones (checked against ``tests/contracts/fixtures``): ``-i/--input-files`` (files),
   ``-o/--output-dir``, ``--checkpoint-path``, the sample overrides ``--seed``, ``--resolution``, ``--num-steps``,
-  ``--parallelism-preset``, ``--[no-]guardrails``, ``--[no-]diffusion-cache``; any other flag is an error, as in
-  the real CLI;
+  ``--parallelism-preset``, ``--[no-]guardrails`` (on by default, as there: the tiny run then needs
+  ``cosmos_guardrail``), ``--[no-]diffusion-cache``; any other flag is an error, as in the real CLI;
 * inputs: read as the framework reads them (a ``.json`` file holds one sample, a ``.jsonl`` one per line; a sample
   without ``name`` is named after its file) and validated against the real ``OmniSampleOverrides`` JSON schema
   from the contract fixture, so an unknown field fails here as it fails there;
@@ -77,13 +77,14 @@ def run_one(item: dict, path: Path, name: str, args: argparse.Namespace) -> Path
     from cosmos_helpers.protocol import framework as fw
     from cosmos_helpers.specs import Sample
     from cosmos_helpers.specs.runs import SampleRun, check_backend, given_fields, localize
-    from cosmos_helpers.transfer.runner import execute, framework_file
+    from cosmos_helpers.transfer.runner import execute
 
     sample = Sample.from_dict(item, base_dir=path.parent, name=name, source=path)
     overrides = {"seed": args.seed, "resolution": args.resolution, "num_steps": args.num_steps}
     folder = args.output_dir / name
     hub = {v: k for k, v in fw.CHECKPOINTS.items()}.get(args.checkpoint_path, args.checkpoint_path)
-    resolved = sample.resolved(model=hub, overrides=overrides, output_dir=folder)
+    # guardrails: the flag given, else the framework's default (on): the tiny diffusers run honours them too
+    resolved = sample.resolved(model=hub, overrides=overrides, output_dir=folder, guardrails=args.guardrails)
     check_backend(sample, resolved, "diffusers", given_fields(sample, overrides))
     resolved = dataclasses.replace(localize(resolved, progress=False), model="tiny", profile="tiny")
     run = SampleRun.create(sample, resolved, overrides)
@@ -91,14 +92,13 @@ def run_one(item: dict, path: Path, name: str, args: argparse.Namespace) -> Path
     def step(done: int, total: int) -> None:
         print(f"step {done}/{total}", flush=True)
 
-    generation = execute(run, _Progress(DiffusersBackend(progress=False), step), progress=step)
-    generation = framework_file(generation, resolved)
+    generation = execute(run, _Progress(DiffusersBackend(progress=False), step), progress=step)  # saved as there
     target = folder / fw.vision_file(generation.num_frames)
     if generation.finished is not None:
         generation.finished.publish(target, overwrite=True)
     else:
         media.write_mp4(target, generation.frames, generation.fps, sound=generation.sound,
-                        sample_rate=generation.sample_rate, overwrite=True)
+                        sample_rate=generation.sample_rate, crf=generation.crf, overwrite=True)
     for kind, frames in (getattr(generation, "controls", None) or {}).items():
         media.write_mp4(folder / fw.CONTROL_FILE.format(hint=kind, suffix=".mp4"), frames, generation.fps,
                         overwrite=True)

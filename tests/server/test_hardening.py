@@ -284,6 +284,23 @@ def test_job_files_removed_on_delete_and_expired_after_ttl(tmp_path):
         envelope(httpx.get(f"{url}/v1/videos/{second['id']}/content"), 404, "Video not found")
 
 
+def test_a_server_without_a_storage_folder_cleans_up_its_own(monkeypatch, tmp_path):
+    """The scratch folder a server makes for itself goes with it; a folder it was given stays."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    with ThreadedServer(InstantBackend()) as server:
+        scratch = server.app.state.server.storage
+        assert scratch.parent == tmp_path and scratch.is_dir()
+        httpx.post(f"{server.url}/v1/videos", files=parts(FORM)).raise_for_status()
+    assert not scratch.exists()
+    given = tmp_path / "given"
+    with ThreadedServer(InstantBackend(), storage_dir=given):
+        pass
+    assert given.is_dir()
+
+
 def test_job_ids_are_validated_before_touching_files(tmp_path):
     from cosmos_helpers.server.jobs import JobStore
 

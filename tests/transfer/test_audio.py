@@ -65,3 +65,32 @@ def test_audio_image2video_sample_runs_through_run_spec(tmp_path):
     assert out.paths["media"] == tmp_path / "out" / "audio" / "vision.mp4"
     assert media.read_video(out.paths["media"], with_audio=True).sound.shape[0] == 2  # the clip rides along
     assert json.loads(out.paths["manifest"].read_text())["request"]["input"]["sound_path"] == "chime.wav"
+
+
+class _Guardrail:
+    """A safety checker that blocks every prompt and records what it was shown (DiffusersBackend's hook)."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def check_text_safety(self, prompt: str) -> bool:
+        self.prompts.append(prompt)
+        return False
+
+
+def test_the_samples_guardrails_check_the_audio_prompt(tmp_path):
+    from cosmos_helpers import DiffusersBackend
+    from cosmos_helpers.errors import GuardrailError
+    from cosmos_helpers.transfer.runner import run_spec
+
+    media.write_wav(tmp_path / "chime.wav", chime_sound(0.5), 48000)
+    media.write_png(tmp_path / "first.png", rolling_ball_clip(1, 320, 180)[0])
+    spec = {"name": "audio", "model_mode": "audio_image2video", "prompt": "a ball bounces to a chime",
+            "vision_path": str(tmp_path / "first.png"), "sound_path": str(tmp_path / "chime.wav"), "num_steps": 1,
+            "seed": 1}
+    checker = _Guardrail()
+    backend = DiffusersBackend(safety_checker=checker, progress=False)
+    with pytest.raises(GuardrailError, match="blocked the prompt"):
+        run_spec(spec, backend=backend, profile="tiny", guardrails=True, out=tmp_path / "out", progress=False)
+    assert len(checker.prompts) == 1 and checker.prompts[0].startswith("a ball bounces to a chime")
+    assert not (tmp_path / "out" / "audio").exists()

@@ -122,3 +122,16 @@ def test_progress_in_a_static_run_reports_chunks(clip_dir, monkeypatch, capsys):
     monkeypatch.setenv("COSMOS_HELPERS_STATIC", "1")
     run_transfer(resolved(clip_dir, vision_path="rgb.mp4", edge={}, num_frames=13), progress=True)
     assert "transfer chunk 2/2: 4/4 step in " in capsys.readouterr().out
+
+
+def test_the_samples_guardrails_run_on_the_transfer(clip_dir, tmp_path):
+    """Guardrails are the sample's (decided when resolving): asked for here, they run (and, without
+    ``cosmos_guardrail`` on this machine, fail saying how to install them), and nothing is written."""
+    from cosmos_helpers.errors import BackendUnavailableError
+    from cosmos_helpers.transfer.runner import run_spec
+
+    spec = {"name": "guarded", "prompt": "p", "vision_path": str(clip_dir / "rgb9.mp4"), "edge": {}, "seed": 1,
+            "num_steps": 1, "num_video_frames_per_chunk": 9}
+    with pytest.raises(BackendUnavailableError, match="cosmos_guardrail"):
+        run_spec(spec, profile="tiny", guardrails=True, out=tmp_path / "out", progress=False)
+    assert not (tmp_path / "out" / "guarded").exists()

@@ -28,24 +28,38 @@ SCHEMA = CONTRACT["sample_overrides_schema"]
 
 def standin(tmp_path) -> FrameworkBackend:
     return FrameworkBackend(REPO, python=sys.executable, module="tests.framework_standin", work_dir=tmp_path / "runs",
-                            guardrails=False, progress=False)
+                            progress=False)
+
+
+def fake_framework(tmp_path) -> FrameworkBackend:
+    """A checkout whose "framework" leaves a mark when it is launched, and fails."""
+    checkout = tmp_path / "checkout"
+    (checkout / "fake_fw").mkdir(parents=True)
+    (checkout / "fake_fw" / "__init__.py").write_text("")
+    (checkout / "fake_fw" / "__main__.py").write_text(
+        "import pathlib, sys\npathlib.Path('launched').write_text(' '.join(sys.argv))\nsys.exit(3)\n")
+    return FrameworkBackend(checkout, python=sys.executable, module="fake_fw", work_dir=tmp_path / "runs",
+                            progress=False)
 
 
 def test_command_line_uses_the_frameworks_flags(tmp_path, monkeypatch):
-    backend = FrameworkBackend(tmp_path, python="/opt/fw/bin/python", guardrails=False,
-                               extra_args=("--no-diffusion-cache",))
-    cmd = backend.command("in.json", "out", model="nvidia/Cosmos3-Nano", overrides={"seed": 7, "num_steps": None})
+    backend = FrameworkBackend(tmp_path, python="/opt/fw/bin/python", extra_args=("--no-diffusion-cache",))
+    cmd = backend.command("in.json", "out", model="nvidia/Cosmos3-Nano", guardrails=False,
+                          overrides={"seed": 7, "num_steps": None})
     assert cmd == ["/opt/fw/bin/python", "-m", "cosmos_framework.scripts.inference", "-i", "in.json", "-o", "out",
                    "--checkpoint-path", "Cosmos3-Nano", "--seed", "7", "--no-guardrails", "--no-diffusion-cache"]
     multi = FrameworkBackend(tmp_path, python="/opt/fw/bin/python", gpus=4, parallelism_preset="throughput")
-    cmd = multi.command("in.json", "out", model="nvidia/Cosmos3-Super", overrides={"resolution": "480"})
+    cmd = multi.command("in.json", "out", model="nvidia/Cosmos3-Super", guardrails=True,
+                        overrides={"resolution": "480"})
     assert cmd[:6] == ["/opt/fw/bin/python", "-m", "torch.distributed.run", "--nproc-per-node", "4", "-m"]
     flags = [arg for arg in cmd[6:] if arg.startswith("-")]
     assert set(flags) <= set(CONTRACT["cli_flags"])
     assert cmd[cmd.index("--parallelism-preset") + 1] in CONTRACT["cli_choices"]["--parallelism-preset"]
     assert cmd[cmd.index("--resolution") + 1] == "480" and cmd[cmd.index("--checkpoint-path") + 1] == "Cosmos3-Super"
+    assert "--guardrails" in flags  # said, never left to the framework's default
     with pytest.raises(ValidationError, match="CPU tier") as tier:
-        backend.command("in.json", "out", model="nvidia/Cosmos3-Nano", overrides={"resolution": "128"})
+        backend.command("in.json", "out", model="nvidia/Cosmos3-Nano", guardrails=False,
+                        overrides={"resolution": "128"})
     assert tier.value.field == "resolution"
     monkeypatch.setenv("COSMOS_FRAMEWORK_PYTHON", "/env/python")
     assert FrameworkBackend(tmp_path).python == "/env/python"
@@ -65,6 +79,35 @@ def test_the_model_comes_from_the_request(tmp_path):
     assert ctor.value.field == "checkpoint"
 
 
+def test_the_guardrails_come_from_the_request(tmp_path):
+    """No backend setting can contradict the request: the request's choice (None: its profile's) is always said."""
+    with pytest.raises(ValidationError, match="GenerationRequest") as ctor:
+        FrameworkBackend(tmp_path, guardrails=False)
+    assert ctor.value.field == "guardrails"
+    backend = fake_framework(tmp_path)
+    base = GenerationRequest(mode="t2i", prompt="a robot", profile="nano", num_inference_steps=1)
+    for request, name, flag, other in ((base, "on", "--guardrails", "--no-guardrails"),
+                                       (base.replace(guardrails=False), "off", "--no-guardrails", "--guardrails")):
+        with pytest.raises(FrameworkRunError, match="exited with code 3"):
+            backend.generate(request, name=name)
+        (folder,) = (tmp_path / "runs").glob(f"*-{name}")
+        command = (folder / "command.txt").read_text().split()
+        assert flag in command and other not in command and flag in CONTRACT["cli_flags"]
+
+
+def test_options_the_framework_cannot_honour_are_refused_before_anything_runs(tmp_path):
+    backend = fake_framework(tmp_path)
+    base = GenerationRequest(mode="t2v", prompt="a robot", profile="nano")
+    for change, field in ((dict(use_system_prompt=True), "use_system_prompt"),
+                          (dict(use_system_prompt=False), "use_system_prompt"),
+                          (dict(add_resolution_template=False), "add_resolution_template"),
+                          (dict(add_duration_template=False), "add_duration_template")):
+        with pytest.raises(ValidationError) as refused:
+            backend.generate(base.replace(**change))
+        assert refused.value.field == field and field in str(refused.value) and refused.value.fix
+    assert not (tmp_path / "runs").exists() and not (backend.checkout / "launched").exists()
+
+
 def test_missing_framework_explains_how_to_install(tmp_path):
     with pytest.raises(BackendUnavailableError, match="git clone https://github.com/NVIDIA/cosmos-framework"):
         FrameworkBackend(tmp_path / "nowhere").check_available()
@@ -79,7 +122,7 @@ def test_failing_run_raises_with_the_log_tail(tmp_path):
     (checkout / "fake_fw" / "__main__.py").write_text(
         "import sys\nprint('step 1/35')\nprint('CUDA out of memory in layer 12', file=sys.stderr)\nsys.exit(3)\n")
     backend = FrameworkBackend(checkout, python=sys.executable, module="fake_fw", progress=False)
-    run = backend.prepare({"name": "x", "prompt": "p"}, name="x", model="nvidia/Cosmos3-Nano")
+    run = backend.prepare({"name": "x", "prompt": "p"}, name="x", model="nvidia/Cosmos3-Nano", guardrails=False)
     with pytest.raises(FrameworkRunError, match="(?s)exited with code 3.*CUDA out of memory in layer 12"):
         backend.launch(run)
 
@@ -153,10 +196,11 @@ def test_an_unseeded_sample_gets_the_seed_the_framework_derives(tmp_path):
     from cosmos_helpers.protocol import framework as fw
 
     backend = FrameworkBackend(tmp_path, python=sys.executable, work_dir=tmp_path / "runs")
-    run = backend.prepare({"prompt": "p"}, name="s", model="nvidia/Cosmos3-Nano")
+    run = backend.prepare({"prompt": "p"}, name="s", model="nvidia/Cosmos3-Nano", guardrails=True)
     assert run.seed == fw.fallback_seed("s", (run.out_dir / "s").absolute())  # inference.py _fallback_seed
-    seeded = backend.prepare({"prompt": "p", "seed": 3}, name="s", model="nvidia/Cosmos3-Nano", overrides={"seed": 9})
-    assert seeded.seed == 9 and seeded.command[-2:] == ("--seed", "9")
+    seeded = backend.prepare({"prompt": "p", "seed": 3}, name="s", model="nvidia/Cosmos3-Nano", guardrails=True,
+                             overrides={"seed": 9})
+    assert seeded.seed == 9 and seeded.command[-3:-1] == ("--seed", "9")
 
 
 def test_tiny_is_refused_before_anything_is_written(tmp_path):
@@ -176,7 +220,7 @@ def test_the_standins_flags_are_the_real_clis():
 def test_the_standin_rejects_unknown_fields_as_the_framework_does(tmp_path):
     backend = standin(tmp_path)
     run = backend.prepare({"name": "bad", "prompt": "p", "edge": {"weightt": 1}}, name="bad",
-                          model="nvidia/Cosmos3-Nano")
+                          model="nvidia/Cosmos3-Nano", guardrails=False)
     with pytest.raises(FrameworkRunError, match="ERROR: ValidationError: Additional properties"):
         backend.launch(run)
     assert "NOT the NVIDIA Cosmos Framework" in (run.folder / "run.log").read_text()
@@ -185,7 +229,7 @@ def test_the_standin_rejects_unknown_fields_as_the_framework_does(tmp_path):
 def test_an_image_sample_comes_back_as_the_frameworks_vision_jpg(tmp_path):
     sample = {"name": "still", "model_mode": "text2image", "prompt": "a robot", "resolution": "256", "num_steps": 1,
               "seed": 4}
-    generation = run_spec(sample, backend=standin(tmp_path), profile="nano", out=tmp_path / "out")
+    generation = run_spec(sample, backend=standin(tmp_path), profile="nano", guardrails=False, out=tmp_path / "out")
     produced = Path(generation.provenance["output"])
     assert produced.name == "vision.jpg" and produced.parent.name == "still"  # <out>/<name>/vision.jpg
     saved = tmp_path / "out" / "still" / "vision.jpg"
@@ -200,10 +244,26 @@ def test_a_transfer_sample_runs_unchanged_and_its_controls_are_collected(tmp_pat
     sample = {"name": "edge_run", "prompt": "a red ball", "vision_path": "rgb.mp4", "edge": {}, "seed": 2,
               "resolution": "256", "num_steps": 1, "num_video_frames_per_chunk": 9}
     (tmp_path / "edge.json").write_text(json.dumps(sample))
-    generation = run_spec(tmp_path / "edge.json", backend=standin(tmp_path), profile="nano", out=tmp_path / "out")
+    generation = run_spec(tmp_path / "edge.json", backend=standin(tmp_path), profile="nano", guardrails=False,
+                          out=tmp_path / "out")
     run_folder = Path(generation.provenance["run_folder"])
     written = json.loads((run_folder / "edge_run.json").read_text())
     assert written == {**sample, "vision_path": str(tmp_path / "rgb.mp4")}  # unchanged but for the absolute path
     assert generation.frames.shape == (9, 192, 320, 3) and generation.fps == 24.0
     out = tmp_path / "out" / "edge_run"
     assert sorted(p.name for p in out.iterdir()) == ["control_edge.mp4", "vision.json", "vision.mp4"]
+    manifest = json.loads((out / "vision.json").read_text())
+    assert manifest["provenance"]["control_files"] == {"edge": "control_edge.mp4"}  # the manifest names it
+
+
+def test_a_dry_run_writes_the_run_folder_with_the_runs_guardrails(tmp_path):
+    """On the framework the profile picks the model and the guardrails; the framework's defaults fill the rest."""
+    sample = {"name": "still", "model_mode": "text2image", "prompt": "a robot"}
+    backend = FrameworkBackend(tmp_path, python=sys.executable, work_dir=tmp_path / "runs")
+    for kwargs, model, flag in ((dict(profile="nano"), "Cosmos3-Nano", "--guardrails"),
+                                (dict(profile="super", guardrails=False), "Cosmos3-Super", "--no-guardrails"),
+                                (dict(profile="tiny", model="nvidia/Cosmos3-Edge"), "Cosmos3-Edge", "--no-guardrails")):
+        run = run_spec(sample, backend=backend, out=tmp_path / "out", dry_run=True, **kwargs)
+        assert flag in run.command and run.command[run.command.index("--checkpoint-path") + 1] == model
+        assert json.loads(run.input_file.read_text()) == sample  # the profile's tier, frames, steps are not added
+    assert not (tmp_path / "out").exists()

@@ -11,6 +11,7 @@ import pytest
 
 from cosmos_helpers import media
 from cosmos_helpers.errors import ValidationError
+from cosmos_helpers.protocol import framework as fw
 from cosmos_helpers.samples import chime_sound, rolling_ball_clip
 from cosmos_helpers.specs import Sample, SampleRun, check_backend, generation_request, given_fields
 
@@ -138,7 +139,6 @@ def test_a_url_input_is_downloaded_once_into_the_frameworks_cache(folder, tmp_pa
     import http.server
     import threading
 
-    from cosmos_helpers.protocol import framework as fw
     from cosmos_helpers.specs.runs import localize
 
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
@@ -164,3 +164,19 @@ def test_a_url_input_is_downloaded_once_into_the_frameworks_cache(folder, tmp_pa
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def test_guardrails_are_decided_once_when_resolving(folder):
+    """An explicit choice wins, else the profile's, else the framework's default; the request carries it as is."""
+    sample = Sample.from_dict({"prompt": "a robot", "model_mode": "text2image", "seed": 1}, base_dir=folder)
+    assert sample.resolved(profile="tiny").guardrails is False and sample.resolved(profile="nano").guardrails is True
+    assert sample.resolved(profile="tiny", guardrails=True).guardrails is True
+    assert sample.resolved(profile="nano", guardrails=False).sources["guardrails"] == "given"
+    assert sample.resolved().guardrails is fw.GUARDRAILS_DEFAULT is True  # the framework's own default: on
+    r = sample.resolved(profile="tiny", guardrails=True)
+    assert generation_request(r, given_fields(sample)).guardrails is True  # not re-decided from the tiny profile
+    with pytest.raises(ValidationError) as bad:
+        sample.resolved(guardrails="no")
+    assert bad.value.field == "guardrails"
+    run = SampleRun.create(sample, sample.resolved(profile="tiny"))  # they let an output through or not, as in
+    assert run.fingerprint() == SampleRun.create(sample, r).fingerprint()  # GenerationRequest's fingerprint

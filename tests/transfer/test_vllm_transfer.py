@@ -15,7 +15,8 @@ from cosmos_helpers.protocol import framework as fw
 from cosmos_helpers.protocol import vllm_omni as vo
 from cosmos_helpers.samples import rolling_ball_clip
 from cosmos_helpers.specs import Sample, given_fields
-from cosmos_helpers.transfer.vllm import make_transfer_runner, transfer_form, vllm_transfer
+from cosmos_helpers.transfer.vllm import make_transfer_runner, vllm_transfer
+from cosmos_helpers.transfer.vllm_form import transfer_form
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +47,9 @@ def test_the_form_keeps_the_frameworks_meaning(media_dir):
     assert (extra["guidance"], extra["control_guidance"], extra["shift"]) == (3.0, 1.5, 10.0)  # edge tuned
     assert "negative_prompt" not in fields  # the server's default, as the framework keeps its own
     assert set(fields) <= set(vo.VIDEO_FIELDS) and set(files) <= set(vo.VIDEO_FILES)
+    assert extra["guardrails"] is False  # the run's choice (tiny: off), not the server's default (on)
+    guarded, given = form(media_dir, profile="nano", vision_path="rgb9.mp4", edge={})
+    assert json.loads(transfer_form(guarded, given)[0]["extra_params"])["guardrails"] is True
 
 
 def test_a_precomputed_control_is_uploaded_with_its_type(media_dir):
@@ -99,10 +103,12 @@ def test_a_url_input_is_fetched_through_the_frameworks_cache_and_uploaded(media_
 def test_intervals_travel_inclusive_with_the_same_timesteps(media_dir):
     r, given = form(media_dir, vision_path="rgb9.mp4", edge={}, control_guidance_interval=[100, 900.5])
     fields, _ = transfer_form(r, given)
-    assert json.loads(fields["extra_params"])["control_guidance_interval"] == [101, 900]
+    lo, hi = json.loads(fields["extra_params"])["control_guidance_interval"]  # vLLM-Omni: active iff lo <= t <= hi
+    timesteps = [100.0, 100.25, 500.0, 900.4999, 900.5, 900.75] + [float(t) for t in range(1001)]
+    assert [t for t in timesteps if lo <= t <= hi] == [t for t in timesteps if 100 < t < 900.5]  # the framework's
     rebuilt, _, _ = vllm_transfer(fields, json.loads(fields["extra_params"]), media_dir / "rgb9.mp4", {})
-    lo, hi = rebuilt.control_guidance_interval  # strict again: the same integer timesteps inside
-    assert [t for t in range(1001) if lo < t < hi] == [t for t in range(1001) if 100 < t < 900.5]
+    lo, hi = rebuilt.control_guidance_interval  # strict again: the same timesteps inside
+    assert (lo, hi) == (100.0, 900.5)
 
 
 def test_the_server_rebuilds_a_request_with_vllm_omnis_rules(media_dir):
@@ -119,6 +125,15 @@ def test_the_server_rebuilds_a_request_with_vllm_omnis_rules(media_dir):
     assert aspect == "4,3"  # the bucket nearest the control's shape
     with pytest.raises(ValidationError, match="Unknown Cosmos3"):
         vllm_transfer({"prompt": "p"}, {"edge": True, "resolution": "128"}, rgb, {})
+    assert r.model == "tiny" and r.guardrails is False  # the default profile's model; the server's switch: off
+
+
+def test_the_server_hook_runs_guardrails_when_the_server_does_and_the_request_allows(media_dir):
+    rgb, edge = media_dir / "rgb9.mp4", {"edge": True, "resolution": "256"}
+    on = {"prompt": "p", "seed": "1"}
+    assert vllm_transfer(on, edge, rgb, {}, guardrails=True)[0].guardrails is True  # vLLM-Omni's default: on
+    assert vllm_transfer(on, {**edge, "guardrails": False}, rgb, {}, guardrails=True)[0].guardrails is False
+    assert vllm_transfer(on, {**edge, "guardrails": True}, rgb, {}, guardrails=False)[0].guardrails is False
 
 
 def test_the_same_sample_through_the_form_and_the_hook_equals_the_diffusers_transfer(media_dir):

@@ -32,17 +32,6 @@ from tests.backends.vllm_fake import (FakeServer, async_client_for, client_for, 
 GUARDRAIL = proto.GUARDRAIL_MESSAGE
 
 
-@pytest.fixture
-def server() -> FakeServer:
-    return FakeServer()
-
-
-@pytest.fixture
-def client(server) -> VllmOmniBackend:
-    with client_for(server) as backend:
-        yield backend
-
-
 # =====================================================================================================
 # What is sent
 # =====================================================================================================

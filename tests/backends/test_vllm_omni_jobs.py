@@ -24,20 +24,9 @@ from cosmos_helpers.errors import (AuthenticationError, BackendUnavailableError,
                                    GenerationTimeoutError, GuardrailError, JobFailedError, OutputExistsError,
                                    ServerError)
 from cosmos_helpers.protocol import vllm_omni as proto
-from tests.backends.vllm_fake import FakeServer, answer, async_client_for, client_for, envelope, mp4_bytes, req
+from tests.backends.vllm_fake import answer, async_client_for, client_for, envelope, mp4_bytes, req
 
 GUARDRAIL = proto.GUARDRAIL_MESSAGE
-
-
-@pytest.fixture
-def server() -> FakeServer:
-    return FakeServer()
-
-
-@pytest.fixture
-def client(server) -> VllmOmniBackend:
-    with client_for(server) as backend:
-        yield backend
 
 
 # =====================================================================================================

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-H, KV, D, I = 4096, 1024, 128, 12288  # hidden, key/value width (8 heads x 128), head dim, MLP width
+H, KV, D, MLP = 4096, 1024, 128, 12288  # hidden, key/value width (8 heads x 128), head dim, MLP width
 
 
 def bench(fn, repeats: int = 20, warmup: int = 3) -> float:
@@ -45,14 +45,14 @@ def bench(fn, repeats: int = 20, warmup: int = 3) -> float:
 
 def gemms(out: dict) -> None:
     dev, dt = "cuda", torch.bfloat16
-    w = {name: torch.randn(n, k, device=dev, dtype=dt) * 0.02 for name, (n, k) in
-         {"q": (H, H), "k": (KV, H), "v": (KV, H), "o": (H, H), "gate": (I, H), "up": (I, H), "down": (H, I)}.items()}
+    shapes = {"q": (H, H), "k": (KV, H), "v": (KV, H), "o": (H, H), "gate": (MLP, H), "up": (MLP, H), "down": (H, MLP)}
+    w = {name: torch.randn(n, k, device=dev, dtype=dt) * 0.02 for name, (n, k) in shapes.items()}
     qkv = torch.cat([w["q"], w["k"], w["v"]])
     gate_up = torch.cat([w["gate"], w["up"]])
     res = {}
     for m in (2880, 5760, 18720, 37440):
         x = torch.randn(m, H, device=dev, dtype=dt)
-        hmid = torch.randn(m, I, device=dev, dtype=dt)
+        hmid = torch.randn(m, MLP, device=dev, dtype=dt)
         row = {}
         row["qkv_separate"] = bench(lambda: (F.linear(x, w["q"]), F.linear(x, w["k"]), F.linear(x, w["v"])))
         row["qkv_fused"] = bench(lambda: F.linear(x, qkv))
@@ -60,7 +60,8 @@ def gemms(out: dict) -> None:
         row["gate_up_separate"] = bench(lambda: (F.linear(x, w["gate"]), F.linear(x, w["up"])))
         row["gate_up_fused"] = bench(lambda: F.linear(x, gate_up))
         row["down"] = bench(lambda: F.linear(hmid, w["down"]))
-        flops = {"qkv": 2 * m * H * (H + 2 * KV), "o": 2 * m * H * H, "gate_up": 2 * m * H * 2 * I, "down": 2 * m * I * H}
+        flops = {"qkv": 2 * m * H * (H + 2 * KV), "o": 2 * m * H * H,
+                 "gate_up": 2 * m * H * 2 * MLP, "down": 2 * m * MLP * H}
         tf = {}
         for key, ms in row.items():
             base = key.split("_separate")[0].split("_fused")[0]
@@ -79,9 +80,9 @@ def gemms(out: dict) -> None:
     # sustained: the fused layer's products back to back for ~40 s at M = 37440 (480p, both branches)
     m = 37440
     x = torch.randn(m, H, device=dev, dtype=dt)
-    hmid = torch.randn(m, I, device=dev, dtype=dt)
+    hmid = torch.randn(m, MLP, device=dev, dtype=dt)
     o_w, down_w = w["o"], w["down"]
-    flops_layer = 2 * m * H * (H + 2 * KV) + 2 * m * H * H + 2 * m * H * 2 * I + 2 * m * I * H
+    flops_layer = 2 * m * H * (H + 2 * KV) + 2 * m * H * H + 2 * m * H * 2 * MLP + 2 * m * MLP * H
     windows = []
     t_end = time.perf_counter() + 40
     while time.perf_counter() < t_end:

@@ -94,7 +94,8 @@ def main() -> int:
     def save():
         (out / "profile.json").write_text(json.dumps(results, indent=1))
 
-    for label, backend, options in (("stock", stock, None), ("fast", fast, None), ("fast+compile", fast, {"compile": True})):
+    variants = (("stock", stock, None), ("fast", fast, None), ("fast+compile", fast, {"compile": True}))
+    for label, backend, options in variants:
         try:
             _apply_fast_options(backend, options)
             row = profile_backend(backend, request, label, a.steps)
@@ -104,7 +105,8 @@ def main() -> int:
         print(json.dumps({k: v for k, v in row.items() if k != "top_kernels_ms"}), flush=True)
         save()
     lines = [f"# Profile: {a.case}, {a.steps} steps, {results['gpu']}, torch {results['torch']}", "",
-             "| backend | wall s | GPU kernel s | host gap s | " + " | ".join(label for label, _ in CATEGORIES) + " | other |",
+             "| backend | wall s | GPU kernel s | host gap s | "
+             + " | ".join(label for label, _ in CATEGORIES) + " | other |",
              "| --- | ---: | ---: | ---: |" + " ---: |" * (len(CATEGORIES) + 1)]
     for row in results["rows"]:
         if "error" in row:
@@ -112,7 +114,8 @@ def main() -> int:
             continue
         cats = row["by_category_s"]
         lines.append(f"| {row['label']} | {row['wall_s']} | {row['gpu_s']} | {row['host_gap_s']} | "
-                     + " | ".join(str(cats.get(label, 0.0)) for label, _ in CATEGORIES) + f" | {cats.get('other', 0.0)} |")
+                     + " | ".join(str(cats.get(label, 0.0)) for label, _ in CATEGORIES)
+                     + f" | {cats.get('other', 0.0)} |")
     for row in results["rows"]:
         if "top_kernels_ms" in row:
             lines += ["", f"## Top kernels, {row['label']} (ms, calls)", ""]

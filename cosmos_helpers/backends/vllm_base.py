@@ -3,7 +3,7 @@
 :class:`BaseVllmClient` is to :class:`~cosmos_helpers.backends.vllm_omni.VllmOmniBackend` and its asyncio twin
 what httpx's ``BaseClient`` is to ``Client`` and ``AsyncClient``: it builds every call (route, body, timeout),
 checks the request's model against the server's, and turns answers into ``Generation`` objects that keep the
-server's bytes. The waits' bookkeeping (:class:`ReadyWatch`, :func:`job_finished`) lives here too, so the two
+server's bytes. The waits' bookkeeping (:class:`ReadyWatch`, :class:`JobWatch`) lives here too, so the two
 senders only send, sleep and show progress.
 
 What a request may ask that the real server cannot honour is refused here, before anything is sent: another
@@ -23,33 +23,40 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+import httpx
 import numpy as np
 
 from .. import media
-from ..errors import (BackendUnavailableError, ConnectionLostError, GenerationTimeoutError, GuardrailError,
-                      JobFailedError, ServerError, ValidationError)
+from ..errors import (BackendUnavailableError, ConnectionLostError, GenerationTimeoutError, JobFailedError,
+                      OutputExistsError, ServerError, ValidationError)
 from ..presets import PROFILES, SOUND_SAMPLE_RATE
 from ..protocol import vllm_omni as proto
 from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
 from .vllm_serve import curl_command
-from .vllm_wire import (API_KEY_ENV, BACKEND_NAME, DEFAULT_URL, GUARDRAIL_MARKER, Call, Files, RetryPolicy, Upload,
-                        check_response_format, error_from_response, form_parts, image_body, parse_json,
-                        timings_from_headers, timings_from_image, timings_from_job)
+from .vllm_wire import (API_KEY_ENV, BACKEND_NAME, DEFAULT_URL, Call, Files, RetryPolicy, Upload, check_response_format,
+                        error_from_response, form_parts, guardrail_error, image_body, parse_json, server_metrics,
+                        timings_from_headers, timings_from_job)
 
 
-# =====================================================================================================
-# Waiting
-# =====================================================================================================
+# Waiting -------------------------------------------------------------------------------------------------
 
 
 class ReadyWatch:
-    """The bookkeeping of a readiness wait: deadline, last answer, and the server process, if we started it."""
+    """The bookkeeping of a readiness wait: deadline, last answer, and the server process, if we started it.
 
-    def __init__(self, url: str, timeout: float, process: Any = None, log: Any = None) -> None:
-        self.url, self.timeout, self.process, self.log = url, float(timeout), process, log
+    ``call`` is the ``/health`` probe; a sender performs it every ``interval`` seconds without the retry policy
+    (a refused connection, a timeout or a 503 only mean "not ready yet").
+    """
+
+    def __init__(self, client: "BaseVllmClient", timeout: float, process: Any, log: Any,
+                 interval: float | None) -> None:
+        self.url, self.timeout, self.process, self.log = client.url, float(timeout), process, log
+        self.interval = 2.0 if interval is None else interval
+        self.call = client._call(proto.HEALTH, "readiness check", min(5.0, max(self.interval, 1.0)))
+        self.bar = {"total": int(timeout), "desc": f"waiting for {self.url}", "unit": "s"}
         self.start = time.monotonic()
         self.state = "not started"
 
@@ -63,18 +70,19 @@ class ReadyWatch:
                 f"the server process exited with code {self.process.returncode} before it became ready. "
                 f"Last log lines:\n{log_tail(self.process, self.log)}")
 
-    def answered(self, status: int, content: bytes, headers: Mapping[str, str]) -> bool:
+    def answered(self, response: httpx.Response) -> bool:
         """Whether ``/health`` said ready; a wrong key will not get better by waiting, so it raises."""
-        if status in (401, 403):
-            raise error_from_response(status, content, headers)
-        self.state = f"HTTP {status}"
-        return status == 200
+        if response.status_code in (401, 403):
+            raise error_from_response(response.status_code, response.content, response.headers)
+        self.state = f"HTTP {response.status_code}"
+        return response.status_code == 200
 
     def failed(self, exc: BaseException) -> None:
-        refused = "refused" in str(exc).lower() or type(exc).__name__ == "ConnectError"
+        refused = "refused" in str(exc).lower() or isinstance(exc, httpx.ConnectError)
         self.state = "connection refused" if refused else type(exc).__name__
 
-    def check_deadline(self) -> None:
+    def check_deadline(self, show: Callable[[float, str], None]) -> None:
+        show(int(self.elapsed), self.state)
         if self.elapsed >= self.timeout:
             raise GenerationTimeoutError(
                 f"{self.url} was not ready after {self.timeout:g} s (last answer: {self.state}). A real Cosmos3 "
@@ -85,40 +93,45 @@ class ReadyWatch:
 
 
 def log_tail(process: Any, log: Any, lines: int = 40) -> str:
+    """The server's last log lines: ``log()``, the file ``log``, else what the process wrote to its pipe."""
     if callable(log):
         return str(log())
-    if isinstance(log, (str, Path)) and Path(log).is_file():
-        return "\n".join(Path(log).read_text(errors="replace").splitlines()[-lines:])
-    stream = getattr(process, "stdout", None)
-    if stream is not None and hasattr(stream, "read"):
-        try:
-            data = stream.read()
+    try:
+        if isinstance(log, (str, Path)) and Path(log).is_file():
+            text = Path(log).read_text(errors="replace")
+        else:
+            data = process.stdout.read()
             text = data.decode(errors="replace") if isinstance(data, bytes) else str(data)
-            return "\n".join(text.splitlines()[-lines:])
-        except (OSError, ValueError):  # a closed or unreadable pipe: no log to show
-            pass
-    return "(no log captured)"
+    except (AttributeError, OSError, ValueError):  # no pipe, or a closed one: no log to show
+        return "(no log captured)"
+    return "\n".join(text.splitlines()[-lines:])
 
 
-def job_finished(job: Mapping[str, Any], started: float, timeout: float) -> bool:
-    """True once a polled job completed; raises when it failed or the wait ran out; False to keep polling."""
-    status = job.get("status")
-    if status == "completed":
-        return True
-    if status == "failed":
-        message = str((job.get("error") or {}).get("message", ""))
-        if GUARDRAIL_MARKER in message.lower():
-            raise GuardrailError(message)
-        raise JobFailedError(dict(job))
-    if time.monotonic() - started >= timeout:
-        raise GenerationTimeoutError(f"job {job.get('id')} was still {status} after {timeout:g} s; it keeps running "
-                                     "on the server. Call wait() again, or delete() it.")
-    return False
+class JobWatch:
+    """The bookkeeping of a job's polls: deadline, progress shown (``progress`` may be a callable(job)), outcome."""
 
+    def __init__(self, client: "BaseVllmClient", job_id: str, timeout: float | None, interval: float | None,
+                 progress: Any) -> None:
+        self.timeout = client.timeout if timeout is None else timeout
+        self.interval = client.poll_interval if interval is None else interval
+        self.progress = progress
+        self.bar = {"total": 100, "desc": f"job {job_id[-8:]}", "unit": "%"}
+        self.start = time.monotonic()
 
-# =====================================================================================================
-# The shared base of both clients
-# =====================================================================================================
+    def finished(self, job: Mapping[str, Any], show: Callable[[float, str], None]) -> bool:
+        """True once the job completed; raises when it failed or the wait ran out; False to keep polling."""
+        status, elapsed = job.get("status"), time.monotonic() - self.start
+        show(int(job.get("progress") or 0), f"{status}, {elapsed:.0f} s")
+        if callable(self.progress):
+            self.progress(job)
+        if status == "completed":
+            return True
+        if status == "failed":
+            raise guardrail_error(str((job.get("error") or {}).get("message", ""))) or JobFailedError(dict(job))
+        if elapsed >= self.timeout:
+            raise GenerationTimeoutError(f"job {job.get('id')} was still {status} after {self.timeout:g} s; it keeps "
+                                         "running on the server. Call wait() again, or delete() it.")
+        return False
 
 
 class BaseVllmClient:
@@ -173,31 +186,23 @@ class BaseVllmClient:
     def retries(self) -> int:
         return self.retry.attempts
 
-    @property
-    def headers(self) -> dict[str, str]:
-        headers = {"User-Agent": "cosmos-helpers"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        return headers
-
     def curl(self, request: GenerationRequest, **kwargs: Any) -> str:
         """The equivalent ``curl`` command (the same fields this client sends; see :func:`curl_command`)."""
         kwargs.setdefault("response_format", self.image_response_format)
         return curl_command(self.url, request, api_key=self.api_key, **kwargs)
 
     def _client_options(self) -> dict[str, Any]:
-        return {"base_url": self.url, "headers": self.headers, "timeout": self._timeout(30.0),
-                "transport": self._transport}
+        auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return {"base_url": self.url, "headers": {"User-Agent": "cosmos-helpers", **auth},
+                "timeout": self._timeout(30.0), "transport": self._transport}
 
-    def _timeout(self, read: float):
-        import httpx
-
+    def _timeout(self, read: float) -> httpx.Timeout:
         return httpx.Timeout(connect=self.connect_timeout, read=read, write=max(60.0, read), pool=self.connect_timeout)
 
     # calls ----------------------------------------------------------------------------------------------
 
-    def _get(self, path: str, what: str, read: float = 30.0, **kwargs: Any) -> Call:
-        return Call("GET", path, what, self._timeout(read), **kwargs)
+    def _call(self, path: str, what: str, read: float = 30.0, method: str = "GET", **kwargs: Any) -> Call:
+        return Call(method, path, what, self._timeout(read), **kwargs)
 
     def _image_call(self, request: GenerationRequest, response_format: str | None) -> Call:
         body = image_body(request, response_format or self.image_response_format)
@@ -209,36 +214,31 @@ class BaseVllmClient:
                     files=form_parts(fields, files))
 
     def _content_call(self, job_id: str) -> Call:
-        return self._get(f"{proto.VIDEOS}/{job_id}/content", "download", 120.0)
+        return self._call(f"{proto.VIDEOS}/{job_id}/content", "download", 120.0)
 
     def _retrieve_call(self, job_id: str) -> Call:
         def failed_job(status: int, content: bytes) -> bool:  # a failed job's GET answers with its error status
             body = parse_json(content)
             return isinstance(body, dict) and body.get("id") == job_id and body.get("status") == "failed"
 
-        return self._get(f"{proto.VIDEOS}/{job_id}", "job status", accept=failed_job)
+        return self._call(f"{proto.VIDEOS}/{job_id}", "job status", accept=failed_job)
+
+    def _delete_call(self, job_id: str) -> Call:
+        return self._call(f"{proto.VIDEOS}/{job_id}", "job deletion", method="DELETE")
 
     def _list_call(self, limit: int, order: str, after: str | None) -> Call:
-        params: dict[str, Any] = {"limit": limit, "order": order}
-        if after:
-            params["after"] = after
-        return self._get(proto.VIDEOS, "job list", params=params)
-
-    def _check_request(self, request: GenerationRequest) -> None:
-        """Refuse what is not a request; the rest is refused against the served model (module docstring)."""
-        if not isinstance(request, GenerationRequest):
-            raise ValidationError("request", f"expected a GenerationRequest, got {type(request).__name__}.",
-                                  "build one with GenerationRequest(mode=..., prompt=...).")
+        params = {"limit": limit, "order": order, **({"after": after} if after else {})}
+        return self._call(proto.VIDEOS, "job list", params=params)
 
     # replies --------------------------------------------------------------------------------------------
 
-    def _check(self, call: Call, status: int, content: bytes, headers: Mapping[str, str]) -> None:
-        if status >= 400 and not (call.accept is not None and call.accept(status, content)):
-            raise error_from_response(status, content, headers)
+    def _check(self, call: Call, response: httpx.Response) -> None:
+        """Raise for an error answer (read by then) unless the call accepts it."""
+        status = response.status_code
+        if status >= 400 and not (call.accept is not None and call.accept(status, response.content)):
+            raise error_from_response(status, response.content, response.headers)
 
     def _transport_error(self, call: Call, exc: BaseException) -> Exception:
-        import httpx
-
         if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
             return GenerationTimeoutError(
                 f"{call.what} at {self.url}{call.path} timed out ({type(exc).__name__}); the server may still be "
@@ -266,50 +266,41 @@ class BaseVllmClient:
                     check_checkpoint(request, {wanted, card.get("id"), card.get("root")})
                 return str(card["id"])
         served, root = cards[0]["id"], cards[0].get("root")
-        profiles = [p.name for p in PROFILES.values() if p.model in (served, root)]
+        profile = next((p.name for p in PROFILES.values() if p.model in (served, root)), None)
         fix = f"GenerationRequest(..., model={served!r})"
-        if profiles:
-            fix = f"GenerationRequest(..., profile={profiles[0]!r}) or {fix}"
+        fix = f"GenerationRequest(..., profile={profile!r}) or {fix}" if profile else fix
         origin = f" (from {root!r})" if root and root != served else ""
         raise ValidationError("model", f"the server at {self.url} runs {served!r}{origin}, but this request asks "
                               f"for {wanted!r}; a server's model is never swapped silently.",
                               f"use {fix}, or send the request to a server that runs {wanted!r}.")
 
-    def _generation(self, *, frames: np.ndarray, finished: FinishedFile, served: str, started: float,
-                    request: GenerationRequest | None, seed: int, fps: float, sound: np.ndarray | None = None,
-                    sample_rate: int | None = None, timings: Mapping[str, float] | None = None,
-                    provenance: Mapping[str, Any] | None = None) -> Generation:
-        """A ``Generation`` that keeps the server's bytes as they came and its frames for previews."""
+    def _generation(self, data: bytes, suffix: str, frames: np.ndarray, *, served: str, started: float,
+                    request: GenerationRequest | None, seed: int, fps: float | None, timings: Mapping[str, float],
+                    provenance: Mapping[str, Any], video: media.VideoData | None = None) -> Generation:
+        """A ``Generation`` that keeps the server's bytes as they came, and its frames (and sound) for previews."""
         total = time.perf_counter() - started
-        generation = Generation(frames=frames, fps=fps, seed=seed, request=request, sound=sound,
-                                sample_rate=int(sample_rate or SOUND_SAMPLE_RATE), backend=BACKEND_NAME,
-                                model=served, finished=finished)
-        generation.timings.update({"request_s": total, "total_s": total, **(timings or {})})
+        if video is not None:
+            fps, provenance = float(fps or video.fps or 24.0), {**provenance, "mp4_bytes": len(data)}
+        generation = Generation(frames=frames, fps=fps, seed=seed, request=request, backend=BACKEND_NAME, model=served,
+                                finished=FinishedFile(suffix, data=data), sound=video.sound if video else None,
+                                sample_rate=int((video and video.sample_rate) or SOUND_SAMPLE_RATE))
+        generation.timings.update({"request_s": total, "total_s": total, **timings})
         generation.provenance.update({"url": self.url, "served_model": served, "seed_recorded_client_side": True,
-                                      **(provenance or {})})
+                                      **provenance})
+        generation.provenance["served_model"] = served  # the name checked, over the name an answer reported
         return generation
 
-    def _image_generation(self, request: GenerationRequest, decoded: tuple, headers: Mapping[str, str],
+    def _image_generation(self, request: GenerationRequest, response: httpx.Response, decoded: tuple, *,
                           served: str, started: float, response_format: str) -> Generation:
-        raw, frames, suffix, extra = decoded
-        timings, provenance = timings_from_image(extra)
-        provenance.update({"endpoint": proto.IMAGES, "response_format": response_format,
-                           "server_size": extra.get("size")})
-        header_timings, header_provenance = timings_from_headers(headers)
-        return self._generation(frames=frames, finished=FinishedFile(suffix, data=raw), served=served,
-                                started=started, request=request, seed=request.seed, fps=request.fps,
-                                timings={**timings, **header_timings},
-                                provenance={**provenance, **header_provenance, "served_model": served})
+        raw, frames, suffix, answer = decoded
+        timings, provenance = server_metrics(answer.get("metrics"))
+        header_timings, header_provenance = timings_from_headers(response.headers)
+        return self._generation(raw, suffix, frames, served=served, started=started, request=request,
+                                seed=request.seed, fps=request.fps, timings={**timings, **header_timings},
+                                provenance={**provenance, **header_provenance, "endpoint": proto.IMAGES,
+                                            "response_format": response_format, "server_size": answer.get("size")})
 
-    def _video_generation(self, content: bytes, video: media.VideoData, *, served: str, started: float,
-                          request: GenerationRequest | None, seed: int, fps: float | None,
-                          timings: Mapping[str, float], provenance: Mapping[str, Any]) -> Generation:
-        return self._generation(frames=video.frames, finished=FinishedFile(".mp4", data=content), served=served,
-                                started=started, request=request, seed=seed, fps=float(fps or video.fps or 24.0),
-                                sound=video.sound, sample_rate=video.sample_rate, timings=timings,
-                                provenance={**provenance, "mp4_bytes": len(content), "served_model": served})
-
-    def _from_sync(self, response: Any, video: media.VideoData, *, served: str, started: float,
+    def _from_sync(self, response: httpx.Response, video: media.VideoData, *, served: str, started: float,
                    request: GenerationRequest | None, seed: int, fps: float | None, upload: Upload | None = None,
                    provenance: Mapping[str, Any] | None = None) -> Generation:
         """A ``/v1/videos/sync`` answer (its MP4 already decoded) as a ``Generation``."""
@@ -317,22 +308,32 @@ class BaseVllmClient:
         extra = {**header_provenance, "endpoint": proto.VIDEOS_SYNC, **(provenance or {})}
         if upload is not None:
             extra["input_reference"] = dict(upload.note)
-        return self._video_generation(response.content, video, served=served, started=started, request=request,
-                                      seed=seed, fps=fps, timings=timings, provenance=extra)
+        return self._generation(response.content, ".mp4", video.frames, served=served, started=started,
+                                request=request, seed=seed, fps=fps, timings=timings, provenance=extra, video=video)
 
     def _from_job(self, content: bytes, video: media.VideoData, job: Mapping[str, Any], *, started: float,
                   request: GenerationRequest, kept: bool) -> Generation:
         timings, provenance = timings_from_job(job)
         served = str(job.get("model") or self.served_model or request.model)
-        return self._video_generation(content, video, served=served, started=started, request=request,
-                                      seed=request.seed, fps=request.fps, timings=timings,
-                                      provenance={**provenance, "endpoint": proto.VIDEOS, "deleted": not kept})
+        return self._generation(content, ".mp4", video.frames, served=served, started=started, request=request,
+                                seed=request.seed, fps=request.fps, timings=timings, video=video,
+                                provenance={**provenance, "endpoint": proto.VIDEOS, "deleted": not kept})
 
-    def _job_record(self, response: Any) -> dict[str, Any]:
+    def _job_record(self, response: httpx.Response) -> dict[str, Any]:
         job = parse_json(response.content)
         if not isinstance(job, dict) or "id" not in job:
             raise ServerError(response.status_code, "the job submission answer has no id", body=job)
         return job
+
+
+def check_request(request: Any, *, job: bool = False) -> None:
+    """Refuse what is not a request, and an image as a job; the rest is refused against the served model."""
+    if not isinstance(request, GenerationRequest):
+        raise ValidationError("request", f"expected a GenerationRequest, got {type(request).__name__}.",
+                              "build one with GenerationRequest(mode=..., prompt=...).")
+    if job and request.mode == "text2image":
+        raise ValidationError("mode", f"asynchronous jobs make videos; text2image uses {proto.IMAGES}.",
+                              "call generate() for images.")
 
 
 def check_checkpoint(request: GenerationRequest, names: set[Any]) -> None:
@@ -341,8 +342,7 @@ def check_checkpoint(request: GenerationRequest, names: set[Any]) -> None:
         return
     asked = {"sound": ("sound", "sound=True", request.sound),
              "video2video": ("mode", "mode='video2video'", request.mode == "video2video")}
-    for kind in proto.EDGE_REFUSES:
-        field, what, wanted = asked.get(kind, (None, None, False))
+    for field, what, wanted in (asked[kind] for kind in proto.EDGE_REFUSES if kind in asked):
         if wanted:
             raise ValidationError(field, f"the server runs {proto.EDGE_MODEL}, whose pipeline refuses {what}.",
                                   "drop it, or send the request to a server that runs Cosmos3-Nano or -Super "
@@ -355,14 +355,12 @@ def check_content(job_id: str, size: int) -> None:
         raise ServerError(200, f"job {job_id} content is empty")
 
 
-def check_job_mode(request: GenerationRequest) -> None:
-    if request.mode == "text2image":
-        raise ValidationError("mode", "asynchronous jobs make videos; text2image uses /v1/images/generations.",
-                              "call generate() for images.")
-
-
-def upload_files(upload: Upload | None) -> dict[str, tuple[str, bytes, str]]:
-    return {} if upload is None else {"input_reference": upload.part}
+def output_path(path: str | Path, overwrite: bool) -> Path:
+    """``path``, refused if it exists (checked before the work; ``atomic_path`` checks again when publishing)."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise OutputExistsError(f"{path} already exists; pass overwrite=True or choose another name.")
+    return path
 
 
 def _check_url(url: Any) -> str:

@@ -62,9 +62,7 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
     degrees = {"gpus": gpus, "tensor_parallel": tensor_parallel, "cfg_parallel": cfg_parallel, "ulysses": ulysses,
                "port": port, "init_timeout": init_timeout}
     for name, value in degrees.items():
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValidationError(name, f"expected a positive integer, got {value!r}.", f"pass e.g. {name}=1.")
     if not 1 <= port <= 65535:
         raise ValidationError("port", f"{port} is not a TCP port.", "use 1..65535, e.g. 8000.")
@@ -129,7 +127,7 @@ def curl_command(url: str, request: GenerationRequest, *, api_key: str | None = 
         parts += ["-F", f"input_reference=@{reference_path}"]
         if request.mode == "image2video":
             note = f"  # crop the image to {request.width}:{request.height} first: the server stretches it"
-    parts += ["-o", output or "job.json"] if async_job else ["-o", output or "output.mp4"]
+    parts += ["-o", output or ("job.json" if async_job else "output.mp4")]
     return _join(parts) + note
 
 

@@ -7,8 +7,7 @@ becomes on the wire, and what an answer becomes here:
 
 * only what the request resolved, plus the backend-default options the caller *set*: ``negative_prompt``,
   ``use_system_prompt``, the sentence templates and ``guidance_interval`` are left out when unset, so the
-  server keeps its own defaults (``use_system_prompt`` off except video2video, templates off, CFG window
-  ``[400, 1000]`` for text2image);
+  server keeps its own defaults (``protocol.vllm_omni.GENERATION_EXTRA``);
 * options travel in ``extra_params`` as real JSON values (``"false"`` would be truthy there); for images never
   the top-level ``use_system_prompt``, which is a string enum on that route;
 * no ``model`` field: the served name may differ from the hub id (the client checks ``GET /v1/models``);
@@ -36,9 +35,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .. import media
-from ..errors import (AuthenticationError, GenerationTimeoutError,
-                      GuardrailError, RequestValidationError, ServerBusyError, ServerError,
-                      ValidationError)
+from ..errors import (AuthenticationError, GenerationTimeoutError, GuardrailError, RequestValidationError,
+                      ServerBusyError, ServerError, ValidationError)
 from ..protocol import vllm_omni as proto
 from ..request import GenerationRequest
 
@@ -55,11 +53,13 @@ GUARDRAIL_MARKER = "guardrail"  # in proto.GUARDRAIL_MESSAGE, and in an engine-s
 IMAGE_SUFFIX = {"PNG": ".png", "JPEG": ".jpg", "WEBP": ".webp"}
 
 Files = Mapping[str, "tuple[str, bytes, str]"]
+# the form fields a hand-built form must carry, and why
+FORM_REQUIRED: Mapping[str, str] = {"prompt": "the server requires it",
+                                    "num_frames": "an omitted num_frames makes a one-frame video",
+                                    "seed": "the server never echoes the seed it draws"}
 
 
-# =====================================================================================================
-# Building requests
-# =====================================================================================================
+# Building requests ---------------------------------------------------------------------------------------
 
 
 def extra_params(request: GenerationRequest) -> dict[str, Any]:
@@ -77,57 +77,43 @@ def extra_params(request: GenerationRequest) -> dict[str, Any]:
     return extra
 
 
+def _sampling(request: GenerationRequest) -> dict[str, Any]:
+    """What every route reads, as typed values; ``negative_prompt`` only when one was given."""
+    fields = {"prompt": request.prompt_text(), "size": f"{request.width}x{request.height}",
+              "num_inference_steps": request.num_inference_steps, "guidance_scale": request.guidance_scale,
+              "flow_shift": request.flow_shift, "seed": request.seed, "extra_params": extra_params(request)}
+    negative = request.negative_prompt_text()
+    return fields if negative is None else {**fields, "negative_prompt": negative}
+
+
 def image_body(request: GenerationRequest, response_format: str = "b64_json") -> dict[str, Any]:
     """The JSON body of ``POST /v1/images/generations`` (fields of the real ``ImageGenerationRequest``)."""
     if request.mode != "text2image":
-        raise ValidationError("mode", f"/v1/images/generations makes images; got mode={request.mode!r}.",
+        raise ValidationError("mode", f"{proto.IMAGES} makes images; got mode={request.mode!r}.",
                               "use a video route (generate_video) for video modes.")
     check_response_format(response_format)
-    body: dict[str, Any] = {
-        "prompt": request.prompt_text(),
-        "size": f"{request.width}x{request.height}",
-        "num_inference_steps": request.num_inference_steps,
-        "guidance_scale": request.guidance_scale,
-        "flow_shift": request.flow_shift,
-        "seed": request.seed,
-        "response_format": response_format,
-        "extra_params": extra_params(request),
-    }
-    negative = request.negative_prompt_text()
-    if negative is not None:
-        body["negative_prompt"] = negative
-    return body
+    return {**_sampling(request), "response_format": response_format}
 
 
 def video_fields(request: GenerationRequest) -> dict[str, str]:
     """The text parts of a video POST: every value a string, ``num_frames`` always, ``extra_params`` as JSON."""
     if request.mode == "text2image":
-        raise ValidationError("mode", "text2image goes to /v1/images/generations, not the video routes.",
+        raise ValidationError("mode", f"text2image goes to {proto.IMAGES}, not the video routes.",
                               "use generate_image(), or a video mode.")
-    fields = {
-        "prompt": request.prompt_text(),
-        "size": f"{request.width}x{request.height}",
-        "num_frames": str(request.num_frames),
-        "fps": number(request.fps),
-        "num_inference_steps": str(request.num_inference_steps),
-        "guidance_scale": number(request.guidance_scale),
-        "flow_shift": number(request.flow_shift),
-        "seed": str(request.seed),
-        "extra_params": json.dumps(extra_params(request), separators=(",", ":")),
-    }
-    negative = request.negative_prompt_text()
-    if negative is not None:
-        fields["negative_prompt"] = negative
+    fields = {**_sampling(request), "num_frames": request.num_frames, "fps": request.fps}
     if request.sound:  # a checkpoint without sound refuses the field, so it is sent only for sound
         # No sound_duration: the pipeline reads it (serving_video.py:439-440 -> pipeline_cosmos3.py:2177), but
         # without it takes exactly num_frames / frame_rate (pipeline_cosmos3.py:2180-2181), which is the
         # request's own length; a value written out here could only round it (121 / 24 s -> "5.042").
         fields["generate_sound"] = "true"
-    return fields
+    return {name: _form_text(value) for name, value in fields.items()}
 
 
-def number(value: float) -> str:
-    return repr(float(value))
+def _form_text(value: Any) -> str:
+    """A form value as text: JSON for ``extra_params``, a float as Python writes it (``24.0``), the rest as is."""
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"))
+    return repr(float(value)) if isinstance(value, float) else str(value)
 
 
 def check_response_format(response_format: str) -> None:
@@ -145,9 +131,9 @@ class Upload:
     mime: str
     note: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
-    def part(self) -> tuple[str, bytes, str]:
-        return self.filename, self.data, self.mime
+
+def upload_files(upload: Upload | None) -> dict[str, tuple[str, bytes, str]]:
+    return {} if upload is None else {"input_reference": (upload.filename, upload.data, upload.mime)}
 
 
 def input_reference(request: GenerationRequest) -> Upload | None:
@@ -182,8 +168,11 @@ def form_parts(fields: Mapping[str, str], files: Files) -> list[tuple[str, tuple
     return [(name, (None, value)) for name, value in fields.items()] + [(name, tuple(f)) for name, f in files.items()]
 
 
-def check_form(fields: Mapping[str, Any], files: Files) -> None:
-    """Refuse a hand-built video form the server would misread, before it is sent."""
+def check_form(fields: Mapping[str, Any], files: Files) -> tuple[int, float | None]:
+    """Refuse a hand-built video form the server would misread, before it is sent.
+
+    Returns the seed and fps it asks for, recorded client side: the server echoes neither.
+    """
     for name, value in fields.items():
         if name not in proto.VIDEO_FIELDS:
             raise ValidationError(name, "is not a form field of vLLM-Omni's video routes (it would be ignored).",
@@ -191,30 +180,29 @@ def check_form(fields: Mapping[str, Any], files: Files) -> None:
         if not isinstance(value, str):
             raise ValidationError(name, f"form values are strings, got {type(value).__name__} {value!r}.",
                                   "convert it (json.dumps for extra_params; 'true'/'false' for booleans).")
-    for name in ("prompt", "num_frames", "seed"):
+    for name, why in FORM_REQUIRED.items():
         if name not in fields:
-            why = {"prompt": "the server requires it", "seed": "the server never echoes the seed it draws",
-                   "num_frames": "an omitted num_frames makes a one-frame video"}[name]
             raise ValidationError(name, f"missing from the form ({why}).", f"add {name}=... as a string.")
-    if "extra_params" in fields:
-        try:
-            parsed = json.loads(fields["extra_params"])
-        except json.JSONDecodeError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            raise ValidationError("extra_params", f"{fields['extra_params'][:80]!r} is not a JSON object "
-                                  "(the server answers 400).", "pass json.dumps({...}).")
+    if "extra_params" in fields and not isinstance(parse_json(fields["extra_params"]), dict):
+        raise ValidationError("extra_params", f"{fields['extra_params'][:80]!r} is not a JSON object "
+                              "(the server answers 400).", "pass json.dumps({...}).")
     for name, part in files.items():
         if name not in proto.VIDEO_FILES:
             raise ValidationError(name, "is not a file field of vLLM-Omni's video routes.",
                                   f"use {' or '.join(proto.VIDEO_FILES)}.")
         if not (isinstance(part, tuple) and len(part) == 3 and isinstance(part[1], bytes)):
             raise ValidationError(name, "a file is (filename, bytes, mime).", "e.g. ('clip.mp4', data, 'video/mp4').")
+    values: dict[str, Any] = {}
+    for name, kind in (("seed", int), ("fps", float)):
+        try:
+            values[name] = kind(fields[name]) if fields.get(name) else None
+        except ValueError:
+            raise ValidationError(name, f"{fields[name]!r} is not a {kind.__name__}.",
+                                  f"send {name} as a {kind.__name__} written as a string.") from None
+    return values["seed"], values["fps"]
 
 
-# =====================================================================================================
-# Calls, replies, and the retry policy
-# =====================================================================================================
+# Calls, replies, and the retry policy ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -231,11 +219,9 @@ class Call:
     accept: Callable[[int, bytes], bool] | None = None
 
     def kwargs(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"timeout": self.timeout}
-        for name in ("json", "files", "params"):
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
-        return out
+        """The arguments of ``httpx.Client.request`` / ``.stream``."""
+        return {"method": self.method, "url": self.path, "timeout": self.timeout, "json": self.json,
+                "files": self.files, "params": self.params}
 
 
 class RetryPolicy:
@@ -246,7 +232,6 @@ class RetryPolicy:
     transport failure and after 429 / 502 / 503, and a DELETE after 409 ("cancellation in progress").
     """
 
-    IDEMPOTENT = ("GET", "DELETE")
     STATUSES: Mapping[str, tuple[int, ...]] = {"GET": (429, 502, 503), "DELETE": (409, 429, 502, 503)}
 
     def __init__(self, attempts: int = 3, *, base: float = 0.5, cap: float = 8.0) -> None:
@@ -263,24 +248,20 @@ class RetryPolicy:
 
     def after_error(self, call: Call, attempt: int) -> float | None:
         """The wait before resending ``call`` after a transport failure, or ``None``: give up."""
-        if call.method not in self.IDEMPOTENT or attempt >= self.attempts:
-            return None
-        return self.backoff(attempt)
+        return self.backoff(attempt) if call.method in self.STATUSES and attempt < self.attempts else None
 
     def after_status(self, call: Call, attempt: int, status: int, headers: Mapping[str, str]) -> float | None:
         """The wait before resending ``call`` after an answer with ``status``, or ``None``: keep the answer."""
-        if call.method not in self.IDEMPOTENT or attempt >= self.attempts:
-            return None
-        if status not in self.STATUSES[call.method]:
+        if status not in self.STATUSES.get(call.method, ()) or attempt >= self.attempts:
             return None
         return self.backoff(attempt, _number(headers.get("retry-after")))
 
 
-def parse_json(content: bytes) -> Any:
+def parse_json(content: bytes | str) -> Any:
     """A JSON answer, or ``None`` when the body is not JSON."""
     try:
-        return json.loads(content.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        return json.loads(content)
+    except ValueError:  # not UTF-8, or not JSON
         return None
 
 
@@ -306,9 +287,7 @@ def error_from_response(status: int, content: bytes, headers: Mapping[str, str])
         request_id = parsed["error"].get("request_id") or request_id
     context = {"body": parsed, "request_id": request_id}
     if status == 400:
-        if GUARDRAIL_MARKER in message.lower():
-            return GuardrailError(message)
-        return RequestValidationError(status, message, **context)
+        return guardrail_error(message) or RequestValidationError(status, message, **context)
     if status in (401, 403):
         return AuthenticationError(status, f"{message} (send the server's key: VllmOmniBackend(url, api_key=...) "
                                            f"or ${API_KEY_ENV})", **context)
@@ -320,24 +299,25 @@ def error_from_response(status: int, content: bytes, headers: Mapping[str, str])
     return ServerError(status, message, **context)
 
 
-def server_metrics(*, inference_s: Any = None, stages: Any = None,
-                   peak_memory_mb: Any = None) -> tuple[dict[str, float], dict[str, Any]]:
-    """The server's own measurements as ``(timings, provenance)``, whichever answer carried them.
+def guardrail_error(message: str) -> GuardrailError | None:
+    """The guardrails' refusal, told by its message wherever it comes (a 400 answer, a failed job's record)."""
+    return GuardrailError(message) if GUARDRAIL_MARKER in message.lower() else None
 
-    A sync video answer sends them as ``X-*`` headers (strings), an images answer in ``metrics``, a job in its
-    record; all three go through here, so ``stage_<name>_s`` timings mean the same thing everywhere.
+
+def server_metrics(source: Any) -> tuple[dict[str, float], dict[str, Any]]:
+    """The server's own measurements (``inference_time_s``, ``stage_durations``, ``peak_memory_mb``) as
+    ``(timings, provenance)``, whichever answer carried them.
+
+    An images answer sends them in ``metrics``, a job in its record, a sync video answer as ``X-*`` headers
+    (strings, mapped to the same names); all three go through here, so ``stage_<name>_s`` timings mean the same
+    thing everywhere.
     """
-    timings: dict[str, float] = {}
-    provenance: dict[str, Any] = {}
-    if _number(inference_s) is not None:
-        timings["inference_s"] = _number(inference_s)
-    if isinstance(stages, Mapping):
-        provenance["stage_durations"] = dict(stages)
-        timings.update({f"stage_{name}_s": _number(value) for name, value in stages.items()
-                        if _number(value) is not None})
-    if _number(peak_memory_mb) is not None:
-        provenance["peak_memory_mb"] = _number(peak_memory_mb)
-    return timings, provenance
+    source = source if isinstance(source, Mapping) else {}
+    stages = dict(source["stage_durations"]) if isinstance(source.get("stage_durations"), Mapping) else None
+    timings = {"inference_s": _number(source.get("inference_time_s")),
+               **{f"stage_{k}_s": _number(v) for k, v in (stages or {}).items()}}
+    provenance = {"stage_durations": stages, "peak_memory_mb": _number(source.get("peak_memory_mb"))}
+    return ({k: v for k, v in timings.items() if v is not None}, {k: v for k, v in provenance.items() if v is not None})
 
 
 def _number(value: Any) -> float | None:
@@ -353,38 +333,29 @@ def _number(value: Any) -> float | None:
 
 def timings_from_headers(headers: Mapping[str, str]) -> tuple[dict[str, float], dict[str, Any]]:
     """A sync answer's ``X-*`` headers as (timings, provenance)."""
-    stages = parse_json((headers.get("x-stage-durations") or "").encode())
-    timings, provenance = server_metrics(inference_s=headers.get("x-inference-time-s"), stages=stages,
-                                         peak_memory_mb=headers.get("x-peak-memory-mb"))
-    for header, key in (("x-request-id", "request_id"), ("x-model", "served_model")):
-        if headers.get(header):
-            provenance[key] = headers[header]
+    timings, provenance = server_metrics({"inference_time_s": headers.get("x-inference-time-s"),
+                                          "stage_durations": parse_json(headers.get("x-stage-durations") or ""),
+                                          "peak_memory_mb": headers.get("x-peak-memory-mb")})
+    provenance.update({key: headers[h] for h, key in (("x-request-id", "request_id"), ("x-model", "served_model"))
+                       if headers.get(h)})
     return timings, provenance
-
-
-def timings_from_image(answer: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
-    """An images answer's ``metrics`` object as (timings, provenance)."""
-    metrics = answer.get("metrics") if isinstance(answer.get("metrics"), Mapping) else {}
-    return server_metrics(stages=metrics.get("stage_durations"), peak_memory_mb=metrics.get("peak_memory_mb"))
 
 
 def timings_from_job(job: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
     """A finished job record's metrics as (timings, provenance)."""
-    timings, provenance = server_metrics(inference_s=job.get("inference_time_s"),
-                                         stages=job.get("stage_durations") or {},
-                                         peak_memory_mb=job.get("peak_memory_mb"))
+    timings, provenance = server_metrics({**job, "stage_durations": job.get("stage_durations") or {}})
     provenance.update({"job_id": job.get("id"), "served_model": job.get("model"), "job": dict(job)})
     return timings, provenance
 
 
-def decode_image_reply(content: bytes, content_type: str) -> tuple[bytes, np.ndarray, str, dict[str, Any]]:
+def decode_image_reply(response: Any) -> tuple[bytes, np.ndarray, str, dict[str, Any]]:
     """``(image bytes, frames, suffix, answer fields)`` of an images answer (media work)."""
     from PIL import Image
 
     extra: dict[str, Any] = {}
-    raw = content
-    if "json" in content_type:
-        parsed = parse_json(content)
+    raw = response.content
+    if "json" in response.headers.get("content-type", ""):
+        parsed = parse_json(raw)
         try:
             raw = base64.b64decode(parsed["data"][0]["b64_json"], validate=True)
         except (TypeError, KeyError, IndexError, ValueError) as exc:
@@ -409,21 +380,10 @@ def decode_mp4(content: bytes) -> media.VideoData:
         raise ServerError(200, f"the server's MP4 ({len(content)} bytes) could not be decoded ({exc})") from None
 
 
-def check_mp4_reply(status: int, headers: Mapping[str, str], content: bytes) -> None:
+def check_mp4_reply(response: Any) -> None:
     """A sync answer is accepted only as a non-empty ``video/mp4`` body (action-only output is empty)."""
-    content_type = headers.get("content-type", "")
+    content_type, content = response.headers.get("content-type", ""), response.content
     if not content_type.startswith("video/mp4") or not content:
-        raise ServerError(status, f"expected video/mp4 from {proto.VIDEOS_SYNC}, got {content_type!r} "
-                          f"({len(content)} bytes)", body=parse_json(content))
+        raise ServerError(response.status_code, f"expected video/mp4 from {proto.VIDEOS_SYNC}, got "
+                          f"{content_type!r} ({len(content)} bytes)", body=parse_json(content))
 
-
-def form_seed_fps(fields: Mapping[str, str]) -> tuple[int, float | None]:
-    """The seed and fps a hand-built form asked for (recorded client side: the server echoes neither)."""
-    values: dict[str, Any] = {}
-    for name, kind in (("seed", int), ("fps", float)):
-        try:
-            values[name] = kind(fields[name]) if fields.get(name) else None
-        except ValueError:
-            raise ValidationError(name, f"{fields[name]!r} is not a {kind.__name__}.",
-                                  f"send {name} as a {kind.__name__} written as a string.") from None
-    return values["seed"], values["fps"]

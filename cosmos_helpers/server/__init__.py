@@ -39,18 +39,14 @@ Nothing heavy is imported here.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 __all__ = ["LocalServer", "ThreadedServer", "create_app"]
+_HOMES = {"LocalServer": ".local", "ThreadedServer": ".local", "create_app": ".app"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("LocalServer", "ThreadedServer"):
-        from . import local
-
-        return getattr(local, name)
-    if name == "create_app":
-        from .app import create_app
-
-        return create_app
-    raise AttributeError(f"module 'cosmos_helpers.server' has no attribute {name!r}")
+    if name not in _HOMES:
+        raise AttributeError(f"module 'cosmos_helpers.server' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name], __name__), name)

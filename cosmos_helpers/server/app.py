@@ -1,32 +1,38 @@
 """``create_app``: the FastAPI app of the local vLLM-Omni 0.30.0 stand-in, assembled from its parts.
 
-Routers per concern (:mod:`.routes`), request and response models (:mod:`.models`), one exception handler set
-for vLLM's envelope (:mod:`.errors`), the API key and body limit gates (:mod:`.middleware`), one serial worker
+The routes (:mod:`.routes`), request and response models (:mod:`.models`), one exception handler set
+for vLLM's envelope (:mod:`.errors`), the API key and body limit gates (below), one serial worker
 (:mod:`.worker`) and the job store (:mod:`.jobs`). Like ``vllm serve`` it loads the model before it serves, so
 a server that answers is a server that is ready.
+
+The gates are pure ASGI and answer in vLLM's envelope. Starlette's own body limit answers a declared oversize body
+in plain text, so the limit is kept here: refused at once from ``Content-Length``, or while the body streams in
+(chunked uploads).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..backends.diffusers import DiffusersBackend
 from ..presets import model_for
-from ..protocol.vllm_omni import SYNC_TIMEOUT_S, VERSION
+from ..protocol.vllm_omni import IMAGES, SYNC_TIMEOUT_S, VERSION
 from . import errors
+from .errors import ApiError, envelope
 from .jobs import JobStore
 from .limits import ServerLimits
-from .middleware import ApiKey, BodyLimit
-from .routes import health, images, jobs, videos
-from .state import ServerState, TransferRunner
+from .references import TransferRunner
+from .routes import ServerState, router
 from .worker import SerialWorker
 
 MAX_FILES, MAX_FIELDS = 8, 256  # multipart parts a video POST may carry (two files are used)
@@ -77,10 +83,7 @@ def create_app(backend: Any = None, *, api_key: str | None = None, served_model_
     if api_key:
         app.add_middleware(ApiKey, key=api_key)  # added last: it runs first
     form_limits = {"max_part_size": limits.max_field_bytes, "max_files": MAX_FILES, "max_fields": MAX_FIELDS}
-    app.include_router(health.router)
-    app.include_router(images.router)
-    app.include_router(videos.router, form_limits=form_limits)
-    app.include_router(jobs.router, form_limits=form_limits)
+    app.include_router(router, form_limits=form_limits)
     return app
 
 
@@ -92,7 +95,7 @@ async def _lifespan(app: FastAPI):
     state.worker.start()
     janitor = None
     if state.limits.job_ttl > 0:
-        await run_in_threadpool(state.sweep)  # leftovers of an earlier server on this storage folder
+        await run_in_threadpool(state.jobs.sweep, state.limits.job_ttl)  # an earlier server's leftovers
         janitor = asyncio.create_task(_janitor(state))
     try:
         yield
@@ -110,6 +113,55 @@ async def _janitor(state: ServerState) -> None:
     while True:
         await asyncio.sleep(interval)
         try:
-            await run_in_threadpool(state.sweep)
+            await run_in_threadpool(state.jobs.sweep, state.limits.job_ttl)
         except Exception:  # a sweep must never take the server down; the next one retries
             pass
+
+
+@dataclass
+class ApiKey:
+    """``Authorization: Bearer <key>`` on ``/v1/*`` (vLLM's ``--api-key``); compared in constant time."""
+
+    app: ASGIApp
+    key: str
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1"):
+            header = dict(scope.get("headers", ())).get(b"authorization", b"")
+            token = header[7:] if header[:7].lower() == b"bearer " else b""
+            if not hmac.compare_digest(token, self.key.encode()):
+                await envelope(401, "Unauthorized: missing or wrong API key")(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+@dataclass
+class BodyLimit:
+    """Refuse a request body above ``max_request_bytes`` (the image route: ``max_json_bytes``) with 413."""
+
+    app: ASGIApp
+    max_request_bytes: int
+    max_json_bytes: int
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS", "DELETE"):
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_json_bytes if scope.get("path") == IMAGES else self.max_request_bytes
+        too_large = ApiError(413, f"The request body is larger than the limit of {limit} bytes")
+        declared = dict(scope.get("headers", ())).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > limit:
+            await envelope(413, too_large.message, headers={"Connection": "close"})(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> dict:
+            nonlocal received
+            message = await receive()
+            if message.get("type") == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise too_large  # an HTTPException: FastAPI's body reader lets it through to the handler
+            return message
+
+        await self.app(scope, limited, send)

@@ -1,7 +1,7 @@
 """``cosmos-helpers serve``: the local vLLM-Omni 0.30.0 stand-in for Cosmos3 (FastAPI + uvicorn).
 
 Like ``vllm serve`` it loads the model *before* binding the port, so while it loads connections are refused;
-``Application startup complete.`` means ready. Heavy imports (torch, fastapi, uvicorn) happen in ``serve``, so
+``Application startup complete.`` means ready. Heavy imports (torch, fastapi, uvicorn) happen in ``run``, so
 ``--help`` stays fast. The limit flags (defaults in :class:`~.limits.ServerLimits`) are stand-in hardening:
 vLLM-Omni has no queue bound (``--max-queue 0`` behaves like it) and opens server-local paths unchecked.
 Binding anywhere but loopback without an API key prints a loud warning.
@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from typing import Any
 
 from ..backends.vllm_wire import API_KEY_ENV
 from ..errors import ValidationError
 from ..presets import PROFILES, get_profile, model_for
-from .limits import MiB, ServerLimits, binding_warning, describe
+from ..protocol.vllm_omni import SYNC_TIMEOUT_S
+from .limits import MiB, ServerLimits, binding_warning
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,8 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--served-model-name", default=None, help="name clients send as 'model' (default: --model)")
     parser.add_argument("--storage-dir", default=None, help="job files and uploads (default: a temporary folder)")
     parser.add_argument("--sync-timeout", type=float,
-                        default=float(os.environ.get("VLLM_OMNI_VIDEO_SYNC_TIMEOUT", "600")),
-                        help="seconds before /v1/videos/sync answers 504, queueing included (default: 600)")
+                        default=float(os.environ.get("VLLM_OMNI_VIDEO_SYNC_TIMEOUT", SYNC_TIMEOUT_S)),
+                        help="seconds before /v1/videos/sync answers 504, queueing included (default: %(default)g)")
     guard = parser.add_mutually_exclusive_group()
     guard.add_argument("--guardrails", action="store_true",
                        help="run the Cosmos guardrails (needs the cosmos_guardrail package and a GPU host); a "
@@ -49,32 +51,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
 
 
+# flag -> (ServerLimits field, the field's units per flag unit, metavar, help; "(default: N)" is added unless given)
+_LIMIT_FLAGS: dict[str, tuple[str, int, str, str]] = {
+    "--max-upload-mb": ("max_request_bytes", MiB, "MB", "largest request body, uploads included -> 413"),
+    "--max-field-kb": ("max_field_bytes", 1024, "KB", "largest text form field -> 400, and image JSON body -> 413 "
+                       "(default: %(default)d, Starlette's and vLLM's)"),
+    "--max-image-pixels": ("max_image_pixels", 1, "N", "largest decoded reference image / video frame, WxH -> 400 "
+                           f"(default: $VLLM_MAX_IMAGE_PIXELS or {7680 * 4320})"),
+    "--max-video-frames": ("max_video_frames", 1, "N", "most frames in a reference or control video -> 400"),
+    "--max-video-seconds": ("max_video_seconds", 1, "S", "longest reference or control video -> 400"),
+    "--max-prompt-chars": ("max_prompt_chars", 1, "N", "longest prompt / negative prompt -> 400"),
+    "--max-output-pixels": ("max_output_pixels", 1, "N", "largest requested output WxH -> 400 (default: %(default)d, "
+                            "7680x4320)"),
+    "--max-output-frames": ("max_output_frames", 1, "N", "most requested output frames -> 400"),
+    "--max-queue": ("max_queue", 1, "N", "generations that may wait behind the running one; beyond it 429 with "
+                    "Retry-After, which vLLM-Omni never sends (default: %(default)d; 0 = unbounded, as vLLM-Omni)"),
+    "--job-ttl": ("job_ttl", 1, "S", "seconds a finished job and its file are kept (expires_at); 0 keeps them until "
+                  "DELETE"),
+}
+
+
 def _limit_arguments(group: argparse._ArgumentGroup) -> None:
-    d = ServerLimits()
-    group.add_argument("--max-upload-mb", type=float, default=d.max_request_bytes / MiB, metavar="MB",
-                       help=f"largest request body, uploads included -> 413 (default: {d.max_request_bytes // MiB})")
-    group.add_argument("--max-field-kb", type=float, default=d.max_field_bytes / 1024, metavar="KB",
-                       help="largest text form field -> 400, and image JSON body -> 413 (default: "
-                            f"{d.max_field_bytes // 1024}, Starlette's and vLLM's)")
-    group.add_argument("--max-image-pixels", type=int, default=d.max_image_pixels, metavar="N",
-                       help=f"largest decoded reference image / video frame, WxH -> 400 (default: "
-                            f"$VLLM_MAX_IMAGE_PIXELS or {7680 * 4320})")
-    group.add_argument("--max-video-frames", type=int, default=d.max_video_frames, metavar="N",
-                       help=f"most frames in a reference or control video -> 400 (default: {d.max_video_frames})")
-    group.add_argument("--max-video-seconds", type=float, default=d.max_video_seconds, metavar="S",
-                       help=f"longest reference or control video -> 400 (default: {d.max_video_seconds:g})")
-    group.add_argument("--max-prompt-chars", type=int, default=d.max_prompt_chars, metavar="N",
-                       help=f"longest prompt / negative prompt -> 400 (default: {d.max_prompt_chars})")
-    group.add_argument("--max-output-pixels", type=int, default=d.max_output_pixels, metavar="N",
-                       help=f"largest requested output WxH -> 400 (default: {d.max_output_pixels}, 7680x4320)")
-    group.add_argument("--max-output-frames", type=int, default=d.max_output_frames, metavar="N",
-                       help=f"most requested output frames -> 400 (default: {d.max_output_frames})")
-    group.add_argument("--max-queue", type=int, default=d.max_queue, metavar="N",
-                       help=f"generations that may wait behind the running one; beyond it 429 with Retry-After, "
-                            f"which vLLM-Omni never sends (default: {d.max_queue}; 0 = unbounded, as vLLM-Omni)")
-    group.add_argument("--job-ttl", type=float, default=d.job_ttl, metavar="S",
-                       help=f"seconds a finished job and its file are kept (expires_at); 0 keeps them until "
-                            f"DELETE (default: {d.job_ttl:g})")
+    defaults = ServerLimits()
+    for flag, (name, unit, metavar, text) in _LIMIT_FLAGS.items():
+        default = getattr(defaults, name)
+        if unit != 1:
+            default = default / unit
+        text += "" if "(default:" in text else " (default: %(default)d)"
+        group.add_argument(flag, type=type(default), default=default, metavar=metavar, help=text)
     group.add_argument("--allowed-local-media-path", action="append", default=[], metavar="DIR",
                        help="a folder whose files requests may name by server-local path (control_path, file:// "
                             "references); resolved with realpath, so '..' and symlinks cannot escape; repeatable "
@@ -85,13 +89,12 @@ def _limit_arguments(group: argparse._ArgumentGroup) -> None:
 
 
 def limits_from_args(args: argparse.Namespace) -> ServerLimits:
-    return ServerLimits(
-        max_request_bytes=int(args.max_upload_mb * MiB), max_field_bytes=int(args.max_field_kb * 1024),
-        max_image_pixels=args.max_image_pixels, max_video_frames=args.max_video_frames,
-        max_video_seconds=args.max_video_seconds, max_prompt_chars=args.max_prompt_chars,
-        max_output_pixels=args.max_output_pixels, max_output_frames=args.max_output_frames,
-        max_queue=args.max_queue, job_ttl=args.job_ttl,
-        allowed_local_media_paths=tuple(args.allowed_local_media_path), allow_url_fetch=args.allow_url_fetch)
+    values = {}
+    for flag, (name, unit, _metavar, _help) in _LIMIT_FLAGS.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
+        values[name] = int(value * unit) if unit != 1 else value
+    return ServerLimits(**values, allowed_local_media_paths=tuple(args.allowed_local_media_path),
+                        allow_url_fetch=args.allow_url_fetch)
 
 
 def served_model(args: argparse.Namespace) -> str:
@@ -103,14 +106,17 @@ def served_model(args: argparse.Namespace) -> str:
     return model_for(args.profile, args.model)
 
 
-def run(args: argparse.Namespace) -> int:
-    return serve(args)
+def describe(limits: ServerLimits) -> str:
+    roots = ", ".join(limits.allowed_local_media_paths) or "none"
+    return (f"limits: body {limits.max_request_bytes // MiB} MiB, field {limits.max_field_bytes // 1024} KiB, "
+            f"prompt {limits.max_prompt_chars} chars, image {limits.max_image_pixels} px, video "
+            f"{limits.max_video_frames} frames/{limits.max_video_seconds:g} s, "
+            f"queue {limits.max_queue or 'unbounded'}, "
+            f"job TTL {f'{limits.job_ttl:g} s' if limits.job_ttl else 'none'}, local media: {roots}")
 
 
-def serve(args: argparse.Namespace, backend: Any = None) -> int:
+def run(args: argparse.Namespace, backend: Any = None) -> int:
     """Build the app for ``args`` and run it under uvicorn until stopped (``backend``: default diffusers)."""
-    import time
-
     limits = limits_from_args(args)  # a bad value fails before anything loads
     model = served_model(args)
     warning = binding_warning(args.host, args.api_key)
@@ -125,10 +131,6 @@ def serve(args: argparse.Namespace, backend: Any = None) -> int:
 
     from .app import create_app
 
-    if backend is None:
-        from ..backends.diffusers import DiffusersBackend
-
-        backend = DiffusersBackend(progress=False)
     print(f"loading {model!r} ...", flush=True)
     app = create_app(backend, api_key=args.api_key or None, served_model_name=args.served_model_name, model=model,
                      storage_dir=args.storage_dir, sync_timeout=args.sync_timeout, guardrails=args.guardrails,
@@ -138,8 +140,7 @@ def serve(args: argparse.Namespace, backend: Any = None) -> int:
     print(f"serving {state.served_model_name!r} on http://{args.host}:{args.port} (storage {state.storage}; "
           f"guardrails {'on' if args.guardrails else 'off'}; imports took {time.perf_counter() - started:.1f} s)",
           flush=True)
-    for line in describe(limits):
-        print(line, flush=True)
+    print(describe(limits), flush=True)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                             timeout_graceful_shutdown=2, access_log=args.log_level == "debug")
     uvicorn.Server(config).run()

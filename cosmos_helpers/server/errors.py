@@ -9,10 +9,11 @@ with the exception's text. The stand-in's own refusals of bad input use the same
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError as PydanticValidationError
 from starlette.exceptions import HTTPException
 
 from ..errors import ValidationError
@@ -30,9 +31,6 @@ class ApiError(HTTPException):
         self.message = message
         self.type = type
         self.param = param
-
-    def body(self) -> dict[str, Any]:
-        return error_body(self.status_code, self.message, type=self.type, param=self.param)
 
 
 def bad_request(message: str, *, param: str | None = None) -> ApiError:
@@ -61,13 +59,9 @@ async def _invalid_body(_request, exc: RequestValidationError) -> JSONResponse:
     return envelope(400, message, param=param)
 
 
-async def _invalid_request(_request, exc: Exception) -> JSONResponse:
-    """pydantic's ValidationError from ``VideoForm.to_request`` (the request model's limits)."""
-    return envelope(400, str(exc), type=VALUE_ERROR)
-
-
-async def _invalid_generation(_request, exc: Exception) -> JSONResponse:
-    """``GenerationRequest`` refusing a value: the message names the field and the fix."""
+async def _invalid_value(_request, exc: Exception) -> JSONResponse:
+    """pydantic refusing ``VideoForm.to_request`` (the request model's limits), or ``GenerationRequest`` refusing a
+    value (its message names the field and the fix)."""
     return envelope(400, str(exc), type=VALUE_ERROR, param=getattr(exc, "field", None))
 
 
@@ -77,10 +71,8 @@ async def _unexpected(_request, exc: Exception) -> JSONResponse:
 
 def install(app) -> None:
     """Register the handlers on ``app``: the one place the envelope is made."""
-    from pydantic import ValidationError as PydanticValidationError
-
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid_body)
-    app.add_exception_handler(PydanticValidationError, _invalid_request)
-    app.add_exception_handler(ValidationError, _invalid_generation)
+    app.add_exception_handler(PydanticValidationError, _invalid_value)
+    app.add_exception_handler(ValidationError, _invalid_value)
     app.add_exception_handler(Exception, _unexpected)

@@ -11,24 +11,19 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .limits import valid_job_id
+from ..protocol.vllm_omni import JOB_ID, VIDEO_DEFAULTS
 from .models import VideoJob, VideoList, VideoRequest
-
-
-def new_job_id() -> str:
-    return f"video_gen_{uuid.uuid4().hex}"
 
 
 def new_record(job_id: str, model: str, request: VideoRequest) -> VideoJob:
     """The queued record vLLM-Omni makes from a request (video/generation/helpers.py:280-299): ``size`` and
     ``seconds`` echo the fields, frames come from ``num_frames`` or ``seconds x fps``; results replace them."""
-    fps = request.fps or 24.0
+    fps = request.fps or VIDEO_DEFAULTS["fps"]
     num_frames = request.num_frames
     if num_frames is None and request.seconds is not None:
         num_frames = int(float(request.seconds) * fps)
@@ -46,7 +41,6 @@ class Job:
     uploads: list[Path] = field(default_factory=list)
     future: Future | None = None
     created_ts: float = field(default_factory=time.time)
-    started_ts: float | None = None
     finished_ts: float | None = None
 
 
@@ -66,7 +60,7 @@ class JobStore:
 
     def get(self, job_id: str) -> Job | None:
         """The job, or ``None`` for an unknown or malformed id (nothing else reaches the file store)."""
-        if not valid_job_id(job_id):
+        if not JOB_ID.fullmatch(job_id):
             return None
         with self._lock:
             return self._jobs.get(job_id)
@@ -85,13 +79,9 @@ class JobStore:
                 setattr(job if name.endswith("_ts") else job.record, name, value)
 
     def path_for(self, job_id: str) -> Path:
-        if not valid_job_id(job_id):
+        if not JOB_ID.fullmatch(job_id):
             raise ValueError(f"not a job id: {job_id!r}")
         return self.storage_dir / f"{job_id}.mp4"
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._jobs)
 
     def page(self, *, after: str | None, limit: int | None, order: str) -> VideoList:
         """``GET /v1/videos`` (api_server.py:2782-2816): sorted by ``created_at`` (whole seconds; ties keep arrival

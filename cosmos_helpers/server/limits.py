@@ -16,9 +16,6 @@ import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
-
-from ..protocol.vllm_omni import JOB_ID
 
 MiB = 1024 * 1024
 
@@ -106,10 +103,6 @@ class ServerLimits:
                               f"({', '.join(self.allowed_local_media_paths)})")
 
 
-def valid_job_id(job_id: str) -> bool:
-    return bool(JOB_ID.fullmatch(job_id))
-
-
 def is_loopback(host: str) -> bool:
     if host in ("localhost", "localhost.localdomain", "ip6-localhost"):
         return True
@@ -128,27 +121,3 @@ def binding_warning(host: str, api_key: str | None) -> str | None:
             "!! Anyone on the network can submit generations and read every job. Set --api-key (or\n"
             "!! $COSMOS3_VLLM_API_KEY), or bind to 127.0.0.1 (the default).\n"
             f"{bar}")
-
-
-def json_depth_exceeds(value: object, limit: int) -> bool:
-    """True when ``value`` nests deeper than ``limit`` (iterative: safe on any depth)."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            if depth > limit:
-                return True
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            if depth > limit:
-                return True
-            stack.extend((v, depth + 1) for v in item)
-    return False
-
-
-def describe(limits: ServerLimits) -> Iterable[str]:
-    roots = ", ".join(limits.allowed_local_media_paths) or "none"
-    yield (f"limits: body {limits.max_request_bytes // MiB} MiB, field {limits.max_field_bytes // 1024} KiB, "
-           f"prompt {limits.max_prompt_chars} chars, image {limits.max_image_pixels} px, video "
-           f"{limits.max_video_frames} frames/{limits.max_video_seconds:g} s, queue {limits.max_queue or 'unbounded'}, "
-           f"job TTL {f'{limits.job_ttl:g} s' if limits.job_ttl else 'none'}, local media: {roots}")

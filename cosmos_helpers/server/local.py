@@ -17,10 +17,13 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 import weakref
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..backends.vllm_omni import VllmOmniBackend
 from ..backends.vllm_wire import API_KEY_ENV
 from ..errors import BackendUnavailableError
 from .limits import binding_warning
@@ -34,6 +37,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+@dataclass(eq=False, repr=False)  # eq=False: hashable, for the registry of live servers
 class LocalServer:
     """``with LocalServer() as server: backend = server.client()``.
 
@@ -50,30 +54,23 @@ class LocalServer:
         progress: show the readiness wait.
     """
 
-    def __init__(self, model: str | None = None, *, profile: str | None = None, host: str = "127.0.0.1",
-                 port: int | None = None, api_key: str | None = None, ready_timeout: float = 300.0,
-                 storage_dir: str | Path | None = None, threads: int | None = None, extra_args: Sequence[str] = (),
-                 env: dict[str, str] | None = None, python: str = sys.executable,
-                 entry: Sequence[str] = ("-m", "cosmos_helpers.cli", "serve"), progress: bool = True) -> None:
-        self.model = model
-        self.profile = profile
-        self.host = host
-        self.port = port
-        self.api_key = api_key
-        self.ready_timeout = ready_timeout
-        self.storage_dir = storage_dir
-        self.threads = threads
-        self.extra_args = tuple(extra_args)
-        self.env = env
-        self.python = python
-        self.entry = tuple(entry)
-        self.progress = progress
-        self.process: subprocess.Popen | None = None
-        self._log_dir: tempfile.TemporaryDirectory | None = None
-        self.log_path: Path | None = None
-        self._log_handle = None
-
-    # lifecycle ------------------------------------------------------------------------------------------
+    model: str | None = None
+    _: KW_ONLY
+    profile: str | None = None
+    host: str = "127.0.0.1"
+    port: int | None = None
+    api_key: str | None = None
+    ready_timeout: float = 300.0
+    storage_dir: str | Path | None = None
+    threads: int | None = None
+    extra_args: Sequence[str] = ()
+    env: dict[str, str] | None = None
+    entry: Sequence[str] = ("-m", "cosmos_helpers.cli", "serve")
+    progress: bool = True
+    process: subprocess.Popen | None = field(default=None, init=False)
+    log_path: Path | None = field(default=None, init=False)
+    _log_dir: tempfile.TemporaryDirectory | None = field(default=None, init=False)
+    _log_handle: Any = field(default=None, init=False)
 
     @property
     def url(self) -> str:
@@ -82,19 +79,15 @@ class LocalServer:
         return f"http://{self.host}:{self.port}"
 
     def argv(self) -> list[str]:
-        argv = [self.python, *self.entry, "--host", self.host, "--port", str(self.port)]
-        if self.model:
-            argv += ["--model", self.model]
-        if self.profile:
-            argv += ["--profile", self.profile]
-        if self.storage_dir:
-            argv += ["--storage-dir", str(self.storage_dir)]
-        if self.threads:
-            argv += ["--threads", str(self.threads)]
+        argv = [sys.executable, *self.entry, "--host", self.host, "--port", str(self.port)]
+        for flag, value in (("--model", self.model), ("--profile", self.profile), ("--storage-dir", self.storage_dir),
+                            ("--threads", self.threads)):
+            if value:
+                argv += [flag, str(value)]
         return argv + list(self.extra_args)
 
     def start(self) -> "LocalServer":
-        if self.process is not None and self.process.poll() is None:
+        if self.running:
             return self
         if self.port is None:
             self.port = free_port(self.host)
@@ -120,7 +113,7 @@ class LocalServer:
     def stop(self, timeout: float = 10.0) -> None:
         """Terminate the whole process group, wait, then kill; idempotent."""
         process = self.process
-        if process is not None and process.poll() is None:
+        if self.running:
             _signal_group(process, signal.SIGTERM)
             try:
                 process.wait(timeout)
@@ -136,7 +129,7 @@ class LocalServer:
 
     def kill(self) -> None:
         """Kill the server abruptly (SIGKILL to its group), as a crash would."""
-        if self.process is not None and self.process.poll() is None:
+        if self.running:
             _signal_group(self.process, signal.SIGKILL)
             self.process.wait(5)
 
@@ -152,8 +145,6 @@ class LocalServer:
         except Exception:
             pass
 
-    # helpers --------------------------------------------------------------------------------------------
-
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -166,16 +157,12 @@ class LocalServer:
 
     def client(self, **options: Any):
         """A :class:`~cosmos_helpers.backends.vllm_omni.VllmOmniBackend` for this server."""
-        from ..backends.vllm_omni import VllmOmniBackend
-
         options.setdefault("poll_interval", 0.2)
         return VllmOmniBackend(self.url, api_key=self.api_key, **options)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"LocalServer({self.model!r}, url={self.url if self.port else None!r}, {state})"
-
-
 
 
 def connect_vllm_omni(url: str | None = None, *, profile: str | None = None, api_key: str | None = None,
@@ -185,8 +172,6 @@ def connect_vllm_omni(url: str | None = None, *, profile: str | None = None, api
 
     One call for notebooks that run against a real deployment or, offline, against the stand-in.
     """
-    from ..backends.vllm_omni import VllmOmniBackend
-
     if url is not None:
         return VllmOmniBackend(url, api_key=api_key, **options)
     server = LocalServer(profile=profile, api_key=api_key).start()
@@ -233,8 +218,6 @@ class ThreadedServer:
 
         warning = binding_warning(host, app_options.get("api_key"))
         if warning:
-            import warnings
-
             warnings.warn(warning, stacklevel=2)
         self.host = host
         self.port = port or free_port(host)

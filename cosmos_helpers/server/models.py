@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import time
-from enum import Enum
 from typing import Annotated, Any, Literal
 
 from fastapi import UploadFile
@@ -34,12 +33,6 @@ _Positive64 = Annotated[int, Field(ge=1, le=vo.INT64_MAX)]
 # ---------------------------------------------------------------------------------------------- images
 
 
-class ResponseFormat(str, Enum):
-    B64_JSON = "b64_json"
-    URL = "url"  # declared upstream, refused by its validator
-    FILE = "file"
-
-
 class ImageRequest(BaseModel):
     """``POST /v1/images/generations``: the fields the stand-in reads; others are ignored, as upstream."""
 
@@ -49,7 +42,7 @@ class ImageRequest(BaseModel):
     model: str | None = None
     n: int = Field(1, ge=_N[0], le=_N[1])
     size: str | None = None
-    response_format: ResponseFormat = ResponseFormat.B64_JSON
+    response_format: Literal["b64_json", "url", "file"] = "b64_json"  # "url": declared upstream, refused below
     negative_prompt: str | None = None
     system_prompt: str | None = None
     use_system_prompt: Literal[vo.USE_SYSTEM_PROMPT_TYPES] | None = None  # type: ignore[valid-type]
@@ -73,9 +66,9 @@ class ImageRequest(BaseModel):
 
     @field_validator("response_format")
     @classmethod
-    def _no_urls(cls, value: ResponseFormat) -> ResponseFormat:
-        if value not in (ResponseFormat.B64_JSON, ResponseFormat.FILE):
-            raise ValueError(f"Only 'b64_json' or 'file' response format is supported, got: {value.value}")
+    def _no_urls(cls, value: str) -> str:
+        if value not in vo.IMAGE_RESPONSE_FORMATS:
+            raise ValueError(f"Only 'b64_json' or 'file' response format is supported, got: {value}")
         return value
 
 

@@ -171,6 +171,3 @@ def _bounds_text(bounds: Mapping[str, Any]) -> str:
 def close_match(name: str, candidates: list[str]) -> str | None:
     matches = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
     return matches[0] if matches else None
-
-
-__all__ = ["HINT_MODELS", "HintFields", "SampleFields", "close_match", "parse_fields"]

@@ -24,7 +24,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import ValidationError
 from ..presets import MODES, VIDEO_SIZES, get_profile, model_for, normalize_tier
@@ -39,6 +39,12 @@ _REQUIRED: tuple[str, ...] = ("fps", "num_steps", "guidance", "shift", "sigma_ma
                               "duration_template", "resolution_template", "inverse_duration_template",
                               "inverse_resolution_template", "negative_metadata_mode", "negative_prompt_keep_metadata",
                               "video_save_quality", "image_save_quality")
+# How a filled-in value is typed in a ResolvedSample, by the field's annotation (``None`` stays ``None``: a transfer
+# field of a sample without hints); other fields take the value as it is.
+_CASTS: Mapping[str, Callable[[Any], Any]] = {
+    "int": int, "int | None": int, "float": float, "bool": bool, "bool | None": bool,
+    "tuple[float, float] | None": lambda pair: (float(pair[0]), float(pair[1])),
+    "tuple[int, ...]": lambda indexes: tuple(int(i) for i in indexes)}
 # The framework modes a profile has no defaults of, and the mode whose defaults stand in for them.
 PROFILE_MODES: Mapping[str, str] = MappingProxyType({"audio_image2video": "image2video"})
 
@@ -179,8 +185,7 @@ class _Resolver:
         self.sources: dict[str, str] = {"guardrails": "given" if guardrails is not None else
                                         f"profile {self.profile.name}" if self.profile else "the framework's default"}
         self.notes: list[str] = []
-        self.user = {k for k in sample.fields.model_fields_set if getattr(sample.fields, k) is not None}
-        self.user |= set(self.overrides)
+        self.user = {k for k in sample.fields.model_fields_set if sample.given(k)} | set(self.overrides)
 
     def put(self, key: str, value: Any, source: str) -> None:
         self.values[key], self.sources[key] = value, source
@@ -303,42 +308,20 @@ class _Resolver:
                                   "add them to the defaults file (start from the framework's "
                                   "defaults/<mode>/sample_args.json).")
         prompt = self._prompt()
-        interval = lambda key: None if v.get(key) is None else (float(v[key][0]), float(v[key][1]))  # noqa: E731
         seed = v.get("seed")
         if seed is None and self.output_dir is not None:
             seed = fw.fallback_seed(self.sample.name, Path(self.output_dir).expanduser().absolute())
             self.sources["seed"] = "derived from the name and output folder (the framework's fallback seed)"
         self.sources.setdefault("seed", "derived by the framework at run time")
         self.sources.setdefault("model_mode", "inferred from vision_path and num_frames")
-        hints = tuple(self._hint(kind) for kind in self.sample.hint_kinds)
-        optional = lambda key, cast: None if v.get(key) is None else cast(v[key])  # noqa: E731
-        return ResolvedSample(
-            name=self.sample.name, model=self.model, profile=self.profile.name if self.profile else None,
-            model_mode=self.mode, prompt=prompt, negative_prompt=v.get("negative_prompt"),
-            vision_path=self.sample.path(f.vision_path), sound_path=self.sample.path(f.sound_path),
-            resolution=v.get("resolution"), aspect_ratio=v.get("aspect_ratio"), fps=int(v["fps"]),
-            num_frames=int(v["num_frames"]), num_steps=int(v["num_steps"]), guidance=float(v["guidance"]),
-            guidance_interval=interval("guidance_interval"), shift=float(v["shift"]),
-            sigma_max=float(v["sigma_max"]), normalize_cfg=bool(v["normalize_cfg"]), seed=seed,
-            duration_template=v["duration_template"], resolution_template=v["resolution_template"],
-            inverse_duration_template=v["inverse_duration_template"],
-            inverse_resolution_template=v["inverse_resolution_template"],
-            negative_metadata_mode=v["negative_metadata_mode"],
-            negative_prompt_keep_metadata=bool(v["negative_prompt_keep_metadata"]),
-            enable_sound=bool(v["enable_sound"]),
-            condition_frame_indexes_vision=tuple(int(i) for i in v["condition_frame_indexes_vision"]),
-            condition_video_keep=v["condition_video_keep"], video_save_quality=int(v["video_save_quality"]),
-            image_save_quality=int(v["image_save_quality"]), num_outputs=int(v["num_outputs"]),
-            control_guidance=float(v["control_guidance"]),
-            control_guidance_interval=interval("control_guidance_interval"), hints=hints,
-            num_video_frames_per_chunk=optional("num_video_frames_per_chunk", int),
-            num_conditional_frames=optional("num_conditional_frames", int),
-            num_first_chunk_conditional_frames=optional("num_first_chunk_conditional_frames", int),
-            max_frames=optional("max_frames", int),
-            share_vision_temporal_positions=optional("share_vision_temporal_positions", bool),
-            emphasize_control_in_prompt=optional("emphasize_control_in_prompt", bool),
-            show_control_condition=optional("show_control_condition", bool), show_input=optional("show_input", bool),
-            guardrails=self.guardrails, sources=MappingProxyType(dict(self.sources)), notes=tuple(self.notes))
+        given = dict(name=self.sample.name, model=self.model, profile=self.profile.name if self.profile else None,
+                     model_mode=self.mode, prompt=prompt, vision_path=self.sample.path(f.vision_path),
+                     sound_path=self.sample.path(f.sound_path), seed=seed,
+                     hints=tuple(self._hint(kind) for kind in self.sample.hint_kinds), guardrails=self.guardrails,
+                     sources=MappingProxyType(dict(self.sources)), notes=tuple(self.notes))
+        return ResolvedSample(**given, **{
+            f.name: None if v.get(f.name) is None else _CASTS.get(str(f.type), lambda value: value)(v[f.name])
+            for f in fields(ResolvedSample) if f.name not in given})
 
     def _prompt(self) -> str:
         f = self.f
@@ -385,6 +368,3 @@ def _vision_kind(vision_path: str | None) -> str | None:
     if vision_path is None:
         return None
     return "image" if Path(vision_path.split("?")[0]).suffix.lower() in fw.IMAGE_EXTENSIONS else "video"
-
-
-__all__ = ["OVERRIDABLE", "ResolvedHint", "ResolvedSample", "resolve"]

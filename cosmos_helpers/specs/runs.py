@@ -9,6 +9,15 @@ own default) unless the input sets them (:func:`generation_request`).
 :class:`SampleRun` is what an output is made from (the input as written, command-line overrides, profile and
 model, the resolved values, the content of every input file); its ``fingerprint()`` is what a rerun compares, so
 a finished output is skipped and a changed input is never mistaken for it.
+
+URL inputs are fetched the way the framework fetches them, into the same cache, so both find the same file
+(:func:`localize`): the framework downloads a ``vision_path`` (``sound_path``, ``action_path``, a hint's
+``control_path``) URL to ``$COSMOS_DOWNLOAD_CACHE_DIR/<sha256(url)[:16]>-vision<ext>`` and marks it finished with a
+``.done`` file next to it (``protocol.framework.download_cache_path``). Here a finished cached file is used as it
+is; a missing one is downloaded with httpx (with a progress bar) to a temporary name and published with its marker.
+Without the variable the cache is ``~/.cache/cosmos-helpers/downloads`` (the framework then uses a fresh temporary
+folder per run: set the variable to share one cache). Offline, the error names the URL, the file to place and the
+variable.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -24,11 +34,11 @@ from .. import media
 from ..backends import NAMES
 from ..errors import ValidationError
 from ..presets import MODES
+from ..progress import progress_bar
 from ..prompts import parse_caption
 from ..protocol import framework as fw
 from ..protocol import vllm_omni as vo
 from ..request import GenerationRequest
-from .downloads import fetch
 from .load import Sample
 from .resolve import ResolvedSample
 
@@ -148,7 +158,7 @@ def generation_request(r: ResolvedSample, given: set[str]) -> GenerationRequest:
 
 
 def localize(r: ResolvedSample, *, progress: bool = True) -> ResolvedSample:
-    """``r`` with every URL input replaced by its local copy (the framework's download cache, see ``downloads``)."""
+    """``r`` with every URL input replaced by its local copy (the framework's download cache: module docstring)."""
     def local(value: str | None, name: str) -> str | None:
         return str(fetch(value, name, progress=progress)) if value is not None and fw.is_url(value) else value
 
@@ -156,6 +166,60 @@ def localize(r: ResolvedSample, *, progress: bool = True) -> ResolvedSample:
                   for h in r.hints)
     return dataclasses.replace(r, vision_path=local(r.vision_path, "vision_path"),
                                sound_path=local(r.sound_path, "sound_path"), hints=hints)
+
+
+DEFAULT_CACHE = Path("~/.cache/cosmos-helpers/downloads")
+TIMEOUT_S = 60.0
+
+
+def cache_path(url: str, field: str) -> Path:
+    """Where ``url`` given in ``field`` (``vision_path``, ``edge.control_path``, ...) is cached:
+    ``$COSMOS_DOWNLOAD_CACHE_DIR``, else this project's default cache folder."""
+    name = fw.DOWNLOAD_NAMES[field.split(".")[-1]] + Path(url.split("?")[0]).suffix.lower()
+    return fw.download_cache_path(url, name, Path(os.environ.get(fw.DOWNLOAD_CACHE_ENV) or DEFAULT_CACHE).expanduser())
+
+
+def fetch(url: str, field: str, *, progress: bool = True) -> Path:
+    """The local copy of ``url``: the cached file, or a fresh download into the cache."""
+    target = cache_path(url, field)
+    marker = Path(f"{target}.done")
+    if target.is_file() and marker.is_file():
+        return target
+    if url.startswith("s3://"):
+        raise _offline(url, field, target, "s3:// URLs are fetched by the framework's object store client only")
+    try:
+        _download(url, target, progress)
+    except Exception as exc:  # httpx's transport and status errors, a full disk
+        raise _offline(url, field, target, f"{type(exc).__name__}: {exc}") from None
+    marker.write_text(url, encoding="utf-8")
+    return target
+
+
+def _download(url: str, target: Path, progress: bool) -> None:
+    import httpx
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with media.atomic_path(target, overwrite=True) as tmp, httpx.stream(
+            "GET", url, follow_redirects=True, timeout=TIMEOUT_S) as response:
+        response.raise_for_status()
+        total = int(response.headers.get("content-length") or 0) or None
+        bar = progress_bar(total, f"download {Path(url).name}", "B", enabled=progress, unit_scale=True)
+        try:
+            with open(tmp, "wb") as handle:
+                for chunk in response.iter_bytes():
+                    handle.write(chunk)
+                    if bar is not None:
+                        bar.update(len(chunk))
+        finally:
+            if bar is not None:
+                bar.close()
+
+
+def _offline(url: str, field: str, target: Path, reason: str) -> ValidationError:
+    return ValidationError(
+        field, f"cannot download {url} ({reason}).",
+        f"place the file at {target} and create an empty {target.name}.done beside it (that is the framework's "
+        f"cache layout; ${fw.DOWNLOAD_CACHE_ENV} chooses the folder), or give a local path instead of the URL.")
 
 
 @dataclass(frozen=True)
@@ -175,11 +239,9 @@ class SampleRun:
         paths = {**sample.path_fields(), "vision_path": resolved.vision_path, "sound_path": resolved.sound_path,
                  **{f"{h.kind}.control_path": h.control_path for h in resolved.hints}}
         for key, value in sorted(paths.items()):
-            local = value if value is None or fw.is_url(value) else sample.path(value)
-            if local is not None and not fw.is_url(local) and Path(local).is_file():
-                files[key] = media.file_sha256(local)
-            elif local is not None:
-                files[key] = local
+            local = sample.path(value)  # URLs and None as they are
+            if local is not None:
+                files[key] = media.file_sha256(local) if not fw.is_url(local) and Path(local).is_file() else local
         return cls(sample=sample, resolved=resolved, overrides=dict(overrides or {}), files=files)
 
     @property
@@ -201,7 +263,3 @@ class SampleRun:
         record.pop("guardrails", None)
         blob = json.dumps(record, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
-
-
-__all__ = ["SampleRun", "check_backend", "generation_request", "given_fields",
-           "localize"]

@@ -10,31 +10,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_EXPORTS: dict[str, str] = {
-    "BLUR_FACTORS": "controls",
-    "EDGE_THRESHOLDS": "controls",
-    "BlurParameters": "controls",
-    "blur_map": "controls",
-    "blur_parameters": "controls",
-    "bucket_for": "controls",
-    "compute_control": "controls",
-    "edge_map": "controls",
-    "load_control": "controls",
-    "mirror_pad": "controls",
-    "mirror_pad_indices": "controls",
-    "check_control_consistency": "plan",
-    "chunk_length": "plan",
-    "control_directive": "plan",
-    "format_transfer_prompt": "plan",
-    "plan_chunks": "plan",
-    "PreparedTransfer": "prepare",
-    "prepare_transfer": "prepare",
-    "TransferGeneration": "diffusers_transfer",
-    "run_transfer": "diffusers_transfer",
-    "SpecRunner": "runner",
-    "run_spec": "runner",
-    "make_transfer_runner": "vllm",
+_MODULES: dict[str, str] = {
+    "prepare": "BlurParameters blur_map blur_parameters bucket_for compute_control edge_map load_control mirror_pad "
+               "mirror_pad_indices PreparedTransfer check_control_consistency chunk_length control_directive "
+               "format_transfer_prompt plan_chunks prepare_transfer",
+    "diffusers_transfer": "TransferGeneration run_transfer",
+    "runner": "SpecRunner run_spec",
+    "vllm": "make_transfer_runner",
 }
+_EXPORTS: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 __all__ = sorted(_EXPORTS)
 

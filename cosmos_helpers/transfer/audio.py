@@ -23,7 +23,6 @@ other diffusers generation.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import time
@@ -36,46 +35,35 @@ import numpy as np
 from .. import media
 from ..backends.diffusers import DiffusersBackend
 from ..errors import BackendUnavailableError, GuardrailError, ValidationError
-from ..presets import DEFAULT_PROFILE, SOUND_SAMPLE_RATE, VIDEO_SIZES, ModeDefaults, get_profile, model_for, size_for
-from ..progress import progress_bar
+from ..presets import DEFAULT_PROFILE, SOUND_SAMPLE_RATE, VIDEO_SIZES, get_profile, model_for, size_for
 from ..result import Generation
 from ..schedules import native_flow_scheduler
 from ..specs.resolve import ResolvedSample
-from .plan import format_transfer_prompt
+from .diffusers_transfer import StepProgress
+from .prepare import format_transfer_prompt
 
 WAV_EXTENSIONS = frozenset({".wav", ".wave"})
 EXPERIMENTAL_NOTE = ("EXPERIMENTAL: audio-conditioned generation on diffusers packs the clip as clean sound tokens; "
                      "the packing is not verified against the Cosmos Framework.")
 
 
-# ---------------------------------------------------------------------------------------------- audio I/O
-
-
 def load_audio_clip(path: str | os.PathLike[str]) -> tuple[np.ndarray, int]:
     """Read a sound clip as float32 ``(channels, samples)`` in [-1, 1] and its sample rate.
 
-    WAV files are read with ``soundfile`` (or ``scipy.io.wavfile`` when soundfile is missing); anything else
-    (MP3/AAC/FLAC, or the audio track of an MP4) is decoded with PyAV.
+    WAV files are read with ``scipy.io.wavfile`` (integer samples scaled to [-1, 1]: PyAV would keep their integer
+    range); anything else (MP3/AAC/FLAC, or the audio track of an MP4) is decoded with PyAV.
     """
     path = Path(path)
     if not path.is_file():
         raise ValidationError("sound_path", f"file not found: {path}.", "fix the path (relative to the input file).")
     if path.suffix.lower() in WAV_EXTENSIONS:
-        try:
-            import soundfile
+        from scipy.io import wavfile
 
-            data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
-            return np.ascontiguousarray(data.T), int(rate)
-        except ImportError:
-            from scipy.io import wavfile
-
-            rate, data = wavfile.read(str(path))
-            data = np.asarray(data)
-            if np.issubdtype(data.dtype, np.integer):
-                data = data.astype(np.float32) / float(np.iinfo(data.dtype).max)
-            data = data.astype(np.float32)
-            data = data[:, None] if data.ndim == 1 else data
-            return np.ascontiguousarray(data.T), int(rate)
+        rate, data = wavfile.read(str(path))
+        if np.issubdtype(data.dtype, np.integer):
+            data = data.astype(np.float32) / float(np.iinfo(data.dtype).max)
+        data = data.astype(np.float32)
+        return np.ascontiguousarray((data[:, None] if data.ndim == 1 else data).T), int(rate)
     try:
         sound, rate = media.read_audio(path)
     except Exception as exc:  # av errors
@@ -134,34 +122,24 @@ def encode_audio(pipe: Any, waveform: np.ndarray):
     return dist.mean[0].float()
 
 
-# ---------------------------------------------------------------------------------------------- generation
-
-
-# The default profile's image2video defaults: what an AudioCall makes when nothing else is said.
-_DEFAULTS: ModeDefaults = get_profile(DEFAULT_PROFILE).defaults("image2video")
-_SIZE: tuple[int, int] = size_for(_DEFAULTS.tier, _DEFAULTS.aspect_ratio)
-
-
 @dataclass(frozen=True)
 class AudioCall:
-    """What one audio-conditioned generation makes: texts as tokenised, size, length, sampling, the conformed clip.
-
-    Unset sizes and sampling are the default profile's image2video defaults (``presets``)."""
+    """What one audio-conditioned generation makes: texts as tokenised, size, length, sampling, the conformed clip."""
 
     prompt: str
     negative_prompt: str | None
     waveform: np.ndarray  # float32 (2, N) at presets.SOUND_SAMPLE_RATE, trimmed/padded to the video's duration
     image: np.ndarray | None  # uint8 (H, W, 3) at the output size, or None
-    width: int = _SIZE[0]
-    height: int = _SIZE[1]
-    num_frames: int = _DEFAULTS.num_frames
-    fps: float = float(_DEFAULTS.fps)
-    num_steps: int = _DEFAULTS.num_inference_steps
-    guidance: float = _DEFAULTS.guidance_scale
-    shift: float = _DEFAULTS.flow_shift
-    seed: int = 0
-    templates: bool = False
-    guardrails: bool = False
+    width: int
+    height: int
+    num_frames: int
+    fps: float
+    num_steps: int
+    guidance: float
+    shift: float
+    seed: int
+    templates: bool
+    guardrails: bool
 
 
 def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str], *, image: Any = None,
@@ -179,25 +157,29 @@ def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str],
     The result's ``sound`` is the conditioning clip as used (stereo at ``presets.SOUND_SAMPLE_RATE``,
     trimmed/padded), so the saved MP4 carries it.
     """
-    given = {key: value for key, value in dict(width=width, height=height, num_frames=num_frames, fps=fps,
-                                                num_steps=num_steps, guidance=guidance, shift=shift).items()
-             if value is not None}
-    call = AudioCall(prompt=prompt, negative_prompt=negative_prompt, waveform=np.zeros((2, 0), np.float32),
-                     image=None, seed=int(seed), templates=templates, guardrails=guardrails, **given)
-    width, height, num_frames, fps = call.width, call.height, call.num_frames, call.fps
+    d = get_profile(DEFAULT_PROFILE).defaults("image2video")
+    size = size_for(d.tier, d.aspect_ratio)
+
+    def pick(value: Any, default: Any) -> Any:
+        return default if value is None else value
+
+    width, height = pick(width, size[0]), pick(height, size[1])
+    num_frames, fps = pick(num_frames, d.num_frames), float(pick(fps, d.fps))
     if (num_frames - 1) % 4 or num_frames < 1:
         raise ValidationError("num_frames", f"{num_frames} is not 4k+1.", "use e.g. 9, 17 or 189.")
     if isinstance(sound, (str, os.PathLike)):
         samples, sample_rate = load_audio_clip(sound)
+    elif sample_rate is None:
+        raise ValidationError("sample_rate", "raw samples need their sample rate.",
+                              f"pass sample_rate={SOUND_SAMPLE_RATE}, or the clip's own rate.")
     else:
-        if sample_rate is None:
-            raise ValidationError("sample_rate", "raw samples need their sample rate.",
-                                  f"pass sample_rate={SOUND_SAMPLE_RATE}, or the clip's own rate.")
         samples = np.asarray(sound, dtype=np.float32)
-    frame = None
-    if image is not None:
-        frame = media.fit_to_bucket(np.asarray(media.load_image(image)), width, height)
-    call = dataclasses.replace(call, image=frame, waveform=conform_audio(samples, int(sample_rate), num_frames, fps))
+    frame = None if image is None else media.fit_to_bucket(np.asarray(media.load_image(image)), width, height)
+    call = AudioCall(prompt=prompt, negative_prompt=negative_prompt, image=frame,
+                     waveform=conform_audio(samples, int(sample_rate), num_frames, fps), width=width, height=height,
+                     num_frames=num_frames, fps=fps, num_steps=pick(num_steps, d.num_inference_steps),
+                     guidance=pick(guidance, d.guidance_scale), shift=pick(shift, d.flow_shift), seed=int(seed),
+                     templates=templates, guardrails=guardrails)
     return run_audio_call(call, model=model, backend=backend, progress=progress)
 
 
@@ -211,28 +193,12 @@ def run_audio_call(call: AudioCall, *, model: str | None = None, backend: Any = 
     checker = backend.guardrail_checker(call.guardrails)
     if checker is not None and not checker.check_text_safety(call.prompt):
         raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
-    bar = progress_bar(call.num_steps, "audio->video (experimental)", "step", enabled=progress is True)
-    marks: list[float] = []
-
-    def on_step(step: int) -> None:
-        marks.append(time.perf_counter())
-        if bar is not None:
-            bar.update(1)
-        if callable(progress):
-            progress(step, call.num_steps)
-
-    try:
-        with backend.borrowed(model) as pipe:
-            load_s = time.perf_counter() - started
-            call_start = time.perf_counter()
-            video, sound_frames, device = _generate(pipe, call, on_step)
-    finally:
-        if bar is not None:
-            bar.close()
-    end = time.perf_counter()
-    timings = {"load_s": load_s, "total_s": end - started, "pipeline_s": end - call_start}
-    if marks:
-        timings.update(denoise_s=marks[-1] - call_start, decode_s=end - marks[-1])
+    steps = StepProgress(call.num_steps, "audio->video (experimental)", progress, started)
+    with steps, backend.borrowed(model) as pipe:
+        load_s = time.perf_counter() - started
+        call_start = time.perf_counter()
+        video, sound_frames, device = _generate(pipe, call, steps.step)
+    timings = steps.timings(load_s, call_start)
     frames = media.to_uint8(video)
     if checker is not None:
         checked = checker.check_video_safety(frames)
@@ -364,22 +330,7 @@ def run_audio_sample(r: ResolvedSample, *, backend: Any = None,
     if r.vision_path is not None:
         image = media.read_media(r.vision_path, max_frames=1, field="vision_path").frames[0]
     prompt, negative = format_transfer_prompt(r.prompt, r.negative_prompt, r, width, height, r.num_frames, r.fps)
-    samples, rate = load_audio_clip(r.sound_path)
-    frame = None if image is None else media.fit_to_bucket(image, width, height)
-    call = AudioCall(prompt=prompt, negative_prompt=negative, image=frame,
-                     waveform=conform_audio(samples, rate, r.num_frames, r.fps), width=width, height=height,
-                     num_frames=r.num_frames, fps=float(r.fps), num_steps=r.num_steps, guidance=r.guidance,
-                     shift=r.shift, seed=int(r.seed), guardrails=r.guardrails)
-    return run_audio_call(call, model=r.model, backend=backend, progress=progress)
-
-
-__all__ = [
-    "EXPERIMENTAL_NOTE",
-    "AudioCall",
-    "conform_audio",
-    "encode_audio",
-    "generate_with_audio",
-    "load_audio_clip",
-    "run_audio_call",
-    "run_audio_sample",
-]
+    return generate_with_audio(prompt, r.sound_path, image=image, negative_prompt=negative, width=width,
+                               height=height, num_frames=r.num_frames, fps=float(r.fps), num_steps=r.num_steps,
+                               guidance=r.guidance, shift=r.shift, seed=int(r.seed), model=r.model,
+                               guardrails=r.guardrails, backend=backend, progress=progress)

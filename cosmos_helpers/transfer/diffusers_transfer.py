@@ -9,8 +9,8 @@ picture (reference ``cosmos3-transfer.md`` §12); each is closed here or in the 
 a      ``set_timesteps(N)``: sigmas start at 1                the native sigmas ``linspace(0.999, 0, N+1)[:-1]``
                                                               with the sample's ``shift`` (``schedules``)
 b      prompt tokenised verbatim                              JSON metadata / templates, negative metadata mode,
-                                                              control directive (``plan.format_transfer_prompt``)
-c      all controls in one joint attention, no weights        weighted attention for N > 1 (``pipeline``)
+                                                              control directive (``prepare.format_transfer_prompt``)
+c      all controls in one joint attention, no weights        weighted attention for N > 1
 d      controls *stretched* to ``height x width``             controls fitted (cover + centre-crop) first
 e      chunk = whole video, ``num_frames`` caps, fps 24       chunk, fps and size always passed; the length is
                                                               the first control's (as the framework)
@@ -20,13 +20,24 @@ g      intervals inclusive, text CFG iff ``g > 1``            strict ``lo < t < 
 h      safety checker required                                the sample's ``guardrails`` (decided once, in
                                                               ``specs.resolve``)
 =====  =====================================================  ==============================================
+
+(c) is :class:`WeightedMultiControlAttnProcessor`; (f) and (g) are the chunk loop and denoiser of
+:func:`transfer_pipeline`, thin subclasses of the stock blocks that carry one call's settings (:class:`CallSettings`)
+and also report progress. The blocks, the pipeline object and its scheduler are made per call (a few
+milliseconds); only the weights are shared, taken from :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend`'s
+pipeline for the model. The one shared thing a call changes, the transformer's attention processors, is changed
+only while the caller holds that pipeline's lock (``DiffusersBackend.borrowed``) and restored before it is
+released. Importing this module does not import diffusers.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from functools import lru_cache
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -35,10 +46,9 @@ from ..backends.diffusers import GUARDRAIL_HELP, DiffusersBackend, guardrail_err
 from ..errors import BackendUnavailableError
 from ..progress import progress_bar
 from ..result import Generation
+from ..schedules import native_flow_scheduler
 from ..specs.resolve import ResolvedSample
-from .controls import mirror_pad
-from .pipeline import CallSettings, WeightedMultiControlAttnProcessor, installed_processor, transfer_pipeline
-from .prepare import PreparedTransfer, prepare_transfer
+from .prepare import PreparedTransfer, mirror_pad, prepare_transfer
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -68,57 +78,71 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None
     prepared = spec if isinstance(spec, PreparedTransfer) else prepare_transfer(spec)
     r = prepared.spec
     backend = backend or DiffusersBackend(progress=False)
-    bar, settings, marks = _progress(prepared, progress)
-    processor = None
-    if len(prepared.controls) > 1:
-        processor = WeightedMultiControlAttnProcessor(prepared.weights, prepared.tokens_per_item())
-    load_start = time.perf_counter()
-    try:
-        with backend.borrowed(r.model) as base:
-            load_s = time.perf_counter() - load_start
-            pipe = transfer_pipeline(base, settings, r.shift)
-            if r.guardrails:
-                try:
-                    pipe.enable_safety_checker()
-                except Exception as exc:  # cosmos_guardrail missing
-                    raise BackendUnavailableError(GUARDRAIL_HELP) from exc
-            call_start = time.perf_counter()
-            with guardrail_errors(), torch.inference_mode(), installed_processor(pipe.transformer, processor):
-                video = pipe(**_call_kwargs(prepared))
-            device = str(pipe.transformer.device)
-    finally:
-        if bar is not None:
-            bar.close()
-    end = time.perf_counter()
-    frames = media.to_uint8(video.permute(0, 2, 3, 1).float().cpu().numpy())[: prepared.total_frames]
-    timings = {"load_s": load_s, "total_s": end - started, "pipeline_s": end - call_start}
-    if marks:
-        timings.update(denoise_s=marks[-1] - call_start, decode_s=end - marks[-1])
-    return _result(prepared, frames, timings, settings, device)
-
-
-def _progress(prepared: PreparedTransfer, progress: bool | ProgressCallback):
-    total = prepared.num_steps * len(prepared.chunks)
-    bar = progress_bar(total, "transfer", "step", enabled=progress is True)
-    marks: list[float] = []
-
-    def on_step(step: int, steps: int) -> None:
-        marks.append(time.perf_counter())
-        if bar is not None:
-            bar.update(1)
-        if callable(progress):
-            progress(len(marks), total)
+    steps = StepProgress(r.num_steps * len(prepared.chunks), "transfer", progress, started)
 
     def on_chunk(chunk_id: int, num_chunks: int) -> None:
-        if bar is not None:
-            bar.set_description(f"transfer chunk {chunk_id + 1}/{num_chunks}")
+        if steps.bar is not None:
+            steps.bar.set_description(f"transfer chunk {chunk_id + 1}/{num_chunks}")
 
-    r = prepared.spec
     settings = CallSettings(seed=prepared.seed, guidance=r.guidance, control_guidance=r.control_guidance,
                             guidance_interval=r.guidance_interval,
                             control_guidance_interval=r.control_guidance_interval, normalize_cfg=r.normalize_cfg,
-                            on_step=on_step, on_chunk=on_chunk)
-    return bar, settings, marks
+                            on_step=steps.step, on_chunk=on_chunk)
+    processor = None
+    if len(prepared.controls) > 1:
+        processor = WeightedMultiControlAttnProcessor(r.normalized_weights, _tokens_per_item(prepared))
+    load_start = time.perf_counter()
+    with steps, backend.borrowed(r.model) as base:
+        load_s = time.perf_counter() - load_start
+        pipe = transfer_pipeline(base, settings, r.shift)
+        if r.guardrails:
+            try:
+                pipe.enable_safety_checker()
+            except Exception as exc:  # cosmos_guardrail missing
+                raise BackendUnavailableError(GUARDRAIL_HELP) from exc
+        call_start = time.perf_counter()
+        with guardrail_errors(), torch.inference_mode(), installed_processor(pipe.transformer, processor):
+            video = pipe(**_call_kwargs(prepared))
+        device = str(pipe.transformer.device)
+    frames = media.to_uint8(video.permute(0, 2, 3, 1).float().cpu().numpy())[: prepared.total_frames]
+    return _result(prepared, frames, steps.timings(load_s, call_start), settings, device)
+
+
+class StepProgress:
+    """A run's denoising steps: reported to a bar (``progress=True``), a ``callback(step, total)`` or nothing, and
+    timed, so ``timings`` splits the pipeline call into denoising and decoding. A context manager closing the bar."""
+
+    def __init__(self, total: int, desc: str, progress: bool | ProgressCallback, started: float) -> None:
+        self.total, self.progress, self.started = total, progress, started
+        self.bar = progress_bar(total, desc, "step", enabled=progress is True)
+        self.marks: list[float] = []
+
+    def step(self, *_: int) -> None:
+        self.marks.append(time.perf_counter())
+        if self.bar is not None:
+            self.bar.update(1)
+        if callable(self.progress):
+            self.progress(len(self.marks), self.total)
+
+    def __enter__(self) -> StepProgress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def timings(self, load_s: float, call_start: float) -> dict[str, float]:
+        end = time.perf_counter()
+        timings = {"load_s": load_s, "total_s": end - self.started, "pipeline_s": end - call_start}
+        if self.marks:
+            timings.update(denoise_s=self.marks[-1] - call_start, decode_s=end - self.marks[-1])
+        return timings
+
+
+def _tokens_per_item(prepared: PreparedTransfer, patch: int = 2, spatial: int = 16, temporal: int = 4) -> int:
+    """Vision tokens of one item (control or target) of a chunk: ``latent_t * ceil(H/32) * ceil(W/32)``."""
+    latent_t = (prepared.chunk_frames - 1) // temporal + 1
+    return latent_t * math.ceil(prepared.height / spatial / patch) * math.ceil(prepared.width / spatial / patch)
 
 
 def _call_kwargs(prepared: PreparedTransfer) -> dict[str, Any]:
@@ -135,7 +159,7 @@ def _call_kwargs(prepared: PreparedTransfer) -> dict[str, Any]:
         control_videos={kind: pil(frames) for kind, frames in prepared.controls.items()},
         height=prepared.height, width=prepared.width, num_frames=prepared.total_frames,
         num_video_frames_per_chunk=prepared.chunk_frames, num_conditional_frames=int(r.num_conditional_frames or 0),
-        num_inference_steps=prepared.num_steps, fps=float(prepared.fps), guidance_scale=r.guidance,
+        num_inference_steps=r.num_steps, fps=float(prepared.fps), guidance_scale=r.guidance,
         control_guidance=r.control_guidance, use_system_prompt=True,
         generator=torch.Generator("cpu").manual_seed(prepared.seed), output_type="pt", output="videos")
     if (r.num_first_chunk_conditional_frames or 0) > 0 and prepared.rgb is not None:
@@ -154,9 +178,9 @@ def _result(prepared: PreparedTransfer, frames: np.ndarray, timings: dict[str, f
     if r.show_input and prepared.rgb is not None:
         output = np.concatenate([mirror_pad(prepared.rgb, total)[:total], output], axis=2)
     provenance = {
-        "workflow": "transfer", "hints": list(prepared.hint_kinds), "weights": list(prepared.weights),
+        "workflow": "transfer", "hints": list(prepared.controls), "weights": list(r.normalized_weights),
         "tier": r.resolution, "chunks": [list(c) for c in prepared.chunks], "chunk_frames": prepared.chunk_frames,
-        "num_steps": prepared.num_steps, "guidance": r.guidance, "control_guidance": r.control_guidance,
+        "num_steps": r.num_steps, "guidance": r.guidance, "control_guidance": r.control_guidance,
         "shift": r.shift, "prompt": prepared.prompt, "negative_prompt": prepared.negative,
         "transformer_passes_per_step": sorted(set(settings.passes)), "scheduler": "NativeFlowUniPCScheduler",
         "device": device, "notes": prepared.notes}
@@ -166,4 +190,186 @@ def _result(prepared: PreparedTransfer, frames: np.ndarray, timings: dict[str, f
         input_frames=None if prepared.rgb is None else prepared.rgb[:total])
 
 
-__all__ = ["TransferGeneration", "run_transfer"]
+@dataclass
+class CallSettings:
+    """One call's settings, read by the replaced blocks; ``passes`` records transformer passes per step."""
+
+    seed: int
+    guidance: float
+    control_guidance: float
+    guidance_interval: tuple[float, float] | None = None
+    control_guidance_interval: tuple[float, float] | None = None
+    normalize_cfg: bool = False
+    on_step: Callable[[int, int], None] | None = None
+    on_chunk: Callable[[int, int], None] | None = None
+    passes: list[int] = field(default_factory=list)
+
+    def __deepcopy__(self, memo: dict) -> CallSettings:
+        """Blocks are deep-copied into their pipeline; the call's settings (and what they record) stay one object."""
+        return self
+
+
+class WeightedMultiControlAttnProcessor:
+    """Weighted multi-control attention, for ``N > 1`` controls.
+
+    The generation sequence of a full pass is ``[ctrl_1 | ... | ctrl_N | target]``, ``L`` tokens each. For every
+    control ``i`` one maskless attention runs with keys/values ``[text | ctrl_i | target]``, queried by ``ctrl_i``
+    (its output is kept) and by the target; the target's output is ``sum_i w_i * out_i`` (normalised weights,
+    before the output projection). Controls never attend to each other. Any other sequence (the no-control pass,
+    length ``L``) goes to the stock processor. Text keys use ``k_und_for_gen`` exactly as the stock processor.
+    """
+
+    def __init__(self, weights: tuple[float, ...] | list[float], tokens_per_item: int) -> None:
+        from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
+
+        self.weights = tuple(float(w) for w in weights)
+        self.tokens_per_item = int(tokens_per_item)
+        self.fallback = Cosmos3AttnProcessor()
+        self._attention_backend = getattr(self.fallback, "_attention_backend", None)
+        self._parallel_config = getattr(self.fallback, "_parallel_config", None)
+
+    def __call__(self, attn, und_seq, gen_seq, rotary_emb):
+        import torch
+        from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+        from ..models.cosmos3_attention import project_qkv
+
+        n, length = len(self.weights), self.tokens_per_item
+        if n < 2 or gen_seq.shape[0] != (n + 1) * length:
+            return self.fallback(attn, und_seq, gen_seq, rotary_emb)
+        q_und, k_und, v_und, k_und_for_gen, q_gen, k_gen, v_gen = project_qkv(attn, und_seq, gen_seq, rotary_emb)
+
+        def sdpa(q, k, v, causal):
+            out = dispatch_attention_fn(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), is_causal=causal,
+                                        enable_gqa=True, backend=self._attention_backend,
+                                        parallel_config=self._parallel_config)
+            return out.squeeze(0).flatten(-2, -1)
+
+        causal_out = sdpa(q_und, k_und, v_und, True)
+        target = slice(n * length, (n + 1) * length)
+        control_outs, target_out = [], None
+        for i, weight in enumerate(self.weights):
+            ctrl = slice(i * length, (i + 1) * length)
+            out = sdpa(torch.cat([q_gen[ctrl], q_gen[target]]),
+                       torch.cat([k_und_for_gen, k_gen[ctrl], k_gen[target]]),
+                       torch.cat([v_und, v_gen[ctrl], v_gen[target]]), False)
+            control_outs.append(out[:length])
+            part = out[length:] * weight
+            target_out = part if target_out is None else target_out + part
+        full_out = torch.cat([*control_outs, target_out], dim=0)
+        return attn.to_out(causal_out), attn.to_add_out(full_out)
+
+
+@contextmanager
+def installed_processor(transformer, processor) -> Iterator[None]:
+    """Install an attention processor on every layer (``None``: leave them), restore the previous ones after."""
+    if processor is None:
+        yield
+        return
+    saved = dict(transformer.attn_processors)
+    transformer.set_attn_processor(processor)
+    try:
+        yield
+    finally:
+        transformer.set_attn_processor(saved)
+
+
+@lru_cache(maxsize=None)
+def _block_classes() -> tuple[type, type, type]:
+    """Subclasses of three modular blocks (built on first use: importing this module must not import diffusers)."""
+    import torch
+    from diffusers.modular_pipelines.cosmos.denoise import Cosmos3TransferLoopDenoiser, Cosmos3TransferLoopSchedulerStep
+    from diffusers.modular_pipelines.cosmos.modular_blocks_cosmos3 import Cosmos3TransferChunkDenoiseStep
+
+    class ChunkLoop(Cosmos3TransferChunkDenoiseStep):
+        """The stock chunk loop, reseeding chunk ``c`` with ``seed + c`` and reporting chunk progress."""
+
+        settings: CallSettings
+
+        @torch.no_grad()
+        def __call__(self, components, state):
+            s = self.settings
+            num_chunks = state.get("num_chunks")
+            state.set("output_chunks", [])
+            state.set("previous_output", None)
+            for chunk_id in range(num_chunks):
+                if chunk_id > 0:
+                    components.transformer._reset_stateful_cache()
+                state.set("chunk_id", chunk_id)
+                state.set("generator", torch.Generator("cpu").manual_seed(s.seed + chunk_id))
+                if s.on_chunk is not None:
+                    s.on_chunk(chunk_id, num_chunks)
+                for _, block in self.sub_blocks.items():
+                    components, state = block(components, state)
+            return components, state
+
+    class Denoiser(Cosmos3TransferLoopDenoiser):
+        """Nested control/text guidance with the framework's gating: strict intervals, guidance iff ``!= 1``."""
+
+        settings: CallSettings
+
+        @torch.no_grad()
+        def __call__(self, components, block_state, i, t):
+            s, timestep = self.settings, float(t.item())
+
+            def active(interval):
+                return interval is None or (interval[0] < timestep < interval[1])
+
+            g = s.guidance if active(s.guidance_interval) else 1.0
+            cg = s.control_guidance if active(s.control_guidance_interval) else 1.0
+            fields = block_state.denoiser_input_fields
+            kwargs = dict(step=i, sigma=float(components.scheduler.sigmas[i]),
+                          num_inference_steps=components.scheduler.num_inference_steps)
+            v_full = self._forward(components, fields["cond_full_static"], block_state.vision_tokens_full,
+                                   block_state.vision_timesteps, "cond", **kwargs).float()
+            passes, v_c = 1, v_full
+            if cg != 1.0:
+                v_nc = self._forward(components, fields["cond_no_control_static"], block_state.vision_tokens_target,
+                                     block_state.vision_timesteps, "cond_no_control", **kwargs).float()
+                v_c, passes = v_nc + cg * (v_full - v_nc), passes + 1
+            velocity = v_c
+            if g != 1.0:
+                v_u = self._forward(components, fields["uncond_full_static"], block_state.vision_tokens_full,
+                                    block_state.vision_timesteps, "uncond", **kwargs).float()
+                velocity, passes = v_u + g * (v_c - v_u), passes + 1
+                if s.normalize_cfg:
+                    velocity = velocity * (v_c.norm() / (velocity.norm() + 1e-8)).clamp(0.0, 1.0)
+            s.passes.append(passes)
+            block_state.velocity = velocity * block_state.velocity_mask
+            return components, block_state
+
+    class SchedulerStep(Cosmos3TransferLoopSchedulerStep):
+        """The stock step and clean-frame re-pin, then a progress report."""
+
+        settings: CallSettings
+
+        @torch.no_grad()
+        def __call__(self, components, block_state, i, t):
+            components, block_state = super().__call__(components, block_state, i, t)
+            if self.settings.on_step is not None:
+                self.settings.on_step(i + 1, len(components.scheduler.timesteps))
+            return components, block_state
+
+    return ChunkLoop, Denoiser, SchedulerStep
+
+
+def transfer_pipeline(base: Any, settings: CallSettings, shift: float):
+    """A modular transfer pipeline for one call, sharing ``base``'s weights, with the native schedule at ``shift``:
+    ``Cosmos3OmniBlocks`` with the chunk loop, denoiser and scheduler step replaced, bound to ``settings``."""
+    from diffusers.modular_pipelines import Cosmos3OmniBlocks
+
+    blocks = Cosmos3OmniBlocks()
+    chunk, denoiser, step = (cls() for cls in _block_classes())
+    for block in (chunk, denoiser, step):
+        block.settings = settings
+    loop = chunk.sub_blocks["denoise"]
+    loop.sub_blocks["denoiser"] = denoiser
+    loop.sub_blocks["update_transfer"] = step
+    loop._progress_bar_config = {"disable": True}
+    blocks.sub_blocks["denoise"].sub_blocks["transfer"].sub_blocks["chunk_denoise"] = chunk
+    pipe = blocks.init_pipeline()
+    pipe.update_components(transformer=base.transformer, vae=base.vae, text_tokenizer=base.text_tokenizer,
+                           sound_tokenizer=base.sound_tokenizer,
+                           scheduler=native_flow_scheduler(base.scheduler.config, shift))
+    pipe.disable_safety_checker()
+    return pipe

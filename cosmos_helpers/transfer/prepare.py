@@ -3,24 +3,208 @@
 This is the framework's reading of a transfer sample (``inference/transfer.py:378-480``): the RGB input is fitted to
 ``resolution`` x ``aspect_ratio``; without one, the first control sets the aspect; edge and blur maps are computed
 from the fitted RGB frames; the first control sets the length; the output fps is the RGB input's, else the
-sample's; the prompt is formatted for one chunk. No model is loaded here, so a bad control fails in milliseconds.
+sample's. No model is loaded here, so a bad control fails in milliseconds.
+
+Chunks (``inference/transfer.py:43-54``): one chunk when the video fits, else chunks of the 4k+1-rounded length
+that overlap by ``num_conditional_frames``. Prompts (``inference/inference.py:422-503``, ``transfer.py:470-476``):
+the metadata of a JSON caption or the sentence templates of plain text are written for *one chunk* at the output
+fps (an integer), the negative gets the same or inverse sentences per ``negative_metadata_mode``, then the control
+directive is appended. The metadata itself is :func:`cosmos_helpers.prompts.with_metadata` /
+:func:`~cosmos_helpers.prompts.with_templates`, the one home of that rule.
+
+Control videos (``inference/vision.py``, ``data/generator/augmentors/transfer_control_input/``): the edge and blur
+maps follow the framework's inference augmentors exactly (same OpenCV calls, same parameters:
+``protocol.framework.EDGE_THRESHOLDS``, ``BLUR_FACTORS``, ``BILATERAL``; same order), because the model was trained
+on those maps: a "similar" Canny or blur produces a different control signal and visibly different output. The
+bucket and temporal padding mirror ``inference/vision.py`` so a control prepared here lines up frame for frame with
+what the framework would build from the same file; reading, resizing and writing go through
+:mod:`cosmos_helpers.media`. Frames are numpy ``uint8`` arrays ``[T, H, W, 3]`` in RGB (a single ``[H, W, 3]`` frame
+is accepted by the map functions and returned in the same shape).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
+import cv2
 import numpy as np
 
 from .. import media
 from ..errors import ValidationError
-from ..presets import VIDEO_SIZES
-from ..protocol.framework import IMAGE_FPS, TRANSFER_SAMPLE_DEFAULTS
+from ..presets import VIDEO_SIZES, normalize_aspect, normalize_tier
+from ..prompts import parse_caption, with_metadata, with_templates
+from ..protocol.framework import (BILATERAL, BLUR_FACTORS, BLUR_PRESETS, COMPUTABLE_HINTS, CONTROL_DIRECTIVE,
+                                  EDGE_PRESETS, EDGE_THRESHOLDS, HINT_KINDS, HINT_PRESET_DEFAULTS, IMAGE_FPS,
+                                  TRANSFER_SAMPLE_DEFAULTS, detect_aspect_ratio, round_up_frames)
 from ..specs.resolve import ResolvedSample
-from .controls import bucket_for, compute_control, load_control
-from .plan import check_control_consistency, chunk_length, format_transfer_prompt, plan_chunks
+
+
+class BlurParameters(NamedTuple):
+    """What a blur preset does to a ``width x height`` frame; ``down_up_size`` is (width, height)."""
+
+    k: int
+    d: int
+    sigma_color: float
+    sigma_space: float
+    down_up_size: tuple[int, int]
+
+
+def _as_frames(frames: np.ndarray, field_name: str = "frames") -> tuple[np.ndarray, bool]:
+    """``[T, H, W, 3]`` uint8 view of the input and whether it was a single ``[H, W, 3]`` frame."""
+    array = np.asarray(frames)
+    single = array.ndim == 3
+    if single:
+        array = array[None]
+    if array.ndim != 4 or array.shape[-1] != 3:
+        raise ValidationError(field_name, f"expected RGB frames [T, H, W, 3] or one frame [H, W, 3], got shape "
+                              f"{array.shape}.", "pass uint8 RGB frames (e.g. media.read_media(path).frames).")
+    if array.dtype != np.uint8:
+        raise ValidationError(field_name, f"expected uint8 frames, got {array.dtype}.",
+                              "convert with np.clip(x, 0, 255).astype(np.uint8).")
+    if array.shape[0] == 0:
+        raise ValidationError(field_name, "no frames.", "pass at least one frame.")
+    return array, single
+
+
+def edge_map(frames: np.ndarray, preset: str = HINT_PRESET_DEFAULTS["edge"]) -> np.ndarray:
+    """Canny edges of each RGB frame, replicated to 3 channels (0 or 255).
+
+    Canny runs on the 3-channel frame (OpenCV's multi-channel gradient), not on a grey conversion: that is
+    what the framework's inference augmentor does. (Its post-training dataset used grey Canny with random
+    thresholds; that is not what the model sees at inference.)
+    """
+    if preset not in EDGE_THRESHOLDS:
+        raise ValidationError("edge.preset_edge_threshold", f"unknown edge preset {preset!r}.",
+                              f"use one of {', '.join(EDGE_PRESETS)}.")
+    array, single = _as_frames(frames)
+    lower, upper = EDGE_THRESHOLDS[preset]
+    edges = np.stack([cv2.Canny(np.ascontiguousarray(frame), lower, upper) for frame in array])
+    out = np.repeat(edges[..., None], 3, axis=-1)
+    return out[0] if single else out
+
+
+def blur_parameters(width: int, height: int, preset: str) -> BlurParameters | None:
+    """The blur pipeline's parameters for a frame size; ``None`` for ``"none"`` (identity).
+
+    The bilateral filter is scaled by the longest side of the *downscaled* frame relative to 720 px, so
+    the blur looks the same at every resolution; ``d`` is rounded (Python's round), kept >= 1 and made
+    odd, sigmas are kept >= 1.
+    """
+    if preset not in BLUR_PRESETS:
+        raise ValidationError("blur.preset_blur_strength", f"unknown blur preset {preset!r}.",
+                              f"use one of {', '.join(BLUR_PRESETS)}.")
+    if preset == "none":
+        return None
+    k, f = BLUR_FACTORS[preset]
+    small_w, small_h = (max(1, width // k), max(1, height // k)) if k > 1 else (width, height)
+    scale = max(small_w, small_h) / BILATERAL["reference_side"]
+    d = max(1, round(BILATERAL["d"] * scale))
+    if d % 2 == 0:
+        d += 1
+    sigma_color = max(1.0, BILATERAL["sigma_color"] * scale)
+    sigma_space = max(1.0, BILATERAL["sigma_space"] * scale)
+    return BlurParameters(k, d, sigma_color, sigma_space, (max(1, int(width / f)), max(1, int(height / f))))
+
+
+def _blur_frame(frame: np.ndarray, params: BlurParameters) -> np.ndarray:
+    height, width = frame.shape[:2]
+    if params.k > 1:
+        frame = cv2.resize(frame, (max(1, width // params.k), max(1, height // params.k)), interpolation=cv2.INTER_AREA)
+    frame = cv2.bilateralFilter(frame, params.d, params.sigma_color, params.sigma_space)
+    if params.k > 1:
+        frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_LINEAR)
+    frame = cv2.resize(frame, params.down_up_size, interpolation=cv2.INTER_CUBIC)
+    return cv2.resize(frame, (width, height), interpolation=cv2.INTER_CUBIC)
+
+
+def blur_map(frames: np.ndarray, preset: str = HINT_PRESET_DEFAULTS["blur"]) -> np.ndarray:
+    """The framework's 4-stage blur: INTER_AREA down by k, bilateral, INTER_LINEAR up, INTER_CUBIC down-up by f.
+
+    ``"none"`` returns the frames unchanged (a copy).
+    """
+    array, single = _as_frames(frames)
+    params = blur_parameters(array.shape[2], array.shape[1], preset)
+    out = array.copy() if params is None else np.stack([_blur_frame(np.ascontiguousarray(f), params) for f in array])
+    return out[0] if single else out
+
+
+def compute_control(kind: str, rgb_frames: np.ndarray, preset: str | None = None) -> np.ndarray:
+    """Compute a control map from RGB frames; only edge and blur can be computed."""
+    if kind == "edge":
+        return edge_map(rgb_frames, preset or HINT_PRESET_DEFAULTS["edge"])
+    if kind == "blur":
+        return blur_map(rgb_frames, preset or HINT_PRESET_DEFAULTS["blur"])
+    if kind in HINT_KINDS:
+        only = ", ".join(COMPUTABLE_HINTS)
+        raise ValidationError(f"{kind}.control_path", f"{kind} maps cannot be computed from RGB here (only {only} "
+                              "can).", f"provide a precomputed {kind} video as control_path.")
+    raise ValidationError("kind", f"unknown hint {kind!r}.", f"use one of {', '.join(HINT_KINDS)}.")
+
+
+def bucket_for(frames_or_size: np.ndarray | Sequence[int], resolution: str | int,
+               aspect_ratio: str | None = None) -> tuple[int, int]:
+    """(width, height) of the resolution bucket for some frames or a ``(width, height)`` size.
+
+    With ``aspect_ratio=None`` the aspect is detected from the frames (the framework's rule), which is what the
+    framework does for a control when the sample has no ``vision_path``.
+    """
+    if isinstance(frames_or_size, np.ndarray):
+        if frames_or_size.ndim not in (3, 4):
+            raise ValidationError("frames", f"expected [T, H, W, 3] or [H, W, 3], got {frames_or_size.shape}.")
+        height, width = frames_or_size.shape[-3], frames_or_size.shape[-2]
+    else:
+        width, height = (int(v) for v in frames_or_size)
+    tier = normalize_tier(resolution)
+    if tier not in VIDEO_SIZES:
+        raise ValidationError("resolution", f"unknown tier {resolution!r}.", f"use one of {', '.join(VIDEO_SIZES)}.")
+    aspect = normalize_aspect(aspect_ratio) if aspect_ratio is not None else detect_aspect_ratio(width, height)
+    if aspect not in VIDEO_SIZES[tier]:
+        raise ValidationError("aspect_ratio", f"unknown aspect ratio {aspect_ratio!r}.",
+                              f"use one of {', '.join(VIDEO_SIZES[tier])}.")
+    return VIDEO_SIZES[tier][aspect]
+
+
+def mirror_pad_indices(num_frames: int, length: int) -> list[int]:
+    """Frame indices of ``mirror_pad``: 0 … T-1, T-1, T-2 … (edge frame repeated), iterated until long enough."""
+    if num_frames < 1:
+        raise ValidationError("frames", "cannot pad an empty clip.", "pass at least one frame.")
+    indices = list(range(num_frames))
+    while len(indices) < length:
+        pad = min(len(indices) - 1, length - len(indices))
+        if pad <= 0:
+            indices += [indices[-1]] * (length - len(indices))
+            break
+        indices += indices[::-1][:pad]
+    return indices
+
+
+def mirror_pad(frames: np.ndarray, length: int) -> np.ndarray:
+    """Pad frames in time to ``length`` the way the framework pads controls (never trims)."""
+    array = np.asarray(frames)
+    if array.shape[0] >= length:
+        return array
+    return array[mirror_pad_indices(array.shape[0], length)]
+
+
+def load_control(path: str | os.PathLike[str], width: int | None = None, height: int | None = None,
+                 max_frames: int | None = None, *, field: str = "control_path") -> tuple[np.ndarray, float]:
+    """Read a precomputed control video (depth/seg/wsm, or a saved edge/blur map) and its fps.
+
+    With ``width`` and ``height`` the frames are fitted to that bucket (cover + centre-crop, as the framework
+    does); otherwise they are returned as stored. A still image is one frame at 1 fps, as the framework reads it.
+    The values are not otherwise touched: a control is a picture the model reads, and re-normalising it would
+    change what it says.
+    """
+    if (width is None) != (height is None):
+        raise ValidationError("width", "give both width and height, or neither.", "pass the bucket's (width, height).")
+    video = media.read_media(path, max_frames=max_frames, field=field)
+    frames = video.frames if width is None else media.fit_to_bucket(video.frames, width, height)
+    return frames, float(video.fps or IMAGE_FPS)
 
 
 @dataclass
@@ -44,30 +228,6 @@ class PreparedTransfer:
     negative: str | None
     seed: int
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def hint_kinds(self) -> tuple[str, ...]:
-        return tuple(self.controls)
-
-    @property
-    def weights(self) -> tuple[float, ...]:
-        return self.spec.normalized_weights
-
-    @property
-    def num_steps(self) -> int:
-        return self.spec.num_steps
-
-    def tokens_per_item(self, patch: int = 2, spatial: int = 16, temporal: int = 4) -> int:
-        """Vision tokens of one item (control or target) of a chunk: ``latent_t * ceil(H/32) * ceil(W/32)``."""
-        latent_t = (self.chunk_frames - 1) // temporal + 1
-        return latent_t * math.ceil(self.height / spatial / patch) * math.ceil(self.width / spatial / patch)
-
-    def summary(self) -> str:
-        r = self.spec
-        hints = ", ".join(f"{k} ({w:.2f})" for k, w in zip(self.hint_kinds, self.weights))
-        return (f"transfer {self.width}x{self.height}, {self.total_frames} frames @ {self.fps:g} fps in "
-                f"{len(self.chunks)} chunk(s) of {self.chunk_frames}, hints {hints}, {r.num_steps} steps, guidance "
-                f"{r.guidance:g}, control_guidance {r.control_guidance:g}, shift {r.shift:g}, seed {self.seed}")
 
 
 def prepare_transfer(r: ResolvedSample, *, aspect_ratio: str | None = None, fps: float | None = None,
@@ -94,18 +254,15 @@ def prepare_transfer(r: ResolvedSample, *, aspect_ratio: str | None = None, fps:
         rgb = media.fit_to_bucket(video.frames, *size)
     controls: dict[str, np.ndarray] = {}
     for hint in r.hints:
+        if hint.control_path is None:
+            controls[hint.kind] = compute_control(hint.kind, rgb, hint.preset)
+            continue
         field_name = f"{hint.kind}.control_path"
-        if hint.control_path is not None:
-            if size is None:  # the framework: the aspect comes from the first control without vision_path
-                probe = media.read_media(hint.control_path, max_frames=1, field=field_name).frames
-                size = bucket_for(probe, r.resolution, aspect_ratio)
-            frames, control_fps = load_control(hint.control_path, *size, max_frames=r.max_frames, field=field_name)
-            if not controls:
-                raw = media.read_media(hint.control_path, max_frames=r.max_frames, field=field_name).frames
-                notes += check_control_consistency(r, raw, control_fps, input_fps=rgb_fps, hint=hint.kind, emit=False)
-        else:
-            frames = compute_control(hint.kind, rgb, hint.preset)
-        controls[hint.kind] = frames
+        frames, control_fps = load_control(hint.control_path, max_frames=r.max_frames, field=field_name)
+        size = size or bucket_for(frames, r.resolution, aspect_ratio)  # without vision_path: the control's aspect
+        if not controls:
+            notes += check_control_consistency(r, frames, control_fps, input_fps=rgb_fps, hint=hint.kind, emit=False)
+        controls[hint.kind] = media.fit_to_bucket(frames, *size)
     total = int(next(iter(controls.values())).shape[0])
     for kind, frames in controls.items():
         if frames.shape[0] < total:
@@ -128,4 +285,113 @@ def prepare_transfer(r: ResolvedSample, *, aspect_ratio: str | None = None, fps:
                             seed=int(r.seed), notes=notes)
 
 
-__all__ = ["PreparedTransfer", "prepare_transfer"]
+def chunk_length(total_frames: int, chunk: int) -> int:
+    """The chunk the framework generates: 1 for a single frame, else ``chunk`` rounded up to 4k+1."""
+    return 1 if total_frames == 1 else round_up_frames(chunk)
+
+
+def plan_chunks(total_frames: int, chunk: int, n_cond: int) -> list[tuple[int, int]]:
+    """``[(start, end), ...]`` frame ranges of the autoregressive chunks.
+
+    Each range is sliced from the controls and mirror-padded to the chunk length; chunk c > 0 reuses the last
+    ``n_cond`` frames of chunk c - 1, so consecutive ranges overlap by ``n_cond`` frames.
+    """
+    if total_frames < 1:
+        raise ValidationError("total_frames", f"must be >= 1, got {total_frames}.", "pass a non-empty control.")
+    if chunk < 1:
+        raise ValidationError("num_video_frames_per_chunk", f"must be >= 1, got {chunk}.",
+                              f"use e.g. {TRANSFER_SAMPLE_DEFAULTS['num_video_frames_per_chunk']}.")
+    if n_cond < 0:
+        raise ValidationError("num_conditional_frames", f"must be >= 0, got {n_cond}.", "use e.g. 1.")
+    length = chunk_length(total_frames, chunk)
+    if total_frames <= length:
+        return [(0, total_frames)]
+    stride = length - n_cond
+    if stride <= 0:
+        raise ValidationError("num_conditional_frames", f"{n_cond} overlap frames leave no new frames in a "
+                              f"{length}-frame chunk.", f"use fewer than {length}.")
+    count = 1 + math.ceil((total_frames - length) / stride)
+    return [(c * stride, min(c * stride + length, total_frames)) for c in range(count)]
+
+
+def control_directive(hint_kinds: Sequence[str]) -> str:
+    """The sentence the framework appends to transfer prompts (hints in canonical order)."""
+    return CONTROL_DIRECTIVE.format(hints=", ".join(k for k in HINT_KINDS if k in hint_kinds))
+
+
+def format_transfer_prompt(prompt: str, negative: str | None, r: ResolvedSample, width: int, height: int,
+                           chunk_frames: int, fps: float) -> tuple[str, str | None]:
+    """The (prompt, negative) text the framework tokenises for a transfer run; an empty negative is ``None``.
+
+    ``chunk_frames`` is the chunk length (not the video length) and ``fps`` the output fps, used as the integer the
+    framework passes. A JSON-object prompt gets its metadata injected; a plain prompt the duration and resolution
+    sentences of ``r``'s templates.
+    """
+    fps_int = round(float(fps))
+    caption = parse_caption(prompt)
+    if isinstance(caption, dict):
+        text = with_metadata(caption, width=width, height=height, num_frames=chunk_frames, fps=fps_int,
+                             aspect_ratio=r.aspect_ratio)
+    else:
+        text = with_templates(prompt, width=width, height=height, num_frames=chunk_frames, fps=fps_int,
+                              duration_template=r.duration_template, resolution_template=r.resolution_template)
+    neg = negative
+    if r.negative_metadata_mode in ("same", "inverse"):
+        inverse = r.negative_metadata_mode == "inverse"
+        neg = with_templates(negative or "", width=width, height=height, num_frames=chunk_frames, fps=fps_int,
+                             duration_template=r.inverse_duration_template if inverse else r.duration_template,
+                             resolution_template=r.inverse_resolution_template if inverse else r.resolution_template,
+                             force_duration=inverse).lstrip(".").strip()
+    if r.emphasize_control_in_prompt and r.hints:
+        text = text.rstrip() + " " + control_directive(r.hint_kinds)
+    return text, neg or None
+
+
+def check_control_consistency(r: ResolvedSample, control_frames: Any, control_fps: float, *,
+                              input_fps: float | None = None, hint: str | None = None,
+                              emit: bool = True) -> list[str]:
+    """Say what the framework will do when the first control disagrees with the sample.
+
+    The length comes from the first control (``num_frames`` does not cap it), the output fps from ``vision_path``
+    if set (else the sample's ``fps``, never the control's), and without ``vision_path`` the geometry from the
+    control's own aspect while the prompt metadata keeps ``aspect_ratio``. ``control_frames`` is a frame count or
+    the frames ``[T, H, W, 3]``. Each message is returned and, with ``emit``, also warned.
+    """
+    kind = hint or (r.hint_kinds[0] if r.hints else "control")
+    shape = getattr(control_frames, "shape", None)
+    count = int(shape[0]) if shape is not None else int(control_frames)
+    messages: list[str] = []
+    frames = count
+    if r.max_frames is not None and count > r.max_frames:
+        frames = r.max_frames
+        messages.append(f"{kind} control has {count} frames, more than max_frames {r.max_frames}: the framework reads "
+                        f"only the first {r.max_frames}.")
+    if frames != r.num_frames and not r.sources.get("num_frames", "").startswith("profile"):
+        messages.append(f"{kind} control has {frames} frames, the sample asks {r.num_frames}: the output will have "
+                        f"{frames} frames, as the framework does (the length comes from the first control; "
+                        "num_frames does not cap it).")
+    chunk = r.chunk_frames
+    if chunk is not None and 1 < frames < chunk:
+        messages.append(f"{kind} control has {frames} frames, fewer than the {chunk}-frame chunk: the controls are "
+                        f"mirror-padded to {chunk} frames and the output is trimmed back to {frames}.")
+    if r.vision_path is not None:
+        if input_fps is not None and control_fps and abs(float(input_fps) - float(control_fps)) > 1e-3:
+            messages.append(f"{kind} control is {control_fps:g} fps but vision_path is {input_fps:g} fps: the output "
+                            f"is written at {input_fps:g} fps (from vision_path), as the framework does.")
+    elif control_fps and abs(float(control_fps) - r.fps) > 1e-3:
+        ratio = float(control_fps) / r.fps
+        speed = f"{ratio:.3g}x slower" if ratio > 1 else f"{1 / ratio:.3g}x faster"
+        messages.append(f"{kind} control is {control_fps:g} fps, the sample's fps is {r.fps}: the output is written "
+                        f"at {r.fps} fps (without vision_path the framework uses the sample's fps), so it plays "
+                        f"{speed} than the control.")
+    if r.vision_path is None and shape is not None and len(shape) >= 3:
+        detected = detect_aspect_ratio(int(shape[2]), int(shape[1]))
+        if detected != r.aspect_ratio:
+            messages.append(f"{kind} control is {shape[2]}x{shape[1]} (aspect {detected}) but aspect_ratio is "
+                            f"{r.aspect_ratio}: without vision_path the framework sizes the output from the control "
+                            f"({detected}) while the prompt metadata says {r.aspect_ratio}; set "
+                            f'"aspect_ratio": "{detected}".')
+    if emit:
+        for message in messages:
+            warnings.warn(message, stacklevel=2)
+    return messages

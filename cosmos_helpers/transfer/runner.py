@@ -30,8 +30,7 @@ from ..result import FinishedFile, Generation, check_free
 from ..specs.load import Sample, as_sample
 from ..specs.resolve import ResolvedSample
 from ..specs.runs import SampleRun, check_backend, generation_request, given_fields, localize
-from .vllm import make_transfer_runner
-from .vllm_form import send_transfer
+from .vllm import make_transfer_runner, transfer_form
 
 STEM = "vision"
 _CONTROL_SUFFIXES = (".mp4", ".jpg")  # the framework saves a control like the output (args.py vision_extension)
@@ -72,12 +71,11 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
     resolved = sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
                                output_dir=folder if name != "framework" else None, fill=name != "framework")
     check_backend(sample, resolved, name, given_fields(sample, overrides))
-    if dry_run:
-        run = SampleRun.create(sample, resolved, overrides)
-        return runner.prepare_sample(run) if name == "framework" else run
-    if name != "framework":
+    if name != "framework" and not dry_run:
         resolved = localize(resolved, progress=progress)
     run = SampleRun.create(sample, resolved, overrides)
+    if dry_run:
+        return runner.prepare_sample(run) if name == "framework" else run
     stem = folder / STEM
     if not overwrite:
         done = check_free(stem, run, backend=name)
@@ -103,7 +101,8 @@ def execute(run: SampleRun, backend: Any, *, progress: bool = True, server_paths
             from .diffusers_transfer import run_transfer  # OpenCV and the modular blocks load on first use
 
             return framework_file(run_transfer(r, backend=backend, progress=progress), r)
-        return send_transfer(backend, r, run.given, server_paths=server_paths)
+        fields, files = transfer_form(r, run.given, server_paths=server_paths)
+        return backend.send_video_form(fields, files, what="transfer", model=r.model)  # checks the server's model
     if r.model_mode in fw.SOUND_CONDITION_MODES:
         from .audio import run_audio_sample  # scipy and the sound tokenizer load on first use
 
@@ -171,9 +170,8 @@ class SpecRunner:
         self.output_dir, self.server_url = Path(output_dir), server_url
         self.overrides, self.overwrite, self.progress = dict(overrides or {}), overwrite, progress
         self._server = None
-        self._local_server = backend == "vllm-omni" and not server_url
         # A local server starts at the first run; every other backend is built (and checked) now.
-        self._backend = None if self._local_server else backend_by_name(
+        self._backend = None if backend == "vllm-omni" and not server_url else backend_by_name(
             backend, url=server_url, checkout=checkout, progress=progress)
         self.backend = backend
 
@@ -192,30 +190,23 @@ class SpecRunner:
             self._server = None
             self._backend = None
 
-    def url(self) -> str | None:
-        """The vLLM-Omni server's URL: the one given, else the local server's (started now if needed)."""
-        if self.server_url or not self._local_server:
-            return self.server_url
-        if self._server is None:
-            from ..server.local import ThreadedServer  # FastAPI and uvicorn load on first use
-
-            model = model_for(self.profile, self.model)
-            # A loopback server this process starts for its own inputs: it may open them by path (server_paths),
-            # and its guardrail switch is on, so each request's own choice (the run's, in extra_params) decides.
-            self._server = ThreadedServer(model=model, warmup=False, guardrails=True,
-                                          transfer_runner=make_transfer_runner(model, guardrails=True),
-                                          allowed_local_media_paths=(str(Path("/")),)).start()
-        return self._server.url
-
     def run(self, spec: Sample | Mapping[str, Any] | str | os.PathLike[str],
             overrides: Mapping[str, Any] | None = None) -> Generation:
         """Run one sample (a :class:`Sample`, a dict or a one-sample file); see :func:`run_spec`. ``overrides`` add
         to the runner's (``resolution="256"`` gives vLLM-Omni a tier it knows with the ``tiny`` profile)."""
         if self._backend is None:
-            self._backend = backend_by_name(self.backend, url=self.url(), progress=self.progress)
+            self._backend = backend_by_name(self.backend, url=self._start_server(), progress=self.progress)
         return run_spec(spec, backend=self._backend, profile=self.profile, model=self.model, out=self.output_dir,
                         overrides={**self.overrides, **(overrides or {})}, guardrails=self.guardrails,
                         overwrite=self.overwrite, progress=self.progress, server_paths=self._server is not None)
 
+    def _start_server(self) -> str:
+        """A loopback server this process starts for its own inputs: it may open them by path (server_paths), and its
+        guardrail switch is on, so each request's own choice (the run's, in extra_params) decides."""
+        from ..server.local import ThreadedServer  # FastAPI and uvicorn load on first use
 
-__all__ = ["SpecRunner", "execute", "framework_file", "run_spec"]
+        model = model_for(self.profile, self.model)
+        self._server = ThreadedServer(model=model, warmup=False, guardrails=True,
+                                      transfer_runner=make_transfer_runner(model, guardrails=True),
+                                      allowed_local_media_paths=(str(Path("/")),)).start()
+        return self._server.url

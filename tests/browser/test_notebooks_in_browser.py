@@ -43,11 +43,12 @@ DEMO_CELLS = [
     ("markdown", "# cosmos_helpers widgets demo\nEvery viewer on the embedded tiny model."),
     ("code", "# parameters\nfrom pathlib import Path\nOUT = Path('demo_outputs')\nSTEPS = 2"),
     ("code", "import torch\ntorch.set_num_threads(2)\n"
-             "from cosmos_helpers import (DiffusersBackend, GenerationRequest, GenerateForm, compare, frame_strip,\n"
-             "                            grid, show, sound_plot)\n"
+             "from cosmos_helpers import (DiffusersBackend, GenerationRequest, GenerateForm, compare,\n"
+             "                            frame_strip, grid, show, sound_plot)\n"
              "backend = DiffusersBackend()\n"
-             "request = GenerationRequest(mode='text2video', prompt='A yellow robot rolls across a sunlit workbench.',\n"
-             "                            tier='128', num_frames=9, num_inference_steps=STEPS, sound=True, seed=0)\n"
+             "request = GenerationRequest(mode='text2video',\n"
+             "                            prompt='A yellow robot rolls across a sunlit workbench.', tier='128',\n"
+             "                            num_frames=9, num_inference_steps=STEPS, sound=True, seed=0)\n"
              "video = backend.generate(request)\n"
              "video.save(OUT / 't2v_sound', overwrite=True)\n"
              "show(video)"),

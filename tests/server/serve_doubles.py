@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         backend = Holding(backend, args.hold_word, args.hold_marker)
     if args.load_delay:
         backend = SlowLoading(backend, args.load_delay)
-    return cli.serve(args, backend=backend)
+    return cli.run(args, backend=backend)
 
 
 if __name__ == "__main__":

@@ -155,3 +155,21 @@ def test_list_pagination(tmp_path, order):
         assert everything == [job["id"] for job in http.get("/v1/videos", params={"order": order}).json()["data"]]
         assert sorted(everything) == sorted(ids)
         assert http.get("/v1/videos", params={"after": "video_gen_unknown"}).json()["data"] == []
+
+
+@pytest.mark.parametrize("step_progress", [True, False])
+def test_job_progress_per_step_only_when_asked(tmp_path, step_progress):
+    """``step_progress`` reports each denoising step (0 < progress < 100 while running); without it the job jumps
+    from 0 to 100, as on vLLM-Omni."""
+    backend = InstantBackend(step_seconds=0.05)
+    with instant_server(tmp_path, backend, step_progress=step_progress) as server, \
+            httpx.Client(base_url=server.url, timeout=30) as http:
+        job = http.post("/v1/videos", files=multipart({**FORM, "num_inference_steps": "20"})).json()
+        seen = set()
+        deadline = time.monotonic() + 30
+        while (state := http.get(f"/v1/videos/{job['id']}").json())["status"] != "completed":
+            assert time.monotonic() < deadline
+            seen.add(state["progress"])
+            time.sleep(0.02)
+    assert state["progress"] == 100
+    assert any(0 < value < 100 for value in seen) is step_progress, seen

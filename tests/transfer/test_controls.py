@@ -20,7 +20,7 @@ from cosmos_helpers import media
 from cosmos_helpers.errors import ValidationError
 from cosmos_helpers.media import fit_to_bucket
 from cosmos_helpers.protocol.framework import BLUR_PRESETS, EDGE_PRESETS
-from cosmos_helpers.transfer.controls import (
+from cosmos_helpers.transfer.prepare import (
     blur_map,
     blur_parameters,
     bucket_for,

@@ -80,24 +80,23 @@ def main() -> int:
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    from cosmos_helpers.bench import Case, _apply_fast_options, _diffusers_backends, build_request
+    from cosmos_helpers.bench import Case, _diffusers_backends, build_request
     from cosmos_helpers.models.random_nano import build_random_nano_pipeline
 
     mode, tier, frames = (a.case.split(":") + ["1"])[:3]
     mode = {"t2i": "text2image", "t2v": "text2video", "i2v": "image2video"}[mode]
     case = Case(mode=mode, tier=tier, frames=int(frames))
     pipe = build_random_nano_pipeline("cuda", torch.bfloat16)
-    stock, fast = _diffusers_backends("nano", True, None, None, False, None, pipeline=pipe)
+    stock, fast = _diffusers_backends(True, None, None, False, None, pipeline=pipe)
+    _, compiled = _diffusers_backends(True, None, None, False, {"compile": True}, pipeline=pipe)
     request = build_request(case, profile="nano", steps=a.steps, guidance=6.0, text_tokens=2000, seed=0)
     results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "case": a.case, "rows": []}
 
     def save():
         (out / "profile.json").write_text(json.dumps(results, indent=1))
 
-    variants = (("stock", stock, None), ("fast", fast, None), ("fast+compile", fast, {"compile": True}))
-    for label, backend, options in variants:
+    for label, backend in (("stock", stock), ("fast", fast), ("fast+compile", compiled)):
         try:
-            _apply_fast_options(backend, options)
             row = profile_backend(backend, request, label, a.steps)
         except Exception as exc:  # keep the other rows
             row = {"label": label, "error": f"{type(exc).__name__}: {exc}"}

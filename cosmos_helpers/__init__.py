@@ -14,52 +14,25 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-_EXPORTS: dict[str, str] = {
-    # describing and saving generations
-    "GenerationRequest": "request",
-    "MODES": "presets",
-    "Generation": "result",
-    "find_saved": "result",
-    "generate_and_save": "workflow",
-    "PROFILES": "presets",
-    "Profile": "presets",
-    "get_profile": "presets",
-    "size_for": "presets",
-    "VIDEO_SIZES": "presets",
-    "ASPECT_RATIOS": "presets",
-    "load_caption": "prompts",
-    "compact": "prompts",
-    "caption_summary": "prompts",
-    # backends
-    "DiffusersBackend": "backends.diffusers",
-    "free_pipeline": "backends.diffusers",
-    "FastOptions": "fast",
-    "VllmOmniBackend": "backends.vllm_omni",
-    "AsyncVllmOmniBackend": "backends.vllm_omni",
-    "serve_command": "backends.vllm_serve",
-    "LocalServer": "server.local",
-    "connect_vllm_omni": "server.local",
-    "FrameworkBackend": "backends.framework",
-    # models
-    "tiny_model_path": "models.tiny",
-    # looking at results
-    "show": "widgets",
-    "grid": "widgets",
-    "compare": "widgets",
-    "frame_strip": "widgets",
-    "sound_plot": "widgets",
-    "GenerateForm": "widgets",
-    "environment_report": "environment",
-    "list_outputs": "gallery",
-    # errors
-    "CosmosHelpersError": "errors",
-    "ValidationError": "errors",
-    "OutputExistsError": "errors",
-    "BackendUnavailableError": "errors",
-    "GuardrailError": "errors",
-    "ServerError": "errors",
-    "GenerationTimeoutError": "errors",
-}
+_EXPORTS: dict[str, str] = {name: module for module, names in {
+    "request": "GenerationRequest",
+    "presets": "MODES PROFILES Profile get_profile size_for VIDEO_SIZES ASPECT_RATIOS",
+    "result": "Generation find_saved",
+    "workflow": "generate_and_save",
+    "prompts": "load_caption compact caption_summary",
+    "backends.diffusers": "DiffusersBackend free_pipeline",
+    "fast": "FastOptions",
+    "backends.vllm_omni": "VllmOmniBackend AsyncVllmOmniBackend",
+    "backends.vllm_serve": "serve_command",
+    "server.local": "LocalServer connect_vllm_omni",
+    "backends.framework": "FrameworkBackend",
+    "models.tiny": "tiny_model_path",
+    "widgets": "show grid compare frame_strip sound_plot GenerateForm",
+    "environment": "environment_report",
+    "gallery": "list_outputs",
+    "errors": "CosmosHelpersError ValidationError OutputExistsError BackendUnavailableError GuardrailError ServerError "
+              "GenerationTimeoutError",
+}.items() for name in names.split()}
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
@@ -77,14 +50,21 @@ def __dir__() -> list[str]:
     return __all__
 
 
-if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only
+if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the same names as _EXPORTS
     from .backends.diffusers import DiffusersBackend, free_pipeline
-    from .fast import FastOptions
+    from .backends.framework import FrameworkBackend
+    from .backends.vllm_omni import AsyncVllmOmniBackend, VllmOmniBackend
+    from .backends.vllm_serve import serve_command
+    from .environment import environment_report
     from .errors import (BackendUnavailableError, CosmosHelpersError, GenerationTimeoutError, GuardrailError,
                          OutputExistsError, ServerError, ValidationError)
-    from .presets import ASPECT_RATIOS, PROFILES, VIDEO_SIZES, Profile, get_profile, size_for
+    from .fast import FastOptions
+    from .gallery import list_outputs
+    from .models.tiny import tiny_model_path
+    from .presets import ASPECT_RATIOS, MODES, PROFILES, VIDEO_SIZES, Profile, get_profile, size_for
     from .prompts import caption_summary, compact, load_caption
-    from .presets import MODES
     from .request import GenerationRequest
     from .result import Generation, find_saved
+    from .server.local import LocalServer, connect_vllm_omni
+    from .widgets import GenerateForm, compare, frame_strip, grid, show, sound_plot
     from .workflow import generate_and_save

@@ -22,6 +22,7 @@ Example (one H200)::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -29,13 +30,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from .backends.diffusers import DiffusersBackend
 from .fast import FastOptions, fast_path_stats
-from .presets import DEFAULT_PROFILE, get_profile, size_for
+from .presets import DEFAULT_PROFILE, MODES, get_profile, size_for
 from .request import MODE_ALIASES, GenerationRequest
+from .samples import rolling_ball_clip
 
-MODE_TITLES = {"text2image": "Text2Image", "text2video": "Text2Video", "image2video": "Image2Video",
-               "video2video": "Video2Video"}
 BACKEND_TITLES = {"stock": "Diffusers (stock)", "fast": "Diffusers (fast path)", "vllm": "vLLM-Omni"}
 DEFAULT_CASES = {
     "tiny": "t2i:128,t2v:128:9,i2v:128:9",
@@ -47,9 +49,16 @@ BASE_PROMPT = ("A mobile robot navigates a warehouse aisle, stops at a shelf, li
                "and turns toward the loading dock while overhead lights flicker. ")
 BASE_NEGATIVE = ("Blurry, low quality, distorted geometry, flickering, watermark, text overlays, oversaturated "
                  "colors, jerky motion, duplicated objects. ")
+# the fast path's counters kept on each fast row (``Row.extra``)
+FAST_STATS = ("text_tower_runs", "graph_captures", "graph_replays", "batched_pairs", "stock_fallbacks",
+              "graph_failures", "fused_kernels", "compile_error", "projection_choices")
 
 
-# ----------------------------------------------------------------------------------------------------
+def mode_title(mode: str) -> str:
+    """``text2video`` -> ``Text2Video``."""
+    return "2".join(word.capitalize() for word in mode.split("2"))
+
+
 @dataclass(frozen=True)
 class Case:
     mode: str  # text2image / text2video / image2video / video2video
@@ -69,11 +78,10 @@ class Case:
         parts = text.strip().split(":")
         if len(parts) not in (2, 3):
             raise ValueError(f"case {text!r}: expected mode:tier[:frames], e.g. t2v:256:189")
-        mode, sound = parts[0].strip().lower(), False
-        if mode.endswith("+sound"):
-            mode, sound = mode[: -len("+sound")], True
-        mode = MODE_ALIASES.get(mode, mode)
-        if mode not in MODE_TITLES:
+        name = parts[0].strip().lower()
+        sound, name = name.endswith("+sound"), name.removesuffix("+sound")
+        mode = MODE_ALIASES.get(name, name)
+        if mode not in MODES:
             raise ValueError(f"case {text!r}: unknown mode; use t2i, t2v, i2v or v2v (optionally +sound)")
         tier = parts[1].strip().lower().removesuffix("p")
         frames = 1 if mode == "text2image" else int(parts[2]) if len(parts) == 3 else default_frames
@@ -107,101 +115,68 @@ class BenchResult:
     settings: dict[str, Any]
 
 
-# ----------------------------------------------------------------------------------------------------
 def prompt_of(n_bytes: int, base: str = BASE_PROMPT) -> str:
     """``n_bytes`` of English text (``n_bytes`` tokens with the byte-level tokenizer of tiny/random Nano)."""
     return (base * (n_bytes // len(base) + 1))[:n_bytes]
 
 
-def _image(width: int, height: int):
-    import numpy as np
-
-    yy, xx = np.mgrid[0:height, 0:width]
-    return np.stack([xx * 255 // max(width, 1), yy * 255 // max(height, 1), (xx ^ yy) & 255], -1).astype(np.uint8)
-
-
-def _video(width: int, height: int, frames: int):
-    import numpy as np
-
-    base = _image(width, height)
-    return np.stack([np.roll(base, 2 * i, axis=1) for i in range(frames)])
-
-
 def build_request(case: Case, *, profile: str, steps: int, guidance: float, text_tokens: int | None,
-                  seed: int):
-
+                  seed: int) -> GenerationRequest:
+    """The case as a request; image/video modes condition on the package's sample clip at the case's size."""
     width, height = size_for(case.tier, "16,9")
-    prompt = prompt_of(text_tokens) if text_tokens else BASE_PROMPT.strip()
-    negative = prompt_of(text_tokens, BASE_NEGATIVE) if text_tokens else BASE_NEGATIVE.strip()
-    kwargs: dict[str, Any] = dict(
-        mode=case.mode, prompt=prompt, negative_prompt=negative, profile=profile, tier=case.tier,
-        aspect_ratio="16,9", num_frames=case.frames, num_inference_steps=steps, guidance_scale=guidance,
-        seed=seed, sound=case.sound, guardrails=False, add_resolution_template=False, add_duration_template=False,
-    )
+    media: dict[str, Any] = {}
     if case.mode == "image2video":
-        kwargs["image"] = _image(width, height)
+        media["image"] = rolling_ball_clip(1, width, height)[0]
     elif case.mode == "video2video":
-        kwargs["video"] = _video(width, height, case.frames)
-    return GenerationRequest(**kwargs)
+        media["video"] = rolling_ball_clip(case.frames, width, height)
+    return GenerationRequest(
+        mode=case.mode, prompt=prompt_of(text_tokens) if text_tokens else BASE_PROMPT.strip(),
+        negative_prompt=prompt_of(text_tokens, BASE_NEGATIVE) if text_tokens else BASE_NEGATIVE.strip(),
+        profile=profile, tier=case.tier, aspect_ratio="16,9", num_frames=case.frames, num_inference_steps=steps,
+        guidance_scale=guidance, seed=seed, sound=case.sound, guardrails=False, add_resolution_template=False,
+        add_duration_template=False, **media)
 
 
-# ----------------------------------------------------------------------------------------------------
-class _Runner:
-    """One backend: ``generate(request)`` -> frames (uint8) and the seconds it took (device synchronised)."""
-
-    def __init__(self, name: str, backend: Any, cuda: bool) -> None:
-        self.name = name
-        self.backend = backend
-        self.cuda = cuda
-
-    def __call__(self, request):
-        import numpy as np
-
-        torch = _torch()
-        if self.cuda:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        start = time.perf_counter()
-        generation = self.backend.generate(request)
-        if self.cuda:
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
-        peak = torch.cuda.max_memory_allocated() / 2**30 if self.cuda and self.name != "vllm" else None
-        return np.asarray(generation.frames), seconds, peak
-
-
-def _torch():
+def _timed(name: str, backend: Any, request: GenerationRequest, cuda: bool) -> tuple[np.ndarray, float, float | None]:
+    """``backend.generate(request)``: frames (uint8), seconds (device synchronised), peak GPU GiB of this process."""
     import torch
 
-    return torch
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    generation = backend.generate(request)
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    peak = torch.cuda.max_memory_allocated() / 2**30 if cuda and name != "vllm" else None
+    return np.asarray(generation.frames), seconds, peak
 
 
-def _diffusers_backends(profile: str, random_nano: bool, device: str | None, dtype: Any, sound: bool,
-                        fast_options: dict | None, pipeline: Any = None):
-    fast_setting = FastOptions(**fast_options) if fast_options else True
-    if not random_nano and pipeline is None:
-        stock = DiffusersBackend(device=device, dtype=dtype, progress=False)
-        fast = DiffusersBackend(device=device, dtype=dtype, progress=False, fast=fast_setting)
-        return stock, fast
+def _diffusers_backends(random_nano: bool, device: str | None, dtype: Any, sound: bool, fast_options: dict | None,
+                        pipeline: Any = None) -> tuple[DiffusersBackend, DiffusersBackend]:
+    """The stock and the fast backend; with ``random_nano`` or ``pipeline`` both run that one pipeline."""
+    backend_class = DiffusersBackend
+    if random_nano or pipeline is not None:
+        prebuilt: dict[str, Any] = {} if pipeline is None else {"pipe": pipeline}
 
-    prebuilt: dict[str, Any] = {} if pipeline is None else {"pipe": pipeline}
+        class RandomNanoBackend(DiffusersBackend):
+            """DiffusersBackend whose "checkpoint" is the Nano-shaped random pipeline built in this process."""
 
-    class RandomNanoBackend(DiffusersBackend):
-        """DiffusersBackend whose "checkpoint" is the Nano-shaped random pipeline built in this process."""
+            def _load(self, model):  # noqa: D401 - same contract as DiffusersBackend._load
+                if "pipe" not in prebuilt:
+                    from .models.random_nano import build_random_nano_pipeline
 
-        def _load(self, model):  # noqa: D401 - same contract as DiffusersBackend._load
-            if "pipe" not in prebuilt:
-                from .models.random_nano import build_random_nano_pipeline
+                    prebuilt["pipe"] = build_random_nano_pipeline(self._device(), self._dtype(), sound=sound)
+                return prebuilt["pipe"]
 
-                prebuilt["pipe"] = build_random_nano_pipeline(self._device(), self._dtype(), sound=sound)
-            return prebuilt["pipe"]
-
+        backend_class = RandomNanoBackend
     if pipeline is not None:  # a pipeline built by the caller: its own device and dtype
         device = device or str(next(pipeline.transformer.parameters()).device)
         dtype = dtype or pipeline.transformer.dtype
-    stock = RandomNanoBackend(device=device, dtype=dtype, progress=False)
-    fast = RandomNanoBackend(device=device, dtype=dtype, progress=False, fast=fast_setting)
-    return stock, fast
+    fast = FastOptions(**fast_options) if fast_options else True
+    return (backend_class(device=device, dtype=dtype, progress=False),
+            backend_class(device=device, dtype=dtype, progress=False, fast=fast))
 
 
 def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] | None = None, steps: int | None = None,
@@ -215,82 +190,72 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
     ``pipeline``: an already built ``Cosmos3OmniPipeline`` to time (e.g. from
     :func:`cosmos_helpers.models.random_nano.build_random_nano_pipeline`) instead of loading the profile's.
     """
+    import torch
+
     log = log or (lambda _msg: None)
     profile = profile.lower()
     steps = steps or DEFAULT_STEPS.get(profile, 35)
-
     default_frames = frames or get_profile(profile).defaults("text2video").num_frames
     case_list = [Case.parse(c, default_frames) for c in
                  (cases.split(",") if isinstance(cases, str) else cases or DEFAULT_CASES[profile].split(","))]
-    backends = [b for b in backends if b != "vllm"] + (["vllm"] if vllm_url else [])
-    torch = _torch()
-    stock_backend, fast_backend = _diffusers_backends(profile, random_nano, device, dtype,
-                                                      any(c.sound for c in case_list), fast_options, pipeline)
-    cuda = stock_backend._device().startswith("cuda")
-    runners: dict[str, _Runner] = {}
-    if "stock" in backends:
-        runners["stock"] = _Runner("stock", stock_backend, cuda)
-    if "fast" in backends:
-        runners["fast"] = _Runner("fast", fast_backend, cuda)
-    if "vllm" in backends:
+    stock, fast = _diffusers_backends(random_nano, device, dtype, any(c.sound for c in case_list), fast_options,
+                                      pipeline)
+    runners: dict[str, Any] = {name: b for name, b in (("stock", stock), ("fast", fast)) if name in backends}
+    if vllm_url:
         from .backends.vllm_omni import VllmOmniBackend
 
-        runners["vllm"] = _Runner("vllm", VllmOmniBackend(vllm_url), cuda)
-
+        runners["vllm"] = VllmOmniBackend(vllm_url)
+    cuda = stock._device().startswith("cuda")
     settings = dict(profile=profile, random_nano=random_nano or pipeline is not None, steps=steps, guidance=guidance,
                     text_tokens=text_tokens, repeats=repeats, seed=seed, backends=list(runners),
-                    vllm_url=vllm_url, fast_options=fast_options or {}, environment=_environment(stock_backend))
+                    vllm_url=vllm_url, fast_options=fast_options or {}, environment=_environment(stock))
     log(f"bench: {len(case_list)} cases x {list(runners)}; {steps} steps, guidance {guidance}, "
         f"{settings['environment'].get('device')}")
-
+    request_for = functools.partial(build_request, profile=profile, guidance=guidance, text_tokens=text_tokens,
+                                    seed=seed)
     # One untimed call first, so the process's one-time CUDA/library start-up lands on no row.
-    first = case_list[0]
-    warm_request = build_request(first, profile=profile, steps=1, guidance=guidance, text_tokens=text_tokens,
-                                 seed=seed)
-    (runners.get("stock") or next(iter(runners.values())))(warm_request)
+    first = "stock" if "stock" in runners else next(iter(runners))
+    _timed(first, runners[first], request_for(case_list[0], steps=1), cuda)
 
     rows: list[Row] = []
     for case in case_list:
-        request = build_request(case, profile=profile, steps=steps, guidance=guidance, text_tokens=text_tokens,
-                                seed=seed)
-        rows += _time_case(case, request, runners, repeats, log)
+        rows += _time_case(case, request_for(case, steps=steps), runners, repeats, cuda, log)
         if cuda:
             torch.cuda.empty_cache()
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(rows, settings)
-    md_path = out / "benchmark.md"
+    md_path, json_path = out / "benchmark.md", out / "benchmark.json"
     md_path.write_text(markdown)
-    json_path = out / "benchmark.json"
     json_path.write_text(json.dumps({"settings": settings, "rows": [asdict(r) for r in rows]}, indent=1, default=str))
     png_path = render_png(rows, out / "benchmark.png", title=_title(settings))
     return BenchResult(rows, markdown, md_path, png_path, json_path, settings)
 
 
-def _time_case(case: Case, request: Any, runners: dict[str, _Runner], repeats: int,
+def _time_case(case: Case, request: GenerationRequest, runners: dict[str, Any], repeats: int, cuda: bool,
                log: Callable[[str], None]) -> list[Row]:
     """One case through every backend: cold call, ``repeats`` warm calls, pixel distance and speed-up vs stock."""
     rows: list[Row] = []
     reference = None
-    for name, runner in runners.items():
+    for name, backend in runners.items():
         row = Row(case=case.label, mode=case.mode, tier=case.tier, frames=case.frames, backend=name)
         try:
-            frames_out, row.cold_s, peak = runner(request)
-            peaks = [peak] if peak is not None else []
+            frames_out, row.cold_s, peak = _timed(name, backend, request, cuda)
+            peaks = [peak]  # all None off CUDA and for a server
             for _ in range(repeats):
-                frames_out, seconds, peak = runner(request)
+                frames_out, seconds, peak = _timed(name, backend, request, cuda)
                 row.warm_all.append(round(seconds, 4))
-                if peak is not None:
-                    peaks.append(peak)
+                peaks.append(peak)
             row.warm_s = statistics.median(row.warm_all) if row.warm_all else row.cold_s
-            row.peak_gib = round(max(peaks), 2) if peaks else None
+            row.peak_gib = None if peak is None else round(max(peaks), 2)
             if name == "stock":
                 reference = frames_out
             elif reference is not None and frames_out.shape == reference.shape:
                 row.max_abs_diff_vs_stock = float(abs(frames_out.astype(int) - reference.astype(int)).max())
             if name == "fast":
-                row.extra = _fast_stats(runner.backend.pipeline(request.model))
+                stats = fast_path_stats(backend.pipeline(request.model))
+                row.extra = {k: stats.get(k) for k in FAST_STATS}
         except Exception as exc:  # keep the other rows
             row.error = f"{type(exc).__name__}: {exc}"
         rows.append(row)
@@ -303,27 +268,13 @@ def _time_case(case: Case, request: Any, runners: dict[str, _Runner], repeats: i
     return rows
 
 
-def _fast_stats(pipe) -> dict[str, Any]:
-    stats = fast_path_stats(pipe)
-    return {k: stats.get(k) for k in ("text_tower_runs", "graph_captures", "graph_replays", "batched_pairs",
-                                      "stock_fallbacks", "graph_failures", "fused_kernels", "compile_error",
-                                      "projection_choices")}
+def _environment(backend: DiffusersBackend) -> dict[str, Any]:
+    import diffusers
+    import torch
 
-
-def _environment(backend) -> dict[str, Any]:
-    torch = _torch()
-    env: dict[str, Any] = {"torch": torch.__version__}
-    try:
-        import diffusers
-
-        env["diffusers"] = diffusers.__version__
-    except ImportError:  # pragma: no cover
-        pass
-    device = backend._device()
-    env["device"] = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
-    env["dtype"] = str(backend._dtype()).replace("torch.", "")
-    env["date"] = time.strftime("%Y-%m-%d")
-    return env
+    return {"torch": torch.__version__, "diffusers": diffusers.__version__,
+            "device": torch.cuda.get_device_name() if backend._device().startswith("cuda") else "cpu",
+            "dtype": str(backend._dtype()).replace("torch.", ""), "date": time.strftime("%Y-%m-%d")}
 
 
 def _fmt(value, digits: int = 2) -> str:
@@ -348,10 +299,9 @@ def render_markdown(rows: list[Row], settings: dict) -> str:
              "| --- | ---: | --- | " + " | ".join("---:" for _ in tiers) + " |"]
     groups: dict[tuple, dict] = {}
     for r in rows:
-        sound = "+sound" in r.case
-        groups.setdefault((r.mode, r.frames, sound), {}).setdefault(r.backend, {})[r.tier] = r
+        groups.setdefault((r.mode, r.frames, "+sound" in r.case), {}).setdefault(r.backend, {})[r.tier] = r
     for (mode, frames, sound), by_backend in groups.items():
-        title = MODE_TITLES[mode] + (" + sound" if sound else "")
+        title = mode_title(mode) + (" + sound" if sound else "")
         for backend, by_tier in by_backend.items():
             cells = [_fmt(by_tier[t].warm_s) if t in by_tier and not by_tier[t].error else
                      ("error" if t in by_tier else "") for t in tiers]
@@ -374,34 +324,29 @@ def render_markdown(rows: list[Row], settings: dict) -> str:
     return "\n".join(lines)
 
 
-def render_png(rows: list[Row], path: Path, *, title: str = "") -> Path | None:
+def render_png(rows: list[Row], path: Path, *, title: str = "") -> Path:
     """Grouped bars of the warm seconds per case, one colour per backend, speed-ups over the bars."""
-    try:
-        import matplotlib
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover - matplotlib is a dependency
-        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_key = {(r.case, r.backend): r for r in reversed(rows)}  # the first row of each (case, backend)
     cases = list(dict.fromkeys(r.case for r in rows))
     backends = list(dict.fromkeys(r.backend for r in rows))
     width = 0.8 / max(len(backends), 1)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(cases) + 2), 4.2))
     colors = {"stock": "#8c8c8c", "fast": "#76b900", "vllm": "#1f77b4"}
     for i, backend in enumerate(backends):
-        values = []
-        for case in cases:
-            row = next((r for r in rows if r.case == case and r.backend == backend), None)
-            values.append(row.warm_s if row is not None and row.warm_s is not None else 0.0)
+        found = [by_key.get((case, backend)) for case in cases]
+        values = [row.warm_s if row is not None and row.warm_s is not None else 0.0 for row in found]
         xs = [c + (i - (len(backends) - 1) / 2) * width for c in range(len(cases))]
         bars = ax.bar(xs, values, width, label=BACKEND_TITLES.get(backend, backend), color=colors.get(backend))
-        for bar, case in zip(bars, cases):
-            row = next((r for r in rows if r.case == case and r.backend == backend), None)
+        for bar, row in zip(bars, found):
             if row is not None and row.speedup and backend != "stock":
                 ax.annotate(f"{row.speedup:.1f}x", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                             ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(cases)))
-    ax.set_xticklabels(cases, rotation=20, ha="right", fontsize=8)
+    ax.set_xticks(range(len(cases)), cases, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("seconds per generation (warm)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
@@ -411,7 +356,6 @@ def render_png(rows: list[Row], path: Path, *, title: str = "") -> Path | None:
     return path
 
 
-# ----------------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default=DEFAULT_PROFILE, choices=sorted(DEFAULT_CASES),
                         help="model and defaults (tiny: embedded model, CPU in seconds)")
@@ -444,11 +388,9 @@ def run(args: argparse.Namespace) -> int:
     return 1 if any(r.error for r in result.rows) else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cosmos_helpers.bench", description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+if __name__ == "__main__":  # pragma: no cover - ``python -m cosmos_helpers.bench`` = ``cosmos-helpers bench``
+    import sys
 
+    from .cli import main
 
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    raise SystemExit(main(["bench", *sys.argv[1:]]))

@@ -28,27 +28,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="cosmos-helpers",
-        description="Cosmos 3 cookbooks helper: generation, serving, transfer and benchmarks.",
-    )
+        prog="cosmos-helpers", description="Cosmos 3 cookbooks helper: generation, serving, transfer and benchmarks.")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
         command.set_defaults(_module=module)
-        _lazy_arguments(command, module)
+        importlib.import_module(module).add_arguments(command)  # command modules import nothing heavy at top level
     return parser
-
-
-def _lazy_arguments(parser: argparse.ArgumentParser, module: str) -> None:
-    """Let each command module declare its options; modules must import nothing heavy at top level."""
-    try:
-        importlib.import_module(module).add_arguments(parser)
-    except ModuleNotFoundError as exc:
-        if exc.name and module.startswith(exc.name):
-            parser.description = (parser.description or "") + " (not available in this installation)"
-        else:
-            raise
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,7 +52,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # one readable line unless --debug
         if args.debug:
             raise
-
         kind = "error" if isinstance(exc, CosmosHelpersError) else type(exc).__name__
         print(f"cosmos-helpers {args.command}: {kind}: {exc}", file=sys.stderr)
         return 1

@@ -7,20 +7,15 @@ from __future__ import annotations
 
 import platform
 import sys
-from importlib import metadata
 from typing import Any
 
 from .models.tiny import cache_root
+from .result import package_versions
 
 
 def environment_report(*, verbose: bool = True) -> dict[str, Any]:
     """Collect (and by default print) Python, package versions, accelerator and guardrail status."""
-    report: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform(terse=True)}
-    for name in ("cosmos-helpers", "torch", "diffusers", "transformers", "av", "httpx"):
-        try:
-            report[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            report[name] = "not installed"
+    report: dict[str, Any] = {**package_versions(missing="not installed"), "platform": platform.platform(terse=True)}
     try:
         import torch
 

@@ -60,9 +60,6 @@ def write_gallery(output_dir: str | Path, *, title: str | None = None, max_side:
     return target
 
 
-# Discovery ------------------------------------------------------------------------------------------------
-
-
 def _skip(path: Path, root: Path) -> bool:
     return any(part.startswith(".") for part in path.relative_to(root).parts)
 
@@ -82,23 +79,13 @@ def _manifests(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     return found
 
 
-def _stale(target: Path, source: Path) -> bool:
-    try:
-        return target.stat().st_mtime_ns < source.stat().st_mtime_ns
-    except FileNotFoundError:
-        return True
-
-
-# Notebooks ------------------------------------------------------------------------------------------------
-
-
 _NO_SCRIPT = "data:text/javascript,"
 
 
 def _notebook_page(notebook: Path, offline: bool = True) -> Path | str:
     """``<name>.html`` beside the notebook (rebuilt when older); an error message string on failure."""
     target = notebook.with_suffix(".html")
-    if not _stale(target, notebook):
+    if preview.fresh(target, notebook):
         return target
     try:
         import nbformat
@@ -116,9 +103,6 @@ def _notebook_page(notebook: Path, offline: bool = True) -> Path | str:
     return target
 
 
-# Results --------------------------------------------------------------------------------------------------
-
-
 def _run_entry(root: Path, manifest_path: Path, manifest: dict[str, Any], max_side: int | None) -> dict[str, Any]:
     media_path = manifest_path.with_name(manifest["media"])
     entry: dict[str, Any] = {"manifest": manifest_path, "media": media_path, "data": manifest, "error": None,
@@ -129,7 +113,7 @@ def _run_entry(root: Path, manifest_path: Path, manifest: dict[str, Any], max_si
     try:
         item = as_item(media_path)
         thumb = media_path.with_name(f"{media_path.stem}.thumb.jpg")
-        if _stale(thumb, media_path):
+        if not preview.fresh(thumb, media_path):
             media.write_bytes_atomic(thumb, preview.poster_jpeg(item, THUMB_SIDE, frame=0 if item.is_image else None),
                                      overwrite=True)
         entry["thumb"] = thumb
@@ -139,9 +123,6 @@ def _run_entry(root: Path, manifest_path: Path, manifest: dict[str, Any], max_si
     except Exception as exc:  # an unreadable file is reported in its card, not fatal
         entry["error"] = f"{type(exc).__name__}: {exc}"
     return entry
-
-
-# HTML -----------------------------------------------------------------------------------------------------
 
 
 def _href(root: Path, path: Path) -> str:
@@ -165,13 +146,11 @@ def _page(root: Path, title: str, notebooks: list, runs: list[dict[str, Any]]) -
     if notebooks:
         parts.append("<h2>Notebooks</h2><ul class='notebooks'>")
         for notebook, page in notebooks:
-            raw = f"<a href='{_href(root, notebook)}'>.ipynb</a>"
+            name, raw = _esc(notebook.relative_to(root).as_posix()), f"<a href='{_href(root, notebook)}'>.ipynb</a>"
             if isinstance(page, Path):
-                name = _esc(notebook.relative_to(root).as_posix())
                 parts.append(f"<li><a href='{_href(root, page)}'>{name}</a> ({raw})</li>")
             else:
-                parts.append(f"<li>{_esc(notebook.relative_to(root).as_posix())} ({raw}) "
-                             f"<span class='muted'>{_esc(page or 'not converted')}</span></li>")
+                parts.append(f"<li>{name} ({raw}) <span class='muted'>{_esc(page or 'not converted')}</span></li>")
         parts.append("</ul>")
     parts.append("<h2>Results</h2>")
     if not runs:

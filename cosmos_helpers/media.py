@@ -12,10 +12,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import itertools
 import math
 import os
 import secrets
 import shutil
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -28,9 +30,6 @@ from .presets import SOUND_SAMPLE_RATE
 # H.264 quality of what this project encodes itself: visually lossless, still small.
 DEFAULT_CRF = 18
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
-
-
-# Atomic publishing ---------------------------------------------------------------------------------
 
 
 def _create_partial(final: Path) -> Path:
@@ -96,9 +95,6 @@ def copy_file_atomic(source: str | Path, target: str | Path, *, overwrite: bool 
     return Path(target)
 
 
-# Images ---------------------------------------------------------------------------------------------
-
-
 def load_image(source: Any):
     """An RGB PIL image from a path, a PIL image or an ``HxWx3`` (or ``HxW``) array."""
     from PIL import Image
@@ -118,10 +114,7 @@ def check_image(source: Any, *, field: str = "image") -> None:
     from PIL import Image, UnidentifiedImageError
 
     if isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.is_file():
-            raise ValidationError(field, f"image file {path} does not exist.", "check the path (relative paths are "
-                                  f"resolved from {Path.cwd()}).")
+        path = _existing(source, field, "image")
         try:
             with Image.open(path) as img:
                 img.verify()
@@ -140,6 +133,14 @@ def check_image(source: Any, *, field: str = "image") -> None:
                               "pass an HxWx3 uint8 array (or a PIL image / file path).")
     raise ValidationError(field, f"cannot use a {type(source).__name__} as an image.",
                           "pass a file path, a PIL image or an HxWx3 uint8 array.")
+
+
+def _existing(source: str | Path, field: str, kind: str) -> Path:
+    path = Path(source)
+    if not path.is_file():
+        raise ValidationError(field, f"{kind} file {path} does not exist.",
+                              f"check the path (relative paths are resolved from {Path.cwd()}).")
+    return path
 
 
 def image_bytes(frame: np.ndarray, fmt: str = "PNG", *, quality: int = 95) -> bytes:
@@ -171,27 +172,20 @@ def to_uint8(array: np.ndarray) -> np.ndarray:
     return np.clip(array, 0, 255).astype(np.uint8)
 
 
-# Video ----------------------------------------------------------------------------------------------
-
-
+@dataclass
 class VideoData:
     """Decoded media: frames ``(T,H,W,3)`` uint8, fps (``None`` for a still), and sound ``(C,N)`` float32."""
 
-    def __init__(self, frames: np.ndarray, fps: float | None, sound: np.ndarray | None = None,
-                 sample_rate: int | None = None) -> None:
-        self.frames = frames
-        self.fps = fps
-        self.sound = sound
-        self.sample_rate = sample_rate
+    frames: np.ndarray
+    fps: float | None
+    sound: np.ndarray | None = None
+    sample_rate: int | None = None
 
 
 def check_video(source: Any, *, field: str = "video") -> None:
     """Fail now if ``source`` is not a decodable video (path) or a ``TxHxWx3`` array."""
     if isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.is_file():
-            raise ValidationError(field, f"video file {path} does not exist.",
-                                  f"check the path (relative paths are resolved from {Path.cwd()}).")
+        path = _existing(source, field, "video")
         try:
             probe_video(path)
         except Exception as exc:  # PyAV raises many types for broken files
@@ -347,7 +341,7 @@ def _encode(target: Path, frames: Iterator[np.ndarray], fps: float, sound: np.nd
             astream.layout = "stereo"
             if options["audio_bitrate"]:
                 astream.bit_rate = options["audio_bitrate"]
-        for array in _chain(first, frames):
+        for array in itertools.chain([first], frames):
             frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(to_uint8(array)), format="rgb24")
             if (out_w, out_h) != (width, height):
                 frame = frame.reformat(width=out_w, height=out_h, interpolation="AREA")
@@ -355,11 +349,6 @@ def _encode(target: Path, frames: Iterator[np.ndarray], fps: float, sound: np.nd
         container.mux(vstream.encode())
         if astream is not None:
             _encode_audio(container, astream, sound, int(sample_rate))
-
-
-def _chain(first: np.ndarray, rest: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
-    yield first
-    yield from rest
 
 
 def _encode_audio(container, stream, sound: np.ndarray, sample_rate: int) -> None:
@@ -386,9 +375,6 @@ def even_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
     """``(width, height)`` scaled so the longer side is at most ``max_side``, both even (yuv420p)."""
     scale = 1.0 if not max_side or max(width, height) <= max_side else max_side / max(width, height)
     return max(2, int(round(width * scale / 2)) * 2), max(2, int(round(height * scale / 2)) * 2)
-
-
-# Geometry -------------------------------------------------------------------------------------------
 
 
 def fit_to_bucket(frames: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -432,9 +418,6 @@ def center_crop_to_aspect(image, width: int, height: int):
     new_h = max(1, round(src_w / target))
     top = (src_h - new_h) // 2
     return image.crop((0, top, src_w, top + new_h))
-
-
-# Sound and provenance -------------------------------------------------------------------------------
 
 
 def write_wav(path: str | Path, sound: np.ndarray, sample_rate: int, *, overwrite: bool = False) -> Path:

@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
+from unittest.mock import patch
 
 from .gallery import write_gallery
 from .presets import DEFAULT_PROFILE
@@ -68,9 +69,7 @@ def run_cookbooks(
     out.mkdir(parents=True, exist_ok=True)
     base = repo_root(root) / COOKBOOK_DIR
     runs: list[NotebookRun] = []
-    previous = os.environ.get("COSMOS_HELPERS_STATIC")
-    os.environ["COSMOS_HELPERS_STATIC"] = "1"
-    try:
+    with patch.dict(os.environ, {"COSMOS_HELPERS_STATIC": "1"}):  # restored afterwards, as it was
         for notebook in find_cookbooks(root, only):
             relative = notebook.relative_to(base)
             executed = out / relative
@@ -80,23 +79,15 @@ def run_cookbooks(
             injected = {"output_dir": str(output_dir), "profile": profile, **(parameters or {})}
             injected = {k: v for k, v in injected.items() if k in accepted}
             print(f"running {relative} ({', '.join(f'{k}={v!r}' for k, v in injected.items())})", flush=True)
-            start = time.perf_counter()
+            start, error = time.perf_counter(), None
             try:
                 papermill.execute_notebook(str(notebook), str(executed), parameters=injected, cwd=str(notebook.parent),
                                            kernel_name=kernel, progress_bar=False, log_output=log_output)
-                seconds = time.perf_counter() - start
-                runs.append(NotebookRun(str(relative), str(executed), str(output_dir), seconds, True))
             except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
-                message = str(exc).strip().splitlines()
-                runs.append(NotebookRun(str(relative), str(executed), str(output_dir), time.perf_counter() - start,
-                                        False, "\n".join(message[-6:])))
-            status = "ok" if runs[-1].ok else "FAILED"
-            print(f"  {status} in {runs[-1].seconds:.1f} s -> {executed}", flush=True)
-    finally:
-        if previous is None:
-            os.environ.pop("COSMOS_HELPERS_STATIC", None)
-        else:
-            os.environ["COSMOS_HELPERS_STATIC"] = previous
+                error = "\n".join(str(exc).strip().splitlines()[-6:])
+            runs.append(NotebookRun(str(relative), str(executed), str(output_dir), time.perf_counter() - start,
+                                    error is None, error))
+            print(f"  {'ok' if error is None else 'FAILED'} in {runs[-1].seconds:.1f} s -> {executed}", flush=True)
     (out / "summary.json").write_text(json.dumps([asdict(run) for run in runs], indent=2))
     if gallery:
         print(f"gallery: {write_gallery(out)}")

@@ -90,23 +90,16 @@ class Profile:
         return self.modes[mode]
 
 
-def _framework_modes(resolution: str, video_frames: int) -> dict[str, ModeDefaults]:
-    """A checkpoint's per-mode defaults as the framework resolves them (defaults files + model config)."""
-    modes = {}
-    for mode in MODES:
-        d = framework.MODE_DEFAULTS[mode]
-        modes[mode] = ModeDefaults(tier=resolution, aspect_ratio=d["aspect_ratio"],
-                                   num_frames=1 if mode == "text2image" else video_frames, fps=float(d["fps"]),
-                                   num_inference_steps=d["num_steps"], guidance_scale=d["guidance"],
-                                   flow_shift=d["shift"])
-    return modes
-
-
 def _checkpoint_profile(name: str, checkpoint: str, description: str) -> Profile:
+    """A checkpoint's per-mode defaults as the framework resolves them (defaults files + model config)."""
     config = framework.MODEL_CONFIGS[checkpoint]
-    frames = config.get("num_frames", framework.MODE_DEFAULTS["text2video"]["num_frames"])
+    video_frames = config.get("num_frames", framework.MODE_DEFAULTS["text2video"]["num_frames"])
+    modes = {mode: ModeDefaults(tier=config["resolution"], aspect_ratio=d["aspect_ratio"],
+                                num_frames=1 if mode == "text2image" else video_frames, fps=float(d["fps"]),
+                                num_inference_steps=d["num_steps"], guidance_scale=d["guidance"], flow_shift=d["shift"])
+             for mode, d in ((mode, framework.MODE_DEFAULTS[mode]) for mode in MODES)}
     return Profile(name=name, model=config["hub"], description=description, guardrails=True,
-                   modes=MappingProxyType(_framework_modes(config["resolution"], frames)))
+                   modes=MappingProxyType(modes))
 
 
 _NANO = _checkpoint_profile("nano", "Cosmos3-Nano",

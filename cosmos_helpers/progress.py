@@ -19,16 +19,11 @@ from .views.context import is_static
 STATIC_INTERVAL_S = 30.0
 
 
-def progress_enabled() -> bool:
-    return not os.environ.get("COSMOS_HELPERS_NO_PROGRESS")
-
-
 def progress_bar(total: float | None = None, desc: str = "", unit: str = "it", *, enabled: bool = True,
                  leave: bool = False, **kwargs: Any):
     """A tqdm bar in a live notebook or terminal, a log-line reporter in static runs, or ``None`` when off."""
-    if not enabled or not progress_enabled():
+    if not enabled or os.environ.get("COSMOS_HELPERS_NO_PROGRESS"):
         return None
-
     if is_static() and not sys.stderr.isatty():
         return LineProgress(total=total, desc=desc, unit=unit)
     from tqdm.auto import tqdm

@@ -16,8 +16,6 @@ Two kinds of fields:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -41,6 +39,7 @@ from .presets import (
 )
 from .prompts import Caption, PromptLike, compact, load_caption, parse_caption, with_metadata
 from .protocol.framework import detect_aspect_ratio
+from .result import record_fingerprint
 
 MODE_ALIASES: Mapping[str, str] = {
     "t2i": "text2image", "t2v": "text2video", "i2v": "image2video", "v2v": "video2video",
@@ -49,6 +48,9 @@ MODE_ALIASES: Mapping[str, str] = {
 }
 MediaLike = Union[str, Path, np.ndarray, Any]  # Any: a PIL image
 
+# Conditioning input -> (the mode that takes it, the forms it may take, its check).
+_CONDITIONING = {"image": ("image2video", "a path, a PIL image or an HxWx3 uint8 array", media.check_image),
+                 "video": ("video2video", "a path or a TxHxWx3 uint8 array", media.check_video)}
 MAX_STEPS = 200
 MAX_GUIDANCE = 20.0
 MAX_FPS = 120.0
@@ -120,9 +122,7 @@ class GenerationRequest:
     def __post_init__(self) -> None:
         inputs = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         object.__setattr__(self, "_inputs", inputs)
-        _Resolver(self).resolve()
-
-    # Resolved, always-concrete views -------------------------------------------------------------
+        self._resolve()
 
     @property
     def is_image(self) -> bool:
@@ -189,11 +189,8 @@ class GenerationRequest:
         return out
 
     def fingerprint(self) -> str:
-        """A stable hash of everything that changes the output (model included); skips finished work on rerun."""
-        record = self.to_dict()
-        record.pop("guardrails", None)
-        blob = json.dumps(record, sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        """What a rerun compares to skip finished work (:func:`~cosmos_helpers.result.record_fingerprint`)."""
+        return record_fingerprint(self.to_dict())
 
     def summary(self) -> str:
         what = "image" if self.is_image else f"{self.num_frames} frames @ {self.fps:g} fps"
@@ -201,87 +198,83 @@ class GenerationRequest:
         return (f"{self.mode} {self.width}x{self.height}, {what}{sound}, {self.num_inference_steps} steps, "
                 f"guidance {self.guidance_scale:g}, shift {self.flow_shift:g}, seed {self.seed}, model {self.model}")
 
+    # Resolution: the profile's defaults for the mode filled in, and every field validated as a person would check.
 
-class _Resolver:
-    """Fills in the profile's defaults for the mode and validates, field by field, as a person would check."""
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
 
-    def __init__(self, request: GenerationRequest) -> None:
-        self.r = request
-
-    def set(self, name: str, value: Any) -> None:
-        object.__setattr__(self.r, name, value)
-
-    def resolve(self) -> None:
-        r = self.r
-        self.set("mode", _resolve_mode(r.mode))
-        if not isinstance(r.profile, str) or r.profile.strip().lower() not in PROFILES:
-            raise ValidationError("profile", f"unknown profile {r.profile!r}.", f"use one of {', '.join(PROFILES)}.")
-        profile = get_profile(r.profile)
-        self.set("profile", profile.name)
-        if r.model is not None and (not isinstance(r.model, (str, Path)) or not str(r.model).strip()):
-            raise ValidationError("model", f"expected a model name, got {r.model!r}.",
+    def _resolve(self) -> None:
+        self._set("mode", _resolve_mode(self.mode))
+        if not isinstance(self.profile, str) or self.profile.strip().lower() not in PROFILES:
+            raise ValidationError("profile", f"unknown profile {self.profile!r}.", f"use one of {', '.join(PROFILES)}.")
+        profile = get_profile(self.profile)
+        self._set("profile", profile.name)
+        if self.model is not None and (not isinstance(self.model, (str, Path)) or not str(self.model).strip()):
+            raise ValidationError("model", f"expected a model name, got {self.model!r}.",
                                   "pass 'tiny', a hub id such as 'nvidia/Cosmos3-Nano', or a checkpoint folder.")
-        self.set("model", str(r.model) if r.model is not None else profile.model)
-        defaults = profile.defaults(r.mode)
+        self._set("model", str(self.model) if self.model is not None else profile.model)
+        defaults = profile.defaults(self.mode)
         self._resolve_prompts()
         self._resolve_size(defaults)
         self._resolve_frames(defaults)
         self._resolve_sampling(defaults)
         self._resolve_media()
         self._resolve_backend_options()
-        if r.guardrails is None:
-            self.set("guardrails", profile.guardrails)
-        if r.sound and r.mode == "text2image":
+        if self.guardrails is None:
+            self._set("guardrails", profile.guardrails)
+        if self.sound and self.mode == "text2image":
             raise ValidationError("sound", "text2image produces a still image, which cannot carry sound.",
                                   "use mode='text2video' (or image2video) with sound=True, or sound=False.")
 
     def _resolve_prompts(self) -> None:
-        r = self.r
-        if r.prompt is None:
+        if self.prompt is None:
             raise ValidationError("prompt", "no prompt given.", "pass the text, a caption dict or a Path to a file.")
-        caption = load_caption(r.prompt, field="prompt")
+        caption = load_caption(self.prompt, field="prompt")
         if isinstance(caption, str):
             caption = parse_caption(caption)
         if (isinstance(caption, str) and not caption.strip()) or (isinstance(caption, dict) and not caption):
             raise ValidationError("prompt", "the prompt is empty.", "describe the scene to generate.")
         negative: Caption | None = None
-        if r.negative_prompt is not None:
-            negative = load_caption(r.negative_prompt, field="negative_prompt")
+        if self.negative_prompt is not None:
+            negative = load_caption(self.negative_prompt, field="negative_prompt")
             negative = parse_caption(negative) if isinstance(negative, str) else negative
             # A negative caption is sent as compact JSON: metadata injection is for the positive prompt only.
             negative = compact(negative) if isinstance(negative, dict) else negative
-        object.__setattr__(r, "_caption", caption)
-        object.__setattr__(r, "_negative", negative)
+        self._set("_caption", caption)
+        self._set("_negative", negative)
 
     def _resolve_size(self, defaults) -> None:
-        r = self.r
-        if r.width is not None or r.height is not None:
+        tier = None
+        if self.width is not None or self.height is not None:
             self._explicit_size()
-            return
-        tier = normalize_tier(r.tier if r.tier is not None else defaults.tier)
-        if tier not in VIDEO_SIZES:
-            raise ValidationError("tier", f"unknown resolution tier {r.tier!r}.",
-                                  f"use one of {', '.join(VIDEO_SIZES)} (or width=/height=).")
-        aspect = normalize_aspect(r.aspect_ratio if r.aspect_ratio is not None else defaults.aspect_ratio)
+            given = self.aspect_ratio
+            aspect = normalize_aspect(given) if given else detect_aspect_ratio(self.width, self.height)
+        else:
+            tier = normalize_tier(self.tier if self.tier is not None else defaults.tier)
+            if tier not in VIDEO_SIZES:
+                raise ValidationError("tier", f"unknown resolution tier {self.tier!r}.",
+                                      f"use one of {', '.join(VIDEO_SIZES)} (or width=/height=).")
+            aspect = normalize_aspect(self.aspect_ratio if self.aspect_ratio is not None else defaults.aspect_ratio)
         if aspect not in ASPECT_RATIOS:
-            raise ValidationError("aspect_ratio", f"unknown aspect ratio {r.aspect_ratio!r}.",
+            raise ValidationError("aspect_ratio", f"unknown aspect ratio {self.aspect_ratio!r}.",
                                   f"use one of {', '.join(ASPECT_RATIOS)} (\"16:9\" is accepted too).")
-        width, height = VIDEO_SIZES[tier][aspect]
-        for name, value in (("tier", tier), ("aspect_ratio", aspect), ("width", width), ("height", height)):
-            self.set(name, value)
+        self._set("aspect_ratio", aspect)
+        if tier is not None:
+            self._set("tier", tier)
+            self._set("width", VIDEO_SIZES[tier][aspect][0])
+            self._set("height", VIDEO_SIZES[tier][aspect][1])
 
     def _explicit_size(self) -> None:
-        r = self.r
-        if r.width is None or r.height is None:
-            missing = "height" if r.width is not None else "width"
+        if self.width is None or self.height is None:
+            missing = "height" if self.width is not None else "width"
             raise ValidationError(missing, "width and height must be given together.",
                                   f"also pass {missing}=..., or use tier=/aspect_ratio= instead.")
-        if r.tier is not None:
+        if self.tier is not None:
             raise ValidationError("tier", "give either a tier or an explicit width x height, not both.",
                                   "drop tier=, or drop width=/height=.")
         for name in ("width", "height"):
-            value = getattr(r, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            value = getattr(self, name)
+            if not _is_int(value):
                 raise ValidationError(name, f"expected an integer number of pixels, got {value!r}.",
                                       f"pass {name} as an int, e.g. 1280.")
             if value < 16:
@@ -290,23 +283,17 @@ class _Resolver:
                 lower, upper = value // 16 * 16, (value // 16 + 1) * 16
                 raise ValidationError(name, f"{value} is not a multiple of 16 (the VAE's spatial stride).",
                                       f"use {lower} or {upper}.")
-            self.set(name, int(value))
-        aspect = normalize_aspect(r.aspect_ratio) if r.aspect_ratio else detect_aspect_ratio(r.width, r.height)
-        if aspect not in ASPECT_RATIOS:
-            raise ValidationError("aspect_ratio", f"unknown aspect ratio {r.aspect_ratio!r}.",
-                                  f"use one of {', '.join(ASPECT_RATIOS)}.")
-        self.set("aspect_ratio", aspect)
+            self._set(name, int(value))
 
     def _resolve_frames(self, defaults) -> None:
-        r = self.r
-        if r.mode == "text2image":
-            if r.num_frames not in (None, 1):
-                raise ValidationError("num_frames", f"text2image makes one frame, got num_frames={r.num_frames}.",
+        if self.mode == "text2image":
+            if self.num_frames not in (None, 1):
+                raise ValidationError("num_frames", f"text2image makes one frame, got num_frames={self.num_frames}.",
                                       "drop num_frames, or use mode='text2video'.")
-            self.set("num_frames", 1)
+            self._set("num_frames", 1)
         else:
-            frames = defaults.num_frames if r.num_frames is None else r.num_frames
-            if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)):
+            frames = defaults.num_frames if self.num_frames is None else self.num_frames
+            if not _is_int(frames):
                 raise ValidationError("num_frames", f"expected an integer, got {frames!r}.", "pass e.g. 17 or 189.")
             if frames < 5:
                 raise ValidationError("num_frames", f"{frames} frames is not a video.",
@@ -316,99 +303,90 @@ class _Resolver:
                 raise ValidationError(
                     "num_frames", f"{frames} is not of the form 4k+1 (the causal VAE keeps 1 + 4k frames); "
                     f"diffusers would silently make it {floored}.", f"use {floored} or {floored + 4}.")
-            self.set("num_frames", int(frames))
-        fps = defaults.fps if r.fps is None else r.fps
+            self._set("num_frames", int(frames))
+        fps = defaults.fps if self.fps is None else self.fps
         if not _is_number(fps):
             raise ValidationError("fps", f"expected a number, got {fps!r}.", "pass e.g. fps=24.")
         if not 1 <= fps <= MAX_FPS:
             raise ValidationError("fps", f"{fps} fps is out of range.", f"use 1 to {MAX_FPS:g} (Cosmos3 is trained "
                                                                          "at 10-30).")
-        self.set("fps", float(fps))
+        self._set("fps", float(fps))
 
     def _resolve_sampling(self, defaults) -> None:
-        r = self.r
-        steps = defaults.num_inference_steps if r.num_inference_steps is None else r.num_inference_steps
-        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not 1 <= steps <= MAX_STEPS:
+        steps = defaults.num_inference_steps if self.num_inference_steps is None else self.num_inference_steps
+        if not _is_int(steps) or not 1 <= steps <= MAX_STEPS:
             raise ValidationError("num_inference_steps", f"{steps!r} is not an integer from 1 to {MAX_STEPS}.",
                                   "use e.g. 35 (the Cosmos3 video default) or fewer for a quick look.")
-        self.set("num_inference_steps", int(steps))
-        guidance = defaults.guidance_scale if r.guidance_scale is None else r.guidance_scale
+        self._set("num_inference_steps", int(steps))
+        guidance = defaults.guidance_scale if self.guidance_scale is None else self.guidance_scale
         if not _is_number(guidance) or not 0 <= guidance <= MAX_GUIDANCE:
             raise ValidationError("guidance_scale", f"{guidance!r} is outside 0..{MAX_GUIDANCE:g}.",
                                   "use 6.0 (the Cosmos3 video default); 1.0 turns classifier-free guidance off.")
-        self.set("guidance_scale", float(guidance))
-        shift = defaults.flow_shift if r.flow_shift is None else r.flow_shift
+        self._set("guidance_scale", float(guidance))
+        shift = defaults.flow_shift if self.flow_shift is None else self.flow_shift
         if not _is_number(shift) or not 0 < shift <= 100:
             raise ValidationError("flow_shift", f"{shift!r} must be a number above 0 (and at most 100).",
                                   "use 10.0 (the Cosmos3 default for video); lower values keep more detail early.")
-        self.set("flow_shift", float(shift))
-        seed = r.seed
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
+        self._set("flow_shift", float(shift))
+        seed = self.seed
+        if not _is_int(seed) or not 0 <= seed <= MAX_SEED:
             raise ValidationError("seed", f"{seed!r} is not an integer from 0 to 2**63-1.", "pass e.g. seed=0.")
-        self.set("seed", int(seed))
+        self._set("seed", int(seed))
 
     def _resolve_media(self) -> None:
-        r = self.r
-        wants = {"image2video": "image", "video2video": "video"}.get(r.mode)
-        for name in ("image", "video"):
-            if getattr(r, name) is not None and name != wants:
-                fix = f"use mode='{'image2video' if name == 'image' else 'video2video'}', or drop {name}=."
-                raise ValidationError(name, f"{r.mode} takes no conditioning {name}.", fix)
-        if wants == "image":
-            if r.image is None:
-                raise ValidationError("image", "image2video needs a conditioning image.",
-                                      "pass image= a path, a PIL image or an HxWx3 uint8 array.")
-            media.check_image(r.image, field="image")
-        if wants == "video":
-            if r.video is None:
-                raise ValidationError("video", "video2video needs a conditioning video.",
-                                      "pass video= a path or a TxHxWx3 uint8 array.")
-            media.check_video(r.video, field="video")
-        if r.condition_frames is not None:
+        for name, (mode, _, _) in _CONDITIONING.items():
+            if self.mode != mode and getattr(self, name) is not None:
+                raise ValidationError(name, f"{self.mode} takes no conditioning {name}.",
+                                      f"use mode='{mode}', or drop {name}=.")
+        for name, (mode, forms, check) in _CONDITIONING.items():
+            if self.mode == mode and getattr(self, name) is None:
+                raise ValidationError(name, f"{mode} needs a conditioning {name}.", f"pass {name}= {forms}.")
+            if self.mode == mode:
+                check(getattr(self, name), field=name)
+        if self.condition_frames is not None:
             self._check_condition_frames()
-        if r.condition_video_keep not in (None, "first", "last"):
-            raise ValidationError("condition_video_keep", f"{r.condition_video_keep!r} is neither 'first' nor 'last'.",
+        if self.condition_video_keep not in (None, "first", "last"):
+            raise ValidationError("condition_video_keep",
+                                  f"{self.condition_video_keep!r} is neither 'first' nor 'last'.",
                                   "use 'first' (continue from the start of the clip) or 'last'.")
 
     def _check_condition_frames(self) -> None:
-        r = self.r
-        frames = r.condition_frames
+        frames = self.condition_frames
         if isinstance(frames, (int, np.integer)):
             frames = (int(frames),)
-        if not isinstance(frames, (tuple, list)) or not frames or not all(
-                isinstance(i, (int, np.integer)) and not isinstance(i, bool) and i >= 0 for i in frames):
-            raise ValidationError("condition_frames", f"{r.condition_frames!r} is not a list of latent frame indexes.",
+        if not isinstance(frames, (tuple, list)) or not frames or not all(_is_int(i) and i >= 0 for i in frames):
+            raise ValidationError("condition_frames",
+                                  f"{self.condition_frames!r} is not a list of latent frame indexes.",
                                   "pass e.g. (0, 1): the first two latent frames stay clean.")
-        latent_frames = (r.num_frames - 1) // 4 + 1
-        if r.mode == "video2video" and max(frames) >= latent_frames:
+        latent_frames = (self.num_frames - 1) // 4 + 1
+        if self.mode == "video2video" and max(frames) >= latent_frames:
             raise ValidationError("condition_frames", f"index {max(frames)} is past the {latent_frames} latent frames "
-                                  f"of a {r.num_frames}-frame video.", "use smaller indexes or more frames.")
-        self.set("condition_frames", tuple(int(i) for i in frames))
+                                  f"of a {self.num_frames}-frame video.", "use smaller indexes or more frames.")
+        self._set("condition_frames", tuple(int(i) for i in frames))
 
     def _resolve_backend_options(self) -> None:
-        r = self.r
         for name in ("use_system_prompt", "add_resolution_template", "add_duration_template", "guardrails", "sound"):
-            value = getattr(r, name)
+            value = getattr(self, name)
             if value is None and name != "sound":
                 continue
             if not isinstance(value, (bool, np.bool_)):
                 raise ValidationError(name, f"expected True or False, got {value!r}.",
                                       f"pass {name}=True or {name}=False"
                                       + (" (or leave it out for the backend's default)." if name != "sound" else "."))
-            self.set(name, bool(value))
+            self._set(name, bool(value))
         for name in ("add_resolution_template", "add_duration_template"):
-            if getattr(r, name) and r.is_structured:
+            if getattr(self, name) and self.is_structured:
                 raise ValidationError(name, "the sentence templates apply to plain-text prompts; this prompt is a "
                                             "structured caption, which gets its metadata injected instead.",
                                       f"leave {name} out (or use a plain-text prompt).")
-        if r.guidance_interval is not None:
-            interval = r.guidance_interval
+        if self.guidance_interval is not None:
+            interval = self.guidance_interval
             if (not isinstance(interval, (tuple, list)) or len(interval) != 2 or not all(map(_is_number, interval))
                     or not 0 <= interval[0] <= interval[1] <= MAX_TIMESTEP):
                 raise ValidationError("guidance_interval", f"{interval!r} is not a (lo, hi) pair with "
                                       f"0 <= lo <= hi <= {MAX_TIMESTEP:g}.",
                                       "pass e.g. (400, 1000) to guide only the noisy first steps, or leave it out.")
-            self.set("guidance_interval", (float(interval[0]), float(interval[1])))
+            self._set("guidance_interval", (float(interval[0]), float(interval[1])))
 
 
 def _resolve_mode(mode: str) -> str:
@@ -420,6 +398,10 @@ def _resolve_mode(mode: str) -> str:
         raise ValidationError("mode", f"unknown mode {mode!r}.",
                               f"use one of {', '.join(MODES)} (or t2i, t2v, i2v, v2v).")
     return key
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def _is_number(value: Any) -> bool:

@@ -9,6 +9,7 @@ for byte; frames made in this process are encoded once (PNG, or H.264 + AAC). A 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import sys
@@ -32,6 +33,14 @@ class Recorded(Protocol):
     def fingerprint(self) -> str: ...
 
     def to_dict(self) -> dict[str, Any]: ...
+
+
+def record_fingerprint(record: dict[str, Any]) -> str:
+    """A stable hash of a request's record: everything that changes the output (model included). Guardrails are
+    left out: they only let an output through or not, so a rerun with them switched still finds its work done."""
+    record = {key: value for key, value in record.items() if key != "guardrails"}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
 
 MANIFEST_SUFFIX = ".json"
 MANIFEST_SCHEMA = "cosmos-helpers/generation/v1"
@@ -131,8 +140,6 @@ class Generation:
         sound = f", sound {self.sound.shape[1] / self.sample_rate:.2f} s" if self.sound is not None else ""
         return f"Generation({self.width}x{self.height} {kind}{sound}, seed {self.seed}, {self.backend}:{self.model})"
 
-    # Saving ---------------------------------------------------------------------------------------
-
     def save(self, stem: str | Path, *, overwrite: bool = False) -> Path:
         """Write ``<stem>.<suffix>`` and ``<stem>.json``; return the media path.
 
@@ -202,13 +209,12 @@ class Generation:
         manifest = read_manifest(manifest_path) or {}
         media_path = path if path.suffix in MEDIA_SUFFIXES else path.with_name(manifest.get("media") or path.name)
         if media_path.suffix in media.IMAGE_SUFFIXES:
-            frames, sound, fps = media.read_image(media_path)[None], None, float(manifest.get("fps") or 24.0)
-            rate = SOUND_SAMPLE_RATE
+            video = media.VideoData(media.read_image(media_path)[None], None)
         else:
             video = media.read_video(media_path, with_audio=True)
-            frames, sound, fps = video.frames, video.sound, float(manifest.get("fps") or video.fps)
-            rate = video.sample_rate or SOUND_SAMPLE_RATE
-        generation = cls(frames=frames, fps=fps, seed=int(manifest.get("seed", 0)), sound=sound, sample_rate=rate,
+        generation = cls(frames=video.frames, fps=float(manifest.get("fps") or video.fps or 24.0),
+                         seed=int(manifest.get("seed", 0)), sound=video.sound,
+                         sample_rate=video.sample_rate or SOUND_SAMPLE_RATE,
                          backend=manifest.get("backend", ""), model=manifest.get("model", ""),
                          timings=dict(manifest.get("timings", {})),
                          provenance={"loaded_from": str(media_path), "manifest": manifest},
@@ -218,10 +224,7 @@ class Generation:
 
 
 def _existing_media(stem: Path) -> Path | None:
-    for suffix in MEDIA_SUFFIXES:
-        if stem.with_suffix(suffix).exists():
-            return stem.with_suffix(suffix)
-    return None
+    return next((stem.with_suffix(s) for s in MEDIA_SUFFIXES if stem.with_suffix(s).exists()), None)
 
 
 def read_manifest(path: str | Path) -> dict[str, Any] | None:
@@ -239,7 +242,8 @@ def check_free(stem: str | Path, request: Recorded | None = None, *, backend: st
     already produced is overwritten by a run that only finds out after minutes of generation.
     """
     stem = Path(stem)
-    existing = _existing_media(stem) or next((p for p in (stem.with_suffix(MANIFEST_SUFFIX),) if p.exists()), None)
+    manifest = stem.with_suffix(MANIFEST_SUFFIX)
+    existing = _existing_media(stem) or (manifest if manifest.exists() else None)
     if existing is None:
         return None
     done = find_saved(stem, request, backend=backend) if request is not None else None
@@ -265,11 +269,13 @@ def find_saved(stem: str | Path, request: Recorded, *, backend: str | None = Non
     return target if manifest.get("media") and target.is_file() else None
 
 
-def package_versions() -> dict[str, str]:
+def package_versions(missing: str | None = None) -> dict[str, str]:
+    """Python and the versions of the packages that shape an output; an absent one is left out, or ``missing``."""
     versions = {"python": platform.python_version(), "platform": sys.platform}
     for name in _VERSIONED_PACKAGES:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
-            continue
+            if missing is not None:
+                versions[name] = missing
     return versions

@@ -46,3 +46,30 @@ def test_every_public_name_resolves():
 
     for name in cosmos_helpers.__all__:
         assert getattr(cosmos_helpers, name) is not None, name
+
+
+def test_the_type_checking_imports_name_exactly_the_exports():
+    """Editors read the ``TYPE_CHECKING`` block; it must not drift from the lazy export table."""
+    import ast
+
+    import cosmos_helpers
+
+    tree = ast.parse((ROOT / "cosmos_helpers" / "__init__.py").read_text())
+    block = next(node for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))
+    imported = {alias.name for node in ast.walk(block) if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert imported == set(cosmos_helpers._EXPORTS)
+
+
+def test_the_scripts_and_benchmarks_import_names_that_exist():
+    """``benchmarks/`` and ``scripts/`` run only on other machines; a renamed helper must not break them silently."""
+    import ast
+    import importlib.util
+
+    missing = []
+    for path in sorted([*ROOT.glob("benchmarks/*.py"), *ROOT.glob("scripts/*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cosmos_helpers"):
+                module = importlib.import_module(node.module)
+                missing += [f"{path.name}: {node.module}.{a.name}" for a in node.names if not hasattr(module, a.name)
+                            and importlib.util.find_spec(f"{node.module}.{a.name}") is None]
+    assert missing == []

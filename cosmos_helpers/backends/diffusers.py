@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import media
 from ..errors import BackendUnavailableError, GuardrailError, ValidationError
-from ..fast import FastOptions, enable_fast_path, fast_path_active, is_fast
+from ..fast import FastOptions, enable_fast_path, fast_path_active
 from ..models.tiny import tiny_model_path
 from ..presets import SOUND_SAMPLE_RATE, model_for
 from ..progress import progress_bar
@@ -48,7 +48,6 @@ class _Loaded:
     """One loaded pipeline and the lock a call holds while it borrows it."""
 
     pipe: Any
-    load_s: float
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
@@ -84,14 +83,8 @@ class DiffusersBackend:
             raise ValidationError("model", "DiffusersBackend runs the model each request names, so it takes none.",
                                   "choose it in the request: GenerationRequest(profile='nano') or "
                                   f"GenerationRequest(..., model={model!r}).")
-        self.device = device
-        self.dtype = dtype
-        self.device_map = device_map
-        self.progress = progress
-        self.scheduler = scheduler
-        self.safety_checker = safety_checker
-        self.token = token
-        self.fast = fast
+        self.device, self.dtype, self.device_map, self.token = device, dtype, device_map, token
+        self.progress, self.scheduler, self.safety_checker, self.fast = progress, scheduler, safety_checker, fast
 
     def __repr__(self) -> str:
         return f"DiffusersBackend(device={self._device()!r}, fast={bool(self.fast)})"
@@ -133,9 +126,7 @@ class DiffusersBackend:
                 for other in [k for k in _PIPELINES if k[0] != key[0]]:
                     del _PIPELINES[other]  # one model at a time: a second one would not fit next to Nano
                 _collect_garbage()
-                start = time.perf_counter()
-                pipe = _guided(self._load(str(model)))
-                loaded = _PIPELINES[key] = _Loaded(pipe, time.perf_counter() - start)
+                loaded = _PIPELINES[key] = _Loaded(_guided(self._load(str(model))))
         return loaded
 
     def _load(self, model: str):
@@ -149,10 +140,7 @@ class DiffusersBackend:
         diffusers_logging.set_verbosity_error()
         diffusers_logging.disable_progress_bar()
         kwargs: dict[str, Any] = {"dtype": self._dtype(), "enable_safety_checker": False}
-        if self.device_map is not None:
-            kwargs["device_map"] = self.device_map
-        if self.token:
-            kwargs["token"] = self.token
+        kwargs.update({k: v for k, v in (("device_map", self.device_map), ("token", self.token)) if v})
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
@@ -232,13 +220,10 @@ class DiffusersBackend:
         scheduler, interval = pipe.scheduler, getattr(pipe, "guidance_interval", None)
         pipe.scheduler = configure_scheduler(scheduler.config, self.scheduler, request.flow_shift)
         pipe.guidance_interval = request.guidance_interval
-        fast = contextlib.nullcontext()
-        if self.fast or is_fast(pipe):
-            if self.fast:  # installed once, at rest switched off: the shared pipeline runs stock code for the others
-                enable_fast_path(pipe, self.fast if isinstance(self.fast, FastOptions) else None, active=False)
-            fast = fast_path_active(pipe, bool(self.fast))
+        if self.fast:  # installed once, at rest switched off: the shared pipeline runs stock code for the others
+            enable_fast_path(pipe, self.fast if isinstance(self.fast, FastOptions) else None, active=False)
         try:
-            with fast:
+            with fast_path_active(pipe, bool(self.fast)):  # without a fast path installed: nothing to switch
                 yield pipe
         finally:
             pipe.scheduler, pipe.guidance_interval = scheduler, interval
@@ -281,10 +266,8 @@ class DiffusersBackend:
             return None
         if self.safety_checker is not None:
             return self.safety_checker
-        try:
-            from diffusers.utils import is_cosmos_guardrail_available
-        except ImportError:
-            is_cosmos_guardrail_available = lambda: False  # noqa: E731
+        from diffusers.utils import is_cosmos_guardrail_available
+
         if not is_cosmos_guardrail_available():
             raise BackendUnavailableError(GUARDRAIL_HELP)
         from cosmos_guardrail import CosmosSafetyChecker
@@ -342,14 +325,11 @@ def free_pipeline() -> None:
 
 
 def _collect_garbage() -> None:
-    gc.collect()
-    try:
-        import torch
+    import torch
 
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except ImportError:
-        pass
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _resolve_source(model: str) -> str:
@@ -387,9 +367,7 @@ def _sample_rate(pipe) -> int:
 def _timings(started: float, load_s: float, call_start: float, marks: list[float], end: float) -> dict[str, float]:
     timings = {"load_s": load_s, "total_s": end - started, "pipeline_s": end - call_start}
     if marks:
-        timings["first_step_s"] = marks[0] - call_start
-        timings["denoise_s"] = marks[-1] - call_start
-        timings["decode_s"] = end - marks[-1]
+        timings.update(first_step_s=marks[0] - call_start, denoise_s=marks[-1] - call_start, decode_s=end - marks[-1])
         if len(marks) > 1:
             timings["step_s"] = (marks[-1] - marks[0]) / (len(marks) - 1)
     return timings

@@ -27,6 +27,7 @@ use that to point the backend at a stand-in program with the same command-line c
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import math
 import os
@@ -100,10 +101,8 @@ class FrameworkRun:
     @property
     def seed(self) -> int:
         """The seed the framework uses: ``--seed``, the sample's, else its fallback from name and output folder."""
-        for value in (self.overrides.get("seed"), self.payload.get("seed")):
-            if value is not None:
-                return int(value)
-        return fw.fallback_seed(self.name, self.sample_dir.absolute())
+        seed = next((v for v in (self.overrides.get("seed"), self.payload.get("seed")) if v is not None), None)
+        return fw.fallback_seed(self.name, self.sample_dir.absolute()) if seed is None else int(seed)
 
     @property
     def sample_dir(self) -> Path:
@@ -204,19 +203,19 @@ class FrameworkBackend:
 
     def check_available(self) -> None:
         """Raise :class:`BackendUnavailableError` (with install steps) unless the checkout can run the module."""
-        where = str(self.checkout)
-        if not self.checkout.is_dir():
-            raise BackendUnavailableError(INSTALL_HELP.format(where=f"{where} (no such folder)", env=PYTHON_ENV))
         python = self.python
+        if not self.checkout.is_dir():
+            raise self._unavailable("no such folder")
         if shutil.which(python) is None and not Path(python).exists():
-            raise BackendUnavailableError(INSTALL_HELP.format(where=f"{where} (interpreter {python} not found)",
-                                                              env=PYTHON_ENV))
+            raise self._unavailable(f"interpreter {python} not found")
         probe = subprocess.run(
             [python, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)",
              self.module], cwd=self.checkout, env=self._env(), capture_output=True, text=True, timeout=120)
         if probe.returncode != 0:
-            raise BackendUnavailableError(INSTALL_HELP.format(
-                where=f"{where} ({python} cannot import {self.module})", env=PYTHON_ENV))
+            raise self._unavailable(f"{python} cannot import {self.module}")
+
+    def _unavailable(self, reason: Any) -> BackendUnavailableError:
+        return BackendUnavailableError(INSTALL_HELP.format(where=f"{self.checkout} ({reason})", env=PYTHON_ENV))
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -262,8 +261,8 @@ class FrameworkBackend:
     def run_sample(self, sample_run: Any) -> Generation:
         """Run one framework input sample unchanged (see :meth:`prepare_sample`)."""
         r = sample_run.resolved
-        run = self.prepare_sample(sample_run)
-        return self._run(run, r.num_steps, workflow="transfer" if r.is_transfer else r.model_mode, model=r.model)
+        return self._run(self.prepare_sample(sample_run), r.num_steps,
+                         workflow="transfer" if r.is_transfer else r.model_mode, model=r.model)
 
     def generate(self, request: GenerationRequest, *, name: str | None = None) -> Generation:
         """Run a :class:`GenerationRequest` (t2i / t2v / i2v / v2v, with or without sound)."""
@@ -296,12 +295,10 @@ class FrameworkBackend:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         for index in range(1000):
-            run_dir = self.work_dir / (f"{stamp}-{safe}" + ("" if index == 0 else f"-{index}"))
-            try:
+            run_dir = self.work_dir / (f"{stamp}-{safe}" + (f"-{index}" if index else ""))
+            with contextlib.suppress(FileExistsError):
                 run_dir.mkdir()
                 return run_dir
-            except FileExistsError:
-                continue
         raise FrameworkRunError(f"could not create a run folder under {self.work_dir}")
 
     def _stream(self, cmd: list[str], log_path: Path, expected_steps: int | None, name: str) -> None:
@@ -311,10 +308,9 @@ class FrameworkBackend:
             process = subprocess.Popen(cmd, cwd=self.checkout, env=self._env(), stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace")
         except OSError as exc:
-            raise BackendUnavailableError(INSTALL_HELP.format(where=f"{self.checkout} ({exc})", env=PYTHON_ENV)) \
-                from exc
-        timer = threading.Timer(self.timeout, process.kill) if self.timeout else None
-        if timer is not None:
+            raise self._unavailable(exc) from exc
+        timer = threading.Timer(self.timeout or 0, process.kill)
+        if self.timeout:
             timer.start()
         try:
             with open(log_path, "w", encoding="utf-8") as log:
@@ -323,12 +319,10 @@ class FrameworkBackend:
                     log.write(line)
                     log.flush()
                     tail.append(line.rstrip("\n"))
-                    if bar is not None:
-                        _update_bar(bar, line)
+                    _update_bar(bar, line)
             code = process.wait()
         finally:
-            if timer is not None:
-                timer.cancel()
+            timer.cancel()
             if bar is not None:
                 bar.close()
         if code != 0:
@@ -418,7 +412,8 @@ def _media_path(source: Any, request: GenerationRequest, folder: Path, suffix: s
 
 
 def _update_bar(bar: Any, line: str) -> None:
-    for done, total in _STEP_PATTERN.findall(line)[-1:]:
+    """Move the bar (if any) to the last ``done/total`` step counter of a log line."""
+    for done, total in _STEP_PATTERN.findall(line)[-1:] if bar is not None else ():
         done_i, total_i = int(done), int(total)
         if 0 < total_i < 10000 and 0 <= done_i <= total_i:
             if bar.total != total_i:

@@ -37,12 +37,10 @@ def run(args: argparse.Namespace) -> int:
     parameters = {name: _literal(value) for name, value in args.parameter}
     runs = run_cookbooks(args.out, profile=args.profile, parameters=parameters, only=args.only, kernel=args.kernel,
                          gallery=not args.no_gallery, log_output=args.log_output)
-    print()
-    print(summary_table(runs))
+    print("\n" + summary_table(runs))
     failed = [run for run in runs if not run.ok]
     for run in failed:
         print(f"\n{run.notebook} failed:\n{run.error}", file=sys.stderr)
     if not runs:
         print("no notebooks matched", file=sys.stderr)
-        return 1
-    return 1 if failed else 0
+    return 1 if failed or not runs else 0

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..backends import backend_by_name
+from ..backends import NAMES, backend_by_name
 from ..presets import DEFAULT_PROFILE, PROFILES
 from ..request import GenerationRequest
 from ..workflow import generate_and_save
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--seed", type=int, default=0)
     model.add_argument("--guardrails", choices=["on", "off"], default=None, help="default: the profile's")
     where = parser.add_argument_group("where")
-    where.add_argument("--backend", choices=["diffusers", "framework", "vllm-omni"], default="diffusers")
+    where.add_argument("--backend", choices=NAMES, default="diffusers")
     where.add_argument("--url", default=None, help="vLLM-Omni server URL (with --backend vllm-omni)")
     where.add_argument("--checkout", default=None, help="NVIDIA/cosmos-framework checkout (with --backend framework)")
     where.add_argument("--gpus", type=int, default=1, help="framework: GPUs per run (torchrun when > 1)")
@@ -51,14 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     request = GenerationRequest(
-        mode=args.mode, prompt=args.prompt_file if args.prompt_file else args.prompt,
-        negative_prompt=args.negative_prompt_file or args.negative_prompt, profile=args.profile, model=args.model,
-        tier=args.tier,
-        aspect_ratio=args.aspect_ratio, width=args.width, height=args.height, num_frames=args.frames, fps=args.fps,
-        num_inference_steps=args.steps, guidance_scale=args.guidance, flow_shift=args.flow_shift, seed=args.seed,
-        sound=args.sound, image=args.image, video=args.video,
-        guardrails=None if args.guardrails is None else args.guardrails == "on",
-    )
+        mode=args.mode, prompt=args.prompt_file or args.prompt, negative_prompt=args.negative_prompt_file or
+        args.negative_prompt, profile=args.profile, model=args.model, tier=args.tier, aspect_ratio=args.aspect_ratio,
+        width=args.width, height=args.height, num_frames=args.frames, fps=args.fps, num_inference_steps=args.steps,
+        guidance_scale=args.guidance, flow_shift=args.flow_shift, seed=args.seed, sound=args.sound, image=args.image,
+        video=args.video, guardrails=None if args.guardrails is None else args.guardrails == "on")
     print(request.summary(), file=sys.stderr)
     backend = backend_by_name(args.backend, url=args.url, checkout=args.checkout, gpus=args.gpus)
     generation = generate_and_save(backend, request, args.out / (args.name or request.mode), overwrite=args.overwrite)

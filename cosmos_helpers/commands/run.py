@@ -17,8 +17,10 @@ import argparse
 import json
 import sys
 
-from ..backends import NAMES
+from ..backends import NAMES, backend_by_name
 from ..presets import DEFAULT_PROFILE, PROFILES
+from ..specs.load import load_inputs
+from ..transfer.runner import run_spec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,10 +46,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends import backend_by_name
-    from ..specs.load import load_inputs
-    from ..transfer.runner import run_spec
-
     samples = load_inputs(args.input)
     overrides = {"resolution": args.resolution, "num_steps": args.steps, "seed": args.seed}
     backend = backend_by_name(args.backend, url=args.url, checkout=args.checkout, gpus=args.gpus)
@@ -55,20 +53,13 @@ def run(args: argparse.Namespace) -> int:
         result = run_spec(sample, backend=backend, profile=args.profile, model=args.model, out=args.out,
                           overrides=overrides, guardrails=args.guardrails, overwrite=args.overwrite,
                           dry_run=args.dry_run)
-        if args.dry_run:
-            _print_plan(result)
-            continue
-        if result.provenance.get("skipped"):
-            print(f"{sample.name}: already done", file=sys.stderr)
-        print(result.paths["media"])
+        if args.dry_run and getattr(result, "folder", None) is not None:  # a framework run folder; command on stderr
+            print(result.folder)
+            print("  " + " ".join(result.command), file=sys.stderr)
+        elif args.dry_run:  # the resolved values of a run elsewhere, one JSON line
+            print(json.dumps(result.to_dict(), default=str))
+        else:
+            if result.provenance.get("skipped"):
+                print(f"{sample.name}: already done", file=sys.stderr)
+            print(result.paths["media"])
     return 0
-
-
-def _print_plan(result) -> None:
-    """A framework run folder (its command on stderr), or the resolved values of a run elsewhere (one JSON line)."""
-    folder = getattr(result, "folder", None)
-    if folder is not None:
-        print(folder)
-        print("  " + " ".join(result.command), file=sys.stderr)
-    else:
-        print(json.dumps(result.to_dict(), default=str))

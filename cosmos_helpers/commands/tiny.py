@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..models.tiny import tiny_model_path
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="weights seed (default 0; same seed, same bytes)")
@@ -12,7 +14,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..models.tiny import tiny_model_path
-
     print(tiny_model_path(args.seed, args.out))
     return 0

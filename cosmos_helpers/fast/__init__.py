@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterator
 
-__all__ = ["FastOptions", "enable_fast_path", "disable_fast_path", "is_fast", "fast_path_stats", "reset_fast_path"]
+__all__ = ["FastOptions", "enable_fast_path", "disable_fast_path", "is_fast", "fast_path_stats"]
 
 
 @dataclass
@@ -55,18 +55,14 @@ class FastOptions:
             ``native``/``flash``/``cudnn``/``cudnn_gqa``/``efficient``. CPU always uses ``native``.
         batch_cfg: batch the two guidance branches of a step (``None``: on with CUDA graphs/CUDA, off on CPU).
         skip_blank_encode: skip the VAE encode of the all-zero clip in text-to-image/video.
-        vae_cudnn_benchmark: let cuDNN pick convolution algorithms for the VAE decode by timing them
-            (``None``: on with CUDA; first call slower; pixels may differ at bf16 rounding level; latents
-            unaffected).
-        compile: fuse the generation tower's element-wise steps (residual add + RMSNorm, q/k norm + rotary,
-            SiLU gate) with ``torch.compile`` (``None``: on with CUDA; one compile per function, shapes dynamic,
-            the first call in a process pays a few seconds). Matches the eager path to bf16 rounding.
+        vae_cudnn_benchmark: let cuDNN time convolution algorithms for the VAE decode (``None``: on with CUDA;
+            first call slower; see :mod:`.vae`).
+        compile: fuse the generation tower's element-wise steps with ``torch.compile`` (``None``: on with CUDA;
+            one compile per function, shapes dynamic, the first call in a process pays a few seconds).
             ``"eager"`` runs the same fused layer code without compiling it (any device).
-        fuse_projections: stack q/k/v and gate/up weights so each is one matrix product where that is
-            faster (``None``: on with CUDA). Same sums; on GPU the stacked product may round differently.
-        vae_channels_last: run the VAE decode's 3-D convolutions of videos in channels-last memory format
-            (``None``: on with CUDA; measured 0.83 -> 0.70 s at 256p and 4.14 -> 3.80 s at 480p, 189 frames;
-            the first decode of a shape pays cuDNN's algorithm search once). Images are decoded as stock.
+        fuse_projections: stacked q/k/v and gate/up products where faster (``None``: on with CUDA).
+        vae_channels_last: decode videos with channels-last 3-D convolutions (``None``: on with CUDA; see
+            :mod:`.vae`). Images are decoded as stock.
     """
 
     text_cache: bool = True
@@ -82,11 +78,12 @@ class FastOptions:
 
 
 class _FastState:
-    def __init__(self, pipe, options: FastOptions) -> None:
+    def __init__(self, options: FastOptions, resolved: FastOptions) -> None:
         self.options = options
+        self.resolved = resolved  # every ``None`` decided for the pipeline's device
         self.forward = None
         self.decode = None
-        self.originals: dict[str, Any] = {}
+        self.originals: list[tuple[Any, str, Any]] = []  # (object, attribute, what its instance had) to undo
         self.blank_encode = False
         self.blank_encodes_skipped = 0
         self.active = True
@@ -101,13 +98,6 @@ class _FastState:
             self.forward.forget_pairs()
 
 
-def _on_cuda(pipe) -> bool:
-    try:
-        return next(pipe.transformer.parameters()).is_cuda
-    except StopIteration:  # pragma: no cover
-        return False
-
-
 def enable_fast_path(pipe, options: FastOptions | None = None, *, active: bool = True, **overrides):
     """Patch ``pipe`` (a ``Cosmos3OmniPipeline``) in place; idempotent. Returns ``pipe``.
 
@@ -117,39 +107,33 @@ def enable_fast_path(pipe, options: FastOptions | None = None, *, active: bool =
     :func:`fast_path_active` switches it on for one call.
     """
     state = getattr(pipe, "_cosmos_fast", None)
-    if state is not None and options is None and not overrides:
-        state.set_active(active)  # already fast: keep its options
-        return pipe
-    options = options or FastOptions()
     if overrides:
-        options = FastOptions(**{**asdict(options), **overrides})
+        options = replace(options or FastOptions(), **overrides)
     if state is not None:
-        if state.options == options:
+        if options is None or state.options == options:  # already fast with these options (or none given)
             state.set_active(active)
             return pipe
         disable_fast_path(pipe)
-    cuda = _on_cuda(pipe)
-    state = _FastState(pipe, options)
-    state.resolved = resolved = _resolve(options, cuda)
-    transformer = pipe.transformer
+    options = options or FastOptions()
+    cuda = next(pipe.transformer.parameters()).is_cuda
+    state = _FastState(options, _resolve(options, cuda))
+    resolved = state.resolved
     if resolved.text_cache:
         from .transformer import FastForward
 
-        state.originals["transformer.forward"] = transformer.__dict__.get("forward")
-        state.forward = FastForward(transformer, attention=resolved.attention,
+        state.forward = FastForward(pipe.transformer, attention=resolved.attention,
                                     cuda_graphs=bool(resolved.cuda_graphs and cuda),
                                     graph_max_tokens=resolved.graph_max_tokens, batch_cfg=bool(resolved.batch_cfg),
                                     compile=resolved.compile, fuse_projections=bool(resolved.fuse_projections))
-        transformer.forward = state.forward
+        _patch(state, pipe.transformer, "forward", state.forward)
     if resolved.skip_blank_encode:
         _skip_blank_encode(pipe, state)
     if cuda and (resolved.vae_cudnn_benchmark or resolved.vae_channels_last):
         from .vae import FastDecode
 
-        state.originals["vae.decode"] = pipe.vae.__dict__.get("decode")
         state.decode = FastDecode(pipe.vae, cudnn_benchmark=bool(resolved.vae_cudnn_benchmark),
                                   channels_last=bool(resolved.vae_channels_last))
-        pipe.vae.decode = state.decode
+        _patch(state, pipe.vae, "decode", state.decode)
     pipe._cosmos_fast = state
     state.set_active(active)
     return pipe
@@ -157,29 +141,29 @@ def enable_fast_path(pipe, options: FastOptions | None = None, *, active: bool =
 
 def _resolve(options: FastOptions, cuda: bool) -> FastOptions:
     """The options with every ``None`` decided for this device (GPU-only switches off on CPU)."""
-    resolved = FastOptions(**asdict(options))
-    for name in ("cuda_graphs", "batch_cfg", "vae_cudnn_benchmark", "compile", "fuse_projections",
-                 "vae_channels_last"):
-        if getattr(resolved, name) is None:
-            setattr(resolved, name, cuda)
+    gpu = ("cuda_graphs", "batch_cfg", "vae_cudnn_benchmark", "compile", "fuse_projections", "vae_channels_last")
+    resolved = replace(options, **{name: cuda for name in gpu if getattr(options, name) is None})
     if resolved.compile != "eager":  # "eager": the fused layer code uncompiled (CPU checks, debugging)
         resolved.compile = bool(resolved.compile and cuda)
     resolved.vae_channels_last = bool(resolved.vae_channels_last and cuda)
     return resolved
 
 
+def _patch(state: _FastState, obj, attr: str, value) -> None:
+    state.originals.append((obj, attr, obj.__dict__.get(attr)))
+    setattr(obj, attr, value)
+
+
 def _skip_blank_encode(pipe, state: _FastState) -> None:
     """Text-to-video/image encodes a blank video only to multiply it by zero: answer with zeros instead."""
-    state.originals["pipe.prepare_latents"] = pipe.__dict__.get("prepare_latents")
-    state.originals["pipe._encode_video"] = pipe.__dict__.get("_encode_video")
     prepare_latents = pipe.prepare_latents
     encode_video = pipe._encode_video
 
     @functools.wraps(prepare_latents)
     def fast_prepare_latents(*args, **kwargs):
-        blank = (state.active and not args and kwargs.get("image") is None and kwargs.get("video") is None
-                 and kwargs.get("action") is None and kwargs.get("latents") is None)
-        state.blank_encode = blank
+        state.blank_encode = (state.active and not args and kwargs.get("image") is None
+                              and kwargs.get("video") is None and kwargs.get("action") is None
+                              and kwargs.get("latents") is None)
         try:
             return prepare_latents(*args, **kwargs)
         finally:
@@ -198,8 +182,8 @@ def _skip_blank_encode(pipe, state: _FastState) -> None:
         state.blank_encodes_skipped += 1
         return torch.zeros(shape, dtype=x.dtype, device=x.device)
 
-    pipe.prepare_latents = fast_prepare_latents
-    pipe._encode_video = fast_encode_video
+    _patch(state, pipe, "prepare_latents", fast_prepare_latents)
+    _patch(state, pipe, "_encode_video", fast_encode_video)
 
 
 def disable_fast_path(pipe):
@@ -211,13 +195,9 @@ def disable_fast_path(pipe):
         state.forward.reset()
         if state.forward.projections is not None:
             state.forward.projections.unfuse()
-    decode = pipe.vae.__dict__.get("decode")
-    if hasattr(decode, "restore"):
-        decode.restore()
-    targets = {"transformer": pipe.transformer, "pipe": pipe, "vae": pipe.vae}
-    for name, original in state.originals.items():
-        owner, attr = name.split(".")
-        obj = targets[owner]
+    if state.decode is not None:
+        state.decode.restore()
+    for obj, attr, original in state.originals:
         if original is None:
             obj.__dict__.pop(attr, None)
         else:
@@ -244,13 +224,6 @@ def fast_path_active(pipe, active: bool) -> Iterator[None]:
         state.set_active(previous)
 
 
-def reset_fast_path(pipe) -> None:
-    """Free the fast path's caches (keys/values, graphs) but keep it enabled."""
-    state = getattr(pipe, "_cosmos_fast", None)
-    if state is not None and state.forward is not None:
-        state.forward.reset()
-
-
 def is_fast(pipe) -> bool:
     return getattr(pipe, "_cosmos_fast", None) is not None
 
@@ -264,10 +237,8 @@ def fast_path_stats(pipe) -> dict[str, Any]:
                            "blank_encodes_skipped": state.blank_encodes_skipped}
     forward = state.forward
     if forward is not None:
-        out.update(forward.stats)
-        out["text_tower_runs"] = forward.text.computed
-        out["fused_kernels"] = forward.compiled is not None
-        out["compile_error"] = forward.compile_error
+        out.update(forward.stats, text_tower_runs=forward.text.computed, fused_kernels=forward.compiled is not None,
+                   compile_error=forward.compile_error)
         if forward.projections is not None:
             out["projection_choices"] = {str(k[0]): v for k, v in forward.projections.choices.items()}
         if forward.graphs is not None:

@@ -21,32 +21,28 @@ fastest for that shape. On CPU the fast path always uses ``native`` (bit-identic
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
-CANDIDATES: tuple[str, ...] = ("native", "flash", "cudnn", "cudnn_gqa", "efficient")
+from ..models.cosmos3_attention import project_qkv
+
+# candidate -> (the one SDPA kernel allowed, or None for PyTorch's default choice; K/V heads expanded first)
+_KERNELS: dict[str, tuple[SDPBackend | None, bool]] = {
+    "native": (None, False),
+    "flash": (SDPBackend.FLASH_ATTENTION, False),
+    "cudnn": (SDPBackend.CUDNN_ATTENTION, True),
+    "cudnn_gqa": (SDPBackend.CUDNN_ATTENTION, False),
+    "efficient": (SDPBackend.EFFICIENT_ATTENTION, True),
+}
+CANDIDATES: tuple[str, ...] = tuple(_KERNELS)
 
 # (q shape, k shape, dtype, device index) -> chosen candidate
 _CHOICE: dict[tuple, str] = {}
 # record of every tuning: shape key -> {candidate: milliseconds or error string}
 TUNING_LOG: dict[tuple, dict[str, object]] = {}
-
-
-def _kernel(name: str):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    backend = {
-        "flash": SDPBackend.FLASH_ATTENTION,
-        "cudnn": SDPBackend.CUDNN_ATTENTION,
-        "cudnn_gqa": SDPBackend.CUDNN_ATTENTION,
-        "efficient": SDPBackend.EFFICIENT_ATTENTION,
-    }[name]
-    return sdpa_kernel([backend])
-
-
-def _expand_kv(k: torch.Tensor, groups: int) -> torch.Tensor:
-    # [1, KVH, S, D] -> [1, KVH*groups, S, D], query head h uses kv head h // groups (torch's GQA rule)
-    return k if groups == 1 else k.repeat_interleave(groups, dim=1)
 
 
 def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str = "native",
@@ -56,20 +52,27 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str = "n
     ``backend="native"`` reproduces diffusers' native attention call exactly (same permutes, same
     ``enable_gqa=True`` SDPA call), so on CPU the result is bit-identical to the stock processor.
     """
-    qb, kb, vb = (x.unsqueeze(0).permute(0, 2, 1, 3) for x in (q, k, v))
-    if backend == "native":
-        out = F.scaled_dot_product_attention(qb, kb, vb, is_causal=is_causal, enable_gqa=True)
-    elif backend in ("flash", "cudnn_gqa"):
-        with _kernel(backend):
-            out = F.scaled_dot_product_attention(qb, kb, vb, is_causal=is_causal, enable_gqa=True)
-    elif backend in ("cudnn", "efficient"):
-        groups = qb.shape[1] // kb.shape[1]
-        with _kernel(backend):
-            out = F.scaled_dot_product_attention(qb, _expand_kv(kb, groups), _expand_kv(vb, groups),
-                                                 is_causal=is_causal)
-    else:
+    if backend not in _KERNELS:
         raise ValueError(f"unknown attention backend {backend!r}; use one of {', '.join(CANDIDATES)} or 'auto'.")
+    kernel, expand = _KERNELS[backend]
+    qb, kb, vb = (x.unsqueeze(0).permute(0, 2, 1, 3) for x in (q, k, v))
+    groups = qb.shape[1] // kb.shape[1]
+    if expand and groups > 1:  # query head h uses kv head h // groups (torch's GQA rule)
+        kb, vb = kb.repeat_interleave(groups, dim=1), vb.repeat_interleave(groups, dim=1)
+    with contextlib.nullcontext() if kernel is None else sdpa_kernel([kernel]):
+        out = F.scaled_dot_product_attention(qb, kb, vb, is_causal=is_causal, enable_gqa=not expand)
     return out.permute(0, 2, 1, 3).squeeze(0)
+
+
+def cuda_ms(fn, repeats: int = 1) -> float:
+    """Milliseconds per call of ``fn()``: ``repeats`` calls between two CUDA events on the current stream."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / repeats
 
 
 def _shape_key(q: torch.Tensor, k: torch.Tensor) -> tuple:
@@ -95,13 +98,7 @@ def choose(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, candidates=CAND
                 log[name] = f"rejected: max rel diff {err:.2e}"
                 continue
             torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(repeats):
-                sdpa(q, k, v, backend=name)
-            end.record()
-            end.synchronize()
-            ms = start.elapsed_time(end) / repeats
+            ms = cuda_ms(lambda: sdpa(q, k, v, backend=name), repeats)
             log[name] = round(ms, 3)
             if ms < best_ms:
                 best, best_ms = name, ms
@@ -117,9 +114,7 @@ def resolve(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: str) -> str
     """The backend to use for this call under ``mode`` ("auto" or a candidate name)."""
     if not q.is_cuda:
         return "native"
-    if mode == "auto":
-        return choose(q, k, v)
-    return mode
+    return choose(q, k, v) if mode == "auto" else mode
 
 
 def time_candidates(q, k, v, repeats: int = 5) -> dict[str, object]:
@@ -144,8 +139,6 @@ class StockProcessorWithKernel:
         self.backend = backend
 
     def __call__(self, attn, und_seq, gen_seq, rotary_emb):
-        from ..models.cosmos3_attention import project_qkv
-
         q_und, k_und, v_und, k_und_for_gen, q_gen, k_gen, v_gen = project_qkv(attn, und_seq, gen_seq, rotary_emb)
         causal_out = sdpa(q_und, k_und, v_und, backend="native", is_causal=True).flatten(-2, -1)
         all_k = torch.cat([k_und_for_gen, k_gen], dim=0)

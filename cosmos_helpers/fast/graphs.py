@@ -13,17 +13,16 @@ graphs beyond ``max_graphs`` are dropped). If capture fails for any reason the s
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 
 
-class _Captured:
-    def __init__(self, graph, inputs, output, buffers) -> None:
-        self.graph = graph
-        self.inputs = inputs
-        self.output = output
-        self.buffers = buffers  # KVBuffers the graph reads/writes: keeps them alive
+class _Captured(NamedTuple):
+    graph: Any
+    inputs: tuple
+    output: Any
+    buffers: list  # KVBuffers the graph reads/writes: keeps them alive
 
 
 class GraphCache:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .attention import cuda_ms
+
 
 @dataclass
 class _Stack:
@@ -39,34 +41,31 @@ class _Stack:
             return None
         if any(b is None for b in biases) and any(b is not None for b in biases):
             return None
+        sizes = [w.shape[0] for w in weights]
         with torch.no_grad():
             weight = torch.cat([w.detach() for w in weights])
             bias = None if biases[0] is None else torch.cat([b.detach() for b in biases])
-            start = 0
-            for part in parts:
-                rows = part.weight.shape[0]
-                part.weight.data = weight[start:start + rows]
-                if bias is not None:
-                    part.bias.data = bias[start:start + rows]
-                start += rows
-        return cls(parts, weight, bias, [p.weight.shape[0] for p in parts])
+            stack = cls(parts, weight, bias, sizes)
+            for tensor, view in stack._slices():
+                tensor.data = view
+        return stack
+
+    def _slices(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(each part's weight or bias, the row slice of the stacked tensor it should be)."""
+        pairs = list(zip([p.weight for p in self.parts], self.weight.split(self.sizes)))
+        if self.bias is not None:
+            pairs += zip([p.bias for p in self.parts], self.bias.split(self.sizes))
+        return pairs
 
     def intact(self) -> bool:
         """Each part still reads its slice of the stacked weight (nothing moved or replaced it)."""
-        return [p.weight.data_ptr() for p in self.parts] == self._pointers(self.weight) and (
-            self.bias is None or [p.bias.data_ptr() for p in self.parts] == self._pointers(self.bias))
-
-    def _pointers(self, base: torch.Tensor) -> list[int]:
-        starts = [sum(self.sizes[:i]) for i in range(len(self.sizes))]
-        return [base.data_ptr() + start * base.stride(0) * base.element_size() for start in starts]
+        return all(tensor.data_ptr() == view.data_ptr() for tensor, view in self._slices())
 
     def unfuse(self) -> None:
         with torch.no_grad():
-            for part in self.parts:
-                if _shares(part.weight, self.weight):
-                    part.weight.data = part.weight.data.clone()
-                if self.bias is not None and _shares(part.bias, self.bias):
-                    part.bias.data = part.bias.data.clone()
+            for tensor, view in self._slices():
+                if tensor.untyped_storage().data_ptr() == view.untyped_storage().data_ptr():
+                    tensor.data = tensor.data.clone()
 
     def __call__(self, x: torch.Tensor, fused: bool) -> tuple[torch.Tensor, ...]:
         if fused:
@@ -130,22 +129,10 @@ class FusedProjections:
         return picked
 
 
-def _shares(t: torch.Tensor, base: torch.Tensor) -> bool:
-    return t.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
-
-
 def _faster(stack: _Stack, x: torch.Tensor, repeats: int = 5) -> bool:
     """True if the stacked product beats the separate ones on ``x`` (CUDA events, best of ``repeats``)."""
     best = {}
     for fused in (True, False):
         stack(x, fused)  # warm-up: cuBLAS heuristics and workspace
-        times = []
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            stack(x, fused)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        best[fused] = min(times)
+        best[fused] = min(cuda_ms(lambda: stack(x, fused)) for _ in range(repeats))
     return best[True] <= best[False]

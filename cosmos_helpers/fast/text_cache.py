@@ -18,10 +18,11 @@ are recycled between calls of the same shape, which keeps CUDA graphs that read 
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
+from ..models.cosmos3_attention import rope
 from .attention import sdpa
 
 
@@ -34,22 +35,6 @@ class KVBuffer:
     k: torch.Tensor
     v: torch.Tensor
 
-    @property
-    def shape_key(self) -> tuple[int, int]:
-        return (self.und_len, self.n_gen)
-
-
-@dataclass(eq=False)
-class TextEntry:
-    input_ids: torch.Tensor  # strong reference: keeps the identity key unique while cached
-    buf: KVBuffer
-    extras: dict = field(default_factory=dict)
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
 
 class TextKVCache:
     """LRU of prompts (by ``input_ids`` identity) -> their text keys/values, plus a pool of spare buffers."""
@@ -58,60 +43,46 @@ class TextKVCache:
         self.transformer = transformer
         self.capacity = capacity
         self.spare_buffers = spare_buffers
-        self.entries: "OrderedDict[int, TextEntry]" = OrderedDict()
+        # id(input_ids) -> (input_ids, its buffer); the strong reference keeps the identity key unique while cached
+        self.entries: "OrderedDict[int, tuple[torch.Tensor, KVBuffer]]" = OrderedDict()
         self.spare: list[KVBuffer] = []
-        self.on_buffer_dropped = None  # callback(KVBuffer): lets the graph cache forget graphs using it
+        self.on_buffer_dropped = lambda buf: None  # the graph cache sets it to forget graphs using ``buf``
         self.computed = 0  # how many times the text tower ran (tests check: once per prompt)
 
     def clear(self) -> None:
-        for entry in self.entries.values():
-            self._drop(entry.buf)
-        for buf in self.spare:
-            self._drop(buf)
+        for buf in [buf for _, buf in self.entries.values()] + self.spare:
+            self.on_buffer_dropped(buf)
         self.entries.clear()
         self.spare.clear()
-
-    def _drop(self, buf: KVBuffer) -> None:
-        if self.on_buffer_dropped is not None:
-            self.on_buffer_dropped(buf)
-
-    def lookup(self, input_ids: torch.Tensor, n_gen: int) -> TextEntry | None:
-        entry = self.entries.get(id(input_ids))
-        if (entry is None or entry.input_ids is not input_ids or entry.buf.n_gen != n_gen
-                or (entry.buf.k.is_inference() and not torch.is_inference_mode_enabled())):
-            return None
-        self.entries.move_to_end(id(input_ids))
-        return entry
 
     def _buffer(self, und_len: int, n_gen: int, like: torch.Tensor) -> KVBuffer:
         inference = torch.is_inference_mode_enabled()
         for i, buf in enumerate(self.spare):
             # an inference-mode tensor cannot be written outside inference mode: match the mode too
-            if (buf.shape_key == (und_len, n_gen) and buf.k.dtype == like.dtype and buf.k.device == like.device
-                    and buf.k.is_inference() == inference):
+            if (buf.und_len == und_len and buf.n_gen == n_gen and buf.k.dtype == like.dtype
+                    and buf.k.device == like.device and buf.k.is_inference() == inference):
                 return self.spare.pop(i)
         cfg = self.transformer.config
         shape = (cfg.num_hidden_layers, und_len + n_gen, cfg.num_key_value_heads, cfg.head_dim)
-        k = torch.empty(shape, dtype=like.dtype, device=like.device)
-        v = torch.empty(shape, dtype=like.dtype, device=like.device)
+        k, v = (torch.empty(shape, dtype=like.dtype, device=like.device) for _ in "kv")
         return KVBuffer(und_len, n_gen, k, v)
 
     def get(self, input_ids: torch.Tensor, text_indexes: torch.Tensor, und_len: int, n_gen: int,
-            cos_und: torch.Tensor, sin_und: torch.Tensor) -> TextEntry:
-        entry = self.lookup(input_ids, n_gen)
-        if entry is not None:
-            return entry
+            cos_und: torch.Tensor, sin_und: torch.Tensor) -> KVBuffer:
+        """The prompt's keys/values buffer: cached, or the text tower run once into a (recycled) buffer."""
+        ids, buf = self.entries.get(id(input_ids), (None, None))
+        if (ids is input_ids and buf.n_gen == n_gen
+                and not (buf.k.is_inference() and not torch.is_inference_mode_enabled())):
+            self.entries.move_to_end(id(input_ids))
+            return buf
         while len(self.entries) >= self.capacity:
-            _, old = self.entries.popitem(last=False)
-            self.spare.append(old.buf)
+            self.spare.append(self.entries.popitem(last=False)[1][1])
         while len(self.spare) > self.spare_buffers:
-            self._drop(self.spare.pop(0))
-        weight = self.transformer.embed_tokens.weight
-        buf = self._buffer(und_len, n_gen, weight)
+            self.on_buffer_dropped(self.spare.pop(0))
+        buf = self._buffer(und_len, n_gen, self.transformer.embed_tokens.weight)
         self._compute(buf, input_ids, text_indexes, und_len, cos_und, sin_und)
-        entry = TextEntry(input_ids=input_ids, buf=buf)
-        self.entries[id(input_ids)] = entry
-        return entry
+        self.entries[id(input_ids)] = (input_ids, buf)
+        return buf
 
     @torch.no_grad()
     def _compute(self, buf: KVBuffer, input_ids, text_indexes, und_len, cos_und, sin_und) -> None:
@@ -120,8 +91,7 @@ class TextKVCache:
         embedding = t.embed_tokens(input_ids)
         und = embedding.new_zeros((und_len, t.config.hidden_size))
         und[text_indexes] = embedding
-        cos = cos_und.unsqueeze(1)
-        sin = sin_und.unsqueeze(1)
+        cos, sin = cos_und.unsqueeze(1), sin_und.unsqueeze(1)
         last = len(t.layers) - 1
         for index, layer in enumerate(t.layers):
             attn = layer.self_attn
@@ -130,16 +100,13 @@ class TextKVCache:
             v = attn.to_v(normed).view(-1, attn.num_key_value_heads, attn.head_dim)
             k = attn.norm_k(k)
             k_for_gen = attn.k_norm_und_for_gen(k) if attn.k_norm_und_for_gen is not None else k
-            k_for_gen = k_for_gen * cos + rotate_half(k_for_gen) * sin
-            buf.k[index, :und_len] = k_for_gen
+            buf.k[index, :und_len] = rope(k_for_gen, cos, sin)
             buf.v[index, :und_len] = v
             if index == last:
                 break  # the text hidden states after the last layer feed nothing the generator reads
             q = attn.to_q(normed).view(-1, attn.num_attention_heads, attn.head_dim)
-            q = attn.norm_q(q)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
-            causal = sdpa(q, k, v, backend="native", is_causal=True).flatten(-2, -1)
+            q = rope(attn.norm_q(q), cos, sin)
+            causal = sdpa(q, rope(k, cos, sin), v, backend="native", is_causal=True).flatten(-2, -1)
             residual = und + attn.to_out(causal)
             und = residual + layer.mlp(layer.post_attention_layernorm(residual))
         self.computed += 1

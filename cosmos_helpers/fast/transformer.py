@@ -27,11 +27,14 @@ import warnings
 from typing import Any
 
 import torch
+from diffusers.models.normalization import RMSNorm
+from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformerOutput
 
+from ..models.cosmos3_attention import rope
 from . import attention as attention_mod
 from .graphs import GraphCache
 from .projections import FusedProjections
-from .text_cache import TextKVCache, rotate_half
+from .text_cache import TextKVCache
 
 _DYNAMIC = ("vision_tokens", "vision_timesteps", "sound_tokens", "sound_timesteps", "action_tokens",
             "action_timesteps")
@@ -50,23 +53,34 @@ def _same_kwargs(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
 
 
+def _static(kw: dict) -> dict:
+    """The arguments that stay the same through a call's steps (everything but the noisy inputs)."""
+    return {k: v for k, v in kw.items() if k not in _DYNAMIC}
+
+
+def _has(kw: dict, modality: str) -> bool:
+    """The pass carries ``modality`` ("sound", "action") tokens, as stock decides it."""
+    return kw.get(f"{modality}_tokens") is not None and kw.get(f"{modality}_sequence_indexes") is not None
+
+
 class FastForward:
     """Bound as ``transformer.forward``; see the module docstring."""
 
     def __init__(self, transformer, *, attention: str = "auto", cuda_graphs: bool = True,
-                 graph_max_tokens: int | None = None, batch_cfg: bool = True, max_graphs: int = 8,
-                 compile: bool | str = False, fuse_projections: bool = False) -> None:
+                 graph_max_tokens: int | None = None, batch_cfg: bool = True, compile: bool | str = False,
+                 fuse_projections: bool = False) -> None:
         self.transformer = transformer
         self.compiled = None
         if compile and fusable(transformer):
-            self.compiled = eager_kernels() if compile == "eager" else compiled_kernels()
+            self.compiled = dict(_KERNELS) if compile == "eager" else {
+                name: torch.compile(fn, dynamic=True, fullgraph=True) for name, fn in _KERNELS.items()}
         self._compiled_ok = False
         self.projections = FusedProjections(transformer) if fuse_projections else None
         self.stock_forward = transformer.forward
         self.attention = attention
         self.batch_cfg = batch_cfg
         self.text = TextKVCache(transformer)
-        self.graphs = GraphCache(max_graphs=max_graphs, max_tokens=graph_max_tokens) if cuda_graphs else None
+        self.graphs = GraphCache(max_tokens=graph_max_tokens) if cuda_graphs else None
         if self.graphs is not None:
             self.text.on_buffer_dropped = self.graphs.forget_buffer
         self._rotary: dict[int, tuple] = {}
@@ -76,7 +90,6 @@ class FastForward:
         self.compile_error: str | None = None
         self.active = True  # False: every call goes to the stock forward (a stock backend's turn)
 
-    # ------------------------------------------------------------------------------------------------
     def reset(self) -> None:
         """Drop cached keys/values, graphs and CFG state (frees their memory)."""
         self.text.clear()
@@ -109,14 +122,9 @@ class FastForward:
             return self.stock_forward(*args, **kwargs)
         self.stats["calls"] += 1
         return_dict = kwargs.pop("return_dict", True)
-        result = self._forward(kwargs)
-        if not return_dict:
-            return result
-        from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformerOutput
+        sample, sound, action = result = self._forward(kwargs)
+        return Cosmos3OmniTransformerOutput(sample=sample, sound=sound, action=action) if return_dict else result
 
-        return Cosmos3OmniTransformerOutput(sample=result[0], sound=result[1], action=result[2])
-
-    # ------------------------------------------------------------------------------------------------
     def _forward(self, kw: dict):
         if self._stash is not None:
             expected, result = self._stash
@@ -147,17 +155,14 @@ class FastForward:
             return None
         if not all(_same(a.get(name), b.get(name)) for name in _DYNAMIC):
             return None  # the previous two calls did not share their noisy inputs: not a CFG pair
-        static_a = {k: v for k, v in a.items() if k not in _DYNAMIC}
-        static_now = {k: v for k, v in kw.items() if k not in _DYNAMIC}
-        if not _same_kwargs(static_a, static_now):
+        if not _same_kwargs(_static(a), _static(kw)):
             return None
         if b["sequence_length"] - b["und_len"] != kw["sequence_length"] - kw["und_len"]:
             return None
-        partner = {k: v for k, v in b.items() if k not in _DYNAMIC}
+        partner = _static(b)
         partner.update({name: kw.get(name) for name in _DYNAMIC if name in kw})
         return partner if partner.keys() == kw.keys() else None
 
-    # ------------------------------------------------------------------------------------------------
     def _rotary_for(self, position_ids: torch.Tensor, dtype: torch.dtype, device) -> tuple:
         cached = self._rotary.get(id(position_ids))
         if cached is not None and cached[0] is position_ids and cached[1].dtype == dtype:
@@ -175,9 +180,8 @@ class FastForward:
         """The generation part of stock's packed ``hidden_states`` (rows ``und_len:``), built the same way."""
         t = self.transformer
         und_len = kw["und_len"]
-        n_gen = kw["sequence_length"] - und_len
-        device = t.embed_tokens.weight.device
-        gen = torch.zeros((n_gen, t.config.hidden_size), dtype=dtype, device=device)
+        gen = torch.zeros((kw["sequence_length"] - und_len, t.config.hidden_size), dtype=dtype,
+                          device=t.embed_tokens.weight.device)
         time_dtype = next(t.time_embedder.parameters()).dtype
 
         def with_timesteps(packed, modality: str):
@@ -190,22 +194,18 @@ class FastForward:
         packed, original_shapes = t._patchify_and_pack_latents(kw["vision_tokens"])
         gen[kw["vision_sequence_indexes"] - und_len] = with_timesteps(t.proj_in(packed), "vision")
 
-        if kw.get("sound_tokens") is not None and kw.get("sound_sequence_indexes") is not None:
+        if _has(kw, "sound"):
             packed = t._pack_sound_latents(kw["sound_tokens"], kw["sound_token_shapes"]).to(dtype)
             packed = t.audio_proj_in(packed) + t.audio_modality_embed
             gen[kw["sound_sequence_indexes"] - und_len] = with_timesteps(packed, "sound")
 
-        if kw.get("action_tokens") is not None and kw.get("action_sequence_indexes") is not None:
+        if _has(kw, "action"):
             packed, domain_ids = t._pack_action_latents(kw["action_tokens"], kw["action_token_shapes"],
                                                         kw["action_domain_ids"])
             packed = packed.to(dtype)
             packed = t.action_proj_in(packed, domain_ids.to(device=packed.device)) + t.action_modality_embed
             if kw["action_mse_loss_indexes"].numel() > 0:
-                embeds = t.time_embedder(
-                    t.time_proj(kw["action_timesteps"] * t.config.timestep_scale).to(time_dtype))
-                packed = t._apply_timestep_embeds_to_noisy_tokens(
-                    packed_tokens=packed, packed_timestep_embeds=embeds.to(dtype),
-                    noisy_frame_indexes=kw["action_noisy_frame_indexes"], token_shapes=kw["action_token_shapes"])
+                packed = with_timesteps(packed, "action")
             gen[kw["action_sequence_indexes"] - und_len] = packed
         return gen, original_shapes
 
@@ -214,47 +214,37 @@ class FastForward:
         t = self.transformer
         und_len = kw["und_len"]
         preds_vision = t._unpatchify_and_unpack_latents(
-            t.proj_out(gen_out[kw["vision_mse_loss_indexes"] - und_len]),
-            token_shapes_vision=kw["vision_token_shapes"],
-            noisy_frame_indexes_vision=kw["vision_noisy_frame_indexes"],
-            original_latent_shapes=original_shapes)
-        preds_sound = None
-        if kw.get("sound_tokens") is not None and kw.get("sound_sequence_indexes") is not None:
+            t.proj_out(gen_out[kw["vision_mse_loss_indexes"] - und_len]), token_shapes_vision=kw["vision_token_shapes"],
+            noisy_frame_indexes_vision=kw["vision_noisy_frame_indexes"], original_latent_shapes=original_shapes)
+        preds_sound = preds_action = None
+        if _has(kw, "sound"):
             preds_sound = t._unpack_sound_latents(t.audio_proj_out(gen_out[kw["sound_mse_loss_indexes"] - und_len]),
                                                   kw["sound_token_shapes"], kw["sound_noisy_frame_indexes"])
-        preds_action = None
-        if kw.get("action_tokens") is not None and kw.get("action_sequence_indexes") is not None:
+        if _has(kw, "action"):
             domain_ids = torch.cat([d.reshape(1).expand(len(n)) for d, n in
                                     zip(kw["action_domain_ids"], kw["action_noisy_frame_indexes"])], dim=0)
             packed = t.action_proj_out(gen_out[kw["action_mse_loss_indexes"] - und_len],
                                        domain_ids.to(device=gen_out.device))
-            preds_action = t._unpack_action_latents(packed, kw["action_token_shapes"],
-                                                    kw["action_noisy_frame_indexes"])
+            preds_action = t._unpack_action_latents(packed, kw["action_token_shapes"], kw["action_noisy_frame_indexes"])
         return preds_vision, preds_sound, preds_action
 
-    # ------------------------------------------------------------------------------------------------
     def _run(self, branches: list[dict]):
         t = self.transformer
-        dtype = t.embed_tokens.weight.dtype
-        device = t.embed_tokens.weight.device
-        hidden, cos_gen, sin_gen, entries, shapes, sizes = [], [], [], [], [], []
+        dtype, device = t.embed_tokens.weight.dtype, t.embed_tokens.weight.device
+        hidden, cos_gen, sin_gen, bufs, shapes, sizes = [], [], [], [], [], []
         for kw in branches:
             und_len = kw["und_len"]
             n_gen = kw["sequence_length"] - und_len
             gen, original_shapes = self._embed_generation(kw, dtype)
             cos, sin = self._rotary_for(kw["position_ids"], dtype, device)
-            entry = self.text.get(kw["input_ids"], kw["text_indexes"], und_len, n_gen, cos[:und_len], sin[:und_len])
+            bufs.append(self.text.get(kw["input_ids"], kw["text_indexes"], und_len, n_gen, cos[:und_len],
+                                      sin[:und_len]))
             hidden.append(gen)
             cos_gen.append(cos[und_len:])
             sin_gen.append(sin[und_len:])
-            entries.append(entry)
             shapes.append(original_shapes)
             sizes.append(n_gen)
-        if len(branches) == 1:
-            inputs = (hidden[0], cos_gen[0], sin_gen[0])
-        else:
-            inputs = (torch.cat(hidden), torch.cat(cos_gen), torch.cat(sin_gen))
-        bufs = [entry.buf for entry in entries]
+        inputs = tuple(parts[0] if len(branches) == 1 else torch.cat(parts) for parts in (hidden, cos_gen, sin_gen))
         proj = self.projections if self.projections is not None and self.projections.refresh() else None
         use = proj.choice(inputs[0]) if proj is not None else None
 
@@ -268,23 +258,20 @@ class FastForward:
             out = self.graphs.run(key, stack, inputs, bufs, n_tokens=sum(sizes))
         else:
             out = stack(*inputs)
-        results, start = [], 0
-        for kw, n_gen, original_shapes in zip(branches, sizes, shapes):
-            results.append(self._decode(kw, out[start:start + n_gen], original_shapes))
-            start += n_gen
-        return results
+        return [self._decode(kw, rows, original_shapes)
+                for kw, rows, original_shapes in zip(branches, out.split(sizes), shapes)]
 
     def _generation_stack(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, bufs, sizes,
                           use: dict[str, bool] | None = None) -> torch.Tensor:
         """Stock's generation pathway through every layer, reading the cached text keys/values.
 
         ``use`` (with fused projections) says which products run stacked; ``None`` = stock's own modules.
+        Fused kernels (``self.compiled``) are tried first; if compiling fails the call runs without them.
         """
-        if self.compiled is not None:
-            if self._compiled_ok or (x.is_cuda and torch.cuda.is_current_stream_capturing()):
-                return self._generation_stack_fused(x, cos, sin, bufs, sizes, use)
+        capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
+        if self.compiled is not None and not self._compiled_ok and not capturing:
             try:
-                out = self._generation_stack_fused(x, cos, sin, bufs, sizes, use)
+                out = self._layers(x, cos, sin, bufs, sizes, use, self.compiled)
                 self._compiled_ok = True
                 return out
             except Exception as exc:  # no Triton / compiler on this host: keep going without fused kernels
@@ -292,84 +279,63 @@ class FastForward:
                 warnings.warn(f"fast path: torch.compile failed ({self.compile_error}); continuing without fused "
                               "element-wise kernels (FastOptions(compile=False) silences this).", stacklevel=2)
                 self.compiled = None
-        t = self.transformer
-        cos = cos.unsqueeze(1)
-        sin = sin.unsqueeze(1)
-        for index, layer in enumerate(t.layers):
-            attn = layer.self_attn
-            normed = layer.input_layernorm_moe_gen(x)
-            q, k, v = self._qkv(index, attn, normed, use)
-            q = attn.norm_added_q(q)
-            k = attn.norm_added_k(k)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
-            full = self._attend(index, q, k, v, bufs, sizes)
-            residual = x + attn.to_add_out(full.flatten(-2, -1))
-            mlp = layer.mlp_moe_gen
-            normed2 = layer.post_attention_layernorm_moe_gen(residual)
-            if self._stacked_gate_up(index, use):
-                gate, up = self._gate_up(index, mlp, normed2, use)
-                x = residual + mlp.down_proj(mlp.act_fn(gate) * up)
-            else:
-                x = residual + mlp(normed2)
-        return t.norm_moe_gen(x)
+        return self._layers(x, cos, sin, bufs, sizes, use, self.compiled)
 
-    def _qkv(self, index: int, attn, normed: torch.Tensor, use: dict[str, bool] | None):
-        if use is None:
-            q, k, v = attn.add_q_proj(normed), attn.add_k_proj(normed), attn.add_v_proj(normed)
-        else:
-            q, k, v = self.projections.qkv[index](normed, use["qkv"])
-        kv_heads = attn.num_key_value_heads
-        return (q.view(-1, attn.num_attention_heads, attn.head_dim), k.view(-1, kv_heads, attn.head_dim),
-                v.view(-1, kv_heads, attn.head_dim))
+    def _layers(self, x, cos, sin, bufs, sizes, use, fused: dict | None) -> torch.Tensor:
+        """The layers, each norm computed where the next step needs it (fused: together with the residual add).
 
-    def _stacked_gate_up(self, index: int, use: dict[str, bool] | None) -> bool:
-        return use is not None and self.projections.gate_up[index] is not None
-
-    def _gate_up(self, index: int, mlp, h: torch.Tensor, use: dict[str, bool] | None):
-        if self._stacked_gate_up(index, use):
-            return self.projections.gate_up[index](h, use["gate_up"])
-        return mlp.gate_proj(h), mlp.up_proj(h)
-
-    def _attend(self, index, q, k, v, bufs, sizes):
-        outs, start = [], 0
-        for buf, n in zip(bufs, sizes):
-            keys, values = buf.k[index], buf.v[index]
-            keys[buf.und_len:] = k[start:start + n]
-            values[buf.und_len:] = v[start:start + n]
-            q_part = q[start:start + n]
-            backend = attention_mod.resolve(q_part, keys, values, self.attention)
-            outs.append(attention_mod.sdpa(q_part, keys, values, backend=backend))
-            start += n
-        return outs[0] if len(outs) == 1 else torch.cat(outs)
-
-    def _generation_stack_fused(self, x, cos, sin, bufs, sizes, use=None):
-        """The same layer maths with the element-wise steps fused by ``torch.compile`` (default on CUDA).
-
-        Fused: residual add + RMSNorm, q/k RMSNorm + rotary, SiLU gate * up. Matrix products and attention
-        are unchanged. Results match the eager path to bf16 rounding (the fused kernels keep fp32 inside).
+        ``fused=None``: stock's own modules, operation for operation (bit-identical on CPU in fp32). Otherwise
+        ``torch.compile`` kernels (default on CUDA) for residual add + RMSNorm, q/k RMSNorm + rotary and SiLU
+        gate * up; matrix products and attention are unchanged, results match to bf16 rounding (the fused
+        kernels keep fp32 inside).
         """
         t = self.transformer
-        k_ = self.compiled
-        cos = cos.unsqueeze(1)
-        sin = sin.unsqueeze(1)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+
+        def norm_rope(h, norm):
+            return rope(norm(h), cos, sin) if fused is None else fused["rms_rope"](h, norm.weight, norm.eps, cos, sin)
+
+        def add_norm(a, b, norm):  # (a + b, norm(a + b))
+            if fused is not None:
+                return fused["add_rms"](a, b, norm.weight, norm.eps)
+            total = a + b
+            return total, norm(total)
+
         layers = list(t.layers)
         first = layers[0].input_layernorm_moe_gen
-        normed = k_["rms"](x, first.weight, first.eps)
+        normed = first(x) if fused is None else fused["rms"](x, first.weight, first.eps)
         for index, layer in enumerate(layers):
-            attn = layer.self_attn
+            attn, mlp, post = layer.self_attn, layer.mlp_moe_gen, layer.post_attention_layernorm_moe_gen
             q, k, v = self._qkv(index, attn, normed, use)
-            q = k_["rms_rope"](q, attn.norm_added_q.weight, attn.norm_added_q.eps, cos, sin)
-            k = k_["rms_rope"](k, attn.norm_added_k.weight, attn.norm_added_k.eps, cos, sin)
-            full = self._attend(index, q, k, v, bufs, sizes)
-            post = layer.post_attention_layernorm_moe_gen
-            residual, normed2 = k_["add_rms"](x, attn.to_add_out(full.flatten(-2, -1)), post.weight, post.eps)
-            mlp = layer.mlp_moe_gen
-            gate, up = self._gate_up(index, mlp, normed2, use)
-            mlp_out = mlp.down_proj(k_["silu_mul"](gate, up))
+            full = self._attend(index, norm_rope(q, attn.norm_added_q), norm_rope(k, attn.norm_added_k), v, bufs,
+                                sizes)
+            residual, normed = add_norm(x, attn.to_add_out(full.flatten(-2, -1)), post)
+            stacked = use is not None and self.projections.gate_up[index] is not None
+            if fused is None and not stacked:
+                mlp_out = mlp(normed)
+            else:
+                gate, up = self.projections.gate_up[index](normed, use["gate_up"]) if stacked else (
+                    mlp.gate_proj(normed), mlp.up_proj(normed))
+                mlp_out = mlp.down_proj(mlp.act_fn(gate) * up if fused is None else fused["silu_mul"](gate, up))
             nxt = layers[index + 1].input_layernorm_moe_gen if index + 1 < len(layers) else t.norm_moe_gen
-            x, normed = k_["add_rms"](residual, mlp_out, nxt.weight, nxt.eps)
+            x, normed = add_norm(residual, mlp_out, nxt)
         return normed
+
+    def _qkv(self, index: int, attn, normed: torch.Tensor, use: dict[str, bool] | None):
+        q, k, v = ((attn.add_q_proj(normed), attn.add_k_proj(normed), attn.add_v_proj(normed)) if use is None
+                   else self.projections.qkv[index](normed, use["qkv"]))
+        heads, kv_heads, dim = attn.num_attention_heads, attn.num_key_value_heads, attn.head_dim
+        return q.view(-1, heads, dim), k.view(-1, kv_heads, dim), v.view(-1, kv_heads, dim)
+
+    def _attend(self, index, q, k, v, bufs, sizes):
+        outs = []
+        for buf, q_part, k_part, v_part in zip(bufs, q.split(sizes), k.split(sizes), v.split(sizes)):
+            keys, values = buf.k[index], buf.v[index]
+            keys[buf.und_len:] = k_part
+            values[buf.und_len:] = v_part
+            backend = attention_mod.resolve(q_part, keys, values, self.attention)
+            outs.append(attention_mod.sdpa(q_part, keys, values, backend=backend))
+        return outs[0] if len(outs) == 1 else torch.cat(outs)
 
 
 def _rms(x, weight, eps: float):
@@ -382,8 +348,7 @@ def _rms(x, weight, eps: float):
 
 
 def _rms_rope(x, weight, eps: float, cos, sin):
-    x = _rms(x, weight, eps)
-    return x * cos + rotate_half(x) * sin
+    return rope(_rms(x, weight, eps), cos, sin)
 
 
 def _add_rms(x, y, weight, eps: float):
@@ -397,8 +362,6 @@ def _silu_mul(gate, up):
 
 def fusable(transformer) -> bool:
     """The fused path covers the Nano/Super layout: diffusers RMSNorm everywhere, SiLU MLPs."""
-    from diffusers.models.normalization import RMSNorm
-
     layer = transformer.layers[0]
     norms = [layer.input_layernorm_moe_gen, layer.post_attention_layernorm_moe_gen, layer.self_attn.norm_added_q,
              layer.self_attn.norm_added_k, transformer.norm_moe_gen]
@@ -406,12 +369,5 @@ def fusable(transformer) -> bool:
             and layer.mlp_moe_gen.hidden_act == "silu")
 
 
-def eager_kernels() -> dict:
-    """The fused path's functions uncompiled: the same maths, for checking the fused layer wiring on CPU."""
-    return {"rms": _rms, "rms_rope": _rms_rope, "add_rms": _add_rms, "silu_mul": _silu_mul}
-
-
-def compiled_kernels(dynamic: bool = True) -> dict:
-    opts = dict(dynamic=dynamic, fullgraph=True)
-    return {"rms": torch.compile(_rms, **opts), "rms_rope": torch.compile(_rms_rope, **opts),
-            "add_rms": torch.compile(_add_rms, **opts), "silu_mul": torch.compile(_silu_mul, **opts)}
+# The fused path's functions; ``compile="eager"`` runs them uncompiled (checks the fused layer wiring on CPU).
+_KERNELS = {"rms": _rms, "rms_rope": _rms_rope, "add_rms": _add_rms, "silu_mul": _silu_mul}

@@ -32,30 +32,26 @@ class FastDecode:
         self.__wrapped__ = self.decode
         self.__doc__ = getattr(self.decode, "__doc__", None)
 
-    def _to_channels_last(self) -> None:
-        """3-D convolution weights channels-last (``Module.to(memory_format=...)`` refuses the 4-D/1-D ones)."""
+    def _set_layout(self, channels_last: bool) -> None:
+        """3-D convolution weights channels-last or back (``Module.to(memory_format=...)`` refuses 4-D/1-D ones)."""
+        if channels_last == self._converted:
+            return
+        layout = torch.channels_last_3d if channels_last else torch.contiguous_format
         with torch.no_grad():
             for module in self.vae.modules():
                 if isinstance(module, torch.nn.Conv3d):
-                    module.weight.data = module.weight.data.contiguous(memory_format=torch.channels_last_3d)
-        self._converted = True
+                    module.weight.data = module.weight.data.contiguous(memory_format=layout)
+        self._converted = channels_last
 
     def restore(self) -> None:
-        if not self._converted:
-            return
-        with torch.no_grad():
-            for module in self.vae.modules():
-                if isinstance(module, torch.nn.Conv3d):
-                    module.weight.data = module.weight.data.contiguous()
-        self._converted = False
+        self._set_layout(False)
 
     def __call__(self, z: torch.Tensor, *args, **kwargs):
         if not self.active:
             self.restore()
             return self.decode(z, *args, **kwargs)
         if self.channels_last and z.ndim == 5 and z.shape[2] > 1:
-            if not self._converted:
-                self._to_channels_last()
+            self._set_layout(True)
             z = z.contiguous(memory_format=torch.channels_last_3d)
         else:
             self.restore()  # images: no gain measured, only a longer first call

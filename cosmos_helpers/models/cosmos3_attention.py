@@ -1,28 +1,25 @@
 """The stock ``Cosmos3AttnProcessor`` projections, q/k norms and rotary embedding, in stock's order.
 
 Every custom attention processor here (weighted multi-control transfer, the fast path's kernel yardstick)
-must reproduce these exactly to stay bit-identical to diffusers, so they share this one copy.
+and the fast path's own layer code must reproduce these exactly to stay bit-identical to diffusers, so they
+share this one copy.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
+
+from diffusers.models.transformers.transformer_cosmos3 import _rotate_half
 
 
-class Cosmos3QKV(NamedTuple):
-    q_und: Any
-    k_und: Any
-    v_und: Any
-    k_und_for_gen: Any
-    q_gen: Any
-    k_gen: Any
-    v_gen: Any
+def rope(x: Any, cos: Any, sin: Any) -> Any:
+    """Stock's rotary embedding (``cos``/``sin`` already broadcastable over the heads)."""
+    return x * cos + _rotate_half(x) * sin
 
 
-def project_qkv(attn: Any, und_seq: Any, gen_seq: Any, rotary_emb: Any) -> Cosmos3QKV:
-    """Queries, keys and values of the text (und) and generation (gen) pathways, normed and rotated."""
-    from diffusers.models.transformers.transformer_cosmos3 import _rotate_half
-
+def project_qkv(attn: Any, und_seq: Any, gen_seq: Any, rotary_emb: Any) -> tuple[Any, ...]:
+    """Queries, keys and values of the text (und) and generation (gen) pathways, normed and rotated:
+    ``(q_und, k_und, v_und, k_und_for_gen, q_gen, k_gen, v_gen)``."""
     heads, kv_heads, dim = attn.num_attention_heads, attn.num_key_value_heads, attn.head_dim
     q_und = attn.to_q(und_seq).view(-1, heads, dim)
     k_und = attn.to_k(und_seq).view(-1, kv_heads, dim)
@@ -35,12 +32,7 @@ def project_qkv(attn: Any, und_seq: Any, gen_seq: Any, rotary_emb: Any) -> Cosmo
     k_und_for_gen = attn.k_norm_und_for_gen(k_und) if attn.k_norm_und_for_gen is not None else k_und
     q_gen = attn.norm_added_q(q_gen)
     k_gen = attn.norm_added_k(k_gen)
-    cos_und, sin_und, cos_gen, sin_gen = rotary_emb
-    cos_und, sin_und = cos_und.unsqueeze(1), sin_und.unsqueeze(1)
-    q_und = q_und * cos_und + _rotate_half(q_und) * sin_und
-    k_und = k_und * cos_und + _rotate_half(k_und) * sin_und
-    k_und_for_gen = k_und_for_gen * cos_und + _rotate_half(k_und_for_gen) * sin_und
-    cos_gen, sin_gen = cos_gen.unsqueeze(1), sin_gen.unsqueeze(1)
-    q_gen = q_gen * cos_gen + _rotate_half(q_gen) * sin_gen
-    k_gen = k_gen * cos_gen + _rotate_half(k_gen) * sin_gen
-    return Cosmos3QKV(q_und, k_und, v_und, k_und_for_gen, q_gen, k_gen, v_gen)
+    cos_und, sin_und, cos_gen, sin_gen = (c.unsqueeze(1) for c in rotary_emb)
+    q_und, k_und, k_und_for_gen = (rope(x, cos_und, sin_und) for x in (q_und, k_und, k_und_for_gen))
+    q_gen, k_gen = rope(q_gen, cos_gen, sin_gen), rope(k_gen, cos_gen, sin_gen)
+    return q_und, k_und, v_und, k_und_for_gen, q_gen, k_gen, v_gen

@@ -13,6 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, Cosmos3OmniTransformer, UniPCMultistepScheduler
+from diffusers.models.autoencoders.autoencoder_cosmos3_audio import Cosmos3AVAEAudioTokenizer
+
+from .tiny import SCHEDULER_CONFIG, build_tokenizer
+
 # Constructor defaults of Cosmos3OmniTransformer are Nano's; only sound is switched on explicitly.
 NANO_VAE_CONFIG: dict[str, Any] = dict(
     base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
@@ -29,19 +35,12 @@ def build_random_nano_pipeline(device: str = "cuda", dtype: Any = "bfloat16", *,
 
     ``transformer_overrides`` / ``vae_overrides`` shrink it for tests (e.g. ``num_hidden_layers=1``).
     """
-    import torch
-    from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, Cosmos3OmniTransformer
-
-    from .tiny import SCHEDULER_CONFIG, build_tokenizer
-
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     dev = torch.device(device)
-    generator_device = dev if dev.type == "cuda" else torch.device("cpu")
-    generator = torch.Generator(generator_device).manual_seed(seed)
-    t_kwargs: dict[str, Any] = dict(sound_gen=sound, sound_dim=NANO_SOUND_DIM if sound else None)
-    t_kwargs.update(transformer_overrides or {})
+    generator = torch.Generator(dev if dev.type == "cuda" else torch.device("cpu")).manual_seed(seed)
     with dev:
-        transformer = Cosmos3OmniTransformer(**t_kwargs)
+        transformer = Cosmos3OmniTransformer(sound_gen=sound, sound_dim=NANO_SOUND_DIM if sound else None,
+                                             **(transformer_overrides or {}))
     _randomize(transformer, generator)
     transformer = transformer.to(dtype).eval()
     # diffusers keeps the timestep embedder in fp32 when loading (``_keep_in_fp32_modules``); do the same
@@ -49,18 +48,13 @@ def build_random_nano_pipeline(device: str = "cuda", dtype: Any = "bfloat16", *,
 
     with dev:
         vae = AutoencoderKLWan(**{**NANO_VAE_CONFIG, **(vae_overrides or {})})
-    _randomize(vae, generator, std=None)  # keep the VAE's own initialisation scale (stable activations)
-    vae = vae.to(dtype).eval()
+    vae = vae.to(dtype).eval()  # not randomised: the VAE's own initialisation scale keeps activations stable
 
     sound_tokenizer = None
     if sound:
-        from diffusers.models.autoencoders.autoencoder_cosmos3_audio import Cosmos3AVAEAudioTokenizer
-
         with dev:
             sound_tokenizer = Cosmos3AVAEAudioTokenizer(vocoder_input_dim=NANO_SOUND_DIM)
         sound_tokenizer = sound_tokenizer.to(dtype).eval()
-
-    from diffusers import UniPCMultistepScheduler
 
     pipe = Cosmos3OmniPipeline(
         transformer=transformer, text_tokenizer=build_tokenizer(), vae=vae,
@@ -71,12 +65,8 @@ def build_random_nano_pipeline(device: str = "cuda", dtype: Any = "bfloat16", *,
     return pipe
 
 
-def _randomize(module, generator, std: float | None = 0.02) -> None:
+def _randomize(module, generator, std: float = 0.02) -> None:
     """Fill weights in place: linear/embedding weights ~ N(0, std), norm scales 1, biases 0."""
-    import torch
-
-    if std is None:
-        return
     with torch.no_grad():
         for name, param in module.named_parameters():
             leaf = name.rsplit(".", 1)[-1]

@@ -75,8 +75,7 @@ def cache_root() -> Path:
 
 def tiny_model_path(seed: int = 0, root: str | Path | None = None) -> Path:
     """The folder of the tiny model for ``seed``, building it first if it is not there yet."""
-    target = Path(root) if root is not None else cache_root()
-    target = target / f"tiny-cosmos3-v{TINY_FORMAT_VERSION}-seed{seed}"
+    target = (Path(root) if root is not None else cache_root()) / f"tiny-cosmos3-v{TINY_FORMAT_VERSION}-seed{seed}"
     if (target / "model_index.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -128,12 +127,11 @@ def build_tiny_pipeline(seed: int = 0):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
         sound_tokenizer = Cosmos3AVAEAudioTokenizer(**SOUND_CONFIG)
-    pipe = Cosmos3OmniPipeline(
+    return Cosmos3OmniPipeline(
         transformer=transformer.eval(), text_tokenizer=build_tokenizer(), vae=vae.eval(),
         scheduler=UniPCMultistepScheduler(**SCHEDULER_CONFIG), sound_tokenizer=sound_tokenizer.eval(),
         safety_checker=None, enable_safety_checker=False,
     )
-    return pipe
 
 
 def _make_deterministic(folder: Path) -> None:

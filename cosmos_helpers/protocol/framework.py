@@ -132,11 +132,9 @@ TRANSFER_SAMPLE_DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "share_vision_temporal_positions": True, "emphasize_control_in_prompt": True,
 })
 # Applied only with exactly one hint, to the fields the input does not set.
+_TUNED = MappingProxyType({"guidance": 3.0, "control_guidance": 1.5, "shift": 10.0})
 HINT_TUNED_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
-    "edge": MappingProxyType({"guidance": 3.0, "control_guidance": 1.5, "shift": 10.0}),
-    "blur": MappingProxyType({"guidance": 3.0, "control_guidance": 1.5, "shift": 10.0}),
-    "depth": MappingProxyType({"guidance": 3.0, "control_guidance": 1.5, "shift": 10.0}),
-    "seg": MappingProxyType({"guidance": 3.0, "control_guidance": 2.0, "shift": 10.0}),
+    "edge": _TUNED, "blur": _TUNED, "depth": _TUNED, "seg": MappingProxyType({**_TUNED, "control_guidance": 2.0}),
     "wsm": MappingProxyType({"guidance": 1.0, "control_guidance": 3.0, "shift": 10.0, "num_frames": 101, "fps": 10,
                              "num_video_frames_per_chunk": 101}),
 })

@@ -16,14 +16,14 @@ def _sampling(steps: int, guidance: float, shift: float) -> str:
     return f"{steps} steps, guidance {guidance:g}, shift {shift:g}"
 
 
-def defaults_rows() -> list[tuple[str, str, str, str]]:
-    """``(setting, diffusers, vLLM-Omni, framework)`` rows."""
+def defaults_table() -> str:
+    """The markdown table: a ``setting | diffusers | vLLM-Omni | framework`` row each."""
     image, video = vllm_omni.IMAGE_DEFAULTS, vllm_omni.VIDEO_DEFAULTS
     t2i, t2v = framework.MODE_DEFAULTS["text2image"], framework.MODE_DEFAULTS["text2video"]
     nano = framework.MODEL_CONFIGS["Cosmos3-Nano"]
     call = diffusers.CALL_DEFAULTS
     interval = "CFG only for t in [{:g}, {:g}]".format(*image["guidance_interval"])
-    return [
+    rows = [
         ("`use_system_prompt`",
          "the checkpoint config's `default_use_system_prompt` (tiny: on)",
          "off; on for video2video; transfer always uses its own transfer system prompt",
@@ -57,12 +57,7 @@ def defaults_rows() -> list[tuple[str, str, str, str]]:
          "1 (a one-frame video: always send it)",
          f"{t2v['num_frames']} (Edge: {framework.MODEL_CONFIGS['Cosmos3-Edge']['num_frames']})"),
     ]
-
-
-def defaults_table() -> str:
-    """The markdown table (the README embeds it verbatim)."""
-    rows = ["| " + " | ".join(row) + " |" for row in defaults_rows()]
-    return "\n".join([_HEADER, *rows])
+    return "\n".join([_HEADER, *("| " + " | ".join(row) + " |" for row in rows)])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -123,6 +123,9 @@ HINT_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     for kind in framework.HINT_KINDS})
 EDGE_PRESETS: tuple[str, ...] = ("none",) + framework.EDGE_PRESETS  # "none" is accepted here, not by the framework
 BLUR_PRESETS: tuple[str, ...] = framework.BLUR_PRESETS
+PRESET_CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({  # a hint's preset field -> the values it takes
+    framework.PRESET_FIELDS["edge"]: EDGE_PRESETS, framework.PRESET_FIELDS["blur"]: BLUR_PRESETS})
+COMPUTABLE_HINTS: tuple[str, ...] = framework.COMPUTABLE_HINTS  # ``true`` (no control): computed from the RGB input
 TRANSFER_SAMPLE_DEFAULTS: Mapping[str, Any] = framework.TRANSFER_SAMPLE_DEFAULTS
 TRANSFER_EXTRA: Mapping[str, Any] = MappingProxyType({  # transfer keys beyond the hints, with their defaults
     "control_guidance": 1.0, "control_guidance_interval": None, **framework.TRANSFER_SAMPLE_DEFAULTS,

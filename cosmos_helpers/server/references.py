@@ -37,9 +37,6 @@ from ..protocol import vllm_omni as vo
 from .errors import ApiError, bad_request, value_error
 from .limits import ServerLimits
 
-PRESETS = {"preset_edge_threshold": vo.EDGE_PRESETS, "preset_blur_strength": vo.BLUR_PRESETS}
-
-
 @dataclass
 class Uploads:
     """Files a request wrote under the upload folder; ``discard`` removes them (idempotent)."""
@@ -257,7 +254,7 @@ def check(extra: dict[str, Any], uploaded_kind: str | None) -> bool:
 def _check_hint(kind: str, value: Any, uploaded_kind: str | None) -> None:
     where = f"extra_params.{kind}"
     if value is True or isinstance(value, str):
-        if value is True and kind not in ("edge", "blur") and uploaded_kind != kind:
+        if value is True and kind not in vo.COMPUTABLE_HINTS and uploaded_kind != kind:
             raise value_error(f"{where}: true computes the map from the input video, which only edge and blur "
                               "support; give a control_path or upload control_reference", param=where)
         return
@@ -271,7 +268,7 @@ def _check_hint(kind: str, value: Any, uploaded_kind: str | None) -> None:
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
         raise value_error(f"{where}.control_weight must be a finite number >= 0, got {weight!r}",
                           param=f"{where}.control_weight")
-    for name, allowed in PRESETS.items():
+    for name, allowed in vo.PRESET_CHOICES.items():
         preset = value.get(name)
         if name in vo.HINT_FIELDS[kind] and preset is not None and str(preset).lower() not in allowed:
             raise value_error(f"{where}.{name} must be one of {', '.join(allowed)}, got {preset!r}",

@@ -23,7 +23,6 @@ variable.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from ..prompts import parse_caption
 from ..protocol import framework as fw
 from ..protocol import vllm_omni as vo
 from ..request import GenerationRequest
+from ..result import record_fingerprint
 from .load import Sample
 from .resolve import ResolvedSample
 
@@ -258,8 +258,5 @@ class SampleRun:
         return record
 
     def fingerprint(self) -> str:
-        """Everything that changes the output; guardrails only let it through or not (as ``GenerationRequest``)."""
-        record = self.to_dict()
-        record.pop("guardrails", None)
-        blob = json.dumps(record, sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        """What a rerun compares, hashed as a request's is (:func:`~cosmos_helpers.result.record_fingerprint`)."""
+        return record_fingerprint(self.to_dict())

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import CosmosHelpersError, ValidationError
 from ..presets import ASPECT_RATIOS, DEFAULT_PROFILE, MODES, TIERS, get_profile
-from ..request import GenerationRequest
+from ..request import MAX_GUIDANCE, MAX_STEPS, GenerationRequest
 from .context import is_static
 from .viewers import show
 
@@ -46,7 +46,6 @@ class GenerateForm:
                  output_dir: str | Path | None = None) -> None:
         import ipywidgets as w
 
-
         self.backend = backend
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.defaults = dict(defaults or {})
@@ -71,9 +70,10 @@ class GenerateForm:
         self.num_frames = w.BoundedIntText(value=int(d.get("num_frames", profile.num_frames)), min=1, max=1001,
                                            step=4, description="frames", style=style)
         steps = int(d.get("num_inference_steps", profile.num_inference_steps))
-        self.num_inference_steps = w.BoundedIntText(value=steps, min=1, max=200, description="steps", style=style)
-        self.guidance_scale = w.BoundedFloatText(value=float(d.get("guidance_scale", profile.guidance_scale)),
-                                                 min=0.0, max=20.0, step=0.5, description="guidance", style=style)
+        self.num_inference_steps = w.BoundedIntText(value=steps, min=1, max=MAX_STEPS, description="steps", style=style)
+        guidance = float(d.get("guidance_scale", profile.guidance_scale))
+        self.guidance_scale = w.BoundedFloatText(value=guidance, min=0.0, max=MAX_GUIDANCE, step=0.5,
+                                                 description="guidance", style=style)
         self.seed = w.IntText(value=int(d.get("seed", 0)), description="seed", style=style)
         self.sound = w.Checkbox(value=bool(d.get("sound", False)), description="sound (48 kHz stereo)", style=style)
         self.button = w.Button(description="Generate", button_style="primary", icon="play",
@@ -98,8 +98,6 @@ class GenerateForm:
             self.output,
         ], layout=w.Layout(width="100%", max_width="900px"))
         self.widget.add_class("cosmos-helpers-form")
-
-    # Behaviour ------------------------------------------------------------------------------------------
 
     def _sync_mode(self) -> None:
         mode = self.mode.value
@@ -133,8 +131,7 @@ class GenerateForm:
         try:
             request = self.request()
         except ValidationError as exc:
-            self._fail(exc, field=exc.field)
-            return None
+            return self._fail(exc)
         self.button.disabled = True
         self.progress.bar_style = ""
         self.progress.max = request.num_inference_steps
@@ -147,17 +144,11 @@ class GenerateForm:
                 stamp = time.strftime("%Y%m%d-%H%M%S")
                 stem = self.output_dir / f"form-{request.mode}-seed{request.seed}-{stamp}-{next(self._counter)}"
                 generation.save(stem)
-        except ValidationError as exc:
-            self._fail(exc, field=exc.field)
-            return None
-        except CosmosHelpersError as exc:
-            self._fail(exc)
-            return None
-        except Exception as exc:  # show it in the form; the traceback goes to the output area
-            self._fail(exc)
-            with self.output:
-                print(traceback.format_exc())
-            return None
+        except Exception as exc:  # shown in the form; a bug's traceback goes to the output area too
+            if not isinstance(exc, CosmosHelpersError):
+                with self.output:
+                    print(traceback.format_exc())
+            return self._fail(exc)
         finally:
             self.button.disabled = False
         elapsed = time.perf_counter() - started
@@ -189,8 +180,10 @@ class GenerateForm:
             accepts_progress = False
         return generate(request, progress=on_step) if accepts_progress else generate(request)
 
-    def _fail(self, exc: Exception, field: str | None = None) -> None:
+    def _fail(self, exc: Exception) -> None:
+        """Show ``exc`` in the form and mark the field a :class:`ValidationError` names."""
         self.last_error = exc
+        field = getattr(exc, "field", None) if isinstance(exc, ValidationError) else None
         self.progress.bar_style = "danger"
         if isinstance(exc, ValidationError):
             fix = f"<br><b>Fix:</b> {html.escape(exc.fix)}" if exc.fix else ""
@@ -198,16 +191,13 @@ class GenerateForm:
         else:
             text = f"<b>{html.escape(type(exc).__name__)}</b>: {html.escape(str(exc))}"
         self.status.value = f"<div style='color:#b42318'>{text}</div>"
-        name = {"width": "tier", "height": "tier", "video": "image"}.get(field or "", field or "")
-        widget = getattr(self, name, None)
-        if widget is not None and hasattr(widget, "layout") and field in _FIELDS + ("width", "height", "video"):
-            widget.layout.border = "2px solid #b42318"
+        name = {"width": "tier", "height": "tier", "video": "image"}.get(field, field)  # the widget that sets it
+        if name in _FIELDS:
+            getattr(self, name).layout.border = "2px solid #b42318"
 
     def _clear_marks(self) -> None:
         for name in _FIELDS:
             getattr(self, name).layout.border = None
-
-    # Display ---------------------------------------------------------------------------------------------
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         if is_static():
@@ -219,12 +209,9 @@ class GenerateForm:
 
     def static_html(self) -> str:
         """What the form looks like in a saved notebook: its fields and their values, and how to use it."""
-        rows = [("prompt", self.prompt.value), ("mode", self.mode.value), ("tier", self.tier.value),
-                ("aspect", self.aspect_ratio.value), ("frames", self.num_frames.value),
-                ("steps", self.num_inference_steps.value), ("guidance", self.guidance_scale.value),
-                ("seed", self.seed.value), ("sound", self.sound.value)]
-        cells = "".join(f"<tr><th style='text-align:left;padding:1px 8px'>{k}</th>"
-                        f"<td style='padding:1px 8px'>{html.escape(str(v))}</td></tr>" for k, v in rows)
+        cells = "".join(f"<tr><th style='text-align:left;padding:1px 8px'>{getattr(self, k).description}</th>"
+                        f"<td style='padding:1px 8px'>{html.escape(str(getattr(self, k).value))}</td></tr>"
+                        for k in _FIELDS if k != "image")
         return ("<div class='cosmos-helpers-form' style='border:1px solid #ccc;border-radius:4px;padding:8px;"
                 "max-width:900px;font:13px system-ui,sans-serif'>"
                 f"<b>GenerateForm</b> for {html.escape(_backend_name(self.backend))}: an interactive form "

@@ -11,17 +11,13 @@ from __future__ import annotations
 import html
 from typing import Sequence
 
-import numpy as np
 
-from .. import media
 from ..media import even_size
 from . import preview
 from .items import SEP, Item
 
 _BOX = "display:inline-block;vertical-align:top;margin:0 12px 12px 0;max-width:100%"
 _CAPTION = "font:13px/1.35 system-ui,-apple-system,'Segoe UI',sans-serif;max-width:{w}px;margin-top:4px"
-
-
 MIN_DISPLAY_SIDE = 320
 _FILL = "position:absolute;inset:0;width:100%;height:100%"
 
@@ -29,7 +25,6 @@ _FILL = "position:absolute;inset:0;width:100%;height:100%"
 def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
     """The size a preview is shown at: the source size capped at ``max_side`` (the transcode's rule), and
     small results (the tiny model's 160x96) shown at 2x, 3x, ... until their long side reaches 320 px."""
-
     if not item.width or not item.height:
         frame = item.frame(0)
         item.height, item.width = frame.shape[:2]
@@ -46,59 +41,43 @@ def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
     return width * factor, height * factor
 
 
-def media_html(item: Item, max_side: int | None = preview.DEFAULT_MAX_SIDE, *, player: bool = True,
-               src: str | None = None, poster_src: str | None = None) -> str:
-    """An ``<img>`` or a ``<video controls>`` for one item.
-
-    ``src``/``poster_src`` given: link to them (relative URLs, for galleries). Otherwise embed the preview
-    as a data URI when it is under the embed limit, else show the poster with the file's path.
-    """
+def media_html(item: Item, max_side: int | None = preview.DEFAULT_MAX_SIDE, *, player: bool = True) -> str:
+    """An ``<img>`` or a ``<video controls>`` for one item: the preview embedded as a data URI when it is under the
+    embed limit, else the poster with the file's path."""
     width, height = display_size(item, max_side)
     size = (f'width="{width}" height="{height}" style="max-width:100%;height:auto;display:block;background:#000;'
             'image-rendering:pixelated"')
     if item.is_image:
-        if src is None:
-            data, fmt = preview.image_bytes(item, max_side)
-            src = preview.data_uri(data, f"image/{fmt}")
-        return f'<img src="{html.escape(src)}" alt="{html.escape(item.caption_text())}" {size}>'
-    if poster_src is None:
-        poster_src = preview.data_uri(preview.poster_jpeg(item, max_side, frame=0), "image/jpeg")
+        data, fmt = preview.image_bytes(item, max_side)
+        return f'<img src="{preview.data_uri(data, f"image/{fmt}")}" alt="{html.escape(item.caption_text())}" {size}>'
+    poster_src = preview.data_uri(preview.poster_jpeg(item, max_side, frame=0), "image/jpeg")
     if not player:
-        return f'<img src="{html.escape(poster_src)}" alt="{html.escape(item.caption_text())}" {size}>'
-    if src is None:
-        path = preview.ensure_preview(item, max_side)
-        data = path.read_bytes()
-        if len(data) > preview.embed_limit():
-            where = html.escape(str(item.path or path))
-            return (f'<img src="{html.escape(poster_src)}" {size}><div style="font-size:85%;color:#666">'
-                    f'preview not embedded ({len(data) / 1e6:.1f} MB): {where}</div>')
-        src = preview.data_uri(data, "video/mp4")
+        return f'<img src="{poster_src}" alt="{html.escape(item.caption_text())}" {size}>'
+    path = preview.ensure_preview(item, max_side)
+    data = path.read_bytes()
+    if len(data) > preview.embed_limit():
+        return (f'<img src="{poster_src}" {size}><div style="font-size:85%;color:#666">'
+                f'preview not embedded ({len(data) / 1e6:.1f} MB): {html.escape(str(item.path or path))}</div>')
+    src = preview.data_uri(data, "video/mp4")
     return (f'<video controls preload="metadata" playsinline {size} poster="{html.escape(poster_src)}">'
             f'<source src="{html.escape(src)}" type="video/mp4">'
             f'your viewer cannot play video: {html.escape(item.caption_text())}</video>')
 
 
-def figure_html(item: Item, max_side: int | None = preview.DEFAULT_MAX_SIDE, *, player: bool = True,
-                src: str | None = None, poster_src: str | None = None) -> str:
+def figure_html(item: Item, max_side: int | None = preview.DEFAULT_MAX_SIDE, *, player: bool = True) -> str:
     width, _ = display_size(item, max_side)
-    caption = item.caption_html()
     return (f'<figure class="cosmos-helpers-figure" style="{_BOX};margin:0 12px 12px 0">'
-            f'{media_html(item, max_side, player=player, src=src, poster_src=poster_src)}'
-            f'<figcaption style="{_CAPTION.format(w=max(width, 320))}">{caption}</figcaption></figure>')
+            f'{media_html(item, max_side, player=player)}'
+            f'<figcaption style="{_CAPTION.format(w=max(width, 320))}">{item.caption_html()}</figcaption></figure>')
 
 
 def grid_html(items: Sequence[Item], columns: int = 3, *, max_side: int | None = 240, players: bool = False) -> str:
     """A contact sheet: a table of thumbnails (or players) with prompt summary, seed, backend and time."""
     columns = max(1, int(columns))
-    rows = []
-    for start in range(0, len(items), columns):
-        cells = []
-        for item in items[start:start + columns]:
-            cells.append('<td style="vertical-align:top;padding:6px;border:1px solid #ddd">'
-                         f'{figure_html(item, max_side, player=players)}</td>')
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return ('<table class="cosmos-helpers-grid" style="border-collapse:collapse">'
-            + "".join(rows) + "</table>")
+    cells = ['<td style="vertical-align:top;padding:6px;border:1px solid #ddd">'
+             f'{figure_html(item, max_side, player=players)}</td>' for item in items]
+    rows = "".join("<tr>" + "".join(cells[i:i + columns]) + "</tr>" for i in range(0, len(cells), columns))
+    return f'<table class="cosmos-helpers-grid" style="border-collapse:collapse">{rows}</table>'
 
 
 def side_by_side_html(items: Sequence[Item], max_side: int | None = preview.DEFAULT_MAX_SIDE) -> str:
@@ -109,13 +88,10 @@ def side_by_side_html(items: Sequence[Item], max_side: int | None = preview.DEFA
 
 def slider_html(a: Item, b: Item, *, frame: int | None = None, max_side: int | None = preview.DEFAULT_MAX_SIDE) -> str:
     """Two frames stacked; dragging the range input reveals ``a`` (left) over ``b`` (right)."""
-    frame_a = a.frame(frame)
-    frame_b = b.frame(frame)
     width, height = display_size(a, max_side)
-    img_a = preview.data_uri(_jpeg_at(frame_a, width, height), "image/jpeg")
-    img_b = preview.data_uri(_jpeg_at(frame_b, width, height), "image/jpeg")
-    label_a = html.escape(a.label or "A")
-    label_b = html.escape(b.label or "B")
+    img_a, img_b = (preview.data_uri(preview.still_bytes(x.frame(frame), quality=88, size=(width, height)),
+                                     "image/jpeg") for x in (a, b))
+    label_a, label_b = html.escape(a.label or "A"), html.escape(b.label or "B")
     tag = ("position:absolute;top:6px;padding:1px 6px;background:rgba(0,0,0,.6);color:#fff;"
            "font:12px system-ui,sans-serif;border-radius:3px")
     on_input = ("var b=this.parentNode;"
@@ -140,12 +116,3 @@ def slider_html(a: Item, b: Item, *, frame: int | None = None, max_side: int | N
             f'oninput="{html.escape(on_input)}" style="position:absolute;inset:0;width:100%;height:100%;margin:0;'
             'opacity:0.01;cursor:ew-resize"></div>'
             f'{caption}</div>')
-
-
-def _jpeg_at(frame: np.ndarray, width: int, height: int) -> bytes:
-    from PIL import Image
-
-    image = Image.fromarray(frame)
-    if image.size != (width, height):
-        image = image.resize((width, height), Image.LANCZOS)
-    return media.image_bytes(np.asarray(image), "JPEG", quality=88)

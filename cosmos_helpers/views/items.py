@@ -47,10 +47,8 @@ class Item:
         if self._frames is None:
             if self.path is None:
                 raise ValueError("item has neither frames nor a file")
-            if self.path.suffix.lower() in media.IMAGE_SUFFIXES:
-                self._frames = np.asarray(media.load_image(self.path))[None]
-            else:
-                self._frames = media.read_video(self.path).frames
+            is_image = self.path.suffix.lower() in media.IMAGE_SUFFIXES
+            self._frames = media.read_image(self.path)[None] if is_image else media.read_video(self.path).frames
         return self._frames
 
     def frame(self, index: int | None = None) -> np.ndarray:
@@ -71,30 +69,18 @@ class Item:
             self.sample_rate = int(rate or self.sample_rate)
         return self._sound, self.sample_rate
 
-    # Captions -----------------------------------------------------------------------------------------
-
     def facts(self) -> list[str]:
         """Short facts for a caption line: mode, size, length, sound, steps, seed, backend:model, time."""
         d = self.details
-        out: list[str] = []
-        if d.get("mode"):
-            out.append(str(d["mode"]))
-        if self.width and self.height:
-            out.append(f"{self.width}\u00d7{self.height}")
-        if not self.is_image and self.num_frames:
-            out.append(f"{self.num_frames} frames @ {self.fps:g} fps")
-        if self.has_sound:
-            out.append("sound")
-        if d.get("steps"):
-            out.append(f"{d['steps']} steps")
-        if d.get("seed") is not None:
-            out.append(f"seed {d['seed']}")
-        engine = ":".join(str(x) for x in (d.get("backend"), d.get("model")) if x)
-        if engine:
-            out.append(engine)
-        if d.get("total_s"):
-            out.append(f"{float(d['total_s']):.1f} s")
-        return out
+        facts = (d.get("mode") and str(d["mode"]),
+                 self.width and self.height and f"{self.width}\u00d7{self.height}",
+                 not self.is_image and self.num_frames and f"{self.num_frames} frames @ {self.fps:g} fps",
+                 self.has_sound and "sound",
+                 d.get("steps") and f"{d['steps']} steps",
+                 d.get("seed") is not None and f"seed {d['seed']}",
+                 ":".join(str(x) for x in (d.get("backend"), d.get("model")) if x),
+                 d.get("total_s") and f"{float(d['total_s']):.1f} s")
+        return [fact for fact in facts if fact]
 
     def caption_html(self) -> str:
         parts = ['<div class="cosmos-helpers-caption" style="line-height:1.35">']
@@ -136,22 +122,21 @@ def as_item(source: Any, label: str | None = None, *, fps: float = 24.0) -> Item
     raise TypeError(f"cannot show a {type(source).__name__}; pass a Generation, a file path or a uint8 array")
 
 
-def request_details(record: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Caption summary and (mode, steps, guidance, shift) of a request record: a ``GenerationRequest.to_dict()``, a
-    framework input run's record (``model_mode``, ``num_steps``, ``guidance``), or a manifest's ``request``."""
-
+def request_details(record: dict[str, Any], **facts: Any) -> tuple[str, dict[str, Any]]:
+    """Caption summary and (mode, steps, guidance, shift, plus ``facts``) of a request record: a
+    ``GenerationRequest.to_dict()``, a framework input run's record (``model_mode``, ``num_steps``, ``guidance``),
+    or a manifest's ``request``."""
     summary = caption_summary(record["prompt"]) if isinstance(record.get("prompt"), (str, dict)) else ""
     first = lambda *keys: next((record[k] for k in keys if record.get(k) is not None), None)  # noqa: E731
     return summary, {"mode": first("mode", "model_mode"), "steps": first("num_inference_steps", "num_steps"),
-                     "guidance": first("guidance_scale", "guidance"), "shift": first("flow_shift", "shift")}
+                     "guidance": first("guidance_scale", "guidance"), "shift": first("flow_shift", "shift"), **facts}
 
 
 def _from_generation(gen, label: str | None) -> Item:
     record = gen.request.to_dict() if gen.request is not None else (
         (gen.provenance.get("manifest") or {}).get("request") or {})
-    summary, details = request_details(record)
-    details.update(seed=gen.seed, backend=gen.backend, model=gen.model,
-                   total_s=gen.total_seconds if gen.timings else None)
+    summary, details = request_details(record, seed=gen.seed, backend=gen.backend, model=gen.model,
+                                       total_s=gen.total_seconds if gen.timings else None)
     path = gen.paths.get("media") if gen.paths else None
     return Item(label=label or "", path=Path(path) if path else None, is_output=path is not None,
                 kind="image" if gen.is_image else "video",
@@ -189,9 +174,9 @@ def _from_path(path: Path, label: str | None) -> Item:
         item.sample_rate = int(info["audio_rate"] or SOUND_SAMPLE_RATE)
     if manifest:
         item.is_output = True
-        item.summary, item.details = request_details(manifest.get("request") or {})
-        item.details.update(seed=manifest.get("seed"), backend=manifest.get("backend"), model=manifest.get("model"),
-                            total_s=(manifest.get("timings") or {}).get("total_s"))
+        item.summary, item.details = request_details(
+            manifest.get("request") or {}, seed=manifest.get("seed"), backend=manifest.get("backend"),
+            model=manifest.get("model"), total_s=(manifest.get("timings") or {}).get("total_s"))
         item.fps = float(manifest.get("fps") or item.fps)
         item.num_frames = int(manifest.get("num_frames") or item.num_frames)
     return item

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import numpy as np
@@ -97,13 +98,7 @@ def sound_plot(generation: Any, *, title: str | None = None, label: str | None =
     if display:
         from IPython.display import Image
 
-        via = Image(data=figure_png(fig), format="png")
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=fig.dpi)
+        via = Image(data=buffer.getvalue(), format="png")
     return present(fig, display=display, via=via)
-
-
-def figure_png(fig) -> bytes:
-    import io
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=fig.dpi)
-    return buffer.getvalue()

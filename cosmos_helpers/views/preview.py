@@ -35,11 +35,6 @@ def preview_path_for(source: str | Path, max_side: int | None = DEFAULT_MAX_SIDE
     return source.with_name(f"{source.stem}.preview{tag}.mp4")
 
 
-def is_preview(path: str | Path) -> bool:
-    name = Path(path).name
-    return ".preview" in name and name.endswith(".mp4")
-
-
 def cache_dir() -> Path:
     default = os.path.join(tempfile.gettempdir(), "cosmos-helpers-previews")
     root = os.environ.get("COSMOS_HELPERS_PREVIEW_DIR") or default
@@ -57,11 +52,11 @@ def ensure_preview(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
     if item.is_image:
         raise ValueError("images have no video preview; use poster_jpeg() or image_bytes()")
     if item.path is not None:
-        if is_preview(item.path):
+        if ".preview" in item.path.name and item.path.suffix == ".mp4":  # already a preview
             return item.path
         if item.is_output:  # a saved result: the preview lives beside it (galleries link it there)
             target = preview_path_for(item.path, max_side)
-            if _fresh(target, item.path):
+            if fresh(target, item.path):
                 return target
             try:
                 transcode_file(item.path, target, max_side=max_side)
@@ -71,7 +66,7 @@ def ensure_preview(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
         # Inputs (assets, control videos) and read-only folders: never write beside them; use the cache.
         key = hashlib.sha1(f"{item.path.resolve()}|{item.path.stat().st_mtime_ns}|{max_side}".encode()).hexdigest()
         target = cache_dir() / f"{item.path.stem}-{key[:16]}.preview.mp4"
-        if not _fresh(target, item.path):
+        if not fresh(target, item.path):
             transcode_file(item.path, target, max_side=max_side)
         return target
     frames = item.frames()
@@ -86,7 +81,8 @@ def ensure_preview(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
     return target
 
 
-def _fresh(target: Path, source: Path) -> bool:
+def fresh(target: Path, source: Path) -> bool:
+    """``target`` was made from ``source`` after its last change (and is not an empty leftover)."""
     try:
         return target.stat().st_mtime_ns >= source.stat().st_mtime_ns and target.stat().st_size > 0
     except FileNotFoundError:
@@ -108,39 +104,31 @@ def _write_preview(target: Path, frames: Iterable[np.ndarray], fps: float, sound
                     audio_bitrate=AUDIO_BITRATE, overwrite=True)
 
 
-# Stills -----------------------------------------------------------------------------------------------
-
-
-def _resize(frame: np.ndarray, max_side: int | None):
+def still_bytes(frame: np.ndarray, max_side: int | None = DEFAULT_MAX_SIDE, fmt: str = "JPEG", *,
+                quality: int = 85, size: tuple[int, int] | None = None) -> bytes:
+    """One frame as JPEG or PNG: shrunk to fit ``max_side``, or resized to exactly ``size`` (width, height)."""
     from PIL import Image
 
     image = Image.fromarray(media.to_uint8(frame))
-    if max_side and max(image.size) > max_side:
+    if size is None and max_side and max(image.size) > max_side:
         scale = max_side / max(image.size)
-        image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))),
-                             Image.LANCZOS)
-    return image
-
-
-def jpeg_bytes(frame: np.ndarray, max_side: int | None = DEFAULT_MAX_SIDE, quality: int = 85) -> bytes:
-    return media.image_bytes(np.asarray(_resize(frame, max_side)), "JPEG", quality=quality)
-
-
-def png_bytes(frame: np.ndarray, max_side: int | None = DEFAULT_MAX_SIDE) -> bytes:
-    return media.image_bytes(np.asarray(_resize(frame, max_side)), "PNG")
+        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+    if size is not None and image.size != tuple(size):
+        image = image.resize(tuple(size), Image.LANCZOS)
+    return media.image_bytes(np.asarray(image), fmt, quality=quality)
 
 
 def poster_jpeg(item: Item, max_side: int | None = DEFAULT_MAX_SIDE, frame: int | None = None) -> bytes:
     """A JPEG of one frame (the middle one by default): posters, thumbnails, contact sheets."""
-    return jpeg_bytes(item.frame(frame), max_side)
+    return still_bytes(item.frame(frame), max_side)
 
 
 def image_bytes(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> tuple[bytes, str]:
     """A still for display: PNG when small enough to stay lossless, else JPEG. Returns (bytes, format)."""
-    data = png_bytes(item.frame(0), max_side)
+    data = still_bytes(item.frame(0), max_side, "PNG")
     if len(data) <= 400_000:
         return data, "png"
-    return jpeg_bytes(item.frame(0), max_side, quality=90), "jpeg"
+    return still_bytes(item.frame(0), max_side, quality=90), "jpeg"
 
 
 def data_uri(data: bytes, mime: str) -> str:

@@ -140,7 +140,10 @@ class DiffusersBackend:
         diffusers_logging.set_verbosity_error()
         diffusers_logging.disable_progress_bar()
         kwargs: dict[str, Any] = {"dtype": self._dtype(), "enable_safety_checker": False}
-        kwargs.update({k: v for k, v in (("device_map", self.device_map), ("token", self.token)) if v})
+        if self.device_map is not None:  # whatever the user gave, even empty: then the pipeline is not moved
+            kwargs["device_map"] = self.device_map
+        if self.token:
+            kwargs["token"] = self.token
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)

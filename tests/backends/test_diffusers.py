@@ -222,3 +222,25 @@ def test_v2v_input_is_cropped_to_the_target_aspect_not_stretched(tiny_backend):
 def test_unknown_local_model_is_a_validation_error(tmp_path):
     with pytest.raises(ValidationError, match="model_index.json"):
         DiffusersBackend(progress=False).pipeline(str(tmp_path))
+
+
+@pytest.mark.parametrize("device_map", [None, {}, "balanced"])
+def test_a_given_device_map_reaches_from_pretrained_as_given(monkeypatch, device_map):
+    """``device_map`` decides whether the pipeline is moved afterwards, so any value given, even empty, is passed."""
+    from cosmos_helpers.backends import diffusers as backend_module
+
+    seen = {}
+
+    class Loaded(Exception):
+        pass
+
+    class FakeClass:
+        @staticmethod
+        def from_pretrained(source, **kwargs):
+            seen.update(kwargs)
+            raise Loaded
+
+    monkeypatch.setattr(backend_module, "pipeline_class", lambda: FakeClass)
+    with pytest.raises(Loaded):
+        DiffusersBackend(device="cpu", device_map=device_map, progress=False)._load("tiny")
+    assert seen.get("device_map", "absent") == ("absent" if device_map is None else device_map)

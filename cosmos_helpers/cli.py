@@ -1,4 +1,4 @@
-"""``cosmos-helpers``: generate, serve, transfer, benchmark, run the cookbooks, build the tiny model.
+"""``cosmos-helpers``: generate, serve, transfer, benchmark, run or open the cookbooks, build the tiny model.
 
 Each command's options live beside the code it drives (``add_arguments(parser)`` + ``run(args)``), so
 this module only routes. Heavy imports happen inside the commands: ``--help`` answers instantly.
@@ -18,6 +18,7 @@ from .errors import CosmosHelpersError
 COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("cosmos_helpers.commands.generate", "generate one image or video and save it with a manifest"),
     "run-cookbooks": ("cosmos_helpers.commands.cookbooks", "execute every cookbook with papermill into one folder"),
+    "lab": ("cosmos_helpers.commands.lab", "open the cookbooks in JupyterLab with this environment as the kernel"),
     "tiny": ("cosmos_helpers.commands.tiny", "build (or locate) the embedded tiny Cosmos3 model"),
     "serve": ("cosmos_helpers.server.cli", "start a local vLLM-Omni-compatible server"),
     "run": ("cosmos_helpers.commands.run", "run a Cosmos Framework input file (any mode) on any backend"),

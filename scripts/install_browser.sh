@@ -3,7 +3,8 @@
 #
 #   - Chromium from the distribution (/usr/bin/chromium). Playwright drives this system browser through
 #     executable_path; we never run `playwright install` (no browser downloads from the Playwright CDN).
-#   - The Playwright Python package and JupyterLab into the project's Python.
+#   - The Playwright Python package into the project's Python (and JupyterLab, a package dependency, where an
+#     environment was set up without it).
 #
 # Usage: scripts/install_browser.sh [PYTHON]   (default: $PYTHON, else /tmp/venv/bin/python, else python3)
 set -euo pipefail

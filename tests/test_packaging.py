@@ -27,7 +27,7 @@ def test_cli_help_loads_nothing_heavy_and_lists_every_command():
     result = subprocess.run([sys.executable, "-m", "cosmos_helpers.cli", "--help"], capture_output=True, text=True,
                             cwd=ROOT)
     assert result.returncode == 0
-    for command in ("generate", "run", "run-cookbooks", "serve", "transfer", "bench", "tiny"):
+    for command in ("generate", "run", "run-cookbooks", "lab", "serve", "transfer", "bench", "tiny"):
         assert command in result.stdout
 
 

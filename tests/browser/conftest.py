@@ -18,7 +18,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -28,6 +27,8 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+
+from cosmos_helpers.commands.lab import lab_command
 
 REPO = Path(__file__).resolve().parents[2]
 COOKBOOKS = REPO / "cookbooks"
@@ -110,13 +111,11 @@ def lab(browser_tools, tmp_path_factory, artifacts) -> Lab:
     env = kernel_env(JUPYTERLAB_WORKSPACES_DIR=str(state / "workspaces"), JUPYTER_RUNTIME_DIR=str(state / "runtime"),
                      JUPYTERLAB_SETTINGS_DIR=str(state / "settings"))
     _quiet_lab_settings(state / "settings")
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-               f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-               f"--ServerApp.root_dir={root}", "--LabApp.news_url=", "--ServerApp.allow_remote_access=False",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
-               "--ServerApp.terminals_enabled=False"]
-    if os.geteuid() == 0:  # containers and CI often run as root; JupyterLab refuses that without the flag
-        command.append("--allow-root")
+    # The command `cosmos-helpers lab` (and so `make lab`) starts, with what keeps a test run quiet and closed.
+    command = lab_command(root, ip="127.0.0.1", port=port, token=token, browser=False, extra=[
+        "--ServerApp.port_retries=0", "--LabApp.news_url=", "--ServerApp.allow_remote_access=False",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
+        "--ServerApp.terminals_enabled=False"])
     handle = open(log, "w")
     proc = subprocess.Popen(command, cwd=root, env=env, stdout=handle, stderr=subprocess.STDOUT,
                             start_new_session=True)

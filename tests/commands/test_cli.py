@@ -57,3 +57,30 @@ def test_run_cookbooks_puts_everything_in_one_folder(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [run["ok"] for run in summary] == [True]
     assert "| audiovisual/run_with_diffusers.ipynb | ok |" in result.stdout
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """What `cosmos-helpers lab` hands the process over to (execv replaced so the test keeps running)."""
+    from cosmos_helpers.commands import lab
+
+    calls = []
+    monkeypatch.setattr(lab.os, "execv", lambda path, argv: calls.append(argv))
+    return calls
+
+
+def test_lab_opens_the_cookbooks_with_this_environments_python(started):
+    assert cli.main(["lab", "--no-browser", "--port", "9999", "--", "--ServerApp.terminals_enabled=False"]) == 0
+    (command,) = started
+    assert command[:3] == [sys.executable, "-m", "jupyterlab"]
+    assert f"--ServerApp.root_dir={ROOT / 'cookbooks' / 'cosmos3' / 'generator'}" in command
+    assert {"--ServerApp.ip=127.0.0.1", "--ServerApp.port=9999", "--no-browser"} <= set(command)
+    assert command[-1] == "--ServerApp.terminals_enabled=False" and "--" not in command
+    assert not any(arg.startswith("--IdentityProvider.token") for arg in command)  # Jupyter's own random token
+
+
+def test_lab_for_a_workshop_takes_the_rooms_token_and_refuses_none_on_the_network(started, capsys):
+    assert cli.main(["lab", "--ip", "0.0.0.0", "--token", "robots"]) == 0
+    assert {"--ServerApp.ip=0.0.0.0", "--IdentityProvider.token=robots"} <= set(started[0])
+    assert cli.main(["lab", "--ip", "0.0.0.0", "--token", ""]) == 1
+    assert len(started) == 1 and "token" in capsys.readouterr().err

@@ -20,6 +20,8 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
     "result": "Generation find_saved",
     "workflow": "generate_and_save",
     "prompts": "load_caption compact caption_summary",
+    "prompting": "build_caption check_caption caption_schema upsample precheck_request with_precheck Blocklist "
+                 "ChatStandin",
     "backends.diffusers": "DiffusersBackend free_pipeline",
     "fast": "FastOptions",
     "backends.vllm_omni": "VllmOmniBackend AsyncVllmOmniBackend",
@@ -62,6 +64,8 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .gallery import list_outputs
     from .models.tiny import tiny_model_path
     from .presets import ASPECT_RATIOS, MODES, PROFILES, VIDEO_SIZES, Profile, get_profile, size_for
+    from .prompting import (Blocklist, ChatStandin, build_caption, caption_schema, check_caption, precheck_request,
+                            upsample, with_precheck)
     from .prompts import caption_summary, compact, load_caption
     from .request import GenerationRequest
     from .result import Generation, find_saved

@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("cosmos_helpers.commands.run", "run a Cosmos Framework input file (any mode) on any backend"),
     "transfer": ("cosmos_helpers.commands.run", "alias of `run` (framework input files, transfer included)"),
     "bench": ("cosmos_helpers.bench", "compare backends' latency in one run"),
+    "caption": ("cosmos_helpers.commands.caption", "check a structured caption, print its schema, pre-check words"),
+    "upsample": ("cosmos_helpers.commands.upsample", "turn a sentence into a structured caption via a chat endpoint"),
 }
 
 

@@ -356,6 +356,237 @@ def diffusers_contract() -> dict[str, Any]:
             "Cosmos3OmniPipeline.__init__": defaults(Cosmos3OmniPipeline.__init__)}
 
 
+# ---------------------------------------------------------------------------------------------- prompting
+
+# The framework's prompt-upsampling templates and its text blocklist guardrail, read as files (nothing executed),
+# from a checkout or a bare git repository; and better-profanity, the matcher that guardrail calls.
+_TEMPLATES = "cosmos_framework/inference/prompting_templates"
+_UPSAMPLING = "cosmos_framework/inference/prompt_upsampling.py"
+_BLOCKLIST = "cosmos_framework/auxiliary/guardrail/blocklist/blocklist.py"
+_GUARDRAIL_CORE = "cosmos_framework/auxiliary/guardrail/common/core.py"
+_GUARDRAIL_ARGS = "cosmos_framework/inference/common/args.py"
+_NEGATIVE = "cosmos_framework/inference/defaults/neg_prompts.json"
+PROMPTING_MODULE = Path(__file__).resolve().parents[1] / "cosmos_helpers" / "protocol" / "prompting.py"
+
+
+class FrameworkFiles:
+    """Files of a cosmos-framework revision: a checkout folder, or ``git show REV:path`` from a (bare) repo."""
+
+    def __init__(self, checkout: Path | None = None, git_dir: Path | None = None, rev: str = "HEAD") -> None:
+        self.checkout, self.git_dir, self.rev = checkout, git_dir, rev
+
+    def _git(self, *args: str) -> str:
+        where = ["--git-dir", str(self.git_dir)] if self.git_dir else ["-C", str(self.checkout)]
+        return subprocess.run(["git", *where, *args], capture_output=True, text=True, check=True).stdout
+
+    def read(self, path: str) -> str:
+        if self.git_dir is None:
+            return (self.checkout / path).read_text(encoding="utf-8")
+        return self._git("show", f"{self.rev}:{path}")
+
+    def listing(self, folder: str) -> list[str]:
+        if self.git_dir is None:
+            return sorted(p.relative_to(self.checkout).as_posix() for p in (self.checkout / folder).rglob("*")
+                          if p.is_file())
+        return sorted(self._git("ls-tree", "-r", "--name-only", self.rev, folder).split())
+
+    def commit(self) -> str:
+        return self._git("rev-parse", "--short=7", self.rev).strip()
+
+    def tree(self, path: str) -> ast.Module:
+        return ast.parse(self.read(path), filename=path)
+
+
+def framework_prompting_contract(files: FrameworkFiles) -> dict[str, Any]:
+    """The caption templates (the framework's "JSON schemas"), the upsampler's prompts and chat layout, and the
+    blocklist guardrail's rules and switches, from one framework revision."""
+    templates = {path.split(_TEMPLATES + "/", 1)[1]: files.read(path) for path in files.listing(_TEMPLATES)}
+    upsampling = files.tree(_UPSAMPLING)
+    literals = _namespace_from_tree(upsampling)
+    samples = _upsampler_samples(files, templates)
+    return {
+        "package": "cosmos-framework", "commit": files.commit(),
+        # as the files are: the upsampler pastes the JSON template's text (key order, layout) into its prompt
+        "templates": {name: text.rstrip("\n") for name, text in sorted(templates.items())},
+        "upsampler": {
+            "module": _UPSAMPLING,
+            "system_message": _jsonable(literals["SYSTEM_MESSAGE"]),
+            "modes": _jsonable(literals["PROMPT_UPSAMPLER_MODES"]),
+            # the table as the framework renders it into its prompt (as text: the fixture's keys are sorted)
+            "resolution_ratio_dict_text": samples.pop("resolution_ratio_dict_text"),
+            "templates_dir": _TEMPLATES + "/external_api",
+            "template_files": _template_constants(upsampling),
+            "config_defaults": _dataclass_defaults(upsampling, "PromptUpsamplerConfig"),
+            "i2v_image_note": _string_assigned_in(upsampling, "build_t2v_prompt_text", "image_note"),
+            "i2v_intro": _string_assigned_in(upsampling, "build_t2v_prompt_text", "intro"),
+        },
+        "guardrail": _guardrail_facts(files),
+        "upsampler_samples": samples,
+        # the negative caption the framework uses by default for video (inference/defaults), as one-line JSON
+        "default_negative_prompt": json.dumps(json.loads(files.read(_NEGATIVE))),
+    }
+
+
+UPSAMPLER_SAMPLE = "A robot arm sorts parcels on a conveyor belt."
+
+
+def _upsampler_samples(files: FrameworkFiles, templates: dict[str, str]) -> dict[str, Any]:
+    """The chat messages the framework's own builders make for one sentence, per mode (its module is run from a
+    temporary copy with its templates beside it; it needs only ``requests``)."""
+    with tempfile.TemporaryDirectory(prefix="upsampling-") as folder:
+        root = Path(folder)
+        (root / "prompt_upsampling.py").write_text(files.read(_UPSAMPLING), encoding="utf-8")
+        for name, text in templates.items():
+            target = root / "prompting_templates" / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        module = _load("_framework_prompt_upsampling", root / "prompt_upsampling.py")
+        try:
+            params = {"resolution": "480", "aspect_ratio": "16,9"}
+            video = {**params, "duration": "5s", "fps": 24}
+            return {"sentence": UPSAMPLER_SAMPLE,
+                    "text2image": {"params": params,
+                                   "messages": module.build_t2i_messages(UPSAMPLER_SAMPLE, **params)},
+                    "text2video": {"params": video,
+                                   "messages": module.build_t2v_messages(UPSAMPLER_SAMPLE, **video)},
+                    "pinned_text2video": module._apply_t2v_output_parameters({}, **video),
+                    "resolution_ratio_dict_text": module._resolution_ratio_dict_text()}
+        finally:
+            sys.modules.pop("_framework_prompt_upsampling", None)
+
+
+def _namespace_from_tree(tree: ast.Module) -> dict[str, Any]:
+    namespace: dict[str, Any] = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else node.target if isinstance(
+            node, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and node.value is not None:
+            try:
+                namespace[target.id] = _evaluate(node.value, namespace)
+            except (ValueError, KeyError, TypeError):
+                continue
+    return namespace
+
+
+def _template_constants(tree: ast.Module) -> dict[str, str]:
+    """``T2I_JSON_TEMPLATE = _load_prompting_template("t2i_json_schema.json")`` ... as ``{constant: file}``."""
+    found = {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id.endswith("_TEMPLATE")):
+            calls = [n for n in ast.walk(node.value) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                     and n.func.id == "_load_prompting_template"]
+            if calls:
+                found[node.targets[0].id] = calls[0].args[0].value
+    return found
+
+
+def _dataclass_defaults(tree: ast.Module, name: str) -> dict[str, Any]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return {item.target.id: _evaluate(item.value, {}) for item in node.body
+                    if isinstance(item, ast.AnnAssign) and item.value is not None}
+    raise KeyError(f"{name} not found")
+
+
+def _string_assigned_in(tree: ast.Module, function: str, variable: str) -> list[str]:
+    """Every string literal assigned to ``variable`` inside ``function`` (its default and its other branch)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            return [item.value.value for item in ast.walk(node) if isinstance(item, ast.Assign)
+                    and isinstance(item.targets[0], ast.Name) and item.targets[0].id == variable
+                    and isinstance(item.value, ast.Constant)]
+    raise KeyError(f"{function} not found")
+
+
+def _guardrail_facts(files: FrameworkFiles) -> dict[str, Any]:
+    blocklist = files.tree(_BLOCKLIST)
+    init = next(n for n in ast.walk(blocklist) if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    defaults = dict(zip([a.arg for a in init.args.args[-len(init.args.defaults):]],
+                        [_evaluate(d, {}) for d in init.args.defaults]))
+    # self.<list> = read_keyword_list_from_dir(os.path.join(self.checkpoint_dir, "<folder>"))
+    folders = {node.targets[0].attr: node.value.args[0].args[1].value for node in ast.walk(init)
+               if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+               and ast.unparse(node.value.func) == "read_keyword_list_from_dir"}
+    checkpoint = next(n for n in ast.walk(files.tree(_GUARDRAIL_CORE)) if isinstance(n, ast.Assign)
+                      and isinstance(n.targets[0], ast.Name) and n.targets[0].id == "GUARDRAIL1_CHECKPOINT")
+    invisible = next(n for n in ast.walk(blocklist) if isinstance(n, ast.Assign)
+                     and isinstance(n.targets[0], ast.Name) and n.targets[0].id == "INVISIBLE_CHARS")
+    args_text = files.read(_GUARDRAIL_ARGS)
+    return {
+        "blocklist_module": _BLOCKLIST,
+        "partial_match_defaults": defaults,
+        "checkpoint": {kw.arg: kw.value.value for kw in checkpoint.value.keywords},
+        "checkpoint_subfolder": "blocklist",
+        "list_folders": folders,
+        "invisible_chars": invisible.value.args[0].value,
+        "calls_in_is_safe": _calls_in(blocklist, "is_safe"),
+        "nltk_calls": sorted({ast.unparse(n.func) for n in ast.walk(blocklist) if isinstance(n, ast.Call)
+                              and ast.unparse(n.func).startswith(("nltk.", "self.lemmatizer."))}),
+        "framework_flag_default": {"guardrails": "guardrails: bool = True" in args_text},
+    }
+
+
+def _calls_in(tree: ast.Module, function: str) -> list[str]:
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function)
+    return [ast.unparse(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)]
+
+
+def better_profanity_contract(wheel: Path) -> dict[str, Any]:
+    """better-profanity's word-matching facts: the look-alike character map and the word characters."""
+    with zipfile.ZipFile(wheel) as archive:
+        source = archive.read("better_profanity/better_profanity.py").decode()
+        constants = archive.read("better_profanity/constants.py").decode()
+    mapping = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Assign)
+                   and isinstance(n.targets[0], ast.Attribute) and n.targets[0].attr == "CHARS_MAPPING")
+    extra = next(n for n in ast.walk(ast.parse(constants)) if isinstance(n, ast.Call)
+                 and ast.unparse(n.func) == "ALLOWED_CHARACTERS.update" and isinstance(n.args[0], ast.Set))
+    return {"package": "better-profanity", "version": _wheel_version(wheel), "wheel_sha256": _sha256(wheel),
+            "chars_mapping": _jsonable(_evaluate(mapping.value, {})),
+            "extra_word_characters": _jsonable(_evaluate(extra.args[0], {})),
+            "replacement_length": 4}
+
+
+def prompting_module_text(contract: dict[str, Any], fixture_name: str) -> str:
+    """``cosmos_helpers/protocol/prompting.py``: the fixture's facts as Python literals, for the package: all but
+    the sample messages (test data), and of the templates those the upsampler uses by default (the reasoner
+    ones stay in the fixture). One line per text, so the module stays short."""
+    import pprint
+
+    used = {key: value for key, value in contract.items() if key != "upsampler_samples"}
+    used["templates"] = {name: text for name, text in contract["templates"].items()
+                         if name.startswith("external_api/")}
+    lines = []
+    for key, value in sorted(used.items()):
+        if key == "templates":
+            inner = "".join(f"\n    {name!r}: {text!r}," for name, text in sorted(value.items()))
+            lines.append(f"    {key!r}: {{{inner}\n    }},")
+        else:
+            lines.append(f"    {key!r}: {pprint.pformat(value, width=400, sort_dicts=True)},")
+    return (f'"""Generated by scripts/refresh_contracts.py from tests/contracts/fixtures/{fixture_name}.json: do not '
+            'edit.\n\nThe Cosmos Framework\'s caption templates, prompt-upsampler prompts and blocklist-guardrail '
+            'rules,\nand better-profanity\'s matching facts, as read from their code. Tests hold this module to the '
+            'fixture.\n"""\n# ruff: noqa: E501\n\nFACTS = {\n' + "\n".join(lines) + "\n}\n")
+
+
+def _download(requirement: str, folder: Path, pattern: str) -> Path:
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder), requirement],
+                   check=True)
+    return next(folder.glob(pattern))
+
+
+def refresh_prompting(files: FrameworkFiles, profanity_wheel: Path | None, out: Path) -> None:
+    """Write the prompting fixture and the package module generated from it."""
+    with tempfile.TemporaryDirectory() as folder:
+        wheel = profanity_wheel or _download("better-profanity", Path(folder), "better_profanity-*.whl")
+        data = framework_prompting_contract(files)
+        data["better_profanity"] = better_profanity_contract(wheel)
+    name = f"cosmos_framework_prompting-{data['commit']}"
+    _write(name, data, out)
+    PROMPTING_MODULE.write_text(prompting_module_text(data, name), encoding="utf-8")
+    print(f"wrote {PROMPTING_MODULE}")
+
+
 # ---------------------------------------------------------------------------------------------- main
 
 
@@ -381,10 +612,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework-python", help="an interpreter that imports cosmos_framework "
                                                    "(default: <checkout>/.venv/bin/python)")
     parser.add_argument("--framework-commit", help="the checkout's commit, when it is not a git work tree")
-    parser.add_argument("--only", choices=("vllm-omni", "framework", "diffusers"), action="append")
+    parser.add_argument("--framework-git-dir", type=Path, help="a cosmos-framework git repository (bare is fine), "
+                                                                 "read at --framework-rev, for the prompting facts")
+    parser.add_argument("--framework-rev", default="HEAD")
+    parser.add_argument("--better-profanity-wheel", type=Path, help="default: pip download it")
+    parser.add_argument("--only", choices=("vllm-omni", "framework", "diffusers", "prompting"), action="append")
     parser.add_argument("--out", type=Path, default=FIXTURES)
     args = parser.parse_args(argv)
-    wanted = set(args.only or ("vllm-omni", "framework", "diffusers"))
+    wanted = set(args.only or ("vllm-omni", "framework", "diffusers", "prompting"))
     if "vllm-omni" in wanted:
         with tempfile.TemporaryDirectory() as folder:
             wheel = args.vllm_omni_wheel or _download_wheel(Path(folder))
@@ -396,6 +631,11 @@ def main(argv: list[str] | None = None) -> int:
         python = args.framework_python or str(args.framework / ".venv/bin/python")
         data = framework_contract(args.framework.resolve(), python, args.framework_commit)
         _write(f"cosmos_framework-{data['commit']}", data, args.out)
+    if "prompting" in wanted:
+        if args.framework is None and args.framework_git_dir is None:
+            parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting fixture")
+        files = FrameworkFiles(args.framework and args.framework.resolve(), args.framework_git_dir, args.framework_rev)
+        refresh_prompting(files, args.better_profanity_wheel, args.out)
     if "diffusers" in wanted:
         data = diffusers_contract()
         _write(f"diffusers-{data['version']}", data, args.out)

@@ -1,0 +1,35 @@
+"""Prompts that pass: structured Cosmos3 captions built and checked against the framework's own templates,
+sentences upsampled into them through any OpenAI-compatible chat endpoint, and the blocklist guardrail's
+words found before a request is sent.
+
+* :func:`build_caption` / :func:`check_caption` / :func:`caption_schema` / :func:`blank_caption` (``captions``,
+  ``schema``);
+* :func:`upsample` / :class:`Upsampler` (``upsample``), and :class:`ChatStandin`, an offline endpoint
+  (``chat_standin``, imported on first use: it needs FastAPI);
+* :func:`precheck` / :func:`precheck_request` / :func:`with_precheck` / :class:`Blocklist` (``precheck``,
+  ``blocklist``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .blocklist import Blocklist, BlockedWord, find_blocked
+from .captions import CaptionCheck, CaptionProblem, blank_caption, build_caption, check_caption
+from .precheck import (PrecheckedBackend, PrecheckReport, framework_negative_prompt, precheck, precheck_request,
+                       with_precheck)
+from .schema import caption_schema
+from .upsample import Upsampler, UpsampleError, chat_request, upsample
+
+__all__ = ["Blocklist", "BlockedWord", "find_blocked", "CaptionCheck", "CaptionProblem", "blank_caption",
+           "build_caption", "check_caption", "PrecheckedBackend", "PrecheckReport", "precheck", "precheck_request",
+           "framework_negative_prompt", "with_precheck", "caption_schema", "Upsampler", "UpsampleError",
+           "chat_request", "upsample", "ChatStandin", "create_chat_app"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("ChatStandin", "create_chat_app"):
+        from . import chat_standin
+
+        return getattr(chat_standin, name)
+    raise AttributeError(f"module 'cosmos_helpers.prompting' has no attribute {name!r}")

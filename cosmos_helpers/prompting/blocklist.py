@@ -1,0 +1,237 @@
+"""The Cosmos text blocklist, matched here with the framework guardrail's own rules, before a request is sent.
+
+The framework's ``Blocklist`` guardrail (``auxiliary/guardrail/blocklist/blocklist.py``) reads three word lists
+from the ``blocklist`` folder of the hub checkpoint ``nvidia/Cosmos-Guardrail1``, downloaded at run time:
+``custom/`` (every file, one entry a line), ``exact_match/`` and ``whitelist/``. The lists are not in the
+framework, so this package ships none: :meth:`Blocklist.from_folder` reads a downloaded checkpoint (or finds
+it in the Hugging Face cache), and :meth:`Blocklist.known_subset` holds only the entries shown blocked in
+public (NVIDIA/TensorRT-LLM#17523), which is a sample, not the list.
+
+A prompt is blocked when, after non-ASCII characters become spaces (``to_ascii``):
+
+1. **censor pass**: after NFKC folding, accent removal and invisible characters becoming spaces, a *word*
+   (a run of letters, digits and ``@ $ * " '``) or a run of words equals a ``custom`` entry, case-insensitively
+   and through better-profanity's look-alike characters (``bl33ding`` is ``bleeding``); ``whitelist``
+   entries are taken out of the list;
+2. **lemma pass**: the same after each token is lemmatised as a noun (WordNet, so plurals: ``corpses``);
+3. **exact-match pass**: an ``exact_match`` entry occurs as whole words (``\\b...\\b``, case-insensitive), or,
+   for entries of 6+ characters, a same-length run of words is within 0.4 characters of it.
+
+Here the lemma pass uses WordNet's noun suffix rules without its dictionary (nltk is not a dependency): a
+plural whose singular is an entry is flagged even where WordNet would not know the word. Quotes count as word
+characters in pass 1 but not in passes 2 and 3, so ``"bleeding"`` inside JSON is still caught.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from pathlib import Path
+from string import ascii_letters, digits
+from typing import Iterable
+
+from ..errors import ValidationError
+from ..protocol.prompting import FACTS
+
+_GUARD = FACTS["guardrail"]
+_PROFANITY = FACTS["better_profanity"]
+CHECKPOINT = _GUARD["checkpoint"]  # {"repository": "nvidia/Cosmos-Guardrail1", "revision": ...}
+_FOLDERS = _GUARD["list_folders"]  # Blocklist attribute -> folder
+PARTIAL_MIN_CHARS = _GUARD["partial_match_defaults"]["guardrail_partial_match_min_chars"]
+PARTIAL_LETTERS = _GUARD["partial_match_defaults"]["guardrail_partial_match_letter_count"]
+_INVISIBLE = re.compile(_GUARD["invisible_chars"])
+_LOOKALIKE: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in _PROFANITY["chars_mapping"].items()}
+assert all(len(c) == 1 for variants in _LOOKALIKE.values() for c in variants)  # one character for one
+_WORD_CHARS = frozenset(ascii_letters + digits + "".join(_PROFANITY["extra_word_characters"]))
+# nltk corpus/reader/wordnet.py MORPHOLOGICAL_SUBSTITUTIONS[NOUN], what lemmatize(token) (pos "n") applies
+_NOUN_RULES = (("s", ""), ("ses", "s"), ("ves", "f"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
+               ("men", "man"), ("ies", "y"))
+# Entries NVIDIA reported blocked, with the rewording it shipped (NVIDIA/TensorRT-LLM#17523, merged 2026-08)
+KNOWN_BLOCKED: dict[str, str] = {"bleeding": "smearing", "lifeless": "inert"}
+KNOWN_SOURCE = "https://github.com/NVIDIA/TensorRT-LLM/pull/17523"
+
+
+@dataclass(frozen=True)
+class Blocklist:
+    """The three lists of the guardrail's ``blocklist`` folder, and where they came from."""
+
+    custom: tuple[str, ...]
+    exact_match: tuple[str, ...] = ()
+    whitelist: tuple[str, ...] = ()
+    source: str = "given words"
+    complete: bool = False  # the real lists (a checkpoint folder), not a sample
+
+    @classmethod
+    def from_words(cls, custom: Iterable[str], *, exact_match: Iterable[str] = (), whitelist: Iterable[str] = (),
+                   source: str = "given words") -> "Blocklist":
+        lists = {name: tuple(w.strip() for w in words if isinstance(w, str) and w.strip())
+                 for name, words in (("custom", custom), ("exact_match", exact_match), ("whitelist", whitelist))}
+        for name, words in (("custom", custom), ("exact_match", exact_match), ("whitelist", whitelist)):
+            if isinstance(words, str):
+                raise ValidationError(name, "expected a list of words, got one string.", f"pass {name}=[{words!r}].")
+        return cls(**lists, source=source)
+
+    @classmethod
+    def from_folder(cls, folder: str | Path) -> "Blocklist":
+        """The lists of a ``blocklist`` folder (``custom/``, ``exact_match/``, ``whitelist/``), or of a
+        Cosmos-Guardrail1 checkpoint folder that holds one."""
+        root = Path(folder).expanduser()
+        if (root / _GUARD["checkpoint_subfolder"]).is_dir():
+            root = root / _GUARD["checkpoint_subfolder"]
+        if not (root / _FOLDERS["blocklist_words"]).is_dir():
+            raise ValidationError("blocklist", f"{root} has no {_FOLDERS['blocklist_words']}/ folder of words.",
+                                  f"pass the 'blocklist' folder of a {CHECKPOINT['repository']} download "
+                                  f"(huggingface-cli download {CHECKPOINT['repository']} --revision "
+                                  f"{CHECKPOINT['revision']}).")
+
+        def read(name: str) -> tuple[str, ...]:
+            # utils.read_keyword_list_from_dir: every file of the folder, each line stripped. Blank lines are
+            # skipped here: one in an exact-match list would match every prompt.
+            sub = root / _FOLDERS[name]
+            files = sorted(p for p in sub.iterdir() if p.is_file()) if sub.is_dir() else []
+            return tuple(line.strip() for p in files for line in p.read_text(errors="replace").splitlines()
+                         if line.strip())
+
+        return cls(read("blocklist_words"), read("exact_match_words"), read("whitelist_words"),
+                   source=str(root), complete=True)
+
+    @classmethod
+    def find_cached(cls) -> "Blocklist | None":
+        """The lists from the Hugging Face cache, where the framework's guardrail downloaded them, if there."""
+        hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", "~/.cache/huggingface"))
+                   / "hub").expanduser()
+        repo = hub / ("models--" + CHECKPOINT["repository"].replace("/", "--")) / "snapshots"
+        for snapshot in [repo / CHECKPOINT["revision"], *sorted(repo.glob("*"))]:
+            if (snapshot / _GUARD["checkpoint_subfolder"] / _FOLDERS["blocklist_words"]).is_dir():
+                return cls.from_folder(snapshot)
+        return None
+
+    @classmethod
+    def known_subset(cls) -> "Blocklist":
+        """Only the entries shown blocked in public: passing it does not mean the real guardrail passes."""
+        return cls(tuple(KNOWN_BLOCKED), source=f"known subset ({KNOWN_SOURCE})")
+
+
+@dataclass(frozen=True)
+class BlockedWord:
+    """A word (as written in the text) that an entry of the list matches, by which pass, and how to fix it."""
+
+    word: str
+    entry: str
+    rule: str
+
+    @property
+    def fix(self) -> str:
+        better = KNOWN_BLOCKED.get(self.entry.lower())
+        hint = f" (NVIDIA replaced it with {better!r})" if better else ""
+        return f"reword {self.word!r}{hint}; the guardrail refuses the whole prompt for it."
+
+    def __str__(self) -> str:
+        return f"{self.word!r} matches blocklist entry {self.entry!r} ({self.rule}). Fix: {self.fix}"
+
+
+def find_blocked(text: str, blocklist: Blocklist) -> list[BlockedWord]:
+    """Every word of ``text`` the guardrail's blocklist passes would match (the guardrail stops at the first)."""
+    text = re.sub(r"[^\x00-\x7F]+", " ", text).replace("\x00", "")  # to_ascii, then the sentinel removed
+    whitelist = {w.lower() for w in blocklist.whitelist}
+    custom = sorted({w.lower() for w in blocklist.custom} - whitelist)
+    found = _censor_pass(_normalize(text), custom, "blocklist")
+    lemmatized = " ".join(_lemma(token, custom) for token in re.findall(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]", text))
+    found += _censor_pass(_normalize(lemmatized), custom, "blocklist, after lemmatising")
+    found += _exact_pass(text, blocklist.exact_match)
+    once = {}
+    for hit in found:  # a word the first pass caught is reported once, by that pass
+        once.setdefault((hit.word.lower(), hit.entry), hit)
+    return list(once.values())
+
+
+def _normalize(text: str) -> str:
+    """``Blocklist.normalize_for_matching``: NFKC, combining marks dropped, invisibles to spaces, spaces collapsed."""
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return " ".join(_INVISIBLE.sub(" ", text).split())
+
+
+def _lookalike(entry: str, word: str) -> bool:
+    """better-profanity's ``VaryingString`` equality: each letter of ``entry`` or one of its look-alikes."""
+    return len(entry) == len(word) and all(c == e or c in _LOOKALIKE.get(e, ()) for e, c in zip(entry, word))
+
+
+def _words(text: str) -> list[tuple[int, int]]:
+    """Spans of better-profanity words: runs of its word characters."""
+    spans, start = [], None
+    for index, char in enumerate(text + " "):
+        inside = char in _WORD_CHARS and index < len(text)
+        if inside and start is None:
+            start = index
+        elif not inside and start is not None:
+            spans.append((start, index))
+            start = None
+    return spans
+
+
+def _censor_pass(text: str, entries: list[str], rule: str) -> list[BlockedWord]:
+    """better-profanity's censor: a word, or it with the next words (joined with their separators or without),
+    equal to an entry; runs are tried first, as many words as an entry has separators."""
+    if not entries:
+        return []
+    longest = max(1, max(sum(c not in _WORD_CHARS for c in e) for e in entries))
+    spans, found, index = _words(text), [], 0
+    while index < len(spans):
+        match = None
+        for extra in range(1, longest + 1):
+            if index + extra >= len(spans):
+                break
+            start, end = spans[index][0], spans[index + extra][1]
+            joined = "".join(text[a:b] for a, b in spans[index: index + extra + 1]).lower()
+            match = _first(entries, (text[start:end].lower(), joined))
+            if match:
+                found.append(BlockedWord(text[start:end], match, rule))
+                index += extra + 1
+                break
+        if match:
+            continue
+        word = text[spans[index][0]:spans[index][1]]
+        entry = _first(entries, (word.lower(),))
+        if entry:
+            found.append(BlockedWord(word, entry, rule))
+        index += 1
+    return found
+
+
+def _first(entries: list[str], forms: tuple[str, ...]) -> str | None:
+    return next((e for e in entries for form in forms if _lookalike(e, form)), None)
+
+
+def _lemma(token: str, entries: list[str]) -> str:
+    """``WordNetLemmatizer().lemmatize(token)``, as far as it matters here: a lower-case plural whose noun-rule
+    singular is an entry becomes that entry (WordNet lookups are case-sensitive, so capitals stay)."""
+    if token != token.lower():
+        return token
+    for suffix, ending in _NOUN_RULES:
+        if token.endswith(suffix) and token[: len(token) - len(suffix)] + ending in entries:
+            return token[: len(token) - len(suffix)] + ending
+    return token
+
+
+def _exact_pass(text: str, entries: Iterable[str]) -> list[BlockedWord]:
+    """``check_against_whole_word_blocklist``: whole words, then near matches of long entries."""
+    prompt = re.sub(r"\s+", " ", text).strip().lower()
+    words = prompt.split()
+    found = []
+    for entry in dict.fromkeys(re.sub(r"\s+", " ", e).strip().lower() for e in entries):
+        hit = re.search(r"\b" + re.escape(entry) + r"\b", prompt)
+        if hit:
+            found.append(BlockedWord(hit.group(0), entry, "exact-match list"))
+            continue
+        if len(entry) >= PARTIAL_MIN_CHARS:
+            size, threshold = len(entry.split()), (len(entry) - PARTIAL_LETTERS) / len(entry)
+            for i in range(len(words) - size + 1):
+                window = " ".join(words[i: i + size])
+                if SequenceMatcher(None, window, entry).ratio() >= threshold:
+                    found.append(BlockedWord(window, entry, "exact-match list, near match"))
+                    break
+    return found

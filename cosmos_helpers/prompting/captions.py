@@ -1,0 +1,238 @@
+"""Build and check structured Cosmos3 captions, with every problem said in plain words: the field and the fix.
+
+A caption is checked against the JSON Schema derived from the framework's own template (:mod:`.schema`) by
+``jsonschema``, and each error is rewritten for people: ``subjects[0].gender: 'male' is not an allowed
+value. Fix: use one of 'Male', 'Female', 'Unknown', ''.`` The generation metadata (``resolution``,
+``aspect_ratio``, ``duration``, ``fps``) may be left out: every backend overwrites it with the request's real
+values. When given, it is checked, ``resolution`` against the framework's size table for the aspect ratio.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import ValidationError
+from ..prompts import load_caption
+from .schema import FREE_KEY, METADATA_KEYS, caption_schema, check_kind, resolution_pairs, template
+
+_TYPE_WORDS = {"string": "text", "integer": "a whole number", "array": "a list", "object": "an object ({...})",
+               "number": "a number", "boolean": "true or false", "null": "null"}
+_VIDEO_ONLY = ("temporal_caption", "actions", "segments", "transitions", "audio_description", "duration", "fps")
+_IMAGE_ONLY = ("comprehensive_t2i_caption", "quadrant_scan", "subject_details")
+
+
+@dataclass(frozen=True)
+class CaptionProblem:
+    """One thing wrong with a caption: where (``subjects[0].gender``), what, and how to fix it."""
+
+    path: str
+    problem: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem} Fix: {self.fix}"
+
+
+@dataclass
+class CaptionCheck:
+    """The outcome of :func:`check_caption`: ``ok``, the ``problems``, and ``missing`` (the required keys absent)."""
+
+    kind: str
+    caption: dict[str, Any]
+    problems: list[CaptionProblem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def missing(self) -> list[str]:
+        return [p.path for p in self.problems if p.problem.startswith("missing")]
+
+    def explain(self) -> str:
+        """Every problem on its own line, or a one-line all-clear."""
+        if self.ok:
+            return f"a complete {self.kind} caption: every field the framework's template asks for, no others."
+        head = f"{len(self.problems)} problem(s) in this {self.kind} caption:"
+        return "\n".join([head, *(f"  - {p}" for p in self.problems)])
+
+    def raise_if_invalid(self) -> dict[str, Any]:
+        if not self.ok:
+            raise ValidationError("caption", self.explain(), "correct the fields listed above "
+                                  f"(the schema: cosmos_helpers.prompting.caption_schema({self.kind!r})).")
+        return self.caption
+
+    def __str__(self) -> str:
+        return self.explain()
+
+    def _repr_markdown_(self) -> str:
+        """A table in notebooks: field, problem, fix."""
+        if self.ok:
+            return f"**OK**: {self.explain()}"
+        rows = [f"| `{p.path}` | {_cell(p.problem)} | {_cell(p.fix)} |" for p in self.problems]
+        return "\n".join([f"**{len(self.problems)} problem(s)** in this {self.kind} caption:", "",
+                          "| field | problem | fix |", "| --- | --- | --- |", *rows])
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def guess_kind(caption: Mapping[str, Any]) -> str:
+    """``"video"`` or ``"image"`` from fields only one of the two templates has; refuses to guess otherwise."""
+    video = [key for key in _VIDEO_ONLY if key in caption]
+    image = [key for key in _IMAGE_ONLY if key in caption]
+    if video and not image:
+        return "video"
+    if image and not video:
+        return "image"
+    said = f"it has {video} (video) and {image} (image)" if video else "it has no field only one kind has"
+    raise ValidationError("kind", f"cannot tell whether this is an image or a video caption: {said}.",
+                          "pass kind='image' or kind='video'.")
+
+
+def _as_dict(caption: Any) -> dict[str, Any]:
+    if isinstance(caption, Path):
+        caption = load_caption(caption, field="caption")
+    if isinstance(caption, str):
+        try:
+            caption = json.loads(caption)
+        except json.JSONDecodeError as exc:
+            raise ValidationError("caption", f"this text is not a JSON caption ({exc.msg} at column {exc.colno}).",
+                                  "pass a dict, a JSON object string, or a plain sentence to upsample().") from None
+    if not isinstance(caption, Mapping):
+        raise ValidationError("caption", f"expected a JSON object (a dict), got {type(caption).__name__}.",
+                              "build it with build_caption(kind, ...) or load it from a .json file.")
+    return dict(caption)
+
+
+def check_caption(caption: Any, kind: str | None = None, *, require_metadata: bool = False) -> CaptionCheck:
+    """Check ``caption`` (a dict, a JSON string or a ``Path``) against the framework's ``kind`` template.
+
+    ``kind`` defaults to a guess from the fields; ``require_metadata`` also asks for resolution/aspect_ratio
+    (and duration/fps for video), which the backends otherwise fill in.
+    """
+    import jsonschema
+
+    data = _as_dict(caption)
+    kind = check_kind(kind) if kind is not None else guess_kind(data)
+    schema = caption_schema(kind)
+    if not require_metadata:
+        schema["required"] = [key for key in schema["required"] if key not in METADATA_KEYS]
+    validator = jsonschema.Draft202012Validator(schema)
+    problems: list[CaptionProblem] = []
+    for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]):
+        problems.extend(_explain(error, kind))
+    problems.extend(_resolution_problems(data))
+    return CaptionCheck(kind, data, list(dict.fromkeys(problems)))  # one "required" error per missing key
+
+
+def build_caption(kind: str = "video", data: Mapping[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    """A caption from a dict and/or keyword arguments, checked; raises ``ValidationError`` listing every problem.
+
+    ``build_caption("video", background_setting="...", subjects=[{...}], ...)``. A key given both in ``data`` and
+    as a keyword is refused rather than one silently winning.
+    """
+    base = dict(_as_dict(data)) if data is not None else {}
+    both = sorted(set(base) & set(fields))
+    if both:
+        raise ValidationError(both[0], "given both in the dict and as a keyword argument.",
+                              "give each field once.")
+    return check_caption({**base, **fields}, kind).raise_if_invalid()
+
+
+def blank_caption(kind: str = "video") -> dict[str, Any]:
+    """The framework's template for ``kind`` with every value emptied: a form to fill in (``""``, ``0``, ``[]``)."""
+
+    def empty(node: Any) -> Any:
+        if isinstance(node, dict):
+            if len(node) == 1 and FREE_KEY.match(next(iter(node))):
+                return {}
+            return {key: empty(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return []
+        return 0 if node.startswith("int;") else ""
+
+    caption = empty(template(kind))
+    for key in METADATA_KEYS:
+        caption.pop(key, None)
+    return caption
+
+
+# Plain words ---------------------------------------------------------------------------------------------
+
+
+def _path(parts: Any) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "caption"
+
+
+def _describe(schema: Mapping[str, Any]) -> str:
+    if schema.get("type") == "object" and "properties" in schema:
+        return "an object with " + ", ".join(schema["properties"])
+    if schema.get("type") == "array":
+        return "a list of " + _describe(schema.get("items", {}))
+    return str(schema.get("description") or _TYPE_WORDS.get(schema.get("type"), "a value"))
+
+
+def _explain(error: Any, kind: str) -> list[CaptionProblem]:
+    where = _path(error.absolute_path)
+    schema, value = error.schema, error.instance
+    if error.validator == "required":
+        properties = schema.get("properties", {})
+        missing = [key for key in schema["required"] if isinstance(value, dict) and key not in value]
+        return [CaptionProblem(_path([*error.absolute_path, key]), "missing.",
+                               f"add it: {_describe(properties.get(key, {}))}.") for key in missing]
+    if error.validator == "additionalProperties":
+        known = list(schema.get("properties", {}))
+        extra = [key for key in value if key not in known]
+        return [CaptionProblem(_path([*error.absolute_path, key]), f"is not a field of the framework's {kind} "
+                               "caption template.", _did_you_mean(key, known)) for key in extra]
+    if error.validator == "type":
+        wanted = _TYPE_WORDS.get(error.validator_value, error.validator_value)
+        return [CaptionProblem(where, f"expected {wanted}, got {_kind_of(value)} {_short(value)}.",
+                               f"give {wanted}: {_describe(schema)}.")]
+    if error.validator == "enum":
+        choices = ", ".join(repr(v) for v in error.validator_value)
+        return [CaptionProblem(where, f"{_short(value)} is not an allowed value.", f"use one of {choices}.")]
+    if error.validator == "pattern":
+        return [CaptionProblem(where, f"{_short(value)} is not a time range M:SS-M:SS.", "write e.g. '0:00-0:05'.")]
+    if error.validator == "minimum":
+        return [CaptionProblem(where, f"{value} is below {error.validator_value}.", "use a count of 0 or more.")]
+    return [CaptionProblem(where, error.message + ".", f"give {_describe(schema)}.")]
+
+
+def _resolution_problems(data: Mapping[str, Any]) -> list[CaptionProblem]:
+    resolution, aspect = data.get("resolution"), data.get("aspect_ratio")
+    if not (isinstance(resolution, dict) and isinstance(aspect, str) and {"H", "W"} <= set(resolution)):
+        return []
+    pairs = resolution_pairs(aspect)
+    if not pairs or {"H": resolution["H"], "W": resolution["W"]} in pairs.values():
+        return []
+    options = "; ".join(f"{tier}p: {{'H': {p['H']}, 'W': {p['W']}}}" for tier, p in pairs.items())
+    return [CaptionProblem("resolution", f"H={resolution['H']}, W={resolution['W']} is not a size the framework "
+                           f"uses for aspect_ratio {aspect!r}.", f"use one of {options}; or leave resolution out "
+                           "and let the backend fill in the request's size.")]
+
+
+def _did_you_mean(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}? Rename it, or remove it."
+    return "remove it; the fields here are " + ", ".join(known) + "."
+
+
+def _kind_of(value: Any) -> str:
+    return {str: "text", int: "a whole number", float: "a number", bool: "true/false", list: "a list",
+            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"

@@ -1,0 +1,200 @@
+"""An offline stand-in for an OpenAI-compatible chat endpoint that upsamples prompts, for notebooks and CI.
+
+``POST /v1/chat/completions`` answers with a caption built deterministically from the sentence in the last
+user message: an instance of the JSON Schema the request sends as ``response_format`` (else of the template
+the instruction names), with the sentence as its prose fields, the first allowed value for every closed
+field, and the "Output parameters" the instruction states copied into the metadata, as a real model is told
+to. It follows the shape of OpenAI's and vLLM's chat-completion answers and errors (``/v1/models``,
+``/health``) but is not a language model: it shows the plumbing, never the quality of an upsampler. Point
+:func:`~cosmos_helpers.prompting.upsample` at a real vLLM server for that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from ..errors import BackendUnavailableError
+from .schema import KINDS, RESOLUTION_TABLE, TIME_RANGE, caption_schema
+
+STANDIN_MODEL = "cosmos-caption-standin"
+_PROSE = {"description", "temporal_caption", "comprehensive_t2i_caption", "background_setting", "context"}
+_PARAMETERS = re.compile(r"Output parameters: resolution (?P<resolution>\w+), aspect_ratio (?P<aspect>\d+,\d+)"
+                         r"(?:, duration (?P<duration>\w+), fps (?P<fps>\d+))?\.")
+
+
+def _error(status: int, message: str, kind: str = "BadRequestError", param: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": status}}, status)
+
+
+def sentence_and_parameters(text: str) -> tuple[str, dict[str, Any]]:
+    """The user's sentence and stated output parameters in an upsampler instruction (or the text as it is)."""
+    match = _PARAMETERS.search(text)
+    if not match:
+        return text.strip(), {}
+    before = text[: match.start()].rstrip().split("\n\n")[-1].strip()
+    values: dict[str, Any] = {}
+    sizes = RESOLUTION_TABLE.get(match["resolution"], {})
+    if match["aspect"] in sizes:
+        values = {"resolution": dict(sizes[match["aspect"]]), "aspect_ratio": match["aspect"]}
+    if match["duration"]:
+        values.update(duration=match["duration"], fps=int(match["fps"]))
+    return before, values
+
+
+def instance(schema: dict[str, Any], sentence: str, key: str = "") -> Any:
+    """A deterministic value valid under ``schema`` (the subset the caption schemas use)."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        return {name: instance(sub, sentence, name) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [instance(schema.get("items", {}), sentence, key)]
+    if kind == "integer":
+        return int(schema.get("minimum", 0))
+    if schema.get("pattern") == TIME_RANGE:
+        return "0:00-0:05"
+    return sentence if key in _PROSE else f"{key.replace('_', ' ')} as suits: {sentence}"
+
+
+def answer(body: dict[str, Any], model: str) -> dict[str, Any]:
+    """The chat-completion answer to a checked request body."""
+    text = _message_text(body["messages"][-1])
+    sentence, parameters = sentence_and_parameters(text)
+    format_ = body.get("response_format") or {}
+    if format_.get("type") == "json_schema":
+        schema = format_["json_schema"]["schema"]
+    else:
+        schema = caption_schema("video" if "temporal_caption" in text else "image")
+    caption = instance(schema, sentence)
+    if isinstance(caption, dict):
+        caption.update({k: v for k, v in parameters.items() if k in schema.get("properties", {})})
+    content = json.dumps(caption)
+    if format_.get("type") != "json_schema":
+        content = f"```json\n{content}\n```"  # as the framework's instruction asks for
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
+    prompt_tokens, completion_tokens = len(text.split()), len(content.split())
+    return {"id": f"chatcmpl-{digest}", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": "stop", "logprobs": None}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens}}
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def _problem(body: Any, model: str) -> tuple[int, str, str | None] | None:
+    """What vLLM would refuse in ``body``: ``(status, message, param)``, or ``None``."""
+    if not isinstance(body, dict):
+        return 400, "the request body must be a JSON object", None
+    if body.get("model") != model:
+        return 404, f"The model `{body.get('model')}` does not exist.", "model"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(
+            isinstance(m, dict) and m.get("role") in ("system", "user", "assistant", "developer") for m in messages):
+        return 400, "messages must be a non-empty list of {role, content} objects", "messages"
+    if messages[-1].get("role") != "user" or not _message_text(messages[-1]).strip():
+        return 400, "the last message must be a user message with text", "messages"
+    format_ = body.get("response_format")
+    if format_ is not None:
+        if not isinstance(format_, dict) or format_.get("type") not in ("text", "json_object", "json_schema"):
+            return 400, "response_format.type must be 'text', 'json_object' or 'json_schema'", "response_format"
+        if format_["type"] == "json_schema" and not isinstance((format_.get("json_schema") or {}).get("schema"),
+                                                                dict):
+            return 400, "response_format.json_schema.schema must be a JSON Schema object", "response_format"
+    if body.get("stream"):
+        return 400, "this stand-in does not stream; send stream=false", "stream"
+    return None
+
+
+def create_chat_app(model: str = STANDIN_MODEL) -> FastAPI:
+    """The FastAPI app: ``/health``, ``/v1/models``, ``/v1/chat/completions``."""
+    app = FastAPI(title="Cosmos caption upsampler stand-in",
+                  description=f"Deterministic, offline; serves {model!r}. Templates: {', '.join(KINDS)}.")
+
+    @app.get("/health")
+    def health() -> dict:
+        return {}
+
+    @app.get("/v1/models")
+    def models() -> dict:
+        return {"object": "list", "data": [{"id": model, "object": "model", "created": 0,
+                                            "owned_by": "cosmos-helpers"}]}
+
+    @app.post("/v1/chat/completions")
+    async def completions(request: Request):
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return _error(400, "the request body is not JSON")
+        problem = _problem(body, model)
+        if problem is not None:
+            status, message, param = problem
+            return _error(status, message, "NotFoundError" if status == 404 else "BadRequestError", param)
+        return answer(body, model)
+
+    return app
+
+
+class ChatStandin:
+    """The stand-in under uvicorn in a background thread, on a free loopback port: ``with ChatStandin() as s:``
+    then ``upsample(..., endpoint=s.url, model=s.model)``."""
+
+    def __init__(self, model: str = STANDIN_MODEL, *, host: str = "127.0.0.1", port: int | None = None,
+                 ready_timeout: float = 30.0) -> None:
+        from ..server.local import free_port
+
+        self.model, self.host = model, host
+        self.port = port or free_port(host)
+        self.ready_timeout = ready_timeout
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> "ChatStandin":
+        import uvicorn
+
+        config = uvicorn.Config(create_chat_app(self.model), host=self.host, port=self.port, log_level="warning",
+                                lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name=f"chat-standin-{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + self.ready_timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise BackendUnavailableError(f"the chat stand-in did not start on port {self.port}")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+        self._server = self._thread = None
+
+    def __enter__(self) -> "ChatStandin":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"ChatStandin(model={self.model!r}, url={self.url!r})"

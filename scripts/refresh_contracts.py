@@ -15,6 +15,16 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
   model every input file is validated with, the per-mode default files, the model configs' defaults, the
   checkpoint names, the command-line flags (from ``--help``) and the example inputs ``inputs/omni/*.json``.
 * **diffusers** (the installed version): ``Cosmos3OmniPipeline`` call defaults and config defaults.
+* **prompting** (a framework checkout, or a bare git repository with ``--framework-git-dir``; nothing of it
+  is executed but ``prompt_upsampling.py``, which needs only ``requests``): the caption templates and upsampler
+  prompts as files, the upsampler's system message, resolution table and config defaults, the chat messages
+  its own builders make for one sample sentence, the default negative caption, and the blocklist guardrail's
+  rules (checkpoint, list folders, partial-match settings, invisible characters, the order of its passes);
+  with the ``better-profanity`` wheel's look-alike map and word characters. Besides the fixture it writes
+  ``cosmos_helpers/protocol/prompting.py``, the same facts as a module the package imports (tests keep the two
+  equal)::
+
+    python scripts/refresh_contracts.py --only prompting --framework-git-dir ~/cosmos-framework/.git
 
 Run it from the repository root; it rewrites the fixtures it was asked for::
 
@@ -22,7 +32,7 @@ Run it from the repository root; it rewrites the fixtures it was asked for::
         --framework-python ~/cosmos-framework/.venv/bin/python
 
 Nothing here is imported by the package or the tests; the fixtures are data with the upstream version in their
-file name and inside.
+file name and inside (and ``cosmos_helpers/protocol/prompting.py`` is generated data).
 """
 
 from __future__ import annotations

@@ -15,16 +15,17 @@ from __future__ import annotations
 from typing import Any
 
 from .blocklist import Blocklist, BlockedWord, find_blocked
-from .captions import CaptionCheck, CaptionProblem, blank_caption, build_caption, check_caption
+from .captions import (CaptionCheck, CaptionProblem, blank_caption, build_caption, check_caption,
+                       save_caption)
 from .precheck import (PrecheckedBackend, PrecheckReport, framework_negative_prompt, precheck, precheck_request,
                        with_precheck)
 from .schema import caption_schema
 from .upsample import Upsampler, UpsampleError, chat_request, upsample
 
 __all__ = ["Blocklist", "BlockedWord", "find_blocked", "CaptionCheck", "CaptionProblem", "blank_caption",
-           "build_caption", "check_caption", "PrecheckedBackend", "PrecheckReport", "precheck", "precheck_request",
-           "framework_negative_prompt", "with_precheck", "caption_schema", "Upsampler", "UpsampleError",
-           "chat_request", "upsample", "ChatStandin", "create_chat_app"]
+           "build_caption", "save_caption", "check_caption", "PrecheckedBackend", "PrecheckReport", "precheck",
+           "precheck_request", "framework_negative_prompt", "with_precheck", "caption_schema", "Upsampler",
+           "UpsampleError", "chat_request", "upsample", "ChatStandin", "create_chat_app"]
 
 
 def __getattr__(name: str) -> Any:

@@ -145,6 +145,34 @@ def build_caption(kind: str = "video", data: Mapping[str, Any] | None = None, **
     return check_caption({**base, **fields}, kind).raise_if_invalid()
 
 
+def save_caption(caption: Mapping[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write ``caption`` as a ``.json`` prompt file (readable by ``GenerationRequest(prompt=Path(...))``).
+
+    ``path`` ending in ``/`` or naming a folder: the file is ``<kind>_caption_<8 hex of its content>.json``
+    in it, so each distinct caption gets its own file. The same caption already there is kept as it is; a
+    different one is never replaced unless ``overwrite``.
+    """
+    import hashlib
+
+    from ..media import write_bytes_atomic
+
+    data = (json.dumps(dict(caption), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    target = Path(path)
+    if str(path).endswith(("/", "\\")) or target.is_dir():
+        try:
+            stem = f"{guess_kind(caption)}_caption"
+        except ValidationError:
+            stem = "caption"
+        target = target / f"{stem}_{hashlib.sha256(data).hexdigest()[:8]}.json"
+    if target.is_file() and not overwrite:
+        try:
+            if json.loads(target.read_text(encoding="utf-8")) == dict(caption):
+                return target
+        except (ValueError, UnicodeDecodeError):
+            pass  # not this caption: refused below
+    return write_bytes_atomic(target, data, overwrite=overwrite)
+
+
 def blank_caption(kind: str = "video") -> dict[str, Any]:
     """The framework's template for ``kind`` with every value emptied: a form to fill in (``""``, ``0``, ``[]``)."""
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from cosmos_helpers.errors import ValidationError
-from cosmos_helpers.prompting import blank_caption, build_caption, caption_schema, check_caption
+from cosmos_helpers.errors import OutputExistsError, ValidationError
+from cosmos_helpers.prompting import blank_caption, build_caption, caption_schema, check_caption, save_caption
 from cosmos_helpers.prompting.schema import schema_from_template
 
 
@@ -132,3 +132,20 @@ def test_template_rules():
                                                                                 "description": "a sentence"}}
     with pytest.raises(ValueError):
         schema_from_template([1, 2])
+
+
+def test_save_caption_keeps_the_same_refuses_a_different_one(tmp_path):
+    caption = _filled("image")
+    first = save_caption(caption, tmp_path)
+    assert first.name.startswith("image_caption_") and json.loads(first.read_text()) == caption
+    assert save_caption(caption, tmp_path) == first  # the same caption: one file
+    other = save_caption({**caption, "context": "another"}, tmp_path)
+    assert other != first and len(list(tmp_path.iterdir())) == 2
+    named = tmp_path / "mine.json"
+    save_caption(caption, named)
+    assert save_caption(caption, named) == named
+    with pytest.raises(OutputExistsError):
+        save_caption({**caption, "context": "another"}, named)
+    assert json.loads(named.read_text()) == caption
+    save_caption({**caption, "context": "another"}, named, overwrite=True)
+    assert json.loads(named.read_text())["context"] == "another"

@@ -20,9 +20,10 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
   prompts as files, the upsampler's system message, resolution table and config defaults, the chat messages
   its own builders make for one sample sentence, the default negative caption, and the blocklist guardrail's
   rules (checkpoint, list folders, partial-match settings, invisible characters, the order of its passes);
-  with the ``better-profanity`` wheel's look-alike map and word characters. Besides the fixture it writes
-  ``cosmos_helpers/protocol/prompting.py``, the same facts as a module the package imports (tests keep the two
-  equal)::
+  with the ``better-profanity`` wheel's look-alike map and word characters, and where the vllm-omni wheel turns
+  the guardrails off (serve flag, per-request key, deploy configs with ``guardrails: false``). Besides the
+  fixture it writes ``cosmos_helpers/protocol/prompting.py``, the same facts as a module the package imports
+  (tests keep the two equal)::
 
     python scripts/refresh_contracts.py --only prompting --framework-git-dir ~/cosmos-framework/.git
 
@@ -557,6 +558,27 @@ def better_profanity_contract(wheel: Path) -> dict[str, Any]:
             "replacement_length": 4}
 
 
+def vllm_omni_guardrail_contract(wheel: Path) -> dict[str, Any]:
+    """Where vLLM-Omni turns the Cosmos3 guardrails off: the serve flag, the per-request key, and the shipped
+    deploy configs that set ``model_config.guardrails: false`` (serving with one turns them off unannounced)."""
+    import yaml
+
+    off = []
+    with zipfile.ZipFile(wheel) as archive:
+        serve = archive.read("vllm_omni/entrypoints/cli/serve.py").decode()
+        for name in sorted(n for n in archive.namelist() if n.startswith("vllm_omni/deploy/") and n.endswith(".yaml")):
+            config = yaml.safe_load(archive.read(name)) or {}
+            stages = [stage.get("model_config") or {} for stage in config.get("stages") or []]
+            if any(stage.get("guardrails") is False for stage in stages):
+                off.append(name)
+        extras = archive.read("vllm_omni/model_extras/cosmos3.py").decode()
+    flag = re.search(r'"(--no-guardrails)",\s*dest="no_guardrails"', serve)
+    return {"package": "vllm-omni", "version": _wheel_version(wheel), "serve_flag": flag.group(1) if flag else None,
+            "serve_flag_sets": "model_config['guardrails'] = False" if 'model_config["guardrails"] = False' in serve
+            else None, "per_request_key_in_extra_params": '"guardrails"' in extras,
+            "deploy_configs_with_guardrails_off": off}
+
+
 def prompting_module_text(contract: dict[str, Any], fixture_name: str) -> str:
     """``cosmos_helpers/protocol/prompting.py``: the fixture's facts as Python literals, for the package: all but
     the sample messages (test data), and of the templates those the upsampler uses by default (the reasoner
@@ -585,12 +607,15 @@ def _download(requirement: str, folder: Path, pattern: str) -> Path:
     return next(folder.glob(pattern))
 
 
-def refresh_prompting(files: FrameworkFiles, profanity_wheel: Path | None, out: Path) -> None:
+def refresh_prompting(files: FrameworkFiles, profanity_wheel: Path | None, vllm_wheel: Path | None,
+                      out: Path) -> None:
     """Write the prompting fixture and the package module generated from it."""
     with tempfile.TemporaryDirectory() as folder:
         wheel = profanity_wheel or _download("better-profanity", Path(folder), "better_profanity-*.whl")
         data = framework_prompting_contract(files)
         data["better_profanity"] = better_profanity_contract(wheel)
+        vllm_wheel = vllm_wheel or _download(f"vllm-omni=={VLLM_OMNI_VERSION}", Path(folder), "vllm_omni-*.whl")
+        data["vllm_omni_guardrails"] = vllm_omni_guardrail_contract(vllm_wheel)
     name = f"cosmos_framework_prompting-{data['commit']}"
     _write(name, data, out)
     PROMPTING_MODULE.write_text(prompting_module_text(data, name), encoding="utf-8")
@@ -645,7 +670,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.framework is None and args.framework_git_dir is None:
             parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting fixture")
         files = FrameworkFiles(args.framework and args.framework.resolve(), args.framework_git_dir, args.framework_rev)
-        refresh_prompting(files, args.better_profanity_wheel, args.out)
+        refresh_prompting(files, args.better_profanity_wheel, args.vllm_omni_wheel, args.out)
     if "diffusers" in wanted:
         data = diffusers_contract()
         _write(f"diffusers-{data['version']}", data, args.out)

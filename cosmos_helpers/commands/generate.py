@@ -47,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--out", type=Path, default=Path("outputs"), help="output folder (default ./outputs)")
     where.add_argument("--name", default=None, help="output file stem (default: the mode)")
     where.add_argument("--overwrite", action="store_true", help="replace an existing output of another request")
+    check = parser.add_argument_group("blocklist pre-check, before anything is sent (the prompt is never changed)")
+    check.add_argument("--precheck", choices=("off", "warn", "refuse"), default="off",
+                       help="find words the Cosmos blocklist guardrail rejects: warn, or refuse a flagged prompt")
+    check.add_argument("--blocklist", default=None, help="the 'blocklist' folder of an nvidia/Cosmos-Guardrail1 "
+                                                         "download (default: the Hugging Face cache's, else the "
+                                                         "publicly known entries)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
         video=args.video, guardrails=None if args.guardrails is None else args.guardrails == "on")
     print(request.summary(), file=sys.stderr)
     backend = backend_by_name(args.backend, url=args.url, checkout=args.checkout, gpus=args.gpus)
+    if args.precheck != "off":
+        from ..prompting import with_precheck
+
+        backend = with_precheck(backend, args.blocklist, on_flag="raise" if args.precheck == "refuse" else "warn")
     generation = generate_and_save(backend, request, args.out / (args.name or request.mode), overwrite=args.overwrite)
     print(generation.paths["media"])
     return 0

@@ -21,12 +21,17 @@ from ..prompts import compact
 from ..protocol.prompting import FACTS
 from .blocklist import Blocklist, BlockedWord, find_blocked
 
-# What each stack's text guardrail reads, from its code.
+_VLLM = FACTS["vllm_omni_guardrails"]
+# What each stack's text guardrail reads, and where it is off without a word, from its code.
 COVERAGE: dict[str, str] = {
     "framework": "Cosmos Framework 5eee9ed checks the positive prompt only "
-                 "(inference/inference.py:1759, data_batch[input_caption_key]); --no-guardrails turns it off.",
-    "vllm-omni": "vLLM-Omni 0.30.0 checks the positive prompt only (pipeline_cosmos3.py:547-549); a server "
-                 "started with --no-guardrails checks nothing whatever a request asks, and /v1/models does not "
+                 "(inference/inference.py:1759, data_batch[input_caption_key]); --no-guardrails turns it off; its "
+                 "video content-safety classifier is disabled in this release (common/presets.py), so the video "
+                 "check is face blur only.",
+    "vllm-omni": f"vLLM-Omni {_VLLM['version']} checks the positive prompt only (pipeline_cosmos3.py:547-549). A "
+                 f"server started with {_VLLM['serve_flag']}, or with --deploy-config "
+                 f"{' or '.join(path.split('/')[-1] for path in _VLLM['deploy_configs_with_guardrails_off'])} "
+                 "(shipped with guardrails: false), checks nothing whatever a request asks, and /v1/models does not "
                  "say so; a request's extra_params.guardrails=false skips the check for that request.",
     "diffusers": "diffusers with cosmos_guardrail's CosmosSafetyChecker checks the positive prompt; this "
                  "project's DiffusersBackend refuses to start without the package when guardrails are on.",

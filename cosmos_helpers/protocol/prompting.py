@@ -167,4 +167,5 @@ FACTS = {
  'system_message': {'content': [{'text': 'You are a helpful assistant.', 'type': 'text'}], 'role': 'system'},
  'template_files': {'POSTTRAIN_I2V_JSON_TEMPLATE': 'posttrained_i2v_json_schema.json', 'POSTTRAIN_I2V_PROMPT_TEMPLATE': 'posttrained_i2v_prompt.txt', 'T2I_JSON_TEMPLATE': 't2i_json_schema.json', 'T2I_PROMPT_TEMPLATE': 't2i_prompt.txt', 'T2V_JSON_TEMPLATE': 't2v_i2v_video_json_schema.json', 'T2V_PROMPT_TEMPLATE': 't2v_i2v_video_prompt.txt'},
  'templates_dir': 'cosmos_framework/inference/prompting_templates/external_api'},
+    'vllm_omni_guardrails': {'deploy_configs_with_guardrails_off': ['vllm_omni/deploy/cosmos3_omni.yaml', 'vllm_omni/deploy/cosmos3_policy_droid.yaml'], 'package': 'vllm-omni', 'per_request_key_in_extra_params': True, 'serve_flag': '--no-guardrails', 'serve_flag_sets': "model_config['guardrails'] = False", 'version': '0.30.0'},
 }

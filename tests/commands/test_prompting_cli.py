@@ -64,3 +64,14 @@ def test_upsample_prints_or_writes_and_never_overwrites(tmp_path, capsys, monkey
         assert code == 1 and "exists" in err and target.read_text() == before
         code, _, err = _main(capsys, "upsample", "A red kettle.", "--endpoint", server.url, "--fps", "25")
         assert code == 1 and "fps: 25 is not allowed" in err
+
+
+def test_generate_precheck_refuses_before_any_model_loads(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    torch_loaded = "torch" in sys.modules
+    code, _, err = _main(capsys, "generate", "--mode", "text2image", "--prompt", "a lifeless street",
+                         "--precheck", "refuse", "--out", str(tmp_path))
+    assert code == 1 and "'lifeless' matches" in err and "nothing sent" in err
+    assert list(tmp_path.glob("*.png")) == [] and ("torch" in sys.modules) == torch_loaded

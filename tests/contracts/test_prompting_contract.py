@@ -92,3 +92,13 @@ def test_guardrail_facts(contract):
                                      "whitelist_words": "whitelist"}
     assert guard["calls_in_is_safe"][:3] == ["to_ascii", "self.censor_prompt", "nltk.word_tokenize"]
     assert contract["better_profanity"]["version"] == "0.7.0"
+
+
+def test_where_vllm_omni_turns_guardrails_off(contract):
+    """A shipped deploy config with guardrails: false is a switch a user may not know they flipped."""
+    from cosmos_helpers.prompting.precheck import COVERAGE
+
+    facts = contract["vllm_omni_guardrails"]
+    assert facts["serve_flag"] == "--no-guardrails" and facts["per_request_key_in_extra_params"]
+    assert "vllm_omni/deploy/cosmos3_omni.yaml" in facts["deploy_configs_with_guardrails_off"]
+    assert "cosmos3_omni.yaml" in COVERAGE["vllm-omni"] and "--no-guardrails" in COVERAGE["vllm-omni"]

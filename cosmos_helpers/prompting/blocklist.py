@@ -137,9 +137,11 @@ def find_blocked(text: str, blocklist: Blocklist) -> list[BlockedWord]:
     """Every word of ``text`` the guardrail's blocklist passes would match (the guardrail stops at the first)."""
     text = re.sub(r"[^\x00-\x7F]+", " ", text).replace("\x00", "")  # to_ascii, then the sentinel removed
     whitelist = {w.lower() for w in blocklist.whitelist}
-    custom = sorted({w.lower() for w in blocklist.custom} - whitelist)
+    custom = tuple(sorted({w.lower() for w in blocklist.custom} - whitelist))
     found = _censor_pass(_normalize(text), custom, "blocklist")
-    lemmatized = " ".join(_lemma(token, custom) for token in re.findall(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]", text))
+    tokens = re.findall(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]", text)
+    known = frozenset(custom)
+    lemmatized = " ".join(_lemma(token, known) for token in tokens)
     found += _censor_pass(_normalize(lemmatized), custom, "blocklist, after lemmatising")
     found += _exact_pass(text, blocklist.exact_match)
     once = {}
@@ -155,11 +157,6 @@ def _normalize(text: str) -> str:
     return " ".join(_INVISIBLE.sub(" ", text).split())
 
 
-def _lookalike(entry: str, word: str) -> bool:
-    """better-profanity's ``VaryingString`` equality: each letter of ``entry`` or one of its look-alikes."""
-    return len(entry) == len(word) and all(c == e or c in _LOOKALIKE.get(e, ()) for e, c in zip(entry, word))
-
-
 def _words(text: str) -> list[tuple[int, int]]:
     """Spans of better-profanity words: runs of its word characters."""
     spans, start = [], None
@@ -173,13 +170,13 @@ def _words(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _censor_pass(text: str, entries: list[str], rule: str) -> list[BlockedWord]:
+def _censor_pass(text: str, entries: tuple[str, ...], rule: str) -> list[BlockedWord]:
     """better-profanity's censor: a word, or it with the next words (joined with their separators or without),
     equal to an entry; runs are tried first, as many words as an entry has separators."""
     if not entries:
         return []
     longest = max(1, max(sum(c not in _WORD_CHARS for c in e) for e in entries))
-    spans, found, index = _words(text), [], 0
+    spans, found, index, trie = _words(text), [], 0, _trie(entries)
     while index < len(spans):
         match = None
         for extra in range(1, longest + 1):
@@ -187,7 +184,7 @@ def _censor_pass(text: str, entries: list[str], rule: str) -> list[BlockedWord]:
                 break
             start, end = spans[index][0], spans[index + extra][1]
             joined = "".join(text[a:b] for a, b in spans[index: index + extra + 1]).lower()
-            match = _first(entries, (text[start:end].lower(), joined))
+            match = _first(trie, (text[start:end].lower(), joined))
             if match:
                 found.append(BlockedWord(text[start:end], match, rule))
                 index += extra + 1
@@ -195,18 +192,46 @@ def _censor_pass(text: str, entries: list[str], rule: str) -> list[BlockedWord]:
         if match:
             continue
         word = text[spans[index][0]:spans[index][1]]
-        entry = _first(entries, (word.lower(),))
+        entry = _first(trie, (word.lower(),))
         if entry:
             found.append(BlockedWord(word, entry, rule))
         index += 1
     return found
 
 
-def _first(entries: list[str], forms: tuple[str, ...]) -> str | None:
-    return next((e for e in entries for form in forms if _lookalike(e, form)), None)
+# text character -> the entry characters it can stand for (itself, and what it is a look-alike of)
+_STANDS_FOR: dict[str, frozenset[str]] = {}
+for _letter, _variants in _LOOKALIKE.items():
+    for _variant in _variants:
+        _STANDS_FOR[_variant] = _STANDS_FOR.get(_variant, frozenset({_variant})) | {_letter}
+_END = ""  # trie key marking a complete entry (no character is empty)
 
 
-def _lemma(token: str, entries: list[str]) -> str:
+def _trie(entries: tuple[str, ...]) -> dict:
+    root: dict = {}
+    for entry in entries:
+        node = root
+        for char in entry:
+            node = node.setdefault(char, {})
+        node[_END] = entry
+    return root
+
+
+def _first(trie: dict, forms: tuple[str, ...]) -> str | None:
+    """The entry some form equals, look-alikes included (a walk of the entries' trie: long lists stay fast)."""
+    for form in forms:
+        nodes = [trie]
+        for char in form:
+            nodes = [node[c] for node in nodes for c in _STANDS_FOR.get(char, (char,)) if c in node]
+            if not nodes:
+                break
+        found = sorted(node[_END] for node in nodes if _END in node)
+        if found:
+            return found[0]
+    return None
+
+
+def _lemma(token: str, entries: frozenset[str]) -> str:
     """``WordNetLemmatizer().lemmatize(token)``, as far as it matters here: a lower-case plural whose noun-rule
     singular is an entry becomes that entry (WordNet lookups are case-sensitive, so capitals stay)."""
     if token != token.lower():
@@ -221,17 +246,39 @@ def _exact_pass(text: str, entries: Iterable[str]) -> list[BlockedWord]:
     """``check_against_whole_word_blocklist``: whole words, then near matches of long entries."""
     prompt = re.sub(r"\s+", " ", text).strip().lower()
     words = prompt.split()
-    found = []
+    found, runs = [], {}  # runs: {word count: the prompt's runs of that many words}, made once per count
     for entry in dict.fromkeys(re.sub(r"\s+", " ", e).strip().lower() for e in entries):
         hit = re.search(r"\b" + re.escape(entry) + r"\b", prompt)
         if hit:
             found.append(BlockedWord(hit.group(0), entry, "exact-match list"))
             continue
         if len(entry) >= PARTIAL_MIN_CHARS:
-            size, threshold = len(entry.split()), (len(entry) - PARTIAL_LETTERS) / len(entry)
-            for i in range(len(words) - size + 1):
-                window = " ".join(words[i: i + size])
-                if SequenceMatcher(None, window, entry).ratio() >= threshold:
-                    found.append(BlockedWord(window, entry, "exact-match list, near match"))
-                    break
+            size = len(entry.split())
+            if size not in runs:
+                listed = [" ".join(words[i: i + size]) for i in range(len(words) - size + 1)]
+                runs[size] = (listed, frozenset(listed))
+            near = _near_match(entry, runs[size])
+            if near:
+                found.append(BlockedWord(near, entry, "exact-match list, near match"))
     return found
+
+
+def _near_match(entry: str, runs: tuple[list[str], frozenset[str]]) -> str | None:
+    """``check_partial_match``: a run of as many words as ``entry`` has, with a ``SequenceMatcher`` ratio of at
+    least (n - 0.4) / n, n the entry's length.
+
+    With fewer than 1 letter allowed, that bound only an identical run meets: the ratio is 2M / (|run| + n) with
+    M <= min(|run|, n) matched characters, so it needs |run| = n and M >= n - 0.4, i.e. M = n. The runs are then
+    compared as strings; any other setting takes the matcher, as upstream.
+    """
+    if PARTIAL_LETTERS < 1:
+        return entry if entry in runs[1] else None
+    threshold = (len(entry) - PARTIAL_LETTERS) / len(entry)
+    matcher = SequenceMatcher(None)
+    matcher.set_seq2(entry)
+    for run in runs[0]:
+        matcher.set_seq1(run)
+        if matcher.real_quick_ratio() >= threshold and matcher.quick_ratio() >= threshold \
+                and matcher.ratio() >= threshold:
+            return run
+    return None

@@ -210,8 +210,10 @@ class Upsampler:
                 duration: str | None = "5s", fps: int | None = 24, **options: Any) -> dict[str, Any]:
         """``sentence`` as a checked ``kind`` caption; ``options``: ``max_tokens``, ``temperature``, ``seed``,
         ``constrained`` (send the JSON Schema as ``response_format``; default on)."""
-        body = chat_request(sentence, model=self.served_model(), kind=kind, resolution=resolution,
-                            aspect_ratio=aspect_ratio, duration=duration, fps=fps, **options)
+        settings = dict(kind=kind, resolution=resolution, aspect_ratio=aspect_ratio, duration=duration, fps=fps,
+                        **options)
+        chat_request(sentence, model=self.model or "unknown", **settings)  # bad input fails before any call
+        body = chat_request(sentence, model=self.served_model(), **settings)
         pinned = output_parameters(kind, resolution, aspect_ratio, duration, fps)
         answer = self._send(Call("POST", CHAT_COMPLETIONS, "prompt upsampling", self.timeout, json=body))
         return caption_from_answer(answer, kind, pinned)

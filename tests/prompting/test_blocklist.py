@@ -78,3 +78,19 @@ def test_find_cached_reads_the_hugging_face_cache(tmp_path, monkeypatch):
 def test_one_string_is_not_a_list_of_words():
     with pytest.raises(ValidationError, match="custom"):
         Blocklist.from_words("bleeding")
+
+
+def test_near_match_shortcut_is_the_sequence_matcher_rule():
+    """At the framework's 0.4 letters the ratio bound admits only identical runs; the shortcut must agree with
+    the upstream SequenceMatcher test on near misses of every kind."""
+    from difflib import SequenceMatcher
+
+    from cosmos_helpers.prompting import blocklist
+
+    entry = "war crimes"
+    runs = ["war crimes", "war crime", "war crimess", "war crimez", "wa crimes", "war  crimes", "warcrimes x"]
+    threshold = (len(entry) - blocklist.PARTIAL_LETTERS) / len(entry)
+    upstream = [run for run in runs if SequenceMatcher(None, run, entry).ratio() >= threshold]
+    assert upstream == ["war crimes"]
+    assert blocklist._near_match(entry, (runs, frozenset(runs))) == "war crimes"
+    assert blocklist._near_match(entry, (runs[1:], frozenset(runs[1:]))) is None

@@ -165,3 +165,20 @@ def test_instance_of_schema_is_valid_for_both_kinds():
 
     for kind in ("image", "video"):
         jsonschema.validate(instance(caption_schema(kind), SENTENCE), caption_schema(kind))
+
+
+def test_bad_input_fails_before_the_model_list_is_asked():
+    seen: list = []
+    client = Upsampler("http://h", transport=_transport([], seen))  # model=None: it would ask /v1/models
+    with pytest.raises(ValidationError, match="fps"):
+        client.caption(SENTENCE, fps=25)
+    with pytest.raises(TypeError):
+        client.caption(SENTENCE, colour="red")  # an unknown option is Python's error, before sending
+    assert seen == []
+
+
+def test_model_discovery_needs_exactly_one_model():
+    listing = {"object": "list", "data": [{"id": "a"}, {"id": "b"}]}
+    client = Upsampler("http://h", transport=_transport([(200, listing)], []))
+    with pytest.raises(ValidationError, match="which one is the upsampler"):
+        client.caption(SENTENCE)

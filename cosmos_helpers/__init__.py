@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
     "widgets": "show grid compare frame_strip sound_plot GenerateForm",
     "environment": "environment_report",
     "gallery": "list_outputs",
+    "sweeps": "sweep SweepResult",
     "errors": "CosmosHelpersError ValidationError OutputExistsError BackendUnavailableError GuardrailError ServerError "
               "GenerationTimeoutError",
 }.items() for name in names.split()}
@@ -70,5 +71,6 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .request import GenerationRequest
     from .result import Generation, find_saved
     from .server.local import LocalServer, connect_vllm_omni
+    from .sweeps import SweepResult, sweep
     from .widgets import GenerateForm, compare, frame_strip, grid, show, sound_plot
     from .workflow import generate_and_save

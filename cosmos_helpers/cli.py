@@ -18,6 +18,7 @@ from .errors import CosmosHelpersError
 COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("cosmos_helpers.commands.generate", "generate one image or video and save it with a manifest"),
     "run-cookbooks": ("cosmos_helpers.commands.cookbooks", "execute every cookbook with papermill into one folder"),
+    "sweep": ("cosmos_helpers.commands.sweep", "run a notebook once per parameter set (papermill), in parallel"),
     "lab": ("cosmos_helpers.commands.lab", "open the cookbooks in JupyterLab with this environment as the kernel"),
     "tiny": ("cosmos_helpers.commands.tiny", "build (or locate) the embedded tiny Cosmos3 model"),
     "serve": ("cosmos_helpers.server.cli", "start a local vLLM-Omni-compatible server"),

@@ -50,6 +50,23 @@ def find_cookbooks(root: str | Path | None = None, only: Iterable[str] = ()) -> 
     return notebooks
 
 
+def execute_notebook(notebook: str | Path, executed: str | Path, parameters: dict[str, Any], *,
+                     kernel: str = "python3", log_output: bool = False) -> tuple[float, str | None]:
+    """Run one notebook with papermill in its own folder (so its relative ``assets/`` paths work) into
+    ``executed``; returns ``(seconds, error)``. A failure is returned as the last lines of the cell's
+    traceback, not raised, so that batch callers can record it and carry on."""
+    import papermill
+
+    notebook = Path(notebook)
+    start, error = time.perf_counter(), None
+    try:
+        papermill.execute_notebook(str(notebook), str(executed), parameters=parameters, cwd=str(notebook.parent),
+                                   kernel_name=kernel, progress_bar=False, log_output=log_output)
+    except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
+        error = "\n".join(str(exc).strip().splitlines()[-6:]) or type(exc).__name__
+    return time.perf_counter() - start, error
+
+
 def run_cookbooks(
     out: str | Path,
     *,
@@ -79,14 +96,8 @@ def run_cookbooks(
             injected = {"output_dir": str(output_dir), "profile": profile, **(parameters or {})}
             injected = {k: v for k, v in injected.items() if k in accepted}
             print(f"running {relative} ({', '.join(f'{k}={v!r}' for k, v in injected.items())})", flush=True)
-            start, error = time.perf_counter(), None
-            try:
-                papermill.execute_notebook(str(notebook), str(executed), parameters=injected, cwd=str(notebook.parent),
-                                           kernel_name=kernel, progress_bar=False, log_output=log_output)
-            except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
-                error = "\n".join(str(exc).strip().splitlines()[-6:])
-            runs.append(NotebookRun(str(relative), str(executed), str(output_dir), time.perf_counter() - start,
-                                    error is None, error))
+            seconds, error = execute_notebook(notebook, executed, injected, kernel=kernel, log_output=log_output)
+            runs.append(NotebookRun(str(relative), str(executed), str(output_dir), seconds, error is None, error))
             print(f"  {'ok' if error is None else 'FAILED'} in {runs[-1].seconds:.1f} s -> {executed}", flush=True)
     (out / "summary.json").write_text(json.dumps([asdict(run) for run in runs], indent=2))
     if gallery:

@@ -1,0 +1,57 @@
+"""``cosmos-helpers sweep NOTEBOOK --grid params.yaml``: run a notebook once per parameter set (papermill)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebook", type=Path, help="the notebook to run (it needs a cell tagged 'parameters')")
+    parser.add_argument("--grid", required=True, type=Path,
+                        help="YAML ({name: [values]} for every combination, or a list of {name: value} sets) "
+                             "or CSV (a header of names, one row per run)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the sweep's folder (default outputs/sweeps/<notebook name>)")
+    workers = parser.add_mutually_exclusive_group()
+    workers.add_argument("--servers", metavar="URL1,URL2",
+                         help="vLLM-Omni servers, one worker each; the URL goes into --server-parameter")
+    workers.add_argument("--gpus", metavar="0,1", help="GPUs, one worker each (CUDA_VISIBLE_DEVICES per run)")
+    workers.add_argument("--jobs", type=int, default=None, help="local workers (default 1)")
+    parser.add_argument("--server-parameter", default="server_url",
+                        help="the notebook parameter that receives a worker's server URL (default server_url)")
+    parser.add_argument("--output-parameter", default="output_dir",
+                        help="the notebook parameter that receives each run's output folder (default output_dir)")
+    parser.add_argument("--no-output-parameter", action="store_true",
+                        help="run a notebook that has no output folder parameter")
+    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="a fixed parameter for every run (VALUE as a Python literal or plain text); repeatable")
+    parser.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
+    parser.add_argument("--log-output", action="store_true", help="stream the notebooks' output while they run")
+    parser.add_argument("--no-report", action="store_true",
+                        help="skip the summary CSV, contact sheet, time plot and HTML page")
+
+
+def _literal(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..sweeps import sweep
+
+    result = sweep(args.notebook, args.grid, out=args.out, servers=args.servers, gpus=args.gpus, jobs=args.jobs,
+                   parameters={name: _literal(value) for name, value in args.parameter},
+                   server_parameter=args.server_parameter,
+                   output_parameter=None if args.no_output_parameter else args.output_parameter,
+                   kernel=args.kernel, log_output=args.log_output, write_report=not args.no_report)
+    print("\n" + result.markdown())
+    for name, path in result.files.items():
+        print(f"{name}: {path}")
+    for run in result.failed:
+        print(f"\n{run.name} failed:\n{run.error}", file=sys.stderr)
+    return 1 if result.failed else 0

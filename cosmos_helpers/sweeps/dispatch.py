@@ -1,0 +1,227 @@
+"""Running a sweep's runs in parallel over workers: vLLM-Omni servers, GPUs, or plain local processes.
+
+Each worker (a *slot*) takes the next pending run, starts ``python -m cosmos_helpers.sweeps.worker`` for it
+(its own process: see that module for why) and waits. A server slot injects its URL into the notebook's
+server parameter; a GPU slot sets ``CUDA_VISIBLE_DEVICES`` for the run's process and so for its kernel.
+The run manifest records the slot, so where each run ran can be checked afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..errors import ValidationError
+from ..progress import progress_bar
+from .runs import SweepRun, now
+
+LOG_DIR = ".workers"
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding this cosmos_helpers
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    server_url: str | None = None
+    gpu: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        facts: dict[str, Any] = {"slot": self.index}
+        if self.server_url is not None:
+            facts["server_url"] = self.server_url
+        if self.gpu is not None:
+            facts["gpu"] = self.gpu
+        return facts
+
+    def label(self) -> str:
+        if self.server_url is not None:
+            return self.server_url
+        return f"gpu {self.gpu}" if self.gpu is not None else f"worker {self.index}"
+
+
+def _listed(value: str | Sequence[Any] | None, field: str) -> list[str]:
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else [str(item) for item in value]
+    items = [item.strip() for item in items]
+    if not items or any(not item for item in items):
+        raise ValidationError(field, f"{value!r} has an empty entry.",
+                              f"give a comma-separated list, e.g. {field}=0,1.")
+    return items
+
+
+def make_slots(*, servers: str | Sequence[str] | None = None, gpus: str | Sequence[Any] | None = None,
+               jobs: int | None = None) -> list[Slot]:
+    """One slot per server URL, per GPU, or ``jobs`` local slots (default 1); only one of the three."""
+    server_list, gpu_list = _listed(servers, "servers"), _listed(gpus, "gpus")
+    if server_list and gpu_list:
+        raise ValidationError("servers/gpus", "both were given; a worker is either a server or a GPU.",
+                              "pass servers= (vLLM-Omni URLs) or gpus= (device indices), not both.")
+    if jobs is not None and (server_list or gpu_list):
+        raise ValidationError("jobs", "was given with servers/gpus, which already set one worker each.",
+                              "drop jobs (list a server URL twice for two runs in flight at one server).")
+    if jobs is not None and (not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1):
+        raise ValidationError("jobs", f"{jobs!r} is not a positive integer.", "pass jobs=1 or more.")
+    for url in server_list:
+        if not url.startswith(("http://", "https://")):
+            raise ValidationError("servers", f"{url!r} is not an http(s) URL.", "give e.g. http://gpu-host:8000.")
+    for gpu in gpu_list:
+        if not gpu.isdigit() and not gpu.startswith(("GPU-", "MIG-")):
+            raise ValidationError("gpus", f"{gpu!r} is not a device index or UUID.", "give e.g. gpus=0,1.")
+    if server_list:
+        return [Slot(index, server_url=url.rstrip("/")) for index, url in enumerate(server_list)]
+    if gpu_list:
+        return [Slot(index, gpu=gpu) for index, gpu in enumerate(gpu_list)]
+    return [Slot(index) for index in range(jobs or 1)]
+
+
+@dataclass
+class Dispatch:
+    """What every run of one sweep shares: how to inject, which kernel, whether to stream the output."""
+
+    server_parameter: str | None = None
+    output_parameter: str | None = None
+    kernel: str = "python3"
+    log_output: bool = False
+
+    def injected(self, run: SweepRun, slot: Slot) -> dict[str, Any]:
+        values = dict(run.parameters)
+        if self.output_parameter:
+            values[self.output_parameter] = str(run.outputs)
+        if slot.server_url is not None and self.server_parameter:
+            values[self.server_parameter] = slot.server_url
+        return values
+
+    def environment(self, slot: Slot) -> dict[str, str]:
+        env = dict(os.environ, COSMOS_HELPERS_STATIC="1")
+        path = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = _PACKAGE_ROOT + (os.pathsep + path if path else "")  # the worker imports this copy
+        if slot.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = slot.gpu
+        return env
+
+    def execute(self, run: SweepRun, slot: Slot, worker: "Worker") -> None:
+        run.folder.mkdir(parents=True, exist_ok=True)
+        run.status, run.started, run.worker, run.error, run.seconds = "running", now(), slot.describe(), None, None
+        run.write_manifest()
+        outcome = worker.run({"notebook": run.notebook, "executed": str(run.executed),
+                              "parameters": self.injected(run, slot), "kernel": self.kernel,
+                              "log_output": self.log_output})
+        run.seconds, run.error = outcome["seconds"], outcome["error"]
+        run.status, run.finished = ("ok" if run.error is None else "failed"), now()
+        run.write_manifest()
+
+
+class Worker:
+    """One slot's ``cosmos_helpers.sweeps.worker`` process, started on first use and restarted if it dies."""
+
+    def __init__(self, slot: Slot, dispatch: Dispatch, log_dir: Path) -> None:
+        self.slot, self.dispatch = slot, dispatch
+        self.log_path = log_dir / f"worker-{slot.index}.log"
+        self.process: subprocess.Popen | None = None
+
+    def _start(self) -> subprocess.Popen:
+        if self.process is None or self.process.poll() is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            log = None if self.dispatch.log_output else open(self.log_path, "a")
+            try:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "cosmos_helpers.sweeps.worker"], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=log, env=self.dispatch.environment(self.slot), text=True)
+            finally:
+                if log is not None:
+                    log.close()
+        return self.process
+
+    def run(self, task: dict[str, Any]) -> dict[str, Any]:
+        process = self._start()
+        try:
+            process.stdin.write(json.dumps(task) + "\n")
+            process.stdin.flush()
+            answer = process.stdout.readline()
+        except (BrokenPipeError, OSError):
+            answer = ""
+        if answer:
+            return json.loads(answer)
+        code = process.wait()
+        tail = self.log_path.read_text(errors="replace").strip().splitlines()[-8:] if self.log_path.is_file() else []
+        return {"seconds": None, "error": f"worker process exited with code {code}: " + "\n".join(tail)}
+
+    def close(self, *, kill: bool = False) -> None:
+        if self.process is None:
+            return
+        if kill:
+            self.process.terminate()
+        else:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, total: int, log_dir: Path,
+            on_done: Callable[[SweepRun], None] | None = None) -> None:
+    """Execute ``runs`` over ``slots`` (each slot one run at a time); returns when all are done.
+
+    ``total`` counts every run of the sweep, so the progress reads ``finished of all``. On Ctrl-C the worker
+    processes are stopped and the runs in flight stay ``running`` in their manifests, which a rerun repeats."""
+    pending: "queue.Queue[SweepRun]" = queue.Queue()
+    for run in runs:
+        pending.put(run)
+    workers = [Worker(slot, dispatch, log_dir) for slot in slots[:max(1, len(runs))]]
+    stop, lock = threading.Event(), threading.Lock()
+    bar = progress_bar(total=total, desc="sweep", unit="run")
+    if bar is not None and total > len(runs):
+        bar.update(total - len(runs))
+
+    def work(worker: Worker) -> None:
+        while not stop.is_set():
+            try:
+                run = pending.get_nowait()
+            except queue.Empty:
+                return
+            print(f"start {run.name} on {worker.slot.label()}", flush=True)
+            try:
+                dispatch.execute(run, worker.slot, worker)
+            except Exception as exc:  # e.g. a full disk: this run failed, the others go on
+                run.status, run.error, run.finished = "failed", f"{type(exc).__name__}: {exc}", now()
+                with contextlib.suppress(OSError):
+                    run.write_manifest()
+            with lock:
+                if stop.is_set():
+                    return
+                print(f"{'ok' if run.ok else 'FAILED'} {run.name} in {run.seconds or 0:.1f} s", flush=True)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix_str(f"{run.name} {run.status}")
+                if on_done is not None:
+                    on_done(run)
+
+    threads = [threading.Thread(target=work, args=(worker,), daemon=True) for worker in workers]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+    except KeyboardInterrupt:
+        stop.set()
+        for worker in workers:
+            worker.close(kill=True)
+        raise
+    finally:
+        for worker in workers:
+            worker.close()
+        if bar is not None:
+            bar.close()

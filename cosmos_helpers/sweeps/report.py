@@ -1,0 +1,209 @@
+"""What a sweep leaves to look at: a summary table, a contact sheet of outputs by parameter, a time plot, a page.
+
+* ``summary.csv``: one row per run: its parameters, status, seconds, attempt, worker, outputs, error;
+* ``contact_sheet.png``: every run's outputs side by side. With two varying parameters and one output per
+  run it is a matrix (rows: the first parameter's values, columns: the second's); otherwise one row per
+  run, one column per output name;
+* ``times.png``: seconds per run, failed runs in red and runs finished by an earlier invocation hatched;
+* ``sweep.html``: the table with links to each executed notebook and output, the sheet and the plot.
+
+Everything is written atomically and is rebuilt on every invocation (from the run manifests, so a resumed
+sweep's report covers all its runs).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+from pathlib import Path
+from typing import Any, Sequence
+from urllib.parse import quote
+
+from .. import media
+from ..gallery import list_outputs
+from .runs import SweepRun
+
+SUMMARY_CSV = "summary.csv"
+CONTACT_SHEET = "contact_sheet.png"
+TIME_PLOT = "times.png"
+PAGE = "sweep.html"
+TILE = 160
+GAP = 6
+TEXT_H = 14
+
+
+def varying(runs: Sequence[SweepRun]) -> list[str]:
+    """The parameter names whose value differs between runs, in the order they first appear."""
+    names: list[str] = []
+    for run in runs:
+        names += [name for name in run.parameters if name not in names]
+    return [name for name in names if len({repr(run.parameters.get(name)) for run in runs}) > 1]
+
+
+def label(run: SweepRun, names: Sequence[str]) -> str:
+    return ", ".join(f"{name}={run.parameters.get(name)!r}" for name in names) or run.name
+
+
+def outputs_of(run: SweepRun) -> list[tuple[str, Path]]:
+    """(name, media path) of every saved result in the run's outputs folder, found by its manifest."""
+    if not run.outputs.is_dir():
+        return []
+    return [(row["name"], run.outputs / row["name"]) for row in list_outputs(run.outputs, display=False)]
+
+
+def rows(runs: Sequence[SweepRun]) -> list[dict[str, Any]]:
+    """The summary table as dictionaries (the CSV's and the notebook view's one source)."""
+    names: list[str] = []
+    for run in runs:
+        names += [name for name in run.parameters if name not in names]
+    table = []
+    for run in runs:
+        worker = run.worker.get("server_url") or (f"gpu {run.worker['gpu']}" if "gpu" in run.worker else
+                                                 f"worker {run.worker.get('slot', 0)}")
+        row = {"run": run.name, **{name: run.parameters.get(name) for name in names}, "status": run.status,
+               "seconds": None if run.seconds is None else round(float(run.seconds), 2),
+               "reused": run.reused, "attempt": run.attempt, "worker": worker,
+               "outputs": len(outputs_of(run)), "error": (run.error or "").strip().splitlines()[-1:] or [""]}
+        row["error"] = row["error"][0][:200]
+        table.append(row)
+    return table
+
+
+def write_csv(out: Path, table: list[dict[str, Any]]) -> Path:
+    buffer = io.StringIO()
+    if table:
+        writer = csv.DictWriter(buffer, fieldnames=list(table[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(table)
+    return media.write_bytes_atomic(out / SUMMARY_CSV, buffer.getvalue().encode("utf-8"), overwrite=True)
+
+
+def markdown(table: list[dict[str, Any]]) -> str:
+    if not table:
+        return "(no runs)"
+    columns = list(table[0])
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(" --- " for _ in columns) + "|"]
+    for row in table:
+        cells = ["" if row[c] is None else str(row[c]).replace("|", "\\|") for c in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_time_plot(out: Path, runs: Sequence[SweepRun]) -> Path:
+    """Horizontal bars of seconds per run (matplotlib without pyplot: no global figure state)."""
+    from matplotlib.figure import Figure
+
+    names = varying(runs)
+    figure = Figure(figsize=(7, 0.9 + 0.4 * len(runs)), dpi=100, layout="constrained")
+    axes = figure.add_subplot()
+    seconds = [float(run.seconds or 0.0) for run in runs]
+    colors = ["#2da44e" if run.ok else "#cf222e" for run in runs]
+    labels = [text if len(text) <= 48 else text[:47] + "\u2026" for text in (label(run, names) for run in runs)]
+    bars = axes.barh(labels, seconds, color=colors)
+    for bar, run in zip(bars, runs):
+        if run.reused:
+            bar.set_hatch("//")
+    axes.invert_yaxis()
+    axes.set_xlabel("seconds per run (hatched: finished earlier, red: failed)")
+    axes.set_title("Time per run")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return media.write_bytes_atomic(out / TIME_PLOT, buffer.getvalue(), overwrite=True)
+
+
+def sheet_layout(runs: Sequence[SweepRun]) -> tuple[list[str], list[str], dict[tuple[int, int], tuple]]:
+    """(row labels, column labels, {(row, col): (run, media path or None)}) for the contact sheet."""
+    names = varying(runs)
+    found = {run.name: outputs_of(run) for run in runs}
+    if len(names) == 2 and all(len(found[run.name]) <= 1 for run in runs):
+        row_values = list(dict.fromkeys(repr(run.parameters.get(names[0])) for run in runs))
+        col_values = list(dict.fromkeys(repr(run.parameters.get(names[1])) for run in runs))
+        cells = {(row_values.index(repr(run.parameters.get(names[0]))),
+                  col_values.index(repr(run.parameters.get(names[1])))):
+                 (run, found[run.name][0][1] if found[run.name] else None) for run in runs}
+        return ([f"{names[0]}={v}" for v in row_values], [f"{names[1]}={v}" for v in col_values], cells)
+    columns = list(dict.fromkeys(name for run in runs for name, _ in found[run.name])) or ["output"]
+    cells = {}
+    for r, run in enumerate(runs):
+        paths = dict(found[run.name])
+        for c, column in enumerate(columns):
+            cells[(r, c)] = (run, paths.get(column))
+    return [label(run, names) for run in runs], columns, cells
+
+
+def _tile(path: Path | None, run: SweepRun):
+    from PIL import Image
+
+    from ..views.items import as_item
+
+    if path is not None and path.is_file():
+        try:
+            frame = as_item(path).frame()
+            image = Image.fromarray(media.to_uint8(frame)).convert("RGB")
+            image.thumbnail((TILE, TILE))
+            return image, None
+        except Exception as exc:  # an unreadable file is shown as such, not fatal
+            return None, f"unreadable: {type(exc).__name__}"
+    return None, ("failed" if run.status == "failed" else "no output")
+
+
+def write_contact_sheet(out: Path, runs: Sequence[SweepRun]) -> Path:
+    """One PNG: the middle frame of every output, labelled by its parameters (see :func:`sheet_layout`)."""
+    from PIL import Image, ImageDraw
+
+    row_labels, col_labels, cells = sheet_layout(runs)
+    label_w = min(320, max(60, 7 * max(len(text) for text in row_labels)))
+    cell_w, cell_h = TILE + GAP, TILE + GAP
+    width = label_w + len(col_labels) * cell_w + GAP
+    height = TEXT_H + GAP + len(row_labels) * cell_h + GAP
+    sheet = Image.new("RGB", (width, height), "white")
+    draw = ImageDraw.Draw(sheet)
+    for c, text in enumerate(col_labels):
+        draw.text((label_w + c * cell_w, 2), text[:TILE // 6], fill=(40, 40, 40))
+    for r, text in enumerate(row_labels):
+        y = TEXT_H + GAP + r * cell_h
+        draw.text((4, y + TILE // 2 - 6), text[:label_w // 6], fill=(40, 40, 40))
+        for c in range(len(col_labels)):
+            if (r, c) not in cells:
+                continue
+            run, path = cells[(r, c)]
+            x = label_w + c * cell_w
+            image, note = _tile(path, run)
+            if image is not None:
+                sheet.paste(image, (x + (TILE - image.width) // 2, y + (TILE - image.height) // 2))
+            else:
+                draw.rectangle((x, y, x + TILE, y + TILE), outline=(200, 200, 200), fill=(246, 246, 246))
+                draw.text((x + 8, y + TILE // 2 - 6), note or "", fill=(180, 30, 30))
+    buffer = io.BytesIO()
+    sheet.save(buffer, format="PNG")
+    return media.write_bytes_atomic(out / CONTACT_SHEET, buffer.getvalue(), overwrite=True)
+
+
+def _href(out: Path, path: Path) -> str:
+    return quote(path.resolve().relative_to(out.resolve()).as_posix())
+
+
+def write_page(out: Path, title: str, runs: Sequence[SweepRun], table: list[dict[str, Any]]) -> Path:
+    """``sweep.html``: the summary with links to each run's executed notebook, manifest and outputs."""
+    esc = lambda value: html.escape("" if value is None else str(value))  # noqa: E731
+    columns = list(table[0]) if table else []
+    head = "".join(f"<th>{esc(column)}</th>" for column in columns) + "<th>files</th>"
+    body = []
+    for run, row in zip(runs, table):
+        links = [f"<a href='{_href(out, run.executed)}'>notebook</a>"] if run.executed.is_file() else []
+        if run.manifest_path.is_file():
+            links.append(f"<a href='{_href(out, run.manifest_path)}'>manifest</a>")
+        links += [f"<a href='{_href(out, path)}'>{esc(name)}</a>" for name, path in outputs_of(run) if path.is_file()]
+        cells = "".join(f"<td>{esc(row[column])}</td>" for column in columns)
+        body.append(f"<tr class='{esc(run.status)}'>{cells}<td>{' &middot; '.join(links)}</td></tr>")
+    images = "".join(f"<h2>{caption}</h2><img src='{quote(name)}' alt='{caption}'>"
+                     for name, caption in ((CONTACT_SHEET, "Outputs by parameter"), (TIME_PLOT, "Time per run"))
+                     if (out / name).is_file())
+    page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title><style>"
+            "body{font:14px system-ui,sans-serif;margin:24px} table{border-collapse:collapse}"
+            "td,th{border:1px solid #ddd;padding:3px 8px} th{background:#f3f3f3} tr.failed td{color:#b42318}"
+            "img{max-width:100%}</style></head><body>"
+            f"<h1>{esc(title)}</h1><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            f"{images}</body></html>")
+    return media.write_bytes_atomic(out / PAGE, page.encode("utf-8"), overwrite=True)

@@ -1,0 +1,108 @@
+"""Resume rules from run manifests (no notebook runs here), and the report files built from run folders."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from cosmos_helpers import Generation
+from cosmos_helpers.errors import OutputExistsError
+from cosmos_helpers.sweeps import report
+from cosmos_helpers.sweeps.runner import SweepResult, write_reports
+from cosmos_helpers.sweeps.runs import ATTEMPTS, SweepRun, plan, read_run_manifest
+
+NOTEBOOK = "/nb/echo.ipynb"
+
+
+def _run(out, name, parameters, status="pending", **facts):
+    run = SweepRun(name, parameters, out / name, notebook=NOTEBOOK, status=status, **facts)
+    if status != "pending":
+        run.folder.mkdir(parents=True, exist_ok=True)
+        run.write_manifest()
+    return run
+
+
+def test_finished_runs_are_skipped_failed_and_interrupted_are_set_aside_and_rerun(tmp_path):
+    done = _run(tmp_path, "seed=0", {"seed": 0}, "ok", seconds=1.25, worker={"slot": 1, "gpu": "1"})
+    failed = _run(tmp_path, "seed=1", {"seed": 1}, "failed", error="boom", attempt=2)
+    (failed.folder / "partial.txt").write_text("from the failed attempt")
+    interrupted = _run(tmp_path, "seed=2", {"seed": 2}, "running")
+    fresh = _run(tmp_path, "seed=3", {"seed": 3})
+    again = [SweepRun(r.name, r.parameters, r.folder, notebook=NOTEBOOK) for r in (done, failed, interrupted, fresh)]
+
+    todo = plan(again)
+
+    assert [run.name for run in todo] == ["seed=1", "seed=2", "seed=3"]
+    assert again[0].reused and again[0].ok and again[0].seconds == 1.25 and again[0].worker["gpu"] == "1"
+    assert [run.attempt for run in todo] == [3, 2, 1]
+    assert not failed.folder.exists() and not interrupted.folder.exists()  # moved aside, not deleted
+    kept = tmp_path / ATTEMPTS / "seed=1.attempt2.failed"
+    assert (kept / "partial.txt").read_text() == "from the failed attempt"
+    assert read_run_manifest(kept)["error"] == "boom"
+    assert (tmp_path / ATTEMPTS / "seed=2.attempt1.running").is_dir()
+
+
+@pytest.mark.parametrize("change", ["parameters", "notebook"])
+def test_a_folder_with_other_parameters_or_notebook_is_never_reused(tmp_path, change):
+    _run(tmp_path, "seed=0", {"seed": 0, "profile": "tiny"}, "ok")
+    other = SweepRun("seed=0", {"seed": 0, "profile": "nano"} if change == "parameters" else {"seed": 0, "profile":
+                     "tiny"}, tmp_path / "seed=0", notebook=NOTEBOOK if change == "parameters" else "/nb/other.ipynb")
+    pending = SweepRun("seed=1", {"seed": 1}, tmp_path / "seed=1", notebook=NOTEBOOK)
+    failed = _run(tmp_path, "seed=2", {"seed": 2}, "failed")
+    with pytest.raises(OutputExistsError, match="never reused"):
+        plan([SweepRun(failed.name, failed.parameters, failed.folder, notebook=NOTEBOOK), pending, other])
+    assert failed.folder.is_dir() and not (tmp_path / ATTEMPTS).exists()  # refused before changing anything
+
+
+def test_a_foreign_folder_is_refused(tmp_path):
+    (tmp_path / "seed=0").mkdir()
+    (tmp_path / "seed=0" / "notes.txt").write_text("mine")
+    with pytest.raises(OutputExistsError, match="not made by this sweep"):
+        plan([SweepRun("seed=0", {"seed": 0}, tmp_path / "seed=0", notebook=NOTEBOOK)])
+
+
+def _with_image(run, value):
+    run.outputs.mkdir(parents=True, exist_ok=True)
+    Generation(np.full((1, 20, 30, 3), value, dtype=np.uint8), fps=1.0, seed=0).save(run.outputs / "image")
+    (run.folder / "echo.ipynb").write_text("{}")
+    return run
+
+
+def test_report_files_matrix_sheet_table_plot_and_page(tmp_path):
+    runs = [_with_image(_run(tmp_path, f"g={g},seed={s}", {"seed": s, "g": g}, "ok", seconds=1.0 + s + g), 40 * s + g)
+            for s in (0, 1) for g in (2, 3)]
+    runs[3].status, runs[3].error = "failed", "Traceback\nRuntimeError: boom"
+    runs[0].reused = True
+    files = write_reports(SweepResult(tmp_path / "echo.ipynb", tmp_path, runs))
+
+    with open(files["summary"], newline="") as handle:
+        table = list(csv.DictReader(handle))
+    assert [row["run"] for row in table] == [run.name for run in runs]
+    assert table[3]["status"] == "failed" and table[3]["error"] == "RuntimeError: boom"
+    assert table[0]["seed"] == "0" and table[0]["g"] == "2" and table[0]["outputs"] == "1"
+    assert table[0]["reused"] == "True" and table[2]["seconds"] == "4.0"
+
+    rows, columns, cells = report.sheet_layout(runs)
+    assert rows == ["seed=0", "seed=1"] and columns == ["g=2", "g=3"]
+    assert cells[(1, 0)][0] is runs[2]
+    sheet = Image.open(files["contact_sheet"]).convert("RGB")
+    # the tile of seed=1, g=2 (value 42) sits in row 1, column 0
+    x = min(320, max(60, 7 * len("seed=1"))) + report.TILE // 2
+    y = report.TEXT_H + report.GAP + (report.TILE + report.GAP) + report.TILE // 2
+    assert sheet.getpixel((x, y)) == (42, 42, 42)
+    assert Image.open(files["time_plot"]).size[0] > 300
+    page = files["page"].read_text()
+    assert "g%3D2%2Cseed%3D0/echo.ipynb" in page and "contact_sheet.png" in page and "times.png" in page
+    result = SweepResult(tmp_path / "echo.ipynb", tmp_path, runs)
+    assert "3 of 4 runs ok" in result._repr_markdown_() and "| g=3,seed=1 |" in result.markdown()
+
+
+def test_rows_layout_for_other_shapes(tmp_path):
+    runs = [_with_image(_run(tmp_path, f"seed={s}", {"seed": s}, "ok", seconds=1.0), s) for s in (0, 1, 2)]
+    rows, columns, _ = report.sheet_layout(runs)
+    assert rows == ["seed=0", "seed=1", "seed=2"] and columns == ["image.png"]
+    assert json.loads(json.dumps(report.rows(runs)))[1]["seed"] == 1

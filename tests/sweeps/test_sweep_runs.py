@@ -1,0 +1,89 @@
+"""Real sweeps of a trivial notebook: what each run received (parameters, server URL, GPU), failure, resume.
+
+Each run is a real papermill execution in its own process and kernel; the notebook writes down what it saw,
+so the test checks the environment and parameters each run got against what its manifest says its worker was.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cosmos_helpers.cli import main
+from cosmos_helpers.sweeps import sweep
+from cosmos_helpers.sweeps.runs import ATTEMPTS, read_run_manifest
+from tests.sweeps.conftest import write_echo_notebook
+
+
+def _record(run_folder):
+    return json.loads((run_folder / "outputs" / "record.json").read_text())
+
+
+def test_gpu_workers_failure_then_resume(echo, tmp_path):
+    marker = tmp_path / "fail-while"
+    marker.write_text("")
+    grid = [{"seed": 0, "guidance": 2}, {"seed": 1}, {"seed": 2, "fail_while": str(marker)}]
+    out = tmp_path / "sweep"
+
+    first = sweep(echo, grid, out=out, gpus="0,1")
+
+    assert [run.status for run in first.runs] == ["ok", "ok", "failed"]
+    assert "asked to fail" in first.failed[0].error
+    for run in first.runs:
+        record = _record(run.folder)
+        assert record["cuda_visible_devices"] == run.worker["gpu"] in ("0", "1")
+        assert record["seed"] == run.parameters["seed"] and record["cwd"] == str(echo.parent)
+        assert record["server_url"] is None
+        manifest = read_run_manifest(run.folder)
+        assert manifest["status"] == run.status and manifest["parameters"] == run.parameters
+        assert (run.folder / "echo.ipynb").is_file()
+    assert _record(first.runs[0].folder)["guidance"] == 2
+    finished = {run.name: (run.folder / "sweep-run.json").stat().st_mtime_ns for run in first.runs[:2]}
+
+    marker.unlink()
+    second = sweep(echo, grid, out=out, gpus="0,1")
+
+    assert second.ok and [run.reused for run in second.runs] == [True, True, False]
+    assert {run.name: (run.folder / "sweep-run.json").stat().st_mtime_ns for run in second.runs[:2]} == finished
+    assert second.runs[2].attempt == 2
+    assert (out / ATTEMPTS / f"{second.runs[2].name}.attempt1.failed" / "echo.ipynb").is_file()
+    for name in ("summary", "contact_sheet", "time_plot", "page"):
+        assert second.files[name].is_file()
+    assert second.files["summary"].read_text().count("\n") == 4
+
+    with pytest.raises(Exception, match="never reused"):  # an edited fixed parameter is a different request
+        sweep(echo, grid, out=out, parameters={"label": "y"}, gpus="0")
+
+
+def test_cli_with_csv_grid_and_servers(echo, tmp_path, capsys):
+    grid = tmp_path / "grid.csv"
+    grid.write_text("seed,label\n0,a\n1,b\n")
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(echo), "--grid", str(grid), "--servers", "http://a:1,http://b:2/",
+                 "--out", str(out)]) == 0
+    runs = sorted(p for p in out.iterdir() if (p / "sweep-run.json").is_file())
+    assert [p.name for p in runs] == ["label=a,seed=0", "label=b,seed=1"]
+    for folder in runs:
+        manifest, record = read_run_manifest(folder), _record(folder)
+        assert record["server_url"] == manifest["worker"]["server_url"] in ("http://a:1", "http://b:2")
+        assert record["cuda_visible_devices"] is None and record["label"] == manifest["parameters"]["label"]
+    assert "| label=a,seed=0 |" in capsys.readouterr().out
+
+
+def test_cli_refuses_before_running(echo, tmp_path, capsys):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("sead: [1, 2]\n")
+    assert main(["sweep", str(echo), "--grid", str(grid), "--out", str(tmp_path / "o")]) == 1
+    assert "grid parameter 'sead'" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+    grid.write_text("seed: [1]\n")
+    plain = write_echo_notebook(tmp_path / "plain", "seed = 0\noutput_dir = 'x'\n")
+    assert main(["sweep", str(plain), "--grid", str(grid), "--servers", "http://a:1"]) == 1
+    assert "has no 'server_url' parameter" in capsys.readouterr().err
+    no_out = write_echo_notebook(tmp_path / "no_out", "seed = 0\n")
+    assert main(["sweep", str(no_out), "--grid", str(grid)]) == 1
+    assert "every run would write to the same place" in capsys.readouterr().err
+    grid.write_text("seed: [1]\nserver_url: ['http://c:3']\n")
+    assert main(["sweep", str(echo), "--grid", str(grid), "--servers", "http://a:1"]) == 1
+    assert "set by the sweep itself" in capsys.readouterr().err

@@ -59,8 +59,9 @@ def rows(runs: Sequence[SweepRun]) -> list[dict[str, Any]]:
         names += [name for name in run.parameters if name not in names]
     table = []
     for run in runs:
-        worker = run.worker.get("server_url") or (f"gpu {run.worker['gpu']}" if "gpu" in run.worker else
-                                                 f"worker {run.worker.get('slot', 0)}")
+        slot = run.worker.get("slot", 0)
+        worker = (f"{run.worker['server_url']} (worker {slot})" if "server_url" in run.worker else
+                  f"gpu {run.worker['gpu']}" if "gpu" in run.worker else f"worker {slot}")
         row = {"run": run.name, **{name: run.parameters.get(name) for name in names}, "status": run.status,
                "seconds": None if run.seconds is None else round(float(run.seconds), 2),
                "reused": run.reused, "attempt": run.attempt, "worker": worker,
@@ -160,7 +161,8 @@ def write_contact_sheet(out: Path, runs: Sequence[SweepRun]) -> Path:
     sheet = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(sheet)
     for c, text in enumerate(col_labels):
-        draw.text((label_w + c * cell_w, 2), text[:TILE // 6], fill=(40, 40, 40))
+        text = text[:TILE // 6]
+        draw.text((label_w + c * cell_w + max(0, (TILE - draw.textlength(text)) // 2), 2), text, fill=(40, 40, 40))
     for r, text in enumerate(row_labels):
         y = TEXT_H + GAP + r * cell_h
         draw.text((4, y + TILE // 2 - 6), text[:label_w // 6], fill=(40, 40, 40))

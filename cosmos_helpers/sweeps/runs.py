@@ -99,8 +99,8 @@ def plan(runs: list[SweepRun]) -> list[SweepRun]:
                     "or choose another output folder.")
             todo.append((run, None))
             continue
-        if manifest.get("notebook") != run.notebook or canonical(manifest.get("parameters") or {}) != canonical(
-                run.parameters):
+        same_notebook = Path(str(manifest.get("notebook"))).name == Path(run.notebook).name  # survives a moved checkout
+        if not same_notebook or canonical(manifest.get("parameters") or {}) != canonical(run.parameters):
             raise OutputExistsError(
                 f"{run.folder} holds a run of {Path(str(manifest.get('notebook'))).name} with parameters "
                 f"{manifest.get('parameters')}, not of {Path(run.notebook).name} with {run.parameters}; it is never "

@@ -1,9 +1,10 @@
 """Running a sweep's runs in parallel over workers: vLLM-Omni servers, GPUs, or plain local processes.
 
-Each worker (a *slot*) takes the next pending run, starts ``python -m cosmos_helpers.sweeps.worker`` for it
-(its own process: see that module for why) and waits. A server slot injects its URL into the notebook's
-server parameter; a GPU slot sets ``CUDA_VISIBLE_DEVICES`` for the run's process and so for its kernel.
-The run manifest records the slot, so where each run ran can be checked afterwards.
+Each worker (a *slot*) takes the next pending run and executes it, one at a time. With several slots each
+has its own ``python -m cosmos_helpers.sweeps.worker`` process (see that module for why); a single slot runs
+here, in a thread of this process. A server slot injects its URL into the notebook's server parameter; a
+GPU slot sets ``CUDA_VISIBLE_DEVICES`` for the run's process and so for its kernel. The run manifest records
+the slot, so where each run ran can be checked afterwards.
 """
 
 from __future__ import annotations
@@ -101,14 +102,15 @@ class Dispatch:
         return values
 
     def environment(self, slot: Slot) -> dict[str, str]:
-        env = dict(os.environ, COSMOS_HELPERS_STATIC="1")
-        path = env.get("PYTHONPATH")
-        env["PYTHONPATH"] = _PACKAGE_ROOT + (os.pathsep + path if path else "")  # the worker imports this copy
+        """What a run's process (and so its kernel) sees on top of ours: static previews, this copy of the
+        package first on the path, and the slot's GPU."""
+        path = os.environ.get("PYTHONPATH")
+        env = {"COSMOS_HELPERS_STATIC": "1", "PYTHONPATH": _PACKAGE_ROOT + (os.pathsep + path if path else "")}
         if slot.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = slot.gpu
         return env
 
-    def execute(self, run: SweepRun, slot: Slot, worker: "Worker") -> None:
+    def execute(self, run: SweepRun, slot: Slot, worker: "Worker | InProcessWorker") -> None:
         run.folder.mkdir(parents=True, exist_ok=True)
         run.status, run.started, run.worker, run.error, run.seconds = "running", now(), slot.describe(), None, None
         run.write_manifest()
@@ -118,6 +120,28 @@ class Dispatch:
         run.seconds, run.error = outcome["seconds"], outcome["error"]
         run.status, run.finished = ("ok" if run.error is None else "failed"), now()
         run.write_manifest()
+
+
+class InProcessWorker:
+    """The only slot of a sweep runs here, one run after another, with the slot's environment set around each run:
+    with nothing in parallel, papermill's working-directory change and the environment are safe to share, and
+    a worker process (papermill imported again) would only add start-up time."""
+
+    def __init__(self, slot: Slot, dispatch: Dispatch) -> None:
+        self.slot, self.dispatch = slot, dispatch
+
+    def run(self, task: dict[str, Any]) -> dict[str, Any]:
+        from unittest.mock import patch
+
+        from ..notebooks import execute_notebook
+
+        with patch.dict(os.environ, self.dispatch.environment(self.slot)):  # restored afterwards, as it was
+            seconds, error = execute_notebook(task["notebook"], task["executed"], task["parameters"],
+                                              kernel=task["kernel"], log_output=task["log_output"])
+        return {"seconds": seconds, "error": error}
+
+    def close(self, *, kill: bool = False) -> None:
+        pass
 
 
 class Worker:
@@ -135,7 +159,8 @@ class Worker:
             try:
                 self.process = subprocess.Popen(
                     [sys.executable, "-m", "cosmos_helpers.sweeps.worker"], stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=log, env=self.dispatch.environment(self.slot), text=True)
+                    stdout=subprocess.PIPE, stderr=log, env={**os.environ, **self.dispatch.environment(self.slot)},
+                    text=True)
             finally:
                 if log is not None:
                     log.close()
@@ -179,13 +204,14 @@ def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, tota
     pending: "queue.Queue[SweepRun]" = queue.Queue()
     for run in runs:
         pending.put(run)
-    workers = [Worker(slot, dispatch, log_dir) for slot in slots[:max(1, len(runs))]]
+    used = slots[:max(1, len(runs))]
+    workers = [InProcessWorker(used[0], dispatch)] if len(used) == 1 else [Worker(s, dispatch, log_dir) for s in used]
     stop, lock = threading.Event(), threading.Lock()
     bar = progress_bar(total=total, desc="sweep", unit="run")
     if bar is not None and total > len(runs):
         bar.update(total - len(runs))
 
-    def work(worker: Worker) -> None:
+    def work(worker: Worker | InProcessWorker) -> None:
         while not stop.is_set():
             try:
                 run = pending.get_nowait()

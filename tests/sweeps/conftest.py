@@ -1,5 +1,5 @@
 """A trivial notebook to sweep: it records what it was given (parameters, GPU, folder), saves one tiny image
-with a generation manifest, and fails on demand while a marker file exists."""
+with a generation manifest, and fails (or kills the worker process running it) while a marker file exists."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ label = "x"
 output_dir = "outputs/echo"
 server_url = None
 fail_while = None   # a path: the notebook fails while this file exists
+kill_worker_while = None  # a path: the kernel kills the sweep worker process running it while this file exists
 '''
 
 BODY = '''import json, os
@@ -28,6 +29,9 @@ out.mkdir(parents=True, exist_ok=True)
 (out / "record.json").write_text(json.dumps({
     "seed": seed, "guidance": guidance, "label": label, "server_url": server_url,
     "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "cwd": os.getcwd()}))
+if kill_worker_while and Path(kill_worker_while).exists():
+    import signal
+    os.kill(os.getppid(), signal.SIGKILL)
 if fail_while and Path(fail_while).exists():
     raise RuntimeError(f"asked to fail while {fail_while} exists")
 Generation(np.full((1, 16, 24, 3), (seed * 60 + int(guidance * 10)) % 256, dtype=np.uint8), fps=1.0,

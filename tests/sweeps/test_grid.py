@@ -62,7 +62,7 @@ def test_unknown_parameter_names_it_and_lists_the_valid_ones(echo):
     with pytest.raises(ValidationError) as caught:
         validate_sets(echo, [{"seed": 1}, {"sead": 2}])
     assert caught.value.field == "grid parameter 'sead'"
-    assert "seed, guidance, label, output_dir, server_url, fail_while" in str(caught.value)
+    assert "seed, guidance, label, output_dir, server_url, fail_while, kill_worker_while" in str(caught.value)
 
 
 @pytest.mark.parametrize("values, words", [

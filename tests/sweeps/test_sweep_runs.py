@@ -7,6 +7,7 @@ so the test checks the environment and parameters each run got against what its 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -23,13 +24,15 @@ def _record(run_folder):
 def test_gpu_workers_failure_then_resume(echo, tmp_path):
     marker = tmp_path / "fail-while"
     marker.write_text("")
-    grid = [{"seed": 0, "guidance": 2}, {"seed": 1}, {"seed": 2, "fail_while": str(marker)}]
+    grid = [{"seed": 0, "guidance": 2}, {"seed": 2, "fail_while": str(marker)},
+            {"seed": 3, "kill_worker_while": str(marker)}]
     out = tmp_path / "sweep"
 
     first = sweep(echo, grid, out=out, gpus="0,1")
 
-    assert [run.status for run in first.runs] == ["ok", "ok", "failed"]
-    assert "asked to fail" in first.failed[0].error
+    assert [run.status for run in first.runs] == ["ok", "failed", "failed"]
+    assert "asked to fail" in first.runs[1].error
+    assert "worker process exited with code -9" in first.runs[2].error  # and the next run got a new worker
     for run in first.runs:
         record = _record(run.folder)
         assert record["cuda_visible_devices"] == run.worker["gpu"] in ("0", "1")
@@ -39,15 +42,18 @@ def test_gpu_workers_failure_then_resume(echo, tmp_path):
         assert manifest["status"] == run.status and manifest["parameters"] == run.parameters
         assert (run.folder / "echo.ipynb").is_file()
     assert _record(first.runs[0].folder)["guidance"] == 2
-    finished = {run.name: (run.folder / "sweep-run.json").stat().st_mtime_ns for run in first.runs[:2]}
+    finished = (first.runs[0].folder / "sweep-run.json").stat().st_mtime_ns
 
     marker.unlink()
-    second = sweep(echo, grid, out=out, gpus="0,1")
+    second = sweep(echo, grid, out=out, gpus="1")  # one slot: runs in this process, with the GPU set around each
 
-    assert second.ok and [run.reused for run in second.runs] == [True, True, False]
-    assert {run.name: (run.folder / "sweep-run.json").stat().st_mtime_ns for run in second.runs[:2]} == finished
-    assert second.runs[2].attempt == 2
-    assert (out / ATTEMPTS / f"{second.runs[2].name}.attempt1.failed" / "echo.ipynb").is_file()
+
+    assert second.ok and [run.reused for run in second.runs] == [True, False, False]
+    assert (second.runs[0].folder / "sweep-run.json").stat().st_mtime_ns == finished
+    assert second.runs[1].attempt == second.runs[2].attempt == 2
+    assert [_record(run.folder)["cuda_visible_devices"] for run in second.runs[1:]] == ["1", "1"]
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ or os.environ["CUDA_VISIBLE_DEVICES"] != "1"
+    assert (out / ATTEMPTS / f"{second.runs[1].name}.attempt1.failed" / "echo.ipynb").is_file()
     for name in ("summary", "contact_sheet", "time_plot", "page"):
         assert second.files[name].is_file()
     assert second.files["summary"].read_text().count("\n") == 4

@@ -168,27 +168,27 @@ def expected_type(spec: Mapping[str, Any]) -> tuple[str, tuple[type, ...]] | Non
 
 
 def validate_sets(notebook: str | Path, sets: Iterable[Mapping[str, Any]], *,
-                  reserved: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+                  reserved: Mapping[str, str] | None = None, what: str = "grid parameter") -> dict[str, dict[str, Any]]:
     """Check every set's names and value types against ``notebook``; returns its parameters.
 
     ``reserved`` maps names the sweep sets itself (``output_dir``, the server URL) to why: the grid may not
-    set them."""
+    set them. ``what`` names the values in errors (grid or fixed parameters)."""
     accepted = notebook_parameters(notebook)
     valid = ", ".join(accepted)
     for values in sets:
         for name, value in values.items():
             if name in (reserved or {}):
-                raise ValidationError(f"grid parameter {name!r}", f"is set by the sweep itself ({reserved[name]}).",
-                                      f"remove {name!r} from the grid.")
+                raise ValidationError(f"{what} {name!r}", f"is set by the sweep itself ({reserved[name]}).",
+                                      f"do not set {name!r} yourself.")
             if name not in accepted:
-                raise ValidationError(f"grid parameter {name!r}", f"is not a parameter of {Path(notebook).name}.",
+                raise ValidationError(f"{what} {name!r}", f"is not a parameter of {Path(notebook).name}.",
                                       f"use one of: {valid}.")
             expected = expected_type(accepted[name])
             if expected is None or value is None:
                 continue
             type_name, types = expected
             if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-                raise ValidationError(f"grid parameter {name!r}",
+                raise ValidationError(f"{what} {name!r}",
                                       f"{value!r} is a {type(value).__name__}; the notebook's default "
                                       f"({accepted[name]['default']}) is a {type_name}.",
                                       f"give {name} {type_name} values.")

@@ -93,7 +93,8 @@ def sweep(notebook: str | Path, grid: Any, *, out: str | Path | None = None,
     slots = make_slots(servers=servers, gpus=gpus, jobs=jobs)
     fixed = dict(parameters or {})
     reserved = _reserved(slots, server_parameter, output_parameter)
-    accepted = validate_sets(notebook, [*sets, fixed], reserved=reserved)
+    accepted = validate_sets(notebook, sets, reserved=reserved)
+    validate_sets(notebook, [fixed], reserved=reserved, what="fixed parameter")
     _check_injection(notebook, accepted, slots, server_parameter, output_parameter)
     for values in sets:
         both = sorted(set(values) & set(fixed))

@@ -84,6 +84,10 @@ def test_cli_refuses_before_running(echo, tmp_path, capsys):
     assert "grid parameter 'sead'" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
     grid.write_text("seed: [1]\n")
+    assert main(["sweep", str(echo), "--grid", str(grid), "-p", "lable", "y"]) == 1
+    assert "fixed parameter 'lable'" in capsys.readouterr().err
+    assert main(["sweep", str(echo), "--grid", str(grid), "-p", "seed", "3"]) == 1
+    assert "also given as a fixed parameter" in capsys.readouterr().err
     plain = write_echo_notebook(tmp_path / "plain", "seed = 0\noutput_dir = 'x'\n")
     assert main(["sweep", str(plain), "--grid", str(grid), "--servers", "http://a:1"]) == 1
     assert "has no 'server_url' parameter" in capsys.readouterr().err

@@ -5,7 +5,8 @@
   run it is a matrix (rows: the first parameter's values, columns: the second's); otherwise one row per
   run, one column per output name;
 * ``times.png``: seconds per run, failed runs in red and runs finished by an earlier invocation hatched;
-* ``sweep.html``: the table with links to each executed notebook and output, the sheet and the plot.
+* ``sweep.html``: the table with links to each executed notebook and manifest, the outputs side by side by
+  parameter as in the sheet (videos as small playable previews), and the plot.
 
 Everything is written atomically and is rebuilt on every invocation (from the run manifests, so a resumed
 sweep's report covers all its runs).
@@ -29,6 +30,7 @@ CONTACT_SHEET = "contact_sheet.png"
 TIME_PLOT = "times.png"
 PAGE = "sweep.html"
 TILE = 160
+PREVIEW_SIDE = 320
 GAP = 6
 TEXT_H = 14
 
@@ -183,29 +185,66 @@ def write_contact_sheet(out: Path, runs: Sequence[SweepRun]) -> Path:
 
 
 def _href(out: Path, path: Path) -> str:
-    return quote(path.resolve().relative_to(out.resolve()).as_posix())
+    try:
+        return quote(path.resolve().relative_to(out.resolve()).as_posix())
+    except ValueError:  # a preview that had to go to the cache folder
+        return path.resolve().as_uri()
+
+
+def _esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _media_html(out: Path, path: Path | None, run: SweepRun) -> str:
+    """An image, or a player on the video's small preview (never the full-resolution file), linking the file."""
+    from ..views import preview
+    from ..views.items import as_item
+
+    if path is None or not path.is_file():
+        return f"<div class='note'>{'failed' if run.status == 'failed' else 'no output'}</div>"
+    try:
+        item = as_item(path)
+        if item.is_image:
+            view = f"<img src='{_href(out, path)}' alt='{_esc(path.name)}'>"
+        else:
+            view = (f"<video controls preload='metadata' playsinline "
+                    f"src='{_href(out, preview.ensure_preview(item, PREVIEW_SIDE))}'></video>")
+    except Exception as exc:  # an unreadable file is reported in its cell
+        return f"<div class='note'>{_esc(path.name)}: {_esc(type(exc).__name__)}</div>"
+    return f"{view}<div><a href='{_href(out, path)}'>{_esc(path.name)}</a></div>"
+
+
+def _matrix_html(out: Path, runs: Sequence[SweepRun]) -> str:
+    row_labels, col_labels, cells = sheet_layout(runs)
+    head = "<th></th>" + "".join(f"<th>{_esc(text)}</th>" for text in col_labels)
+    body = []
+    for r, text in enumerate(row_labels):
+        row = "".join(f"<td>{_media_html(out, cells[(r, c)][1], cells[(r, c)][0])}</td>" if (r, c) in cells
+                      else "<td></td>" for c in range(len(col_labels)))
+        body.append(f"<tr><th>{_esc(text)}</th>{row}</tr>")
+    return f"<table class='sheet'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def write_page(out: Path, title: str, runs: Sequence[SweepRun], table: list[dict[str, Any]]) -> Path:
-    """``sweep.html``: the summary with links to each run's executed notebook, manifest and outputs."""
-    esc = lambda value: html.escape("" if value is None else str(value))  # noqa: E731
+    """``sweep.html``: the summary with links to each run's executed notebook and manifest, the outputs side by
+    side by parameter (pictures, and videos as small previews), and the time plot."""
     columns = list(table[0]) if table else []
-    head = "".join(f"<th>{esc(column)}</th>" for column in columns) + "<th>files</th>"
+    head = "".join(f"<th>{_esc(column)}</th>" for column in columns) + "<th>files</th>"
     body = []
     for run, row in zip(runs, table):
         links = [f"<a href='{_href(out, run.executed)}'>notebook</a>"] if run.executed.is_file() else []
         if run.manifest_path.is_file():
             links.append(f"<a href='{_href(out, run.manifest_path)}'>manifest</a>")
-        links += [f"<a href='{_href(out, path)}'>{esc(name)}</a>" for name, path in outputs_of(run) if path.is_file()]
-        cells = "".join(f"<td>{esc(row[column])}</td>" for column in columns)
-        body.append(f"<tr class='{esc(run.status)}'>{cells}<td>{' &middot; '.join(links)}</td></tr>")
-    images = "".join(f"<h2>{caption}</h2><img src='{quote(name)}' alt='{caption}'>"
-                     for name, caption in ((CONTACT_SHEET, "Outputs by parameter"), (TIME_PLOT, "Time per run"))
-                     if (out / name).is_file())
-    page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title><style>"
+        cells = "".join(f"<td>{_esc(row[column])}</td>" for column in columns)
+        body.append(f"<tr class='{_esc(run.status)}'>{cells}<td>{' &middot; '.join(links)}</td></tr>")
+    sheet = f" (<a href='{quote(CONTACT_SHEET)}'>as one picture</a>)" if (out / CONTACT_SHEET).is_file() else ""
+    plot = (f"<h2>Time per run</h2><img src='{quote(TIME_PLOT)}' alt='time per run'>"
+            if (out / TIME_PLOT).is_file() else "")
+    page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_esc(title)}</title><style>"
             "body{font:14px system-ui,sans-serif;margin:24px} table{border-collapse:collapse}"
-            "td,th{border:1px solid #ddd;padding:3px 8px} th{background:#f3f3f3} tr.failed td{color:#b42318}"
-            "img{max-width:100%}</style></head><body>"
-            f"<h1>{esc(title)}</h1><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-            f"{images}</body></html>")
+            "td,th{border:1px solid #ddd;padding:3px 8px;vertical-align:top} th{background:#f3f3f3}"
+            "tr.failed td{color:#b42318} table.sheet img,table.sheet video{width:240px;display:block}"
+            ".note{color:#b42318;width:240px} img{max-width:100%}</style></head><body>"
+            f"<h1>{_esc(title)}</h1><h2>Runs</h2><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
+            f"</tbody></table><h2>Outputs by parameter{sheet}</h2>{_matrix_html(out, runs)}{plot}</body></html>")
     return media.write_bytes_atomic(out / PAGE, page.encode("utf-8"), overwrite=True)

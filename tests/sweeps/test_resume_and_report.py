@@ -97,14 +97,21 @@ def test_report_files_matrix_sheet_table_plot_and_page(tmp_path):
     assert Image.open(files["time_plot"]).size[0] > 300
     page = files["page"].read_text()
     assert "g%3D2%2Cseed%3D0/echo.ipynb" in page and "contact_sheet.png" in page and "times.png" in page
+    matrix = page.split("Outputs by parameter")[1]
+    assert matrix.index("<th>seed=0</th>") < matrix.index("g%3D3%2Cseed%3D0/outputs/image.png") < matrix.index(
+        "<th>seed=1</th>") < matrix.index("g%3D2%2Cseed%3D1/outputs/image.png")
     result = SweepResult(tmp_path / "echo.ipynb", tmp_path, runs)
     assert "3 of 4 runs ok" in result._repr_markdown_() and "| g=3,seed=1 |" in result.markdown()
     view = result.table()  # a DataFrame with pandas, else the markdown table
     assert view == result.markdown() if isinstance(view, str) else list(view.index) == [run.name for run in runs]
 
 
-def test_rows_layout_for_other_shapes(tmp_path):
+def test_rows_layout_for_other_shapes_and_videos_as_previews(tmp_path):
     runs = [_with_image(_run(tmp_path, f"seed={s}", {"seed": s}, "ok", seconds=1.0), s) for s in (0, 1, 2)]
+    Generation(np.zeros((3, 32, 32, 3), dtype=np.uint8), fps=8.0, seed=0).save(runs[1].outputs / "clip")
     rows, columns, _ = report.sheet_layout(runs)
-    assert rows == ["seed=0", "seed=1", "seed=2"] and columns == ["image.png"]
-    assert json.loads(json.dumps(report.rows(runs)))[1]["seed"] == 1
+    assert rows == ["seed=0", "seed=1", "seed=2"] and columns == ["image.png", "clip.mp4"]
+    assert json.loads(json.dumps(report.rows(runs)))[1]["outputs"] == 2
+    page = report.write_page(tmp_path, "t", runs, report.rows(runs)).read_text()
+    assert "<video" in page and "seed%3D1/outputs/clip.preview320.mp4" in page
+    assert (runs[1].outputs / "clip.preview320.mp4").is_file() and page.count("no output") == 2

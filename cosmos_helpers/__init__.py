@@ -19,6 +19,9 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
     "presets": "MODES PROFILES Profile get_profile size_for VIDEO_SIZES ASPECT_RATIOS",
     "result": "Generation find_saved",
     "workflow": "generate_and_save",
+    "chaining": "extend",
+    "longvideo": "long_video",
+    "views.joins": "join_plot",
     "prompts": "load_caption compact caption_summary",
     "backends.diffusers": "DiffusersBackend free_pipeline",
     "fast": "FastOptions",
@@ -55,16 +58,19 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .backends.framework import FrameworkBackend
     from .backends.vllm_omni import AsyncVllmOmniBackend, VllmOmniBackend
     from .backends.vllm_serve import serve_command
+    from .chaining import extend
     from .environment import environment_report
     from .errors import (BackendUnavailableError, CosmosHelpersError, GenerationTimeoutError, GuardrailError,
                          OutputExistsError, ServerError, ValidationError)
     from .fast import FastOptions
     from .gallery import list_outputs
+    from .longvideo import long_video
     from .models.tiny import tiny_model_path
     from .presets import ASPECT_RATIOS, MODES, PROFILES, VIDEO_SIZES, Profile, get_profile, size_for
     from .prompts import caption_summary, compact, load_caption
     from .request import GenerationRequest
     from .result import Generation, find_saved
     from .server.local import LocalServer, connect_vllm_omni
+    from .views.joins import join_plot
     from .widgets import GenerateForm, compare, frame_strip, grid, show, sound_plot
     from .workflow import generate_and_save

@@ -189,10 +189,9 @@ def _inherited(generation: Generation, options: dict[str, Any]) -> dict[str, Any
         inherited = {f.name: getattr(request, f.name) for f in fields(request)
                      if f.init and f.name not in _NOT_INHERITED and request.explicit(f.name)}
     else:
+        # a loaded clip, or a joined long video: its picture and sound; the chunk length is the profile's
         inherited = {"width": generation.width, "height": generation.height, "fps": generation.fps,
                      "sound": generation.sound is not None}
-        if (generation.num_frames - 1) % TEMPORAL_COMPRESSION == 0:
-            inherited["num_frames"] = generation.num_frames
     if {"tier", "width", "height"} & set(options):  # a size given replaces the inherited one, however it was given
         for name in ("tier", "width", "height"):
             inherited.pop(name, None)

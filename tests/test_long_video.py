@@ -239,3 +239,26 @@ def test_chaining_on_the_framework_standin(tmp_path):
     assert joined.num_frames == 13 and (joined.width, joined.height) == (320, 192) and joined.backend == "framework"
     payload = Generation.load(tmp_path / "out" / "long_video_chunks" / "chunk_01.mp4")
     assert payload.provenance["manifest"]["request"]["condition_frames"] == [0, 1]
+
+
+# ---------------------------------------------------------------------------------------------- command line
+
+
+def test_the_long_video_command(tmp_path, capsys):
+    from cosmos_helpers import cli
+
+    assert cli.main(["long-video", "--prompt", PROMPT, "--out", str(tmp_path)]) == 1  # one prompt, no --chunks
+    assert "chunks" in capsys.readouterr().err and not list(tmp_path.iterdir())
+    assert cli.main(["long-video", "--prompt", PROMPT, "--prompt", "it stops", "--seeds", "5", "6",
+                     "--out", str(tmp_path), "--name", "cli"]) == 0
+    assert Path(capsys.readouterr().out.strip()) == tmp_path / "cli.mp4"
+    manifest = json.loads((tmp_path / "cli.json").read_text())
+    assert [c["seed"] for c in manifest["request"]["chunks"]] == [5, 6] and manifest["num_frames"] == 13
+
+
+def test_a_long_video_can_start_from_an_image(tiny_backend, tmp_path, assets):
+    image = assets / "images" / "rolling_ball.png"
+    joined = long_video(PROMPT, tiny_backend, chunks=2, image=image, out=tmp_path, progress=False)
+    modes = [json.loads((tmp_path / "long_video_chunks" / f"chunk_0{i}.json").read_text())["request"]["mode"]
+             for i in range(2)]
+    assert modes == ["image2video", "video2video"] and joined.num_frames == 13

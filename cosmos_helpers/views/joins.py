@@ -46,18 +46,18 @@ def join_plot(generation: Any, *, side: int = SIDE, figsize: tuple[float, float]
             ax.set_xticks([])
             ax.set_yticks([])
             after = index > join
-            ax.set_title(f"{'next' if after else 'chunk'} {index}", fontsize=8, color="tab:red" if after else "k")
+            ax.set_title(f"join {j + 1}: frame {index}", fontsize=8, color="tab:red" if after else "k")
     for ax in axes[len(joins) * 2 * side:]:
         ax.set_axis_off()
-    top.suptitle("frames either side of each join (red: the next chunk)", fontsize=9)
+    top.suptitle("frames either side of each join (red: the first frames kept of the next chunk)", fontsize=9)
     ax = bottom.subplots()
     steps = np.asarray(report["steps"])
     ax.plot(np.arange(len(steps)) + 0.5, steps, marker=".", color="tab:blue", label="consecutive frames")
     ax.scatter(np.asarray(joins) + 0.5, steps[joins], color="tab:red", zorder=3, label="across a join")
     ax.axhline(report["within_mean"], color="tab:gray", linestyle="--", linewidth=1, label="mean within chunks")
     for start in starts[1:]:
-        ax.axvline(start, color="tab:red", alpha=0.25)
-    ax.set_xlabel("frame")
+        ax.axvline(start - 0.5, color="tab:red", alpha=0.25)  # between a chunk's last frame and the next's first
+    ax.set_xlabel("frame (a step is drawn between the two frames it compares)")
     ax.set_ylabel("mean |difference| (0-255)")
     ax.legend(fontsize=8, loc="upper right")
     via = None

@@ -102,8 +102,8 @@ def extend(generation: Generation, prompt: Any, backend: Any, *, conditioning_fr
 
     The continuation starts with its own version of those frames (see :func:`join`); its other settings are
     those of the generation it continues (``options``, e.g. ``num_frames=17``, win). The seed defaults to the
-    continued generation's seed + 1. Returns the continuation chunk; ``join([generation, chunk], ...)`` makes
-    one clip of them.
+    continued generation's seed + 1. Returns the continuation chunk;
+    ``join([generation, chunk], [0, overlap_of(chunk.request)])`` makes one clip of them.
     """
     request = continuation_request(generation, prompt, conditioning_frames=conditioning_frames, seed=seed,
                                    **options)

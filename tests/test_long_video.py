@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cosmos_helpers import Generation, GenerationRequest, extend, long_video
-from cosmos_helpers.chaining import DEFAULT_CONDITIONING_FRAMES, join, join_sound, latent_indexes
+from cosmos_helpers.chaining import DEFAULT_CONDITIONING_FRAMES, join, join_sound, latent_indexes, overlap_of
 from cosmos_helpers.errors import OutputExistsError, ValidationError
 from cosmos_helpers.longvideo import chunk_starts
 
@@ -162,7 +162,7 @@ def test_extend_continues_a_video_on_its_last_frames(tiny_backend, tmp_path):
     assert request.mode == "video2video" and request.condition_frames == (0,) and request.condition_video_keep == "last"
     assert request.seed == 4 and (request.width, request.height, request.num_frames) == (160, 96, 9)
     assert np.array_equal(request.conditioning_video(), first.frames)  # unsaved: its frames, as they are
-    frames, _, starts = join([first, chunk], [0, 1])
+    frames, _, starts = join([first, chunk], [0, overlap_of(request)])
     assert frames.shape[0] == 9 + 8 and starts == [0, 9]
     first.save(tmp_path / "first")
     assert extend.__module__ == "cosmos_helpers.chaining"
@@ -278,3 +278,15 @@ def test_join_plot_shows_the_frames_around_each_join(three_chunks):
     with pytest.raises(ValidationError) as not_long:
         join_plot(Generation(np.zeros((9, 16, 16, 3), np.uint8), 24.0, 0), display=False)
     assert not_long.value.field == "generation"
+
+
+def test_what_the_served_checkpoint_refuses_is_refused_before_the_first_chunk(tmp_path):
+    """A vLLM-Omni server running Cosmos3-Edge, whose pipeline refuses video2video: a long video needs it for
+    every continuation, so it is refused before the first chunk is sent (nothing is listening: nothing is sent)."""
+    from cosmos_helpers import VllmOmniBackend
+
+    backend = VllmOmniBackend("http://127.0.0.1:9")
+    backend._remember_models({"data": [{"id": "nvidia/Cosmos3-Edge", "root": "nvidia/Cosmos3-Edge"}]})  # /v1/models
+    with pytest.raises(ValidationError, match="Cosmos3-Edge.*refuses mode='video2video'") as refused:
+        long_video(PROMPT, backend, chunks=2, profile="edge", out=tmp_path, progress=False)
+    assert refused.value.field == "mode" and "Nano" in refused.value.fix and not list(tmp_path.iterdir())

@@ -19,6 +19,9 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
     "presets": "MODES PROFILES Profile get_profile size_for VIDEO_SIZES ASPECT_RATIOS",
     "result": "Generation find_saved",
     "workflow": "generate_and_save",
+    "chaining": "extend",
+    "longvideo": "long_video",
+    "views.joins": "join_plot",
     "prompts": "load_caption compact caption_summary",
     "prompting": "build_caption check_caption caption_schema upsample precheck_request with_precheck Blocklist "
                  "ChatStandin",
@@ -58,11 +61,13 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .backends.framework import FrameworkBackend
     from .backends.vllm_omni import AsyncVllmOmniBackend, VllmOmniBackend
     from .backends.vllm_serve import serve_command
+    from .chaining import extend
     from .environment import environment_report
     from .errors import (BackendUnavailableError, CosmosHelpersError, GenerationTimeoutError, GuardrailError,
                          OutputExistsError, ServerError, ValidationError)
     from .fast import FastOptions
     from .gallery import list_outputs
+    from .longvideo import long_video
     from .models.tiny import tiny_model_path
     from .presets import ASPECT_RATIOS, MODES, PROFILES, VIDEO_SIZES, Profile, get_profile, size_for
     from .prompting import (Blocklist, ChatStandin, build_caption, caption_schema, check_caption, precheck_request,
@@ -72,5 +77,6 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .result import Generation, find_saved
     from .server.local import LocalServer, connect_vllm_omni
     from .sweeps import SweepResult, sweep
+    from .views.joins import join_plot
     from .widgets import GenerateForm, compare, frame_strip, grid, show, sound_plot
     from .workflow import generate_and_save

@@ -17,6 +17,7 @@ from .errors import CosmosHelpersError
 # command -> (module with add_arguments/run, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("cosmos_helpers.commands.generate", "generate one image or video and save it with a manifest"),
+    "long-video": ("cosmos_helpers.commands.long_video", "a video longer than one generation: chained chunks, joined"),
     "run-cookbooks": ("cosmos_helpers.commands.cookbooks", "execute every cookbook with papermill into one folder"),
     "sweep": ("cosmos_helpers.commands.sweep", "run a notebook once per parameter set (papermill), in parallel"),
     "lab": ("cosmos_helpers.commands.lab", "open the cookbooks in JupyterLab with this environment as the kernel"),

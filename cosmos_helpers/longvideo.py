@@ -1,0 +1,285 @@
+"""``long_video``: a clip longer than one generation, made chunk after chunk, resumable, saved with its chunks.
+
+Chunk 0 is a text2video (or image2video) generation; chunk ``i`` a video2video continuation conditioned on the
+last frames of chunk ``i - 1`` *as saved* (its file, sent the way each backend sends a v2v input), so a rerun
+builds exactly the same requests and skips every chunk already saved for them. The joined video
+(:func:`cosmos_helpers.chaining.join`) is saved next to the chunks with a manifest listing them.
+
+Everything is checked before the first chunk: the prompts, seeds and conditioning frames, every chunk's request,
+what the backend refuses, and which saved files are this run's (reused) or another run's (refused, never
+overwritten without ``overwrite=True``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .chaining import check_conditioning_frames, join, join_continuity, latent_indexes
+from .errors import OutputExistsError, ValidationError
+from .presets import DEFAULT_SEED, MODES
+from .progress import progress_bar
+from .request import MAX_SEED, MODE_ALIASES, GenerationRequest
+from .result import MANIFEST_SUFFIX, MEDIA_SUFFIXES, Generation, find_saved, read_manifest, record_fingerprint
+from .workflow import Backend
+
+WORKFLOW = "long_video"
+JOIN_RULE = ("each continuation's first conditioning_frames frames (its re-creation of the previous chunk's last "
+             "frames) are dropped; no crossfade")
+SOUND_RULE = ("each chunk's track cut to its frames; over the overlap span the previous track fades linearly into "
+              "the next")
+_FIRST_MODES = ("text2video", "image2video")
+
+
+@dataclass(frozen=True)
+class LongVideoRecord:
+    """What the joined video's manifest records: the plan it was made from and each chunk it is made of."""
+
+    plan: str
+    backend: str
+    conditioning_frames: int
+    chunks: tuple[dict[str, Any], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workflow": WORKFLOW, "plan": self.plan, "backend": self.backend,
+                "conditioning_frames": self.conditioning_frames, "join": JOIN_RULE, "sound_join": SOUND_RULE,
+                "chunks": [dict(chunk) for chunk in self.chunks]}
+
+    def fingerprint(self) -> str:
+        return record_fingerprint(self.to_dict())
+
+
+@dataclass
+class _Plan:
+    """The checked inputs of a long video: what each chunk asks for, and where it is saved."""
+
+    prompts: list[Any]
+    seeds: list[int]
+    first: GenerationRequest
+    options: dict[str, Any]
+    conditioning_frames: int
+    folder: Path
+    stem: Path
+    backend: str
+
+    @property
+    def count(self) -> int:
+        return len(self.prompts)
+
+    def chunk_stem(self, index: int) -> Path:
+        return self.folder / f"chunk_{index:02d}"
+
+    def request(self, index: int, previous: Path | np.ndarray | None = None) -> GenerationRequest:
+        """Chunk ``index``'s request; a continuation is conditioned on ``previous`` (the saved chunk before)."""
+        if index == 0:
+            return self.first
+        return GenerationRequest(mode="video2video", prompt=self.prompts[index], seed=self.seeds[index],
+                                 video=previous, condition_frames=latent_indexes(self.conditioning_frames),
+                                 condition_video_keep="last", **self.options)
+
+    def fingerprint(self, probes: Sequence[GenerationRequest]) -> str:
+        records = [self.first.to_dict()] + [{k: v for k, v in p.to_dict().items() if k != "video"} for p in probes]
+        return record_fingerprint({"workflow": WORKFLOW, "backend": self.backend, "chunks": records})
+
+
+def long_video(prompts: Any, backend: Backend, *, chunks: int | None = None, out: str | Path = "outputs",
+               name: str = "long_video", seed: int = DEFAULT_SEED, seeds: Sequence[int] | None = None,
+               conditioning_frames: int | None = None, overwrite: bool = False, progress: bool = True,
+               **options: Any) -> Generation:
+    """Generate ``chunks`` chained clips and join them into one video, saved at ``<out>/<name>.mp4``.
+
+    Args:
+        prompts: one prompt for every chunk, or a list with one prompt per chunk.
+        backend: any backend (Diffusers, a vLLM-Omni server, the Cosmos Framework).
+        chunks: how many chunks (default: one per prompt of the list).
+        seed / seeds: chunk ``i`` uses ``seed + i``, unless ``seeds`` gives one per chunk.
+        conditioning_frames: how many of the previous chunk's last frames each continuation is conditioned on
+            (``1 + 4k``; default Cosmos3's video2video default, 5).
+        overwrite: replace files another run left at these names (chunks of this very run are reused anyway).
+        options: the rest of the request (``profile``, ``num_frames``, ``sound``, ``image`` for an image2video
+            first chunk, ...), the same for every chunk.
+
+    Each chunk is saved as ``<out>/<name>_chunks/chunk_NN.mp4`` with its manifest as it finishes; a rerun skips
+    those already saved for the same request. The joined video's manifest lists its chunks.
+    """
+    plan = _plan(prompts, backend, chunks=chunks, out=out, name=name, seed=seed, seeds=seeds,
+                 conditioning_frames=conditioning_frames, options=options)
+    probes = [plan.request(i, np.zeros((1, plan.first.height, plan.first.width, 3), np.uint8))
+              for i in range(1, plan.count)]
+    check_backend(backend, [plan.first] + probes[:1])
+    fingerprint = plan.fingerprint(probes)
+    reusable = _reusable_chunks(plan, overwrite)
+    done = _finished(plan, fingerprint, reusable, overwrite)
+    if done is not None:
+        return done
+    started = time.perf_counter()
+    saved = _make_chunks(plan, backend, reusable, overwrite, progress)
+    return _save_joined(plan, fingerprint, saved, overwrite, time.perf_counter() - started)
+
+
+def check_backend(backend: Any, requests: Sequence[GenerationRequest]) -> None:
+    """Refuse, before any work, what the backend would refuse only once a chunk is under way."""
+    name = getattr(backend, "name", None)
+    for request in requests:
+        if name == "framework":
+            from .backends.framework import checkpoint_for, request_payload
+
+            checkpoint_for(request.model)
+            with tempfile.TemporaryDirectory(prefix="cosmos-long-video-") as folder:
+                request_payload(request, name="check", image_dir=folder)
+        elif name == "vllm-omni":
+            from .backends.vllm_wire import video_fields
+
+            video_fields(request)
+            backend._served(request.model, request)  # the served model and what its pipeline refuses
+
+
+def _plan(prompts: Any, backend: Any, *, chunks: int | None, out: str | Path, name: str, seed: int,
+          seeds: Sequence[int] | None, conditioning_frames: int | None, options: dict[str, Any]) -> _Plan:
+    prompt_list = _prompt_list(prompts, chunks)
+    count = len(prompt_list)
+    seed_list = _seeds(seed, seeds, count)
+    options = dict(options)
+    mode = options.pop("mode", None)
+    image = options.pop("image", None)
+    if options.get("video") is not None:
+        raise ValidationError("video", "a long video starts from text or an image; continuing a video is extend().",
+                              "drop video=, or call extend(generation, prompt, backend).")
+    options.pop("video", None)
+    if isinstance(mode, str) and MODE_ALIASES.get(mode.strip().lower(), mode.strip().lower()) in MODES and \
+            MODE_ALIASES.get(mode.strip().lower(), mode.strip().lower()) not in _FIRST_MODES:
+        raise ValidationError("mode", f"a long video starts with a text2video or image2video chunk, not {mode}.",
+                              "use mode='text2video' (or 'image2video' with image=); to continue a video, extend().")
+    first_mode = mode or ("image2video" if image is not None else "text2video")
+    first = GenerationRequest(mode=first_mode, prompt=prompt_list[0], seed=seed_list[0], image=image, **options)
+    frames = check_conditioning_frames(conditioning_frames, first.num_frames)
+    if not isinstance(name, str) or not name.strip() or Path(name).name != name:
+        raise ValidationError("name", f"{name!r} is not a file name.", "pass a plain name such as 'long_video'.")
+    folder = Path(out)
+    return _Plan(prompt_list, seed_list, first, options, frames, folder / f"{name}_chunks", folder / name,
+                 getattr(backend, "name", type(backend).__name__))
+
+
+def _prompt_list(prompts: Any, chunks: int | None) -> list[Any]:
+    if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1):
+        raise ValidationError("chunks", f"{chunks!r} is not a number of chunks (1 or more).", "pass e.g. chunks=3.")
+    if isinstance(prompts, (list, tuple)):
+        if not prompts:
+            raise ValidationError("prompts", "the prompt list is empty.", "give one prompt per chunk, or one prompt.")
+        if chunks is not None and chunks != len(prompts):
+            raise ValidationError("chunks", f"{chunks} chunks but {len(prompts)} prompts.",
+                                  "give one prompt per chunk, or one prompt for all, or leave chunks out.")
+        return list(prompts)
+    if chunks is None:
+        raise ValidationError("chunks", "one prompt and no chunk count.", "pass chunks=3 (or a list of prompts).")
+    return [prompts] * int(chunks)
+
+
+def _seeds(seed: int, seeds: Sequence[int] | None, count: int) -> list[int]:
+    if seeds is None:
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED - count:
+            raise ValidationError("seed", f"{seed!r} is not an integer from 0 to 2**63-1-chunks.", "pass e.g. seed=0.")
+        return [int(seed) + i for i in range(count)]
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or len(seeds) != count:
+        raise ValidationError("seeds", f"expected {count} seeds (one per chunk), got {seeds!r}.",
+                              "pass one seed per chunk, or leave seeds out (chunk i then uses seed + i).")
+    return list(seeds)  # each is validated by its chunk's request
+
+
+def _reusable_chunks(plan: _Plan, overwrite: bool) -> list[Path]:
+    """The saved chunks a rerun can reuse: a chain from chunk 0, each made for the request this plan makes of it.
+    A file another run left at a later chunk's name is refused here, before any work (unless ``overwrite``)."""
+    reusable: list[Path] = []
+    previous: Path | None = None
+    for index in range(plan.count):
+        done = find_saved(plan.chunk_stem(index), plan.request(index, previous), backend=plan.backend)
+        if done is None:
+            break
+        reusable.append(done)
+        previous = done.resolve()
+    if not overwrite:
+        for index in range(len(reusable), plan.count):
+            stale = _existing(plan.chunk_stem(index))
+            if stale is not None:
+                raise OutputExistsError(f"{stale} is chunk {index} of another long video (another request, or a "
+                                        "chunk before it changed); pass overwrite=True, or another name or out folder.")
+    return reusable
+
+
+def _finished(plan: _Plan, fingerprint: str, reusable: list[Path], overwrite: bool) -> Generation | None:
+    """The joined video of this very plan, when a previous run finished it; refuses another run's."""
+    manifest = read_manifest(plan.stem.with_suffix(MANIFEST_SUFFIX))
+    existing = _existing(plan.stem)
+    if overwrite or (manifest is None and existing is None):
+        return None
+    record = (manifest or {}).get("request") or {}
+    if record.get("workflow") != WORKFLOW or record.get("plan") != fingerprint:
+        raise OutputExistsError(f"{existing or plan.stem.with_suffix(MANIFEST_SUFFIX)} is another run's output; "
+                                "pass overwrite=True, or another name or out folder.")
+    if len(reusable) < plan.count:
+        raise OutputExistsError(f"{existing} is this long video, but its saved chunks are missing or changed, so it "
+                                "cannot be checked; keep it (Generation.load) or pass overwrite=True to remake it.")
+    generation = Generation.load(existing)
+    generation.request = LongVideoRecord(fingerprint, plan.backend, plan.conditioning_frames,
+                                         tuple(record.get("chunks", ())))
+    generation.provenance["skipped"] = True
+    return generation
+
+
+def _make_chunks(plan: _Plan, backend: Backend, reusable: list[Path], overwrite: bool, progress: bool) -> list[Path]:
+    saved = list(reusable)
+    bar = progress_bar(plan.count, "long video", "chunk", enabled=progress)
+    try:
+        if bar is not None and saved:
+            bar.update(len(saved))
+            bar.set_postfix_str(f"{len(saved)} saved chunk(s) reused")
+        for index in range(len(saved), plan.count):
+            request = plan.request(index, saved[-1].resolve() if saved else None)
+            generation = backend.generate(request)
+            saved.append(generation.save(plan.chunk_stem(index), overwrite=overwrite))
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(f"chunk {index + 1}/{plan.count}: {generation.num_frames} frames")
+    finally:
+        if bar is not None:
+            bar.close()
+    return saved
+
+
+def _save_joined(plan: _Plan, fingerprint: str, saved: list[Path], overwrite: bool, seconds: float) -> Generation:
+    chunks = [Generation.load(path) for path in saved]
+    overlaps = [0] + [plan.conditioning_frames] * (plan.count - 1)
+    frames, sound, starts = join(chunks, overlaps)
+    listed = []
+    for index, (path, chunk) in enumerate(zip(saved, chunks)):
+        manifest = chunk.provenance.get("manifest") or {}
+        listed.append({"index": index, "media": path.relative_to(plan.stem.parent).as_posix(),
+                       "fingerprint": manifest.get("fingerprint"), "seed": chunk.seed,
+                       "prompt": (manifest.get("request") or {}).get("prompt"), "frames": chunk.num_frames,
+                       "kept_from": overlaps[index], "starts_at": starts[index]})
+    record = LongVideoRecord(fingerprint, plan.backend, plan.conditioning_frames, tuple(listed))
+    joined = Generation(frames=frames, fps=chunks[0].fps, seed=plan.seeds[0], request=record, sound=sound,
+                        sample_rate=chunks[0].sample_rate, backend=plan.backend, model=chunks[0].model,
+                        timings={"total_s": seconds}, provenance={"continuity": join_continuity(frames, starts)})
+    joined.save(plan.stem, overwrite=overwrite)
+    return joined
+
+
+def chunk_starts(generation: Generation) -> list[int]:
+    """Where each chunk's frames begin in a joined long video (from its record, or its saved manifest)."""
+    record = generation.request.to_dict() if isinstance(generation.request, LongVideoRecord) else \
+        ((generation.provenance.get("manifest") or {}).get("request") or {})
+    if record.get("workflow") != WORKFLOW:
+        raise ValidationError("generation", "it is not a long video (its record lists no chunks).",
+                              "pass what long_video() returned, or Generation.load() of its saved .mp4.")
+    return [int(chunk["starts_at"]) for chunk in record["chunks"]]
+
+
+def _existing(stem: Path) -> Path | None:
+    candidates = [stem.with_suffix(s) for s in (*MEDIA_SUFFIXES, MANIFEST_SUFFIX)]
+    return next((path for path in candidates if path.exists()), None)

@@ -32,6 +32,8 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
     "server.local": "LocalServer connect_vllm_omni",
     "backends.framework": "FrameworkBackend",
     "models.tiny": "tiny_model_path",
+    "controls.estimation": "estimate_controls",
+    "controls.videos": "write_control_videos",
     "widgets": "show grid compare frame_strip sound_plot GenerateForm",
     "environment": "environment_report",
     "gallery": "list_outputs",
@@ -62,6 +64,8 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .backends.vllm_omni import AsyncVllmOmniBackend, VllmOmniBackend
     from .backends.vllm_serve import serve_command
     from .chaining import extend
+    from .controls.estimation import estimate_controls
+    from .controls.videos import write_control_videos
     from .environment import environment_report
     from .errors import (BackendUnavailableError, CosmosHelpersError, GenerationTimeoutError, GuardrailError,
                          OutputExistsError, ServerError, ValidationError)

@@ -7,8 +7,9 @@ manifest ``vision.json``; a rerun skips finished samples. Values on diffusers an
 ``--steps`` / ``--seed`` > the file's fields > the profile's defaults for fields the file leaves out (``tiny``: CPU
 tier 128, 9 frames, 4 steps) > the backend's own. On the framework the profile only picks the model (and the
 guardrails): the framework applies its own defaults to what the file leaves out. ``transfer`` is an alias of this
-command. ``--dry-run`` prints what would run (on the framework: writes each run folder) without running it. No
-heavy imports at module level.
+command. ``--compute-controls depth=MODEL,seg=MODEL`` computes those controls from the clip first (written as
+``<out>/<name>/estimated_<kind>.mp4``). ``--dry-run`` prints what would run (on the framework: writes each run
+folder) without running it. No heavy imports at module level.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 from ..backends import NAMES, backend_by_name
 from ..presets import DEFAULT_PROFILE, PROFILES
 from ..specs.load import load_inputs
+from ..transfer.estimated import parse_compute_controls
 from ..transfer.runner import run_spec
 
 
@@ -43,16 +45,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="run nothing: print what would run (framework: write each run folder, input + command)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing outputs of other runs")
+    parser.add_argument("--compute-controls", default=None, metavar="KIND=MODEL,...",
+                        help="compute depth/seg controls from each sample's vision_path with the transformers models "
+                        "named (e.g. depth=depth-anything/Depth-Anything-V2-Small-hf,seg=nvidia/segformer-b0-"
+                        "finetuned-ade-512-512; tiny: offline stand-ins) and transfer with them")
+    parser.add_argument("--control-device", default=None, help="where the control models run (default: CUDA if any)")
 
 
 def run(args: argparse.Namespace) -> int:
-    samples = load_inputs(args.input)
+    compute = parse_compute_controls(args.compute_controls)
+    samples = load_inputs(args.input, computed=tuple(compute or ()))
     overrides = {"resolution": args.resolution, "num_steps": args.steps, "seed": args.seed}
     backend = backend_by_name(args.backend, url=args.url, checkout=args.checkout, gpus=args.gpus)
     for sample in samples:
         result = run_spec(sample, backend=backend, profile=args.profile, model=args.model, out=args.out,
                           overrides=overrides, guardrails=args.guardrails, overwrite=args.overwrite,
-                          dry_run=args.dry_run)
+                          dry_run=args.dry_run, compute_controls=compute, control_device=args.control_device)
         if args.dry_run and getattr(result, "folder", None) is not None:  # a framework run folder; command on stderr
             print(result.folder)
             print("  " + " ".join(result.command), file=sys.stderr)

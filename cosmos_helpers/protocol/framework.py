@@ -280,3 +280,28 @@ def download_cache_path(url: str, name: str, cache_dir: str | os.PathLike[str] |
     if not root:
         return None
     return Path(root) / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}-{name}"
+
+# ---------------------------------------------------------------------------------------------- estimated controls
+
+# Depth and segmentation controls: the framework never computes them (inference/transfer.py:106-119: without an
+# existing control_path a depth/seg hint is "Missing pre-computed control input"). A supplied control is any media
+# file read like the RGB input (inference/vision.py:197-227): 3-channel RGB uint8, an .mp4 or an image, its first
+# max_frames frames, aspect-preserving resize + centre crop to the bucket, then x / 127.5 - 1 (vision.py:229-231):
+# the pixel values are what the model sees, nothing re-normalises them. Training read the same pictures:
+# AddControlInputDepth only resizes the decoded depth video, bilinearly (control_input.py:262-292), and a
+# colour-coded segmentation video is used as it is, resized nearest (control_input.py:459-468).
+ESTIMATED_HINTS: tuple[str, ...] = ("depth", "seg")
+CONTROL_CHANNELS = 3
+# The training depth is the key "depth_pervideo_video_depth_anything" (merge_datadict.py:41): Video Depth Anything's
+# relative inverse depth (near is bright), normalised per video, stored as a video (grey in all three channels).
+DEPTH_NORMALIZATION = "per_clip_min_max"
+DEPTH_NEAR_IS_BRIGHT = True
+# The training segmentation is a colour video of masks (seg.py:55-83 ``segmentation_color_mask``): masks sorted by
+# pixel count, largest first, each painted one colour for the whole clip, uncovered pixels black (0, 0, 0); the
+# colours are random HSV or, with ``use_fixed_color_list``, a permutation of these 23 (seg.py:10-36).
+SEG_BACKGROUND: tuple[int, int, int] = (0, 0, 0)
+SEG_COLORS: tuple[tuple[int, int, int], ...] = (
+    (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255), (255, 140, 0),
+    (255, 105, 180), (0, 0, 139), (0, 128, 128), (75, 0, 130), (128, 0, 128), (255, 69, 0), (34, 139, 34),
+    (128, 128, 0), (70, 130, 180), (255, 215, 0), (255, 222, 173), (144, 238, 144), (255, 99, 71),
+    (221, 160, 221), (0, 255, 127), (255, 255, 255))

@@ -21,7 +21,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from ..errors import ValidationError
 from ..protocol import framework as fw
@@ -42,14 +42,19 @@ class Sample:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None,
                   name: str | None = None, source: str | os.PathLike[str] | None = None,
-                  check_files: bool = True) -> Sample:
-        """A sample from a dict; ``name`` is the default when the dict has none (the framework's is the file stem)."""
+                  check_files: bool = True, computed: Collection[str] = ()) -> Sample:
+        """A sample from a dict; ``name`` is the default when the dict has none (the framework's is the file stem).
+
+        ``computed`` names hints whose control this package will compute from ``vision_path`` before the run
+        (``run_spec(compute_controls=...)``): each is added if absent and may leave ``control_path`` out.
+        """
         where = f"{Path(source).name}" if source else ""
+        data = _with_computed(data, computed)
         fields = parse_fields(data, where=where)
         base = Path(base_dir).expanduser().resolve() if base_dir is not None else Path.cwd()
         sample = cls(data=copy.deepcopy(dict(data)), fields=fields, base_dir=base,
                      name=fields.name or name or "sample", source=Path(source) if source else None)
-        check_sample(sample, check_files=check_files)
+        check_sample(sample, check_files=check_files, computed=computed)
         return sample
 
     @property
@@ -113,7 +118,8 @@ class Sample:
         return json.dumps(dict(self.data), indent=2, ensure_ascii=False) + "\n"
 
 
-def load_inputs(path: str | os.PathLike[str], *, check_files: bool = True) -> list[Sample]:
+def load_inputs(path: str | os.PathLike[str], *, check_files: bool = True, computed: Collection[str] = ()
+                ) -> list[Sample]:
     """Every sample of an input file (``.json``: an object or a list; ``.jsonl``: one object per line)."""
     path = Path(path).expanduser()
     if not path.is_file():
@@ -135,7 +141,8 @@ def load_inputs(path: str | os.PathLike[str], *, check_files: bool = True) -> li
     samples, names = [], set()
     for index, item in enumerate(items):
         default = fw.default_name(path.with_suffix(".jsonl") if many else path, index)
-        sample = Sample.from_dict(item, base_dir=path.parent, name=default, source=path, check_files=check_files)
+        sample = Sample.from_dict(item, base_dir=path.parent, name=default, source=path, check_files=check_files,
+                                  computed=computed)
         if sample.name in names:
             raise ValidationError("name", f"{path.name}: two samples are named {sample.name!r}.",
                                   "give each sample its own name (it is its output folder).")
@@ -144,9 +151,9 @@ def load_inputs(path: str | os.PathLike[str], *, check_files: bool = True) -> li
     return samples
 
 
-def load_spec(path: str | os.PathLike[str], *, check_files: bool = True) -> Sample:
+def load_spec(path: str | os.PathLike[str], *, check_files: bool = True, computed: Collection[str] = ()) -> Sample:
     """The one sample of an input file (an error if it holds several: use :func:`load_inputs`)."""
-    samples = load_inputs(path, check_files=check_files)
+    samples = load_inputs(path, check_files=check_files, computed=computed)
     if len(samples) != 1:
         raise ValidationError("input", f"{Path(path).name} holds {len(samples)} samples, not one.",
                               "use load_inputs() (or `cosmos-helpers run`, which runs them all).")
@@ -159,7 +166,7 @@ def as_sample(source: Sample | Mapping[str, Any] | str | os.PathLike[str], **kwa
         return source
     if isinstance(source, Mapping):
         return Sample.from_dict(source, **kwargs)
-    return load_spec(source)
+    return load_spec(source, computed=kwargs.get("computed", ()))
 
 
 def _parse_json(text: str, path: Path, line: int | None) -> Any:
@@ -170,7 +177,7 @@ def _parse_json(text: str, path: Path, line: int | None) -> Any:
         raise ValidationError("input", f"{where} is not valid JSON ({exc.msg}).", "fix the JSON.") from None
 
 
-def check_sample(sample: Sample, *, check_files: bool = True) -> None:
+def check_sample(sample: Sample, *, check_files: bool = True, computed: Collection[str] = ()) -> None:
     """Raise :class:`ValidationError` for the first rule ``sample`` breaks."""
     f = sample.fields
     if f.prompt is not None and f.prompt_path is not None:
@@ -179,7 +186,7 @@ def check_sample(sample: Sample, *, check_files: bool = True) -> None:
     _check_vision(sample)
     _check_modes(sample)
     if sample.is_transfer:
-        _check_transfer(sample)
+        _check_transfer(sample, computed)
     else:
         _check_transfer_only_fields(sample)
     for key in ("guidance_interval", "control_guidance_interval"):
@@ -226,7 +233,23 @@ def _check_transfer_only_fields(sample: Sample) -> None:
                               f"add a hint ({', '.join(fw.HINT_KINDS)}) or remove control_guidance.")
 
 
-def _check_transfer(sample: Sample) -> None:
+def _with_computed(data: Mapping[str, Any], computed: Collection[str]) -> Mapping[str, Any]:
+    """``data`` with an empty hint for each computed kind it lacks; a computed hint naming a file is refused."""
+    if not computed:
+        return data
+    out = dict(data)
+    for kind in computed:
+        hint = out.get(kind)
+        if hint is not None and not isinstance(hint, Mapping):
+            raise ValidationError(kind, f"expected a hint object, got {hint!r}.", f'write "{kind}": {{}}.')
+        if hint and hint.get("control_path") is not None:
+            raise ValidationError(f"{kind}.control_path", f"the sample supplies a {kind} control and it is also to "
+                                  "be computed.", f"remove {kind}.control_path, or do not compute {kind}.")
+        out[kind] = dict(hint or {})
+    return out
+
+
+def _check_transfer(sample: Sample, computed: Collection[str] = ()) -> None:
     f, mode = sample.fields, sample.mode
     if mode not in fw.TRANSFER_MODES:
         inferred = "" if f.model_mode else " (inferred from num_frames 1)"
@@ -240,7 +263,7 @@ def _check_transfer(sample: Sample) -> None:
     weights = []
     for kind in sample.hint_kinds:
         hint = getattr(f, kind)
-        if kind not in fw.COMPUTABLE_HINTS and hint.control_path is None:
+        if kind not in fw.COMPUTABLE_HINTS and kind not in computed and hint.control_path is None:
             raise ValidationError(f"{kind}.control_path", f"{kind} maps cannot be computed from RGB; a precomputed "
                                   "control video is required.", f"set {kind}.control_path to the {kind} video.")
         if hint.control_path is None and f.vision_path is None:

@@ -23,6 +23,8 @@ from typing import Any, Mapping
 
 from .. import media
 from ..backends import backend_by_name
+from ..controls.estimation import check_models
+from ..controls.videos import write_control_videos
 from ..errors import OutputExistsError, ValidationError
 from ..presets import DEFAULT_PROFILE, MODES, model_for
 from ..protocol import framework as fw
@@ -30,6 +32,7 @@ from ..result import FinishedFile, Generation, check_free
 from ..specs.load import Sample, as_sample
 from ..specs.resolve import ResolvedSample
 from ..specs.runs import SampleRun, check_backend, generation_request, given_fields, localize
+from .estimated import control_folder, with_computed_controls
 from .vllm import make_transfer_runner, transfer_form
 
 STEM = "vision"
@@ -40,7 +43,8 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
              profile: str | None = DEFAULT_PROFILE, model: str | None = None, out: str | os.PathLike[str] = "outputs",
              overrides: Mapping[str, Any] | None = None, guardrails: bool | None = None, overwrite: bool = False,
              progress: bool = True, checkout: str | os.PathLike[str] | None = None, url: str | None = None,
-             server_paths: bool = False, dry_run: bool = False) -> Any:
+             server_paths: bool = False, dry_run: bool = False, compute_controls: Mapping[str, str] | None = None,
+             control_device: str | None = None) -> Any:
     """Run one sample and save it as ``<out>/<name>/vision.*``; a finished identical run is loaded instead.
 
     Args:
@@ -54,6 +58,10 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
         checkout / url: where the framework / the vLLM-Omni server is, when ``backend`` is a name.
         server_paths: vLLM-Omni only: the server shares this filesystem, so controls beyond the uploaded one may be
             sent as paths.
+        compute_controls: ``{"depth": MODEL, "seg": MODEL}``: compute those controls from ``vision_path`` with the
+            ``transformers`` models named (``"tiny"``: the offline stand-ins) into ``<out>/<name>/estimated_<kind>.mp4``
+            and run with them as supplied controls (:mod:`cosmos_helpers.transfer.estimated`); ``control_device``
+            is where those models run (default CUDA when there is one).
         dry_run: do no work: return the framework's written run folder (a ``FrameworkRun``: input file and
             command, for a job submitted elsewhere) or, on the other backends, the checked :class:`SampleRun`
             (URL inputs are not downloaded).
@@ -61,11 +69,19 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
     Returns:
         the saved (or reused) :class:`~cosmos_helpers.result.Generation`; with ``dry_run`` see above.
     """
-    sample = as_sample(spec)
+    if compute_controls:
+        check_models(compute_controls)  # the kinds first: a sample gets an empty hint of each
+    sample = as_sample(spec, computed=tuple(compute_controls or ()))
     runner = backend_by_name(backend, checkout=checkout, url=url, progress=progress) if isinstance(
         backend, str) else backend
     name = runner.name
     folder = Path(out) / sample.name
+    if compute_controls:
+        if dry_run and name == "framework":
+            raise ValidationError("compute_controls", "a framework dry run writes an input file for elsewhere, and the "
+                                  "controls it names are not computed yet.", "run without dry_run, or compute them "
+                                  "first (run_spec on any backend) and name them as control_path.")
+        sample = with_computed_controls(sample, compute_controls, control_folder(out, sample.name))
     # The framework applies its own defaults to the sample: the profile only picks the model and the guardrails.
     # An unseeded sample's seed comes from its output folder: ours here, the framework's run folder there.
     resolved = sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
@@ -73,6 +89,9 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
     check_backend(sample, resolved, name, given_fields(sample, overrides))
     if name != "framework" and not dry_run:
         resolved = localize(resolved, progress=progress)
+    if compute_controls and not dry_run:
+        write_control_videos(resolved.vision_path, compute_controls, folder, max_frames=resolved.max_frames,
+                             device=control_device, overwrite=overwrite, progress=progress)
     run = SampleRun.create(sample, resolved, overrides)
     if dry_run:
         return runner.prepare_sample(run) if name == "framework" else run
@@ -165,8 +184,10 @@ class SpecRunner:
     def __init__(self, backend: str = "diffusers", *, profile: str = DEFAULT_PROFILE, model: str | None = None,
                  output_dir: str | os.PathLike[str] = "outputs/transfer", checkout: str | None = None,
                  server_url: str | None = None, overrides: Mapping[str, Any] | None = None,
-                 guardrails: bool | None = None, overwrite: bool = False, progress: bool = True) -> None:
+                 guardrails: bool | None = None, overwrite: bool = False, progress: bool = True,
+                 compute_controls: Mapping[str, str] | None = None, control_device: str | None = None) -> None:
         self.profile, self.model, self.guardrails = profile, model, guardrails
+        self.compute_controls, self.control_device = dict(compute_controls or {}), control_device
         self.output_dir, self.server_url = Path(output_dir), server_url
         self.overrides, self.overwrite, self.progress = dict(overrides or {}), overwrite, progress
         self._server = None
@@ -191,14 +212,18 @@ class SpecRunner:
             self._backend = None
 
     def run(self, spec: Sample | Mapping[str, Any] | str | os.PathLike[str],
-            overrides: Mapping[str, Any] | None = None) -> Generation:
+            overrides: Mapping[str, Any] | None = None, compute_controls: Mapping[str, str] | None = None
+            ) -> Generation:
         """Run one sample (a :class:`Sample`, a dict or a one-sample file); see :func:`run_spec`. ``overrides`` add
-        to the runner's (``resolution="256"`` gives vLLM-Omni a tier it knows with the ``tiny`` profile)."""
+        to the runner's (``resolution="256"`` gives vLLM-Omni a tier it knows with the ``tiny`` profile), and
+        ``compute_controls`` to the runner's (``{"depth": "tiny"}``)."""
         if self._backend is None:
             self._backend = backend_by_name(self.backend, url=self._start_server(), progress=self.progress)
         return run_spec(spec, backend=self._backend, profile=self.profile, model=self.model, out=self.output_dir,
                         overrides={**self.overrides, **(overrides or {})}, guardrails=self.guardrails,
-                        overwrite=self.overwrite, progress=self.progress, server_paths=self._server is not None)
+                        overwrite=self.overwrite, progress=self.progress, server_paths=self._server is not None,
+                        compute_controls={**self.compute_controls, **(compute_controls or {})} or None,
+                        control_device=self.control_device)
 
     def _start_server(self) -> str:
         """A loopback server this process starts for its own inputs: it may open them by path (server_paths), and its

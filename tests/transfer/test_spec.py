@@ -139,7 +139,8 @@ def test_the_cookbook_specs_are_framework_inputs_the_profile_can_size(path: Path
 
     data = json.loads(path.read_text())
     jsonschema.validate(data, load("cosmos_framework")["sample_overrides_schema"])
-    r = load_spec(path).resolved(profile="tiny")  # every file it names exists
+    computed = tuple(k for k in fw.ESTIMATED_HINTS if k in data and "control_path" not in data[k])  # compute_controls
+    r = load_spec(path, computed=computed).resolved(profile="tiny")  # every file it names exists
     assert not {"resolution", "num_steps"} & set(data)  # explicit values win, so these would pin the CPU run
     assert (r.resolution, r.num_steps) == ("128", 4) and not r.notes
     assert data["negative_prompt"] == json.dumps(NEGATIVE_PROMPT, separators=(",", ":"))

@@ -1,0 +1,83 @@
+"""Depth / seg control videos of a clip, written as the framework reads a supplied control, and reused safely. One
+``estimated_<kind>.mp4`` per kind beside a small ``estimated_<kind>.json`` record of what made it: the model named
+(and where it loaded from), the clip's content hash, ``max_frames``, frame count, size and fps. The video has the
+clip's frame count, size (odd sides made even for H.264) and fps, so the framework, which takes the output length
+and timing from the first control and the RGB input, lines them up frame for frame; it is H.264 at the framework's
+own control quality (``video_save_quality`` 10, CRF 0). A rerun with the same clip and model reuses the file; a file
+made from anything else is never overwritten without ``overwrite=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from .. import media
+from ..errors import OutputExistsError, ValidationError
+from ..protocol.framework import IMAGE_FPS, PROMPT_DEFAULTS, video_crf
+from .estimation import DEFAULT_BATCH, ControlEstimator, check_models, resolve_model
+
+FORMAT_VERSION = 1
+FILE = "estimated_{kind}"
+
+
+def control_video_path(folder: str | os.PathLike[str], kind: str) -> Path:
+    """Where the ``kind`` control of a run in ``folder`` is written (absolute)."""
+    return (Path(folder) / f"{FILE.format(kind=kind)}.mp4").expanduser().resolve()
+
+
+def write_control_videos(clip: str | os.PathLike[str], models: Mapping[str, str], folder: str | os.PathLike[str], *,
+                         max_frames: int | None = None, device: str | None = None, batch_size: int = DEFAULT_BATCH,
+                         overwrite: bool = False, progress: bool = True) -> dict[str, Path]:
+    """``{kind: path}`` of the control video of ``clip`` for each ``kind -> model`` (made now or reused).
+
+    Every model and every existing file is checked before any model loads.
+    """
+    if clip is None or str(clip).startswith(("http://", "https://", "s3://")):
+        raise ValidationError("vision_path", f"computing controls needs a local RGB clip, got {clip!r}.",
+                              "set vision_path to a local video (download it first).")
+    specs = {kind: resolve_model(kind, name) for kind, name in check_models(models).items()}
+    video = media.read_media(clip, max_frames=max_frames, field="vision_path")
+    frames, fps = video.frames, float(video.fps or IMAGE_FPS)
+    base = {"format": FORMAT_VERSION, "clip_sha256": media.file_sha256(clip), "max_frames": max_frames,
+            "frames": int(frames.shape[0]), "width": int(frames.shape[2]), "height": int(frames.shape[1]), "fps": fps}
+    paths, todo = {}, {}
+    for kind, spec in specs.items():
+        path = control_video_path(folder, kind)
+        record = {**base, **spec.to_dict()}
+        paths[kind] = path
+        if not _reusable(path, record, overwrite):
+            todo[kind] = (spec, record)
+    for kind, (spec, record) in todo.items():
+        maps = ControlEstimator(kind, spec, device=device)(frames, batch_size=batch_size, progress=progress)
+        record = {**record, "labels": {name: list(color) for name, color in maps.labels.items()}}
+        path = paths[kind]
+        media.write_mp4(path, maps.frames, fps, crf=video_crf(PROMPT_DEFAULTS["video_save_quality"]),
+                        overwrite=True)
+        media.write_bytes_atomic(_record_path(path), (json.dumps(record, indent=2) + "\n").encode(), overwrite=True)
+    return paths
+
+
+def read_record(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The record of a control video written here (model, clip hash, labels...), or ``None``."""
+    record = _record_path(Path(path))
+    return json.loads(record.read_text()) if record.is_file() else None
+
+
+def _record_path(path: Path) -> Path:
+    return path.with_suffix(".json")
+
+
+def _reusable(path: Path, record: Mapping[str, Any], overwrite: bool) -> bool:
+    """True when ``path`` was made from the same clip with the same model; refuse another run's file."""
+    if not path.exists():
+        return False
+    old = read_record(path)
+    if old is not None and {k: old.get(k) for k in record} == dict(record):
+        return True
+    if overwrite:
+        return False
+    raise OutputExistsError(f"{path} already exists from another clip or model; pass overwrite=True (--overwrite), "
+                            "choose another name, or another output folder.")

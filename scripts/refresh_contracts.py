@@ -341,8 +341,24 @@ def framework_contract(checkout: Path, python: str, commit: str | None = None) -
     utils = checkout / "cosmos_framework/data/generator/utils.py"
     examples = {p.name: json.loads(p.read_text()) for p in sorted((checkout / "inputs/omni").glob("*.json"))}
     return {"package": "cosmos-framework", "commit": commit, **facts,
+            **framework_control_facts(FrameworkFiles(checkout)),
             "video_res_size_info": _module_literal(utils, "VIDEO_RES_SIZE_INFO"),
             "cli_flags": [flag.rstrip(".") for flag in flags], "cli_choices": choices, "example_inputs": examples}
+
+
+_SEG = "cosmos_framework/data/generator/augmentors/transfer_control_input/seg.py"
+
+
+def framework_control_facts(files: FrameworkFiles) -> dict[str, Any]:
+    """The segmentation colour list (``seg.py`` ``PREDEFINED_COLORS_SEGMENTATION = np.array([...])``), read with
+    ``ast`` only, so it needs no interpreter that imports the framework (``--only framework-controls``)."""
+    for node in files.tree(_SEG).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PREDEFINED_COLORS_SEGMENTATION"
+                                                for t in node.targets):
+            call = node.value
+            literal = call.args[0] if isinstance(call, ast.Call) else call
+            return {"seg_colors": ast.literal_eval(literal)}
+    raise KeyError(f"PREDEFINED_COLORS_SEGMENTATION not found in {_SEG}")
 
 
 # ---------------------------------------------------------------------------------------------- diffusers
@@ -648,10 +664,13 @@ def main(argv: list[str] | None = None) -> int:
                                                    "(default: <checkout>/.venv/bin/python)")
     parser.add_argument("--framework-commit", help="the checkout's commit, when it is not a git work tree")
     parser.add_argument("--framework-git-dir", type=Path, help="a cosmos-framework git repository (bare is fine), "
-                                                                 "read at --framework-rev, for the prompting facts")
+                                                                 "read at --framework-rev, for the prompting and "
+                                                                 "control facts")
     parser.add_argument("--framework-rev", default="HEAD")
     parser.add_argument("--better-profanity-wheel", type=Path, help="default: pip download it")
-    parser.add_argument("--only", choices=("vllm-omni", "framework", "diffusers", "prompting"), action="append")
+    parser.add_argument("--only", choices=("vllm-omni", "framework", "framework-controls", "diffusers", "prompting"),
+                        action="append", help="framework-controls: update only the control facts of the existing "
+                        "framework fixture (read with ast: no framework interpreter needed)")
     parser.add_argument("--out", type=Path, default=FIXTURES)
     args = parser.parse_args(argv)
     wanted = set(args.only or ("vllm-omni", "framework", "diffusers", "prompting"))
@@ -666,11 +685,17 @@ def main(argv: list[str] | None = None) -> int:
         python = args.framework_python or str(args.framework / ".venv/bin/python")
         data = framework_contract(args.framework.resolve(), python, args.framework_commit)
         _write(f"cosmos_framework-{data['commit']}", data, args.out)
-    if "prompting" in wanted:
+    if "prompting" in wanted or "framework-controls" in wanted:
         if args.framework is None and args.framework_git_dir is None:
-            parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting fixture")
+            parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting and control "
+                         "facts")
         files = FrameworkFiles(args.framework and args.framework.resolve(), args.framework_git_dir, args.framework_rev)
+    if "prompting" in wanted:
         refresh_prompting(files, args.better_profanity_wheel, args.vllm_omni_wheel, args.out)
+    if "framework-controls" in wanted:
+        fixture = next(args.out.glob("cosmos_framework-*.json"))
+        data = {**json.loads(fixture.read_text(encoding="utf-8")), **framework_control_facts(files)}
+        _write(fixture.stem, data, args.out)
     if "diffusers" in wanted:
         data = diffusers_contract()
         _write(f"diffusers-{data['version']}", data, args.out)

@@ -298,7 +298,8 @@ DEPTH_NORMALIZATION = "per_clip_min_max"
 DEPTH_NEAR_IS_BRIGHT = True
 # The training segmentation is a colour video of masks (seg.py:55-83 ``segmentation_color_mask``): masks sorted by
 # pixel count, largest first, each painted one colour for the whole clip, uncovered pixels black (0, 0, 0); the
-# colours are random HSV or, with ``use_fixed_color_list``, a permutation of these 23 (seg.py:10-36).
+# colours are random HSV or, with ``use_fixed_color_list``, a permutation of these 23 (seg.py:10-36; the fixture
+# key ``seg_colors``, read from seg.py by scripts/refresh_contracts.py, holds the same list).
 SEG_BACKGROUND: tuple[int, int, int] = (0, 0, 0)
 SEG_COLORS: tuple[tuple[int, int, int], ...] = (
     (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255), (255, 140, 0),

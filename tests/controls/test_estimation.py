@@ -144,3 +144,9 @@ def test_control_videos_keep_the_clips_frames_size_and_fps_and_are_reused_only_w
     with pytest.raises(ValidationError, match="local RGB clip"):
         write_control_videos("https://example.com/clip.mp4", TINY, tmp_path / "run")
     assert json.loads(Path(paths["seg"]).with_suffix(".json").read_text())["labels"]  # the colour legend is kept
+
+
+def test_the_segment_colours_are_the_frameworks():
+    from ..contracts.conftest import load
+
+    assert [list(c) for c in fw.SEG_COLORS] == load("cosmos_framework")["seg_colors"]  # seg.py, read by ast

@@ -1,5 +1,6 @@
-"""Depth / seg control videos of a clip, written as the framework reads a supplied control, and reused safely. One
-``estimated_<kind>.mp4`` per kind beside a small ``estimated_<kind>.json`` record of what made it: the model named
+"""Depth / seg control videos of a clip, written as the framework reads a supplied control, and reused safely.
+
+One ``estimated_<kind>.mp4`` per kind beside a small ``estimated_<kind>.json`` record of what made it: the model named
 (and where it loaded from), the clip's content hash, ``max_frames``, frame count, size and fps. The video has the
 clip's frame count, size (odd sides made even for H.264) and fps, so the framework, which takes the output length
 and timing from the first control and the RGB input, lines them up frame for frame; it is H.264 at the framework's

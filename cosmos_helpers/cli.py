@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("cosmos_helpers.server.cli", "start a local vLLM-Omni-compatible server"),
     "run": ("cosmos_helpers.commands.run", "run a Cosmos Framework input file (any mode) on any backend"),
     "transfer": ("cosmos_helpers.commands.run", "alias of `run` (framework input files, transfer included)"),
+    "controls": ("cosmos_helpers.commands.controls", "compute depth / seg control videos of a clip with a named model"),
     "bench": ("cosmos_helpers.bench", "compare backends' latency in one run"),
     "caption": ("cosmos_helpers.commands.caption", "check a structured caption, print its schema, pre-check words"),
     "upsample": ("cosmos_helpers.commands.upsample", "turn a sentence into a structured caption via a chat endpoint"),

@@ -48,15 +48,15 @@ def with_computed_controls(sample: Sample, models: Mapping[str, str], folder: st
                             check_files=False)
 
 
-def parse_compute_controls(text: str | None) -> dict[str, str] | None:
-    """``"depth=MODEL,seg=MODEL"`` (the command line's form) as ``{"depth": MODEL, "seg": MODEL}``."""
+def parse_compute_controls(text: str | None, flag: str = "--compute-controls") -> dict[str, str] | None:
+    """``"depth=MODEL,seg=MODEL"`` (the command line's form, given as ``flag``) as ``{"depth": MODEL, ...}``."""
     if not text:
         return None
     models: dict[str, str] = {}
     for item in text.split(","):
         kind, sep, name = item.strip().partition("=")
         if not sep or not kind or not name:
-            raise ValidationError("--compute-controls", f"{item.strip()!r} names no model.",
+            raise ValidationError(flag, f"{item.strip()!r} names no model.",
                                   "write KIND=MODEL, e.g. depth=depth-anything/Depth-Anything-V2-Small-hf,seg=tiny.")
         models[kind.strip()] = name.strip()
     return check_models(models)

@@ -114,3 +114,25 @@ def test_the_command_line_names_each_model(tmp_path, clip):
     with pytest.raises(ValidationError, match="precomputed control video is required"):
         load_inputs(tmp_path / "own.json")  # as the framework would: depth without a file
     assert load_inputs(tmp_path / "own.json", computed=("depth",))[0].hint_kinds == ("depth",)
+
+
+def test_the_vllm_omni_stand_in_runs_a_transfer_with_computed_controls(tmp_path, clip):
+    from cosmos_helpers.transfer import SpecRunner
+
+    with SpecRunner("vllm-omni", profile="tiny", output_dir=tmp_path / "out", progress=False,
+                    overrides={"resolution": "256"}, compute_controls={"depth": "tiny"}) as runner:
+        generation = runner.run(sample(), compute_controls={"seg": "tiny"})
+    folder = tmp_path / "out" / "own"
+    assert generation.frames.shape[0] == 5
+    assert {f"{kind}.control_path" for kind in TINY} <= set(generation.request.files)
+    assert generation.request.resolved.hints[0].control_path == str(folder.resolve() / "estimated_depth.mp4")
+
+
+def test_the_controls_command_writes_control_videos_for_a_run_elsewhere(tmp_path, clip, capsys):
+    from cosmos_helpers.cli import main
+
+    assert main(["controls", str(clip), "--compute", "depth=tiny", "--out", str(tmp_path / "ctl")]) == 0
+    kind, path = capsys.readouterr().out.strip().split("\t")
+    assert kind == "depth" and media.read_video(path).frames.shape == (5, 90, 160, 3)
+    assert main(["controls", str(clip), "--compute", "depth"]) != 0
+    assert "--compute: 'depth' names no model" in capsys.readouterr().err  # the flag named, with the fix

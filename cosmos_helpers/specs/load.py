@@ -49,7 +49,7 @@ class Sample:
         (``run_spec(compute_controls=...)``): each is added if absent and may leave ``control_path`` out.
         """
         where = f"{Path(source).name}" if source else ""
-        data = _with_computed(data, computed)
+        data = with_computed_hints(data, computed)
         fields = parse_fields(data, where=where)
         base = Path(base_dir).expanduser().resolve() if base_dir is not None else Path.cwd()
         sample = cls(data=copy.deepcopy(dict(data)), fields=fields, base_dir=base,
@@ -233,8 +233,9 @@ def _check_transfer_only_fields(sample: Sample) -> None:
                               f"add a hint ({', '.join(fw.HINT_KINDS)}) or remove control_guidance.")
 
 
-def _with_computed(data: Mapping[str, Any], computed: Collection[str]) -> Mapping[str, Any]:
-    """``data`` with an empty hint for each computed kind it lacks; a computed hint naming a file is refused."""
+def with_computed_hints(data: Mapping[str, Any], computed: Collection[str]) -> Mapping[str, Any]:
+    """``data`` with an empty hint for each computed kind it lacks; a computed hint naming a file is refused (two
+    sources for one control)."""
     if not computed:
         return data
     out = dict(data)

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from ..controls.estimation import check_models, resolve_model
 from ..controls.videos import control_video_path
 from ..errors import ValidationError
-from ..specs.load import Sample
+from ..specs.load import Sample, with_computed_hints
 
 FIELD = "compute_controls"
 
@@ -31,19 +31,13 @@ def with_computed_controls(sample: Sample, models: Mapping[str, str], folder: st
     ``vision_path``, no control file already named for those hints.
     """
     check_models(models)
-    data: dict[str, Any] = copy.deepcopy(dict(sample.data))
+    data: dict[str, Any] = copy.deepcopy(dict(with_computed_hints(sample.data, models)))
     if not data.get("vision_path"):
         raise ValidationError("vision_path", f"{FIELD} computes controls from the RGB clip, and the sample has none.",
                               "set vision_path to the clip (or supply the control files as control_path).")
     for kind, name in models.items():
-        hint = data.get(kind)
-        if hint is not None and not isinstance(hint, Mapping):
-            raise ValidationError(kind, f"expected a hint object, got {hint!r}.", f'write "{kind}": {{}}.')
-        if hint and hint.get("control_path") is not None:
-            raise ValidationError(f"{kind}.control_path", f"the sample supplies a {kind} control and {FIELD} asks to "
-                                  "compute one.", f"remove {kind}.control_path, or drop {kind} from {FIELD}.")
         resolve_model(kind, name, field_name=f"{FIELD}.{kind}")
-        data[kind] = {**(hint or {}), "control_path": str(control_video_path(folder, kind))}
+        data[kind] = {**data[kind], "control_path": str(control_video_path(folder, kind))}
     return Sample.from_dict(data, base_dir=sample.base_dir, name=sample.name, source=sample.source,
                             check_files=False)
 

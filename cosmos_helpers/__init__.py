@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
     "prompts": "load_caption compact caption_summary",
     "backends.diffusers": "DiffusersBackend free_pipeline",
     "fast": "FastOptions",
+    "parallel": "ParallelPlan WorkerError",
     "backends.vllm_omni": "VllmOmniBackend AsyncVllmOmniBackend",
     "backends.vllm_serve": "serve_command",
     "server.local": "LocalServer connect_vllm_omni",
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .fast import FastOptions
     from .gallery import list_outputs
     from .models.tiny import tiny_model_path
+    from .parallel import ParallelPlan, WorkerError
     from .presets import ASPECT_RATIOS, MODES, PROFILES, VIDEO_SIZES, Profile, get_profile, size_for
     from .prompts import caption_summary, compact, load_caption
     from .request import GenerationRequest

@@ -121,6 +121,8 @@ def _prepare(backend, model: str, plan, groups: dict, rank: int):
 def _serve(conn, spec: dict, rank: int, world: int) -> None:
     from ..errors import ValidationError
 
+    import torch
+
     plan, groups = join_group(spec, rank, world)
     backend = _backend(spec, rank)
     conn.send(("ready", rank, None))
@@ -134,8 +136,13 @@ def _serve(conn, spec: dict, rank: int, world: int) -> None:
             if state is not None:
                 state.reset()
             progress = (lambda step, total: conn.send(("step", rank, (step, total)))) if rank == 0 else None
+            cuda = spec["device"] == "cuda"
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
             generation = backend.generate(request, progress=progress)
             generation.provenance["parallel"] = plan.serve_kwargs()
+            if cuda:  # this rank's peak (every rank holds the same weights and shapes)
+                generation.provenance["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
             if state is not None:
                 generation.provenance["cfg_parallel_stats"] = dict(state.stats)
             conn.send(("done", rank, generation if rank == 0 else None))

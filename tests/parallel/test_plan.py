@@ -115,3 +115,15 @@ def test_explicit_memory_settings_win_over_the_preset():
         plan_memory(resolve_memory("24GB", device="cuda"), NANO_BYTES, fast=True)
     assert info.value.field == "fast"
     assert plan_memory(MemorySettings(preset="80GB"), NANO_BYTES, fast=True).offload == "none"
+
+
+def test_bench_builds_multi_gpu_runners_with_the_plans_asked_for():
+    from cosmos_helpers.bench import _diffusers_backends
+
+    made = _diffusers_backends(True, "cpu", None, False, None, gpus=["2", "2:ulysses", "4"])
+    plans = {name: (b.plan.gpus, b.plan.cfg_parallel, b.plan.ulysses) for name, b in made.items()}
+    assert plans == {"stock": (1, 1, 1), "fast": (1, 1, 1), "fast-2gpu": (2, 2, 1), "fast-2gpu-ulysses": (2, 1, 2),
+                     "fast-4gpu": (4, 2, 2)}
+    worker = made["fast-2gpu"]
+    assert worker.worker_builder.endswith("build_random_nano_pipeline") and worker.fast
+    assert worker.worker_builder_kwargs == {"sound": False, "size": "nano"}

@@ -173,6 +173,7 @@ def _diffusers_backends(random_nano: bool | str, device: str | None, dtype: Any,
 
             worker_builder = "cosmos_helpers.models.random_nano:build_random_nano_pipeline"
             worker_builder_kwargs = {"sound": sound, "size": size}
+            built = prebuilt  # ``built.clear()`` (then ``free_pipeline()``) lets the weights go
 
             def _load(self, model):  # noqa: D401 - same contract as DiffusersBackend._load
                 if "pipe" not in prebuilt:
@@ -192,8 +193,8 @@ def _diffusers_backends(random_nano: bool | str, device: str | None, dtype: Any,
     for spec in gpus:
         count, _, kind = str(spec).partition(":")
         degrees = {"ulysses": int(count)} if kind == "ulysses" else {"cfg_parallel": 2} if kind == "cfg" else {}
-        backends[f"fast-{count}gpu" + (f"-{kind}" if kind else "")] = backend_class(**{**common, "memory": None}, fast=fast, gpus=int(count),
-                                                    **degrees)
+        name = f"fast-{count}gpu" + (f"-{kind}" if kind else "")
+        backends[name] = backend_class(**{**common, "memory": None}, fast=fast, gpus=int(count), **degrees)
     return backends
 
 
@@ -321,7 +322,8 @@ def _fmt(value, digits: int = 2) -> str:
 def _title(settings: dict) -> str:
     env = settings["environment"]
     size = settings["random_nano"] if isinstance(settings["random_nano"], str) else "Nano"
-    model = f"random {size.capitalize()}-shaped weights" if settings["random_nano"] else f"profile {settings['profile']}"
+    model = (f"random {size.capitalize()}-shaped weights" if settings["random_nano"]
+             else f"profile {settings['profile']}")
     return f"Cosmos3 latency, {model}, {env.get('device')} ({env.get('dtype')}), {settings['steps']} steps"
 
 

@@ -54,14 +54,20 @@ def build_random_nano_pipeline(device: str = "cuda", dtype: Any = "bfloat16", *,
     # diffusers keeps the timestep embedder in fp32 when loading (``_keep_in_fp32_modules``); do the same
     transformer.time_embedder.to(torch.float32)
 
-    with dev:
-        vae = AutoencoderKLWan(**{**NANO_VAE_CONFIG, **(vae_overrides or {})})
+    # the VAE keeps its own initialisation, drawn from a seeded RNG so that every process (multi-GPU workers)
+    # builds the same one
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        torch.manual_seed(seed)
+        with dev:
+            vae = AutoencoderKLWan(**{**NANO_VAE_CONFIG, **(vae_overrides or {})})
     vae = vae.to(dtype).eval()  # not randomised: the VAE's own initialisation scale keeps activations stable
 
     sound_tokenizer = None
     if sound:
-        with dev:
-            sound_tokenizer = Cosmos3AVAEAudioTokenizer(vocoder_input_dim=NANO_SOUND_DIM)
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+            torch.manual_seed(seed + 1)
+            with dev:
+                sound_tokenizer = Cosmos3AVAEAudioTokenizer(vocoder_input_dim=NANO_SOUND_DIM)
         sound_tokenizer = sound_tokenizer.to(dtype).eval()
 
     pipe = Cosmos3OmniPipeline(

@@ -145,6 +145,12 @@ def _serve(conn, spec: dict, rank: int, world: int) -> None:
                 generation.provenance["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
             if state is not None:
                 generation.provenance["cfg_parallel_stats"] = dict(state.stats)
+            if backend.fast:  # whether the fast path ran inside the plan, or fell back to stock (Ulysses)
+                from ..fast import fast_path_stats
+
+                stats = fast_path_stats(_pipe)
+                generation.provenance["fast_stats"] = {k: stats.get(k) for k in ("calls", "stock_fallbacks",
+                                                                                  "text_tower_runs")}
             conn.send(("done", rank, generation if rank == 0 else None))
         except ValidationError as exc:
             conn.send(("invalid", rank, (exc.field, exc.problem, exc.fix)))

@@ -1,9 +1,10 @@
 """Worker lifecycle of ``DiffusersBackend(gpus=2)`` on CPU (gloo): start, one call, a crash, a stall, no orphans.
 
-One backend is shared by the first two tests, in order: its first call starts two workers and must give the
-one-process backend's frames (fp32, exact); a stopped (stalled) worker is then reported after the step timeout and
-the whole group is gone. On bare groups (no model): killing a worker makes the next call fail with the rank and
-exit code (not hang) and leaves no process behind; workers die with a parent that is killed outright.
+One backend is shared by the first two tests, in order: its first call starts two workers running the fast path
+per rank and must give the one-process stock backend's frames (fp32, exact); a stopped (stalled) worker is then
+reported after the step timeout and the whole group is gone. On bare groups (no model): killing a worker makes
+the next call fail with the rank and exit code (not hang) and leaves no process behind; workers die with a parent
+that is killed outright.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _wait_gone(pids, seconds: float = 15.0) -> bool:
 
 @pytest.fixture(scope="module")
 def backend():
-    backend = DiffusersBackend(gpus=2, device="cpu", progress=False, worker_timeout=120)
+    backend = DiffusersBackend(gpus=2, device="cpu", progress=False, worker_timeout=120, fast=True)
     yield backend
     backend.close()
 
@@ -62,6 +63,9 @@ def test_two_workers_match_one_process_and_leave_multicast_off(backend, tiny_bac
     assert steps == [(1, 2), (2, 2)]
     assert generation.provenance["parallel"] == {"gpus": 2, "cfg_parallel": 2, "ulysses": 1}
     assert generation.request is REQUEST
+    # the fast path ran per rank inside the plan, none of it fell back to stock: rank 0 ran step 1's two passes and
+    # step 2's conditional one (rank 1 ran step 2's negative pass); the text tower once per prompt
+    assert generation.provenance["fast_stats"] == {"calls": 3, "stock_fallbacks": 0, "text_tower_runs": 2}
     group = backend._workers
     assert len(group.pids()) == 2 and group.alive
     for rank in (0, 1):

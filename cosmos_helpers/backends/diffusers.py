@@ -107,8 +107,9 @@ class DiffusersBackend:
         self.progress, self.scheduler, self.safety_checker, self.fast = progress, scheduler, safety_checker, fast
         self.memory_kwargs = {k: v for k, v in dict(memory=memory, offload=offload, vae_tiling=vae_tiling,
                                                     fp8=fp8).items() if v is not None}
-        self.memory: MemorySettings | None = resolve_memory(**self.memory_kwargs, device_map=device_map,
-                                                            device=device, fast=fast)
+        self.memory: MemorySettings | None = resolve_memory(
+            **self.memory_kwargs, device_map=device_map, fast=fast,
+            device=device if device or not self.memory_kwargs.get("memory") else self._device())
         self.plan = ParallelPlan.build(gpus, cfg_parallel=cfg_parallel, ulysses=ulysses)
         self.worker_timeout = worker_timeout
         self._workers = None

@@ -127,3 +127,11 @@ def test_bench_builds_multi_gpu_runners_with_the_plans_asked_for():
     worker = made["fast-2gpu"]
     assert worker.worker_builder.endswith("build_random_nano_pipeline") and worker.fast
     assert worker.worker_builder_kwargs == {"sound": False, "size": "nano"}
+
+
+def test_a_memory_preset_without_cuda_is_refused(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValidationError, match="CUDA") as info:
+        DiffusersBackend(memory="24GB")
+    assert info.value.field == "memory"

@@ -156,6 +156,51 @@ def scaling(run: Run, args) -> None:
     run.save()
 
 
+def fp8_layer_error(tokens: int = 18720, text: int = 200, repeats: int = 10) -> dict:
+    """One Nano-shaped decoder layer (random weights) on t2v-480p-sized inputs: bf16 weights vs FP8 storage
+    (diffusers' layerwise casting, bf16 compute): relative output error per pathway and time per call."""
+    from diffusers import Cosmos3OmniTransformer
+
+    from cosmos_helpers.models.random_nano import _randomize
+    from cosmos_helpers.models.shapes import transformer_shape
+
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device("cuda"):
+            model = Cosmos3OmniTransformer(**{**transformer_shape("nano"), "num_hidden_layers": 1})
+    finally:
+        torch.set_default_dtype(default)
+    _randomize(model, torch.Generator("cuda").manual_seed(0))
+    layer, gen = model.layers[0], torch.Generator("cuda").manual_seed(1)
+    hidden, head_dim = model.config.hidden_size, model.config.head_dim
+    und_seq = torch.randn(text, hidden, device="cuda", dtype=torch.bfloat16, generator=gen)
+    gen_seq = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=gen)
+    ones = [torch.ones(n, head_dim, device="cuda", dtype=torch.bfloat16) for n in (text, tokens)]
+    rotary = (ones[0], torch.zeros_like(ones[0]), ones[1], torch.zeros_like(ones[1]))
+
+    def call():
+        with torch.inference_mode():
+            out = layer(und_seq, gen_seq, rotary)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        with torch.inference_mode():
+            for _ in range(repeats):
+                layer(und_seq, gen_seq, rotary)
+        torch.cuda.synchronize()
+        return [o.float() for o in out], (time.perf_counter() - start) / repeats * 1e3
+
+    reference, bf16_ms = call()
+    model.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.bfloat16)
+    cast, fp8_ms = call()
+    errors = {name: {"rel_l2": float((c - r).norm() / r.norm()), "max_abs_over_max": float((c - r).abs().max()
+                                                                                            / r.abs().max())}
+              for name, c, r in zip(("text", "generation"), cast, reference)}
+    return {"tokens": {"text": text, "generation": tokens}, "ms_per_layer": {"bf16": round(bf16_ms, 3),
+            "fp8_storage": round(fp8_ms, 3)}, "relative_error": errors,
+            "weight_bytes_per_layer": {"bf16": sum(p.numel() * 2 for p in layer.parameters())}}
+
+
 def memory(run: Run, args) -> None:
     """Nano t2v 720p: the fast path uncapped (cold + warm) vs the presets under caps; Super with offload / 2 GPUs.
 
@@ -205,6 +250,7 @@ def memory(run: Run, args) -> None:
         finally:
             release(*made.values())
 
+    attempt(run, "fp8 storage: one Nano decoder layer vs bf16", fp8_layer_error)
     attempt(run, f"nano 1gpu_fast uncapped {case}", unconstrained)
     attempt(run, f"nano preset 48GB cap 44 GiB {case}", preset("48GB", 44))
     attempt(run, f"nano preset 24GB cap 24 GiB {case}", preset("24GB", 24))

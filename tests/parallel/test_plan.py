@@ -135,3 +135,19 @@ def test_a_memory_preset_without_cuda_is_refused(monkeypatch):
     with pytest.raises(ValidationError, match="CUDA") as info:
         DiffusersBackend(memory="24GB")
     assert info.value.field == "memory"
+
+
+def test_bench_cli_takes_gpus_memory_and_super(monkeypatch):
+    import argparse
+
+    from cosmos_helpers import bench
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    args = parser.parse_args(["--gpus", "2,2:ulysses", "--memory", "24GB", "--random-super"])
+    seen = {}
+    monkeypatch.setattr(bench, "run_benchmark", lambda **kw: seen.update(kw) or (_ for _ in ()).throw(StopIteration))
+    with pytest.raises(StopIteration):
+        bench.run(args)
+    assert seen["gpus"] == ["2", "2:ulysses"] and seen["memory"] == "24GB" and seen["random_nano"] == "super"
+    assert "t2v:720:189" in bench.DEFAULT_CASES["nano"]

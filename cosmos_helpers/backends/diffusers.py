@@ -223,8 +223,21 @@ class DiffusersBackend:
             self._workers.stop()
             self._workers = None
 
+    def _check_heads(self, model: str) -> None:
+        """Refuse a Ulysses degree that the model's heads cannot be split by before starting any worker, when the
+        model's config is on disk (tiny, a local folder); otherwise each worker checks it after loading."""
+        import json
+
+        if self.plan.ulysses == 1 or self.worker_builder is not None:
+            return
+        source = Path(_resolve_source(model))
+        config = source / "transformer" / "config.json"
+        if config.is_file():
+            self.plan.check_model(json.loads(config.read_text()))
+
     def _generate_parallel(self, request: GenerationRequest, progress: ProgressCallback | None) -> Generation:
         self.plan.check_request(request)
+        self._check_heads(request.model)
         started = time.perf_counter()
         checker = self.guardrail_checker(bool(request.guardrails))
         if checker is not None and not checker.check_text_safety(request.prompt_text()):

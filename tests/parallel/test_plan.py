@@ -156,3 +156,10 @@ def test_bench_cli_takes_gpus_memory_and_super(monkeypatch):
         bench.run(args)
     assert seen["gpus"] == ["2", "2:ulysses"] and seen["memory"] == "24GB" and seen["random_nano"] == "super"
     assert "t2v:720:189" in bench.DEFAULT_CASES["nano"]
+
+
+def test_ulysses_degree_the_model_cannot_split_is_refused_before_workers_start():
+    backend = DiffusersBackend(gpus=4, ulysses=4, device="cpu", progress=False)  # tiny: 2 heads
+    with pytest.raises(ValidationError, match=r"use ulysses in \[1, 2\]") as info:
+        backend.generate(GenerationRequest(mode="t2v", prompt="a robot"))
+    assert info.value.field == "ulysses" and backend._workers is None

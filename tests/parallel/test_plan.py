@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cosmos_helpers import DiffusersBackend, GenerationRequest
+from cosmos_helpers import DiffusersBackend, FastOptions, GenerationRequest
 from cosmos_helpers.backends.memory import MemorySettings, plan_memory, resolve_memory
 from cosmos_helpers.backends.vllm_serve import serve_command
 from cosmos_helpers.errors import ValidationError
@@ -82,6 +82,7 @@ def test_cfg_parallel_refuses_guidance_one_before_starting_workers():
     (dict(offload="group", fast=True), "fast"),
     (dict(fp8=True, fast=True), "fast"),
     (dict(vae_tiling="yes"), "vae_tiling"),
+    (dict(gpus=2, device="cpu", fast=FastOptions(batch_cfg=True)), "fast"),
 ])
 def test_backend_refuses_conflicting_options(kwargs, field):
     with pytest.raises(ValidationError) as info:

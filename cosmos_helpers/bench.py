@@ -13,6 +13,10 @@ calls), peak GPU memory and how far the output's pixels are from stock's. It wri
 ``--profile nano`` the real checkpoint; ``--random-nano`` builds Nano-shaped random weights instead of
 loading a checkpoint (latency does not depend on weight values), for GPUs without the download.
 ``--vllm-url http://host:port`` adds a running vLLM-Omni server as a third backend.
+``--gpus 2`` adds the fast path on two GPUs (worker processes; ``2:ulysses`` for Ulysses instead of CFG-parallel,
+a comma list for several). ``--memory 24GB`` runs the Diffusers backends with that memory preset and caps this
+process's GPU memory at that size (``torch.cuda.set_per_process_memory_fraction``) once the model is placed, so
+the peak column proves the fit. ``--random-super`` builds Cosmos3-Super-shaped random weights.
 
 Example (one H200)::
 
@@ -41,7 +45,7 @@ from .samples import rolling_ball_clip
 BACKEND_TITLES = {"stock": "Diffusers (stock)", "fast": "Diffusers (fast path)", "vllm": "vLLM-Omni"}
 DEFAULT_CASES = {
     "tiny": "t2i:128,t2v:128:9,i2v:128:9",
-    "nano": "t2i:256,t2i:480,t2i:720,t2v:256:189,i2v:256:189,t2v:480:189",
+    "nano": "t2i:256,t2i:480,t2i:720,t2v:256:189,i2v:256:189,t2v:480:189,t2v:720:189",
     "super": "t2i:256,t2i:720,t2v:256:189,t2v:480:189",
 }
 DEFAULT_STEPS = {"tiny": 2, "nano": 35, "super": 35}
@@ -150,24 +154,33 @@ def _timed(name: str, backend: Any, request: GenerationRequest, cuda: bool) -> t
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated() / 2**30 if cuda and name != "vllm" else None
+    peak = generation.provenance.get("peak_gib", peak)  # multi-GPU: the workers' own (rank 0)
     return np.asarray(generation.frames), seconds, peak
 
 
-def _diffusers_backends(random_nano: bool, device: str | None, dtype: Any, sound: bool, fast_options: dict | None,
-                        pipeline: Any = None) -> tuple[DiffusersBackend, DiffusersBackend]:
-    """The stock and the fast backend; with ``random_nano`` or ``pipeline`` both run that one pipeline."""
+def _diffusers_backends(random_nano: bool | str, device: str | None, dtype: Any, sound: bool,
+                        fast_options: dict | None, pipeline: Any = None, gpus: Sequence[str] = (),
+                        memory: str | None = None) -> dict[str, DiffusersBackend]:
+    """stock, fast and ``fast-<plan>`` backends; with ``random_nano`` ("nano"/"super"/True) or ``pipeline`` the
+    in-process ones run that one pipeline and the workers build the same random shapes."""
     backend_class = DiffusersBackend
     if random_nano or pipeline is not None:
         prebuilt: dict[str, Any] = {} if pipeline is None else {"pipe": pipeline}
+        size = random_nano if isinstance(random_nano, str) else "nano"
 
         class RandomNanoBackend(DiffusersBackend):
             """DiffusersBackend whose "checkpoint" is the Nano-shaped random pipeline built in this process."""
+
+            worker_builder = "cosmos_helpers.models.random_nano:build_random_nano_pipeline"
+            worker_builder_kwargs = {"sound": sound, "size": size}
+            built = prebuilt  # ``built.clear()`` (then ``free_pipeline()``) lets the weights go
 
             def _load(self, model):  # noqa: D401 - same contract as DiffusersBackend._load
                 if "pipe" not in prebuilt:
                     from .models.random_nano import build_random_nano_pipeline
 
-                    prebuilt["pipe"] = build_random_nano_pipeline(self._device(), self._dtype(), sound=sound)
+                    prebuilt["pipe"] = build_random_nano_pipeline(self._device(), self._dtype(), sound=sound,
+                                                                  size=size)
                 return prebuilt["pipe"]
 
         backend_class = RandomNanoBackend
@@ -175,8 +188,28 @@ def _diffusers_backends(random_nano: bool, device: str | None, dtype: Any, sound
         device = device or str(next(pipeline.transformer.parameters()).device)
         dtype = dtype or pipeline.transformer.dtype
     fast = FastOptions(**fast_options) if fast_options else True
-    return (backend_class(device=device, dtype=dtype, progress=False),
-            backend_class(device=device, dtype=dtype, progress=False, fast=fast))
+    common = dict(device=device, dtype=dtype, progress=False, memory=memory)
+    backends = {"stock": backend_class(**common), "fast": backend_class(**common, fast=fast)}
+    for spec in gpus:
+        count, _, kind = str(spec).partition(":")
+        degrees = {"ulysses": int(count)} if kind == "ulysses" else {"cfg_parallel": 2} if kind == "cfg" else {}
+        name = f"fast-{count}gpu" + (f"-{kind}" if kind else "")
+        backends[name] = backend_class(**{**common, "memory": None}, fast=fast, gpus=int(count), **degrees)
+    return backends
+
+
+def _cap_memory(backend: DiffusersBackend, model: str, memory: str, log: Callable[[str], None]) -> None:
+    """Place the model under the preset first (built uncapped), then cap this process at the card size."""
+    import torch
+
+    from .backends.memory import PRESETS, normalize_preset
+
+    backend.pipeline(model)
+    torch.cuda.empty_cache()
+    cap = PRESETS[normalize_preset(memory)] * 2**30
+    torch.cuda.set_per_process_memory_fraction(min(cap / torch.cuda.get_device_properties(0).total_memory, 1.0))
+    log(f"bench: memory capped at {cap / 2**30:.0f} GiB; in use now "
+        f"{torch.cuda.memory_allocated() / 2**30:.1f} GiB")
 
 
 def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] | None = None, steps: int | None = None,
@@ -184,6 +217,7 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
                   repeats: int = 1, backends: Sequence[str] = ("stock", "fast"), vllm_url: str | None = None,
                   out_dir: str | Path = "outputs/benchmarks", random_nano: bool = False, device: str | None = None,
                   dtype: Any = None, seed: int = 0, fast_options: dict | None = None, pipeline: Any = None,
+                  gpus: Sequence[str] = (), memory: str | None = None,
                   log: Callable[[str], None] | None = print) -> BenchResult:
     """Run every case through every backend and write the table, the chart and the JSON under ``out_dir``.
 
@@ -198,15 +232,19 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
     default_frames = frames or get_profile(profile).defaults("text2video").num_frames
     case_list = [Case.parse(c, default_frames) for c in
                  (cases.split(",") if isinstance(cases, str) else cases or DEFAULT_CASES[profile].split(","))]
-    stock, fast = _diffusers_backends(random_nano, device, dtype, any(c.sound for c in case_list), fast_options,
-                                      pipeline)
-    runners: dict[str, Any] = {name: b for name, b in (("stock", stock), ("fast", fast)) if name in backends}
+    made = _diffusers_backends(random_nano, device, dtype, any(c.sound for c in case_list), fast_options, pipeline,
+                               gpus, memory)
+    stock = made["stock"]
+    runners: dict[str, Any] = {name: b for name, b in made.items() if name in backends or "gpu" in name}
     if vllm_url:
         from .backends.vllm_omni import VllmOmniBackend
 
         runners["vllm"] = VllmOmniBackend(vllm_url)
     cuda = stock._device().startswith("cuda")
+    if memory and cuda:
+        _cap_memory(stock, get_profile(profile).model, memory, log)
     settings = dict(profile=profile, random_nano=random_nano or pipeline is not None, steps=steps, guidance=guidance,
+                    gpus=list(gpus), memory=memory,
                     text_tokens=text_tokens, repeats=repeats, seed=seed, backends=list(runners),
                     vllm_url=vllm_url, fast_options=fast_options or {}, environment=_environment(stock))
     log(f"bench: {len(case_list)} cases x {list(runners)}; {steps} steps, guidance {guidance}, "
@@ -283,7 +321,9 @@ def _fmt(value, digits: int = 2) -> str:
 
 def _title(settings: dict) -> str:
     env = settings["environment"]
-    model = "random Nano-shaped weights" if settings["random_nano"] else f"profile {settings['profile']}"
+    size = settings["random_nano"] if isinstance(settings["random_nano"], str) else "Nano"
+    model = (f"random {size.capitalize()}-shaped weights" if settings["random_nano"]
+             else f"profile {settings['profile']}")
     return f"Cosmos3 latency, {model}, {env.get('device')} ({env.get('dtype')}), {settings['steps']} steps"
 
 
@@ -375,14 +415,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--dtype", default=None, help="bfloat16 or float32 (default: bf16 on CUDA, fp32 on CPU)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--gpus", default="", help="add the fast path on N GPUs: comma list of N, N:cfg or N:ulysses "
+                        "(e.g. 2,2:ulysses); N alone = CFG-parallel with Ulysses over the rest")
+    parser.add_argument("--memory", default=None, help="memory preset for the Diffusers backends (24GB/48GB/80GB); "
+                        "also caps this process's GPU memory at that size")
+    parser.add_argument("--random-super", action="store_true", help="Cosmos3-Super-shaped random weights")
 
 
 def run(args: argparse.Namespace) -> int:
     result = run_benchmark(profile=args.profile, cases=args.cases, steps=args.steps, frames=args.frames,
                            guidance=args.guidance, text_tokens=args.text_tokens, repeats=args.repeats,
                            backends=[b.strip() for b in args.backends.split(",") if b.strip()],
-                           vllm_url=args.vllm_url, out_dir=args.out, random_nano=args.random_nano,
-                           device=args.device, dtype=args.dtype, seed=args.seed)
+                           vllm_url=args.vllm_url, out_dir=args.out,
+                           random_nano="super" if args.random_super else args.random_nano,
+                           device=args.device, dtype=args.dtype, seed=args.seed,
+                           gpus=[g.strip() for g in args.gpus.split(",") if g.strip()], memory=args.memory)
     print(result.markdown)
     print(f"wrote {result.markdown_path}, {result.png_path}, {result.json_path}")
     return 1 if any(r.error for r in result.rows) else 0

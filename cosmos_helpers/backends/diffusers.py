@@ -6,6 +6,11 @@ every backend in the process; what differs between backends (scheduler, fast pat
 interval) is lent to the pipeline for the length of one call, under that pipeline's lock, and taken back after,
 so two backends in one notebook cannot step on each other. bf16 on CUDA, fp32 on CPU; denoising progress is
 shown; loading another model frees the previous one.
+
+``gpus=N`` (with ``cfg_parallel=`` / ``ulysses=``, ``serve_command``'s names) runs each call on N worker processes,
+one per GPU, that the backend starts on its first call and stops on :meth:`DiffusersBackend.close`, at exit or when
+a worker fails (:mod:`cosmos_helpers.parallel`). ``memory="24GB"|"48GB"|"80GB"`` fits the pipeline on a card of that
+size (:mod:`.memory`).
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from .. import media
 from ..errors import BackendUnavailableError, GuardrailError, ValidationError
 from ..fast import FastOptions, enable_fast_path, fast_path_active
 from ..models.tiny import tiny_model_path
+from ..parallel.plan import ParallelPlan
 from ..presets import SOUND_SAMPLE_RATE, model_for
 from ..progress import progress_bar
 from ..request import GenerationRequest
 from ..result import Generation
 from ..schedules import configure_scheduler
+from .memory import MemorySettings, apply_memory, plan_memory, resolve_memory
 
 ProgressCallback = Callable[[int, int], None]
 NAME = "diffusers"
@@ -70,6 +77,16 @@ class DiffusersBackend:
         fast: run through ``cosmos_helpers.fast`` (same outputs, less work per step: text keys/values once per
             prompt, CUDA graphs, tuned kernels and fused steps on GPU). ``True`` uses the defaults; a
             ``FastOptions`` picks switches, e.g. ``FastOptions(compile=False)`` to skip kernel compilation.
+        gpus: GPUs per call (default 1: in this process). More start one worker process per GPU.
+        cfg_parallel: 2 runs the two guidance branches of each step on two GPU groups at once (as vLLM-Omni's
+            ``--cfg-parallel-size``); needs ``guidance_scale != 1``.
+        ulysses: splits each pass's tokens over this many GPUs (as ``--ulysses-degree``); must divide the heads.
+            Without degrees, ``gpus=2`` is CFG-parallel and ``gpus=4`` is 2 x 2.
+        memory: the card size to fit, ``"24GB"``, ``"48GB"`` or ``"80GB"`` (offloading and VAE tiling, chosen for
+            the model's size; see :mod:`cosmos_helpers.backends.memory`).
+        offload: ``"group"``, ``"model"`` or ``False``; vae_tiling, fp8 (FP8 weight storage): explicit settings,
+            which win over ``memory``.
+        worker_timeout: seconds a multi-GPU call may go without a word from its workers (model load included).
 
     The model is not an argument: it is the request's (``GenerationRequest(profile=..., model=...)``).
     """
@@ -78,16 +95,34 @@ class DiffusersBackend:
 
     def __init__(self, *, device: str | None = None, dtype: Any = None, device_map: str | dict | None = None,
                  progress: bool = True, scheduler: Any = None, safety_checker: Any = None, token: str | None = None,
-                 fast: bool | FastOptions = False, model: Any = None) -> None:
+                 fast: bool | FastOptions = False, model: Any = None, gpus: int | None = None,
+                 cfg_parallel: int | None = None, ulysses: int | None = None, memory: str | None = None,
+                 offload: str | bool | None = None, vae_tiling: bool | None = None, fp8: bool | None = None,
+                 worker_timeout: float = 1800.0) -> None:
         if model is not None:
             raise ValidationError("model", "DiffusersBackend runs the model each request names, so it takes none.",
                                   "choose it in the request: GenerationRequest(profile='nano') or "
                                   f"GenerationRequest(..., model={model!r}).")
         self.device, self.dtype, self.device_map, self.token = device, dtype, device_map, token
         self.progress, self.scheduler, self.safety_checker, self.fast = progress, scheduler, safety_checker, fast
+        self.memory_kwargs = {k: v for k, v in dict(memory=memory, offload=offload, vae_tiling=vae_tiling,
+                                                    fp8=fp8).items() if v is not None}
+        self.memory: MemorySettings | None = resolve_memory(
+            **self.memory_kwargs, device_map=device_map, fast=fast,
+            device=device if device or not self.memory_kwargs.get("memory") else self._device())
+        self.plan = ParallelPlan.build(gpus, cfg_parallel=cfg_parallel, ulysses=ulysses)
+        self.worker_timeout = worker_timeout
+        self._workers = None
+        if self.plan.parallel:
+            _check_parallel_placement(self.plan, device, device_map)
+        if self.plan.cfg_parallel > 1 and isinstance(fast, FastOptions) and fast.batch_cfg:
+            raise ValidationError("fast", "FastOptions(batch_cfg=True) runs both guidance branches on one GPU, and "
+                                  "cfg_parallel=2 runs them on two.", "leave batch_cfg unset, or use cfg_parallel=1.")
 
     def __repr__(self) -> str:
-        return f"DiffusersBackend(device={self._device()!r}, fast={bool(self.fast)})"
+        extra = f", gpus={self.plan.gpus}" if self.plan.parallel else ""
+        extra += f", memory={self.memory.preset!r}" if self.memory and self.memory.preset else ""
+        return f"DiffusersBackend(device={self._device()!r}, fast={bool(self.fast)}{extra})"
 
     # Loading ----------------------------------------------------------------------------------------
 
@@ -119,14 +154,15 @@ class DiffusersBackend:
             yield loaded.pipe
 
     def _loaded(self, model: str) -> _Loaded:
-        key = (str(model), self._device(), str(self._dtype()), repr(self.device_map), type(self)._load)
+        key = (str(model), self._device(), str(self._dtype()), repr(self.device_map), type(self)._load,
+               self.memory.key() if self.memory else None)
         with _PIPELINES_LOCK:
             loaded = _PIPELINES.get(key)
             if loaded is None:
                 for other in [k for k in _PIPELINES if k[0] != key[0]]:
                     del _PIPELINES[other]  # one model at a time: a second one would not fit next to Nano
                 _collect_garbage()
-                loaded = _PIPELINES[key] = _Loaded(_guided(self._load(str(model))))
+                loaded = _PIPELINES[key] = _Loaded(_guided(self._fitted(self._load(str(model)))))
         return loaded
 
     def _load(self, model: str):
@@ -153,15 +189,93 @@ class DiffusersBackend:
                 f"could not load {model!r} ({exc}). A hub id needs network access to the Hugging Face hub and, "
                 "for nvidia/Cosmos3-*, an accepted license and HF_TOKEN; on an offline machine use profile 'tiny' "
                 "or a local folder holding the checkpoint.") from exc
-        if self.device_map is None:
+        if self.device_map is None and self.memory is None:  # with memory settings, _fitted places it
             pipe = pipe.to(self._device())
         pipe.set_progress_bar_config(disable=True)
         return pipe
+
+    def _fitted(self, pipe):
+        """Install the memory settings (planned for this transformer's size) on a freshly loaded pipeline."""
+        if self.memory is None:
+            return pipe
+        weights = sum(p.numel() * p.element_size() for p in pipe.transformer.parameters())
+        pipe._cosmos_memory = apply_memory(pipe, plan_memory(self.memory, weights, fast=self.fast), self._device())
+        return pipe
+
+    # Multi-GPU --------------------------------------------------------------------------------------
+
+    worker_builder: str | None = None  # "module:function" building the pipeline in each worker (benchmarks)
+    worker_builder_kwargs: dict[str, Any] = {}
+
+    def _worker_group(self):
+        """The running worker group of this backend, started on first use (or again after a failure)."""
+        from ..parallel.workers import WorkerGroup
+
+        if self._workers is not None and self._workers.alive:
+            return self._workers
+        dtype = self._dtype()
+        spec = {"device": "cuda" if self._device().startswith("cuda") else "cpu",
+                "dtype": str(dtype).replace("torch.", ""), "fast": self.fast, "memory_kwargs": self.memory_kwargs,
+                "builder": self.worker_builder, "builder_kwargs": dict(self.worker_builder_kwargs)}
+        self._workers = WorkerGroup(self.plan, spec, step_timeout=self.worker_timeout).start()
+        return self._workers
+
+    def close(self) -> None:
+        """Stop this backend's worker processes (multi-GPU); a later call starts them again."""
+        if self._workers is not None:
+            self._workers.stop()
+            self._workers = None
+
+    def _check_heads(self, model: str) -> None:
+        """Refuse a Ulysses degree that the model's heads cannot be split by before starting any worker, when the
+        model's config is on disk (tiny, a local folder); otherwise each worker checks it after loading."""
+        import json
+
+        if self.plan.ulysses == 1 or self.worker_builder is not None:
+            return
+        source = Path(_resolve_source(model))
+        config = source / "transformer" / "config.json"
+        if config.is_file():
+            self.plan.check_model(json.loads(config.read_text()))
+
+    def _generate_parallel(self, request: GenerationRequest, progress: ProgressCallback | None) -> Generation:
+        self.plan.check_request(request)
+        self._check_heads(request.model)
+        started = time.perf_counter()
+        checker = self.guardrail_checker(bool(request.guardrails))
+        if checker is not None and not checker.check_text_safety(request.prompt_text()):
+            raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
+        bar = progress_bar(request.num_inference_steps, f"{request.mode} denoising on {self.plan.gpus} GPUs", "step",
+                           enabled=self.progress)
+
+        def on_step(step: int, total: int) -> None:
+            if bar is not None:
+                bar.update(step - bar.n)
+            if progress is not None:
+                progress(step, total)
+
+        try:
+            group = self._worker_group()
+            start_s = time.perf_counter() - started
+            generation = group.generate(request.replace(guardrails=False), on_step)
+        finally:
+            if bar is not None:
+                bar.close()
+        generation.request = request
+        generation.timings.update(workers_start_s=start_s, total_s=time.perf_counter() - started)
+        if checker is not None:
+            checked = checker.check_video_safety(generation.frames)
+            if checked is None:
+                raise GuardrailError("the Cosmos guardrails blocked the generated video.")
+            generation.frames = np.asarray(checked, dtype=np.uint8)
+        return generation
 
     # Generation -------------------------------------------------------------------------------------
 
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
         """Run one request. ``progress(step, total)`` is called after every denoising step."""
+        if self.plan.parallel:
+            return self._generate_parallel(request, progress)
         started = time.perf_counter()
         checker = self.guardrail_checker(bool(request.guardrails))
         if checker is not None and not checker.check_text_safety(request.prompt_text()):
@@ -173,6 +287,7 @@ class DiffusersBackend:
         with loaded.lock, self._lease(loaded.pipe, request) as pipe:
             output, marks, call_start = self._denoise(pipe, request, kwargs, progress)
             provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
+                          **({"memory": pipe._cosmos_memory} if hasattr(pipe, "_cosmos_memory") else {}),
                           "scheduler": type(pipe.scheduler).__name__, "fast": bool(self.fast),
                           "timesteps": [round(float(t), 3) for t in pipe.scheduler.timesteps]}
             sample_rate = _sample_rate(pipe)
@@ -325,6 +440,23 @@ def free_pipeline() -> None:
     with _PIPELINES_LOCK:
         _PIPELINES.clear()
     _collect_garbage()
+
+
+def _check_parallel_placement(plan: ParallelPlan, device: str | None, device_map: Any) -> None:
+    """Workers take GPUs 0..gpus-1 of the visible ones; refuse placements they could not honour."""
+    if device_map is not None:
+        raise ValidationError("device_map", f"gpus={plan.gpus} runs one worker per GPU, each holding the whole "
+                              "pipeline, so a device_map has nothing to place.", "drop device_map, or use gpus=1.")
+    if device is not None and device not in ("cuda", "cpu"):
+        raise ValidationError("device", f"gpus={plan.gpus} uses GPUs 0..{plan.gpus - 1}; device={device!r} names one.",
+                              "pass device='cuda' and pick the GPUs with CUDA_VISIBLE_DEVICES.")
+    import torch
+
+    if (device or ("cuda" if torch.cuda.is_available() else "cpu")) == "cuda":
+        available = torch.cuda.device_count()
+        if plan.gpus > available:
+            raise ValidationError("gpus", f"gpus={plan.gpus}, but only {available} CUDA GPUs are visible.",
+                                  f"use gpus={available} or fewer (or device='cpu' to try the plan on CPU).")
 
 
 def _collect_garbage() -> None:

@@ -6,7 +6,9 @@ key-value heads, intermediate 12288), the Wan2.2 VAE (base 160, decoder base 256
 the 48 kHz AVAE sound tokenizer at its shipped defaults. The tokenizer is the tiny model's byte-level one
 (one token per UTF-8 byte), so an N-byte prompt is N text tokens, as long as a real prompt of N tokens.
 Weights are drawn on the target device (normal, std 0.02; norm scales 1), so building takes seconds.
-Pictures are noise.
+Pictures are noise. ``size="super"`` builds Cosmos3-Super's transformer shapes instead (64.0 B parameters; where
+the numbers come from: :mod:`.shapes`); parameters are created in the target dtype, so Super's 128 GB of bf16
+weights never exist in fp32.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, Cosmos3OmniTransformer, UniPCMultistepScheduler
 from diffusers.models.autoencoders.autoencoder_cosmos3_audio import Cosmos3AVAEAudioTokenizer
 
+from .shapes import transformer_shape
 from .tiny import SCHEDULER_CONFIG, build_tokenizer
 
 # Constructor defaults of Cosmos3OmniTransformer are Nano's; only sound is switched on explicitly.
@@ -30,7 +33,7 @@ NANO_SOUND_DIM = 64
 
 def build_random_nano_pipeline(device: str = "cuda", dtype: Any = "bfloat16", *, sound: bool = False,
                                seed: int = 0, transformer_overrides: dict[str, Any] | None = None,
-                               vae_overrides: dict[str, Any] | None = None):
+                               vae_overrides: dict[str, Any] | None = None, size: str = "nano"):
     """A ``Cosmos3OmniPipeline`` at Nano shapes with random weights on ``device`` (eval mode, no guardrails).
 
     ``transformer_overrides`` / ``vae_overrides`` shrink it for tests (e.g. ``num_hidden_layers=1``).
@@ -38,22 +41,33 @@ def build_random_nano_pipeline(device: str = "cuda", dtype: Any = "bfloat16", *,
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     dev = torch.device(device)
     generator = torch.Generator(dev if dev.type == "cuda" else torch.device("cpu")).manual_seed(seed)
-    with dev:
-        transformer = Cosmos3OmniTransformer(sound_gen=sound, sound_dim=NANO_SOUND_DIM if sound else None,
-                                             **(transformer_overrides or {}))
+    shape = {**transformer_shape(size), **(transformer_overrides or {})}
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with dev:
+            transformer = Cosmos3OmniTransformer(sound_gen=sound, sound_dim=NANO_SOUND_DIM if sound else None, **shape)
+    finally:
+        torch.set_default_dtype(default_dtype)
     _randomize(transformer, generator)
     transformer = transformer.to(dtype).eval()
     # diffusers keeps the timestep embedder in fp32 when loading (``_keep_in_fp32_modules``); do the same
     transformer.time_embedder.to(torch.float32)
 
-    with dev:
-        vae = AutoencoderKLWan(**{**NANO_VAE_CONFIG, **(vae_overrides or {})})
+    # the VAE keeps its own initialisation, drawn from a seeded RNG so that every process (multi-GPU workers)
+    # builds the same one
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        torch.manual_seed(seed)
+        with dev:
+            vae = AutoencoderKLWan(**{**NANO_VAE_CONFIG, **(vae_overrides or {})})
     vae = vae.to(dtype).eval()  # not randomised: the VAE's own initialisation scale keeps activations stable
 
     sound_tokenizer = None
     if sound:
-        with dev:
-            sound_tokenizer = Cosmos3AVAEAudioTokenizer(vocoder_input_dim=NANO_SOUND_DIM)
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+            torch.manual_seed(seed + 1)
+            with dev:
+                sound_tokenizer = Cosmos3AVAEAudioTokenizer(vocoder_input_dim=NANO_SOUND_DIM)
         sound_tokenizer = sound_tokenizer.to(dtype).eval()
 
     pipe = Cosmos3OmniPipeline(

@@ -1,0 +1,143 @@
+"""Fitting a Cosmos3 pipeline on a smaller GPU with diffusers' own machinery, picked by card size.
+
+``DiffusersBackend(memory="24GB" | "48GB" | "80GB")`` names the card; :func:`plan_memory` turns it into settings
+once the transformer's weight size is known:
+
+* the transformer stays whole on the GPU when its weights leave :data:`HEADROOM_GIB` for activations (attention
+  at 720p, the VAE decode); the VAE and sound tokenizer then leave the GPU while it runs (diffusers' model CPU
+  offload) on cards under 80 GB;
+* otherwise its decoder layers live in CPU memory and stream in one group at a time on a side CUDA stream, the
+  next group loading while the current one computes (diffusers' group offloading, ``use_stream=True``);
+* the VAE decodes in tiles (``vae.enable_tiling()``), so a 720p clip's decode does not need the whole clip's
+  activations at once.
+
+FP8 weight storage (``fp8=True``: diffusers' layerwise casting, weights stored as ``float8_e4m3fn`` and cast to
+bf16 per layer) halves the weights but changes outputs, so no preset turns it on: a user asks for it.
+Explicit ``offload=``, ``vae_tiling=`` and ``fp8=`` always win over the preset. Outputs with offloading and
+tiling equal the resident pipeline's up to kernel choice; the fast path needs the whole transformer resident and
+unhooked, so it is refused together with offloading or FP8 (it would silently run stock code).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from ..errors import ValidationError
+
+PRESETS = {"24GB": 24, "48GB": 48, "80GB": 80}
+HEADROOM_GIB = 16  # activations + VAE at 720p 189f beside resident weights (stock Nano: 41.0 GiB peak, 28.2 weights)
+OFFLOADS = ("group", "model")
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """What a backend does to fit its card; ``None`` fields are still the preset's to decide at load time."""
+
+    preset: str | None = None
+    offload: str | None = None  # "group" | "model" | "none"
+    vae_tiling: bool | None = None
+    fp8: bool | None = None
+    blocks_per_group: int = 1
+
+    @property
+    def hooks_transformer(self) -> bool:
+        return self.offload in OFFLOADS or bool(self.fp8)
+
+    def key(self) -> tuple:
+        return tuple(asdict(self).values())
+
+
+def normalize_preset(memory: Any) -> str:
+    text = str(memory).upper().replace(" ", "").replace("GIB", "GB")
+    text = text if text.endswith("GB") else f"{text}GB"
+    if text not in PRESETS:
+        raise ValidationError("memory", f"{memory!r} is not a memory preset.",
+                              f"use the card size: one of {sorted(PRESETS, key=PRESETS.get)}.")
+    return text
+
+
+def resolve_memory(memory: Any = None, *, offload: Any = None, vae_tiling: bool | None = None,
+                   fp8: bool | None = None, device_map: Any = None, device: str | None = None,
+                   fast: Any = False) -> MemorySettings | None:
+    """Validate the memory arguments of a backend (before any model loads); ``None`` when none is given."""
+    if memory is None and offload is None and vae_tiling is None and fp8 is None:
+        return None
+    preset = normalize_preset(memory) if memory is not None else None
+    if offload is False:
+        offload = "none"
+    if offload not in (None, "none", *OFFLOADS):
+        raise ValidationError("offload", f"{offload!r} is not an offload mode.",
+                              "use 'group' (layers stream from CPU memory), 'model' (whole components move in "
+                              "and out) or False.")
+    for name, value in (("vae_tiling", vae_tiling), ("fp8", fp8)):
+        if value is not None and not isinstance(value, bool):
+            raise ValidationError(name, f"expected True or False, got {value!r}.", f"pass {name}=True.")
+    if device_map is not None:
+        field = "memory" if preset else "offload" if offload not in (None, "none") else None
+        if field:
+            raise ValidationError("device_map", f"device_map places the weights itself, so it cannot be combined "
+                                  f"with {field}={memory if preset else offload!r}.",
+                                  f"drop device_map (the {field} setting places the weights), or drop {field}.")
+    if preset and device is not None and not str(device).startswith("cuda"):
+        raise ValidationError("memory", f"memory presets fit a CUDA card; device={device!r} has none to fit.",
+                              "drop memory=, or run on a CUDA device.")
+    settings = MemorySettings(preset=preset, offload=offload, vae_tiling=vae_tiling, fp8=fp8)
+    if fast and (offload in OFFLOADS or fp8):
+        what = f"offload={offload!r}" if offload in OFFLOADS else "fp8=True"
+        raise ValidationError("fast", f"the fast path needs the whole transformer resident in its own dtype, "
+                              f"which {what} does not give.", f"drop fast=True, or drop {what}.")
+    return settings
+
+
+def plan_memory(settings: MemorySettings, weight_bytes: int, *, fast: Any = False) -> MemorySettings:
+    """The settings with the preset's choices made for a transformer of ``weight_bytes`` (explicit ones kept)."""
+    preset_gib = PRESETS.get(settings.preset or "", 0)
+    weights_gib = weight_bytes * (0.5 if settings.fp8 else 1.0) / 2**30
+    offload = settings.offload
+    if offload is None:
+        if not preset_gib:
+            offload = "none"
+        elif weights_gib + HEADROOM_GIB > preset_gib:
+            offload = "group"
+        else:
+            offload = "model" if preset_gib < 80 else "none"
+    vae_tiling = settings.vae_tiling if settings.vae_tiling is not None else bool(preset_gib)
+    planned = replace(settings, offload=offload, vae_tiling=vae_tiling, fp8=bool(settings.fp8))
+    if fast and planned.hooks_transformer:
+        raise ValidationError("fast", f"memory={settings.preset!r} needs offload={offload!r} for a transformer "
+                              f"of {weights_gib:.1f} GiB, and the fast path needs it resident.",
+                              "drop fast=True for this model, or use a larger card's preset.")
+    return planned
+
+
+def apply_memory(pipe, settings: MemorySettings, device: str) -> dict[str, Any]:
+    """Install ``settings`` (already planned) on a loaded pipeline that has not been moved yet; returns what was
+    done, for the generation's provenance."""
+    import torch
+
+    done: dict[str, Any] = {"preset": settings.preset, "offload": settings.offload, "vae_tiling": settings.vae_tiling,
+                            "fp8": settings.fp8}
+    dev = torch.device(device)
+    if settings.fp8:
+        pipe.transformer.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn,
+                                                  compute_dtype=pipe.transformer.dtype)
+    if settings.offload == "group":
+        pipe.transformer.to("cpu")
+        stream = dev.type == "cuda"
+        pipe.transformer.enable_group_offload(onload_device=dev, offload_device=torch.device("cpu"),
+                                              offload_type="block_level",
+                                              num_blocks_per_group=settings.blocks_per_group,
+                                              use_stream=stream, non_blocking=stream)
+        for name in ("vae", "sound_tokenizer"):
+            component = getattr(pipe, name, None)
+            if component is not None:
+                component.to(dev)
+        done["use_stream"] = stream
+    elif settings.offload == "model":
+        pipe.enable_model_cpu_offload(device=dev)
+    else:
+        pipe.to(dev)
+    if settings.vae_tiling:
+        pipe.vae.enable_tiling()
+    return done

@@ -1,0 +1,136 @@
+"""CFG-parallel: the conditional and the negative pass of a denoising step on two groups of GPUs at once.
+
+``Cosmos3OmniPipeline`` calls its transformer twice per step, ``cond`` then ``uncond``, each inside
+``transformer.cache_context(name, step_index=...)``, with the very same noisy-latent and timestep tensors and
+per-prompt packed inputs that do not change between steps. This forward wraps whatever ``transformer.forward`` is
+(stock, or the fast path's), records the context name, and from the second guided step on:
+
+* at the ``cond`` call, branch group 0 computes the conditional pass and group 1 the negative one (built from the
+  negative pass's packed inputs it saw at step 1 plus this step's noisy tensors); the two predictions are
+  exchanged (one all-gather per step), the conditional one is returned and the negative one kept;
+* at the ``uncond`` call, if its arguments are exactly the ones expected (the same objects), the kept prediction
+  is returned without any computation; otherwise it is computed (never a wrong answer, only a slower one).
+
+Step 1 runs both passes on every GPU (the negative inputs are not known before its ``uncond`` call), as does any
+step outside the guidance interval (``pipe.do_classifier_free_guidance`` is asked at the ``cond`` call, after the
+pipeline set the step's timestep). Every rank of a CFG pair takes the same decisions: they run the same pipeline
+on the same inputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+_DYNAMIC = ("vision_tokens", "vision_timesteps", "sound_tokens", "sound_timesteps", "action_tokens",
+            "action_timesteps")
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return a is b
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _flatten(result) -> tuple[torch.Tensor, list]:
+    """(one flat tensor, how to rebuild) for a ``(vision, sound, action)`` tuple of tensor lists or ``None``."""
+    tensors, layout = [], []
+    for part in result:
+        if part is None:
+            layout.append(None)
+            continue
+        layout.append([(t.shape, t.dtype) for t in part])
+        tensors += [t.reshape(-1).float() for t in part]
+    return torch.cat(tensors), layout
+
+
+def _unflatten(flat: torch.Tensor, layout: list) -> tuple:
+    out, offset = [], 0
+    for part in layout:
+        if part is None:
+            out.append(None)
+            continue
+        items = []
+        for shape, dtype in part:
+            n = int(torch.Size(shape).numel())
+            items.append(flat[offset:offset + n].reshape(shape).to(dtype))
+            offset += n
+        out.append(items)
+    return tuple(out)
+
+
+class CfgParallelForward:
+    """Bound as ``transformer.forward`` on every rank of a CFG-parallel plan; see the module docstring."""
+
+    def __init__(self, pipe, group, branch: int) -> None:
+        self.pipe, self.group, self.branch = pipe, group, branch
+        transformer = pipe.transformer
+        self.inner = transformer.forward
+        self.context: str | None = None
+        self.uncond_static: dict | None = None
+        self.expected: tuple[dict, tuple] | None = None
+        self.stats = {"parallel_steps": 0, "serial_calls": 0, "kept_hits": 0, "kept_misses": 0}
+        original_context = transformer.cache_context
+
+        @contextlib.contextmanager
+        def recording_context(name: str, **kwargs):
+            self.context = name
+            try:
+                with original_context(name, **kwargs):
+                    yield
+            finally:
+                self.context = None
+
+        transformer.cache_context = recording_context
+        transformer.forward = self
+
+    def reset(self) -> None:
+        """Forget the negative pass's inputs (call between generations: new prompts, new tensors)."""
+        self.uncond_static, self.expected = None, None
+
+    def __call__(self, *args, **kwargs):
+        return_dict = kwargs.pop("return_dict", True)
+        result = self._forward(args, kwargs)
+        if return_dict:
+            from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformerOutput
+
+            return Cosmos3OmniTransformerOutput(sample=result[0], sound=result[1], action=result[2])
+        return result
+
+    def _compute(self, args, kwargs) -> tuple:
+        self.stats["serial_calls"] += 1
+        return tuple(self.inner(*args, **kwargs, return_dict=False))
+
+    def _forward(self, args, kwargs) -> tuple:
+        if args:
+            return self._compute(args, kwargs)
+        if self.context == "uncond":
+            kept, self.expected = self.expected, None
+            if kept is not None and kept[0].keys() == kwargs.keys() and all(_same(kept[0][k], kwargs[k])
+                                                                            for k in kwargs):
+                self.stats["kept_hits"] += 1
+                return kept[1]
+            if kept is not None:
+                self.stats["kept_misses"] += 1
+            self.uncond_static = {k: v for k, v in kwargs.items() if k not in _DYNAMIC}
+            return self._compute(args, kwargs)
+        self.expected = None
+        if self.context != "cond" or self.uncond_static is None or not self.pipe.do_classifier_free_guidance:
+            return self._compute(args, kwargs)
+        negative = dict(self.uncond_static, **{k: kwargs[k] for k in _DYNAMIC if k in kwargs})
+        if negative.keys() != kwargs.keys():
+            return self._compute(args, kwargs)
+        mine = self._compute((), kwargs if self.branch == 0 else negative)
+        self.stats["serial_calls"] -= 1
+        self.stats["parallel_steps"] += 1
+        flat, layout = _flatten(mine)
+        parts = [torch.empty_like(flat) for _ in range(dist.get_world_size(self.group))]
+        dist.all_gather(parts, flat, group=self.group)
+        cond, uncond = (_unflatten(part, layout) for part in parts[:2])
+        self.expected = (negative, uncond)
+        return cond

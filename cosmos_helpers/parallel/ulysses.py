@@ -1,0 +1,142 @@
+"""Ulysses sequence parallelism for ``Cosmos3OmniTransformer``, through the seams diffusers 0.42.1 leaves.
+
+The transformer calls ``_cp_shard_fn(und_seq, gen_seq, rotary)`` before its decoder layers and
+``_cp_gather_fn(und_out, gen_out)`` after them (it has no declarative ``_cp_plan``: two pathways of ragged length).
+Between the two, every GPU of a Ulysses group holds one contiguous slice of each pathway's tokens, so projections,
+norms, rotary and MLPs (all per token) run on ``1/N`` of the tokens. Attention needs every token: the processor
+here swaps token slices for heads with one all-to-all (each GPU then has the whole sequence for ``heads/N`` heads),
+drops the padding that made the slices even, attends exactly as stock does (causal text pathway; generation
+queries over text and generation keys), and swaps back. Key/value heads that ``N`` does not divide (GQA) are
+repeated to the query heads first, which is what grouped attention computes anyway.
+
+Padding sits at the end of each pathway, is all zeros (RMSNorm keeps zeros zero) and is never attended to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from diffusers.models.attention_dispatch import dispatch_attention_fn
+from diffusers.models.transformers.transformer_cosmos3 import Cosmos3PackedMoTAttention, _rotate_half
+
+
+@dataclass
+class _Lengths:
+    """The real (unpadded) pathway lengths of the pass in flight, set by the shard seam."""
+
+    und: int = 0
+    gen: int = 0
+
+
+class Ulysses:
+    """Shard seam, gather seam and attention processor of one transformer, over one process group."""
+
+    def __init__(self, group, size: int, rank: int) -> None:
+        self.group, self.size, self.rank = group, size, rank
+        self.lengths = _Lengths()
+        self.passes = 0  # transformer passes sharded so far (tests and reports)
+
+    # seams ------------------------------------------------------------------------------------------------
+
+    def _slice(self, x: torch.Tensor) -> torch.Tensor:
+        """This rank's slice of ``x`` (tokens on dim 0), zero-padded so every rank's slice is the same length."""
+        per = -(-x.shape[0] // self.size)
+        pad = per * self.size - x.shape[0]
+        if pad:
+            x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))], dim=0)
+        return x[self.rank * per:(self.rank + 1) * per]
+
+    def shard(self, und_seq, gen_seq, rotary):
+        self.lengths = _Lengths(und=und_seq.shape[0], gen=gen_seq.shape[0])
+        self.passes += 1
+        cos_und, sin_und, cos_gen, sin_gen = rotary
+        return (self._slice(und_seq), self._slice(gen_seq),
+                (self._slice(cos_und), self._slice(sin_und), self._slice(cos_gen), self._slice(sin_gen)))
+
+    def gather(self, und_out, gen_out):
+        return self._gather(und_out, self.lengths.und), self._gather(gen_out, self.lengths.gen)
+
+    def _gather(self, x: torch.Tensor, length: int) -> torch.Tensor:
+        parts = [torch.empty_like(x) for _ in range(self.size)]
+        dist.all_gather(parts, x.contiguous(), group=self.group)
+        return torch.cat(parts, dim=0)[:length]
+
+    # all-to-all -------------------------------------------------------------------------------------------
+
+    def tokens_to_heads(self, x: torch.Tensor, length: int) -> torch.Tensor:
+        """[tokens/N, heads, d] on each rank -> [tokens, heads/N, d] (padding dropped)."""
+        local, heads, dim = x.shape
+        send = x.reshape(local, self.size, heads // self.size, dim).transpose(0, 1).contiguous()
+        received = torch.empty_like(send)
+        dist.all_to_all_single(received, send, group=self.group)
+        return received.reshape(self.size * local, heads // self.size, dim)[:length]
+
+    def heads_to_tokens(self, x: torch.Tensor, local: int) -> torch.Tensor:
+        """[tokens, heads/N, d] -> [tokens/N, heads, d] (padding restored, then dropped by the gather)."""
+        length, part, dim = x.shape
+        pad = local * self.size - length
+        if pad:
+            x = torch.cat([x, x.new_zeros((pad, part, dim))], dim=0)
+        send = x.reshape(self.size, local, part, dim).contiguous()
+        received = torch.empty_like(send)
+        dist.all_to_all_single(received, send, group=self.group)
+        return received.permute(1, 0, 2, 3).reshape(local, self.size * part, dim)
+
+
+class UlyssesAttnProcessor:
+    """Stock ``Cosmos3AttnProcessor`` maths, with the token/head swap around both attentions."""
+
+    _attention_backend = None
+    _parallel_config = None
+
+    def __init__(self, ulysses: Ulysses) -> None:
+        self.ulysses = ulysses
+
+    def __call__(self, attn: Cosmos3PackedMoTAttention, und_seq, gen_seq, rotary_emb):
+        sp = self.ulysses
+        heads, kv_heads, dim = attn.num_attention_heads, attn.num_key_value_heads, attn.head_dim
+        q_und = attn.norm_q(attn.to_q(und_seq).view(-1, heads, dim))
+        k_und = attn.norm_k(attn.to_k(und_seq).view(-1, kv_heads, dim))
+        v_und = attn.to_v(und_seq).view(-1, kv_heads, dim)
+        k_und_for_gen = attn.k_norm_und_for_gen(k_und) if attn.k_norm_und_for_gen is not None else k_und
+        q_gen = attn.norm_added_q(attn.add_q_proj(gen_seq).view(-1, heads, dim))
+        k_gen = attn.norm_added_k(attn.add_k_proj(gen_seq).view(-1, kv_heads, dim))
+        v_gen = attn.add_v_proj(gen_seq).view(-1, kv_heads, dim)
+
+        cos_und, sin_und, cos_gen, sin_gen = (t.unsqueeze(1) for t in rotary_emb)
+        q_und = q_und * cos_und + _rotate_half(q_und) * sin_und
+        k_und = k_und * cos_und + _rotate_half(k_und) * sin_und
+        k_und_for_gen = k_und_for_gen * cos_und + _rotate_half(k_und_for_gen) * sin_und
+        q_gen = q_gen * cos_gen + _rotate_half(q_gen) * sin_gen
+        k_gen = k_gen * cos_gen + _rotate_half(k_gen) * sin_gen
+
+        if kv_heads % sp.size:  # repeat key/value heads to the query heads so they split evenly
+            k_und, v_und, k_und_for_gen, k_gen, v_gen = (
+                t.repeat_interleave(heads // kv_heads, dim=1) for t in (k_und, v_und, k_und_for_gen, k_gen, v_gen))
+        und_len, gen_len = sp.lengths.und, sp.lengths.gen
+        local_und, local_gen = und_seq.shape[0], gen_seq.shape[0]
+        q_und, k_und, v_und, k_und_for_gen = (sp.tokens_to_heads(t, und_len)
+                                              for t in (q_und, k_und, v_und, k_und_for_gen))
+        q_gen, k_gen, v_gen = (sp.tokens_to_heads(t, gen_len) for t in (q_gen, k_gen, v_gen))
+
+        causal = dispatch_attention_fn(q_und.unsqueeze(0), k_und.unsqueeze(0), v_und.unsqueeze(0), is_causal=True,
+                                       enable_gqa=True, backend=self._attention_backend)
+        full = dispatch_attention_fn(q_gen.unsqueeze(0), torch.cat([k_und_for_gen, k_gen]).unsqueeze(0),
+                                     torch.cat([v_und, v_gen]).unsqueeze(0), is_causal=False, enable_gqa=True,
+                                     backend=self._attention_backend)
+        causal = sp.heads_to_tokens(causal.squeeze(0), local_und).flatten(-2, -1)
+        full = sp.heads_to_tokens(full.squeeze(0), local_gen).flatten(-2, -1)
+        return attn.to_out(causal), attn.to_add_out(full)
+
+
+def install_ulysses(transformer, group, size: int, rank: int) -> Ulysses:
+    """Set the seams and the processor on every attention layer of ``transformer``; returns the state object."""
+    ulysses = Ulysses(group, size, rank)
+    transformer._cp_shard_fn = ulysses.shard
+    transformer._cp_gather_fn = ulysses.gather
+    for module in transformer.modules():
+        if isinstance(module, Cosmos3PackedMoTAttention):
+            module.set_processor(UlyssesAttnProcessor(ulysses))
+    return ulysses

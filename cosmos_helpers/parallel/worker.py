@@ -1,0 +1,193 @@
+"""One rank of a multi-GPU Diffusers plan: ``python -m cosmos_helpers.parallel.worker`` (started by
+:class:`~.workers.WorkerGroup`, never by hand).
+
+It dies with its parent (Linux parent-death signal, a watchdog on the parent's pid, and end-of-file on the
+control connection), joins ``torch.distributed`` (NCCL on CUDA, gloo on CPU; every collective has a timeout),
+loads the pipeline on its own device, installs the fast path (when asked) and then the plan (CFG-parallel around
+it, Ulysses seams inside), and runs every request it is sent. Rank 0 reports steps and returns the
+``Generation``; every rank reports done or its error.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from dataclasses import replace
+from datetime import timedelta
+
+ADDRESS_ENV, AUTHKEY_ENV = "COSMOS_PARALLEL_ADDRESS", "COSMOS_PARALLEL_AUTHKEY"
+
+
+def _die_with_parent(parent: int) -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os._exit(3)
+            time.sleep(0.5)
+
+    if os.getppid() != parent:
+        os._exit(3)
+    threading.Thread(target=watch, daemon=True, name="parent-watchdog").start()
+
+
+def join_group(spec: dict, rank: int, world: int):
+    """Initialise the process group and the plan's subgroups (every rank creates every group, same order)."""
+    import torch
+    import torch.distributed as dist
+
+    from .plan import ParallelPlan
+
+    cuda = spec["device"] == "cuda"
+    if cuda:
+        torch.cuda.set_device(rank)
+    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{spec['port']}",
+                            rank=rank, world_size=world, timeout=timedelta(seconds=spec["collective_timeout"]))
+    plan = ParallelPlan(**spec["plan"])
+    ulysses_groups, cfg_groups = plan.rank_groups()
+    mine = {}
+    for kind, groups in (("ulysses", ulysses_groups), ("cfg", cfg_groups)):
+        for ranks in groups:
+            group = dist.new_group(ranks) if len(ranks) > 1 else None
+            if rank in ranks:
+                mine[kind] = (group, ranks)
+    return plan, mine
+
+
+def _backend(spec: dict, rank: int):
+    """A one-GPU ``DiffusersBackend`` on this rank's device that builds the pipeline the parent's would."""
+    import importlib
+
+    from ..backends.diffusers import DiffusersBackend
+    from ..fast import FastOptions
+
+    builder = spec.get("builder")
+
+    class WorkerBackend(DiffusersBackend):
+        def _load(self, model):
+            if builder is None:
+                return super()._load(model)
+            module, name = builder.split(":")
+            fn = getattr(importlib.import_module(module), name)
+            return fn(self._device(), self._dtype(), **spec.get("builder_kwargs", {}))
+
+    fast = spec["fast"]
+    if fast and spec["plan"]["cfg_parallel"] > 1:  # each rank sees one branch per step: nothing to batch
+        fast = replace(fast if isinstance(fast, FastOptions) else FastOptions(), batch_cfg=False)
+    device = f"cuda:{rank}" if spec["device"] == "cuda" else "cpu"
+    return WorkerBackend(device=device, dtype=spec["dtype"], progress=False, fast=fast, **spec["memory_kwargs"])
+
+
+def install_plan(pipe, plan, groups: dict, rank: int, fast=None):
+    """Install ``fast`` (``FastOptions``/``True``/falsy) and then the plan on ``pipe``: the plan wraps the fast path,
+    the Ulysses seams sit inside the transformer. Returns the CFG-parallel forward (or ``None``)."""
+    from ..fast import FastOptions, enable_fast_path
+    from .cfg import CfgParallelForward
+    from .ulysses import install_ulysses
+
+    plan.check_model(pipe.transformer.config)
+    if fast:  # first, so that the plan wraps it (the backend's lease then finds it installed)
+        enable_fast_path(pipe, fast if isinstance(fast, FastOptions) else None, active=False)
+    if plan.ulysses > 1:
+        group, ranks = groups["ulysses"]
+        pipe._cosmos_ulysses = install_ulysses(pipe.transformer, group, plan.ulysses, ranks.index(rank))
+    state = None
+    if plan.cfg_parallel > 1:
+        group, ranks = groups["cfg"]
+        state = CfgParallelForward(pipe, group, ranks.index(rank))
+    pipe._cosmos_parallel = state
+    return state
+
+
+def _prepare(backend, model: str, plan, groups: dict, rank: int):
+    """The loaded pipeline for ``model`` with the plan installed (once per pipeline)."""
+    pipe = backend._loaded(model).pipe
+    if not hasattr(pipe, "_cosmos_parallel"):
+        install_plan(pipe, plan, groups, rank, backend.fast)
+    return pipe, pipe._cosmos_parallel
+
+
+def _serve(conn, spec: dict, rank: int, world: int) -> None:
+    from ..errors import ValidationError
+
+    import torch
+
+    plan, groups = join_group(spec, rank, world)
+    backend = _backend(spec, rank)
+    conn.send(("ready", rank, None))
+    while True:
+        message = conn.recv()
+        if message[0] == "stop":
+            return
+        request = message[1]
+        try:
+            _pipe, state = _prepare(backend, request.model, plan, groups, rank)
+            if state is not None:
+                state.reset()
+            progress = (lambda step, total: conn.send(("step", rank, (step, total)))) if rank == 0 else None
+            cuda = spec["device"] == "cuda"
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            generation = backend.generate(request, progress=progress)
+            generation.provenance["parallel"] = plan.serve_kwargs()
+            if cuda:  # this rank's peak (every rank holds the same weights and shapes)
+                generation.provenance["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+            if state is not None:
+                generation.provenance["cfg_parallel_stats"] = dict(state.stats)
+            if backend.fast:  # whether the fast path ran inside the plan, or fell back to stock (Ulysses)
+                from ..fast import fast_path_stats
+
+                stats = fast_path_stats(_pipe)
+                generation.provenance["fast_stats"] = {k: stats.get(k) for k in ("calls", "stock_fallbacks",
+                                                                                  "text_tower_runs")}
+            conn.send(("done", rank, generation if rank == 0 else None))
+        except ValidationError as exc:
+            conn.send(("invalid", rank, (exc.field, exc.problem, exc.fix)))
+        except Exception:  # noqa: BLE001 - reported to the parent, which raises it with this rank's traceback
+            conn.send(("error", rank, traceback.format_exc()))
+
+
+def main() -> int:
+    from multiprocessing.connection import Client
+
+    rank, world, parent = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["COSMOS_PARENT_PID"])
+    _die_with_parent(parent)
+    host, port = os.environ[ADDRESS_ENV].rsplit(":", 1)
+    conn = Client((host, int(port)), authkey=bytes.fromhex(os.environ.pop(AUTHKEY_ENV)))
+    from .workers import MULTICAST_OFF
+
+    conn.send(("hello", rank, {"pid": os.getpid(), "env": {k: os.environ.get(k) for k in MULTICAST_OFF}}))
+    try:
+        message = conn.recv()
+        if message[0] != "setup":
+            return 0
+        _serve(conn, message[1], rank, world)
+    except EOFError:  # the parent closed the connection: it is gone or stopping us
+        return 0
+    except Exception:  # noqa: BLE001 - start-up failures go to the parent too
+        try:
+            conn.send(("error", rank, traceback.format_exc()))
+        except OSError:
+            pass
+        return 1
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

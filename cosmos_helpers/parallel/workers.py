@@ -1,0 +1,236 @@
+"""The worker processes of a multi-GPU plan, seen from the notebook: start, run a request, stop.
+
+One process per GPU (``python -m cosmos_helpers.parallel.worker``), each with an environment built here: its rank,
+the rendezvous port, and NVLink multicast switched off (:data:`MULTICAST_OFF`; on shared hosts NVLS can take the
+GPUs out of service). They talk to the notebook over an authenticated local connection. Nothing waits forever:
+start-up, each generation step and stopping have timeouts, a worker that exits is noticed within a second and
+reported with its exit code and the end of its log, and then the whole group is stopped (a half group cannot run a
+collective). Workers die with the notebook (see :mod:`.worker`); :meth:`WorkerGroup.stop` runs at exit too.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from multiprocessing.connection import Connection, Listener, wait
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import CosmosHelpersError, ValidationError
+from .plan import ParallelPlan
+
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+_GROUPS: "weakref.WeakSet[WorkerGroup]" = weakref.WeakSet()
+
+
+class WorkerError(CosmosHelpersError, RuntimeError):
+    """A worker process of a multi-GPU plan failed, exited or went silent; the group has been stopped."""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class WorkerGroup:
+    """``plan.gpus`` worker processes running one pipeline spec together.
+
+    Args:
+        plan: the degrees (``gpus`` processes are started).
+        spec: what each worker builds: ``device`` ("cuda"/"cpu"), ``dtype``, ``fast``, ``memory_kwargs`` and
+            optionally ``builder`` ("module:function" called as ``fn(device, dtype, **builder_kwargs)``).
+        start_timeout: seconds for every worker to start and join the group.
+        step_timeout: seconds without any word from the workers during a generation (loading included) before
+            they are declared stuck.
+    """
+
+    def __init__(self, plan: ParallelPlan, spec: dict[str, Any], *, start_timeout: float = 300.0,
+                 step_timeout: float = 1800.0, stop_timeout: float = 20.0) -> None:
+        self.plan, self.spec = plan, dict(spec)
+        self.start_timeout, self.step_timeout, self.stop_timeout = start_timeout, step_timeout, stop_timeout
+        self.procs: list[subprocess.Popen] = []
+        self.conns: dict[int, Connection] = {}
+        self.worker_env: dict[int, dict] = {}
+        self.logs: list[Path] = []
+        self._log_dir: tempfile.TemporaryDirectory | None = None
+        self._lock = threading.Lock()
+
+    # lifecycle --------------------------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return bool(self.procs) and all(p.poll() is None for p in self.procs)
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def start(self) -> "WorkerGroup":
+        if self.procs:
+            return self
+        authkey = secrets.token_bytes(32)
+        listener = Listener(("127.0.0.1", 0), authkey=authkey)
+        self._log_dir = tempfile.TemporaryDirectory(prefix="cosmos-workers-")
+        try:
+            host, port = listener.address
+            for rank in range(self.plan.gpus):
+                env = dict(os.environ, **MULTICAST_OFF, RANK=str(rank), LOCAL_RANK=str(rank),
+                           WORLD_SIZE=str(self.plan.gpus), COSMOS_PARENT_PID=str(os.getpid()),
+                           COSMOS_PARALLEL_ADDRESS=f"{host}:{port}", COSMOS_PARALLEL_AUTHKEY=authkey.hex(),
+                           PYTHONPATH=os.pathsep.join(filter(None, [_package_root(), os.environ.get("PYTHONPATH")])))
+                log = Path(self._log_dir.name) / f"rank{rank}.log"
+                self.logs.append(log)
+                with open(log, "wb") as out:
+                    self.procs.append(subprocess.Popen([sys.executable, "-m", "cosmos_helpers.parallel.worker"],
+                                                       env=env, stdout=out, stderr=subprocess.STDOUT,
+                                                       stdin=subprocess.DEVNULL))
+            self._accept(listener)
+            spec = dict(self.spec, port=_free_port(), plan=self.plan.__dict__.copy())
+            spec.setdefault("collective_timeout", self.step_timeout)
+            for conn in self.conns.values():
+                conn.send(("setup", spec))
+            self._collect("ready", None, self.start_timeout)
+        except BaseException:
+            self.stop(graceful=False)
+            raise
+        finally:
+            listener.close()
+        _GROUPS.add(self)
+        return self
+
+    def _accept(self, listener: Listener) -> None:
+        accepted: list[Connection] = []
+        failure: list[BaseException] = []
+
+        def accept_all() -> None:
+            try:
+                while len(accepted) < self.plan.gpus:
+                    accepted.append(listener.accept())
+            except (OSError, EOFError) as exc:  # closed by a timeout, or a connection with a wrong key
+                failure.append(exc)
+
+        thread = threading.Thread(target=accept_all, daemon=True, name="worker-accept")
+        thread.start()
+        deadline = time.monotonic() + self.start_timeout
+        while thread.is_alive() and time.monotonic() < deadline:
+            self._check_exits()
+            thread.join(0.2)
+        if thread.is_alive() or failure or len(accepted) < self.plan.gpus:
+            listener.close()
+            raise WorkerError(f"only {len(accepted)} of {self.plan.gpus} workers connected within "
+                              f"{self.start_timeout:.0f} s{self._log_tail()}")
+        for conn in accepted:
+            kind, rank, info = conn.recv()
+            self.conns[rank] = conn
+            self.worker_env[rank] = info
+
+    def stop(self, *, graceful: bool = True) -> None:
+        """Ask every worker to stop, wait ``stop_timeout`` s, then kill what is left (at once when not
+        ``graceful``: after a failure the others may be blocked in a collective). Idempotent."""
+        with self._lock:
+            for conn in self.conns.values():
+                try:
+                    conn.send(("stop",))
+                except OSError:
+                    pass
+            deadline = time.monotonic() + (self.stop_timeout if graceful else 0.0)
+            for proc in self.procs:
+                try:
+                    proc.wait(max(deadline - time.monotonic(), 0.1))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
+            for conn in self.conns.values():
+                conn.close()
+            self.procs, self.conns = [], {}
+            if self._log_dir is not None:
+                self._log_dir.cleanup()
+                self._log_dir = None
+            self.logs = []
+            _GROUPS.discard(self)
+
+    # work -------------------------------------------------------------------------------------------------
+
+    def generate(self, request: Any, progress: Callable[[int, int], None] | None = None) -> Any:
+        """Send ``request`` to every rank; return rank 0's ``Generation`` once every rank is done."""
+        if not self.alive:
+            raise WorkerError("the worker group is not running (stopped, or a worker exited); "
+                              "the next call of the backend starts a new one.")
+        for conn in self.conns.values():
+            conn.send(("generate", request))
+        return self._collect("done", progress, self.step_timeout)
+
+    def _collect(self, kind: str, progress, timeout: float) -> Any:
+        """Wait for ``kind`` from every rank, relaying steps; any error, exit or silence stops the group."""
+        waiting, result = set(self.conns), None
+        last = time.monotonic()
+        while waiting:
+            ready = wait(list(self.conns.values()), 1.0)
+            if not ready:
+                self._check_exits()
+                if time.monotonic() - last > timeout:
+                    self._fail(f"no word from ranks {sorted(waiting)} for {timeout:.0f} s")
+                continue
+            for conn in set(ready):
+                try:
+                    what, rank, payload = conn.recv()
+                except (EOFError, OSError):
+                    self._check_exits(grace=5.0)
+                    self._fail("a worker closed its connection")
+                last = time.monotonic()
+                if what == "step" and progress is not None:
+                    progress(*payload)
+                elif what == "invalid":
+                    self.stop(graceful=False)
+                    raise ValidationError(*payload)
+                elif what == "error":
+                    self._fail(f"rank {rank} failed:\n{payload}")
+                elif what == kind:
+                    waiting.discard(rank)
+                    result = payload if rank == 0 else result
+        return result
+
+    def _check_exits(self, grace: float = 0.0) -> None:
+        deadline = time.monotonic() + grace
+        while True:
+            for rank, proc in enumerate(self.procs):
+                if proc.poll() is not None:
+                    self._fail(f"worker rank {rank} (pid {proc.pid}) exited with code {proc.returncode}")
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.1)
+
+    def _fail(self, what: str) -> None:
+        tail = self._log_tail()
+        self.stop(graceful=False)
+        raise WorkerError(f"multi-GPU generation stopped: {what}. Every worker has been stopped; the next call "
+                          f"starts new ones.{tail}")
+
+    def _log_tail(self, lines: int = 15) -> str:
+        out = []
+        for rank, log in enumerate(self.logs):
+            try:
+                text = log.read_text(errors="replace").strip().splitlines()[-lines:]
+            except OSError:
+                continue
+            if text:
+                out.append(f"\n--- rank {rank} log (last lines) ---\n" + "\n".join(text))
+        return "".join(out)
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[2])
+
+
+@atexit.register
+def _stop_all() -> None:
+    for group in list(_GROUPS):
+        group.stop()

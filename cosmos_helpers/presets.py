@@ -5,6 +5,8 @@ A profile carries one set of defaults *per mode*, because Cosmos 3's are differe
 text-to-image is 50 steps, guidance 4, shift 3 at 1:1; its video modes 35 steps, guidance 6, shift 10 at 16:9.
 ``nano`` / ``super`` / ``edge`` are exactly the framework's published defaults for those checkpoints; ``tiny``
 keeps their guidance and shift and shrinks size, length and steps so the embedded model runs on a CPU.
+The distilled 4-step checkpoints run one mode each on their fixed schedule; ``tiny-distilled`` and ``tiny-edge``
+are the variants' CPU stand-ins (facts: ``protocol.variants``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping
 
-from .protocol import framework
+from .protocol import framework, variants
 
 ASPECT_RATIOS: tuple[str, ...] = framework.ASPECT_RATIOS
 # "128" is this project's own CPU tier (half the 256 bucket, still multiples of 16) for the embedded tiny model.
@@ -24,7 +26,7 @@ VIDEO_SIZES: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType({
     **{tier: MappingProxyType(dict(sizes)) for tier, sizes in framework.SIZES.items()},
 })
 TIERS: tuple[str, ...] = tuple(VIDEO_SIZES)
-MODES: tuple[str, ...] = ("text2image", "text2video", "image2video", "video2video")
+MODES: tuple[str, ...] = ("text2image", "text2video", "image2video", "video2video", "image2image")
 
 SOUND_SAMPLE_RATE = 48_000
 DEFAULT_SEED = 0
@@ -85,21 +87,40 @@ class Profile:
     description: str
     guardrails: bool
     modes: Mapping[str, ModeDefaults]
+    # A distilled checkpoint's fixed schedule (flow sigmas, one per step): guidance is baked into its weights, so
+    # steps, guidance, shift and the negative prompt are the checkpoint's, not the caller's. ``None``: a base model.
+    distilled_sigmas: tuple[float, ...] | None = None
+    sound: bool = True  # whether the checkpoint has the sound pathway
+
+    @property
+    def distilled(self) -> bool:
+        return self.distilled_sigmas is not None
 
     def defaults(self, mode: str) -> ModeDefaults:
         return self.modes[mode]
 
 
-def _checkpoint_profile(name: str, checkpoint: str, description: str) -> Profile:
+def _checkpoint_profile(name: str, checkpoint: str, description: str, **extra) -> Profile:
     """A checkpoint's per-mode defaults as the framework resolves them (defaults files + model config)."""
     config = framework.MODEL_CONFIGS[checkpoint]
     video_frames = config.get("num_frames", framework.MODE_DEFAULTS["text2video"]["num_frames"])
-    modes = {mode: ModeDefaults(tier=config["resolution"], aspect_ratio=d["aspect_ratio"],
-                                num_frames=1 if mode == "text2image" else video_frames, fps=float(d["fps"]),
+    image = framework.MODE_DEFAULTS["text2image"]
+    modes = {mode: ModeDefaults(tier=config["resolution"], aspect_ratio=d.get("aspect_ratio", image["aspect_ratio"]),
+                                num_frames=1 if mode in framework.IMAGE_MODES else video_frames, fps=float(d["fps"]),
                                 num_inference_steps=d["num_steps"], guidance_scale=d["guidance"], flow_shift=d["shift"])
              for mode, d in ((mode, framework.MODE_DEFAULTS[mode]) for mode in MODES)}
     return Profile(name=name, model=config["hub"], description=description, guardrails=True,
-                   modes=MappingProxyType(modes))
+                   modes=MappingProxyType(modes), **extra)
+
+
+def _distilled_profile(name: str, hub: str, description: str) -> Profile:
+    """A 4-step checkpoint: its one published mode at its resolution, with its fixed schedule."""
+    _, tier, mode = variants.DISTILLED_CHECKPOINTS[hub]
+    base = _SUPER.defaults(mode)
+    defaults = replace(base, tier=tier, num_inference_steps=len(variants.DISTILLED_T_LIST),
+                       guidance_scale=variants.DISTILLED_GUIDANCE, flow_shift=variants.DISTILLED_SHIFT)
+    return Profile(name=name, model=hub, description=description, guardrails=True,
+                   modes=MappingProxyType({mode: defaults}), distilled_sigmas=variants.DISTILLED_T_LIST, sound=False)
 
 
 _NANO = _checkpoint_profile("nano", "Cosmos3-Nano",
@@ -108,7 +129,13 @@ _NANO = _checkpoint_profile("nano", "Cosmos3-Nano",
 _SUPER = _checkpoint_profile("super", "Cosmos3-Super", "nvidia/Cosmos3-Super at the published defaults "
                              "(multi-GPU host recommended)")
 _EDGE = _checkpoint_profile("edge", "Cosmos3-Edge", "nvidia/Cosmos3-Edge at the published defaults (480p, video "
-                            "121 frames)")
+                            "121 frames; no sound pathway)", sound=variants.EDGE_SOUND)
+_SUPER_T2I_4STEP = _distilled_profile("super-t2i-4step", "nvidia/Cosmos3-Super-Text2Image-4Step",
+                                      "nvidia/Cosmos3-Super-Text2Image-4Step: distilled, 4 fixed steps, guidance "
+                                      "baked in; text2image at 768p")
+_SUPER_I2V_4STEP = _distilled_profile("super-i2v-4step", "nvidia/Cosmos3-Super-Image2Video-4Step",
+                                      "nvidia/Cosmos3-Super-Image2Video-4Step: distilled, 4 fixed steps, guidance "
+                                      "baked in; image2video at 480p")
 _TINY = Profile(
     name="tiny", model="tiny", guardrails=False,
     description="embedded random-weight Cosmos3 (real classes, noise pictures): Nano's guidance and shift at the "
@@ -116,7 +143,25 @@ _TINY = Profile(
     modes=MappingProxyType({mode: replace(d, tier=CPU_TIER, num_frames=min(d.num_frames, 9), num_inference_steps=4)
                             for mode, d in _NANO.modes.items()}),
 )
-PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (_TINY, _NANO, _SUPER, _EDGE)})
+# Stand-ins of the variants on the embedded weights, for CPU runs and CI: the variant's modes, schedule and
+# capabilities at the tiny profile's sizes (``tiny-distilled`` is a real distilled-format checkpoint folder).
+_TINY_DISTILLED = Profile(
+    name="tiny-distilled", model="tiny-distilled", guardrails=False,
+    description="embedded random-weight Cosmos3 in the distilled format (diffusers' Cosmos3DistilledBlocks): the "
+                "published 4-step schedule, guidance baked in; the 4-step checkpoints' modes at the CPU tier",
+    modes=MappingProxyType({mode: replace(_TINY.defaults(mode), num_inference_steps=len(variants.DISTILLED_T_LIST),
+                                          guidance_scale=variants.DISTILLED_GUIDANCE,
+                                          flow_shift=variants.DISTILLED_SHIFT)
+                            for mode in variants.DISTILLED_MODES["framework"]}),
+    distilled_sigmas=variants.DISTILLED_T_LIST, sound=False)
+_TINY_EDGE = Profile(
+    name="tiny-edge", model="tiny-edge", guardrails=False, sound=False,
+    description="embedded random-weight Cosmos3 with Edge's backbone (Nemotron dense), defaults and limits (no "
+                "sound) at the CPU tier",
+    modes=MappingProxyType({mode: replace(d, tier=CPU_TIER, num_frames=min(d.num_frames, 9), num_inference_steps=4)
+                            for mode, d in _EDGE.modes.items()}))
+PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (
+    _TINY, _NANO, _SUPER, _EDGE, _TINY_DISTILLED, _TINY_EDGE, _SUPER_T2I_4STEP, _SUPER_I2V_4STEP)})
 # What runs when nobody names a profile or a model: the embedded model, so every cookbook runs on a laptop.
 DEFAULT_PROFILE = "tiny"
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from . import media
 from .errors import ValidationError
+from .limits import check_mode, check_profile_limits
 from .presets import (
     ASPECT_RATIOS,
     DEFAULT_PROFILE,
@@ -42,15 +43,17 @@ from .protocol.framework import detect_aspect_ratio
 from .result import record_fingerprint
 
 MODE_ALIASES: Mapping[str, str] = {
-    "t2i": "text2image", "t2v": "text2video", "i2v": "image2video", "v2v": "video2video",
-    "text_to_image": "text2image", "text_to_video": "text2video",
+    "t2i": "text2image", "t2v": "text2video", "i2v": "image2video", "v2v": "video2video", "i2i": "image2image",
+    "text_to_image": "text2image", "text_to_video": "text2video", "image_to_image": "image2image",
     "image_to_video": "image2video", "video_to_video": "video2video",
 }
 MediaLike = Union[str, Path, np.ndarray, Any]  # Any: a PIL image
 
 # Conditioning input -> (the mode that takes it, the forms it may take, its check).
-_CONDITIONING = {"image": ("image2video", "a path, a PIL image or an HxWx3 uint8 array", media.check_image),
-                 "video": ("video2video", "a path or a TxHxWx3 uint8 array", media.check_video)}
+_CONDITIONING = {"image": (("image2video", "image2image"), "a path, a PIL image or an HxWx3 uint8 array",
+                           media.check_image),
+                 "video": (("video2video",), "a path or a TxHxWx3 uint8 array", media.check_video)}
+IMAGE_MODES: tuple[str, ...] = ("text2image", "image2image")  # one frame out
 MAX_STEPS = 200
 MAX_GUIDANCE = 20.0
 MAX_FPS = 120.0
@@ -63,13 +66,17 @@ class GenerationRequest:
     """What to generate, independent of where it runs.
 
     Args:
-        mode: ``text2image``, ``text2video``, ``image2video`` or ``video2video`` (``t2i``/``t2v``/``i2v``/``v2v``).
+        mode: ``text2image``, ``text2video``, ``image2video``, ``video2video`` (``t2i``/``t2v``/``i2v``/``v2v``) or
+            ``image2image`` (``i2i``, image editing: the Cosmos Framework only; its aspect ratio defaults to the
+            input image's).
         prompt: text, a structured caption dict, or a ``pathlib.Path`` to a ``.json``/``.txt`` file (a ``str`` is
             always the prompt itself).
         negative_prompt: the same forms; ``None`` keeps each backend's own default (the framework's negative
             caption file for video, empty elsewhere).
-        profile: ``tiny`` (default, embedded model), ``nano``, ``super`` or ``edge``; supplies the model and, per
-            mode, every omitted setting below.
+        profile: ``tiny`` (default, embedded model), ``nano``, ``super``, ``edge``, the distilled
+            ``super-t2i-4step`` / ``super-i2v-4step``, or the stand-ins ``tiny-distilled`` / ``tiny-edge``; supplies
+            the model and, per mode, every omitted setting below, and refuses what its checkpoint cannot do
+            (``cosmos_helpers.limits``).
         model: another model than the profile's (hub id, local folder, or ``"tiny"``). This is the one place a
             model is chosen; every backend runs it or refuses.
         tier / aspect_ratio: a resolution bucket (``"480"``, ``"16,9"``); or give ``width`` and ``height``.
@@ -126,7 +133,7 @@ class GenerationRequest:
 
     @property
     def is_image(self) -> bool:
-        return self.mode == "text2image"
+        return self.mode in IMAGE_MODES
 
     @property
     def duration_s(self) -> float:
@@ -213,6 +220,7 @@ class GenerationRequest:
             raise ValidationError("model", f"expected a model name, got {self.model!r}.",
                                   "pass 'tiny', a hub id such as 'nvidia/Cosmos3-Nano', or a checkpoint folder.")
         self._set("model", str(self.model) if self.model is not None else profile.model)
+        check_mode(profile, self.mode)
         defaults = profile.defaults(self.mode)
         self._resolve_prompts()
         self._resolve_size(defaults)
@@ -222,9 +230,10 @@ class GenerationRequest:
         self._resolve_backend_options()
         if self.guardrails is None:
             self._set("guardrails", profile.guardrails)
-        if self.sound and self.mode == "text2image":
-            raise ValidationError("sound", "text2image produces a still image, which cannot carry sound.",
+        if self.sound and self.is_image:
+            raise ValidationError("sound", f"{self.mode} produces a still image, which cannot carry sound.",
                                   "use mode='text2video' (or image2video) with sound=True, or sound=False.")
+        check_profile_limits(self, profile)
 
     def _resolve_prompts(self) -> None:
         if self.prompt is None:
@@ -254,7 +263,8 @@ class GenerationRequest:
             if tier not in VIDEO_SIZES:
                 raise ValidationError("tier", f"unknown resolution tier {self.tier!r}.",
                                       f"use one of {', '.join(VIDEO_SIZES)} (or width=/height=).")
-            aspect = normalize_aspect(self.aspect_ratio if self.aspect_ratio is not None else defaults.aspect_ratio)
+            aspect = normalize_aspect(self.aspect_ratio if self.aspect_ratio is not None else self._default_aspect(
+                defaults))
         if aspect not in ASPECT_RATIOS:
             raise ValidationError("aspect_ratio", f"unknown aspect ratio {self.aspect_ratio!r}.",
                                   f"use one of {', '.join(ASPECT_RATIOS)} (\"16:9\" is accepted too).")
@@ -263,6 +273,15 @@ class GenerationRequest:
             self._set("tier", tier)
             self._set("width", VIDEO_SIZES[tier][aspect][0])
             self._set("height", VIDEO_SIZES[tier][aspect][1])
+
+    def _default_aspect(self, defaults) -> str:
+        """An edit keeps its input's shape (the framework's image2image keeps the input size): the bucket aspect
+        closest to the image's; every other mode takes the profile's."""
+        if self.mode != "image2image" or self.image is None:
+            return defaults.aspect_ratio
+        media.check_image(self.image, field="image")
+        width, height = media.load_image(self.image).size
+        return detect_aspect_ratio(width, height)
 
     def _explicit_size(self) -> None:
         if self.width is None or self.height is None:
@@ -286,9 +305,9 @@ class GenerationRequest:
             self._set(name, int(value))
 
     def _resolve_frames(self, defaults) -> None:
-        if self.mode == "text2image":
+        if self.is_image:
             if self.num_frames not in (None, 1):
-                raise ValidationError("num_frames", f"text2image makes one frame, got num_frames={self.num_frames}.",
+                raise ValidationError("num_frames", f"{self.mode} makes one frame, got num_frames={self.num_frames}.",
                                       "drop num_frames, or use mode='text2video'.")
             self._set("num_frames", 1)
         else:
@@ -334,14 +353,14 @@ class GenerationRequest:
         self._set("seed", int(seed))
 
     def _resolve_media(self) -> None:
-        for name, (mode, _, _) in _CONDITIONING.items():
-            if self.mode != mode and getattr(self, name) is not None:
+        for name, (modes, _, _) in _CONDITIONING.items():
+            if self.mode not in modes and getattr(self, name) is not None:
                 raise ValidationError(name, f"{self.mode} takes no conditioning {name}.",
-                                      f"use mode='{mode}', or drop {name}=.")
-        for name, (mode, forms, check) in _CONDITIONING.items():
-            if self.mode == mode and getattr(self, name) is None:
-                raise ValidationError(name, f"{mode} needs a conditioning {name}.", f"pass {name}= {forms}.")
-            if self.mode == mode:
+                                      f"use mode='{modes[0]}', or drop {name}=.")
+        for name, (modes, forms, check) in _CONDITIONING.items():
+            if self.mode in modes and getattr(self, name) is None:
+                raise ValidationError(name, f"{self.mode} needs a conditioning {name}.", f"pass {name}= {forms}.")
+            if self.mode in modes:
                 check(getattr(self, name), field=name)
         if self.condition_frames is not None:
             self._check_condition_frames()

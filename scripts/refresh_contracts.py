@@ -638,6 +638,104 @@ def refresh_prompting(files: FrameworkFiles, profanity_wheel: Path | None, vllm_
     print(f"wrote {PROMPTING_MODULE}")
 
 
+# ---------------------------------------------------------------------------------------------- variants
+
+_VARIANT_CHECKPOINTS = "cosmos_framework/inference/args.py"
+
+
+def variants_contract(wheel: Path, files: "FrameworkFiles") -> dict[str, Any]:
+    """Facts about the distilled (4-step) checkpoints, Edge and image editing, from all three stacks.
+
+    Everything is read without running upstream code: the framework's files and the wheel's with ``ast`` /
+    YAML / JSON, diffusers' modular blocks from the installed package.
+    """
+    with tempfile.TemporaryDirectory(prefix="vllm-omni-") as folder:
+        root = Path(folder)
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(root)
+        vllm = _vllm_variant_facts(root)
+    import diffusers
+
+    return {"package": "variants", "versions": {"cosmos-framework": files.commit(), "vllm-omni": _wheel_version(wheel),
+                                                "diffusers": diffusers.__version__},
+            "framework": _framework_variant_facts(files), "vllm_omni": vllm, "diffusers": _diffusers_variant_facts()}
+
+
+def _function_strings(tree: ast.Module, name: str) -> list[str]:
+    """Every string literal (f-string parts joined) inside the function ``name``: the messages it can raise."""
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            parts = {id(v) for inner in ast.walk(node) if isinstance(inner, ast.JoinedStr) for v in inner.values}
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.JoinedStr):
+                    out.append("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in inner.values))
+                elif (isinstance(inner, ast.Constant) and isinstance(inner.value, str) and len(inner.value) > 3
+                      and id(inner) not in parts):
+                    out.append(inner.value)
+    return sorted(set(out))
+
+
+def _call_keywords(tree: ast.Module, function: str, callee: str) -> list[list[str]]:
+    """The keyword names of each ``*.callee(...)`` call inside ``function``, in source order."""
+    calls = [inner for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == function
+             for inner in ast.walk(node) if isinstance(inner, ast.Call) and getattr(inner.func, "attr", "") == callee]
+    return [[k.arg for k in call.keywords] for call in sorted(calls, key=lambda c: c.lineno)]
+
+
+def _vllm_variant_facts(root: Path) -> dict[str, Any]:
+    tree = _tree(root / _PIPELINE)
+    facts: dict[str, Any] = {name: _function_strings(tree, name) for name in (
+        "_distilled_unsupported_error", "_validate_distilled_generation_mode", "_validate_edge_generation_mode",
+        "_resolve_guidance_scale")}
+    # the distilled branch (first call) passes no step count: a request's num_inference_steps is ignored
+    facts["_set_timesteps_keywords"] = _call_keywords(tree, "_set_timesteps", "set_timesteps")
+    return facts
+
+
+def _framework_variant_facts(files: "FrameworkFiles") -> dict[str, Any]:
+    import yaml
+
+    args = files.tree(_VARIANT_CHECKPOINTS)
+    checkpoints: dict[str, Any] = {}
+    modes: dict[str, str] = {}
+    for node in ast.walk(args):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "_CHECKPOINTS":
+            for key, call in zip(node.value.keys, node.value.values):
+                found = {k.arg: k.value for k in call.keywords}
+                hf = {k.arg: k.value.value for k in found["hf"].keywords} if "hf" in found else {}
+                overrides = ast.literal_eval(found["experiment_overrides"]) if "experiment_overrides" in found else []
+                checkpoints[key.value] = {"repository": hf.get("repository"), "experiment_overrides": list(overrides)}
+        if isinstance(node, ast.ClassDef) and node.name == "ModelMode":
+            modes = {t.targets[0].id: t.value.value for t in node.body if isinstance(t, ast.Assign)}
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "_NUM_FRAMES_DEFAULTS":
+            num_frames = ast.literal_eval(node.value)
+    edge = yaml.safe_load(files.read("cosmos_framework/inference/configs/model/Cosmos3-Edge.yaml"))
+    config = edge["model"]["config"]
+    inference = files.tree("cosmos_framework/inference/inference.py")
+    return {"checkpoints": checkpoints, "model_modes": modes, "num_frames_defaults": num_frames,
+            "edge_config": {"resolution": config["resolution"], "sound_gen": config["sound_gen"],
+                            "vlm_model_name": config["vlm_config"]["model_name"]},
+            "image2image_defaults": json.loads(files.read("cosmos_framework/inference/defaults/image2image/"
+                                                          "sample_args.json")),
+            "image_edit_batch": _function_strings(inference, "_get_image_edit_sample_data")}
+
+
+def _diffusers_variant_facts() -> dict[str, Any]:
+    from diffusers.modular_pipelines import Cosmos3DistilledBlocks, Cosmos3OmniBlocks
+    from diffusers.modular_pipelines.cosmos import before_denoise
+
+    step = before_denoise.Cosmos3DistilledSetTimestepsStep()
+    source = ast.parse(inspect.getsource(before_denoise.Cosmos3DistilledSetTimestepsStep))
+    blocks = Cosmos3DistilledBlocks()
+    return {"distilled_workflows": sorted(Cosmos3DistilledBlocks._workflow_map),
+            "distilled_block_names": list(blocks.sub_blocks),
+            "distilled_components": {spec.name: spec.type_hint.__name__ for spec in blocks.expected_components},
+            "distilled_configs": {spec.name: spec.default for spec in step.expected_configs},
+            "set_timesteps_messages": _function_strings(source, "__call__"),
+            "omni_workflows": sorted(Cosmos3OmniBlocks._workflow_map)}
+
+
 # ---------------------------------------------------------------------------------------------- main
 
 
@@ -664,16 +762,17 @@ def main(argv: list[str] | None = None) -> int:
                                                    "(default: <checkout>/.venv/bin/python)")
     parser.add_argument("--framework-commit", help="the checkout's commit, when it is not a git work tree")
     parser.add_argument("--framework-git-dir", type=Path, help="a cosmos-framework git repository (bare is fine), "
-                                                                 "read at --framework-rev, for the prompting and "
-                                                                 "control facts")
+                                                                 "read at --framework-rev, for the prompting, control "
+                                                                 "and variant facts")
     parser.add_argument("--framework-rev", default="HEAD")
     parser.add_argument("--better-profanity-wheel", type=Path, help="default: pip download it")
-    parser.add_argument("--only", choices=("vllm-omni", "framework", "framework-controls", "diffusers", "prompting"),
+    parser.add_argument("--only", choices=("vllm-omni", "framework", "framework-controls", "diffusers", "prompting",
+                                              "variants"),
                         action="append", help="framework-controls: update only the control facts of the existing "
                         "framework fixture (read with ast: no framework interpreter needed)")
     parser.add_argument("--out", type=Path, default=FIXTURES)
     args = parser.parse_args(argv)
-    wanted = set(args.only or ("vllm-omni", "framework", "diffusers", "prompting"))
+    wanted = set(args.only or ("vllm-omni", "framework", "diffusers", "prompting", "variants"))
     if "vllm-omni" in wanted:
         with tempfile.TemporaryDirectory() as folder:
             wheel = args.vllm_omni_wheel or _download_wheel(Path(folder))
@@ -685,10 +784,10 @@ def main(argv: list[str] | None = None) -> int:
         python = args.framework_python or str(args.framework / ".venv/bin/python")
         data = framework_contract(args.framework.resolve(), python, args.framework_commit)
         _write(f"cosmos_framework-{data['commit']}", data, args.out)
-    if "prompting" in wanted or "framework-controls" in wanted:
+    if wanted & {"prompting", "framework-controls", "variants"}:
         if args.framework is None and args.framework_git_dir is None:
-            parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting and control "
-                         "facts")
+            parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting, control "
+                         "and variant facts")
         files = FrameworkFiles(args.framework and args.framework.resolve(), args.framework_git_dir, args.framework_rev)
     if "prompting" in wanted:
         refresh_prompting(files, args.better_profanity_wheel, args.vllm_omni_wheel, args.out)
@@ -699,6 +798,11 @@ def main(argv: list[str] | None = None) -> int:
     if "diffusers" in wanted:
         data = diffusers_contract()
         _write(f"diffusers-{data['version']}", data, args.out)
+    if "variants" in wanted:  # files only: a bare repository (no framework interpreter) is enough
+        with tempfile.TemporaryDirectory() as folder:
+            wheel = args.vllm_omni_wheel or _download_wheel(Path(folder))
+            data = variants_contract(wheel, files)
+        _write("variants-" + "_".join(data["versions"].values()), data, args.out)
     return 0
 
 

@@ -55,7 +55,9 @@ def test_checkpoint_profiles_are_the_frameworks_per_mode_defaults(name):
         d = profile.defaults(mode)
         assert (d.num_inference_steps, d.guidance_scale, d.flow_shift) == (real["num_steps"], real["guidance"],
                                                                           real["shift"]), mode
-        assert (d.tier, d.aspect_ratio, d.fps) == (resolution, real["aspect_ratio"], real["fps"]), mode
+        # image2image has no aspect in its defaults file (an edit keeps the input's shape): text2image's square
+        aspect = real.get("aspect_ratio", FRAMEWORK["modality_defaults"]["text2image"]["aspect_ratio"])
+        assert (d.tier, d.aspect_ratio, d.fps) == (resolution, aspect, real["fps"]), mode
     frames = 121 if name == "edge" else FRAMEWORK["modality_defaults"]["text2video"]["num_frames"]
     assert profile.defaults("text2video").num_frames == frames and profile.defaults("text2image").num_frames == 1
 
@@ -78,4 +80,5 @@ def test_tiny_shrinks_size_length_and_steps_only():
         assert (small.guidance_scale, small.flow_shift, small.aspect_ratio, small.fps) == (
             real.guidance_scale, real.flow_shift, real.aspect_ratio, real.fps)
     assert tiny.defaults("text2video").num_frames == 9
-    assert set(PROFILES) == {"tiny", "nano", "super", "edge"}
+    assert set(PROFILES) == {"tiny", "nano", "super", "edge", "tiny-distilled", "tiny-edge", "super-t2i-4step",
+                             "super-i2v-4step"}

@@ -29,14 +29,21 @@ import numpy as np
 
 from .. import media
 from ..errors import BackendUnavailableError, GuardrailError, ValidationError
+from ..limits import check_backend_mode
 from ..fast import FastOptions, enable_fast_path, fast_path_active
 from ..models.tiny import tiny_model_path
+from ..models.tiny_distilled import INDEX_FILE as DISTILLED_INDEX
+from ..models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
+from ..models.tiny_distilled import tiny_distilled_path
+from ..models.tiny_edge import MODEL_NAME as TINY_EDGE
+from ..models.tiny_edge import tiny_edge_path
 from ..parallel.plan import ParallelPlan
 from ..presets import SOUND_SAMPLE_RATE, model_for
 from ..progress import progress_bar
 from ..request import GenerationRequest
 from ..result import Generation
 from ..schedules import configure_scheduler
+from . import distilled
 from .memory import MemorySettings, apply_memory, plan_memory, resolve_memory
 
 ProgressCallback = Callable[[int, int], None]
@@ -183,7 +190,11 @@ class DiffusersBackend:
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
-                pipe = pipeline_class().from_pretrained(_resolve_source(model), **kwargs)
+                if distilled.is_distilled_model(model):
+                    kwargs.pop("enable_safety_checker")
+                    pipe = distilled.load(_resolve_source(model), **kwargs)
+                else:
+                    pipe = pipeline_class().from_pretrained(_resolve_source(model), **kwargs)
         except OSError as exc:
             raise BackendUnavailableError(
                 f"could not load {model!r} ({exc}). A hub id needs network access to the Hugging Face hub and, "
@@ -274,6 +285,15 @@ class DiffusersBackend:
 
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
         """Run one request. ``progress(step, total)`` is called after every denoising step."""
+        check_backend_mode(request, self.name)
+        if distilled.is_distilled_model(request.model):
+            if self.plan.parallel:
+                raise ValidationError("gpus", f"the distilled few-step path runs in this process, on one GPU "
+                                      f"(gpus={self.plan.gpus} was given).",
+                                      "use DiffusersBackend(gpus=1) for a distilled model.")
+            distilled.check_request(request, scheduler=self.scheduler, fast=self.fast)
+            return self._generate_distilled(request, progress)
+        distilled.check_base_request(request)
         if self.plan.parallel:
             return self._generate_parallel(request, progress)
         started = time.perf_counter()
@@ -296,6 +316,43 @@ class DiffusersBackend:
             frames=_frames(output.video), fps=request.fps, seed=request.seed, request=request,
             sound=_sound(output, request), sample_rate=sample_rate, backend=self.name, model=request.model,
             timings=_timings(started, load_s, call_start, marks, end), provenance=provenance)
+        return self._checked_video(generation, checker)
+
+    def _generate_distilled(self, request: GenerationRequest, progress: ProgressCallback | None) -> Generation:
+        """A few-step checkpoint: its own fixed schedule, no guidance, no sound (``backends.distilled``)."""
+        started = time.perf_counter()
+        checker = self.guardrail_checker(bool(request.guardrails))
+        if checker is not None and not checker.check_text_safety(request.prompt_text()):
+            raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
+        loaded = self._loaded(request.model)
+        load_s = time.perf_counter() - started
+        total, marks = request.num_inference_steps, []
+        bar = progress_bar(total, f"{request.mode} denoising (distilled)", "step", enabled=self.progress)
+
+        def on_step(_index: int) -> None:
+            marks.append(time.perf_counter())
+            if bar is not None:
+                bar.update(1)
+            if progress is not None:
+                progress(len(marks), total)
+
+        call_start = time.perf_counter()
+        try:
+            with loaded.lock, guardrail_errors():
+                frames, timesteps = distilled.denoise(loaded.pipe, request, on_step)
+        finally:
+            if bar is not None:
+                bar.close()
+        pipe = loaded.pipe
+        generation = Generation(
+            frames=_frames(frames), fps=request.fps, seed=request.seed, request=request, sound=None,
+            sample_rate=SOUND_SAMPLE_RATE, backend=self.name, model=request.model,
+            timings=_timings(started, load_s, call_start, marks, time.perf_counter()),
+            provenance={"device": str(pipe.device), "dtype": str(pipe.transformer.dtype), "fast": False,
+                        "scheduler": type(pipe.scheduler).__name__, "distilled": True, "timesteps": timesteps})
+        return self._checked_video(generation, checker)
+
+    def _checked_video(self, generation: Generation, checker) -> Generation:
         if checker is not None:
             checked = checker.check_video_safety(generation.frames)
             if checked is None:
@@ -470,9 +527,13 @@ def _collect_garbage() -> None:
 def _resolve_source(model: str) -> str:
     if model == "tiny":
         return str(tiny_model_path())
+    if model == TINY_DISTILLED:
+        return str(tiny_distilled_path())
+    if model == TINY_EDGE:
+        return str(tiny_edge_path())
     path = Path(model).expanduser()
     if path.exists():
-        if not (path / "model_index.json").is_file():
+        if not (path / "model_index.json").is_file() and not (path / DISTILLED_INDEX).is_file():
             raise ValidationError("model", f"{path} has no model_index.json, so it is not a diffusers checkpoint.",
                                   "point at the folder that holds model_index.json, or use a hub id / 'tiny'.")
         return str(path)

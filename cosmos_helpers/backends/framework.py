@@ -46,6 +46,8 @@ import numpy as np
 
 from .. import media
 from ..errors import BackendUnavailableError, FrameworkRunError, ValidationError
+from ..models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
+from ..models.tiny_edge import MODEL_NAME as TINY_EDGE
 from ..presets import SOUND_SAMPLE_RATE, bucket_of
 from ..progress import progress_bar
 from ..protocol import framework as fw
@@ -71,10 +73,10 @@ INSTALL_HELP = (
 def checkpoint_for(model: str) -> str:
     """The ``--checkpoint-path`` of a model: a framework checkpoint name, or a local folder's absolute path."""
     model = str(model)
-    if model == "tiny":
-        raise ValidationError("model", "the framework cannot run this project's embedded tiny model (random weights "
-                              "in diffusers' format).", "use profile 'nano', 'super' or 'edge' (or a model such as "
-                              "nvidia/Cosmos3-Nano), or run on diffusers.")
+    if model in ("tiny", TINY_DISTILLED, TINY_EDGE):
+        raise ValidationError("model", f"the framework cannot run this project's embedded {model} model (random "
+                              "weights in diffusers' format).", "use profile 'nano', 'super' or 'edge' (or a model "
+                              "such as nvidia/Cosmos3-Nano), or run on diffusers.")
     if model in fw.CHECKPOINTS:
         return fw.CHECKPOINTS[model]
     if model in fw.CHECKPOINTS.values():
@@ -358,13 +360,13 @@ def request_payload(request: GenerationRequest, *, name: str, image_dir: str | o
         payload["negative_prompt"] = negative
     payload.update(resolution=tier, aspect_ratio=aspect, fps=int(request.fps), num_steps=request.num_inference_steps,
                    guidance=request.guidance_scale, shift=request.flow_shift, seed=request.seed)
-    if request.mode != "text2image":
+    if not request.is_image:
         payload["num_frames"] = request.num_frames
     if request.sound:
         payload["enable_sound"] = True
     if request.guidance_interval is not None:
         payload["guidance_interval"] = list(fw.to_strict(request.guidance_interval))
-    if request.mode == "image2video":
+    if request.mode in ("image2video", "image2image"):
         payload["vision_path"] = _media_path(request.image, request, Path(image_dir), ".png")
     if request.mode == "video2video":
         payload["vision_path"] = _media_path(request.video, request, Path(image_dir), ".mp4")

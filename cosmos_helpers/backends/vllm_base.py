@@ -31,6 +31,7 @@ import numpy as np
 from .. import media
 from ..errors import (BackendUnavailableError, ConnectionLostError, GenerationTimeoutError, JobFailedError,
                       OutputExistsError, ServerError, ValidationError)
+from ..limits import check_backend_mode
 from ..presets import PROFILES, SOUND_SAMPLE_RATE
 from ..protocol import vllm_omni as proto
 from ..request import GenerationRequest
@@ -331,6 +332,7 @@ def check_request(request: Any, *, job: bool = False) -> None:
     if not isinstance(request, GenerationRequest):
         raise ValidationError("request", f"expected a GenerationRequest, got {type(request).__name__}.",
                               "build one with GenerationRequest(mode=..., prompt=...).")
+    check_backend_mode(request, BACKEND_NAME)
     if job and request.mode == "text2image":
         raise ValidationError("mode", f"asynchronous jobs make videos; text2image uses {proto.IMAGES}.",
                               "call generate() for images.")
@@ -338,6 +340,12 @@ def check_request(request: Any, *, job: bool = False) -> None:
 
 def check_checkpoint(request: GenerationRequest, names: set[Any]) -> None:
     """Refuse what the served checkpoint's pipeline refuses (it would, only once the request was queued)."""
+    distilled = next((p for p in PROFILES.values() if p.distilled and p.model in names), None)
+    if distilled is not None and not PROFILES[request.profile].distilled:
+        raise ValidationError("profile", f"the server runs the distilled {distilled.model}, which would silently "
+                              f"override this request's guidance {request.guidance_scale:g} and "
+                              f"{request.num_inference_steps} steps with its fixed schedule.",
+                              f"use GenerationRequest(..., profile={distilled.name!r}).")
     if proto.EDGE_MODEL not in names:
         return
     asked = {"sound": ("sound", "sound=True", request.sound),

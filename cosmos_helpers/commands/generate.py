@@ -14,14 +14,15 @@ from ..workflow import generate_and_save
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_argument_group("what to generate")
-    what.add_argument("--mode", default="text2video", help="text2image | text2video | image2video | video2video")
+    what.add_argument("--mode", default="text2video",
+                      help="text2image | text2video | image2video | video2video | image2image (framework only)")
     prompt = what.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt", help="prompt text")
     prompt.add_argument("--prompt-file", type=Path, help="prompt .json caption or .txt file")
     negative = what.add_mutually_exclusive_group()
     negative.add_argument("--negative-prompt", default=None, help="negative prompt text (default: the backend's)")
     negative.add_argument("--negative-prompt-file", type=Path, help="negative prompt .json caption or .txt file")
-    what.add_argument("--image", type=Path, help="conditioning image (image2video)")
+    what.add_argument("--image", type=Path, help="conditioning image (image2video, image2image)")
     what.add_argument("--video", type=Path, help="conditioning video (video2video)")
     what.add_argument("--sound", action="store_true", help="also generate a 48 kHz stereo soundtrack")
     model = parser.add_argument_group("model and settings (default: the profile's)")

@@ -24,6 +24,7 @@ from ..prompts import parse_caption
 from ..protocol import vllm_omni as vo
 from ..request import GenerationRequest
 from . import references
+from .distilled import as_served
 from .errors import bad_request, value_error
 from .limits import ServerLimits
 from .references import Reference, TransferInputs, Uploads
@@ -148,14 +149,14 @@ def _generation(req: VideoRequest, prompt: str, negative: str, extra: dict[str, 
             raise value_error("num_frames: a 1-frame video cannot carry sound; send num_frames (e.g. 189).",
                               param="num_frames")
         generate = "text2image"  # one frame, made with the video settings and returned as a 1-frame MP4
-    return GenerationRequest(
+    return GenerationRequest(**as_served(state.model, dict(
         mode=generate, width=width, height=height, num_frames=None if generate == "text2image" else num_frames,
         fps=req.fps or defaults["fps"], seed=_given(req.seed, random.randint(0, vo.VIDEO_SEED_MAX)),
         flow_shift=_given(_number(extra, "flow_shift"), _given(req.flow_shift, defaults["flow_shift"])),
         sound=sound, image=image, video=reference.video if mode == "video2video" else None,
         condition_frames=_condition_frames(extra.get("condition_frame_indexes_vision")),
         condition_video_keep=extra.get("condition_video_keep") or vo.GENERATION_EXTRA["condition_video_keep"],
-        **_shared(req, prompt, negative, extra, mode, defaults, state))
+        **_shared(req, prompt, negative, extra, mode, defaults, state))))
 
 
 def image_task(req: ImageRequest, state: ServerState) -> ImageTask:
@@ -167,11 +168,11 @@ def image_task(req: ImageRequest, state: ServerState) -> ImageTask:
     width, height = parse_size(req.size) if req.size is not None else (defaults["width"], defaults["height"])
     check_pixels(width, height, state.limits)
     fmt = (req.output_format or "png").lower()
-    request = GenerationRequest(
+    request = GenerationRequest(**as_served(state.model, dict(
         mode="text2image", width=width, height=height,
         flow_shift=_given(req.flow_shift, _given(_number(extra, "flow_shift"), defaults["flow_shift"])),
         seed=_given(req.seed, random.randint(0, vo.IMAGE_SEED_MAX)), sound=_sound(False, extra),
-        **_shared(req, prompt, negative, extra, "text2image", defaults, state))
+        **_shared(req, prompt, negative, extra, "text2image", defaults, state))))
     return ImageTask(req, request, fmt if fmt in vo.IMAGE_OUTPUT_FORMATS else "jpeg")
 
 

@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import ValidationError
+from ..limits import check_mode
 from ..presets import MODES, VIDEO_SIZES, get_profile, model_for, normalize_tier
 from ..protocol import framework as fw
 
@@ -235,8 +236,9 @@ class _Resolver:
 
     def _profile(self) -> None:
         mode = PROFILE_MODES.get(self.mode, self.mode)
-        if self.profile is None or not self.fill or mode not in MODES:
-            return
+        if self.profile is None or not self.fill or mode not in MODES or mode == "image2image":
+            return  # an edit keeps the input image's size, as in the framework (see _model_config)
+        check_mode(self.profile, mode)  # a variant's checkpoint runs only its own modes
         d, source = self.profile.defaults(mode), f"profile {self.profile.name}"
         fills = {"resolution": d.tier, "num_steps": d.num_inference_steps}
         if self._plain_video():

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import CosmosHelpersError, ValidationError
 from ..presets import ASPECT_RATIOS, DEFAULT_PROFILE, MODES, TIERS, get_profile
-from ..request import MAX_GUIDANCE, MAX_STEPS, GenerationRequest
+from ..request import IMAGE_MODES, MAX_GUIDANCE, MAX_STEPS, GenerationRequest
 from .context import is_static
 from .viewers import show
 
@@ -101,9 +101,9 @@ class GenerateForm:
 
     def _sync_mode(self) -> None:
         mode = self.mode.value
-        self.num_frames.disabled = mode == "text2image"
-        self.sound.disabled = mode == "text2image"
-        self.image.layout.display = None if mode in ("image2video", "video2video") else "none"
+        self.num_frames.disabled = mode in IMAGE_MODES
+        self.sound.disabled = mode in IMAGE_MODES
+        self.image.layout.display = None if mode in ("image2video", "video2video", "image2image") else "none"
 
     def request(self):
         """The :class:`GenerationRequest` the form describes (raises :class:`ValidationError`)."""
@@ -114,11 +114,11 @@ class GenerateForm:
                       guidance_scale=float(self.guidance_scale.value), seed=int(self.seed.value))
         if "width" not in values and "height" not in values:
             values["tier"] = self.tier.value
-        if mode != "text2image":
+        if mode not in IMAGE_MODES:
             values["num_frames"] = int(self.num_frames.value)
             values["sound"] = bool(self.sound.value)
         media_path = self.image.value.strip()
-        if mode == "image2video":
+        if mode in ("image2video", "image2image"):
             values["image"] = media_path or None
         elif mode == "video2video":
             values["video"] = media_path or None

@@ -178,7 +178,11 @@ def test_what_an_edge_checkpoint_refuses_is_refused_before_sending(served, root,
     """Cosmos3-Edge's pipeline refuses sound and video2video only once the request is queued (a 500)."""
     server = FakeServer(served=served, root=root)
     client = client_for(server)
-    small = dict(profile="edge", tier="256", num_frames=9)
+    # profile="edge" refuses sound when the request is built; a base profile's request sent to Edge by model=
+    # is refused by the client against the served checkpoint
+    with pytest.raises(ValidationError, match="no sound pathway"):
+        req(sound=True, profile="edge")
+    small = dict(profile="nano", model=proto.EDGE_MODEL, tier="256", num_frames=9)
     for request, field in ((req(sound=True, **small), "sound"), (req("video2video", video=rgb_video, **small), "mode")):
         with pytest.raises(ValidationError) as caught:
             client.generate(request)

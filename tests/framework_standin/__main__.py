@@ -3,7 +3,9 @@
 A test double of the inference CLI's *command-line contract*, so :class:`cosmos_helpers.backends.framework.
 FrameworkBackend` can be driven end to end on a CPU machine without a framework checkout. It is honest about what
 it is: it always runs the embedded **tiny** random weights, whatever ``--checkpoint-path`` names (its banner says
-so), with that checkpoint's defaults, and it never shrinks what an input asks for (tests give it small inputs).
+so), with that checkpoint's defaults (a distilled 4-step checkpoint: the tiny weights in the distilled format, on
+the fixed schedule with guidance 1, as the framework runs one), and it never shrinks what an input asks for
+(tests give it small inputs).
 
 * flags: a subset of the real ones (checked against ``tests/contracts/fixtures``): ``-i/--input-files`` (files),
   ``-o/--output-dir``, ``--checkpoint-path``, the sample overrides ``--seed``, ``--resolution``, ``--num-steps``,
@@ -75,6 +77,7 @@ def read_inputs(paths: list[Path]) -> list[tuple[dict, Path, str]]:
 def run_one(item: dict, path: Path, name: str, args: argparse.Namespace) -> Path:
     from cosmos_helpers import DiffusersBackend, media
     from cosmos_helpers.protocol import framework as fw
+    from cosmos_helpers.protocol import variants
     from cosmos_helpers.specs import Sample
     from cosmos_helpers.specs.runs import SampleRun, check_backend, given_fields, localize
     from cosmos_helpers.transfer.runner import execute
@@ -86,7 +89,13 @@ def run_one(item: dict, path: Path, name: str, args: argparse.Namespace) -> Path
     # guardrails: the flag given, else the framework's default (on): the tiny diffusers run honours them too
     resolved = sample.resolved(model=hub, overrides=overrides, output_dir=folder, guardrails=args.guardrails)
     check_backend(sample, resolved, "diffusers", given_fields(sample, overrides))
-    resolved = dataclasses.replace(localize(resolved, progress=False), model="tiny", profile="tiny")
+    if hub in variants.DISTILLED_CHECKPOINTS:  # the tiny weights in the distilled format; the framework samples a
+        # distilled checkpoint on its fixed schedule with guidance 1, whatever the sample says (inference.py:1575-1580)
+        resolved = dataclasses.replace(localize(resolved, progress=False), model="tiny-distilled",
+                                       profile="tiny-distilled", num_steps=len(variants.DISTILLED_T_LIST),
+                                       guidance=variants.DISTILLED_GUIDANCE, shift=variants.DISTILLED_SHIFT)
+    else:
+        resolved = dataclasses.replace(localize(resolved, progress=False), model="tiny", profile="tiny")
     run = SampleRun.create(sample, resolved, overrides)
 
     def step(done: int, total: int) -> None:

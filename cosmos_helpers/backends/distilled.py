@@ -1,0 +1,133 @@
+"""The few-step (distilled) Cosmos3 path of :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend`.
+
+A distilled checkpoint is a diffusers *modular* pipeline (``Cosmos3DistilledBlocks``): its fixed schedule is the
+pipeline config's ``distilled_sigmas``, its scheduler a stochastic flow-matching Euler, and it takes no guidance,
+negative prompt or sound (``protocol.variants``). So it is loaded with ``ModularPipeline.from_pretrained`` and
+called with only what it accepts; the request model has already refused the rest (``limits``). The scheduler is
+the checkpoint's own: no backend scheduler, shift or fast path is lent to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..errors import ValidationError
+from ..models.tiny_distilled import INDEX_FILE, MODEL_NAME
+from ..presets import get_profile
+from ..protocol import variants
+from ..request import GenerationRequest
+
+DIFFUSERS_MODES = variants.DISTILLED_MODES["diffusers"]
+
+
+def is_distilled_model(model: str) -> bool:
+    """The embedded distilled stand-in, a published 4-step hub id, or a folder holding a distilled modular index."""
+    if model == MODEL_NAME or model in variants.DISTILLED_CHECKPOINTS:
+        return True
+    index = Path(model).expanduser() / INDEX_FILE
+    if not index.is_file():
+        return False
+    return json.loads(index.read_text()).get("_blocks_class_name") == variants.DISTILLED_BLOCKS
+
+
+def check_request(request: GenerationRequest, *, scheduler: Any, fast: Any) -> None:
+    """Refuse, before loading, what the distilled pipeline cannot run as the request says."""
+    profile = get_profile(request.profile)
+    if not profile.distilled:
+        raise ValidationError("model", f"{request.model!r} is a distilled (few-step) checkpoint, but profile "
+                              f"{profile.name!r} resolves steps, guidance and shift for a base model.",
+                              "use a distilled profile ('tiny-distilled', 'super-t2i-4step', 'super-i2v-4step').")
+    if request.mode not in DIFFUSERS_MODES:
+        raise ValidationError("mode", f"diffusers' distilled blocks run {', '.join(DIFFUSERS_MODES)}, not "
+                              f"{request.mode}.", "use one of those modes.")
+    if scheduler is not None:
+        raise ValidationError("scheduler", "a distilled checkpoint samples with its own fixed-schedule scheduler.",
+                              "use DiffusersBackend() without scheduler= for distilled profiles.")
+    if fast:
+        raise ValidationError("fast", "the fast path is built for the base pipeline, not the distilled blocks.",
+                              "use DiffusersBackend(fast=False) for distilled profiles.")
+
+
+def check_base_request(request: GenerationRequest) -> None:
+    """A base checkpoint cannot follow a distilled profile's fixed schedule."""
+    profile = get_profile(request.profile)
+    if profile.distilled:
+        raise ValidationError("model", f"profile {profile.name!r} is distilled (a fixed {request.num_inference_steps}"
+                              f"-step schedule, no guidance) but {request.model!r} is a base checkpoint.",
+                              f"drop model= (the profile's is {profile.model}), or use a base profile.")
+
+
+def load(source: str, **kwargs: Any):
+    """``ModularPipeline.from_pretrained`` + ``load_components`` (dtype / device_map / token as for the base)."""
+    from diffusers.modular_pipelines import ModularPipeline
+
+    token = kwargs.pop("token", None)
+    pipe = ModularPipeline.from_pretrained(source, **({"token": token} if token else {}))
+    pipe.load_components(**kwargs)
+    _quiet(pipe._blocks)
+    return pipe
+
+
+def _quiet(block) -> None:
+    """No tqdm bar from the denoise loop, however deep it is nested (the backend shows its own)."""
+    if hasattr(block, "set_progress_bar_config"):
+        block.set_progress_bar_config(disable=True)
+    for child in getattr(block, "sub_blocks", {}).values():
+        _quiet(child)
+
+
+def call_kwargs(request: GenerationRequest) -> dict[str, Any]:
+    """The distilled pipeline's inputs: the request's sizes, frames, fps, prompt options and conditioning."""
+    from .. import media
+
+    kwargs: dict[str, Any] = dict(prompt=request.prompt_text(), num_frames=request.num_frames,
+                                  height=request.height, width=request.width, fps=request.fps,
+                                  num_inference_steps=request.num_inference_steps)
+    if request.use_system_prompt is not None:
+        kwargs["use_system_prompt"] = request.use_system_prompt
+    for name in ("add_resolution_template", "add_duration_template"):
+        if request.is_structured:
+            kwargs[name] = False
+        elif getattr(request, name) is not None:
+            kwargs[name] = getattr(request, name)
+    if request.mode == "image2video":
+        kwargs["image"] = request.conditioning_image()
+    elif request.mode == "video2video":
+        frames = media.fit_to_bucket(request.conditioning_video(), request.width, request.height)
+        kwargs["video"] = [media.load_image(frame) for frame in frames]
+        if request.condition_frames is not None:
+            kwargs["condition_frame_indexes_vision"] = list(request.condition_frames)
+        if request.condition_video_keep is not None:
+            kwargs["condition_video_keep"] = request.condition_video_keep
+    return kwargs
+
+
+@contextlib.contextmanager
+def counting_steps(pipe, on_step: Callable[[int], None]) -> Iterator[None]:
+    """Report each scheduler step (the modular loop has no step callback) for the length of one call."""
+    scheduler = pipe.scheduler
+    step = scheduler.step
+
+    def counted(*args: Any, **kwargs: Any):
+        out = step(*args, **kwargs)
+        on_step(scheduler.step_index or 0)
+        return out
+
+    scheduler.step = counted
+    try:
+        yield
+    finally:
+        del scheduler.step  # the class's method again
+
+
+def denoise(pipe, request: GenerationRequest, on_step: Callable[[int], None]):
+    """Run one request; returns the frames (``output_type='np'``) and the schedule's timesteps."""
+    import torch
+
+    with counting_steps(pipe, on_step), torch.inference_mode():
+        frames = pipe(**call_kwargs(request), generator=torch.Generator("cpu").manual_seed(request.seed),
+                      output="videos", output_type="np")
+    return frames, [round(float(t), 3) for t in pipe.scheduler.timesteps]

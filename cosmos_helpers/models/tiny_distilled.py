@@ -1,0 +1,69 @@
+"""The embedded tiny Cosmos3 in the *distilled* checkpoint format, for CPU runs and CI of the few-step path.
+
+The same random weights as :mod:`cosmos_helpers.models.tiny`, saved the way diffusers 0.42.1 expects a distilled
+checkpoint: a modular pipeline of ``Cosmos3DistilledBlocks`` whose ``modular_model_index.json`` carries the
+fixed schedule (``distilled_sigmas``, the published 4-step ``t_list``) and a stochastic
+``FlowMatchEulerDiscreteScheduler`` with shift 1, as the framework's converter exports one
+(``protocol.variants``). It is loaded with ``ModularPipeline.from_pretrained`` like a real 4-step checkpoint,
+so the backend's distilled path is the one a GPU host runs. Random weights were not distilled: pictures are noise.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..protocol import variants
+from .tiny import TINY_FORMAT_VERSION, _make_deterministic, build_tiny_pipeline, cache_root
+
+MODEL_NAME = "tiny-distilled"
+INDEX_FILE = "modular_model_index.json"
+
+
+def tiny_distilled_path(seed: int = 0, root: str | Path | None = None) -> Path:
+    """The folder of the tiny distilled model for ``seed``, building it first if it is not there yet."""
+    base = Path(root) if root is not None else cache_root()
+    target = base / f"tiny-cosmos3-distilled-v{TINY_FORMAT_VERSION}-seed{seed}"
+    if (target / INDEX_FILE).is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        build_tiny_distilled_pipeline(seed).save_pretrained(str(staging), overwrite_modular_index=True)
+        _relocatable(staging / INDEX_FILE)
+        _make_deterministic(staging)
+        try:
+            staging.rename(target)
+        except OSError:
+            if not (target / INDEX_FILE).is_file():  # lost a race with another builder: theirs is identical
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def build_tiny_distilled_pipeline(seed: int = 0, sigmas: tuple[float, ...] = variants.DISTILLED_T_LIST):
+    """The tiny weights as a distilled modular pipeline in memory (no guardrails, fixed ``sigmas``)."""
+    from diffusers import FlowMatchEulerDiscreteScheduler
+    from diffusers.modular_pipelines import Cosmos3DistilledBlocks
+
+    base = build_tiny_pipeline(seed)
+    pipe = Cosmos3DistilledBlocks().init_pipeline()
+    scheduler = FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=variants.DISTILLED_SHIFT,
+                                                stochastic_sampling=variants.DISTILLED_SAMPLE_TYPE == "sde")
+    pipe.update_components(text_tokenizer=base.text_tokenizer, vae=base.vae, transformer=base.transformer,
+                           scheduler=scheduler)
+    pipe.register_to_config(distilled_sigmas=[float(s) for s in sigmas], enable_safety_checker=False)
+    return pipe
+
+
+def _relocatable(index: Path) -> None:
+    """Components load from the folder itself (no absolute build path), so the folder can move and is identical
+    wherever it was built."""
+    data = json.loads(index.read_text())
+    for value in data.values():
+        if isinstance(value, list) and len(value) == 3 and isinstance(value[2], dict):
+            value[2]["pretrained_model_name_or_path"] = None
+    index.write_text(json.dumps(data))

@@ -1,0 +1,87 @@
+"""The Cosmos 3 variants beside Nano/Super (distilled few-step checkpoints, Edge, image editing): the one home for
+what the three upstream stacks do with them.
+
+Citations: ``fw`` = NVIDIA/cosmos-framework 5eee9ed (paths inside ``cosmos_framework/``), ``vo`` = the vllm-omni
+0.30.0 wheel (inside ``vllm_omni/diffusion/models/cosmos3/``), ``df`` = diffusers 0.42.1 (inside
+``diffusers/modular_pipelines/cosmos/``). ``tests/contracts/test_variant_facts.py`` reads the same facts from
+the fixtures that ``scripts/refresh_contracts.py`` generates from the real code.
+
+Distilled ("4-step") checkpoints
+    * fw ``inference/args.py:1239-1280``: ``Cosmos3-Super-Text2Image-4Step`` (resolution 768, shift 5, no sound)
+      and ``Cosmos3-Super-Image2Video-4Step`` (resolution 480, base_fps 16, no sound), both with
+      ``fixed_step_sampler_config.t_list=[1.0, 0.9375, 0.8333333333333334, 0.625]`` and ``sample_type=sde``.
+    * fw ``inference/inference.py:1575-1580``: a distilled model samples with its fixed-step sampler and guidance
+      1.0, *whatever the sample says* (``num_steps`` and ``guidance`` are silently ignored).
+    * fw ``scripts/_convert_model_to_diffusers.py:1584-1610``: the diffusers export is a
+      ``FlowMatchEulerDiscreteScheduler`` with ``shift=1.0`` and ``stochastic_sampling`` for ``sde``.
+    * df ``before_denoise.py:1344-1370`` (``Cosmos3DistilledSetTimestepsStep``): the step count is
+      ``len(distilled_sigmas)``; another ``num_inference_steps`` or a ``guidance_scale`` other than 1.0 raises
+      ``ValueError``. ``encoders.py:450-452``: no negative prompt (the unconditional text is empty).
+      ``modular_blocks_cosmos3_distilled.py:245-250``: workflows text2image, text2video, image2video,
+      video2video; no sound block.
+    * vo ``pipeline_cosmos3.py:998``: distilled = the scheduler class is ``FlowMatchEulerDiscreteScheduler``;
+      ``:1067-1078`` the schedule is the scheduler config's ``fixed_step_sampler_config.t_list``; ``:1842-1849``
+      ``num_inference_steps`` is ignored; ``:1864-1871`` a ``guidance_scale`` other than 1.0 is overridden to 1.0
+      with a warning and the negative prompt has no effect; ``:1929-1957`` only text2image and image2video (no
+      text2video, video2video, sound, transfer, action).
+
+Edge
+    * fw ``inference/configs/model/Cosmos3-Edge.yaml:111-113``: resolution 480, ``sound_gen: false``;
+      ``inference/args.py:1067-1072``: video defaults to 121 frames; the defaults files' guidance 6 / shift 10 apply.
+    * vo ``pipeline_cosmos3.py:194-199``: Edge's *own* vLLM-Omni defaults differ (video 832x480, guidance 5,
+      shift 3; image 640x640); ``:1959-1973`` it refuses sound, transfer and video2video.
+    * Edge's backbone is Nemotron dense (vo ``transformer_cosmos3_edge.py:27`` ``cosmos3_edge_nemotron_dense``);
+      df ``models/transformers/transformer_cosmos3.py:305-322`` builds it in ``Cosmos3OmniTransformer`` from
+      ``hidden_act="relu2"`` (Nemotron RMS norms). fw ``scripts/_convert_model_to_diffusers.py:1612-1624`` exports
+      Edge with a ``Cosmos3EdgeUniPCMultistepScheduler``, which df 0.42.1 does not have (whether the published Edge
+      checkpoint loads in 0.42.1 cannot be checked offline; our backend lends its own scheduler either way).
+
+Image to image (image editing)
+    * fw ``inference/args.py:160`` ``ModelMode.IMAGE2IMAGE``; ``inference/inference.py:619-639`` builds an
+      image-edit batch from ``vision_path``; ``inference/defaults/image2image/sample_args.json``: 35 steps,
+      guidance 6, shift 5. ``args.py:524-527``: without a resolution the output keeps the input image's size.
+    * df 0.42.1: no image-edit workflow (``Cosmos3OmniPipeline`` and the modular blocks' workflow maps know
+      text2image / text2video / image2video / video2video only).
+    * vo 0.30.0: ``pipeline_cosmos3.py:3724-3820``: an image request has no image input (a conditioning image is
+      only read for video outputs); there is no image-edit path.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Mapping
+
+# fw args.py:1257-1258 / :1276-1277: the published fixed-step schedule (flow sigmas, first to last step).
+DISTILLED_T_LIST: tuple[float, ...] = (1.0, 0.9375, 0.8333333333333334, 0.625)
+DISTILLED_SAMPLE_TYPE = "sde"
+DISTILLED_GUIDANCE = 1.0  # guidance is baked into the weights (fw inference.py:1578, df before_denoise.py:1360)
+# the exported scheduler's shift: the sigmas are used as they are (fw scripts/_convert_model_to_diffusers.py:1595)
+DISTILLED_SHIFT = 1.0
+DISTILLED_SCHEDULER = "FlowMatchEulerDiscreteScheduler"  # vo pipeline_cosmos3.py:201
+DISTILLED_BLOCKS = "Cosmos3DistilledBlocks"  # df modular_pipeline.py:138
+# hub id -> (framework checkpoint name, its resolution, the one mode it is published for)
+DISTILLED_CHECKPOINTS: Mapping[str, tuple[str, str, str]] = MappingProxyType({
+    "nvidia/Cosmos3-Super-Text2Image-4Step": ("Cosmos3-Super-Text2Image-4Step", "768", "text2image"),
+    "nvidia/Cosmos3-Super-Image2Video-4Step": ("Cosmos3-Super-Image2Video-4Step", "480", "image2video"),
+})
+# The modes each stack runs a distilled checkpoint in.
+DISTILLED_MODES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "diffusers": ("text2image", "text2video", "image2video", "video2video"),
+    "vllm-omni": ("text2image", "image2video"),
+    "framework": ("text2image", "image2video"),  # the two published checkpoints' modes
+})
+
+# Edge, as vLLM-Omni fills in what a request leaves out (vo pipeline_cosmos3.py:194-199); the framework's are
+# the defaults files' (protocol.framework.MODE_DEFAULTS) at 480 with 121 video frames.
+EDGE_VLLM_DEFAULTS: Mapping[str, object] = MappingProxyType({
+    "video_size": (832, 480), "image_size": (640, 640), "guidance_scale": 5.0, "flow_shift": 3.0})
+EDGE_SOUND = False  # fw Cosmos3-Edge.yaml:113 sound_gen: false; vo pipeline_cosmos3.py:1968-1969
+
+# Which backend runs image2image, and why the others cannot.
+IMAGE2IMAGE_BACKENDS: tuple[str, ...] = ("framework",)
+IMAGE2IMAGE_REFUSAL: Mapping[str, str] = MappingProxyType({
+    "diffusers": "diffusers 0.42.1 has no Cosmos3 image-edit workflow (its pipelines know text2image, text2video, "
+                 "image2video and video2video only)",
+    "vllm-omni": "vLLM-Omni 0.30.0's Cosmos3 pipeline has no image-edit path (an image request takes no input "
+                 "image)",
+})

@@ -1,6 +1,7 @@
 """The action fields of a :class:`~cosmos_helpers.request.GenerationRequest`, checked as a person would check them.
 
-An action run is sized by its conditioning media and an action tier (``protocol.action.RESOLUTION_BINS``), and
+An action run is sized by its conditioning media and an action tier (``protocol.action.output_size``: fitted into
+the tier's canvas, never upscaled), and
 its length by the action chunk: ``num_frames = chunk + 1``. Every upstream stack pads a short trajectory with its
 last row and cuts a long one without a word; here a trajectory whose length or width does not fit is refused,
 naming the numbers and the fix, before any model loads.
@@ -74,7 +75,7 @@ def resolve(request: Any, defaults: Any) -> dict[str, Any]:
                               "(the model pads it into the tier's closest-ratio canvas).",
                               f"drop {name}=; choose tier= one of {', '.join(proto.TIERS)}.")
     values["tier"] = tier
-    values["height"], values["width"] = proto.closest_bin(tier, height, width)
+    values["height"], values["width"] = proto.output_size(tier, height, width)
     values["actions"] = _actions(request, embodiment)
     return values
 

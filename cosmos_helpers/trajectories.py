@@ -147,16 +147,23 @@ def pose_deltas(translations: np.ndarray, rotations: np.ndarray, grasp: np.ndarr
     return np.concatenate(parts, axis=-1).astype(np.float32)
 
 
-def integrate(actions: np.ndarray) -> np.ndarray:
-    """Absolute positions ``(T + 1, 3)`` from the start, chaining each row's pose delta (in the moving frame)."""
+def integrate_poses(actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Absolute poses from the start: positions ``(T + 1, 3)`` and rotations ``(T + 1, 3, 3)``, chaining each row's
+    pose delta (translation and rotation in the moving frame)."""
     a = np.asarray(actions, dtype=np.float64)
     position, rotation = np.zeros(3), np.eye(3)
-    path = [position.copy()]
+    positions, rotations = [position], [rotation]
     for row in a:
         position = position + rotation @ row[proto.TRANSLATION]
         rotation = rotation @ rot6d_to_matrix(row[proto.ROTATION_6D])
-        path.append(position.copy())
-    return np.asarray(path)
+        positions.append(position)
+        rotations.append(rotation)
+    return np.asarray(positions), np.asarray(rotations)
+
+
+def integrate(actions: np.ndarray) -> np.ndarray:
+    """Absolute positions ``(T + 1, 3)`` from the start (:func:`integrate_poses`)."""
+    return integrate_poses(actions)[0]
 
 
 def step_errors(predicted: np.ndarray, given: np.ndarray) -> dict[str, np.ndarray]:

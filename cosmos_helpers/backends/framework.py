@@ -282,7 +282,7 @@ class FrameworkBackend:
         else:
             frames, fps, sound, rate = media.read_image(path)[None], float(run.payload.get("fps") or 24), None, None
         controls = {p.stem.removeprefix("control_"): str(p) for p in sorted(path.parent.glob("control_*"))}
-        return Generation(
+        return Generation(actions=predicted_actions(path.parent),
             frames=frames, fps=fps, seed=run.seed, sound=sound,
             sample_rate=rate or SOUND_SAMPLE_RATE, backend=self.name, model=str(model),
             timings={"total_s": time.perf_counter() - started}, finished=FinishedFile(path.suffix, path=path),
@@ -328,6 +328,20 @@ class FrameworkBackend:
         if code != 0:
             raise FrameworkRunError(f"the Cosmos Framework run exited with code {code} (full log: {log_path}). "
                                     "Log tail:\n" + "\n".join(tail))
+
+
+def predicted_actions(sample_dir: Path) -> np.ndarray | None:
+    """The trajectory an action sample predicted: ``sample_outputs.json`` ``outputs[0].content.action``, already cut
+    to the embodiment's width (inference.py:1796-1806)."""
+    path = sample_dir / fw.SAMPLE_OUTPUTS
+    if not path.is_file():
+        return None
+    outputs = json.loads(path.read_text(encoding="utf-8")).get("outputs") or [{}]
+    action = (outputs[0].get("content") or {}).get("action")
+    if action is None:
+        return None
+    array = np.asarray(action, dtype=np.float32)
+    return array.reshape(-1, array.shape[-1])
 
 
 def _collect(run: FrameworkRun, log_path: Path) -> Path:

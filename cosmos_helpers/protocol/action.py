@@ -119,3 +119,14 @@ def closest_bin(tier: str, height: int, width: int) -> tuple[int, int]:
     bins = RESOLUTION_BINS[str(tier)]
     key = min(bins, key=lambda r: abs(float(r) - ratio))
     return bins[key]
+
+
+def output_size(tier: str, height: int, width: int, spatial: int = 16) -> tuple[int, int]:
+    """``(height, width)`` of the video an action run makes from a ``height x width`` input: the input is scaled
+    down (never up) into the closest canvas, padded, and the padding dropped again after denoising, down to whole
+    latent pixels (diffusers ``_prepare_action_video_conditioning`` :704-752 and
+    ``_remove_action_video_padding_from_latent`` :754-770)."""
+    target_h, target_w = closest_bin(tier, height, width)
+    scale = min(target_w / width, target_h / height, 1.0)
+    content_h, content_w = max(1, int(scale * height + 0.5)), max(1, int(scale * width + 0.5))
+    return max(content_h // spatial, 1) * spatial, max(content_w // spatial, 1) * spatial

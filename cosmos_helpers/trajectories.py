@@ -97,8 +97,8 @@ def matrix_to_rot6d(matrix: np.ndarray) -> np.ndarray:
 
 def matrix_to_quaternion(matrix: np.ndarray) -> np.ndarray:
     """``(..., 3, 3)`` -> unit quaternions ``(..., 4)`` as ``(x, y, z, w)`` with ``w >= 0``."""
-    m = np.asarray(matrix, dtype=np.float64)
-    flat = m.reshape(-1, 3, 3)
+    matrices = np.asarray(matrix, dtype=np.float64)
+    flat = matrices.reshape(-1, 3, 3)
     out = np.empty((len(flat), 4))
     for i, r in enumerate(flat):
         trace = np.trace(r)
@@ -113,7 +113,7 @@ def matrix_to_quaternion(matrix: np.ndarray) -> np.ndarray:
             q[k], q[j], q[m], q[3] = 0.25 * s, (r[j, k] + r[k, j]) / s, (r[m, k] + r[k, m]) / s, (r[m, j] - r[j, m]) / s
         q = np.asarray(q) / np.linalg.norm(q)
         out[i] = -q if q[3] < 0 else q
-    return out.reshape(m.shape[:-2] + (4,))
+    return out.reshape(matrices.shape[:-2] + (4,))
 
 
 def quaternion_to_matrix(quat: np.ndarray) -> np.ndarray:
@@ -182,3 +182,45 @@ def step_errors(predicted: np.ndarray, given: np.ndarray) -> dict[str, np.ndarra
     if p.shape[1] > proto.POSE_DIM:
         errors["grasp"] = np.abs(p[:, proto.POSE_DIM:] - g[:, proto.POSE_DIM:]).mean(axis=-1)
     return errors
+
+
+# ---------------------------------------------------------------------------------------------- normalisation
+
+
+def normalize(actions: np.ndarray, stats: dict[str, Any], method: str = "quantile") -> np.ndarray:
+    """Scale raw actions as the framework's training data was (``protocol.action.NORMALIZATION``): ``quantile``
+    maps ``q01..q99`` to -1..1, ``minmax`` ``min..max`` to -1..1, ``meanstd`` standardises. Inference takes raw
+    actions (the framework passes no normaliser at inference), so this is for comparing with training data."""
+    a = np.asarray(actions, dtype=np.float64)
+    if method == "meanstd":
+        return ((a - _stat(stats, "mean", a)) / np.maximum(_stat(stats, "std", a), 1e-8)).astype(np.float32)
+    lo, hi = _bounds(stats, method, a)
+    return (2.0 * (a - lo) / np.maximum(hi - lo, 1e-8) - 1.0).astype(np.float32)
+
+
+def denormalize(actions: np.ndarray, stats: dict[str, Any], method: str = "quantile") -> np.ndarray:
+    """The inverse of :func:`normalize`."""
+    a = np.asarray(actions, dtype=np.float64)
+    if method == "meanstd":
+        return (a * _stat(stats, "std", a) + _stat(stats, "mean", a)).astype(np.float32)
+    lo, hi = _bounds(stats, method, a)
+    return (0.5 * (a + 1.0) * (hi - lo) + lo).astype(np.float32)
+
+
+def _bounds(stats: dict[str, Any], method: str, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if method not in proto.NORMALIZATION:
+        raise ValidationError("method", f"unknown normalisation {method!r}.",
+                              f"use one of {', '.join(proto.NORMALIZATION)}.")
+    low, high = ("q01", "q99") if method == "quantile" else ("min", "max")
+    return _stat(stats, low, a), _stat(stats, high, a)
+
+
+def _stat(stats: dict[str, Any], key: str, a: np.ndarray) -> np.ndarray:
+    if key not in stats:
+        raise ValidationError("stats", f"the statistics have no {key!r} (they have {sorted(stats)}).",
+                              "pass the embodiment's normalizer stats file (q01/q99, min/max or mean/std).")
+    value = np.asarray(stats[key], dtype=np.float64)
+    if value.shape[-1] != a.shape[-1]:
+        raise ValidationError("stats", f"{key!r} has {value.shape[-1]} values; the rows have {a.shape[-1]}.",
+                              "use the statistics of this embodiment.")
+    return value

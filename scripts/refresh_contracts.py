@@ -356,6 +356,103 @@ def diffusers_contract() -> dict[str, Any]:
             "Cosmos3OmniPipeline.__init__": defaults(Cosmos3OmniPipeline.__init__)}
 
 
+# ---------------------------------------------------------------------------------------------- action facts
+
+_DIFFUSERS_ACTION_TABLES = ("_ACTION_RESOLUTION_BINS", "_ACTION_VIEWPOINT_TEMPLATES", "_EMBODIMENT_TO_DOMAIN_ID",
+                            "_EMBODIMENT_TO_RAW_ACTION_DIM")
+_FRAMEWORK_ACTION_FILES = ("cosmos_framework/data/generator/action/utils/domain_utils.py",
+                           "cosmos_framework/data/generator/action/action_normalization.py",
+                           "cosmos_framework/inference/args.py", "cosmos_framework/inference/action.py")
+_STATS_DIR = "cosmos_framework/data/generator/action/normalizer_stats"
+
+
+def action_contract(wheel: Path, framework: Path) -> dict[str, Any]:
+    """The action-mode facts of all three stacks, in one fixture (``cosmos_helpers/protocol/action.py``'s oracle).
+
+    ``framework`` is a checkout or a bare git directory (read at ``HEAD`` with ``git show``)."""
+    import diffusers
+
+    with tempfile.TemporaryDirectory(prefix="action-facts-") as folder:
+        root = Path(folder)
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(root / "wheel")
+        commit, files = _framework_files(framework, root / "framework")
+        return {"package": "action facts", "diffusers": {"version": diffusers.__version__, **_diffusers_action()},
+                "framework": {"commit": commit, **_framework_action(files)},
+                "vllm_omni": {"version": _wheel_version(wheel), **_vllm_action(root / "wheel")}}
+
+
+def _framework_files(source: Path, target: Path) -> tuple[str, dict[str, Path]]:
+    """The framework files the action facts are read from, as local paths, and the commit they are from."""
+    bare = not (source / "cosmos_framework").is_dir()
+    git = ["git", "--git-dir", str(source)] if bare else ["git", "-C", str(source)]
+    commit = subprocess.run([*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    names = subprocess.run([*git, "ls-tree", "-r", "--name-only", "HEAD", _STATS_DIR], capture_output=True,
+                           text=True, check=True).stdout.split()
+    files: dict[str, Path] = {}
+    for name in (*_FRAMEWORK_ACTION_FILES, *names):
+        if not bare:
+            files[name] = source / name
+            continue
+        files[name] = target / name
+        files[name].parent.mkdir(parents=True, exist_ok=True)
+        files[name].write_bytes(subprocess.run([*git, "show", f"HEAD:{name}"], capture_output=True,
+                                               check=True).stdout)
+    return commit, files
+
+
+def _diffusers_action() -> dict[str, Any]:
+    """The pipeline's action tables, ``CosmosActionCondition``'s fields, the modular action blocks with their
+    inputs, and the transformer parameters an action run needs (from a two-layer transformer built here)."""
+    import dataclasses
+
+    import torch
+    from diffusers import Cosmos3OmniTransformer
+    from diffusers.modular_pipelines.cosmos import modular_blocks_cosmos3 as blocks
+    from diffusers.pipelines.cosmos import pipeline_cosmos3_omni as pipeline
+
+    path = Path(pipeline.__file__)
+    condition = {f.name: (None if f.default is dataclasses.MISSING else f.default)
+                 for f in dataclasses.fields(pipeline.CosmosActionCondition)}
+    modular = {name: sorted(p.name for p in getattr(blocks, name)().inputs)
+               for name in sorted(dir(blocks)) if name.startswith("Cosmos3Action")}
+    torch.manual_seed(0)
+    transformer = Cosmos3OmniTransformer(hidden_size=32, intermediate_size=64, head_dim=16, num_attention_heads=2,
+                                         num_key_value_heads=1, num_hidden_layers=1, rope_axes_dim=[4, 2, 2],
+                                         vocab_size=64, action_gen=True, action_dim=64)
+    return {"tables": {name: _module_literal(path, name) for name in _DIFFUSERS_ACTION_TABLES},
+            "CosmosActionCondition": condition, "modular_action_blocks": modular,
+            "transformer_action_parameters": sorted(n for n, _ in transformer.named_parameters() if "action" in n),
+            "transformer_action_config": {k: v.default for k, v in inspect.signature(Cosmos3OmniTransformer)
+                                          .parameters.items() if "action" in k or "embodiment" in k}}
+
+
+def _framework_action(files: dict[str, Path]) -> dict[str, Any]:
+    domain = files[_FRAMEWORK_ACTION_FILES[0]]
+    normalization = files[_FRAMEWORK_ACTION_FILES[1]].read_text(encoding="utf-8")
+    args = files[_FRAMEWORK_ACTION_FILES[2]].read_text(encoding="utf-8")
+    model_mode = args[args.index("class ModelMode"):]
+    model_mode = model_mode[:model_mode.index("\nclass ", 1)]
+    modes = re.findall(r'^    ([A-Z0-9_]+) = "([a-z0-9_]+)"', model_mode, re.MULTILINE)
+    stats = {Path(name).stem: {key: len(values) for key, values in json.loads(path.read_text()).items()}
+             for name, path in files.items() if name.startswith(_STATS_DIR) and name.endswith(".json")}
+    return {"EMBODIMENT_TO_DOMAIN_ID": _module_literal(domain, "EMBODIMENT_TO_DOMAIN_ID"),
+            "EMBODIMENT_TO_RAW_ACTION_DIM": _module_literal(domain, "EMBODIMENT_TO_RAW_ACTION_DIM"),
+            "model_modes": dict(modes),
+            "normalization_methods": list(dict.fromkeys(re.findall(r'if method == "([a-z]+)"', normalization))),
+            "inference_action_normalizer": re.findall(r"action_normalizer=(\w+)",
+                                                      files[_FRAMEWORK_ACTION_FILES[3]].read_text(encoding="utf-8")),
+            "normalizer_stats_widths": stats}
+
+
+def _vllm_action(root: Path) -> dict[str, Any]:
+    action = root / "vllm_omni/diffusion/models/cosmos3/action.py"
+    namespace = _module_namespace(action)
+    return {"ACTION_MODES": sorted(namespace["ACTION_MODES"]),
+            "EMBODIMENT_TO_DOMAIN_ID": _module_literal(action, "EMBODIMENT_TO_DOMAIN_ID")}
+
+
 # ---------------------------------------------------------------------------------------------- main
 
 
@@ -381,7 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework-python", help="an interpreter that imports cosmos_framework "
                                                    "(default: <checkout>/.venv/bin/python)")
     parser.add_argument("--framework-commit", help="the checkout's commit, when it is not a git work tree")
-    parser.add_argument("--only", choices=("vllm-omni", "framework", "diffusers"), action="append")
+    parser.add_argument("--framework-git", type=Path, help="a cosmos-framework checkout or bare git directory, for "
+                                                            "the action facts (default: --framework)")
+    parser.add_argument("--only", choices=("vllm-omni", "framework", "diffusers", "action"), action="append")
     parser.add_argument("--out", type=Path, default=FIXTURES)
     args = parser.parse_args(argv)
     wanted = set(args.only or ("vllm-omni", "framework", "diffusers"))
@@ -399,7 +498,20 @@ def main(argv: list[str] | None = None) -> int:
     if "diffusers" in wanted:
         data = diffusers_contract()
         _write(f"diffusers-{data['version']}", data, args.out)
+    if "action" in wanted:
+        _write_action_facts(args, parser)
     return 0
+
+
+def _write_action_facts(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    framework = args.framework_git or args.framework
+    if framework is None:
+        parser.error("--framework-git (or --framework) is needed for the action facts (or --only another)")
+    with tempfile.TemporaryDirectory() as folder:
+        wheel = args.vllm_omni_wheel or _download_wheel(Path(folder))
+        data = action_contract(wheel, framework.resolve())
+    _write(f"action_facts-{data['diffusers']['version']}-{data['framework']['commit']}-"
+           f"{data['vllm_omni']['version']}", data, args.out)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ Sources, each checked against ``tests/contracts/fixtures/action_facts-*.json`` (
 * cosmos-framework 5eee9ed ``data/generator/action/utils/domain_utils.py`` (``EMBODIMENT_TO_DOMAIN_ID`` :6,
   ``EMBODIMENT_TO_RAW_ACTION_DIM`` :34), ``inference/action.py`` (the action file is a JSON ``[T][D]`` array,
   :56-58), ``inference/args.py`` (``ModelMode.WAM`` :168; sample fields :593-597),
-  ``data/generator/action/action_normalization.py`` (quantile to [-1, 1] :33-36, meanstd :37-38).
+  ``data/generator/action/action_normalization.py`` (quantile to [-1, 1] :33-36, meanstd :37-38, minmax :39-42;
+  used for training data only: inference passes ``action_normalizer=None``, inference/action.py:148).
 * vllm-omni 0.30.0 ``diffusion/models/cosmos3/action.py`` (``ACTION_MODES`` :20-28, ``EMBODIMENT_TO_DOMAIN_ID``
   :31) and ``pipeline_cosmos3.py`` (``extra_args`` keys; action defaults 30 steps, guidance 1.0, shift 5.0
   :3842-3844; policy / inverse dynamics need ``raw_action_dim`` :2644-2647).
@@ -71,9 +72,10 @@ FRAMEWORK_RAW_DIM: Mapping[str, int] = MappingProxyType({
     "embodiment_c_gripper": 29, "embodiment_c_gripper_ext": 29, "xdof_yam": 20, "molmoact2_yam": 20,
     "abc_yam": 20, "maniparena": 20, "robotwin": 14, "fractal": 10, "drawanything": 3, "behavior1k_lerobot": 23,
 })
-# vllm-omni action.py:31 (no width table: the client sends raw_action_dim).
+# vllm-omni action.py:31 (no width table: the client sends raw_action_dim): the framework's names without robotwin,
+# plus the older names galbot and agibot_gear_gripper(_ext).
 VLLM_DOMAIN_ID: Mapping[str, int] = MappingProxyType({
-    **{k: v for k, v in FRAMEWORK_DOMAIN_ID.items()}, "galbot": 9, "agibot_gear_gripper": 15,
+    **{k: v for k, v in FRAMEWORK_DOMAIN_ID.items() if k != "robotwin"}, "galbot": 9, "agibot_gear_gripper": 15,
     "agibot_gear_gripper_ext": 15,
 })
 # Every embodiment some backend can run, with its raw width (the two tables agree where both list one).
@@ -95,6 +97,9 @@ RESOLUTION_BINS: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType(
                              "1.7777777777777777": (1280, 720)}),
 })
 TIERS: tuple[str, ...] = tuple(RESOLUTION_BINS)
+# action_normalization.py:33-43 (training data only: inference/action.py:148 passes action_normalizer=None, so a
+# trajectory is given and predicted in raw units).
+NORMALIZATION: tuple[str, ...] = ("quantile", "meanstd", "minmax")
 # diffusers :220: the action model was trained with these framing sentences; "ego_view" is the default.
 VIEW_POINTS: tuple[str, ...] = ("ego_view", "third_person_view", "wrist_view", "concat_view")
 DEFAULT_VIEW_POINT = "ego_view"

@@ -1,0 +1,206 @@
+"""Action-conditioned generation: the upstream facts (against ``fixtures/action_facts-*.json``, read from the
+installed diffusers, the cosmos-framework checkout and the vllm-omni wheel), the request's checks, the trajectory
+helpers, and the three modes on the embedded tiny model in-process and through the framework stand-in."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cosmos_helpers import GenerationRequest
+from cosmos_helpers.action_samples import render_drive, sample_trajectory
+from cosmos_helpers.errors import ValidationError
+from cosmos_helpers.presets import ACTION_MODES, PROFILES
+from cosmos_helpers.protocol import action as proto
+from cosmos_helpers.protocol import framework as fw
+from cosmos_helpers.trajectories import (denormalize, integrate, load_trajectory, matrix_to_quaternion,
+                                         matrix_to_rot6d, normalize, quaternion_to_matrix, rot6d_to_matrix,
+                                         save_trajectory, step_errors, yaw_matrix)
+
+FIXTURE = json.loads(next((Path(__file__).parent / "contracts/fixtures").glob("action_facts-*.json")).read_text())
+START = render_drive(sample_trajectory("av", 8), 64, 48)  # 9 frames, 64x48: small, never upscaled
+
+
+# ---------------------------------------------------------------------------------------------- upstream facts
+
+
+@pytest.fixture(scope="module")
+def diffusers_backend():
+    from cosmos_helpers.backends.diffusers import DiffusersBackend
+
+    return DiffusersBackend(progress=False)
+
+
+
+def test_tables_are_the_upstream_ones():
+    tables = FIXTURE["diffusers"]["tables"]
+    assert dict(proto.DIFFUSERS_DOMAIN_ID) == tables["_EMBODIMENT_TO_DOMAIN_ID"]
+    assert dict(proto.DIFFUSERS_RAW_DIM) == tables["_EMBODIMENT_TO_RAW_ACTION_DIM"]
+    assert {t: {r: list(s) for r, s in b.items()} for t, b in proto.RESOLUTION_BINS.items()} == \
+        tables["_ACTION_RESOLUTION_BINS"]
+    assert set(proto.VIEW_POINTS) == set(tables["_ACTION_VIEWPOINT_TEMPLATES"])
+    assert proto.DEFAULT_VIEW_POINT == FIXTURE["diffusers"]["CosmosActionCondition"]["view_point"]
+    assert dict(proto.FRAMEWORK_DOMAIN_ID) == FIXTURE["framework"]["EMBODIMENT_TO_DOMAIN_ID"]
+    assert dict(proto.FRAMEWORK_RAW_DIM) == FIXTURE["framework"]["EMBODIMENT_TO_RAW_ACTION_DIM"]
+    assert dict(proto.VLLM_DOMAIN_ID) == FIXTURE["vllm_omni"]["EMBODIMENT_TO_DOMAIN_ID"]
+    assert sorted(proto.MODES) == FIXTURE["vllm_omni"]["ACTION_MODES"]
+    assert set(proto.FRAMEWORK_MODES.values()) <= set(FIXTURE["framework"]["model_modes"].values())
+    assert proto.NORMALIZATION == tuple(FIXTURE["framework"]["normalization_methods"])
+    assert FIXTURE["framework"]["inference_action_normalizer"] == ["None"]  # raw units at inference
+
+
+def test_embodiments_both_stacks_list_have_one_width():
+    both = set(proto.DIFFUSERS_RAW_DIM) & set(proto.FRAMEWORK_RAW_DIM)
+    assert all(proto.DIFFUSERS_RAW_DIM[e] == proto.FRAMEWORK_RAW_DIM[e] for e in both)
+    for name, widths in FIXTURE["framework"]["normalizer_stats_widths"].items():  # the training stats' widths
+        if name == "bridge_orig_lerobot_stats":
+            assert widths["q01"] == proto.RAW_DIM["bridge_orig_lerobot"]
+
+
+def test_tiny_has_the_transformer_parts_action_runs_need(diffusers_backend):
+    from cosmos_helpers.models.tiny import ACTION_CONFIG
+
+    model = diffusers_backend.pipeline("tiny").transformer
+    names = sorted(n for n, _ in model.named_parameters() if "action" in n)
+    assert names == FIXTURE["diffusers"]["transformer_action_parameters"]
+    assert ACTION_CONFIG["num_embodiment_domains"] > max(proto.DIFFUSERS_DOMAIN_ID.values())
+    assert ACTION_CONFIG["action_dim"] >= max(proto.DIFFUSERS_RAW_DIM.values())
+
+
+@pytest.mark.parametrize("size", [(48, 64), (180, 320), (720, 1280), (1000, 300), (256, 256)])
+def test_closest_canvas_is_diffusers_choice(size):
+    from diffusers.video_processor import VideoProcessor
+
+    for tier in proto.TIERS:
+        bins = {r: tuple(s) for r, s in proto.RESOLUTION_BINS[tier].items()}
+        assert proto.closest_bin(tier, *size) == VideoProcessor.classify_height_width_bin(*size, ratios=bins)
+
+
+# ---------------------------------------------------------------------------------------------- the request
+
+
+def _fd(**changes):
+    values = dict(mode="forward_dynamics", prompt="drive ahead", image=START[0], embodiment="av",
+                  actions=sample_trajectory("av", 8))
+    values.update(changes)
+    return GenerationRequest(**values)
+
+
+def test_a_trajectory_sets_the_length_and_the_start_image_the_size():
+    request = _fd()
+    assert (request.num_frames, request.tier, request.width, request.height) == (9, "256", 64, 48)
+    assert request.actions.shape == (8, 9) and request.is_action
+    assert _fd(actions=sample_trajectory("av", 16)).num_frames == 17
+    assert GenerationRequest(mode="wam", prompt="p", image=START[0], embodiment="umi").mode == "policy"
+    defaults = PROFILES["nano"].defaults("policy")
+    assert (defaults.num_inference_steps, defaults.guidance_scale, defaults.tier) == (30, 1.0, "256")
+    assert set(ACTION_MODES) <= set(PROFILES["tiny"].modes)
+
+
+BAD = [
+    ({"actions": np.zeros((8, 10))}, "actions", "av actions have 9"),
+    ({"actions": np.zeros((7, 9))}, "actions", "4 or 8 steps"),
+    ({"actions": np.zeros((8, 9)), "num_frames": 17}, "actions", "give 16 rows"),
+    ({"actions": np.where(np.eye(8, 9) > 0, np.nan, 0.0)}, "actions", "row 0, value 0 is nan"),
+    ({"actions": np.zeros(8)}, "actions", "(T, D)"),
+    ({"actions": None}, "actions", "none was given"),
+    ({"actions": "trajectory.parquet"}, "actions", "pyarrow"),
+    ({"image": None}, "image", "needs an image"),
+    ({"image": None, "video": START}, "video", "pass its first frame as image="),
+    ({"embodiment": None}, "embodiment", "pass embodiment="),
+    ({"embodiment": "libero"}, "embodiment", "unknown embodiment"),
+    ({"tier": "128"}, "tier", "256, 480, 704, 720"),
+    ({"width": 64, "height": 48}, "width", "choose tier="),
+    ({"view_point": "top"}, "view_point", "ego_view"),
+    ({"sound": True}, "sound", "drop sound="),
+    ({"prompt": {"scene": "a road"}}, "prompt", "plain instruction"),
+    ({"mode": "policy"}, "actions", "predicts the actions"),
+    ({"mode": "inverse_dynamics", "image": None, "video": START, "num_frames": 13, "actions": None}, "video",
+     "num_frames=9"),
+    ({"mode": "text2video", "image": None, "actions": None}, "embodiment", "takes no embodiment"),
+]
+
+
+@pytest.mark.parametrize("changes, field, fix", BAD, ids=[f"{b[1]}-{i}" for i, b in enumerate(BAD)])
+def test_bad_action_input_names_the_field_and_the_fix(changes, field, fix):
+    with pytest.raises(ValidationError) as caught:
+        _fd(**changes)
+    assert caught.value.field == field and fix in str(caught.value)
+
+
+# ---------------------------------------------------------------------------------------------- trajectories
+
+
+def test_rotations_round_trip_and_paths_integrate():
+    rng = np.random.default_rng(0)
+    quats = rng.normal(size=(20, 4))
+    matrices = quaternion_to_matrix(quats)
+    assert np.allclose(rot6d_to_matrix(matrix_to_rot6d(matrices)), matrices, atol=1e-9)
+    back = matrix_to_quaternion(matrices)
+    unit = quats / np.linalg.norm(quats, axis=1, keepdims=True)
+    assert np.allclose(np.abs((back * unit).sum(1)), 1.0)
+    square = np.zeros((4, 9))
+    square[:, 0] = 1.0
+    square[:, 3:9] = matrix_to_rot6d(yaw_matrix(np.full(4, np.pi / 2)))
+    assert np.allclose(integrate(square), [[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [0, 0, 0]], atol=1e-9)
+
+
+def test_files_round_trip_and_errors_measure_the_difference(tmp_path):
+    given = sample_trajectory("bridge_orig_lerobot", 16)
+    for name in ("a.json", "a.npz"):
+        save_trajectory(tmp_path / name, given)
+        assert np.allclose(load_trajectory(tmp_path / name), given, atol=1e-6)
+    with pytest.raises(Exception):
+        save_trajectory(tmp_path / "a.json", given)  # nothing is silently overwritten
+    errors = step_errors(given, given)
+    assert all(np.allclose(v, 0, atol=1e-4) for v in errors.values()) and set(errors) == {
+        "translation", "rotation_deg", "path", "grasp"}
+    shifted = given.copy()
+    shifted[:, 0] += 0.1
+    assert np.allclose(step_errors(shifted, given)["translation"], 0.1, atol=1e-6)
+    stats = {"q01": given.min(0) - 1, "q99": given.max(0) + 1}
+    assert np.allclose(denormalize(normalize(given, stats), stats), given, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+
+@pytest.mark.parametrize("mode", ACTION_MODES)
+def test_each_mode_runs_on_the_tiny_model(diffusers_backend, mode):
+    values = dict(mode=mode, prompt="drive ahead", embodiment="av", num_inference_steps=2, num_frames=9)
+    values.update(video=START) if mode == "inverse_dynamics" else values.update(image=START[0])
+    if mode == "forward_dynamics":
+        values["actions"] = sample_trajectory("av", 8)
+    generation = diffusers_backend.generate(GenerationRequest(**values))
+    assert generation.frames.shape == (9, 48, 64, 3)
+    if mode == "forward_dynamics":
+        assert generation.actions is None  # given, not predicted
+    else:
+        assert generation.actions.shape == (8, 9) and np.isfinite(generation.actions).all()
+        assert generation.manifest()["actions"] == generation.actions.tolist()
+
+
+def test_an_action_sample_runs_unchanged_through_the_framework_backend(tmp_path, monkeypatch):
+    from cosmos_helpers.transfer.runner import run_spec
+    from cosmos_helpers.backends.framework import FrameworkBackend
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    video = tmp_path / "robot.mp4"
+    from cosmos_helpers import media
+
+    media.write_mp4(video, render_drive(sample_trajectory("bridge_orig_lerobot", 16), 64, 48), 5)
+    sample = {"action_chunk_size": 16, "domain_name": "bridge_orig_lerobot", "fps": 5, "image_size": 480,
+              "model_mode": "wam", "name": "policy_robot", "prompt": "Put the pot to the left of the purple item.",
+              "seed": 0, "vision_path": str(video), "num_steps": 1, "view_point": "ego_view"}
+    backend = FrameworkBackend(repo, python=sys.executable, module="tests.framework_standin",
+                               work_dir=tmp_path / "runs", progress=False)
+    generation = run_spec(sample, backend=backend, profile="nano", guardrails=False, out=tmp_path / "out")
+    assert generation.frames.shape == (17, 48, 64, 3)
+    assert generation.actions.shape == (16, 10)
+    record = json.loads((Path(generation.provenance["output"]).parent / fw.SAMPLE_OUTPUTS).read_text())
+    assert record["args"] == sample and np.allclose(record["outputs"][0]["content"]["action"], generation.actions)

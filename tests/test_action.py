@@ -204,3 +204,72 @@ def test_an_action_sample_runs_unchanged_through_the_framework_backend(tmp_path,
     assert generation.actions.shape == (16, 10)
     record = json.loads((Path(generation.provenance["output"]).parent / fw.SAMPLE_OUTPUTS).read_text())
     assert record["args"] == sample and np.allclose(record["outputs"][0]["content"]["action"], generation.actions)
+
+
+# ---------------------------------------------------------------------------------------------- vLLM-Omni
+
+
+def _action_requests():
+    image, video = START[0], START
+    yield GenerationRequest(mode="forward_dynamics", prompt="drive", image=image, embodiment="av",
+                            actions=sample_trajectory("av", 8), num_inference_steps=2)
+    yield GenerationRequest(mode="policy", prompt="drive", image=image, embodiment="av", num_inference_steps=2)
+    yield GenerationRequest(mode="inverse_dynamics", prompt="drive", video=video, embodiment="av",
+                            num_inference_steps=2)
+
+
+def test_action_requests_are_valid_for_the_real_server():
+    """The form the client submits, parsed as vLLM-Omni 0.30.0 parses it, validates against its request model; every
+    extra_params key is one its Cosmos3 pipeline reads."""
+    from jsonschema import Draft202012Validator
+
+    from tests.backends.vllm_fake import FakeServer, client_for, request_form
+    from tests.contracts.conftest import load
+    from tests.contracts.test_vllm_client_contract import _check_extra_params, _check_read, _form_value
+
+    contract = load("vllm_omni")
+    parameters = {p["name"]: p for p in contract["video_form_fields"]}
+    for request in _action_requests():
+        server = FakeServer()
+        client_for(server).submit(request)
+        (post,) = [r for r in server.requests if r.method == "POST"]
+        assert post.url.path == "/v1/videos"  # a job: the actions come in its record
+        fields, files = request_form(post)
+        typed = {name: _form_value(parameters[name], value) for name, value in fields.items()}
+        Draft202012Validator(contract["schemas"]["VideoGenerationRequest"]).validate(typed)
+        _check_read(set(fields), contract, "VideoGenerationRequest")
+        _check_extra_params(typed["extra_params"], contract)
+        extra = typed["extra_params"]
+        assert set(proto.VLLM_EXTRA_KEYS) >= set(extra) - {"guardrails"}
+        assert (extra["action_mode"], extra["domain_name"], extra["action_chunk_size"]) == (request.mode, "av", 8)
+        assert extra["raw_action_dim"] == 9 and typed["num_frames"] == 9 and set(files) == {"input_reference"}
+        assert ("action" in extra) == (request.mode == "forward_dynamics")
+    response = contract["schemas"]["VideoResponse"]
+    assert "action" in response["properties"] and {"data", "shape", "raw_action_dim"} <= set(
+        response["$defs"]["VideoAction"]["properties"])
+
+
+def test_the_vllm_client_refuses_what_the_server_cannot_honour():
+    from cosmos_helpers.backends.vllm_wire import check_action, refuse_sync_action
+
+    with pytest.raises(ValidationError, match="view_point"):
+        check_action(_fd(view_point="wrist_view"))
+    with pytest.raises(ValidationError, match="embodiment"):
+        check_action(GenerationRequest(mode="policy", prompt="p", image=START[0], embodiment="robotwin"))
+    with pytest.raises(ValidationError, match="asynchronous job"):
+        refuse_sync_action(_fd())
+
+
+def test_the_stand_in_server_serves_every_action_mode(tmp_path, diffusers_backend):
+    from cosmos_helpers.backends.vllm_omni import VllmOmniBackend
+    from cosmos_helpers.server.local import ThreadedServer
+
+    with ThreadedServer(diffusers_backend, storage_dir=tmp_path, guardrails=False) as server, \
+            VllmOmniBackend(server.url, progress=False, poll_interval=0.05, timeout=120) as client:
+        for request in _action_requests():
+            generation = client.generate(request)
+            assert generation.frames.shape == (9, 48, 64, 3), request.mode
+            if request.mode == "forward_dynamics":
+                assert generation.actions is None
+            else:
+                assert generation.actions.shape == (8, 9) and np.isfinite(generation.actions).all()

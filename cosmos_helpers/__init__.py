@@ -30,6 +30,9 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
     "widgets": "show grid compare frame_strip sound_plot GenerateForm",
     "environment": "environment_report",
     "gallery": "list_outputs",
+    "trajectories": "load_trajectory save_trajectory",
+    "action_samples": "sample_trajectory render_drive",
+    "views.trajectory": "trajectory_plot trajectory_error_plot",
     "errors": "CosmosHelpersError ValidationError OutputExistsError BackendUnavailableError GuardrailError ServerError "
               "GenerationTimeoutError",
 }.items() for name in names.split()}
@@ -59,6 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .errors import (BackendUnavailableError, CosmosHelpersError, GenerationTimeoutError, GuardrailError,
                          OutputExistsError, ServerError, ValidationError)
     from .fast import FastOptions
+    from .action_samples import render_drive, sample_trajectory
     from .gallery import list_outputs
     from .models.tiny import tiny_model_path
     from .presets import ASPECT_RATIOS, MODES, PROFILES, VIDEO_SIZES, Profile, get_profile, size_for
@@ -66,5 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .request import GenerationRequest
     from .result import Generation, find_saved
     from .server.local import LocalServer, connect_vllm_omni
+    from .trajectories import load_trajectory, save_trajectory
+    from .views.trajectory import trajectory_error_plot, trajectory_plot
     from .widgets import GenerateForm, compare, frame_strip, grid, show, sound_plot
     from .workflow import generate_and_save

@@ -28,8 +28,8 @@ MODES: tuple[str, ...] = ("text2image", "text2video", "image2video", "video2vide
 ACTION_MODES: tuple[str, ...] = action.MODES
 # An action run is sized by an action tier (protocol.action.RESOLUTION_BINS), its length by the action chunk:
 # the framework's defaults (image_size 256, action_chunk_size 16), the smallest tier for the tiny model.
-ACTION_TIER = "256"
-ACTION_CHUNK = 16
+ACTION_TIER = str(framework.MODE_DEFAULTS["wam"]["image_size"])
+ACTION_CHUNK = int(framework.MODE_DEFAULTS["wam"]["action_chunk_size"])
 
 SOUND_SAMPLE_RATE = 48_000
 DEFAULT_SEED = 0

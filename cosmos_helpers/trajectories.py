@@ -71,8 +71,7 @@ def save_trajectory(path: str | Path, actions: np.ndarray, *, overwrite: bool = 
         return write_bytes_atomic(path, buffer.getvalue(), overwrite=overwrite)
     if path.suffix.lower() != ".json":
         raise ValidationError("path", f"{path.name}: trajectories are saved as .json or .npz.", "change the suffix.")
-    rows = [[round(float(v), 7) for v in row] for row in array]
-    return write_bytes_atomic(path, (json.dumps(rows) + "\n").encode(), overwrite=overwrite)
+    return write_bytes_atomic(path, (json.dumps(array.tolist()) + "\n").encode(), overwrite=overwrite)
 
 
 # ---------------------------------------------------------------------------------------------- rotations

@@ -153,7 +153,7 @@ def test_files_round_trip_and_errors_measure_the_difference(tmp_path):
     given = sample_trajectory("bridge_orig_lerobot", 16)
     for name in ("a.json", "a.npz"):
         save_trajectory(tmp_path / name, given)
-        assert np.allclose(load_trajectory(tmp_path / name), given, atol=1e-6)
+        assert np.array_equal(load_trajectory(tmp_path / name), given)  # float32 values kept exactly
     with pytest.raises(Exception):
         save_trajectory(tmp_path / "a.json", given)  # nothing is silently overwritten
     errors = step_errors(given, given)
@@ -273,3 +273,23 @@ def test_the_stand_in_server_serves_every_action_mode(tmp_path, diffusers_backen
                 assert generation.actions is None
             else:
                 assert generation.actions.shape == (8, 9) and np.isfinite(generation.actions).all()
+
+
+def test_action_requests_become_valid_framework_samples(tmp_path):
+    import jsonschema
+
+    from cosmos_helpers.backends.framework import request_payload
+    from tests.contracts.conftest import load
+
+    schema = load("cosmos_framework")["sample_overrides_schema"]
+    for request in _action_requests():
+        request = request.replace(profile="nano", model=None, fps=10, num_frames=9)
+        payload = request_payload(request, name=request.mode, image_dir=tmp_path)
+        jsonschema.validate(payload, schema)
+        assert payload["model_mode"] == proto.FRAMEWORK_MODES[request.mode] and payload["domain_name"] == "av"
+        assert (payload["action_chunk_size"], payload["image_size"]) == (8, 256)
+        assert Path(payload["vision_path"]).is_file()
+        if request.mode == "forward_dynamics":
+            assert np.array_equal(load_trajectory(payload["action_path"]), request.actions)
+        else:
+            assert "action_path" not in payload

@@ -293,3 +293,29 @@ def test_action_requests_become_valid_framework_samples(tmp_path):
             assert np.array_equal(load_trajectory(payload["action_path"]), request.actions)
         else:
             assert "action_path" not in payload
+
+
+def test_the_form_runs_action_modes_and_the_gallery_draws_trajectories(tmp_path, diffusers_backend):
+    from cosmos_helpers import media
+    from cosmos_helpers.gallery import write_gallery
+    from cosmos_helpers.widgets import GenerateForm
+
+    media.write_png(tmp_path / "start.png", START[0])
+    save_trajectory(tmp_path / "drive.json", sample_trajectory("av", 8))
+    form = GenerateForm(diffusers_backend, output_dir=tmp_path / "out",
+                        defaults={"mode": "forward_dynamics", "image": str(tmp_path / "start.png"),
+                                  "actions": str(tmp_path / "drive.json"), "embodiment": "av", "num_frames": 9,
+                                  "num_inference_steps": 2, "prompt": "drive ahead"})
+    assert form.embodiment.layout.display is None and form.aspect_ratio.disabled and form.tier.value == "256"
+    form.button.click()
+    assert form.last_error is None, form.status.value
+    assert form.last.frames.shape == (9, 48, 64, 3)
+    form.mode.value = "policy"
+    assert form.actions.layout.display == "none"
+    form.button.click()
+    assert form.last_error is None and form.last.actions.shape == (8, 9)
+    form.mode.value = "inverse_dynamics"
+    assert form.generate() is None and "video" in form.status.value  # the image path is not a video
+    page = write_gallery(tmp_path / "out")
+    drawn = sorted((tmp_path / "out").glob("*.trajectory.png"))
+    assert len(drawn) == 2 and all(path.name in page.read_text() for path in drawn)

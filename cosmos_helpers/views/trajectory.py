@@ -80,6 +80,19 @@ def trajectory_error_plot(predicted: np.ndarray, given: np.ndarray, *, title: st
     return _show(fig, display)
 
 
+def trajectory_png(given: Any = None, predicted: Any = None, *, dpi: int = 72) -> bytes | None:
+    """A PNG of the given and/or predicted trajectory of a result (galleries), or ``None`` when it has neither."""
+    pairs = [(np.asarray(t, dtype=np.float32), label) for t, label in ((given, "given"), (predicted, "predicted"))
+             if t is not None]
+    if not pairs:
+        return None
+    fig = trajectory_plot(*(t for t, _ in pairs), labels=[label for _, label in pairs], figsize=(10, 2.8), dpi=dpi,
+                          display=False)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()
+
+
 def _canvas(fig: Any) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 

@@ -319,3 +319,25 @@ def test_the_form_runs_action_modes_and_the_gallery_draws_trajectories(tmp_path,
     page = write_gallery(tmp_path / "out")
     drawn = sorted((tmp_path / "out").glob("*.trajectory.png"))
     assert len(drawn) == 2 and all(path.name in page.read_text() for path in drawn)
+
+
+def test_framework_action_samples_are_checked_per_backend():
+    from cosmos_helpers.specs import Sample, check_backend, given_fields
+
+    def check(backend, **changes):
+        data = {"model_mode": "wam", "prompt": "p", "vision_path": "https://example.com/a.mp4",
+                "domain_name": "bridge_orig_lerobot", **changes}
+        sample = Sample.from_dict(data, name="s")
+        check_backend(sample, sample.resolved(profile="tiny"), backend, given_fields(sample))
+
+    check("diffusers")
+    check("vllm-omni")
+    for backend, changes, field in [("vllm-omni", {"view_point": "ego_view"}, "view_point"),
+                                    ("diffusers", {"domain_name": "robotwin"}, "domain_name"),
+                                    ("vllm-omni", {"domain_name": "robotwin"}, "domain_name"),
+                                    ("diffusers", {"raw_action_dim": 7}, "raw_action_dim"),
+                                    ("diffusers", {"normalize_cfg": True}, "normalize_cfg")]:
+        with pytest.raises(ValidationError) as caught:
+            check(backend, **changes)
+        assert caught.value.field == field
+    check("framework", domain_name="robotwin")  # the framework knows it

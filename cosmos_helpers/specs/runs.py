@@ -132,6 +132,9 @@ def _check_action(r: ResolvedSample, backend: str, given: set[str], refuse) -> N
     if r.raw_action_dim is not None and r.raw_action_dim != ap.RAW_DIM[name]:
         refuse("raw_action_dim", f"{name} actions have {ap.RAW_DIM[name]} values per step, not {r.raw_action_dim}.",
                "remove raw_action_dim (the embodiment fixes it).")
+    if backend == "vllm-omni" and r.view_point:
+        refuse("view_point", f"vLLM-Omni {vo.VERSION} reads no camera viewpoint for action requests.",
+               "remove view_point, or run the sample on diffusers or the framework.")
     for field_name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg",
                        "guidance_interval", *_TEMPLATES):
         if field_name in given:

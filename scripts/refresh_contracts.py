@@ -15,11 +15,17 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
   model every input file is validated with, the per-mode default files, the model configs' defaults, the
   checkpoint names, the command-line flags (from ``--help``) and the example inputs ``inputs/omni/*.json``.
 * **diffusers** (the installed version): ``Cosmos3OmniPipeline`` call defaults and config defaults.
+* **action facts** (``--only action``; all three, one fixture ``action_facts-<diffusers>-<framework>-<vllm-omni>``):
+  diffusers' action tables, ``CosmosActionCondition``'s fields, the modular action blocks and their inputs and the
+  transformer's action parameters; the framework's embodiment tables, model modes, normalisation methods, stats
+  widths and dataset clip timing (from a checkout or a bare git directory: ``--framework-git``, read with
+  ``git show``, nothing executed); vLLM-Omni's action modes and embodiment ids (``cosmos_helpers/protocol/action.py``).
 
 Run it from the repository root; it rewrites the fixtures it was asked for::
 
     python scripts/refresh_contracts.py --framework ~/cosmos-framework \
         --framework-python ~/cosmos-framework/.venv/bin/python
+    python scripts/refresh_contracts.py --only action --framework-git ~/cosmos-framework/.git
 
 Nothing here is imported by the package or the tests; the fixtures are data with the upstream version in their
 file name and inside.
@@ -363,6 +369,10 @@ _DIFFUSERS_ACTION_TABLES = ("_ACTION_RESOLUTION_BINS", "_ACTION_VIEWPOINT_TEMPLA
 _FRAMEWORK_ACTION_FILES = ("cosmos_framework/data/generator/action/utils/domain_utils.py",
                            "cosmos_framework/data/generator/action/action_normalization.py",
                            "cosmos_framework/inference/args.py", "cosmos_framework/inference/action.py")
+# Datasets whose loader defaults give an embodiment's clip timing (chunk length and fps).
+_DATASETS = {"droid_lerobot": "cosmos_framework/data/generator/action/datasets/droid_lerobot_dataset.py",
+             "umi": "cosmos_framework/data/generator/action/datasets/umi_lerobot_dataset.py",
+             "bridge_orig_lerobot": "cosmos_framework/data/generator/action/datasets/bridge_orig_lerobot_dataset.py"}
 _STATS_DIR = "cosmos_framework/data/generator/action/normalizer_stats"
 
 
@@ -391,7 +401,7 @@ def _framework_files(source: Path, target: Path) -> tuple[str, dict[str, Path]]:
     names = subprocess.run([*git, "ls-tree", "-r", "--name-only", "HEAD", _STATS_DIR], capture_output=True,
                            text=True, check=True).stdout.split()
     files: dict[str, Path] = {}
-    for name in (*_FRAMEWORK_ACTION_FILES, *names):
+    for name in (*_FRAMEWORK_ACTION_FILES, *_DATASETS.values(), *names):
         if not bare:
             files[name] = source / name
             continue
@@ -443,7 +453,10 @@ def _framework_action(files: dict[str, Path]) -> dict[str, Any]:
             "normalization_methods": list(dict.fromkeys(re.findall(r'if method == "([a-z]+)"', normalization))),
             "inference_action_normalizer": re.findall(r"action_normalizer=(\w+)",
                                                       files[_FRAMEWORK_ACTION_FILES[3]].read_text(encoding="utf-8")),
-            "normalizer_stats_widths": stats}
+            "normalizer_stats_widths": stats, "dataset_timing": {
+                embodiment: {key: float(value) for key, value in re.findall(
+                    r"^\s+(fps|chunk_length): (?:float|int) = ([0-9.]+)", files[path].read_text(encoding="utf-8"),
+                    re.MULTILINE)} for embodiment, path in _DATASETS.items()}}
 
 
 def _vllm_action(root: Path) -> dict[str, Any]:

@@ -53,6 +53,16 @@ def test_tables_are_the_upstream_ones():
     assert FIXTURE["framework"]["inference_action_normalizer"] == ["None"]  # raw units at inference
 
 
+def test_clip_timing_is_the_frameworks():
+    from tests.contracts.conftest import load
+
+    for name, example in load("cosmos_framework")["example_inputs"].items():
+        if name.startswith("action_"):
+            assert proto.TIMING[example["domain_name"]] == (example["action_chunk_size"], example["fps"]), name
+    for embodiment, timing in FIXTURE["framework"]["dataset_timing"].items():
+        assert proto.TIMING[embodiment] == (timing["chunk_length"], timing["fps"]), embodiment
+
+
 def test_embodiments_both_stacks_list_have_one_width():
     both = set(proto.DIFFUSERS_RAW_DIM) & set(proto.FRAMEWORK_RAW_DIM)
     assert all(proto.DIFFUSERS_RAW_DIM[e] == proto.FRAMEWORK_RAW_DIM[e] for e in both)

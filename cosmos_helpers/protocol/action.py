@@ -104,9 +104,12 @@ NORMALIZATION: tuple[str, ...] = ("quantile", "meanstd", "minmax")
 VIEW_POINTS: tuple[str, ...] = ("ego_view", "third_person_view", "wrist_view", "concat_view")
 DEFAULT_VIEW_POINT = "ego_view"
 
-# The framework's own example inputs (inputs/omni/action_*.json): chunk and fps per embodiment.
-EXAMPLE_TIMING: Mapping[str, tuple[int, float]] = MappingProxyType({
-    "av": (60, 10.0), "camera_pose": (60, 30.0), "bridge_orig_lerobot": (16, 5.0)})
+# Clip timing per embodiment, (chunk, fps): the framework's example inputs (inputs/omni/action_*.json: av, camera_pose,
+# bridge) and its dataset loaders' defaults (datasets/droid_lerobot_dataset.py:83-84, umi_lerobot_dataset.py:67-68,
+# bridge_orig_lerobot_dataset.py). A DROID chunk is 16 steps at 15 fps; UMI's loader defaults to 10 fps.
+TIMING: Mapping[str, tuple[int, float]] = MappingProxyType({
+    "av": (60, 10.0), "camera_pose": (60, 30.0), "bridge_orig_lerobot": (16, 5.0), "droid_lerobot": (16, 15.0),
+    "umi": (16, 10.0)})
 
 # vllm-omni pipeline_cosmos3.py:3842-3844: an action request's defaults when it leaves them out.
 VLLM_DEFAULTS: Mapping[str, float] = MappingProxyType(

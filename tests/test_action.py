@@ -351,3 +351,22 @@ def test_framework_action_samples_are_checked_per_backend():
             check(backend, **changes)
         assert caught.value.field == field
     check("framework", domain_name="robotwin")  # the framework knows it
+
+
+def test_the_generate_command_runs_an_action_mode_and_saves_the_predicted_actions(tmp_path, capsys):
+    from cosmos_helpers import media
+    from cosmos_helpers.cli import main
+
+    media.write_png(tmp_path / "start.png", START[0])
+    code = main(["generate", "--mode", "policy", "--prompt", "drive ahead", "--image", str(tmp_path / "start.png"),
+                 "--embodiment", "av", "--frames", "9", "--steps", "1", "--out", str(tmp_path / "out")])
+    assert code == 0
+    video = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert video == tmp_path / "out" / "policy.mp4"
+    saved = load_trajectory(video.with_suffix(".actions.json"))
+    assert saved.shape == (8, 9)
+    assert np.array_equal(saved, np.asarray(json.loads(video.with_suffix(".json").read_text())["actions"],
+                                            dtype=np.float32))
+    assert main(["generate", "--mode", "fd", "--prompt", "p", "--image", str(tmp_path / "start.png"),
+                 "--embodiment", "av", "--out", str(tmp_path / "out")]) != 0
+    assert "actions" in capsys.readouterr().err

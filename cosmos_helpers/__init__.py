@@ -39,6 +39,9 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
     "environment": "environment_report",
     "gallery": "list_outputs",
     "sweeps": "sweep SweepResult",
+    "trajectories": "load_trajectory save_trajectory",
+    "action_samples": "sample_trajectory render_drive",
+    "views.trajectory": "trajectory_plot trajectory_error_plot",
     "errors": "CosmosHelpersError ValidationError OutputExistsError BackendUnavailableError GuardrailError ServerError "
               "GenerationTimeoutError",
 }.items() for name in names.split()}
@@ -71,6 +74,7 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .errors import (BackendUnavailableError, CosmosHelpersError, GenerationTimeoutError, GuardrailError,
                          OutputExistsError, ServerError, ValidationError)
     from .fast import FastOptions
+    from .action_samples import render_drive, sample_trajectory
     from .gallery import list_outputs
     from .longvideo import long_video
     from .models.tiny import tiny_model_path
@@ -84,5 +88,7 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .server.local import LocalServer, connect_vllm_omni
     from .sweeps import SweepResult, sweep
     from .views.joins import join_plot
+    from .trajectories import load_trajectory, save_trajectory
+    from .views.trajectory import trajectory_error_plot, trajectory_plot
     from .widgets import GenerateForm, compare, frame_strip, grid, show, sound_plot
     from .workflow import generate_and_save

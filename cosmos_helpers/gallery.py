@@ -5,7 +5,8 @@
 * every executed notebook in the folder (``*.ipynb``) converted to HTML beside it (``<name>.html``) and linked;
 * every saved result found by its sidecar manifest (``*.json`` with ``"schema": "cosmos-helpers/generation/v1"``):
   a thumbnail (``<stem>.thumb.jpg``) and, for videos, a ``<video>`` player on the small preview transcode
-  (``<stem>.preview.mp4``, H.264 + AAC), with links to the full-resolution file and the manifest;
+  (``<stem>.preview.mp4``, H.264 + AAC), with links to the full-resolution file and the manifest; an action
+  result's given and predicted trajectories drawn below it (``<stem>.trajectory.png``);
 * a table of runs: mode, size, frames, steps, guidance, seed, sound, backend, model, total seconds.
 
 Links are relative, so the folder can be zipped, copied or served as is (``python -m http.server``).
@@ -120,9 +121,23 @@ def _run_entry(root: Path, manifest_path: Path, manifest: dict[str, Any], max_si
         if not item.is_image:
             entry["preview"] = preview.ensure_preview(item, max_side)
         entry["item"] = item
+        entry["trajectory"] = _trajectory(manifest_path, media_path, manifest)
     except Exception as exc:  # an unreadable file is reported in its card, not fatal
         entry["error"] = f"{type(exc).__name__}: {exc}"
     return entry
+
+
+def _trajectory(manifest_path: Path, media_path: Path, manifest: dict[str, Any]) -> Path | None:
+    """An action result's trajectories (given and/or predicted) drawn beside its media, redrawn when stale."""
+    given, predicted = (manifest.get("request") or {}).get("actions"), manifest.get("actions")
+    if given is None and predicted is None:
+        return None
+    target = media_path.with_name(f"{media_path.stem}.trajectory.png")
+    if not preview.fresh(target, manifest_path):
+        from .views.trajectory import trajectory_png
+
+        media.write_bytes_atomic(target, trajectory_png(given, predicted), overwrite=True)
+    return target
 
 
 def _href(root: Path, path: Path) -> str:
@@ -176,6 +191,8 @@ def _card(root: Path, run: dict[str, Any]) -> str:
                 f"height='{item.height}'><source src='{_href(root, run['preview'])}' type='video/mp4'></video>")
     else:
         view = f"<a href='{_href(root, run['media'])}'><img src='{thumb}' alt='{_esc(name)}' loading='lazy'></a>"
+    if run.get("trajectory") is not None:
+        view += f"<img src='{_href(root, run['trajectory'])}' alt='trajectory of {_esc(name)}' loading='lazy'>"
     return (f"<div class='card'>{view}<div class='name'>{_esc(name)}</div>"
             f"<div class='summary'>{_esc(item.summary)}</div><div class='muted'>{_esc(' · '.join(item.facts()))}</div>"
             f"<div>{links}</div></div>")

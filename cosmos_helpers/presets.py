@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping
 
-from .protocol import framework, variants
+from .protocol import action, framework, variants
 
 ASPECT_RATIOS: tuple[str, ...] = framework.ASPECT_RATIOS
 # "128" is this project's own CPU tier (half the 256 bucket, still multiples of 16) for the embedded tiny model.
@@ -26,7 +26,12 @@ VIDEO_SIZES: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType({
     **{tier: MappingProxyType(dict(sizes)) for tier, sizes in framework.SIZES.items()},
 })
 TIERS: tuple[str, ...] = tuple(VIDEO_SIZES)
-MODES: tuple[str, ...] = ("text2image", "text2video", "image2video", "video2video", "image2image")
+MODES: tuple[str, ...] = ("text2image", "text2video", "image2video", "video2video", "image2image", *action.MODES)
+ACTION_MODES: tuple[str, ...] = action.MODES
+# An action run is sized by an action tier (protocol.action.RESOLUTION_BINS), its length by the action chunk:
+# the framework's defaults (image_size 256, action_chunk_size 16), the smallest tier for the tiny model.
+ACTION_TIER = str(framework.MODE_DEFAULTS["wam"]["image_size"])
+ACTION_CHUNK = int(framework.MODE_DEFAULTS["wam"]["action_chunk_size"])
 
 SOUND_SAMPLE_RATE = 48_000
 DEFAULT_SEED = 0
@@ -108,7 +113,10 @@ def _checkpoint_profile(name: str, checkpoint: str, description: str, **extra) -
     modes = {mode: ModeDefaults(tier=config["resolution"], aspect_ratio=d.get("aspect_ratio", image["aspect_ratio"]),
                                 num_frames=1 if mode in framework.IMAGE_MODES else video_frames, fps=float(d["fps"]),
                                 num_inference_steps=d["num_steps"], guidance_scale=d["guidance"], flow_shift=d["shift"])
-             for mode, d in ((mode, framework.MODE_DEFAULTS[mode]) for mode in MODES)}
+             for mode, d in ((mode, framework.MODE_DEFAULTS[action.FRAMEWORK_MODES.get(mode, mode)])
+                             for mode in MODES)}
+    for mode in action.MODES:
+        modes[mode] = replace(modes[mode], tier=ACTION_TIER, num_frames=ACTION_CHUNK + 1)
     return Profile(name=name, model=config["hub"], description=description, guardrails=True,
                    modes=MappingProxyType(modes), **extra)
 
@@ -140,7 +148,8 @@ _TINY = Profile(
     name="tiny", model="tiny", guardrails=False,
     description="embedded random-weight Cosmos3 (real classes, noise pictures): Nano's guidance and shift at the "
                 "CPU tier, 9 frames, 4 steps",
-    modes=MappingProxyType({mode: replace(d, tier=CPU_TIER, num_frames=min(d.num_frames, 9), num_inference_steps=4)
+    modes=MappingProxyType({mode: replace(d, tier=ACTION_TIER if mode in action.MODES else CPU_TIER,
+                                          num_frames=min(d.num_frames, 9), num_inference_steps=4)
                             for mode, d in _NANO.modes.items()}),
 )
 # Stand-ins of the variants on the embedded weights, for CPU runs and CI: the variant's modes, schedule and

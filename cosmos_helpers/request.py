@@ -17,16 +17,17 @@ Two kinds of fields:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Union
 
 import numpy as np
 
-from . import media
+from . import action_request, media
 from .errors import ValidationError
 from .limits import check_mode, check_profile_limits
 from .presets import (
+    ACTION_MODES,
     ASPECT_RATIOS,
     DEFAULT_PROFILE,
     DEFAULT_SEED,
@@ -46,6 +47,7 @@ MODE_ALIASES: Mapping[str, str] = {
     "t2i": "text2image", "t2v": "text2video", "i2v": "image2video", "v2v": "video2video", "i2i": "image2image",
     "text_to_image": "text2image", "text_to_video": "text2video", "image_to_image": "image2image",
     "image_to_video": "image2video", "video_to_video": "video2video",
+    "fd": "forward_dynamics", "id": "inverse_dynamics", "wam": "policy",
 }
 MediaLike = Union[str, Path, np.ndarray, Any]  # Any: a PIL image
 
@@ -66,9 +68,10 @@ class GenerationRequest:
     """What to generate, independent of where it runs.
 
     Args:
-        mode: ``text2image``, ``text2video``, ``image2video``, ``video2video`` (``t2i``/``t2v``/``i2v``/``v2v``) or
+        mode: ``text2image``, ``text2video``, ``image2video``, ``video2video`` (``t2i``/``t2v``/``i2v``/``v2v``),
             ``image2image`` (``i2i``, image editing: the Cosmos Framework only; its aspect ratio defaults to the
-            input image's).
+            input image's), or an action mode: ``forward_dynamics``, ``inverse_dynamics``, ``policy``
+            (``fd``/``id``/``wam``).
         prompt: text, a structured caption dict, or a ``pathlib.Path`` to a ``.json``/``.txt`` file (a ``str`` is
             always the prompt itself).
         negative_prompt: the same forms; ``None`` keeps each backend's own default (the framework's negative
@@ -95,6 +98,15 @@ class GenerationRequest:
         guidance_interval: ``(lo, hi)`` timesteps (0-1000) inside which classifier-free guidance applies;
             ``None`` keeps the backend's default (vLLM-Omni: ``(400, 1000)`` for images).
         guardrails: run the Cosmos guardrails; ``None`` takes the profile's choice.
+        actions: the trajectory ``forward_dynamics`` plays: a ``(num_frames - 1, D)`` array, nested lists or a
+            ``.json``/``.npz`` file (:mod:`cosmos_helpers.trajectories`); it sets ``num_frames`` when that is left out.
+        embodiment: whose actions (``protocol.action.RAW_DIM``: ``"av"``, ``"bridge_orig_lerobot"``, ...); it
+            fixes ``D`` and the model's action weights. Action modes only.
+        view_point: the camera's viewpoint sentence of the action caption (``"ego_view"``, ...); ``None`` keeps the
+            backend's default.
+
+    Action modes (``forward_dynamics``, ``inverse_dynamics``, ``policy``) take ``image`` (the start frame) or, for
+    inverse dynamics, ``video``; their size comes from that media and ``tier`` (an action tier: 256, 480, 704, 720).
     """
 
     mode: str
@@ -122,6 +134,9 @@ class GenerationRequest:
     add_duration_template: bool | None = None
     guidance_interval: tuple[float, float] | None = None
     guardrails: bool | None = None
+    actions: Any = None
+    embodiment: str | None = None
+    view_point: str | None = None
     _caption: Caption = field(init=False, repr=False)
     _negative: Caption | None = field(init=False, repr=False)
     _inputs: dict = field(init=False, repr=False)
@@ -134,6 +149,10 @@ class GenerationRequest:
     @property
     def is_image(self) -> bool:
         return self.mode in IMAGE_MODES
+
+    @property
+    def is_action(self) -> bool:
+        return self.mode in ACTION_MODES
 
     @property
     def duration_s(self) -> float:
@@ -188,6 +207,8 @@ class GenerationRequest:
             value = getattr(self, f.name)
             if f.name in ("image", "video"):
                 value = None if value is None else media.describe_media(value)
+            elif isinstance(value, np.ndarray):
+                value = value.tolist()
             elif isinstance(value, tuple):
                 value = list(value)
             out[f.name] = value
@@ -201,6 +222,8 @@ class GenerationRequest:
 
     def summary(self) -> str:
         what = "image" if self.is_image else f"{self.num_frames} frames @ {self.fps:g} fps"
+        if self.is_action:
+            what += f", {self.embodiment} actions"
         sound = " + sound" if self.sound else ""
         return (f"{self.mode} {self.width}x{self.height}, {what}{sound}, {self.num_inference_steps} steps, "
                 f"guidance {self.guidance_scale:g}, shift {self.flow_shift:g}, seed {self.seed}, model {self.model}")
@@ -223,10 +246,19 @@ class GenerationRequest:
         check_mode(profile, self.mode)
         defaults = profile.defaults(self.mode)
         self._resolve_prompts()
-        self._resolve_size(defaults)
-        self._resolve_frames(defaults)
-        self._resolve_sampling(defaults)
-        self._resolve_media()
+        if self.is_action:
+            frames = action_request.frames_from_actions(self)
+            self._resolve_frames(defaults if frames is None else replace(defaults, num_frames=frames))
+            self._resolve_sampling(defaults)
+            for name, value in action_request.resolve(self, defaults).items():
+                self._set(name, value)
+            self._set("aspect_ratio", detect_aspect_ratio(self.width, self.height))
+        else:
+            action_request.refuse_action_fields(self)
+            self._resolve_size(defaults)
+            self._resolve_frames(defaults)
+            self._resolve_sampling(defaults)
+            self._resolve_media()
         self._resolve_backend_options()
         if self.guardrails is None:
             self._set("guardrails", profile.guardrails)
@@ -415,7 +447,7 @@ def _resolve_mode(mode: str) -> str:
     key = MODE_ALIASES.get(key, key)
     if key not in MODES:
         raise ValidationError("mode", f"unknown mode {mode!r}.",
-                              f"use one of {', '.join(MODES)} (or t2i, t2v, i2v, v2v).")
+                              f"use one of {', '.join(MODES)} (or t2i, t2v, i2v, v2v, fd, id, wam).")
     return key
 
 

@@ -69,7 +69,8 @@ class Generation:
     ``frames`` is uint8 ``(T, H, W, 3)`` (``T == 1`` for images); ``sound`` is float32 ``(2, N)`` in [-1, 1] at
     ``sample_rate`` or ``None``; ``timings`` maps phase names to seconds; ``finished`` is the backend's own
     file, when it made one (saved as it is); ``crf`` is the H.264 quality frames made here are saved at (the
-    framework's ``video_save_quality`` maps to one).
+    framework's ``video_save_quality`` maps to one); ``actions`` is the trajectory an action mode predicted,
+    float32 ``(T, D)`` (:mod:`cosmos_helpers.trajectories`), or ``None``.
     """
 
     frames: np.ndarray
@@ -85,6 +86,7 @@ class Generation:
     paths: dict[str, Path] = field(default_factory=dict)
     finished: FinishedFile | None = None
     crf: int = media.DEFAULT_CRF
+    actions: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         frames = media.to_uint8(np.asarray(self.frames))
@@ -96,6 +98,8 @@ class Generation:
         if self.sound is not None:
             sound = np.asarray(self.sound, dtype=np.float32)
             self.sound = sound[None] if sound.ndim == 1 else sound
+        if self.actions is not None:
+            self.actions = np.asarray(self.actions, dtype=np.float32)
 
     @property
     def is_image(self) -> bool:
@@ -190,6 +194,7 @@ class Generation:
                                                       "channels": int(self.sound.shape[0]),
                                                       "samples": int(self.sound.shape[1])},
             "seed": self.seed,
+            "actions": None if self.actions is None else np.asarray(self.actions, dtype=np.float32).tolist(),
             "backend": self.backend,
             "model": self.model,
             "as_delivered": self.finished is not None,
@@ -218,7 +223,9 @@ class Generation:
                          backend=manifest.get("backend", ""), model=manifest.get("model", ""),
                          timings=dict(manifest.get("timings", {})),
                          provenance={"loaded_from": str(media_path), "manifest": manifest},
-                         finished=FinishedFile(media_path.suffix, path=media_path))
+                         finished=FinishedFile(media_path.suffix, path=media_path),
+                         actions=None if manifest.get("actions") is None else np.asarray(manifest["actions"],
+                                                                                         dtype=np.float32))
         generation.paths = {"media": media_path, "manifest": manifest_path}
         return generation
 

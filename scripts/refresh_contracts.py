@@ -26,11 +26,17 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
   (tests keep the two equal)::
 
     python scripts/refresh_contracts.py --only prompting --framework-git-dir ~/cosmos-framework/.git
+* **action facts** (``--only action``; all three, one fixture ``action_facts-<diffusers>-<framework>-<vllm-omni>``):
+  diffusers' action tables, ``CosmosActionCondition``'s fields, the modular action blocks and their inputs and the
+  transformer's action parameters; the framework's embodiment tables, model modes, normalisation methods, stats
+  widths and dataset clip timing (from a checkout or a bare git directory: ``--framework-git-dir``, read with
+  ``git show``, nothing executed); vLLM-Omni's action modes and embodiment ids (``cosmos_helpers/protocol/action.py``).
 
 Run it from the repository root; it rewrites the fixtures it was asked for::
 
     python scripts/refresh_contracts.py --framework ~/cosmos-framework \
         --framework-python ~/cosmos-framework/.venv/bin/python
+    python scripts/refresh_contracts.py --only action --framework-git-dir ~/cosmos-framework/.git
 
 Nothing here is imported by the package or the tests; the fixtures are data with the upstream version in their
 file name and inside (and ``cosmos_helpers/protocol/prompting.py`` is generated data).
@@ -734,6 +740,108 @@ def _diffusers_variant_facts() -> dict[str, Any]:
             "distilled_configs": {spec.name: spec.default for spec in step.expected_configs},
             "set_timesteps_messages": _function_strings(source, "__call__"),
             "omni_workflows": sorted(Cosmos3OmniBlocks._workflow_map)}
+# ---------------------------------------------------------------------------------------------- action facts
+
+_DIFFUSERS_ACTION_TABLES = ("_ACTION_RESOLUTION_BINS", "_ACTION_VIEWPOINT_TEMPLATES", "_EMBODIMENT_TO_DOMAIN_ID",
+                            "_EMBODIMENT_TO_RAW_ACTION_DIM")
+_FRAMEWORK_ACTION_FILES = ("cosmos_framework/data/generator/action/utils/domain_utils.py",
+                           "cosmos_framework/data/generator/action/action_normalization.py",
+                           "cosmos_framework/inference/args.py", "cosmos_framework/inference/action.py")
+# Datasets whose loader defaults give an embodiment's clip timing (chunk length and fps).
+_DATASETS = {"droid_lerobot": "cosmos_framework/data/generator/action/datasets/droid_lerobot_dataset.py",
+             "umi": "cosmos_framework/data/generator/action/datasets/umi_lerobot_dataset.py",
+             "bridge_orig_lerobot": "cosmos_framework/data/generator/action/datasets/bridge_orig_lerobot_dataset.py"}
+_STATS_DIR = "cosmos_framework/data/generator/action/normalizer_stats"
+
+
+def action_contract(wheel: Path, framework: Path) -> dict[str, Any]:
+    """The action-mode facts of all three stacks, in one fixture (``cosmos_helpers/protocol/action.py``'s oracle).
+
+    ``framework`` is a checkout or a bare git directory (read at ``HEAD`` with ``git show``)."""
+    import diffusers
+
+    with tempfile.TemporaryDirectory(prefix="action-facts-") as folder:
+        root = Path(folder)
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(root / "wheel")
+        commit, files = _framework_files(framework, root / "framework")
+        return {"package": "action facts", "diffusers": {"version": diffusers.__version__, **_diffusers_action()},
+                "framework": {"commit": commit, **_framework_action(files)},
+                "vllm_omni": {"version": _wheel_version(wheel), **_vllm_action(root / "wheel")}}
+
+
+def _framework_files(source: Path, target: Path) -> tuple[str, dict[str, Path]]:
+    """The framework files the action facts are read from, as local paths, and the commit they are from."""
+    bare = not (source / "cosmos_framework").is_dir()
+    git = ["git", "--git-dir", str(source)] if bare else ["git", "-C", str(source)]
+    commit = subprocess.run([*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    names = subprocess.run([*git, "ls-tree", "-r", "--name-only", "HEAD", _STATS_DIR], capture_output=True,
+                           text=True, check=True).stdout.split()
+    files: dict[str, Path] = {}
+    for name in (*_FRAMEWORK_ACTION_FILES, *_DATASETS.values(), *names):
+        if not bare:
+            files[name] = source / name
+            continue
+        files[name] = target / name
+        files[name].parent.mkdir(parents=True, exist_ok=True)
+        files[name].write_bytes(subprocess.run([*git, "show", f"HEAD:{name}"], capture_output=True,
+                                               check=True).stdout)
+    return commit, files
+
+
+def _diffusers_action() -> dict[str, Any]:
+    """The pipeline's action tables, ``CosmosActionCondition``'s fields, the modular action blocks with their
+    inputs, and the transformer parameters an action run needs (from a two-layer transformer built here)."""
+    import dataclasses
+
+    import torch
+    from diffusers import Cosmos3OmniTransformer
+    from diffusers.modular_pipelines.cosmos import modular_blocks_cosmos3 as blocks
+    from diffusers.pipelines.cosmos import pipeline_cosmos3_omni as pipeline
+
+    path = Path(pipeline.__file__)
+    condition = {f.name: (None if f.default is dataclasses.MISSING else f.default)
+                 for f in dataclasses.fields(pipeline.CosmosActionCondition)}
+    modular = {name: sorted(p.name for p in getattr(blocks, name)().inputs)
+               for name in sorted(dir(blocks)) if name.startswith("Cosmos3Action")}
+    torch.manual_seed(0)
+    transformer = Cosmos3OmniTransformer(hidden_size=32, intermediate_size=64, head_dim=16, num_attention_heads=2,
+                                         num_key_value_heads=1, num_hidden_layers=1, rope_axes_dim=[4, 2, 2],
+                                         vocab_size=64, action_gen=True, action_dim=64)
+    return {"tables": {name: _module_literal(path, name) for name in _DIFFUSERS_ACTION_TABLES},
+            "CosmosActionCondition": condition, "modular_action_blocks": modular,
+            "transformer_action_parameters": sorted(n for n, _ in transformer.named_parameters() if "action" in n),
+            "transformer_action_config": {k: v.default for k, v in inspect.signature(Cosmos3OmniTransformer)
+                                          .parameters.items() if "action" in k or "embodiment" in k}}
+
+
+def _framework_action(files: dict[str, Path]) -> dict[str, Any]:
+    domain = files[_FRAMEWORK_ACTION_FILES[0]]
+    normalization = files[_FRAMEWORK_ACTION_FILES[1]].read_text(encoding="utf-8")
+    args = files[_FRAMEWORK_ACTION_FILES[2]].read_text(encoding="utf-8")
+    model_mode = args[args.index("class ModelMode"):]
+    model_mode = model_mode[:model_mode.index("\nclass ", 1)]
+    modes = re.findall(r'^    ([A-Z0-9_]+) = "([a-z0-9_]+)"', model_mode, re.MULTILINE)
+    stats = {Path(name).stem: {key: len(values) for key, values in json.loads(path.read_text()).items()}
+             for name, path in files.items() if name.startswith(_STATS_DIR) and name.endswith(".json")}
+    return {"EMBODIMENT_TO_DOMAIN_ID": _module_literal(domain, "EMBODIMENT_TO_DOMAIN_ID"),
+            "EMBODIMENT_TO_RAW_ACTION_DIM": _module_literal(domain, "EMBODIMENT_TO_RAW_ACTION_DIM"),
+            "model_modes": dict(modes),
+            "normalization_methods": list(dict.fromkeys(re.findall(r'if method == "([a-z]+)"', normalization))),
+            "inference_action_normalizer": re.findall(r"action_normalizer=(\w+)",
+                                                      files[_FRAMEWORK_ACTION_FILES[3]].read_text(encoding="utf-8")),
+            "normalizer_stats_widths": stats, "dataset_timing": {
+                embodiment: {key: float(value) for key, value in re.findall(
+                    r"^\s+(fps|chunk_length): (?:float|int) = ([0-9.]+)", files[path].read_text(encoding="utf-8"),
+                    re.MULTILINE)} for embodiment, path in _DATASETS.items()}}
+
+
+def _vllm_action(root: Path) -> dict[str, Any]:
+    action = root / "vllm_omni/diffusion/models/cosmos3/action.py"
+    namespace = _module_namespace(action)
+    return {"ACTION_MODES": sorted(namespace["ACTION_MODES"]),
+            "EMBODIMENT_TO_DOMAIN_ID": _module_literal(action, "EMBODIMENT_TO_DOMAIN_ID")}
 
 
 # ---------------------------------------------------------------------------------------------- main
@@ -762,12 +870,12 @@ def main(argv: list[str] | None = None) -> int:
                                                    "(default: <checkout>/.venv/bin/python)")
     parser.add_argument("--framework-commit", help="the checkout's commit, when it is not a git work tree")
     parser.add_argument("--framework-git-dir", type=Path, help="a cosmos-framework git repository (bare is fine), "
-                                                                 "read at --framework-rev, for the prompting, control "
-                                                                 "and variant facts")
+                                                                 "read at --framework-rev, for the prompting, control, "
+                                                                 "variant and action facts")
     parser.add_argument("--framework-rev", default="HEAD")
     parser.add_argument("--better-profanity-wheel", type=Path, help="default: pip download it")
     parser.add_argument("--only", choices=("vllm-omni", "framework", "framework-controls", "diffusers", "prompting",
-                                              "variants"),
+                                              "variants", "action"),
                         action="append", help="framework-controls: update only the control facts of the existing "
                         "framework fixture (read with ast: no framework interpreter needed)")
     parser.add_argument("--out", type=Path, default=FIXTURES)
@@ -786,8 +894,8 @@ def main(argv: list[str] | None = None) -> int:
         _write(f"cosmos_framework-{data['commit']}", data, args.out)
     if wanted & {"prompting", "framework-controls", "variants"}:
         if args.framework is None and args.framework_git_dir is None:
-            parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting, control "
-                         "and variant facts")
+            parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting, control, "
+                         "variant and action facts")
         files = FrameworkFiles(args.framework and args.framework.resolve(), args.framework_git_dir, args.framework_rev)
     if "prompting" in wanted:
         refresh_prompting(files, args.better_profanity_wheel, args.vllm_omni_wheel, args.out)
@@ -803,7 +911,20 @@ def main(argv: list[str] | None = None) -> int:
             wheel = args.vllm_omni_wheel or _download_wheel(Path(folder))
             data = variants_contract(wheel, files)
         _write("variants-" + "_".join(data["versions"].values()), data, args.out)
+    if "action" in wanted:
+        _write_action_facts(args, parser)
     return 0
+
+
+def _write_action_facts(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    framework = args.framework_git_dir or args.framework
+    if framework is None:
+        parser.error("--framework-git-dir (or --framework) is needed for the action facts (or --only another)")
+    with tempfile.TemporaryDirectory() as folder:
+        wheel = args.vllm_omni_wheel or _download_wheel(Path(folder))
+        data = action_contract(wheel, framework.resolve())
+    _write(f"action_facts-{data['diffusers']['version']}-{data['framework']['commit']}-"
+           f"{data['vllm_omni']['version']}", data, args.out)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ import pytest
 
 from cosmos_helpers.presets import (ASPECT_RATIOS, CPU_TIER, MODES, PROFILES, VIDEO_SIZES, bucket_of, floor_to_4k1,
                                     get_profile, normalize_aspect, normalize_tier, size_for)
+from cosmos_helpers.protocol import action
 from cosmos_helpers.protocol.framework import detect_aspect_ratio
 
 from .contracts.conftest import load
@@ -51,13 +52,16 @@ def test_checkpoint_profiles_are_the_frameworks_per_mode_defaults(name):
     assert profile.model == FRAMEWORK["checkpoints"][checkpoint]
     resolution = FRAMEWORK["model_configs"][checkpoint]["resolution"]
     for mode in MODES:
-        real = FRAMEWORK["modality_defaults"][mode]
+        real = FRAMEWORK["modality_defaults"][action.FRAMEWORK_MODES.get(mode, mode)]
         d = profile.defaults(mode)
         assert (d.num_inference_steps, d.guidance_scale, d.flow_shift) == (real["num_steps"], real["guidance"],
                                                                           real["shift"]), mode
+        tier = str(real["image_size"]) if mode in action.MODES else resolution  # an action run's tier
         # image2image has no aspect in its defaults file (an edit keeps the input's shape): text2image's square
         aspect = real.get("aspect_ratio", FRAMEWORK["modality_defaults"]["text2image"]["aspect_ratio"])
-        assert (d.tier, d.aspect_ratio, d.fps) == (resolution, aspect, real["fps"]), mode
+        assert (d.tier, d.aspect_ratio, d.fps) == (tier, aspect, real["fps"]), mode
+        if mode in action.MODES:
+            assert d.num_frames == real["action_chunk_size"] + 1
     frames = 121 if name == "edge" else FRAMEWORK["modality_defaults"]["text2video"]["num_frames"]
     assert profile.defaults("text2video").num_frames == frames and profile.defaults("text2image").num_frames == 1
 
@@ -76,7 +80,8 @@ def test_tiny_shrinks_size_length_and_steps_only():
     assert tiny.model == "tiny" and not tiny.guardrails and nano.guardrails
     for mode in MODES:
         small, real = tiny.defaults(mode), nano.defaults(mode)
-        assert (small.tier, small.num_inference_steps) == (CPU_TIER, 4)
+        # the CPU tier; an action run's tier is the smallest action canvas (its size follows the start image)
+        assert (small.tier, small.num_inference_steps) == (action.TIERS[0] if mode in action.MODES else CPU_TIER, 4)
         assert (small.guidance_scale, small.flow_shift, small.aspect_ratio, small.fps) == (
             real.guidance_scale, real.flow_shift, real.aspect_ratio, real.fps)
     assert tiny.defaults("text2video").num_frames == 9

@@ -50,9 +50,11 @@ from ..models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
 from ..models.tiny_edge import MODEL_NAME as TINY_EDGE
 from ..presets import SOUND_SAMPLE_RATE, bucket_of
 from ..progress import progress_bar
+from ..protocol import action as ap
 from ..protocol import framework as fw
 from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
+from ..trajectories import save_trajectory
 
 NAME = "framework"
 PYTHON_ENV = "COSMOS_FRAMEWORK_PYTHON"
@@ -267,7 +269,7 @@ class FrameworkBackend:
                          workflow="transfer" if r.is_transfer else r.model_mode, model=r.model)
 
     def generate(self, request: GenerationRequest, *, name: str | None = None) -> Generation:
-        """Run a :class:`GenerationRequest` (t2i / t2v / i2v / v2v, with or without sound)."""
+        """Run a :class:`GenerationRequest` (t2i / t2v / i2v / v2v, with or without sound, or an action mode)."""
         name = name or f"{request.mode}_{request.fingerprint()[:8]}"
         payload = request_payload(request, name=name, image_dir=self.work_dir / "inputs")
         run = self.prepare(payload, name=name, model=request.model, guardrails=bool(request.guardrails))
@@ -284,7 +286,7 @@ class FrameworkBackend:
         else:
             frames, fps, sound, rate = media.read_image(path)[None], float(run.payload.get("fps") or 24), None, None
         controls = {p.stem.removeprefix("control_"): str(p) for p in sorted(path.parent.glob("control_*"))}
-        return Generation(
+        return Generation(actions=predicted_actions(path.parent),
             frames=frames, fps=fps, seed=run.seed, sound=sound,
             sample_rate=rate or SOUND_SAMPLE_RATE, backend=self.name, model=str(model),
             timings={"total_s": time.perf_counter() - started}, finished=FinishedFile(path.suffix, path=path),
@@ -332,6 +334,20 @@ class FrameworkBackend:
                                     "Log tail:\n" + "\n".join(tail))
 
 
+def predicted_actions(sample_dir: Path) -> np.ndarray | None:
+    """The trajectory an action sample predicted: ``sample_outputs.json`` ``outputs[0].content.action``, already cut
+    to the embodiment's width (inference.py:1796-1806)."""
+    path = sample_dir / fw.SAMPLE_OUTPUTS
+    if not path.is_file():
+        return None
+    outputs = json.loads(path.read_text(encoding="utf-8")).get("outputs") or [{}]
+    action = (outputs[0].get("content") or {}).get("action")
+    if action is None:
+        return None
+    array = np.asarray(action, dtype=np.float32)
+    return array.reshape(-1, array.shape[-1])
+
+
 def _collect(run: FrameworkRun, log_path: Path) -> Path:
     """The framework's output by its layout: ``<out>/<name>/vision.mp4`` or ``vision.jpg`` (args.py:437)."""
     for frames in (2, 1):
@@ -351,6 +367,8 @@ def request_payload(request: GenerationRequest, *, name: str, image_dir: str | o
     ``(lo, hi)`` with the same timesteps (``protocol.framework.to_strict``); conditioning arrays are written to
     ``image_dir``.
     """
+    if request.is_action:
+        return _action_payload(request, name=name, folder=Path(image_dir))
     tier, aspect = _check_request(request)
     payload: dict[str, Any] = {"name": name, "model_mode": request.mode,
                                "prompt": request.caption if isinstance(request.caption, str) else
@@ -374,6 +392,36 @@ def request_payload(request: GenerationRequest, *, name: str, image_dir: str | o
             payload["condition_frame_indexes_vision"] = list(request.condition_frames)
         if request.explicit("condition_video_keep"):
             payload["condition_video_keep"] = request.condition_video_keep
+    return payload
+
+
+def _action_payload(request: GenerationRequest, *, name: str, folder: Path) -> dict[str, Any]:
+    """An action request as the framework's action sample (inputs/omni/action_*.json): ``image_size`` is the action
+    tier, the trajectory a ``[T][D]`` JSON file (inference/action.py:56-58), policy is ``wam``."""
+    if not float(request.fps).is_integer():
+        raise ValidationError("fps", f"the framework's fps is an integer, not {request.fps:g}.",
+                              f"use fps={math.floor(request.fps)} or {math.ceil(request.fps)}.")
+    if request.use_system_prompt is not None:
+        raise ValidationError("use_system_prompt", "the framework's system prompt is a model-config setting, not a "
+                              "sample field.", "leave use_system_prompt out on the framework backend.")
+    payload: dict[str, Any] = {
+        "name": name, "model_mode": ap.FRAMEWORK_MODES[request.mode], "prompt": request.prompt_text(),
+        "domain_name": request.embodiment, "action_chunk_size": request.num_frames - 1,
+        "image_size": int(request.tier), "fps": int(request.fps), "num_steps": request.num_inference_steps,
+        "guidance": request.guidance_scale, "shift": request.flow_shift, "seed": request.seed}
+    if request.negative_prompt_text() is not None:
+        payload["negative_prompt"] = request.negative_prompt_text()
+    if request.view_point is not None:
+        payload["view_point"] = request.view_point
+    if request.video is not None:
+        payload["vision_path"] = _media_path(request.video, request, folder, ".mp4")
+    else:
+        payload["vision_path"] = _media_path(request.image, request, folder, ".png")
+    if request.actions is not None:
+        target = folder / f"{request.fingerprint()}-actions.json"
+        if not target.exists():
+            save_trajectory(target, request.actions)
+        payload["action_path"] = str(target)
     return payload
 
 

@@ -33,11 +33,13 @@ from ..errors import (BackendUnavailableError, ConnectionLostError, GenerationTi
                       OutputExistsError, ServerError, ValidationError)
 from ..limits import check_backend_mode
 from ..presets import PROFILES, SOUND_SAMPLE_RATE
+from ..protocol import action
 from ..protocol import vllm_omni as proto
 from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
 from .vllm_serve import curl_command
-from .vllm_wire import (API_KEY_ENV, BACKEND_NAME, DEFAULT_URL, Call, Files, RetryPolicy, Upload, check_response_format,
+from .vllm_wire import (API_KEY_ENV, BACKEND_NAME, DEFAULT_URL, Call, Files, RetryPolicy, Upload, check_action,
+                        check_response_format,
                         error_from_response, form_parts, guardrail_error, image_body, parse_json, server_metrics,
                         timings_from_headers, timings_from_job)
 
@@ -316,9 +318,12 @@ class BaseVllmClient:
                   request: GenerationRequest, kept: bool) -> Generation:
         timings, provenance = timings_from_job(job)
         served = str(job.get("model") or self.served_model or request.model)
-        return self._generation(content, ".mp4", video.frames, served=served, started=started, request=request,
-                                seed=request.seed, fps=request.fps, timings=timings, video=video,
-                                provenance={**provenance, "endpoint": proto.VIDEOS, "deleted": not kept})
+        generation = self._generation(content, ".mp4", video.frames, served=served, started=started,
+                                      request=request, seed=request.seed, fps=request.fps, timings=timings,
+                                      video=video, provenance={**provenance, "endpoint": proto.VIDEOS,
+                                                               "deleted": not kept})
+        generation.actions = job_actions(job, request)
+        return generation
 
     def _job_record(self, response: httpx.Response) -> dict[str, Any]:
         job = parse_json(response.content)
@@ -336,6 +341,7 @@ def check_request(request: Any, *, job: bool = False) -> None:
     if job and request.mode == "text2image":
         raise ValidationError("mode", f"asynchronous jobs make videos; text2image uses {proto.IMAGES}.",
                               "call generate() for images.")
+    check_action(request)
 
 
 def check_checkpoint(request: GenerationRequest, names: set[Any]) -> None:
@@ -355,6 +361,24 @@ def check_checkpoint(request: GenerationRequest, names: set[Any]) -> None:
             raise ValidationError(field, f"the server runs {proto.EDGE_MODEL}, whose pipeline refuses {what}.",
                                   "drop it, or send the request to a server that runs Cosmos3-Nano or -Super "
                                   "(GenerationRequest(profile='nano')).")
+
+
+def job_actions(job: Mapping[str, Any], request: GenerationRequest) -> np.ndarray | None:
+    """The trajectory a finished action job predicted: the job record's ``action`` (``VideoAction``: ``data``,
+    ``shape``, ``raw_action_dim``; serving_video.py:876-893), ``(chunk, D)``. Forward dynamics is given its
+    trajectory, so nothing is taken from its record; inverse dynamics and policy must have one."""
+    if not request.is_action or request.mode not in action.PREDICTS_ACTIONS:
+        return None
+    answer = job.get("action")
+    if not isinstance(answer, Mapping) or answer.get("data") is None:
+        raise ServerError(200, f"job {job.get('id')} finished without the predicted actions of {request.mode}",
+                          body=dict(job))
+    width = action.RAW_DIM[request.embodiment]
+    data = np.asarray(answer["data"], dtype=np.float32)
+    if data.size != (request.num_frames - 1) * width:
+        raise ServerError(200, f"job {job.get('id')} returned actions of shape {list(data.shape)}; expected "
+                          f"{request.num_frames - 1} steps of {width}", body=dict(job))
+    return data.reshape(request.num_frames - 1, width)
 
 
 def check_content(job_id: str, size: int) -> None:

@@ -25,7 +25,7 @@ from ..request import GenerationRequest
 from ..result import Generation
 from .vllm_base import BaseVllmClient, JobWatch, ReadyWatch, check_content, check_request, output_path
 from .vllm_wire import (Call, check_form, check_mp4_reply, decode_image_reply, decode_mp4, input_reference, parse_json,
-                        upload_files, video_fields)
+                        refuse_sync_action, upload_files, video_fields)
 
 ProgressCallback = Callable[[int, int], None]
 CHUNK = 1 << 16
@@ -144,9 +144,13 @@ class VllmOmniBackend(BaseVllmClient):
     # generation ------------------------------------------------------------------------------------------
 
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
-        """Images through ``/v1/images/generations``, every video mode through ``/v1/videos/sync``."""
+        """Images through ``/v1/images/generations``, every video mode through ``/v1/videos/sync``; the action modes
+        as an asynchronous job on ``/v1/videos`` (the predicted actions come in the job's record only)."""
         check_request(request)
-        generation = (self.generate_image if request.mode == "text2image" else self.generate_video)(request)
+        if request.is_action:
+            generation = self.generate_async_job(request)
+        else:
+            generation = (self.generate_image if request.mode == "text2image" else self.generate_video)(request)
         if progress is not None:
             progress(request.num_inference_steps, request.num_inference_steps)
         return generation
@@ -169,6 +173,7 @@ class VllmOmniBackend(BaseVllmClient):
 
     def generate_video(self, request: GenerationRequest) -> Generation:
         check_request(request)
+        refuse_sync_action(request)
         fields = video_fields(request)
         served = self._served(request.model, request)
         upload = input_reference(request)
@@ -327,7 +332,10 @@ class AsyncVllmOmniBackend(BaseVllmClient):
 
     async def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
         check_request(request)
-        generation = await (self.generate_image if request.mode == "text2image" else self.generate_video)(request)
+        if request.is_action:
+            generation = await self.generate_async_job(request)
+        else:
+            generation = await (self.generate_image if request.mode == "text2image" else self.generate_video)(request)
         if progress is not None:
             progress(request.num_inference_steps, request.num_inference_steps)
         return generation
@@ -351,6 +359,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
 
     async def generate_video(self, request: GenerationRequest) -> Generation:
         check_request(request)
+        refuse_sync_action(request)
         fields = video_fields(request)
         served = await self._served(request.model, request)
         upload = await asyncio.to_thread(input_reference, request)

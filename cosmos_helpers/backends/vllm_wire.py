@@ -37,6 +37,7 @@ import numpy as np
 from .. import media
 from ..errors import (AuthenticationError, GenerationTimeoutError, GuardrailError, RequestValidationError,
                       ServerBusyError, ServerError, ValidationError)
+from ..protocol import action
 from ..protocol import vllm_omni as proto
 from ..request import GenerationRequest
 
@@ -74,7 +75,42 @@ def extra_params(request: GenerationRequest) -> dict[str, Any]:
         extra["condition_frame_indexes_vision"] = [int(i) for i in request.condition_frames]
     if request.mode == "video2video" and request.condition_video_keep is not None:
         extra["condition_video_keep"] = request.condition_video_keep
+    if request.is_action:
+        extra.update(action_params(request))
     return extra
+
+
+def action_params(request: GenerationRequest) -> dict[str, Any]:
+    """The ``extra_params`` of an action request, under the keys the Cosmos3 pipeline reads (``protocol.action``):
+    the mode, the embodiment by name, the chunk, the raw width (policy and inverse dynamics need it,
+    pipeline_cosmos3.py:2644-2647) and, for forward dynamics, the trajectory as nested lists."""
+    params: dict[str, Any] = {"action_mode": request.mode, "domain_name": request.embodiment,
+                              "action_chunk_size": request.num_frames - 1,
+                              "raw_action_dim": action.RAW_DIM[request.embodiment]}
+    if request.actions is not None:
+        params["action"] = np.asarray(request.actions, dtype=np.float32).tolist()
+    return params
+
+
+def refuse_sync_action(request: GenerationRequest) -> None:
+    """``/v1/videos/sync`` answers with the MP4 only: an action request's predicted actions would be lost."""
+    if request.is_action:
+        raise ValidationError("mode", f"{request.mode} goes through an asynchronous job: the sync route returns the "
+                              "video only, and the actions come in the job's record.",
+                              "call generate() or generate_async_job().")
+
+
+def check_action(request: GenerationRequest) -> None:
+    """What vLLM-Omni cannot honour in an action request, refused before it is sent."""
+    if not request.is_action:
+        return
+    if request.view_point is not None:
+        raise ValidationError("view_point", f"vLLM-Omni {proto.VERSION} reads no camera viewpoint for action "
+                              "requests (its action caption has no framing sentence).",
+                              "drop view_point, or run the request on the diffusers backend.")
+    if request.embodiment not in action.VLLM_DOMAIN_ID:
+        raise ValidationError("embodiment", f"vLLM-Omni {proto.VERSION} knows no embodiment "
+                              f"{request.embodiment!r}.", f"use one of {', '.join(sorted(action.VLLM_DOMAIN_ID))}.")
 
 
 def _sampling(request: GenerationRequest) -> dict[str, Any]:
@@ -137,11 +173,18 @@ def upload_files(upload: Upload | None) -> dict[str, tuple[str, bytes, str]]:
 
 
 def input_reference(request: GenerationRequest) -> Upload | None:
-    """The ``input_reference`` of image2video / video2video (media work: run it off an event loop).
+    """The ``input_reference`` of image2video / video2video / the action modes (media work: run it off an event
+    loop).
 
     The server stretches an image to ``size``, so it is centre-cropped to the output aspect here and sent as
     PNG. A video file is uploaded as it is; an array video is encoded to MP4 once.
     """
+    if request.is_action and request.image is not None:  # padded into its canvas there, so sent as it is
+        image = request.conditioning_image()
+        return Upload("input_reference.png", media.image_bytes(np.asarray(image), "PNG"), "image/png",
+                      {"kind": "image", "source_size": list(image.size), "sent": "the image as it is"})
+    if request.is_action:  # inverse dynamics: the frames it reads, encoded once
+        return _video_upload(request.conditioning_video()[:request.num_frames], request.fps)
     if request.mode == "image2video":
         image = request.conditioning_image()
         cropped = media.center_crop_to_aspect(image, request.width, request.height)
@@ -155,12 +198,15 @@ def input_reference(request: GenerationRequest) -> Upload | None:
             path = Path(source)
             mime = "video/mp4" if path.suffix.lower() == ".mp4" else "application/octet-stream"  # sniffed anyway
             return Upload(path.name, path.read_bytes(), mime, {"kind": "video", "sent": "the file as it is"})
-        with tempfile.TemporaryDirectory(prefix="cosmos-v2v-") as folder:
-            target = media.write_mp4(Path(folder) / "input_reference.mp4", request.conditioning_video(),
-                                     request.fps, crf=10)
-            return Upload(target.name, target.read_bytes(), "video/mp4",
-                          {"kind": "video", "sent": "the array encoded once (H.264, crf 10)"})
+        return _video_upload(request.conditioning_video(), request.fps)
     return None
+
+
+def _video_upload(frames: np.ndarray, fps: float) -> Upload:
+    with tempfile.TemporaryDirectory(prefix="cosmos-v2v-") as folder:
+        target = media.write_mp4(Path(folder) / "input_reference.mp4", frames, fps, crf=10)
+        return Upload(target.name, target.read_bytes(), "video/mp4",
+                      {"kind": "video", "sent": "the array encoded once (H.264, crf 10)"})
 
 
 def form_parts(fields: Mapping[str, str], files: Files) -> list[tuple[str, tuple]]:

@@ -9,21 +9,26 @@ from pathlib import Path
 from ..backends import NAMES, backend_by_name
 from ..presets import DEFAULT_PROFILE, PROFILES
 from ..request import GenerationRequest
+from ..trajectories import save_trajectory
 from ..workflow import generate_and_save
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_argument_group("what to generate")
-    what.add_argument("--mode", default="text2video",
-                      help="text2image | text2video | image2video | video2video | image2image (framework only)")
+    what.add_argument("--mode", default="text2video", help="text2image | text2video | image2video | video2video | "
+                      "image2image (framework only) | forward_dynamics | inverse_dynamics | policy")
     prompt = what.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt", help="prompt text")
     prompt.add_argument("--prompt-file", type=Path, help="prompt .json caption or .txt file")
     negative = what.add_mutually_exclusive_group()
     negative.add_argument("--negative-prompt", default=None, help="negative prompt text (default: the backend's)")
     negative.add_argument("--negative-prompt-file", type=Path, help="negative prompt .json caption or .txt file")
-    what.add_argument("--image", type=Path, help="conditioning image (image2video, image2image)")
-    what.add_argument("--video", type=Path, help="conditioning video (video2video)")
+    what.add_argument("--image", type=Path, help="conditioning image (image2video, image2image; the start frame "
+                      "of forward_dynamics / policy)")
+    what.add_argument("--video", type=Path, help="conditioning video (video2video, inverse_dynamics)")
+    what.add_argument("--actions", type=Path, help="trajectory .json/.npz to play (forward_dynamics)")
+    what.add_argument("--embodiment", default=None, help="whose actions (action modes): av, bridge_orig_lerobot, ...")
+    what.add_argument("--view-point", default=None, help="action caption viewpoint: ego_view, wrist_view, ...")
     what.add_argument("--sound", action="store_true", help="also generate a 48 kHz stereo soundtrack")
     model = parser.add_argument_group("model and settings (default: the profile's)")
     model.add_argument("--profile", default=DEFAULT_PROFILE, choices=tuple(PROFILES),
@@ -62,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
         args.negative_prompt, profile=args.profile, model=args.model, tier=args.tier, aspect_ratio=args.aspect_ratio,
         width=args.width, height=args.height, num_frames=args.frames, fps=args.fps, num_inference_steps=args.steps,
         guidance_scale=args.guidance, flow_shift=args.flow_shift, seed=args.seed, sound=args.sound, image=args.image,
-        video=args.video, guardrails=None if args.guardrails is None else args.guardrails == "on")
+        video=args.video, guardrails=None if args.guardrails is None else args.guardrails == "on",
+        actions=args.actions, embodiment=args.embodiment, view_point=args.view_point)
     print(request.summary(), file=sys.stderr)
     backend = backend_by_name(args.backend, url=args.url, checkout=args.checkout, gpus=args.gpus)
     if args.precheck != "off":
@@ -70,5 +76,8 @@ def run(args: argparse.Namespace) -> int:
 
         backend = with_precheck(backend, args.blocklist, on_flag="raise" if args.precheck == "refuse" else "warn")
     generation = generate_and_save(backend, request, args.out / (args.name or request.mode), overwrite=args.overwrite)
+    if generation.actions is not None:  # the predicted trajectory, beside the video
+        print(save_trajectory(generation.paths["media"].with_suffix(".actions.json"), generation.actions,
+                              overwrite=args.overwrite), file=sys.stderr)
     print(generation.paths["media"])
     return 0

@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-TINY_FORMAT_VERSION = 1
+TINY_FORMAT_VERSION = 2  # 2: the action heads (action_gen, action_dim 64)
 CACHE_ENV = "COSMOS_HELPERS_CACHE"
 
 SPECIAL_TOKENS = [
@@ -48,8 +48,11 @@ TRANSFORMER_CONFIG: dict[str, Any] = dict(
     patch_latent_dim=192, sound_gen=True, sound_dim=8, sound_latent_fps=25.0, hidden_act="silu",
     qk_norm_for_text=True, use_und_k_norm_for_gen=False, attention_bias=False, rms_norm_eps=1e-6,
     rope_theta=5_000_000.0, base_fps=24, enable_fps_modulation=True, unified_3d_mrope_reset_spatial_ids=True,
-    unified_3d_mrope_temporal_modality_margin=15000, timestep_scale=0.001, action_gen=False,
+    unified_3d_mrope_temporal_modality_margin=15000, timestep_scale=0.001,
 )
+# Nano's action heads (the framework's posttrain configs: "action_gen=True, max_action_dim=64"), so the three
+# action modes run; built after the rest from their own seed, so every other weight stays as it was.
+ACTION_CONFIG: dict[str, Any] = dict(action_gen=True, action_dim=64, num_embodiment_domains=32)
 VAE_CONFIG: dict[str, Any] = dict(
     base_dim=4, decoder_base_dim=4, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=1, attn_scales=[],
     temperal_downsample=[False, True, True], is_residual=True, in_channels=12, out_channels=12, patch_size=2,
@@ -117,7 +120,11 @@ def build_tiny_pipeline(seed: int = 0):
     from diffusers.models.autoencoders.autoencoder_cosmos3_audio import Cosmos3AVAEAudioTokenizer
 
     torch.manual_seed(seed)
-    transformer = Cosmos3OmniTransformer(**TRANSFORMER_CONFIG)
+    base = Cosmos3OmniTransformer(**TRANSFORMER_CONFIG)
+    torch.manual_seed(seed + 3)
+    transformer = Cosmos3OmniTransformer(**TRANSFORMER_CONFIG, **ACTION_CONFIG)
+    missing, unexpected = transformer.load_state_dict(base.state_dict(), strict=False)
+    assert not unexpected and all(name.startswith("action_") for name in missing), (missing, unexpected)
     stats = torch.Generator().manual_seed(1234)
     latents_mean = [round(float(v), 4) for v in 0.2 * torch.randn(48, generator=stats)]
     latents_std = [round(float(v), 4) for v in 0.5 + torch.rand(48, generator=stats)]

@@ -38,7 +38,7 @@ NEGATIVE_PROMPT_FILE = "neg_prompts.json"
 _VIDEO = {"num_steps": 35, "guidance": 6.0, "shift": 10.0, "aspect_ratio": "16,9", "fps": 24, "num_frames": 189,
           "negative_prompt_file": NEGATIVE_PROMPT_FILE}
 _ACTION = {"num_steps": 30, "guidance": 1.0, "shift": 10.0, "aspect_ratio": "16,9", "fps": 24, "num_frames": 189,
-           "negative_prompt": ""}
+           "negative_prompt": "", "action_chunk_size": 16, "image_size": 256, "domain_name": ""}
 MODE_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "text2image": MappingProxyType({"num_steps": 50, "guidance": 4.0, "shift": 3.0, "aspect_ratio": "1,1", "fps": 24,
                                     "num_frames": 1, "negative_prompt": ""}),
@@ -199,6 +199,11 @@ GUARDRAILS_DEFAULT = True  # common/args.py:850 GuardrailOverrides.guardrails
 SEED_MAX = 2**31 - 1  # inference.py:282: a sample without a seed gets a 31-bit one
 CONTROL_FILE = "control_{hint}{suffix}"
 DOWNLOAD_CACHE_ENV = "COSMOS_DOWNLOAD_CACHE_DIR"
+
+
+# inference.py:1800-1806: each sample's record, with an action sample's predicted actions in
+# ``outputs[0].content.action``.
+SAMPLE_OUTPUTS = "sample_outputs.json"
 
 
 def vision_file(num_frames: int) -> str:

@@ -19,8 +19,13 @@ Where it differs from vLLM-Omni 0.30.0 (the README lists these too):
   by the framework's rule; upstream injects it only when the request or the caption has one.
 * Answered 400 before any work where vLLM-Omni fails with a 500 from inside its pipeline: bad ``extra_params``
   values (hint fields, ``control_weight``, presets, ``negative_metadata_mode``, ``condition_*``, transfer options
-  without a hint), action keys (no action checkpoint here), image and video references together, ``true`` for a
-  depth/seg/wsm hint without an uploaded control.
+  without a hint), malformed action keys, image and video references together, ``true`` for a depth/seg/wsm hint
+  without an uploaded control.
+* Action requests (``extra_params.action_mode``: forward_dynamics, inverse_dynamics, policy) run on the tiny
+  model's action heads, as asynchronous jobs or sync, with the job record's ``action`` as vLLM-Omni fills it
+  (``server/action_task.py``). Not served: RoboLab observations (``robot_obs``/``observation``), a bare
+  ``domain_id`` (a ``domain_name`` is needed), ``num_frames == action_chunk_size`` (the stand-in makes
+  ``chunk + 1`` frames), and a ``size`` larger than the 720 action canvas.
 * Refused with 400 where the tiny model or ``GenerationRequest`` cannot follow: sizes that are not multiples of
   16, fps above 120, negative seeds, and image2video / video2video with fewer than 5 frames (including the
   1-frame default when ``num_frames`` and ``seconds`` are omitted; a 1-frame text2video works and returns a

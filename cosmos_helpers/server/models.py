@@ -199,7 +199,7 @@ class VideoError(BaseModel):
 
 
 class VideoJob(BaseModel):
-    """A job as ``/v1/videos`` shows it (protocol/videos.py VideoResponse, action output never set here)."""
+    """A job as ``/v1/videos`` shows it (protocol/videos.py VideoResponse; ``action`` for action requests)."""
 
     id: str
     object: Literal["video"] = "video"

@@ -41,7 +41,7 @@ from .. import media
 from ..errors import GuardrailError
 from ..protocol.vllm_omni import (GUARDRAIL_MESSAGE, HEALTH, IMAGES, MODELS, SYNC_TIMEOUT_S, VIDEO_ENCODER, VIDEO_FILES,
                                   VIDEOS, VIDEOS_SYNC)
-from . import translate
+from . import action_task, translate
 from .errors import ApiError, bad_request
 from .jobs import Job, JobStore, new_record
 from .limits import ServerLimits
@@ -253,7 +253,8 @@ def run_job(state: ServerState, job: Job, task: VideoTask, ctx: TaskContext) -> 
     state.jobs.update(job_id, status="completed", progress=100, file_name=target.name, completed_at=int(now),
                       finished_ts=now, expires_at=int(now + ttl) if ttl else None, fps=fps, num_frames=num_frames,
                       duration_s=num_frames / fps, inference_time_s=result.inference_time_s,
-                      stage_durations=result.stage_durations, peak_memory_mb=result.peak_memory_mb, metrics=metrics)
+                      stage_durations=result.stage_durations, peak_memory_mb=result.peak_memory_mb, metrics=metrics,
+                      action=action_task.video_action(task.generation, result.generation.actions))
 
 
 @router.get(VIDEOS, tags=JOBS, response_model=VideoList, responses=ERRORS)

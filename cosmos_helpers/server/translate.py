@@ -23,7 +23,7 @@ from PIL import Image
 from ..prompts import parse_caption
 from ..protocol import vllm_omni as vo
 from ..request import GenerationRequest
-from . import references
+from . import action_task, references
 from .distilled import as_served
 from .errors import bad_request, value_error
 from .limits import ServerLimits
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from .routes import ServerState
 
 TRANSFER_DISABLED = "transfer is not enabled on this server (start it with a transfer runner)"
-ACTION_KEYS = ("action_mode", "action", "robot_obs", "observation", "domain_name", "domain_id")
 _EDGE_HUB = vo.EDGE_MODEL.rsplit("/", 1)[-1].lower()
 
 
@@ -82,7 +81,7 @@ def video_task(req: VideoRequest, files: dict[str, bytes], form_fields: dict[str
     prompt, negative, extra = _checked(req, req.extra_params or {}, state)
     if req.lora is not None and _too_deep(req.lora, limits.max_json_depth):
         raise bad_request(f"Invalid JSON in form field 'lora': nested deeper than {limits.max_json_depth} levels")
-    num_frames = frame_count(req, limits)
+    num_frames = None if action_task.is_action(extra) else frame_count(req, limits)
     uploaded_kind = references.control_type(form_fields.get("control_type"), "control_reference" in files, extra)
     transfer = references.check(extra, uploaded_kind)
     if transfer and state.transfer_runner is None:
@@ -98,7 +97,11 @@ def video_task(req: VideoRequest, files: dict[str, bytes], form_fields: dict[str
             inputs = references.inputs(form_fields, extra, reference, files.get("control_reference"), uploaded_kind,
                                        uploads, limits)
             return VideoTask(req, None, inputs, uploads)
-        generation = _generation(req, prompt, negative, extra, num_frames, reference, state)
+        if action_task.is_action(extra):
+            generation = action_task.generation(req, prompt, negative, extra, reference, state.model,
+                                                state.guardrails and bool(extra.get("guardrails", True)))
+        else:
+            generation = _generation(req, prompt, negative, extra, num_frames, reference, state)
         return VideoTask(req, generation, None, uploads)
     except BaseException:
         uploads.discard()
@@ -239,10 +242,7 @@ def check_extra(extra: dict[str, Any], limits: ServerLimits) -> dict[str, Any]:
     if _too_deep(extra, limits.max_json_depth):
         raise bad_request(f"Invalid JSON in form field 'extra_params': nested deeper than {limits.max_json_depth} "
                           "levels", param="extra_params")
-    action = [key for key in ACTION_KEYS if key in extra]
-    if action:
-        raise value_error(f"extra_params.{action[0]}: action modes need an action checkpoint; this server's model "
-                          "is not one.", param=f"extra_params.{action[0]}")
+    action_task.check(extra)
     for key, (test, what) in _EXTRA_RULES.items():
         if extra.get(key) is not None and not test(extra[key]):
             raise value_error(f"extra_params.{key} must be {what}, got {extra[key]!r}", param=f"extra_params.{key}")

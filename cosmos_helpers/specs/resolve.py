@@ -47,7 +47,7 @@ _CASTS: Mapping[str, Callable[[Any], Any]] = {
     "tuple[float, float] | None": lambda pair: (float(pair[0]), float(pair[1])),
     "tuple[int, ...]": lambda indexes: tuple(int(i) for i in indexes)}
 # The framework modes a profile has no defaults of, and the mode whose defaults stand in for them.
-PROFILE_MODES: Mapping[str, str] = MappingProxyType({"audio_image2video": "image2video"})
+PROFILE_MODES: Mapping[str, str] = MappingProxyType({"audio_image2video": "image2video", "wam": "policy"})
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,12 @@ class ResolvedSample:
     guardrails: bool
     sources: Mapping[str, str] = field(repr=False)
     notes: tuple[str, ...] = ()
+    action_path: str | None = None  # action modes (forward_dynamics, inverse_dynamics, wam) only
+    action_chunk_size: int | None = None
+    domain_name: str | None = None
+    image_size: int | None = None
+    view_point: str | None = None
+    raw_action_dim: int | None = None
 
     @property
     def is_transfer(self) -> bool:
@@ -318,7 +324,8 @@ class _Resolver:
         self.sources.setdefault("model_mode", "inferred from vision_path and num_frames")
         given = dict(name=self.sample.name, model=self.model, profile=self.profile.name if self.profile else None,
                      model_mode=self.mode, prompt=prompt, vision_path=self.sample.path(f.vision_path),
-                     sound_path=self.sample.path(f.sound_path), seed=seed,
+                     sound_path=self.sample.path(f.sound_path), action_path=self.sample.path(f.action_path),
+                     seed=seed,
                      hints=tuple(self._hint(kind) for kind in self.sample.hint_kinds), guardrails=self.guardrails,
                      sources=MappingProxyType(dict(self.sources)), notes=tuple(self.notes))
         return ResolvedSample(**given, **{

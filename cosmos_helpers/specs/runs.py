@@ -35,6 +35,7 @@ from ..errors import ValidationError
 from ..presets import MODES
 from ..progress import progress_bar
 from ..prompts import parse_caption
+from ..protocol import action as ap
 from ..protocol import framework as fw
 from ..protocol import vllm_omni as vo
 from ..request import GenerationRequest
@@ -67,8 +68,11 @@ def check_backend(sample: Sample, r: ResolvedSample, backend: str, given: set[st
                               fix or f"remove {name}, or run the sample on the framework backend.")
 
     mode = r.model_mode
-    if mode in fw.ACTION_MODES or mode == "image2image":
+    if mode == "image2image":
         refuse("model_mode", f"{mode} runs on the Cosmos Framework only.", "use --backend framework on a GPU host.")
+    if mode in fw.ACTION_MODES:
+        _check_action(r, backend, given, refuse)
+        return
     if mode in fw.SOUND_CONDITION_MODES and backend != "diffusers":
         refuse("model_mode", f"{mode}: vLLM-Omni {vo.VERSION} has no audio conditioning.",
                "run it on diffusers (experimental) or the framework.")
@@ -118,6 +122,25 @@ def _check_generation(r: ResolvedSample, given: set[str], refuse, *, encodes_its
             refuse(name, "the server encodes the output its own way.")
 
 
+def _check_action(r: ResolvedSample, backend: str, given: set[str], refuse) -> None:
+    """Action samples: the embodiment must be one the backend knows, with the framework's width."""
+    domains = ap.DIFFUSERS_RAW_DIM if backend == "diffusers" else ap.VLLM_DOMAIN_ID
+    name = (r.domain_name or "").strip().lower()
+    if name not in domains or name not in ap.RAW_DIM:
+        refuse("domain_name", f"{backend} knows no action embodiment {r.domain_name!r}.",
+               f"use one of {', '.join(sorted(set(domains) & set(ap.RAW_DIM)))}, or the framework backend.")
+    if r.raw_action_dim is not None and r.raw_action_dim != ap.RAW_DIM[name]:
+        refuse("raw_action_dim", f"{name} actions have {ap.RAW_DIM[name]} values per step, not {r.raw_action_dim}.",
+               "remove raw_action_dim (the embodiment fixes it).")
+    if backend == "vllm-omni" and r.view_point:
+        refuse("view_point", f"vLLM-Omni {vo.VERSION} reads no camera viewpoint for action requests.",
+               "remove view_point, or run the sample on diffusers or the framework.")
+    for field_name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg",
+                       "guidance_interval", *_TEMPLATES):
+        if field_name in given:
+            refuse(field_name, "an action run builds its own caption and guides on every step.")
+
+
 def _check_model(sample: Sample, r: ResolvedSample) -> None:
     named = sample.fields.model
     if named is not None and fw.CHECKPOINTS.get(named, named) != fw.CHECKPOINTS.get(r.model, r.model):
@@ -133,6 +156,8 @@ def generation_request(r: ResolvedSample, given: set[str]) -> GenerationRequest:
     sentences), ``guidance_interval`` (the framework's strict ``lo < t < hi`` as the inclusive interval with the
     same timesteps, ``protocol.framework.to_inclusive``).
     """
+    if r.model_mode in fw.ACTION_MODES:
+        return action_request(r)
     video = r.model_mode != "text2image"
     options: dict[str, Any] = {}
     if "negative_prompt" in given:
@@ -157,6 +182,32 @@ def generation_request(r: ResolvedSample, given: set[str]) -> GenerationRequest:
         sound=r.enable_sound, **options)
 
 
+def action_request(r: ResolvedSample) -> GenerationRequest:
+    """The request of an action sample. The framework reads ``action_chunk_size + 1`` frames of ``vision_path``
+    and conditions forward dynamics and policy on the first (inference/action.py:202); the action file is a
+    ``[T][D]`` JSON array (:56-58); ``image_size`` is the action tier; ``wam`` is the policy task."""
+    mode = ap.MODES[list(ap.FRAMEWORK_MODES.values()).index(r.model_mode)]
+    frames = r.action_chunk_size + 1
+    options: dict[str, Any] = {}
+    vision = Path(r.vision_path)
+    if mode in ap.TAKES_VIDEO:
+        options["video"] = vision
+    elif vision.suffix.lower() in fw.IMAGE_EXTENSIONS:
+        options["image"] = vision
+    else:
+        options["image"] = media.load_video_frames(vision, max_frames=1)[0][0]
+    if mode in ap.GIVES_ACTIONS:
+        options["actions"] = Path(r.action_path)
+    if r.view_point:
+        options["view_point"] = r.view_point
+    if r.profile is not None:
+        options["profile"] = r.profile
+    return GenerationRequest(
+        mode=mode, prompt=r.prompt, model=r.model, guardrails=r.guardrails, tier=str(r.image_size),
+        num_frames=frames, fps=r.fps, num_inference_steps=r.num_steps, guidance_scale=r.guidance, flow_shift=r.shift,
+        seed=int(r.seed), embodiment=r.domain_name, **options)
+
+
 def localize(r: ResolvedSample, *, progress: bool = True) -> ResolvedSample:
     """``r`` with every URL input replaced by its local copy (the framework's download cache: module docstring)."""
     def local(value: str | None, name: str) -> str | None:
@@ -165,7 +216,8 @@ def localize(r: ResolvedSample, *, progress: bool = True) -> ResolvedSample:
     hints = tuple(dataclasses.replace(h, control_path=local(h.control_path, f"{h.kind}.control_path"))
                   for h in r.hints)
     return dataclasses.replace(r, vision_path=local(r.vision_path, "vision_path"),
-                               sound_path=local(r.sound_path, "sound_path"), hints=hints)
+                               sound_path=local(r.sound_path, "sound_path"),
+                               action_path=local(r.action_path, "action_path"), hints=hints)
 
 
 DEFAULT_CACHE = Path("~/.cache/cosmos-helpers/downloads")
@@ -237,6 +289,7 @@ class SampleRun:
         """Record the content of every local input file (URLs: the cached copy the run uses)."""
         files: dict[str, Any] = {}
         paths = {**sample.path_fields(), "vision_path": resolved.vision_path, "sound_path": resolved.sound_path,
+                 "action_path": resolved.action_path,
                  **{f"{h.kind}.control_path": h.control_path for h in resolved.hints}}
         for key, value in sorted(paths.items()):
             local = sample.path(value)  # URLs and None as they are

@@ -126,7 +126,7 @@ def execute(run: SampleRun, backend: Any, *, progress: bool = True, server_paths
         from .audio import run_audio_sample  # scipy and the sound tokenizer load on first use
 
         return framework_file(run_audio_sample(r, backend=backend, progress=progress), r)
-    if r.model_mode not in MODES:  # check_backend refuses these first; keep the dispatch total
+    if r.model_mode not in MODES + fw.ACTION_MODES:  # check_backend refuses the others first; keep the dispatch total
         raise ValidationError("model_mode", f"{r.model_mode} does not run on {backend.name}.",
                               "use the framework backend.")
     generation = backend.generate(generation_request(r, run.given))

@@ -17,14 +17,15 @@ from typing import Any
 
 from ..errors import CosmosHelpersError, ValidationError
 from ..presets import ASPECT_RATIOS, DEFAULT_PROFILE, MODES, TIERS, get_profile
+from ..protocol import action
 from ..request import IMAGE_MODES, MAX_GUIDANCE, MAX_STEPS, GenerationRequest
 from .context import is_static
 from .viewers import show
 
 DEFAULT_PROMPT = ("A small yellow robot rolls across a sunlit wooden workbench, past scattered tools, "
                   "and stops beside a coffee mug. Static camera, soft morning light.")
-_FIELDS = ("prompt", "mode", "image", "tier", "aspect_ratio", "num_frames", "num_inference_steps",
-           "guidance_scale", "seed", "sound")
+_FIELDS = ("prompt", "mode", "image", "embodiment", "actions", "tier", "aspect_ratio", "num_frames",
+           "num_inference_steps", "guidance_scale", "seed", "sound")
 
 
 class GenerateForm:
@@ -65,6 +66,11 @@ class GenerateForm:
                             layout=wide(), style=style)
         self.tier = w.Dropdown(options=list(TIERS), value=str(d.get("tier", profile.tier)), description="tier",
                                style=style)
+        self.embodiment = w.Dropdown(options=sorted(action.RAW_DIM), value=d.get("embodiment") or "av",
+                                     description="embodiment", style=style)
+        self.actions = w.Text(value=str(d.get("actions") or ""), description="actions",
+                              placeholder="trajectory .json / .npz to play (forward_dynamics)", layout=wide(),
+                              style=style)
         self.aspect_ratio = w.Dropdown(options=list(ASPECT_RATIOS), value=d.get("aspect_ratio", profile.aspect_ratio),
                                        description="aspect", style=style)
         self.num_frames = w.BoundedIntText(value=int(d.get("num_frames", profile.num_frames)), min=1, max=1001,
@@ -91,6 +97,8 @@ class GenerateForm:
             self.prompt,
             row(self.mode, self.tier, self.aspect_ratio),
             self.image,
+            row(self.embodiment),
+            self.actions,
             row(self.num_frames, self.num_inference_steps, self.guidance_scale),
             row(self.seed, self.sound),
             row(self.button, self.progress),
@@ -101,9 +109,18 @@ class GenerateForm:
 
     def _sync_mode(self) -> None:
         mode = self.mode.value
+        acting = mode in action.MODES
         self.num_frames.disabled = mode in IMAGE_MODES
-        self.sound.disabled = mode in IMAGE_MODES
-        self.image.layout.display = None if mode in ("image2video", "video2video", "image2image") else "none"
+        self.sound.disabled = mode in IMAGE_MODES or acting
+        self.aspect_ratio.disabled = acting  # an action run takes the start image's shape
+        self.image.layout.display = None if mode in ("image2video", "video2video", "image2image") or acting \
+            else "none"
+        self.embodiment.layout.display = None if acting else "none"
+        self.actions.layout.display = None if mode in action.GIVES_ACTIONS else "none"
+        tiers = list(action.TIERS) if acting else list(TIERS)
+        if list(self.tier.options) != tiers:
+            keep = self.tier.value if self.tier.value in tiers else tiers[0]
+            self.tier.options, self.tier.value = tiers, keep
 
     def request(self):
         """The :class:`GenerationRequest` the form describes (raises :class:`ValidationError`)."""
@@ -118,7 +135,13 @@ class GenerateForm:
             values["num_frames"] = int(self.num_frames.value)
             values["sound"] = bool(self.sound.value)
         media_path = self.image.value.strip()
-        if mode in ("image2video", "image2image"):
+        if mode in action.MODES:
+            values.pop("aspect_ratio")
+            values.update(embodiment=self.embodiment.value, sound=False)
+            values["video" if mode in action.TAKES_VIDEO else "image"] = media_path or None
+            if mode in action.GIVES_ACTIONS:
+                values["actions"] = self.actions.value.strip() or None
+        elif mode in ("image2video", "image2image"):
             values["image"] = media_path or None
         elif mode == "video2video":
             values["video"] = media_path or None

@@ -14,9 +14,9 @@ the fixed schedule with guidance 1, as the framework runs one), and it never shr
 * inputs: read as the framework reads them (a ``.json`` file holds one sample, a ``.jsonl`` one per line; a sample
   without ``name`` is named after its file) and validated against the real ``OmniSampleOverrides`` JSON schema
   from the contract fixture, so an unknown field fails here as it fails there;
-* outputs, the framework's layout: ``<out>/<name>/vision.mp4`` (``vision.jpg`` for one frame) and
-  ``control_<hint>.mp4`` for transfer; ``step k/N`` progress lines; on a bad input an ``ERROR: ...`` line and
-  exit code 1.
+* outputs, the framework's layout: ``<out>/<name>/vision.mp4`` (``vision.jpg`` for one frame),
+  ``control_<hint>.mp4`` for transfer, an action sample's predicted actions in ``sample_outputs.json``;
+  ``step k/N`` progress lines; on a bad input an ``ERROR: ...`` line and exit code 1.
 
 Run it as ``python -m tests.framework_standin -i input.json -o out/`` from the repository root.
 """
@@ -108,6 +108,10 @@ def run_one(item: dict, path: Path, name: str, args: argparse.Namespace) -> Path
     else:
         media.write_mp4(target, generation.frames, generation.fps, sound=generation.sound,
                         sample_rate=generation.sample_rate, crf=generation.crf, overwrite=True)
+    if generation.actions is not None:  # inference.py:1796-1806: the predicted actions, cut to the raw width
+        record = {"args": item, "outputs": [{"content": {"action": generation.actions.tolist()},
+                                             "files": [str(target)]}]}
+        (folder / fw.SAMPLE_OUTPUTS).write_text(json.dumps(record), encoding="utf-8")
     for kind, frames in (getattr(generation, "controls", None) or {}).items():
         media.write_mp4(folder / fw.CONTROL_FILE.format(hint=kind, suffix=".mp4"), frames, generation.fps,
                         overwrite=True)

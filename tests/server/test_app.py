@@ -68,7 +68,9 @@ VIDEO_ERRORS = [
     ({"extra_params": json.dumps({"edge": {"preset_edge_threshold": "extreme"}})}, "preset_edge_threshold must be "
      "one of none, very_low", VALUE, None),
     ({"extra_params": json.dumps({"negative_metadata_mode": "opposite"})}, "negative_metadata_mode", VALUE, None),
-    ({"extra_params": json.dumps({"action_mode": "policy"})}, "action modes need an action checkpoint", VALUE, None),
+    ({"extra_params": json.dumps({"action_mode": "policy"})}, "needs an embodiment name", VALUE,
+     "extra_params.domain_name"),
+    ({"extra_params": json.dumps({"robot_obs": {}})}, "RoboLab", VALUE, "extra_params.robot_obs"),
     # what the tiny model and GenerationRequest cannot follow (names the field and the fix)
     ({"size": "100x96"}, "width: 100 is not a multiple of 16", VALUE, "width"),
     ({"seed": "-3"}, "seed", VALUE, "seed"),

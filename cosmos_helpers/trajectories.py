@@ -1,0 +1,225 @@
+"""Action trajectories: read and write them, turn pose deltas into paths, compare two, draw them.
+
+A trajectory is a float ``(T, D)`` array, one row per transition between two video frames, in an embodiment's raw
+action layout (``protocol.action``): a 9-D pose delta (translation, then the 6-D rotation: the first two columns
+of the rotation matrix, as the framework's ``convert_rotation`` writes ``rot6d``) followed by the grasp state.
+Files: JSON (the framework's action file: a ``[T][D]`` array, or ``{"actions": [[...]]}``) and NumPy ``.npz``
+(an ``actions`` array). LeRobot parquet needs pyarrow, which this environment does not install; a ``.parquet``
+path is refused with that fix rather than read half-way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import ValidationError
+from .media import write_bytes_atomic
+from .protocol import action as proto
+
+SUFFIXES = (".json", ".npz")
+
+
+def load_trajectory(source: Any, *, field: str = "actions") -> np.ndarray:
+    """A ``(T, D)`` float32 array from an array, nested lists, or a ``.json`` / ``.npz`` file."""
+    if isinstance(source, (str, Path)):
+        path = Path(source).expanduser()
+        if path.suffix.lower() == ".parquet":
+            raise ValidationError(field, f"{path.name}: reading LeRobot parquet needs pyarrow, which is not installed.",
+                                  "convert it to JSON or .npz, or `pip install pyarrow` and read it with pandas.")
+        if path.suffix.lower() not in SUFFIXES:
+            raise ValidationError(field, f"{path.name} is not a trajectory file this reads.",
+                                  f"give a {' or '.join(SUFFIXES)} file, or the array itself.")
+        if not path.is_file():
+            raise ValidationError(field, f"{path} does not exist.", "check the path.")
+        source = _read_file(path, field)
+    try:
+        array = np.asarray(source, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValidationError(field, f"{type(source).__name__} is not a numeric (T, D) trajectory.",
+                              "pass a (T, D) array, nested lists of numbers, or a .json / .npz file.") from None
+    return array.astype(np.float32) if array.ndim == 2 else array
+
+
+def _read_file(path: Path, field: str) -> Any:
+    if path.suffix.lower() == ".npz":
+        with np.load(path) as data:
+            if "actions" not in data:
+                raise ValidationError(field, f"{path.name} has no 'actions' array (it has {sorted(data)}).",
+                                      "save it with save_trajectory(), or np.savez(path, actions=array).")
+            return data["actions"]
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValidationError(field, f"{path.name} is not valid JSON ({exc}).", "give a [T][D] JSON array.") from None
+    return data["actions"] if isinstance(data, dict) and "actions" in data else data
+
+
+def save_trajectory(path: str | Path, actions: np.ndarray, *, overwrite: bool = False) -> Path:
+    """Write ``actions`` as the framework's action file (``.json``, a ``[T][D]`` array) or ``.npz``."""
+    path = Path(path)
+    array = np.asarray(actions, dtype=np.float32)
+    if path.suffix.lower() == ".npz":
+        import io
+
+        buffer = io.BytesIO()
+        np.savez(buffer, actions=array)
+        return write_bytes_atomic(path, buffer.getvalue(), overwrite=overwrite)
+    if path.suffix.lower() != ".json":
+        raise ValidationError("path", f"{path.name}: trajectories are saved as .json or .npz.", "change the suffix.")
+    return write_bytes_atomic(path, (json.dumps(array.tolist()) + "\n").encode(), overwrite=overwrite)
+
+
+# ---------------------------------------------------------------------------------------------- rotations
+
+
+def rot6d_to_matrix(rot6d: np.ndarray) -> np.ndarray:
+    """``(..., 6)`` -> ``(..., 3, 3)`` by Gram-Schmidt on the two stored columns (Zhou et al. 2019)."""
+    r = np.asarray(rot6d, dtype=np.float64)
+    a, b = r[..., :3], r[..., 3:6]
+    x = a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-12)
+    b = b - (x * b).sum(-1, keepdims=True) * x
+    y = b / np.maximum(np.linalg.norm(b, axis=-1, keepdims=True), 1e-12)
+    z = np.cross(x, y)
+    return np.stack([x, y, z], axis=-1)
+
+
+def matrix_to_rot6d(matrix: np.ndarray) -> np.ndarray:
+    """``(..., 3, 3)`` -> ``(..., 6)``: first column, then second (the framework's ``rot6d`` layout)."""
+    m = np.asarray(matrix, dtype=np.float64)
+    return np.concatenate([m[..., :, 0], m[..., :, 1]], axis=-1)
+
+
+def matrix_to_quaternion(matrix: np.ndarray) -> np.ndarray:
+    """``(..., 3, 3)`` -> unit quaternions ``(..., 4)`` as ``(x, y, z, w)`` with ``w >= 0``."""
+    matrices = np.asarray(matrix, dtype=np.float64)
+    flat = matrices.reshape(-1, 3, 3)
+    out = np.empty((len(flat), 4))
+    for i, r in enumerate(flat):
+        trace = np.trace(r)
+        if trace > 0:
+            s = 2.0 * math.sqrt(trace + 1.0)
+            q = [(r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s, 0.25 * s]
+        else:
+            k = int(np.argmax(np.diag(r)))
+            j, m = (k + 1) % 3, (k + 2) % 3
+            s = 2.0 * math.sqrt(max(1.0 + r[k, k] - r[j, j] - r[m, m], 1e-12))
+            q = [0.0] * 4
+            q[k], q[j], q[m], q[3] = 0.25 * s, (r[j, k] + r[k, j]) / s, (r[m, k] + r[k, m]) / s, (r[m, j] - r[j, m]) / s
+        q = np.asarray(q) / np.linalg.norm(q)
+        out[i] = -q if q[3] < 0 else q
+    return out.reshape(matrices.shape[:-2] + (4,))
+
+
+def quaternion_to_matrix(quat: np.ndarray) -> np.ndarray:
+    """``(..., 4)`` ``(x, y, z, w)`` -> ``(..., 3, 3)``."""
+    q = np.asarray(quat, dtype=np.float64)
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    x, y, z, w = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    rows = [[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]]
+    return np.stack([np.stack(r, axis=-1) for r in rows], axis=-2)
+
+
+def yaw_matrix(yaw: np.ndarray) -> np.ndarray:
+    """Rotations about the up (z) axis by ``yaw`` radians."""
+    yaw = np.asarray(yaw, dtype=np.float64)
+    c, s, zero, one = np.cos(yaw), np.sin(yaw), np.zeros_like(yaw), np.ones_like(yaw)
+    return np.stack([np.stack([c, -s, zero], -1), np.stack([s, c, zero], -1), np.stack([zero, zero, one], -1)], -2)
+
+
+# ---------------------------------------------------------------------------------------------- poses and paths
+
+
+def pose_deltas(translations: np.ndarray, rotations: np.ndarray, grasp: np.ndarray | None = None) -> np.ndarray:
+    """Rows ``[translation(3), rot6d(6), grasp...]`` from per-step translations ``(T, 3)`` (in the previous
+    pose's frame) and rotation matrices ``(T, 3, 3)``."""
+    parts = [np.asarray(translations, dtype=np.float64), matrix_to_rot6d(rotations)]
+    if grasp is not None:
+        g = np.asarray(grasp, dtype=np.float64)
+        parts.append(g[:, None] if g.ndim == 1 else g)
+    return np.concatenate(parts, axis=-1).astype(np.float32)
+
+
+def integrate_poses(actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Absolute poses from the start: positions ``(T + 1, 3)`` and rotations ``(T + 1, 3, 3)``, chaining each row's
+    pose delta (translation and rotation in the moving frame)."""
+    a = np.asarray(actions, dtype=np.float64)
+    position, rotation = np.zeros(3), np.eye(3)
+    positions, rotations = [position], [rotation]
+    for row in a:
+        position = position + rotation @ row[proto.TRANSLATION]
+        rotation = rotation @ rot6d_to_matrix(row[proto.ROTATION_6D])
+        positions.append(position)
+        rotations.append(rotation)
+    return np.asarray(positions), np.asarray(rotations)
+
+
+def integrate(actions: np.ndarray) -> np.ndarray:
+    """Absolute positions ``(T + 1, 3)`` from the start (:func:`integrate_poses`)."""
+    return integrate_poses(actions)[0]
+
+
+def step_errors(predicted: np.ndarray, given: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-step errors of a predicted trajectory against the given one (same shape): translation (L2),
+    rotation (angle between the rotations, degrees), grasp (absolute), and the end-point drift of the paths."""
+    p, g = np.asarray(predicted, dtype=np.float64), np.asarray(given, dtype=np.float64)
+    if p.shape != g.shape:
+        raise ValidationError("predicted", f"shape {p.shape} differs from the given trajectory's {g.shape}.",
+                              "compare trajectories of the same embodiment and length.")
+    errors = {"translation": np.linalg.norm(p[:, proto.TRANSLATION] - g[:, proto.TRANSLATION], axis=-1)}
+    if p.shape[1] >= proto.POSE_DIM:
+        rp, rg = rot6d_to_matrix(p[:, proto.ROTATION_6D]), rot6d_to_matrix(g[:, proto.ROTATION_6D])
+        cos = (np.trace(np.swapaxes(rp, -1, -2) @ rg, axis1=-2, axis2=-1) - 1.0) / 2.0
+        errors["rotation_deg"] = np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+        errors["path"] = np.linalg.norm(integrate(p)[1:] - integrate(g)[1:], axis=-1)
+    if p.shape[1] > proto.POSE_DIM:
+        errors["grasp"] = np.abs(p[:, proto.POSE_DIM:] - g[:, proto.POSE_DIM:]).mean(axis=-1)
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------- normalisation
+
+
+def normalize(actions: np.ndarray, stats: dict[str, Any], method: str = "quantile") -> np.ndarray:
+    """Scale raw actions as the framework's training data was (``protocol.action.NORMALIZATION``): ``quantile``
+    maps ``q01..q99`` to -1..1, ``minmax`` ``min..max`` to -1..1, ``meanstd`` standardises. Inference takes raw
+    actions (the framework passes no normaliser at inference), so this is for comparing with training data."""
+    a = np.asarray(actions, dtype=np.float64)
+    if method == "meanstd":
+        return ((a - _stat(stats, "mean", a)) / np.maximum(_stat(stats, "std", a), 1e-8)).astype(np.float32)
+    lo, hi = _bounds(stats, method, a)
+    return (2.0 * (a - lo) / np.maximum(hi - lo, 1e-8) - 1.0).astype(np.float32)
+
+
+def denormalize(actions: np.ndarray, stats: dict[str, Any], method: str = "quantile") -> np.ndarray:
+    """The inverse of :func:`normalize`."""
+    a = np.asarray(actions, dtype=np.float64)
+    if method == "meanstd":
+        return (a * _stat(stats, "std", a) + _stat(stats, "mean", a)).astype(np.float32)
+    lo, hi = _bounds(stats, method, a)
+    return (0.5 * (a + 1.0) * (hi - lo) + lo).astype(np.float32)
+
+
+def _bounds(stats: dict[str, Any], method: str, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if method not in proto.NORMALIZATION:
+        raise ValidationError("method", f"unknown normalisation {method!r}.",
+                              f"use one of {', '.join(proto.NORMALIZATION)}.")
+    low, high = ("q01", "q99") if method == "quantile" else ("min", "max")
+    return _stat(stats, low, a), _stat(stats, high, a)
+
+
+def _stat(stats: dict[str, Any], key: str, a: np.ndarray) -> np.ndarray:
+    if key not in stats:
+        raise ValidationError("stats", f"the statistics have no {key!r} (they have {sorted(stats)}).",
+                              "pass the embodiment's normalizer stats file (q01/q99, min/max or mean/std).")
+    value = np.asarray(stats[key], dtype=np.float64)
+    if value.shape[-1] != a.shape[-1]:
+        raise ValidationError("stats", f"{key!r} has {value.shape[-1]} values; the rows have {a.shape[-1]}.",
+                              "use the statistics of this embodiment.")
+    return value

@@ -120,3 +120,23 @@ def test_distilled_stand_in_is_a_relocatable_distilled_checkpoint(tmp_path):
     assert len(components) == 4 and all(v[2]["pretrained_model_name_or_path"] is None for v in components)
     assert is_distilled_model(str(folder)) and is_distilled_model("tiny-distilled")
     assert not is_distilled_model("tiny") and not is_distilled_model(str(tmp_path))
+
+
+def test_a_distilled_pipeline_runs_on_a_transformer_the_fast_path_is_installed_on():
+    """diffusers' modular denoise loop picks the transformer's keyword arguments from ``forward``'s signature; the
+    fast path's forward shows stock's, so a distilled pipeline sharing those weights (gpu_variants) still runs."""
+    import inspect
+
+    from cosmos_helpers.backends import distilled
+    from cosmos_helpers.fast import enable_fast_path
+    from cosmos_helpers.models.tiny import build_tiny_pipeline
+    from cosmos_helpers.models.tiny_distilled import as_distilled
+
+    base = build_tiny_pipeline(0)
+    stock = set(inspect.signature(base.transformer.forward).parameters)
+    enable_fast_path(base, active=False)
+    assert set(inspect.signature(base.transformer.forward).parameters) == stock
+    request = GenerationRequest(mode="text2image", profile="tiny-distilled", prompt="a red ball", seed=0,
+                                guardrails=False)
+    frames, timesteps = distilled.denoise(as_distilled(base), request, lambda _step: None)
+    assert np.asarray(frames).shape[-1] == 3 and np.isfinite(np.asarray(frames)).all() and len(timesteps) == 4

@@ -23,6 +23,7 @@ cache hooks, a text index layout other than the pipeline's) goes to the stock fo
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Any
 
@@ -77,6 +78,9 @@ class FastForward:
         self._compiled_ok = False
         self.projections = FusedProjections(transformer) if fuse_projections else None
         self.stock_forward = transformer.forward
+        # callers that pick their keyword arguments from forward's signature (diffusers' modular denoise loop,
+        # e.g. a distilled pipeline sharing this transformer) see stock's, not (*args, **kwargs)
+        self.__signature__ = inspect.signature(self.stock_forward)
         self.attention = attention
         self.batch_cfg = batch_cfg
         self.text = TextKVCache(transformer)

@@ -46,10 +46,15 @@ def tiny_distilled_path(seed: int = 0, root: str | Path | None = None) -> Path:
 
 def build_tiny_distilled_pipeline(seed: int = 0, sigmas: tuple[float, ...] = variants.DISTILLED_T_LIST):
     """The tiny weights as a distilled modular pipeline in memory (no guardrails, fixed ``sigmas``)."""
+    return as_distilled(build_tiny_pipeline(seed), sigmas)
+
+
+def as_distilled(base, sigmas: tuple[float, ...] = variants.DISTILLED_T_LIST):
+    """A distilled modular pipeline over ``base``'s tokenizer, VAE and transformer (shared, not copied), with the
+    exported checkpoints' scheduler and the fixed schedule ``sigmas`` (benchmarks time it on Nano-shaped weights)."""
     from diffusers import FlowMatchEulerDiscreteScheduler
     from diffusers.modular_pipelines import Cosmos3DistilledBlocks
 
-    base = build_tiny_pipeline(seed)
     pipe = Cosmos3DistilledBlocks().init_pipeline()
     scheduler = FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=variants.DISTILLED_SHIFT,
                                                 stochastic_sampling=variants.DISTILLED_SAMPLE_TYPE == "sde")

@@ -182,14 +182,14 @@ def build_nano(plan: Plan, state: dict) -> dict:
     if plan.cuda:
         torch.cuda.synchronize()
     made = _diffusers_backends("nano", plan.device, plan.dtype, False, None, pipeline=pipe)
-    few_step = as_distilled(pipe)
-    distilled._quiet(few_step._blocks)
+    four_step = as_distilled(pipe)
+    distilled._quiet(four_step._blocks)
 
     class DistilledRandomBackend(type(made["stock"])):
         """The same weights as a distilled checkpoint: a distilled model id loads the in-memory modular pipeline."""
 
         def _load(self, model):
-            return few_step if distilled.is_distilled_model(model) else super()._load(model)
+            return four_step if distilled.is_distilled_model(model) else super()._load(model)
 
     state.update(made, distilled=DistilledRandomBackend(device=plan.device, dtype=plan.dtype, progress=False))
     return {"build_s": round(time.perf_counter() - start, 1), "resident_gib": resident_gib(plan.cuda),

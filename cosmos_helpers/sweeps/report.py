@@ -104,9 +104,9 @@ def write_time_plot(out: Path, runs: Sequence[SweepRun]) -> Path:
     colors = ["#2da44e" if run.ok else "#cf222e" for run in runs]
     labels = [text if len(text) <= 48 else text[:47] + "\u2026" for text in (label(run, names) for run in runs)]
     bars = axes.barh(labels, seconds, color=colors)
-    for bar, run in zip(bars, runs):
+    for patch, run in zip(bars, runs):
         if run.reused:
-            bar.set_hatch("//")
+            patch.set_hatch("//")
     axes.invert_yaxis()
     axes.set_xlabel("seconds per run (hatched: finished earlier, red: failed)")
     axes.set_title("Time per run")

@@ -37,6 +37,9 @@ from .conftest import COOKBOOKS, REPO, kernel_env, watch_console
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
 
 DEMO = "widgets_demo.ipynb"
+# Notebooks whose outputs are not videos: what each must show instead.
+STILL_OUTPUTS = {"cookbooks/cosmos3/generator/sweeps/seed_and_guidance.ipynb": "image",
+                 "cookbooks/cosmos3/generator/prompting/prompts_that_pass.ipynb": "text"}
 RUN_TIMEOUT_S = float(os.environ.get("COSMOS_HELPERS_BROWSER_RUN_TIMEOUT", "420"))
 
 DEMO_CELLS = [
@@ -229,11 +232,16 @@ def test_notebook_in_jupyterlab(relative, lab, browser, artifacts):
             cell.scroll_into_view_if_needed()
             shoot(cell, shots / f"cell-{index:02d}.png")
 
-        # every notebook that previews generations must show playable players; the benchmarks notebook only plots
+        # every notebook that previews generations must show playable players; the benchmarks notebook only plots;
+        # a notebook that makes only still images must show them, and the prompting one shows text (captions)
+        expected = STILL_OUTPUTS.get(relative)
         shows_media = relative == DEMO or any(call in source for call in ("show(", "compare(", "grid("))
-        states = check_videos(page.locator(".jp-OutputArea video"), minimum=1 if shows_media else 0)
-        if not shows_media:
-            assert page.locator(".jp-OutputArea img").count() >= 1, "the plot did not render"
+        states = check_videos(page.locator(".jp-OutputArea video"),
+                              minimum=1 if shows_media and expected is None else 0)
+        if expected == "text":
+            assert page.locator(".jp-OutputArea-output").count() >= 3, "the notebook showed no results"
+        elif not shows_media or expected == "image":
+            assert page.locator(".jp-OutputArea img").count() >= 1, "the picture or plot did not render"
         if relative == DEMO:
             assert any(s.get("audio_bytes", 0) > 0 for s in states), f"no video had decodable sound: {states}"
             assert page.locator(".jp-OutputArea .cosmos-helpers-slider input[type=range]").count() == 1

@@ -31,7 +31,7 @@ def check(folder: Path, backend: str, *, model: str | None = None, **data) -> No
 
 
 REFUSED = [
-    (dict(model_mode="forward_dynamics", vision_path="still.png", action_path="still.png"), "model_mode"),
+    # (action modes run on diffusers now: tests/contracts/test_framework_contract.py runs the framework's examples)
     (dict(model_mode="image2image", vision_path="still.png"), "model_mode"),
     (dict(num_outputs=2), "num_outputs"),
     (dict(prompt_upsampling=True), "prompt_upsampling"),

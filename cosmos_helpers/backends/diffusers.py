@@ -43,7 +43,7 @@ from ..progress import progress_bar
 from ..request import GenerationRequest
 from ..result import Generation
 from ..schedules import configure_scheduler
-from . import distilled
+from . import diffusers_action, distilled
 from .memory import MemorySettings, apply_memory, plan_memory, resolve_memory
 
 ProgressCallback = Callable[[int, int], None]
@@ -316,7 +316,7 @@ class DiffusersBackend:
             frames=_frames(output.video), fps=request.fps, seed=request.seed, request=request,
             sound=_sound(output, request), sample_rate=sample_rate, backend=self.name, model=request.model,
             timings=_timings(started, load_s, call_start, marks, end), provenance=provenance,
-            actions=_actions(output, request))
+            actions=diffusers_action.predicted_actions(output, request))
         return self._checked_video(generation, checker)
 
     def _generate_distilled(self, request: GenerationRequest, progress: ProgressCallback | None) -> Generation:
@@ -368,7 +368,7 @@ class DiffusersBackend:
         metadata (``request.prompt_text()``), so the sentence templates are off for it, as on the other backends.
         """
         if request.is_action:
-            return _action_kwargs(request)
+            return diffusers_action.call_kwargs(request)
         kwargs: dict[str, Any] = dict(
             prompt=request.prompt_text(), negative_prompt=request.negative_prompt_text(),
             num_frames=request.num_frames, height=request.height, width=request.width, fps=request.fps,
@@ -544,40 +544,6 @@ def _resolve_source(model: str) -> str:
         raise ValidationError("model", f"{model!r} is neither 'tiny', an existing folder, nor a hub id (owner/name).",
                               "use 'tiny', e.g. 'nvidia/Cosmos3-Nano', or a local checkpoint folder.")
     return model
-
-
-def _action_kwargs(request: GenerationRequest) -> dict[str, Any]:
-    """An action run: ``CosmosActionCondition`` carries the media, the chunk and the size (``num_frames``,
-    ``height`` and ``width`` must stay unset, pipeline_cosmos3_omni.py:1041-1044)."""
-    import torch
-    from diffusers.pipelines.cosmos.pipeline_cosmos3_omni import CosmosActionCondition
-
-    condition: dict[str, Any] = dict(mode=request.mode, chunk_size=request.num_frames - 1,
-                                     domain_name=request.embodiment, resolution_tier=int(request.tier))
-    if request.view_point is not None:
-        condition["view_point"] = request.view_point
-    if request.actions is not None:
-        condition["raw_actions"] = torch.as_tensor(np.asarray(request.actions), dtype=torch.float32)
-    if request.video is not None:
-        condition["video"] = [media.load_image(frame) for frame in request.conditioning_video()[:request.num_frames]]
-    else:
-        condition["image"] = request.conditioning_image()
-    kwargs: dict[str, Any] = dict(
-        prompt=request.prompt_text(), negative_prompt=request.negative_prompt_text(), fps=request.fps,
-        num_inference_steps=request.num_inference_steps, guidance_scale=request.guidance_scale, enable_sound=False,
-        enable_safety_check=False, action=CosmosActionCondition(**condition))
-    if request.use_system_prompt is not None:
-        kwargs["use_system_prompt"] = request.use_system_prompt
-    return kwargs
-
-
-def _actions(output: Any, request: GenerationRequest) -> np.ndarray | None:
-    """The predicted trajectory ``(chunk, D)`` of inverse dynamics and policy (the pipeline returns none for
-    forward dynamics, whose trajectory was given)."""
-    predicted = getattr(output, "action", None)
-    if not predicted:
-        return None
-    return predicted[0].float().cpu().numpy().reshape(request.num_frames - 1, -1)
 
 
 def _frames(video: Any) -> np.ndarray:

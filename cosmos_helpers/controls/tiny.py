@@ -10,12 +10,10 @@ into the cache folder of the tiny Cosmos3 (``$COSMOS_HELPERS_CACHE``).
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..models.tiny import _make_deterministic, cache_root
+from ..models.tiny import cache_root, cached_build
 
 TINY_FORMAT_VERSION = 1
 TINY_NAME = "tiny"  # what a user writes for a control model to get the stand-in of that kind
@@ -42,24 +40,14 @@ def tiny_control_model_path(kind: str, seed: int = 0, root: str | Path | None = 
     if kind not in builders:
         raise ValueError(f"no tiny control model of kind {kind!r}; kinds: {', '.join(builders)}")
     target = (Path(root) if root is not None else cache_root()) / f"tiny-{kind}-v{TINY_FORMAT_VERSION}-seed{seed}"
-    if (target / "config.json").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+
+    def write(staging: Path) -> None:
         with quiet_transformers():
             model, processor = builders[kind](seed)
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
-        _make_deterministic(staging)
-        try:
-            staging.rename(target)
-        except OSError:
-            if not (target / "config.json").is_file():  # lost a race with another builder: theirs is identical
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+
+    return cached_build(target, "config.json", write)
 
 
 def _build_depth(seed: int):

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 TINY_FORMAT_VERSION = 2  # 2: the action heads (action_gen, action_dim 64)
 CACHE_ENV = "COSMOS_HELPERS_CACHE"
@@ -79,17 +79,26 @@ def cache_root() -> Path:
 def tiny_model_path(seed: int = 0, root: str | Path | None = None) -> Path:
     """The folder of the tiny model for ``seed``, building it first if it is not there yet."""
     target = (Path(root) if root is not None else cache_root()) / f"tiny-cosmos3-v{TINY_FORMAT_VERSION}-seed{seed}"
-    if (target / "model_index.json").is_file():
+    return cached_build(target, "model_index.json", lambda staging: build_tiny_pipeline(seed).save_pretrained(staging))
+
+
+def cached_build(target: Path, marker: str, write: Callable[[Path], Any]) -> Path:
+    """``target``, or ``write(staging)`` into a fresh folder beside it, made deterministic and renamed into place.
+
+    The rename is what makes a half-written model impossible to find: a folder counts as built once ``marker`` is in
+    it. Two processes building at once both succeed; the loser's identical copy is thrown away.
+    """
+    if (target / marker).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        build_tiny_pipeline(seed).save_pretrained(staging)
+        write(staging)
         _make_deterministic(staging)
         try:
             staging.rename(target)
         except OSError:
-            if not (target / "model_index.json").is_file():  # lost a race with another builder: theirs is identical
+            if not (target / marker).is_file():  # lost a race with another builder: theirs is identical
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -11,12 +11,10 @@ so the backend's distilled path is the one a GPU host runs. Random weights were 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 from ..protocol import variants
-from .tiny import TINY_FORMAT_VERSION, _make_deterministic, build_tiny_pipeline, cache_root
+from .tiny import TINY_FORMAT_VERSION, build_tiny_pipeline, cache_root, cached_build
 
 MODEL_NAME = "tiny-distilled"
 INDEX_FILE = "modular_model_index.json"
@@ -26,22 +24,12 @@ def tiny_distilled_path(seed: int = 0, root: str | Path | None = None) -> Path:
     """The folder of the tiny distilled model for ``seed``, building it first if it is not there yet."""
     base = Path(root) if root is not None else cache_root()
     target = base / f"tiny-cosmos3-distilled-v{TINY_FORMAT_VERSION}-seed{seed}"
-    if (target / INDEX_FILE).is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+
+    def write(staging: Path) -> None:
         build_tiny_distilled_pipeline(seed).save_pretrained(str(staging), overwrite_modular_index=True)
         _relocatable(staging / INDEX_FILE)
-        _make_deterministic(staging)
-        try:
-            staging.rename(target)
-        except OSError:
-            if not (target / INDEX_FILE).is_file():  # lost a race with another builder: theirs is identical
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+
+    return cached_build(target, INDEX_FILE, write)
 
 
 def build_tiny_distilled_pipeline(seed: int = 0, sigmas: tuple[float, ...] = variants.DISTILLED_T_LIST):

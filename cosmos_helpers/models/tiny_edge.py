@@ -10,11 +10,9 @@ Random weights: pictures are noise.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
-from .tiny import TINY_FORMAT_VERSION, TRANSFORMER_CONFIG, _make_deterministic, build_tiny_pipeline, cache_root
+from .tiny import TINY_FORMAT_VERSION, TRANSFORMER_CONFIG, build_tiny_pipeline, cache_root, cached_build
 
 MODEL_NAME = "tiny-edge"
 # fw inference/configs/model/Cosmos3-Edge.yaml: qk_norm_for_text false, use_und_k_norm_for_gen true, sound_gen false
@@ -26,21 +24,8 @@ def tiny_edge_path(seed: int = 0, root: str | Path | None = None) -> Path:
     """The folder of the tiny Edge model for ``seed``, building it first if it is not there yet."""
     base = Path(root) if root is not None else cache_root()
     target = base / f"tiny-cosmos3-edge-v{TINY_FORMAT_VERSION}-seed{seed}"
-    if (target / "model_index.json").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        build_tiny_edge_pipeline(seed).save_pretrained(staging)
-        _make_deterministic(staging)
-        try:
-            staging.rename(target)
-        except OSError:
-            if not (target / "model_index.json").is_file():  # lost a race with another builder: theirs is identical
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return cached_build(target, "model_index.json",
+                        lambda staging: build_tiny_edge_pipeline(seed).save_pretrained(staging))
 
 
 def build_tiny_edge_pipeline(seed: int = 0):

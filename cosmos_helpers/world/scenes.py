@@ -232,6 +232,9 @@ def caption_json(scene: Scene, *, frames: int = DEFAULT_FRAMES, fps: float = 16.
     """The same facts as a structured video caption valid for the framework's template (checked on return)."""
     from ..prompting import build_caption
 
+    if not fps > 0 or not frames >= 1:
+        raise ValidationError("fps" if not fps > 0 else "frames", f"expected positive frames and fps, got "
+                              f"frames={frames!r}, fps={fps!r}.", "pass e.g. frames=9, fps=16.")
     seconds = max(1, int(np.ceil(frames / fps)))
     span = f"0:00-{seconds // 60}:{seconds % 60:02d}"
     sentence = _fill(TEMPLATES[0], scene)

@@ -117,8 +117,37 @@ def test_caption_json_is_a_valid_video_caption_with_the_facts():
     (lambda: sample_scenes(3, 0, frames=40), "frames"),
     (lambda: caption(sample_scenes(1, 0)[0], "fancy"), "style"),
     (lambda: caption(sample_scenes(1, 0)[0], 99), "style"),
+    (lambda: caption_json(sample_scenes(1, 0)[0], fps=0), "fps"),
 ])
 def test_bad_input_names_the_field(call, field):
     with pytest.raises(ValidationError) as info:
         call()
     assert info.value.field == field
+
+
+def test_sound_pitch_timbre_and_pan_follow_the_scene():
+    from cosmos_helpers.world.sound import PITCHES, sound
+
+    right = Scene("yellow", "ball", "right", "quickly", "grey floor", 0.2, 0.6, 0.15)
+    audio = sound(right, frames=9, fps=9.0, sample_rate=16000)
+    assert audio.shape == (2, 16000) and audio.dtype == np.float32 and np.abs(audio).max() <= 1
+    spectrum = np.abs(np.fft.rfft(audio.sum(0)))
+    assert abs(np.argmax(spectrum) - PITCHES["yellow"]) <= 1  # 1 s of sound: 1 Hz per bin
+    first, last = audio[:, :4000], audio[:, -4000:]
+    assert np.abs(first[0]).sum() > np.abs(first[1]).sum() and np.abs(last[1]).sum() > np.abs(last[0]).sum()
+    box = sound(Scene("yellow", "box", "up", "slowly", "grey floor", 0.5, 0.6, 0.15), 9, 9.0, 16000)
+    box_spectrum = np.abs(np.fft.rfft(box.sum(0)))
+    assert box_spectrum[3 * 392] > 0.2 * box_spectrum[392] and spectrum[3 * 392] < 0.01 * spectrum[392]
+    assert np.allclose(box[0], box[1])  # centred and not moving sideways: balanced
+    with pytest.raises(ValidationError) as info:
+        sound(right, fps=0)
+    assert info.value.field == "fps"
+
+
+def test_importing_the_world_for_measurement_loads_no_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, cosmos_helpers.world as w; w.describe; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -122,23 +122,30 @@ def build_tokenizer():
     return tokenizer
 
 
-def build_tiny_pipeline(seed: int = 0):
-    """Construct the tiny ``Cosmos3OmniPipeline`` in memory (fp32, eval mode, no guardrails)."""
+def build_tiny_pipeline(seed: int = 0, transformer_config: dict[str, Any] | None = None,
+                        vae_config: dict[str, Any] | None = None):
+    """Construct the tiny ``Cosmos3OmniPipeline`` in memory (fp32, eval mode, no guardrails).
+
+    ``transformer_config`` / ``vae_config`` replace the widths (the trained tiny model is this builder at its own
+    sizes, ``models.tiny_trained``); ``vae_config`` may carry ``latents_mean`` / ``latents_std``.
+    """
     import torch
     from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, Cosmos3OmniTransformer, UniPCMultistepScheduler
     from diffusers.models.autoencoders.autoencoder_cosmos3_audio import Cosmos3AVAEAudioTokenizer
 
+    transformer_config = transformer_config or TRANSFORMER_CONFIG
     torch.manual_seed(seed)
-    base = Cosmos3OmniTransformer(**TRANSFORMER_CONFIG)
+    base = Cosmos3OmniTransformer(**transformer_config)
     torch.manual_seed(seed + 3)
-    transformer = Cosmos3OmniTransformer(**TRANSFORMER_CONFIG, **ACTION_CONFIG)
+    transformer = Cosmos3OmniTransformer(**transformer_config, **ACTION_CONFIG)
     missing, unexpected = transformer.load_state_dict(base.state_dict(), strict=False)
     assert not unexpected and all(name.startswith("action_") for name in missing), (missing, unexpected)
     stats = torch.Generator().manual_seed(1234)
-    latents_mean = [round(float(v), 4) for v in 0.2 * torch.randn(48, generator=stats)]
-    latents_std = [round(float(v), 4) for v in 0.5 + torch.rand(48, generator=stats)]
+    vae_config = {"latents_mean": [round(float(v), 4) for v in 0.2 * torch.randn(48, generator=stats)],
+                  "latents_std": [round(float(v), 4) for v in 0.5 + torch.rand(48, generator=stats)],
+                  **(vae_config or VAE_CONFIG)}
     torch.manual_seed(seed + 1)
-    vae = AutoencoderKLWan(**VAE_CONFIG, latents_mean=latents_mean, latents_std=latents_std)
+    vae = AutoencoderKLWan(**vae_config)
     torch.manual_seed(seed + 2)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)

@@ -34,6 +34,7 @@ from cosmos_helpers.models import tiny_trained
 from cosmos_helpers.models.tiny_training import flow_loss, layout, shifted_sigmas, transfer_token_ids
 from cosmos_helpers.presets import get_profile, size_for
 from cosmos_helpers.world import caption, caption_json, render, sample_scenes
+from cosmos_helpers.world import controls as world_controls
 
 # (tier, aspect) -> share: the CPU tier the tiny profile uses, and the framework's smallest tier at its default
 # aspect (the framework stand-in runs the tiny model at the framework's sizes). Portrait frames are left out: the
@@ -205,18 +206,6 @@ def caption_pools(pipe, pools: Pools, rng: random.Random) -> None:
                 pools.captions[kind, size, style, hint] = (dict(items), uncond)
 
 
-def _control_maps(frames: np.ndarray, hint: str) -> np.ndarray:
-    """The control the transfer path computes from a clip, with the project's own control-map code (threads:
-    OpenCV releases the GIL)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from cosmos_helpers.transfer.prepare import blur_map, edge_map
-
-    make = edge_map if hint == "edge" else blur_map
-    with ThreadPoolExecutor(16) as pool:
-        return np.stack(list(pool.map(make, frames)))
-
-
 @torch.no_grad()
 def encode_pools(pipe, pools: Pools, device: str, chunk: int = 128) -> None:
     """Render and encode every pool clip (and each transfer clip's controls) once, into normalised latents."""
@@ -236,8 +225,8 @@ def encode_pools(pipe, pools: Pools, device: str, chunk: int = 128) -> None:
             clips.append(encode(x))
             if kind == "transfer":
                 uint8 = ((x + 1) * 127.5).round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 4, 1).cpu().numpy()
-                for hint in HINTS:
-                    c = torch.from_numpy(_control_maps(uint8, hint)).to(device).permute(0, 4, 1, 2, 3).float()
+                for hint, video in world_controls(uint8, kinds=HINTS).items():
+                    c = torch.from_numpy(video).to(device).permute(0, 4, 1, 2, 3).float()
                     maps[hint].append(encode(c / 127.5 - 1))
         pools.latents[kind, size] = torch.cat(clips)
         for hint in HINTS if kind == "transfer" else ():

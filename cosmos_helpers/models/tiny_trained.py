@@ -65,11 +65,14 @@ def build_trained_pipeline(weights: str | Path = WEIGHTS, seed: int = 0):
     for part in TRAINED_PARTS:
         prefix = f"{part}."
         module = getattr(pipe, part)
-        missing, unexpected = module.load_state_dict(
-            {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}, strict=False)
-        if unexpected or any(not k.startswith("action_") for k in missing):
-            raise ValueError(f"{weights} does not match the tiny {part}: missing {missing[:3]}, "
-                             f"unexpected {unexpected[:3]}; rebuild it with scripts/train_tiny.py.")
+        given = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+        expected = {k: v.shape for k, v in module.state_dict().items() if not k.startswith("action_")}
+        reshaped = {k for k in given if k in expected and given[k].shape != expected[k]}
+        wrong = sorted(set(expected) ^ set(given) | reshaped)
+        if wrong:  # checked here so the message names the file and the fix, not a shape deep in torch
+            raise ValueError(f"{weights} does not match the tiny {part} ({len(wrong)} tensors differ, e.g. "
+                             f"{wrong[:3]}); rebuild it with scripts/train_tiny.py.")
+        module.load_state_dict(given, strict=False)
     return pipe
 
 

@@ -10,7 +10,9 @@ is conditioned on exactly those maps.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -121,8 +123,10 @@ def controls(frames_uint8: np.ndarray, kinds: Sequence[str] = ("edge", "blur"),
     presets = dict(presets or {})
     out: dict[str, np.ndarray] = {}
     for kind in kinds:
-        if array.ndim == 5:
-            out[kind] = np.stack([compute_control(kind, clip, presets.get(kind)) for clip in array])
+        if array.ndim == 5:  # clips in threads: OpenCV releases the GIL, and training computes thousands
+            with ThreadPoolExecutor(min(16, os.cpu_count() or 1)) as pool:
+                out[kind] = np.stack(list(pool.map(lambda clip: compute_control(kind, clip, presets.get(kind)),
+                                                   array)))
         else:
             out[kind] = compute_control(kind, array, presets.get(kind))
     return out

@@ -105,3 +105,22 @@ def test_transfer_batch_equals_forward_with_the_control_first(pipe):
                                    (control,))
     torch.testing.assert_close(batched[0], patchify(preds[-1], 2)[0], rtol=1e-4, atol=1e-5)
     assert lay.noisy_frames == ((), (0, 1, 2))
+
+
+def test_trained_weights_round_trip(tmp_path):
+    """What training saves is what the default model would load: every trained tensor, the VAE's latent statistics,
+    and nothing of the untrained action heads."""
+    from cosmos_helpers.models import tiny_trained
+
+    pipe = tiny_trained.build_untrained(0)
+    pipe.vae.register_to_config(latents_mean=[0.5] * 48, latents_std=[2.0] * 48)
+    with torch.no_grad():
+        pipe.transformer.proj_out.weight.add_(1.0)  # a change the seed alone would not reproduce
+    path = tiny_trained.save_weights(pipe, tmp_path / "w.safetensors", {"seed": 0})
+    loaded = tiny_trained.build_trained_pipeline(path, seed=1)
+    assert list(loaded.vae.config.latents_std) == [2.0] * 48
+    saved, again = tiny_trained.trained_state(pipe), tiny_trained.trained_state(loaded)
+    assert saved.keys() == again.keys() and not any(k.startswith("transformer.action_") for k in saved)
+    assert all(torch.equal(saved[k], again[k]) for k in saved)
+    with pytest.raises(ValueError, match="does not match"):
+        tiny_trained.build_trained_pipeline(tiny_trained.save_weights(build_tiny_pipeline(0), tmp_path / "x", {}))

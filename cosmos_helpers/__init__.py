@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
     "server.local": "LocalServer connect_vllm_omni",
     "backends.framework": "FrameworkBackend",
     "models.tiny": "tiny_model_path",
+    "models.tiny_trained": "trained_tiny_path",
     "controls.estimation": "estimate_controls",
     "controls.videos": "write_control_videos",
     "widgets": "show grid compare frame_strip sound_plot GenerateForm",
@@ -78,6 +79,7 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .gallery import list_outputs
     from .longvideo import long_video
     from .models.tiny import tiny_model_path
+    from .models.tiny_trained import trained_tiny_path
     from .parallel import ParallelPlan, WorkerError
     from .presets import ASPECT_RATIOS, MODES, PROFILES, VIDEO_SIZES, Profile, get_profile, size_for
     from .prompting import (Blocklist, ChatStandin, build_caption, caption_schema, check_caption, precheck_request,

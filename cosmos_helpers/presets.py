@@ -146,8 +146,8 @@ _SUPER_I2V_4STEP = _distilled_profile("super-i2v-4step", "nvidia/Cosmos3-Super-I
                                       "baked in; image2video at 480p")
 _TINY = Profile(
     name="tiny", model="tiny", guardrails=False,
-    description="embedded random-weight Cosmos3 (real classes, noise pictures): Nano's guidance and shift at the "
-                "CPU tier, 9 frames, 4 steps",
+    description="embedded Cosmos3 trained on a synthetic world of coloured balls and boxes (real classes): Nano's "
+                "guidance and shift at the CPU tier, 9 frames, 4 steps",
     modes=MappingProxyType({mode: replace(d, tier=ACTION_TIER if mode in action.MODES else CPU_TIER,
                                           num_frames=min(d.num_frames, 9), num_inference_steps=4)
                             for mode, d in _NANO.modes.items()}),

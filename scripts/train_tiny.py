@@ -1,6 +1,8 @@
 """Train the embedded tiny Cosmos3 on the synthetic world; writes the weights the ``tiny`` profile ships.
 
     python scripts/train_tiny.py --out build/tiny-world            # one GPU, about 9 minutes
+    python scripts/train_tiny.py --out build/more --init build/tiny-world/tiny-cosmos3-world.safetensors \
+        --vae-minutes 0                                             # continue the transformer from a weights file
     python scripts/train_tiny.py --out /tmp/smoke --vae-steps 2 --transformer-steps 2 --device cpu   # a smoke run
 
 Two stages, both on clips rendered on the fly from the training split of ``cosmos_helpers.world`` (held-out
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import random
 import time
@@ -46,7 +49,10 @@ KINDS = {"video": 0.6, "image": 0.15, "transfer": 0.25}
 HINTS = ("edge", "blur")
 IMAGE_SHARE, JSON_SHARE, UNCOND_SHARE, NO_CONTROL_SHARE = 0.2, 0.25, 0.1, 0.1
 POOL = 2000  # scenes per (kind, size), rendered and encoded once; their captions repeat, tokenised once each
-LR = 1e-3
+LR, VAE_LR = 1e-3, 1e-3
+# Training noise levels follow shift 3 (plus a uniform share): with the tiny profile's 4 steps this covers the
+# whole schedule, where Nano's video shift of 10 would leave the low-noise half almost untrained.
+SHIFT = 3.0
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -54,13 +60,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--seed", type=int, default=0, help="data and initialisation seed")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--vae-minutes", type=float, default=2.5)
+    p.add_argument("--init", type=Path, default=None,
+                   help="start from this weights file (its VAE and latent statistics stay as they are)")
+    p.add_argument("--vae-minutes", type=float, default=3.0, help="0 skips the VAE stage (required with --init)")
     p.add_argument("--total-minutes", type=float, default=9.0,
                    help="the transformer trains until this much wall time has passed since the start")
     p.add_argument("--vae-steps", type=int, default=None, help="stop the VAE stage after this many steps")
     p.add_argument("--transformer-steps", type=int, default=None)
     p.add_argument("--vae-batch", type=int, default=32)
     p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--pool", type=int, default=POOL, help="training clips per (kind, size)")
     return p.parse_args(argv)
 
 
@@ -76,17 +85,27 @@ class Budget:
     """Stop after ``minutes`` of wall time or ``steps`` steps, whichever comes first."""
 
     def __init__(self, minutes: float, steps: int | None):
-        self.deadline, self.steps, self.done = time.monotonic() + 60 * minutes, steps, 0
+        self.started, self.seconds, self.steps, self.done = time.monotonic(), 60 * minutes, steps, 0
 
     def __bool__(self) -> bool:
-        return time.monotonic() < self.deadline and (self.steps is None or self.done < self.steps)
+        return self.progress() < 1.0
+
+    def progress(self) -> float:
+        """How much of the budget is spent, 0..1 (time or steps, whichever is further along)."""
+        by_time = (time.monotonic() - self.started) / self.seconds if self.seconds > 0 else 1.0
+        return max(by_time, self.done / self.steps if self.steps is not None else 0.0)
+
+    def lr(self, peak: float, warmup: int) -> float:
+        """Linear warmup, then a cosine decay to a tenth of ``peak`` at the end of the budget."""
+        decay = 0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, self.progress())))
+        return peak * min(1.0, (self.done + 1) / warmup) * decay
 
 
 def train_vae(pipe, args, rng: random.Random, log: list) -> None:
     """Reconstruction (MSE + L1) of clips and stills, with a little latent noise so the decoder tolerates the
     imperfect latents a 4-step sampler hands it."""
     vae = pipe.vae.to(args.device).train()
-    opt = torch.optim.AdamW(vae.parameters(), lr=1e-3, weight_decay=0.0)
+    opt = torch.optim.AdamW(vae.parameters(), lr=VAE_LR, weight_decay=0.0)
     profile, budget = get_profile("tiny"), Budget(args.vae_minutes, args.vae_steps)
     started = time.monotonic()
     while budget:
@@ -102,7 +121,7 @@ def train_vae(pipe, args, rng: random.Random, log: list) -> None:
         y = vae.decode(z).sample
         loss = torch.nn.functional.mse_loss(y, x) + 0.5 * (y - x).abs().mean() + 1e-4 * z.pow(2).mean()
         for group in opt.param_groups:
-            group["lr"] = 1e-3 * min(1.0, (budget.done + 1) / 100)
+            group["lr"] = budget.lr(VAE_LR, warmup=100)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(vae.parameters(), 1.0)
@@ -181,7 +200,7 @@ class Pools:
     captions: dict = field(default_factory=dict)  # (kind, size, style, hint) -> ({length: [(index, ids)]}, uncond)
 
 
-def caption_pools(pipe, pools: Pools, rng: random.Random) -> None:
+def caption_pools(pipe, pools: Pools, rng: random.Random, size_of_pool: int = POOL) -> None:
     """Scenes of the training split and the token ids of their captions, sentence and structured."""
     profile = get_profile("tiny")
     fps = profile.defaults("text2video").fps
@@ -191,7 +210,7 @@ def caption_pools(pipe, pools: Pools, rng: random.Random) -> None:
         frames = _frames(kind, profile)
         for size in (IMAGE_SIZES if kind == "image" else VIDEO_SIZES):
             width, height = size_for(*size)
-            scenes = pools.scenes[kind, size] = sample_scenes(POOL, seed=rng.randrange(2**31), split="train",
+            scenes = pools.scenes[kind, size] = sample_scenes(size_of_pool, seed=rng.randrange(2**31), split="train",
                                                               frames=frames, width=width, height=height)
             for style, hint in [(s, h) for s in ("plain", "json") for h in (HINTS if kind == "transfer" else [None])]:
                 items = defaultdict(list)
@@ -255,7 +274,7 @@ def train_transformer(pipe, args, rng: random.Random, log: list, deadline: float
     """Flow matching on the cached latents, with an exponential moving average of the weights (what ships)."""
     device, transformer = args.device, pipe.transformer.to(args.device).train()
     pools = Pools()
-    caption_pools(pipe, pools, rng)
+    caption_pools(pipe, pools, rng, args.pool)
     encode_pools(pipe, pools, device)
     log.append({"stage": "data", "clips": sum(len(v) for v in pools.latents.values()),
                 "seconds_since_start": round(time.monotonic() - deadline + 60 * args.total_minutes, 1)})
@@ -272,12 +291,12 @@ def train_transformer(pipe, args, rng: random.Random, log: list, deadline: float
         key = (len(b["ids"][0]), tuple(x0.shape[1:]), b["mode"], len(controls))
         if key not in layouts:
             layouts[key] = layout(pipe, b["ids"][0], tuple(x0.shape[1:]), b["mode"], fps, len(controls))
-        sigmas = shifted_sigmas(len(b["ids"]), 3.0 if x0.shape[2] == 1 else 10.0)
+        sigmas = shifted_sigmas(len(b["ids"]), SHIFT)
         with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda")):
             loss = flow_loss(transformer, torch.tensor(b["ids"], device=device), x0, sigmas, layouts[key],
                              controls=controls)
         for group in opt.param_groups:
-            group["lr"] = LR * min(1.0, (budget.done + 1) / 300)
+            group["lr"] = budget.lr(LR, warmup=300)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -301,8 +320,14 @@ def model_card(args, log: list, seconds: float) -> str:
     import transformers
 
     device = torch.cuda.get_device_name() if args.device.startswith("cuda") else platform.processor() or "cpu"
-    last = {stage: next(e for e in reversed(log) if e["stage"] == stage and "loss" in e)
+    last = {stage: next((e for e in reversed(log) if e["stage"] == stage and "loss" in e), None)
             for stage in ("vae", "transformer")}
+    if last["vae"] is None:
+        vae = f"- VAE: kept from `{args.init}` ({_recipe_of(args.init)})"
+    else:
+        vae = (f"- VAE: {last['vae']['step']} steps, final loss {last['vae']['loss']}, held-out reconstruction "
+               f"{next(e['heldout_psnr'] for e in log if 'heldout_psnr' in e)} dB PSNR")
+    init = f" --init {args.init.name}" if args.init is not None else ""
     return "\n".join([
         "# tiny-cosmos3-world", "",
         "The embedded tiny Cosmos3 (diffusers `Cosmos3OmniTransformer` + Wan2.2-layout `AutoencoderKLWan`, configs "
@@ -310,15 +335,25 @@ def model_card(args, log: list, seconds: float) -> str:
         "(coloured balls and boxes moving left, right, up or down over three floors). Action heads and the audio "
         "tokenizer are not trained (they come from the builder's seed).", "",
         "## Recipe", "",
-        f"- command: `python scripts/train_tiny.py --out OUT --seed {args.seed} --vae-minutes {args.vae_minutes} "
-        f"--total-minutes {args.total_minutes} --vae-batch {args.vae_batch} --batch {args.batch}`",
+        f"- command: `python scripts/train_tiny.py --out OUT{init} --seed {args.seed} --vae-minutes "
+        f"{args.vae_minutes} --total-minutes {args.total_minutes} --vae-batch {args.vae_batch} --batch {args.batch}`",
         f"- data seed {args.seed}: training split only (held-out attribute combinations and phrasings never seen)",
-        f"- VAE: {last['vae']['step']} steps, final loss {last['vae']['loss']}, held-out reconstruction "
-        f"{next(e['heldout_psnr'] for e in log if 'heldout_psnr' in e)} dB PSNR",
+        vae,
         f"- transformer: {last['transformer']['step']} steps, final flow loss {last['transformer']['loss']}",
         f"- device: {device}; wall time {seconds / 60:.1f} min; torch {torch.__version__}, diffusers "
         f"{diffusers.__version__}, transformers {transformers.__version__}",
         "- weights: fp16 safetensors; the step log is `training_log.json`", ""])
+
+
+def _recipe_of(weights: Path) -> dict:
+    """The recipe a weights file was made with, and its hash: what a continued run started from."""
+    import hashlib
+
+    from safetensors import safe_open
+
+    with safe_open(str(weights), framework="pt") as f:
+        recipe = json.loads(f.metadata()["recipe"])
+    return {"sha256": hashlib.sha256(weights.read_bytes()).hexdigest()[:12], **recipe}
 
 
 def main(argv=None) -> None:
@@ -328,16 +363,23 @@ def main(argv=None) -> None:
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     rng, log = random.Random(args.seed), []
     deadline = started + 60 * args.total_minutes - 20  # leave time to save
-    pipe = tiny_trained.build_untrained(args.seed)
-    train_vae(pipe, args, rng, log)
-    set_latent_stats(pipe, args, rng)
+    if args.init is not None:  # continue: the transformer was trained on this VAE's latents, so it stays
+        if args.vae_minutes:
+            raise SystemExit("--init keeps the VAE of the weights file: pass --vae-minutes 0.")
+        pipe = tiny_trained.build_trained_pipeline(args.init, seed=args.seed)
+    else:
+        pipe = tiny_trained.build_untrained(args.seed)
+        train_vae(pipe, args, rng, log)
+        set_latent_stats(pipe, args, rng)
     pipe.vae.requires_grad_(False)
     train_transformer(pipe, args, rng, log, deadline)
     seconds = time.monotonic() - started
     args.out.mkdir(parents=True, exist_ok=True)
     steps = {e["stage"]: e["step"] for e in log if "step" in e}
-    weights = tiny_trained.save_weights(pipe.to("cpu"), args.out / tiny_trained.WEIGHTS.name,
-                                        {"seed": args.seed, "steps": steps})
+    recipe = {"seed": args.seed, "steps": steps}
+    if args.init is not None:
+        recipe["init"] = _recipe_of(args.init)
+    weights = tiny_trained.save_weights(pipe.to("cpu"), args.out / tiny_trained.WEIGHTS.name, recipe)
     (args.out / "MODEL_CARD.md").write_text(model_card(args, log, seconds))
     (args.out / "training_log.json").write_text(json.dumps(log, indent=1) + "\n")
     print(f"wrote {weights} ({weights.stat().st_size / 1e6:.2f} MB) in {seconds / 60:.1f} min")

@@ -15,7 +15,7 @@ from cosmos_helpers.chaining import DEFAULT_CONDITIONING_FRAMES, join, join_soun
 from cosmos_helpers.errors import OutputExistsError, ValidationError
 from cosmos_helpers.longvideo import chunk_starts
 
-PROMPT = "a red ball rolls across a wooden table"
+PROMPT = "A red ball rolls slowly to the right across a grey floor."  # a caption of the tiny model's world
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -31,7 +31,7 @@ from .. import media
 from ..errors import BackendUnavailableError, GuardrailError, ValidationError
 from ..limits import check_backend_mode
 from ..fast import FastOptions, enable_fast_path, fast_path_active
-from ..models.tiny import tiny_model_path
+from ..models.tiny_trained import trained_tiny_path
 from ..models.tiny_distilled import INDEX_FILE as DISTILLED_INDEX
 from ..models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
 from ..models.tiny_distilled import tiny_distilled_path
@@ -529,7 +529,7 @@ def _collect_garbage() -> None:
 
 def _resolve_source(model: str) -> str:
     if model == "tiny":
-        return str(tiny_model_path())
+        return str(trained_tiny_path())
     if model == TINY_DISTILLED:
         return str(tiny_distilled_path())
     if model == TINY_EDGE:

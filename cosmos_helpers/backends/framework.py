@@ -76,9 +76,9 @@ def checkpoint_for(model: str) -> str:
     """The ``--checkpoint-path`` of a model: a framework checkpoint name, or a local folder's absolute path."""
     model = str(model)
     if model in ("tiny", TINY_DISTILLED, TINY_EDGE):
-        raise ValidationError("model", f"the framework cannot run this project's embedded {model} model (random "
-                              "weights in diffusers' format).", "use profile 'nano', 'super' or 'edge' (or a model "
-                              "such as nvidia/Cosmos3-Nano), or run on diffusers.")
+        raise ValidationError("model", f"the framework cannot run this project's embedded {model} model (diffusers' "
+                              "format, not a framework checkpoint).", "use profile 'nano', 'super' or 'edge' (or a "
+                              "model such as nvidia/Cosmos3-Nano), or run on diffusers.")
     if model in fw.CHECKPOINTS:
         return fw.CHECKPOINTS[model]
     if model in fw.CHECKPOINTS.values():

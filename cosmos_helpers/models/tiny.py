@@ -1,4 +1,7 @@
-"""The embedded tiny Cosmos3: real diffusers classes, real structure, random weights, ~1.4 MB on disk.
+"""The random-weight tiny Cosmos3: real diffusers classes, real structure, random weights, ~1.4 MB on disk.
+
+The ``tiny`` profile runs the *trained* model of the same classes (``models.tiny_trained``); this builder stays
+for what needs a specific structure or seed (tests, the distilled and Edge stand-ins) and is where training starts.
 
 Only widths and depths shrink. The VAE keeps the Wan2.2 layout (z_dim 48, 16x spatial, 4x temporal), the
 transformer keeps GQA, q/k norms, interleaved 3-D mRoPE and the sound pathway, the audio tokenizer keeps
@@ -77,7 +80,10 @@ def cache_root() -> Path:
 
 
 def tiny_model_path(seed: int = 0, root: str | Path | None = None) -> Path:
-    """The folder of the tiny model for ``seed``, building it first if it is not there yet."""
+    """The folder of the random-weight tiny model for ``seed``, building it first if it is not there yet.
+
+    The ``tiny`` profile's trained model is :func:`~cosmos_helpers.models.tiny_trained.trained_tiny_path`.
+    """
     target = (Path(root) if root is not None else cache_root()) / f"tiny-cosmos3-v{TINY_FORMAT_VERSION}-seed{seed}"
     return cached_build(target, "model_index.json", lambda staging: build_tiny_pipeline(seed).save_pretrained(staging))
 

@@ -28,6 +28,16 @@ from .scenes import Scene, caption, sample_scenes
 
 Row = dict[str, Any]
 
+# The targets the shipped tiny model is held to (issue 16), keyed as in MeaningReport.summary(): (what it means,
+# comparison, value). Transfer is a ratio: the own control's edge F1 over a shuffled control's.
+TARGETS: dict[str, tuple[str, str, float]] = {
+    "t2v_colour": ("text-to-video: the named colour dominates", ">=", 0.9),
+    "t2v_direction": ("text-to-video: the object moves the named way", ">=", 0.8),
+    "i2v_first_frame_psnr_min": ("image-to-video: first frame vs the image (dB, worst sample)", ">=", 25.0),
+    "v2v_join_over_step": ("video-to-video: jump at the join / largest step within the clip", "<=", 1.0),
+    "transfer_f1_ratio": ("transfer: edge F1 with its own control / with another clip's", ">=", 2.0),
+}
+
 
 @dataclass
 class MeaningReport:
@@ -56,13 +66,47 @@ class MeaningReport:
         if "transfer" in self.rows:
             out.update(transfer_f1=self.mean("transfer", "f1"),
                        transfer_f1_shuffled=self.mean("transfer", "f1_shuffled"))
+            out["transfer_f1_ratio"] = out["transfer_f1"] / max(out["transfer_f1_shuffled"], 1e-6)
         return out
 
+    def met(self, key: str) -> bool:
+        """Whether the measured ``key`` reaches its :data:`TARGETS` value."""
+        _, op, target = TARGETS[key]
+        value = self.summary()[key]
+        return value >= target if op == ">=" else value <= target
 
-def _request(mode: str, prompt: str, seed: int, **inputs: Any):
+    def sheet(self, path: str | Path, *, per_check: int = 4, overwrite: bool = False) -> Path:
+        """A contact sheet of the first ``per_check`` samples of each check, labelled with prompt and verdict."""
+        from .sheet import contact_sheet
+
+        rows = []
+        for check, samples in self.rows.items():
+            for row in samples[:per_check]:
+                verdict = ", ".join(f"{k[:-3]} {'ok' if row[k] else 'wrong'}" for k in row if k.endswith("_ok"))
+                rows.append((f"{check}: {row['prompt']} [{verdict or _number(row)}]", row["frames"]))
+        return contact_sheet(rows, path, overwrite=overwrite)
+
+    def _repr_markdown_(self) -> str:
+        lines = ["| measure | target | measured | |", "|---|---|---|---|"]
+        for key, value in self.summary().items():
+            if key in TARGETS:
+                what, op, target = TARGETS[key]
+                lines.append(f"| {what} | {op} {target:g} | {value:.2f} | {'met' if self.met(key) else 'not yet'} |")
+        return "\n".join(lines)
+
+
+def _number(row: Row) -> str:
+    """The headline number of a row without a verdict (image PSNR, join ratio, edge F1)."""
+    for key, unit in (("psnr", " dB"), ("join_over_step", "x"), ("f1", "")):
+        if key in row:
+            return f"{key} {row[key]:.2f}{unit}"
+    return ""
+
+
+def _request(mode: str, prompt: str, seed: int, profile: str, **inputs: Any):
     from ..request import GenerationRequest
 
-    return GenerationRequest(mode=mode, prompt=prompt, seed=seed, **inputs)
+    return GenerationRequest(mode=mode, prompt=prompt, seed=seed, profile=profile, **inputs)
 
 
 def _clip(scene: Scene, width: int, height: int, frames: int) -> np.ndarray:
@@ -71,12 +115,12 @@ def _clip(scene: Scene, width: int, height: int, frames: int) -> np.ndarray:
     return render_uint8([scene], width=width, height=height, frames=frames)[0]
 
 
-def text_to_video(generate: Callable, scenes: list[Scene], seed: int = 0) -> list[Row]:
+def text_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profile: str = "tiny") -> list[Row]:
     """Colour and direction of text-to-video samples from held-out captions."""
     rng, rows = np.random.default_rng(seed), []
     for i, scene in enumerate(scenes):
         prompt = caption(scene, style="all", rng=rng)
-        frames = generate(_request("text2video", prompt, seed + i)).frames
+        frames = generate(_request("text2video", prompt, seed + i, profile)).frames
         seen = meaning.describe(frames)
         rows.append(dict(prompt=prompt, frames=frames, colour=seen["colour"], direction=seen["direction"],
                          colour_ok=seen["colour"] == scene.colour,
@@ -84,27 +128,27 @@ def text_to_video(generate: Callable, scenes: list[Scene], seed: int = 0) -> lis
     return rows
 
 
-def image_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, size: tuple[int, int] = (160, 96),
-                   num_frames: int = 9) -> list[Row]:
+def image_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profile: str = "tiny",
+                   size: tuple[int, int] = (160, 96), num_frames: int = 9) -> list[Row]:
     """First-frame fidelity and continued motion of image-to-video from a rendered first frame."""
     rng, rows = np.random.default_rng(seed), []
     for i, scene in enumerate(scenes):
         image = _clip(scene, *size, num_frames)[0]
         prompt = caption(scene, style="all", rng=rng)
-        frames = generate(_request("image2video", prompt, seed + i, image=image)).frames
+        frames = generate(_request("image2video", prompt, seed + i, profile, image=image)).frames
         rows.append(dict(prompt=prompt, frames=frames, psnr=meaning.psnr(frames[0], image),
                          direction_ok=meaning.direction(frames, scene.colour) == scene.direction))
     return rows
 
 
-def video_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, size: tuple[int, int] = (160, 96),
-                   num_frames: int = 9, condition: int = 5) -> list[Row]:
+def video_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profile: str = "tiny",
+                   size: tuple[int, int] = (160, 96), num_frames: int = 9, condition: int = 5) -> list[Row]:
     """The jump from the last conditioning frame to the first new one, relative to the clip's own steps."""
     rng, rows = np.random.default_rng(seed), []
     for i, scene in enumerate(scenes):
         clip = _clip(scene, *size, num_frames)
         prompt = caption(scene, style="all", rng=rng)
-        frames = generate(_request("video2video", prompt, seed + i, video=clip[:condition])).frames
+        frames = generate(_request("video2video", prompt, seed + i, profile, video=clip[:condition])).frames
         steps = np.abs(np.diff(frames.astype(np.float32), axis=0)).mean(axis=(1, 2, 3))
         join = float(steps[condition - 1])
         within = float(np.max(np.delete(steps, condition - 1)))
@@ -114,8 +158,8 @@ def video_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, size:
     return rows
 
 
-def transfer(backend: Any, scenes: list[Scene], seed: int = 0, size: tuple[int, int] = (160, 96),
-             num_frames: int = 9) -> list[Row]:
+def transfer(backend: Any, scenes: list[Scene], seed: int = 0, profile: str = "tiny",
+             size: tuple[int, int] = (160, 96), num_frames: int = 9) -> list[Row]:
     """Edge F1 of transfer outputs against their own edge control and against the next sample's control."""
     from .. import media
     from ..specs import Sample
@@ -129,7 +173,7 @@ def transfer(backend: Any, scenes: list[Scene], seed: int = 0, size: tuple[int, 
             prompt = caption(scene, style="all", rng=rng)
             r = Sample.from_dict({"prompt": prompt, "vision_path": str(path), "edge": {}, "seed": seed + i,
                                   "num_video_frames_per_chunk": num_frames}, base_dir=tmp,
-                                 name=f"t{i}").resolved(profile="tiny")
+                                 name=f"t{i}").resolved(profile=profile)
             generation = run_transfer(r, backend=backend, progress=False)
             outputs.append((prompt, generation.frames, generation.controls["edge"]))
     rows = []
@@ -141,7 +185,7 @@ def transfer(backend: Any, scenes: list[Scene], seed: int = 0, size: tuple[int, 
 
 
 def evaluate(backend: Any, n: int = 10, seed: int = 0, checks: tuple[str, ...] = (
-        "text2video", "image2video", "video2video", "transfer")) -> MeaningReport:
+        "text2video", "image2video", "video2video", "transfer"), profile: str = "tiny") -> MeaningReport:
     """Run ``checks`` on ``n`` held-out scenes each (different scenes per check) and return the report."""
     report = MeaningReport()
     scenes = sample_scenes(n * len(checks), seed=seed, split="heldout")
@@ -149,7 +193,7 @@ def evaluate(backend: Any, n: int = 10, seed: int = 0, checks: tuple[str, ...] =
     for k, check in enumerate(checks):
         batch = scenes[k * n:(k + 1) * n]
         if check == "transfer":
-            report.rows[check] = transfer(backend, batch, seed)
+            report.rows[check] = transfer(backend, batch, seed, profile)
         else:
-            report.rows[check] = runs[check](lambda request: backend.generate(request), batch, seed)
+            report.rows[check] = runs[check](lambda request: backend.generate(request), batch, seed, profile)
     return report

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
-from .scenes import COLOURS, DEFAULT_FRAMES, DEFAULT_HEIGHT, DEFAULT_WIDTH, FLOORS, WALL_FRACTION, Scene
+from .scenes import COLOURS, DEFAULT_FRAMES, DEFAULT_HEIGHT, DEFAULT_WIDTH, FLOORS, Scene
 
 SHADE = 0.12  # the ball's highlight/shade amplitude, a fraction of its colour
 
@@ -48,7 +48,7 @@ def _parameters(scenes: Sequence[Scene], width: int, height: int, device: Any) -
     return {
         "x0": tensor([s.x0 * width for s in scenes]), "y0": tensor([s.y0 * height for s in scenes]),
         "vx": tensor([v[0] * width for v in velocity]), "vy": tensor([v[1] * height for v in velocity]),
-        "r": tensor([s.size * height for s in scenes]),
+        "r": tensor([s.size * height for s in scenes]), "line": tensor([s.wall * height for s in scenes]),
         "ball": tensor([1.0 if s.shape == "ball" else 0.0 for s in scenes]),
         "colour": tensor([COLOURS[s.colour] for s in scenes]),
         "wall": tensor([FLOORS[s.floor][0] for s in scenes]), "floor": tensor([FLOORS[s.floor][1] for s in scenes]),
@@ -89,7 +89,7 @@ def _render_255(scenes: Sequence[Scene], width: int, height: int, frames: int, d
         p = _parameters(scenes, width, height, device)
         xs = torch.arange(width, dtype=torch.float32, device=device) + 0.5  # pixel centres
         ys = torch.arange(height, dtype=torch.float32, device=device) + 0.5
-        wall = (ys < WALL_FRACTION * height).to(torch.float32)[None, None, :, None]
+        wall = (ys[None, :] < p["line"][:, None]).to(torch.float32)[:, None, :, None]
         background = p["wall"][:, :, None, None] * wall + p["floor"][:, :, None, None] * (1 - wall)
         background = background.expand(-1, -1, height, width)
         return torch.stack([_frame(p, background, xs, ys, f) for f in range(frames)], dim=2)

@@ -47,7 +47,10 @@ FLOORS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]] = {
     "dark floor": ((90, 90, 98), (30, 30, 34)),
     "sand floor": ((228, 216, 190), (180, 160, 120)),
 }
-WALL_FRACTION = 0.35  # the wall band covers the top 35% of the frame: a static horizontal edge
+WALL_FRACTION = 0.35  # default height of the wall band (fraction of the frame): a static horizontal edge
+# Each sampled scene draws its own wall line, so clips differ in their static edge too: a transfer output that
+# ignores its control cannot match it by reproducing a line every clip shares.
+WALL_RANGE: tuple[float, float] = (0.2, 0.5)
 SIZE_RANGE: tuple[float, float] = (0.14, 0.2)  # radius (half side for a box) as a fraction of the height
 DEFAULT_FRAMES, DEFAULT_WIDTH, DEFAULT_HEIGHT = 9, 160, 96
 SPLITS: tuple[str, ...] = ("train", "heldout", "all")
@@ -82,6 +85,7 @@ class Scene:
     x0: float
     y0: float
     size: float  # radius (a box: half its side) as a fraction of the frame height
+    wall: float = WALL_FRACTION  # where the wall meets the floor, as a fraction of the frame height
 
     def __post_init__(self) -> None:
         for name, allowed in (("colour", COLOURS), ("shape", SHAPES), ("direction", DIRECTIONS),
@@ -89,6 +93,9 @@ class Scene:
             if getattr(self, name) not in allowed:
                 raise ValidationError(f"scene.{name}", f"{getattr(self, name)!r} is not part of this world.",
                                       f"use one of {', '.join(map(repr, allowed))}.")
+        if not 0.0 <= self.wall <= 1.0:
+            raise ValidationError("scene.wall", f"{self.wall!r} is not a fraction of the frame height.",
+                                  "use a value between 0 and 1, e.g. 0.35.")
 
     @property
     def key(self) -> Key:
@@ -131,7 +138,8 @@ def place(key: Key, rng: np.random.Generator, *, frames: int = DEFAULT_FRAMES, w
             raise ValidationError("frames", f"a {speed} {shape} cannot stay inside a {width}x{height} frame for "
                                   f"{frames} frames.", "use fewer frames (the world is tuned for 9).")
         start.append(float(rng.uniform(lo, hi)))
-    return Scene(colour, shape, direction, speed, floor, start[0], start[1], size)
+    wall = float(rng.uniform(*WALL_RANGE))
+    return Scene(colour, shape, direction, speed, floor, start[0], start[1], size, wall)
 
 
 def sample_scenes(n: int, seed: int, split: str = "train", *, frames: int = DEFAULT_FRAMES,

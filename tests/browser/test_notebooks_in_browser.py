@@ -39,7 +39,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
 DEMO = "widgets_demo.ipynb"
 # Notebooks whose outputs are not videos: what each must show instead.
 STILL_OUTPUTS = {"cookbooks/cosmos3/generator/sweeps/seed_and_guidance.ipynb": "image",
-                 "cookbooks/cosmos3/generator/prompting/prompts_that_pass.ipynb": "text"}
+                 "cookbooks/cosmos3/generator/prompting/prompts_that_pass.ipynb": "text",
+                 "cookbooks/cosmos3/generator/tiny_world/what_the_tiny_model_learned.ipynb": "image"}
 RUN_TIMEOUT_S = float(os.environ.get("COSMOS_HELPERS_BROWSER_RUN_TIMEOUT", "420"))
 
 DEMO_CELLS = [

@@ -41,8 +41,13 @@ def test_generate_writes_media_and_manifest(tmp_path):
 
 
 def test_tiny_prints_the_model_folder(tmp_path):
-    result = cosmos("tiny", "--out", str(tmp_path))
-    assert result.returncode == 0 and (Path(result.stdout.strip()) / "model_index.json").is_file()
+    """The trained default, or the random-weight model of a seed: two folders, both loadable checkpoints."""
+    trained = cosmos("tiny", "--out", str(tmp_path))
+    random = cosmos("tiny", "--random-seed", "0", "--out", str(tmp_path))
+    assert trained.returncode == 0 and random.returncode == 0, trained.stderr + random.stderr
+    folders = [Path(r.stdout.strip()) for r in (trained, random)]
+    assert folders[0] != folders[1] and all((f / "model_index.json").is_file() for f in folders)
+    assert "world" in folders[0].name and "seed0" in folders[1].name
 
 
 @pytest.mark.slow

@@ -2,7 +2,7 @@
 
 A test double of the inference CLI's *command-line contract*, so :class:`cosmos_helpers.backends.framework.
 FrameworkBackend` can be driven end to end on a CPU machine without a framework checkout. It is honest about what
-it is: it always runs the embedded **tiny** random weights, whatever ``--checkpoint-path`` names (its banner says
+it is: it always runs the embedded **tiny** weights, whatever ``--checkpoint-path`` names (its banner says
 so), with that checkpoint's defaults (a distilled 4-step checkpoint: the tiny weights in the distilled format, on
 the fixed schedule with guidance 1, as the framework runs one), and it never shrinks what an input asks for
 (tests give it small inputs).
@@ -32,7 +32,7 @@ import traceback
 from pathlib import Path
 
 BANNER = ("[framework stand-in] a cosmos_helpers test double, NOT the NVIDIA Cosmos Framework: it runs the embedded "
-          "tiny random weights whatever --checkpoint-path says")
+          "tiny weights whatever --checkpoint-path says")
 FIXTURE = Path(__file__).resolve().parents[1] / "contracts" / "fixtures" / "cosmos_framework-5eee9ed.json"
 
 

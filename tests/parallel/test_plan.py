@@ -160,7 +160,10 @@ def test_bench_cli_takes_gpus_memory_and_super(monkeypatch):
 
 
 def test_ulysses_degree_the_model_cannot_split_is_refused_before_workers_start():
-    backend = DiffusersBackend(gpus=4, ulysses=4, device="cpu", progress=False)  # tiny: 2 heads
+    from cosmos_helpers import tiny_model_path
+
+    backend = DiffusersBackend(gpus=4, ulysses=4, device="cpu", progress=False)
+    random_tiny = str(tiny_model_path(0))  # the random-weight tiny model: 2 attention heads
     with pytest.raises(ValidationError, match=r"use ulysses in \[1, 2\]") as info:
-        backend.generate(GenerationRequest(mode="t2v", prompt="a robot"))
+        backend.generate(GenerationRequest(mode="t2v", prompt="a robot", model=random_tiny))
     assert info.value.field == "ulysses" and backend._workers is None

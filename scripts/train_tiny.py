@@ -13,6 +13,8 @@ attribute combinations and phrasings never appear):
 2. the Cosmos3 transformer learns flow matching on those latents for text-to-image, text-to-video,
    image-to-video and video-to-video, with sentence and structured JSON captions, each sample packed exactly as
    the pipeline packs it (``cosmos_helpers.models.tiny_training``), 10% of batches unconditioned for guidance.
+   ``--mix text2video --motion-weight 4`` weighs text-to-video and the moving object more: with it the caption's
+   direction word begins to matter (``scripts/probe_tiny.py``; the model card has the numbers).
 
 The output folder gets ``tiny-cosmos3-world.safetensors``, ``MODEL_CARD.md`` and ``training_log.json``.
 """
@@ -44,8 +46,14 @@ from cosmos_helpers.world import controls as world_controls
 # world's fast objects do not stay inside them for a whole clip.
 VIDEO_SIZES = {("128", "16,9"): 0.6, ("128", "1,1"): 0.1, ("128", "4,3"): 0.1, ("256", "16,9"): 0.2}
 IMAGE_SIZES = {("128", "1,1"): 0.5, ("128", "16,9"): 0.15, ("128", "4,3"): 0.15, ("256", "1,1"): 0.2}
-VIDEO_MODES = {"text2video": 0.4, "image2video": 0.3, "video2video": 0.3}
-KINDS = {"video": 0.6, "image": 0.15, "transfer": 0.25}
+# --mix: (share of each kind of batch, share of each video mode). "text2video" weighs the mode whose motion comes
+# from the caption alone; in image- and video-to-video the conditioning frames already show where things go.
+MIXES = {
+    "balanced": ({"video": 0.6, "image": 0.15, "transfer": 0.25},
+                 {"text2video": 0.4, "image2video": 0.3, "video2video": 0.3}),
+    "text2video": ({"video": 0.7, "image": 0.1, "transfer": 0.2},
+                   {"text2video": 0.6, "image2video": 0.2, "video2video": 0.2}),
+}
 HINTS = ("edge", "blur")
 IMAGE_SHARE, JSON_SHARE, UNCOND_SHARE, NO_CONTROL_SHARE = 0.2, 0.25, 0.1, 0.1
 POOL = 2000  # scenes per (kind, size), rendered and encoded once; their captions repeat, tokenised once each
@@ -70,6 +78,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--vae-batch", type=int, default=32)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--pool", type=int, default=POOL, help="training clips per (kind, size)")
+    p.add_argument("--mix", choices=sorted(MIXES), default="balanced", help="shares of batch kinds and video modes")
+    p.add_argument("--motion-weight", type=float, default=0.0,
+                   help="weigh tokens that change over the clip by 1 + this (tiny_training.motion_weights)")
     return p.parse_args(argv)
 
 
@@ -206,7 +217,7 @@ def caption_pools(pipe, pools: Pools, rng: random.Random, size_of_pool: int = PO
     fps = profile.defaults("text2video").fps
     phrasing = np.random.default_rng(rng.randrange(2**31))  # the world's captions draw phrasings with numpy
     structured = {}
-    for kind in KINDS:
+    for kind in MIXES["balanced"][0]:  # every kind gets a pool, whatever the mix
         frames = _frames(kind, profile)
         for size in (IMAGE_SIZES if kind == "image" else VIDEO_SIZES):
             width, height = size_for(*size)
@@ -254,7 +265,8 @@ def encode_pools(pipe, pools: Pools, device: str, chunk: int = 128) -> None:
 
 def _transformer_batch(pools: Pools, args, rng: random.Random) -> dict:
     """What one step trains on: mode, latents, token ids and (transfer) the control latents, if used."""
-    kind = _pick(KINDS, rng)
+    kinds, video_modes = MIXES[args.mix]
+    kind = _pick(kinds, rng)
     size = _pick(IMAGE_SIZES if kind == "image" else VIDEO_SIZES, rng)
     style = "json" if rng.random() < JSON_SHARE else "plain"
     hint = rng.choice(HINTS) if kind == "transfer" else None
@@ -264,7 +276,7 @@ def _transformer_batch(pools: Pools, args, rng: random.Random) -> dict:
     index = torch.tensor([c[0] for c in chosen])
     unconditioned = rng.random() < UNCOND_SHARE
     with_control = hint is not None and (unconditioned or rng.random() >= NO_CONTROL_SHARE)
-    return dict(mode={"image": "text2image", "transfer": "transfer"}.get(kind) or _pick(VIDEO_MODES, rng),
+    return dict(mode={"image": "text2image", "transfer": "transfer"}.get(kind) or _pick(video_modes, rng),
                 ids=[uncond] * args.batch if unconditioned else [c[1] for c in chosen],
                 x0=pools.latents[kind, size][index.to(pools.latents[kind, size].device)].float(),
                 controls=(pools.controls[size, hint][index.to(args.device)].float(),) if with_control else ())
@@ -294,7 +306,7 @@ def train_transformer(pipe, args, rng: random.Random, log: list, deadline: float
         sigmas = shifted_sigmas(len(b["ids"]), SHIFT)
         with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda")):
             loss = flow_loss(transformer, torch.tensor(b["ids"], device=device), x0, sigmas, layouts[key],
-                             controls=controls)
+                             controls=controls, motion_weight=args.motion_weight)
         for group in opt.param_groups:
             group["lr"] = budget.lr(LR, warmup=300)
         opt.zero_grad(set_to_none=True)
@@ -336,7 +348,8 @@ def model_card(args, log: list, seconds: float) -> str:
         "tokenizer are not trained (they come from the builder's seed).", "",
         "## Recipe", "",
         f"- command: `python scripts/train_tiny.py --out OUT{init} --seed {args.seed} --vae-minutes "
-        f"{args.vae_minutes} --total-minutes {args.total_minutes} --vae-batch {args.vae_batch} --batch {args.batch}`",
+        f"{args.vae_minutes} --total-minutes {args.total_minutes} --vae-batch {args.vae_batch} --batch {args.batch} "
+        f"--pool {args.pool} --mix {args.mix} --motion-weight {args.motion_weight}`",
         f"- data seed {args.seed}: training split only (held-out attribute combinations and phrasings never seen)",
         vae,
         f"- transformer: {last['transformer']['step']} steps, final flow loss {last['transformer']['loss']}",
@@ -347,13 +360,11 @@ def model_card(args, log: list, seconds: float) -> str:
 
 def _recipe_of(weights: Path) -> dict:
     """The recipe a weights file was made with, and its hash: what a continued run started from."""
-    import hashlib
-
     from safetensors import safe_open
 
     with safe_open(str(weights), framework="pt") as f:
         recipe = json.loads(f.metadata()["recipe"])
-    return {"sha256": hashlib.sha256(weights.read_bytes()).hexdigest()[:12], **recipe}
+    return {"sha256": tiny_trained.weights_digest(weights), **recipe}
 
 
 def main(argv=None) -> None:
@@ -376,7 +387,7 @@ def main(argv=None) -> None:
     seconds = time.monotonic() - started
     args.out.mkdir(parents=True, exist_ok=True)
     steps = {e["stage"]: e["step"] for e in log if "step" in e}
-    recipe = {"seed": args.seed, "steps": steps}
+    recipe = {"seed": args.seed, "steps": steps, "mix": args.mix, "motion_weight": args.motion_weight}
     if args.init is not None:
         recipe["init"] = _recipe_of(args.init)
     weights = tiny_trained.save_weights(pipe.to("cpu"), args.out / tiny_trained.WEIGHTS.name, recipe)

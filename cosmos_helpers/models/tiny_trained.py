@@ -76,12 +76,17 @@ def build_trained_pipeline(weights: str | Path = WEIGHTS, seed: int = 0):
     return pipe
 
 
+def weights_digest(weights: str | Path) -> str:
+    """The first 12 hex digits of a weights file's sha256: names its built folder and its place in a recipe chain."""
+    return hashlib.sha256(Path(weights).read_bytes()).hexdigest()[:12]
+
+
 def trained_tiny_path(root: str | Path | None = None, weights: str | Path = WEIGHTS) -> Path:
     """The folder of the trained tiny model, built from the shipped weights on first use.
 
     The folder name carries the weights' hash, so new weights never reuse a folder built from old ones.
     """
-    digest = hashlib.sha256(Path(weights).read_bytes()).hexdigest()[:12]
-    target = (Path(root) if root is not None else tiny.cache_root()) / f"tiny-cosmos3-world-{digest}"
+    root = Path(root) if root is not None else tiny.cache_root()
+    target = root / f"tiny-cosmos3-world-{weights_digest(weights)}"
     return tiny.cached_build(target, "model_index.json",
                              lambda staging: build_trained_pipeline(weights).save_pretrained(staging))

@@ -1,12 +1,11 @@
 """The trained tiny model does what it is told, on held-out prompts, on every backend.
 
-The targets are the issue's, on captions whose attribute combinations and phrasings training never saw: colour
-right in at least 90% and direction in at least 80% of text-to-video samples, image-to-video first frames at 25 dB
-or more, transfer edges at least twice as close to their control as to another clip's. Each check measures the
-decoded frames (``cosmos_helpers.world.meaning``), so a conditioning path that is wired wrong (the prompt, the image,
-the frames or the control ignored) fails here even though it runs. The two targets the shipped weights do not
-reach yet are strict ``xfail``: they report the measured rate, and turn red the day a retrained model reaches them
-so that the marker goes.
+The targets are the issue's (their one home is ``cosmos_helpers.world.evaluate.TARGETS``), on captions whose
+attribute combinations and phrasings training never saw. Each check measures the decoded frames
+(``cosmos_helpers.world.meaning``), so a conditioning path that is wired wrong (the prompt, the image, the frames or
+the control ignored) fails here even though it runs. The target the shipped weights do not reach yet (direction from
+the caption alone) is a strict ``xfail``: it reports the measured rate, and turns red the day a retrained model
+reaches it so that the marker goes.
 """
 
 from __future__ import annotations
@@ -41,7 +40,11 @@ def test_the_weights_ship_small_with_their_recipe():
         meta = f.metadata()
         keys = list(f.keys())
     assert len(json.loads(meta["latent_stats"])["latents_std"]) == 48
-    assert json.loads(meta["recipe"])["init"]["init"]["steps"]["vae"] > 0  # the chain of runs, back to the VAE's
+    chain = [json.loads(meta["recipe"])]  # each continued run records the recipe of the file it started from
+    while "init" in chain[-1]:
+        chain.append(chain[-1]["init"])
+    assert len(chain) > 1 and chain[-1]["steps"]["vae"] > 0 and all("vae" not in r["steps"] for r in chain[:-1])
+    assert all(len(r["sha256"]) == 12 for r in chain[1:])
     assert any(k.startswith("vae.decoder.") for k in keys) and any(k.startswith("transformer.layers.") for k in keys)
     assert not any(k.startswith("transformer.action_") for k in keys)  # not trained, built from the seed
     card = (path.parent / "MODEL_CARD.md").read_text()
@@ -64,16 +67,27 @@ def test_text_to_video_shows_the_named_colour_far_above_chance(t2v_report):
     assert t2v_report.summary()["t2v_colour"] >= 0.6, t2v_report.summary()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16: the shipped weights show the named colour in 84 of 100 "
-                                       "held-out samples (88% of these 60); the target is 90%")
 def test_text_to_video_shows_the_named_colour(t2v_report):
-    assert t2v_report.summary()["t2v_colour"] >= 0.9, t2v_report.summary()
+    assert t2v_report.met("t2v_colour"), t2v_report.summary()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16: the shipped weights move the object the named way in about a "
-                                       "quarter of held-out samples (chance); the target needs more training")
+@pytest.mark.xfail(strict=True, reason="issue 16: the shipped weights move the object the named way in 16 of these "
+                                       "60 held-out samples (chance is 15): motion from the caption alone is not "
+                                       "learnt yet")
 def test_text_to_video_moves_the_named_way(t2v_report):
-    assert t2v_report.summary()["t2v_direction"] >= 0.8, t2v_report.summary()
+    assert t2v_report.met("t2v_direction"), t2v_report.summary()
+
+
+def test_the_model_reads_the_colour_word():
+    """``scripts/probe_tiny.py``: a wrong colour word in a held-out caption raises the flow loss (a model that
+    ignored its text, like a freshly initialised one, shows a gap of about 0.0001)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_tiny_under_test", REPO / "scripts" / "probe_tiny.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    row = script.probe(tiny_trained.WEIGHTS, "text2video", n=16, sigmas=[0.95], seed=5)[0.95]
+    assert row["colour"] - row["true"] > 0.03, row
 
 
 def test_the_prompt_is_not_ignored(tiny_backend):
@@ -92,18 +106,18 @@ def test_the_prompt_is_not_ignored(tiny_backend):
 
 
 def test_image_to_video_keeps_the_image(tiny_backend):
-    summary = evaluate(tiny_backend, n=8, seed=1, checks=("image2video",)).summary()
-    assert summary["i2v_first_frame_psnr_min"] >= 25.0, summary
+    report = evaluate(tiny_backend, n=8, seed=1, checks=("image2video",))
+    assert report.met("i2v_first_frame_psnr_min"), report.summary()
 
 
 def test_video_to_video_continues_without_a_jump(tiny_backend):
-    summary = evaluate(tiny_backend, n=8, seed=2, checks=("video2video",)).summary()
-    assert summary["v2v_join_over_step"] <= 1.0, summary
+    report = evaluate(tiny_backend, n=8, seed=2, checks=("video2video",))
+    assert report.met("v2v_join_over_step"), report.summary()
 
 
 def test_transfer_follows_the_control(tiny_backend):
-    summary = evaluate(tiny_backend, n=12, seed=3, checks=("transfer",)).summary()
-    assert summary["transfer_f1"] >= 2 * summary["transfer_f1_shuffled"], summary
+    report = evaluate(tiny_backend, n=12, seed=3, checks=("transfer",))
+    assert report.met("transfer_f1_ratio"), report.summary()
 
 
 def _colour_rate(generate, n: int = 10, seed: int = 9, **change) -> float:

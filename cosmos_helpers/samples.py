@@ -3,6 +3,10 @@
 The cookbooks need inputs that are small, free to redistribute and reproducible, so they are drawn
 here from a seed rather than shipped from elsewhere. ``python -m cosmos_helpers.samples DIR`` rewrites
 the committed copies.
+
+:func:`write_world_samples` adds prompts, an image and a clip from the synthetic world the embedded tiny model
+was trained on (``cosmos_helpers.world``), so the audiovisual cookbooks show on the CPU what they ask for: the
+named colour, the image continued, the clip carried on. They are ordinary prompts for Nano too.
 """
 
 from __future__ import annotations
@@ -74,7 +78,54 @@ def write_samples(folder: str | Path, *, overwrite: bool = False) -> dict[str, P
     return paths
 
 
+# (what each world sample shows, colour, shape, direction, speed, floor): the cookbooks' prompts and inputs
+WORLD_SAMPLES = {
+    "text2image": ("red_box", ("red", "box", "left", "quickly", "dark floor")),
+    "text2video": ("blue_ball_rolls_left", ("blue", "ball", "left", "slowly", "sand floor")),
+    "image2video": ("yellow_ball_rolls_right", ("yellow", "ball", "right", "quickly", "dark floor")),
+    "video2video": ("blue_box_slides_left", ("blue", "box", "left", "quickly", "grey floor")),
+}
+_SOUNDS = {"text2video", "image2video"}  # these also get a structured caption with a sound description
+
+
+def _world_sound(scene) -> str:
+    """The sound :func:`cosmos_helpers.world.sound` makes for ``scene``, in words (short: the model reads bytes)."""
+    pan = {"left": "pans from right to left", "right": "pans from left to right"}.get(scene.direction, "stays centred")
+    return f"A steady {'pure' if scene.shape == 'ball' else 'hollow'} tone that {pan}."
+
+
+def write_world_samples(folder: str | Path, *, overwrite: bool = False, fps: float = 24.0,
+                        frames: int = 9, width: int = 320, height: int = 180) -> dict[str, Path]:
+    """Prompts (a sentence each, and a structured caption with sound for two of them), the image-to-video image
+    and the video-to-video clip, for :data:`WORLD_SAMPLES`, into ``folder``."""
+    from .prompting.captions import save_caption
+    from .world import caption, caption_json, render_uint8
+    from .world.scenes import place
+
+    folder, paths = Path(folder), {}
+    for mode, (name, key) in WORLD_SAMPLES.items():
+        scene = place(key, np.random.default_rng(0), frames=frames, width=width, height=height)
+        paths[f"{mode}_prompt"] = folder / "prompts" / mode / f"{name}.txt"
+        media.write_bytes_atomic(paths[f"{mode}_prompt"], (caption(scene, style=0) + "\n").encode(),
+                                 overwrite=overwrite)
+        if mode in _SOUNDS:
+            rich = {**caption_json(scene, frames=frames, fps=fps), "audio_description": _world_sound(scene)}
+            paths[f"{mode}_sound_prompt"] = save_caption(rich, folder / "prompts" / mode / f"{name}_sound.json",
+                                                         overwrite=overwrite)
+        if mode in ("image2video", "video2video"):
+            clip = render_uint8([scene], width=width, height=height, frames=frames)[0]
+            if mode == "image2video":
+                paths["world_image"] = media.write_png(folder / "images" / f"{name}.png", clip[0],
+                                                       overwrite=overwrite)
+            else:
+                paths["world_video"] = media.write_mp4(folder / "videos" / f"{name}.mp4", clip, fps, crf=18,
+                                                       overwrite=overwrite)
+    return paths
+
+
 if __name__ == "__main__":  # pragma: no cover
     folder = sys.argv[1] if len(sys.argv) > 1 else "."
-    for name, path in write_samples(folder, overwrite="--overwrite" in sys.argv).items():
+    written = {**write_samples(folder, overwrite="--overwrite" in sys.argv),
+               **write_world_samples(folder, overwrite="--overwrite" in sys.argv)}
+    for name, path in written.items():
         print(f"{name}: {path} ({path.stat().st_size} bytes)")

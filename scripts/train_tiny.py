@@ -13,8 +13,9 @@ attribute combinations and phrasings never appear):
 2. the Cosmos3 transformer learns flow matching on those latents for text-to-image, text-to-video,
    image-to-video and video-to-video, with sentence and structured JSON captions, each sample packed exactly as
    the pipeline packs it (``cosmos_helpers.models.tiny_training``), 10% of batches unconditioned for guidance.
-   ``--mix text2video --motion-weight 4`` weighs text-to-video and the moving object more: with it the caption's
-   direction word begins to matter (``scripts/probe_tiny.py``; the model card has the numbers).
+   ``--mix text2video --motion-weight 8`` weighs text-to-video and the moving object more: without it the
+   caption's direction word barely matters to the model (``scripts/probe_tiny.py``; the model card has the
+   numbers and the chain of commands that made the shipped weights).
 
 The output folder gets ``tiny-cosmos3-world.safetensors``, ``MODEL_CARD.md`` and ``training_log.json``.
 """

@@ -134,7 +134,7 @@ def _actions(request: Any, embodiment: str) -> np.ndarray | None:
         return None
     if request.actions is None:
         raise ValidationError("actions", "forward_dynamics plays a trajectory: none was given.",
-                              f"pass actions= a ({chunk}, {width}) array or a .json/.npz file "
+                              f"pass actions= a ({chunk}, {width}) array or a .json/.npz/LeRobot .parquet file "
                               f"({embodiment}: {width} values per step).")
     actions = load_trajectory(request.actions)
     if actions.ndim != 2:

@@ -99,7 +99,8 @@ class GenerationRequest:
             ``None`` keeps the backend's default (vLLM-Omni: ``(400, 1000)`` for images).
         guardrails: run the Cosmos guardrails; ``None`` takes the profile's choice.
         actions: the trajectory ``forward_dynamics`` plays: a ``(num_frames - 1, D)`` array, nested lists or a
-            ``.json``/``.npz`` file (:mod:`cosmos_helpers.trajectories`); it sets ``num_frames`` when that is left out.
+            ``.json``/``.npz``/LeRobot ``.parquet`` file (:mod:`cosmos_helpers.trajectories`); it sets
+            ``num_frames`` when that is left out.
         embodiment: whose actions (``protocol.action.RAW_DIM``: ``"av"``, ``"bridge_orig_lerobot"``, ...); it
             fixes ``D`` and the model's action weights. Action modes only.
         view_point: the camera's viewpoint sentence of the action caption (``"ego_view"``, ...); ``None`` keeps the

@@ -3,13 +3,35 @@
 A trajectory is a float ``(T, D)`` array, one row per transition between two video frames, in an embodiment's raw
 action layout (``protocol.action``): a 9-D pose delta (translation, then the 6-D rotation: the first two columns
 of the rotation matrix, as the framework's ``convert_rotation`` writes ``rot6d``) followed by the grasp state.
-Files: JSON (the framework's action file: a ``[T][D]`` array, or ``{"actions": [[...]]}``) and NumPy ``.npz``
-(an ``actions`` array). LeRobot parquet needs pyarrow, which this environment does not install; a ``.parquet``
-path is refused with that fix rather than read half-way.
+Files: JSON (the framework's action file: a ``[T][D]`` array, or ``{"actions": [[...]]}``), NumPy ``.npz`` (an
+``actions`` array) and LeRobot parquet (needs the optional ``pyarrow``: ``pip install cosmos-helpers[lerobot]``).
+
+The LeRobot layout this reads and writes, with where each fact was read:
+
+* Files: codebase ``v2.1`` keeps one parquet per episode, ``data/chunk-{episode_chunk:03d}/
+  episode_{episode_index:06d}.parquet`` (huggingface/lerobot v0.3.3, ``src/lerobot/datasets/utils.py``
+  ``DEFAULT_PARQUET_PATH``); ``v3.0`` packs many episodes into ``data/chunk-{chunk_index:03d}/
+  file-{file_index:03d}.parquet`` (lerobot main @ 7427f31, pyproject 0.6.2: ``datasets/utils.py``
+  ``DEFAULT_DATA_PATH``, ``CODEBASE_VERSION = "v3.0"`` in ``datasets/dataset_metadata.py``). So a file may hold
+  several episodes, one after another, and a reader must select one by ``episode_index``.
+* Columns: ``action`` and ``observation.state`` (``utils/constants.py`` ``ACTION``, ``OBS_STATE``) plus the
+  per-frame ``timestamp`` (float32), ``frame_index``, ``episode_index``, ``index`` (the frame's index in the whole
+  dataset) and ``task_index`` (int64), all of shape ``(1,)`` (``DEFAULT_FEATURES``: ``datasets/utils.py`` in
+  v0.3.3, ``utils/constants.py`` at 7427f31, the same five).
+* Types: ``meta/info.json`` ``features`` gives each column's ``dtype``, ``shape`` and ``names`` (and ``fps`` at
+  the top level). A ``(1,)`` feature is a scalar column; a ``(D,)`` one is ``datasets.Sequence(length=D)``
+  (``datasets/feature_utils.py`` ``get_hf_features_from_features``), which ``datasets`` stores as Arrow
+  ``fixed_size_list<float32>[D]`` (datasets ``features/features.py`` ``get_nested_type``: ``pa.list_(type,
+  length)``). Other writers give a plain ``list<float>``; both are read.
+* Timing: ``timestamp = frame_index / fps`` and ``index`` runs on across episodes (``datasets/dataset_writer.py``
+  ``add_frame`` and ``save_episode``).
+* A real ``info.json`` (rerun-io/rerun @ 473c6d4, ``tests/assets/lerobot/v30_apple_storage/meta/info.json``) is
+  kept as ``tests/contracts/fixtures/lerobot_info-v3.0.json``; the tests hold this writer to it.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -21,27 +43,41 @@ from .errors import ValidationError
 from .media import write_bytes_atomic
 from .protocol import action as proto
 
-SUFFIXES = (".json", ".npz")
+SUFFIXES = (".json", ".npz", ".parquet")
+# Our argument name -> the LeRobot column; any other ``field`` is taken as a column name ("observation.state").
+LEROBOT_COLUMNS: dict[str, str] = {"actions": "action"}
+# The per-frame bookkeeping columns LeRobot adds to every dataset (lerobot utils/constants.py DEFAULT_FEATURES).
+LEROBOT_INDEX_COLUMNS: dict[str, str] = {"timestamp": "float32", "frame_index": "int64", "episode_index": "int64",
+                                         "index": "int64", "task_index": "int64"}
+PYARROW_FIX = "`pip install pyarrow` (or `pip install cosmos-helpers[lerobot]`), or convert the file to JSON or .npz."
 
 
-def load_trajectory(source: Any, *, field: str = "actions") -> np.ndarray:
-    """A ``(T, D)`` float32 array from an array, nested lists, or a ``.json`` / ``.npz`` file."""
+def load_trajectory(source: Any, *, field: str = "actions", episode: int | None = None) -> np.ndarray:
+    """A ``(T, D)`` float32 array from an array, nested lists, or a ``.json`` / ``.npz`` / LeRobot ``.parquet`` file.
+
+    For parquet, ``field`` picks the column (``"actions"`` means LeRobot's ``action``; ``"observation.state"`` and
+    other column names are read as given) and ``episode`` the episode, required when the file holds several: a
+    trajectory is one episode, and silently joining two would make a path that jumps. Rows come back in
+    ``frame_index`` order, whatever order the file stores them in.
+    """
     if isinstance(source, (str, Path)):
         path = Path(source).expanduser()
-        if path.suffix.lower() == ".parquet":
-            raise ValidationError(field, f"{path.name}: reading LeRobot parquet needs pyarrow, which is not installed.",
-                                  "convert it to JSON or .npz, or `pip install pyarrow` and read it with pandas.")
-        if path.suffix.lower() not in SUFFIXES:
+        suffix = path.suffix.lower()
+        if suffix not in SUFFIXES:
             raise ValidationError(field, f"{path.name} is not a trajectory file this reads.",
-                                  f"give a {' or '.join(SUFFIXES)} file, or the array itself.")
+                                  f"give a {', '.join(SUFFIXES)} file, or the array itself.")
         if not path.is_file():
             raise ValidationError(field, f"{path} does not exist.", "check the path.")
-        source = _read_file(path, field)
+        if episode is not None and suffix != ".parquet":
+            raise ValidationError("episode", f"{path.name} holds one trajectory; only parquet holds episodes.",
+                                  "leave episode= out.")
+        source = _read_parquet(path, field, episode) if suffix == ".parquet" else _read_file(path, field)
     try:
         array = np.asarray(source, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValidationError(field, f"{type(source).__name__} is not a numeric (T, D) trajectory.",
-                              "pass a (T, D) array, nested lists of numbers, or a .json / .npz file.") from None
+                              "pass a (T, D) array, nested lists of numbers, or a .json / .npz / .parquet file."
+                              ) from None
     return array.astype(np.float32) if array.ndim == 2 else array
 
 
@@ -59,19 +95,124 @@ def _read_file(path: Path, field: str) -> Any:
     return data["actions"] if isinstance(data, dict) and "actions" in data else data
 
 
-def save_trajectory(path: str | Path, actions: np.ndarray, *, overwrite: bool = False) -> Path:
-    """Write ``actions`` as the framework's action file (``.json``, a ``[T][D]`` array) or ``.npz``."""
+def _pyarrow(field: str, what: str) -> tuple[Any, Any]:
+    """``(pyarrow, pyarrow.parquet)``, imported only here: parquet is optional and most users never need it."""
+    try:
+        import pyarrow
+        import pyarrow.compute  # noqa: F401 (pyarrow.compute.list_value_length)
+        import pyarrow.parquet
+    except ImportError:
+        raise ValidationError(field, f"{what} LeRobot parquet needs pyarrow, which is not installed.",
+                              PYARROW_FIX) from None
+    return pyarrow, pyarrow.parquet
+
+
+def _read_parquet(path: Path, field: str, episode: int | None) -> np.ndarray:
+    """One episode's ``field`` column as ``(T, D)``, in ``frame_index`` order."""
+    pa, pq = _pyarrow(field, f"{path.name}: reading")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise ValidationError(field, f"{path.name} is not a readable parquet file ({exc}).",
+                              "give a LeRobot data file (data/chunk-*/*.parquet).") from None
+    column = LEROBOT_COLUMNS.get(field, field)
+    column = field if column not in table.column_names and field in table.column_names else column
+    if column not in table.column_names:
+        raise ValidationError(field, f"{path.name} has no column {column!r}; its columns are {table.column_names}.",
+                              "pass field= one of those (e.g. 'observation.state'), or 'actions' for 'action'.")
+    rows = _episode_rows(table, path, episode)
+    if "frame_index" in table.column_names:
+        frames = table.column("frame_index").to_numpy()[rows]
+        if len(np.unique(frames)) != len(frames):
+            raise ValidationError("episode", f"{path.name} repeats frame_index values within one episode.",
+                                  "pass episode= to pick one episode, or rewrite the file with unique frames.")
+        rows = rows[np.argsort(frames, kind="stable")]
+    return _column_rows(table.column(column).combine_chunks().take(pa.array(rows)), field, path.name, pa)
+
+
+def _episode_rows(table: Any, path: Path, episode: int | None) -> np.ndarray:
+    """Row numbers of the chosen episode (all rows when the file has no ``episode_index``, i.e. one episode)."""
+    if "episode_index" not in table.column_names:
+        if episode not in (None, 0):
+            raise ValidationError("episode", f"{path.name} has no episode_index column, so holds one episode.",
+                                  "leave episode= out.")
+        return np.arange(table.num_rows)
+    ids = table.column("episode_index").to_numpy()
+    present = np.unique(ids).tolist()
+    if episode is None:
+        if len(present) > 1:
+            raise ValidationError("episode", f"{path.name} holds {len(present)} episodes ({_listed(present)}).",
+                                  "pass episode= one of them: a trajectory is one episode.")
+        return np.arange(table.num_rows)
+    if episode not in present:
+        raise ValidationError("episode", f"{path.name} has no episode {episode} (it has {_listed(present)}).",
+                              "pass one of those.")
+    return np.flatnonzero(ids == episode)
+
+
+def _listed(values: list[int], limit: int = 10) -> str:
+    shown = ", ".join(map(str, values[:limit]))
+    return shown + (f", ... {len(values) - limit} more" if len(values) > limit else "")
+
+
+def _column_rows(column: Any, field: str, name: str, pa: Any) -> np.ndarray:
+    """An Arrow column as ``(T, D)`` float32: list columns (fixed or not) give ``D`` per row, scalars ``D = 1``."""
+    kind = column.type
+    if pa.types.is_fixed_size_list(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        values, inner = column.flatten(), kind.value_type
+        widths = np.unique(pa.compute.list_value_length(column).to_numpy(zero_copy_only=False))
+        if len(widths) > 1:
+            raise ValidationError(field, f"{name}: the rows of this column have different lengths {widths.tolist()}.",
+                                  "give a column with one length per row (a LeRobot feature of shape (D,)).")
+        width = int(widths[0]) if len(widths) else 0
+    else:
+        values, inner, width = column, kind, 1
+    if not (pa.types.is_floating(inner) or pa.types.is_integer(inner)):
+        raise ValidationError(field, f"{name}: the column holds {kind}, not numbers.", "pick a numeric column.")
+    if column.null_count or values.null_count:
+        raise ValidationError(field, f"{name}: the column has missing values.", "fill them, or pick another column.")
+    return values.to_numpy(zero_copy_only=False).astype(np.float32).reshape(len(column), width)
+
+
+def save_trajectory(path: str | Path, actions: np.ndarray, *, overwrite: bool = False, fps: float | None = None,
+                    episode_index: int = 0, task_index: int = 0) -> Path:
+    """Write ``actions`` as the framework's action file (``.json``, a ``[T][D]`` array), ``.npz``, or a
+    single-episode LeRobot data file (``.parquet``; ``fps`` is required there, since LeRobot stores each frame's
+    ``timestamp = frame_index / fps`` and a guessed rate would misplace every frame in time)."""
     path = Path(path)
     array = np.asarray(actions, dtype=np.float32)
-    if path.suffix.lower() == ".npz":
-        import io
-
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
         buffer = io.BytesIO()
         np.savez(buffer, actions=array)
         return write_bytes_atomic(path, buffer.getvalue(), overwrite=overwrite)
-    if path.suffix.lower() != ".json":
-        raise ValidationError("path", f"{path.name}: trajectories are saved as .json or .npz.", "change the suffix.")
+    if suffix == ".parquet":
+        data = _lerobot_parquet(path.name, array, fps, episode_index, task_index)
+        return write_bytes_atomic(path, data, overwrite=overwrite)
+    if suffix != ".json":
+        raise ValidationError("path", f"{path.name}: trajectories are saved as .json, .npz or .parquet.",
+                              "change the suffix.")
     return write_bytes_atomic(path, (json.dumps(array.tolist()) + "\n").encode(), overwrite=overwrite)
+
+
+def _lerobot_parquet(name: str, array: np.ndarray, fps: float | None, episode_index: int, task_index: int) -> bytes:
+    """The bytes of a LeRobot data file holding one episode: ``action`` as ``fixed_size_list<float32>[D]`` and
+    the bookkeeping columns, as ``LeRobotDataset`` writes them (``index`` counts from 0, as for a dataset's first
+    episode)."""
+    if array.ndim != 2 or not array.shape[0] or not array.shape[1]:
+        raise ValidationError("actions", f"shape {array.shape} is not a (T, D) trajectory.", "pass a (T, D) array.")
+    if fps is None or not math.isfinite(fps) or fps <= 0:
+        raise ValidationError("fps", f"{name}: a LeRobot file needs the frame rate (got {fps!r}).",
+                              "pass fps= the rate the actions were recorded at, e.g. fps=10.")
+    pa, pq = _pyarrow("path", f"{name}: writing")
+    frames, (count, width) = np.arange(array.shape[0], dtype=np.int64), array.shape
+    action = pa.FixedSizeListArray.from_arrays(pa.array(array.reshape(-1), type=pa.float32()), width)
+    columns = {"action": action, "timestamp": pa.array((frames / float(fps)).astype(np.float32)),
+               "frame_index": pa.array(frames), "episode_index": pa.array(np.full(count, episode_index, np.int64)),
+               "index": pa.array(frames), "task_index": pa.array(np.full(count, task_index, np.int64))}
+    buffer = pa.BufferOutputStream()
+    pq.write_table(pa.table(columns), buffer, compression="snappy")
+    return buffer.getvalue().to_pybytes()
 
 
 # ---------------------------------------------------------------------------------------------- rotations

@@ -118,7 +118,7 @@ BAD = [
     ({"actions": np.where(np.eye(8, 9) > 0, np.nan, 0.0)}, "actions", "row 0, value 0 is nan"),
     ({"actions": np.zeros(8)}, "actions", "(T, D)"),
     ({"actions": None}, "actions", "none was given"),
-    ({"actions": "trajectory.parquet"}, "actions", "pyarrow"),
+    ({"actions": "trajectory.parquet"}, "actions", "does not exist"),
     ({"image": None}, "image", "needs an image"),
     ({"image": None, "video": START}, "video", "pass its first frame as image="),
     ({"embodiment": None}, "embodiment", "pass embodiment="),
@@ -140,6 +140,18 @@ def test_bad_action_input_names_the_field_and_the_fix(changes, field, fix):
     with pytest.raises(ValidationError) as caught:
         _fd(**changes)
     assert caught.value.field == field and fix in str(caught.value)
+
+
+def test_a_lerobot_parquet_trajectory_needs_pyarrow_and_says_how_to_get_it(tmp_path, monkeypatch):
+    pytest.importorskip("pyarrow")
+    path = save_trajectory(tmp_path / "trajectory.parquet", sample_trajectory("av", 8), fps=10)
+    assert np.array_equal(_fd(actions=str(path)).actions, sample_trajectory("av", 8))
+    for name in ("pyarrow", "pyarrow.parquet", "pyarrow.compute"):
+        monkeypatch.setitem(sys.modules, name, None)  # as where pyarrow is not installed
+    with pytest.raises(ValidationError) as caught:
+        _fd(actions=str(path))
+    assert caught.value.field == "actions" and "needs pyarrow" in str(caught.value)
+    assert "pip install pyarrow" in str(caught.value)
 
 
 # ---------------------------------------------------------------------------------------------- trajectories

@@ -18,7 +18,7 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
     "request": "GenerationRequest",
     "presets": "MODES PROFILES Profile get_profile size_for VIDEO_SIZES ASPECT_RATIOS",
     "result": "Generation find_saved",
-    "workflow": "generate_and_save",
+    "workflow": "generate_and_save generate_and_save_all",
     "chaining": "extend",
     "longvideo": "long_video",
     "views.joins": "join_plot",
@@ -93,4 +93,4 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .trajectories import load_trajectory, save_trajectory
     from .views.trajectory import trajectory_error_plot, trajectory_plot
     from .widgets import GenerateForm, compare, frame_strip, grid, show, sound_plot
-    from .workflow import generate_and_save
+    from .workflow import generate_and_save, generate_and_save_all

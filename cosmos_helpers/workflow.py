@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 from .errors import OutputExistsError
 from .request import GenerationRequest
@@ -35,3 +35,29 @@ def generate_and_save(backend: Backend, request: GenerationRequest, stem: str | 
     generation = backend.generate(request, **kwargs)
     generation.save(stem, overwrite=overwrite)
     return generation
+
+
+def generate_and_save_all(backend: Backend, jobs: Mapping[str | Path, GenerationRequest], *,
+                          overwrite: bool = False) -> dict[Path, Generation]:
+    """:func:`generate_and_save` for several ``{stem: request}`` at once, keyed by stem.
+
+    Finished outputs of the same requests are loaded, as there; the rest go to the backend together when it can
+    run them in one go (``generate_many``: the Cosmos Framework then loads its checkpoint once, not per request),
+    else one after another. Every stem is checked before anything runs, so a clash fails before any work.
+    """
+    stems = {Path(stem): request for stem, request in jobs.items()}
+    results: dict[Path, Generation] = {}
+    for stem, request in stems.items():
+        done = None if overwrite else check_free(stem, request, backend=backend.name)
+        if done is not None:
+            results[stem] = Generation.load(done)
+            results[stem].request = request
+            results[stem].provenance["skipped"] = True
+    todo = [stem for stem in stems if stem not in results]
+    many = getattr(backend, "generate_many", None)
+    made = many([stems[s] for s in todo], names=[s.name for s in todo]) if many and len(todo) > 1 \
+        else [backend.generate(stems[s]) for s in todo]
+    for stem, generation in zip(todo, made):
+        generation.save(stem, overwrite=overwrite)
+        results[stem] = generation
+    return {stem: results[stem] for stem in stems}

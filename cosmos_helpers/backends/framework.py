@@ -277,9 +277,54 @@ class FrameworkBackend:
         generation.request = request
         return generation
 
+    def generate_many(self, requests: Sequence[GenerationRequest], *,
+                      names: Sequence[str] | None = None) -> list[Generation]:
+        """Run several requests in one framework run: one ``.jsonl`` input file (a sample per line, as
+        ``common/args.py`` ``_from_file`` reads it), one process, one checkpoint load.
+
+        On a GPU host loading a checkpoint takes minutes, so a notebook that makes several clips with one model
+        should pay for it once. One command line runs one checkpoint with one guardrails setting, so requests that
+        differ there are refused before anything is written. Each result is what :meth:`generate` would return,
+        with the shared run folder in its provenance.
+        """
+        requests = list(requests)
+        settings = {(r.model, bool(r.guardrails)) for r in requests}
+        if len(settings) > 1:
+            raise ValidationError("requests", f"one framework run loads one checkpoint with one guardrails setting; "
+                                  f"these ask for {sorted(settings)} (model, guardrails).",
+                                  "group the requests by model and guardrails, one generate_many call per group.")
+        names = list(names) if names is not None else [f"{r.mode}_{r.fingerprint()[:8]}" for r in requests]
+        if not requests or len(names) != len(requests) or len(set(names)) != len(names):
+            raise ValidationError("names", f"{len(requests)} requests need as many distinct sample names, got "
+                                  f"{names}.", "give one distinct name per request, or leave names out.")
+        payloads = [request_payload(r, name=n, image_dir=self.work_dir / "inputs") for r, n in zip(requests, names)]
+        folder = self._new_run_dir(f"batch_{len(requests)}_{names[0]}")
+        input_file, out_dir = folder / "samples.jsonl", folder / "out"
+        command = self.command(input_file, out_dir, model=requests[0].model, guardrails=bool(requests[0].guardrails))
+        lines = "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in payloads)
+        media.write_bytes_atomic(input_file, lines.encode())
+        media.write_bytes_atomic(folder / "command.txt", (shlex.join(command) + "\n").encode())
+        runs = [FrameworkRun(folder=folder, input_file=input_file, out_dir=out_dir, name=n, command=tuple(command),
+                             payload=p) for n, p in zip(names, payloads)]
+        started = time.perf_counter()
+        self.check_available()
+        log_path = folder / "run.log"
+        self._stream(command, log_path, requests[0].num_inference_steps, f"{len(runs)} samples")
+        generations = []
+        for run, request in zip(runs, requests):
+            generation = self._generation(run, _collect(run, log_path), started, workflow=request.mode,
+                                          model=request.model)
+            generation.request = request
+            generations.append(generation)
+        return generations
+
     def _run(self, run: FrameworkRun, expected_steps: int | None, *, workflow: str, model: str) -> Generation:
         started = time.perf_counter()
         path = self.launch(run, expected_steps=expected_steps)
+        return self._generation(run, path, started, workflow=workflow, model=model)
+
+    def _generation(self, run: FrameworkRun, path: Path, started: float, *, workflow: str, model: str) -> Generation:
+        """A finished sample's output read back, with where it came from."""
         if path.suffix == ".mp4":
             video = media.read_video(path, with_audio=True)
             frames, fps, sound, rate = video.frames, float(video.fps), video.sound, video.sample_rate

@@ -267,3 +267,52 @@ def test_a_dry_run_writes_the_run_folder_with_the_runs_guardrails(tmp_path):
         assert flag in run.command and run.command[run.command.index("--checkpoint-path") + 1] == model
         assert json.loads(run.input_file.read_text()) == sample  # the profile's tier, frames, steps are not added
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------------- several requests
+
+
+def _small(mode: str, **values) -> GenerationRequest:
+    frames = {} if mode == "text2image" else {"num_frames": 9}
+    return GenerationRequest(mode=mode, prompt="A red ball rolls to the left across a grey floor.", profile="nano",
+                             tier="256", num_inference_steps=2, guardrails=False, seed=3, **frames, **values)
+
+
+def test_several_requests_run_in_one_framework_process_as_they_would_alone(tmp_path):
+    backend = standin(tmp_path)
+    requests = [_small("text2video"), _small("text2image")]
+    video, image = backend.generate_many(requests, names=["clip", "still"])
+    (folder,) = (tmp_path / "runs").iterdir()  # one run: one command, one input file with a sample per line
+    lines = (folder / "samples.jsonl").read_text().splitlines()
+    assert [json.loads(line)["name"] for line in lines] == ["clip", "still"]
+    assert video.provenance["command"] == image.provenance["command"] == (folder / "command.txt").read_text().strip()
+    assert video.request is requests[0] and image.frames.shape[0] == 1 and video.frames.shape[0] == 9
+    alone = standin(tmp_path / "alone").generate(requests[0])
+    assert (alone.frames == video.frames).all()
+
+
+def test_several_requests_need_one_checkpoint_and_distinct_names(tmp_path):
+    backend = standin(tmp_path)
+    with pytest.raises(ValidationError, match="one checkpoint") as caught:
+        backend.generate_many([_small("text2image"), _small("text2image").replace(guardrails=True)])
+    assert caught.value.field == "requests"
+    with pytest.raises(ValidationError, match="distinct"):
+        backend.generate_many([_small("text2image")] * 2, names=["a", "a"])
+    assert not (tmp_path / "runs").exists()  # refused before anything was written
+
+
+def test_generate_and_save_all_loads_what_is_done_and_runs_the_rest_together(tmp_path):
+    from cosmos_helpers import generate_and_save, generate_and_save_all
+    from cosmos_helpers.errors import OutputExistsError
+
+    backend = standin(tmp_path)
+    first, second = _small("text2image"), _small("text2image", negative_prompt="blurry")
+    generate_and_save(backend, first, tmp_path / "out" / "first")
+    calls = []
+    backend.generate_many = lambda requests, names: calls.append(names) or [backend.generate(r) for r in requests]
+    results = generate_and_save_all(backend, {tmp_path / "out" / "first": first, tmp_path / "out" / "second": second})
+    assert calls == [] and results[tmp_path / "out" / "first"].provenance["skipped"]  # one left: run alone
+    assert (tmp_path / "out" / "second.json").is_file()
+    with pytest.raises(OutputExistsError):  # another request's output at a stem: refused before any work
+        generate_and_save_all(backend, {tmp_path / "out" / "first": second, tmp_path / "out" / "third": first})
+    assert not (tmp_path / "out" / "third.json").exists()

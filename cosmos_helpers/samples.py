@@ -78,7 +78,8 @@ def write_samples(folder: str | Path, *, overwrite: bool = False) -> dict[str, P
     return paths
 
 
-# (what each world sample shows, colour, shape, direction, speed, floor): the cookbooks' prompts and inputs
+# mode -> (file stem, (colour, shape, direction, speed, floor) of the scene it shows): the cookbooks' prompts and
+# inputs
 WORLD_SAMPLES = {
     "text2image": ("red_box", ("red", "box", "left", "quickly", "dark floor")),
     "text2video": ("blue_ball_rolls_left", ("blue", "ball", "left", "slowly", "sand floor")),

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from cosmos_helpers.models import tiny_trained
-from cosmos_helpers.models.tiny_training import flow_loss, layout
+from cosmos_helpers.models.tiny_training import encode_latents, flow_loss, layout
 from cosmos_helpers.presets import get_profile, size_for
 from cosmos_helpers.world import caption, render, sample_scenes
 from cosmos_helpers.world.scenes import COLOURS, DIRECTIONS, FLOORS, SHAPES, TEMPLATE_HELDOUT, TEMPLATES
@@ -49,10 +49,7 @@ def probe(weights: Path, mode: str, n: int, sigmas: list[float], seed: int) -> d
     width, height = size_for(defaults.tier, defaults.aspect_ratio)
     frames, fps = defaults.num_frames, defaults.fps
     scenes = sample_scenes(n, seed=seed, split="heldout", frames=frames, width=width, height=height)
-    mean = pipe._vae_latents_mean.view(1, -1, 1, 1, 1)
-    inv_std = pipe._vae_latents_inv_std.view(1, -1, 1, 1, 1)
-    clips = render(scenes, width=width, height=height, frames=frames)
-    x0 = (pipe.vae.encode(clips).latent_dist.mode() - mean) * inv_std
+    x0 = encode_latents(pipe, render(scenes, width=width, height=height, frames=frames))
     out = {}
     for sigma in sigmas:
         totals = dict.fromkeys(["true", *SWAPS, "unconditioned"], 0.0)

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from cosmos_helpers.models import tiny_trained
-from cosmos_helpers.models.tiny_training import flow_loss, layout, shifted_sigmas, transfer_token_ids
+from cosmos_helpers.models.tiny_training import encode_latents, flow_loss, layout, shifted_sigmas, transfer_token_ids
 from cosmos_helpers.presets import get_profile, size_for
 from cosmos_helpers.world import caption, caption_json, render, sample_scenes
 from cosmos_helpers.world import controls as world_controls
@@ -240,12 +240,10 @@ def caption_pools(pipe, pools: Pools, rng: random.Random, size_of_pool: int = PO
 @torch.no_grad()
 def encode_pools(pipe, pools: Pools, device: str, chunk: int = 128) -> None:
     """Render and encode every pool clip (and each transfer clip's controls) once, into normalised latents."""
-    vae = pipe.vae.to(device)
-    mean = pipe._vae_latents_mean.to(device).view(1, -1, 1, 1, 1)
-    inv_std = pipe._vae_latents_inv_std.to(device).view(1, -1, 1, 1, 1)
+    pipe.vae.to(device)
 
     def encode(x: torch.Tensor) -> torch.Tensor:
-        return ((vae.encode(x).latent_dist.mode() - mean) * inv_std).half()
+        return encode_latents(pipe, x).half()
 
     for (kind, size), scenes in pools.scenes.items():
         width, height = size_for(*size)

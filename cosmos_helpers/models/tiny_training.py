@@ -88,6 +88,18 @@ def transfer_token_ids(pipe: Any, text: str) -> list[int]:
     return list(ids) + [tok.eos_token_id, tok.convert_tokens_to_ids("<|vision_start|>")]
 
 
+def encode_latents(pipe: Any, pixels: torch.Tensor) -> torch.Tensor:
+    """``[B, 3, T, H, W]`` pixels in [-1, 1] to the normalised latents the transformer sees.
+
+    The pipeline un-normalises with its own ``_vae_latents_mean`` / ``_vae_latents_inv_std`` before decoding, so
+    training and probing normalise with exactly those tensors (the VAE's mode, not a sample: the targets are fixed).
+    """
+    shape = (1, -1, 1, 1, 1)
+    mean = pipe._vae_latents_mean.to(pixels.device).view(shape)
+    inv_std = pipe._vae_latents_inv_std.to(pixels.device).view(shape)
+    return (pipe.vae.encode(pixels).latent_dist.mode() - mean) * inv_std
+
+
 def patchify(latents: torch.Tensor, p: int) -> torch.Tensor:
     """``[B, C, T, H, W]`` latents to ``[B, T*h*w, p*p*C]`` tokens, in the transformer's own order."""
     b, c, t, h, w = latents.shape

@@ -159,26 +159,16 @@ def test_trained_weights_round_trip(tmp_path):
 def test_the_training_script_runs_and_records_its_recipe(tmp_path):
     """A two-step smoke run of ``scripts/train_tiny.py`` (on the CPU): it writes weights the default loader takes,
     a model card with the command that made them, and the recipe (mix, motion weight) in the file itself."""
-    import importlib.util
     import json
-    import sys
-    from pathlib import Path
 
     from safetensors import safe_open
 
     from cosmos_helpers.models import tiny_trained
+    from tests.conftest import load_script
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "train_tiny.py"
-    spec = importlib.util.spec_from_file_location("train_tiny_under_test", path)
-    script = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = script  # dataclasses resolve their module while the script loads
-    try:
-        spec.loader.exec_module(script)
-        script.main(["--out", str(tmp_path), "--device", "cpu", "--vae-steps", "1", "--transformer-steps", "2",
-                     "--vae-batch", "2", "--batch", "2", "--pool", "2", "--mix", "text2video",
-                     "--motion-weight", "4"])
-    finally:
-        sys.modules.pop(spec.name, None)
+    load_script("scripts/train_tiny.py").main([
+        "--out", str(tmp_path), "--device", "cpu", "--vae-steps", "1", "--transformer-steps", "2", "--vae-batch", "2",
+        "--batch", "2", "--pool", "2", "--mix", "text2video", "--motion-weight", "4"])
     weights = tmp_path / tiny_trained.WEIGHTS.name
     with safe_open(str(weights), framework="pt") as f:
         recipe = json.loads(f.metadata()["recipe"])

@@ -19,6 +19,7 @@ from cosmos_helpers.models import tiny_trained
 from cosmos_helpers.world import meaning
 from cosmos_helpers.world.evaluate import evaluate, text_to_video
 from cosmos_helpers.world.scenes import caption, sample_scenes
+from tests.conftest import load_script
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -78,12 +79,8 @@ def test_the_model_reads_the_colour_and_direction_words():
     model that ignored its text, like a freshly initialised one, shows gaps of about 0.0001; the weights shipped
     before motion weighting, which moved objects the named way only by chance, showed a direction gap of 0.03 on
     these 16 captions (0.16 and 0.19 now)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("probe_tiny_under_test", REPO / "scripts" / "probe_tiny.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    row = script.probe(tiny_trained.WEIGHTS, "text2video", n=16, sigmas=[0.95], seed=5)[0.95]
+    probe = load_script("scripts/probe_tiny.py").probe
+    row = probe(tiny_trained.WEIGHTS, "text2video", n=16, sigmas=[0.95], seed=5)[0.95]
     assert row["colour"] - row["true"] > 0.03 and row["direction"] - row["true"] > 0.1, row
 
 

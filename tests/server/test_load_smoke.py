@@ -4,21 +4,12 @@ Retry-After, none lost, no job left behind, memory bounded), not the timings."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 from cosmos_helpers.server.local import LocalServer
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import load_script
 
 
 def load_module():
-    spec = importlib.util.spec_from_file_location("load_test", ROOT / "benchmarks" / "load_test.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["load_test"] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/load_test.py")
 
 
 def test_load_smoke():

@@ -38,7 +38,8 @@ import numpy as np
 
 from .backends.diffusers import DiffusersBackend
 from .fast import FastOptions, fast_path_stats
-from .presets import DEFAULT_PROFILE, MODES, get_profile, size_for
+from .action_samples import render_drive, sample_trajectory
+from .presets import ACTION_MODES, DEFAULT_PROFILE, MODES, get_profile, size_for
 from .request import MODE_ALIASES, GenerationRequest
 from .samples import rolling_ball_clip
 
@@ -59,26 +60,29 @@ FAST_STATS = ("text_tower_runs", "graph_captures", "graph_replays", "batched_pai
 
 
 def mode_title(mode: str) -> str:
-    """``text2video`` -> ``Text2Video``."""
+    """``text2video`` -> ``Text2Video``, ``forward_dynamics`` -> ``Forward dynamics``."""
+    if "2" not in mode:
+        return mode.replace("_", " ").capitalize()
     return "2".join(word.capitalize() for word in mode.split("2"))
 
 
 @dataclass(frozen=True)
 class Case:
-    mode: str  # text2image / text2video / image2video / video2video
+    mode: str  # text2image / text2video / image2video / video2video, or an action mode
     tier: str
     frames: int
     sound: bool = False
 
     @property
     def label(self) -> str:
-        short = {v: k for k, v in MODE_ALIASES.items() if len(k) == 3}[self.mode]
+        short = min((k for k, v in MODE_ALIASES.items() if v == self.mode), key=len)  # t2v, fd, wam
         frames = "" if self.frames == 1 else f" {self.frames}f"
         return f"{short}{'+sound' if self.sound else ''} {self.tier}p{frames}"
 
     @classmethod
     def parse(cls, text: str, default_frames: int) -> "Case":
-        """``t2i:256``, ``t2v:480:189``, ``t2v+sound:256:121`` (frames default to ``default_frames``)."""
+        """``t2i:256``, ``t2v:480:189``, ``t2v+sound:256:121``, ``fd:256:17`` (frames default to
+        ``default_frames``)."""
         parts = text.strip().split(":")
         if len(parts) not in (2, 3):
             raise ValueError(f"case {text!r}: expected mode:tier[:frames], e.g. t2v:256:189")
@@ -86,7 +90,8 @@ class Case:
         sound, name = name.endswith("+sound"), name.removesuffix("+sound")
         mode = MODE_ALIASES.get(name, name)
         if mode not in MODES:
-            raise ValueError(f"case {text!r}: unknown mode; use t2i, t2v, i2v or v2v (optionally +sound)")
+            raise ValueError(f"case {text!r}: unknown mode; use t2i, t2v, i2v or v2v (optionally +sound), or fd, "
+                             "id or wam (the action modes)")
         tier = parts[1].strip().lower().removesuffix("p")
         frames = 1 if mode == "text2image" else int(parts[2]) if len(parts) == 3 else default_frames
         return cls(mode, tier, frames, sound)
@@ -126,9 +131,18 @@ def prompt_of(n_bytes: int, base: str = BASE_PROMPT) -> str:
 
 def build_request(case: Case, *, profile: str, steps: int, guidance: float, text_tokens: int | None,
                   seed: int) -> GenerationRequest:
-    """The case as a request; image/video modes condition on the package's sample clip at the case's size."""
+    """The case as a request; image/video modes condition on the package's sample clip at the case's size, action
+    modes on its rendered drive and the AV trajectory that films it (one row per step between frames)."""
     width, height = size_for(case.tier, "16,9")
     media: dict[str, Any] = {}
+    if case.mode in ACTION_MODES:
+        trajectory = sample_trajectory("av", case.frames - 1)
+        drive = render_drive(trajectory, width, height)
+        media.update(embodiment="av", **({"video": drive} if case.mode == "inverse_dynamics" else {"image": drive[0]}))
+        if case.mode == "forward_dynamics":
+            media["actions"] = trajectory
+    else:  # the action modes size the video from their start image or video, not from an aspect ratio
+        media["aspect_ratio"] = "16,9"
     if case.mode == "image2video":
         media["image"] = rolling_ball_clip(1, width, height)[0]
     elif case.mode == "video2video":
@@ -136,7 +150,7 @@ def build_request(case: Case, *, profile: str, steps: int, guidance: float, text
     return GenerationRequest(
         mode=case.mode, prompt=prompt_of(text_tokens) if text_tokens else BASE_PROMPT.strip(),
         negative_prompt=prompt_of(text_tokens, BASE_NEGATIVE) if text_tokens else BASE_NEGATIVE.strip(),
-        profile=profile, tier=case.tier, aspect_ratio="16,9", num_frames=case.frames, num_inference_steps=steps,
+        profile=profile, tier=case.tier, num_frames=case.frames, num_inference_steps=steps,
         guidance_scale=guidance, seed=seed, sound=case.sound, guardrails=False, add_resolution_template=False,
         add_duration_template=False, **media)
 
@@ -402,7 +416,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--random-nano", action="store_true",
                         help="Nano-shaped random weights instead of a checkpoint (for GPUs without the download)")
     parser.add_argument("--cases", default=None,
-                        help="comma list of mode:tier[:frames], e.g. t2i:256,t2v:480:189,t2v+sound:256:121")
+                        help="comma list of mode:tier[:frames], e.g. t2i:256,t2v:480:189,t2v+sound:256:121,fd:256:17 "
+                             "(fd, id, wam: the action modes, on the rendered drive)")
     parser.add_argument("--steps", type=int, default=None, help="denoising steps (default: tiny 2, else 35)")
     parser.add_argument("--frames", type=int, default=None, help="frames for video cases without :frames")
     parser.add_argument("--guidance", type=float, default=6.0)

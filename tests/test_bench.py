@@ -46,6 +46,17 @@ def test_bench_tiny_writes_table_and_chart(tmp_path):
     assert len(data["rows"]) == 8 and data["settings"]["steps"] == 1
 
 
+def test_bench_builds_the_action_modes_media(tmp_path):
+    """Action cases start from the package's rendered drive (and play its trajectory, for forward dynamics)."""
+    assert Case.parse("fd:256:17", 9) == Case("forward_dynamics", "256", 17)
+    result = run_benchmark(profile="tiny", cases="fd:256:5,id:256:5,wam:256:5", steps=1, repeats=1, out_dir=tmp_path,
+                           log=None)
+    assert [r.error for r in result.rows] == [None] * 6
+    assert {r.case for r in result.rows} == {"fd 256p 5f", "id 256p 5f", "wam 256p 5f"}
+    assert "| Forward dynamics | 5 | Diffusers (fast path) |" in result.markdown
+    assert all(r.max_abs_diff_vs_stock == 0 for r in result.rows if r.backend == "fast")
+
+
 def test_bench_cli(tmp_path, capsys):
     from cosmos_helpers.cli import main
 

@@ -23,15 +23,12 @@ def generate_and_save(backend: Backend, request: GenerationRequest, stem: str | 
     When ``skip_existing`` and a finished output of the same request on the same backend is already at
     ``stem``, it is loaded instead of generated again, so an interrupted batch resumes where it stopped.
     """
-    done = None if overwrite else check_free(stem, request, backend=backend.name)  # another run's output: refuse
+    done = _finished(backend, request, stem, overwrite)
     if done is not None:
         if not skip_existing:
-            raise OutputExistsError(f"{done} is this request's finished output; pass overwrite=True to generate it "
-                                    "again, or skip_existing=True to load it.")
-        generation = Generation.load(done)
-        generation.request = request
-        generation.provenance["skipped"] = True
-        return generation
+            raise OutputExistsError(f"{stem} holds this request's finished output; pass overwrite=True to generate "
+                                    "it again, or skip_existing=True to load it.")
+        return done
     generation = backend.generate(request, **kwargs)
     generation.save(stem, overwrite=overwrite)
     return generation
@@ -46,18 +43,27 @@ def generate_and_save_all(backend: Backend, jobs: Mapping[str | Path, Generation
     else one after another. Every stem is checked before anything runs, so a clash fails before any work.
     """
     stems = {Path(stem): request for stem, request in jobs.items()}
-    results: dict[Path, Generation] = {}
-    for stem, request in stems.items():
-        done = None if overwrite else check_free(stem, request, backend=backend.name)
-        if done is not None:
-            results[stem] = Generation.load(done)
-            results[stem].request = request
-            results[stem].provenance["skipped"] = True
+    results = {stem: done for stem, request in stems.items()
+               if (done := _finished(backend, request, stem, overwrite)) is not None}
     todo = [stem for stem in stems if stem not in results]
+    names = [s.name for s in todo]
     many = getattr(backend, "generate_many", None)
-    made = many([stems[s] for s in todo], names=[s.name for s in todo]) if many and len(todo) > 1 \
-        else [backend.generate(stems[s]) for s in todo]
+    made = many([stems[s] for s in todo], names=names if len(set(names)) == len(names) else None) \
+        if many and len(todo) > 1 else [backend.generate(stems[s]) for s in todo]
     for stem, generation in zip(todo, made):
         generation.save(stem, overwrite=overwrite)
         results[stem] = generation
     return {stem: results[stem] for stem in stems}
+
+
+def _finished(backend: Backend, request: GenerationRequest, stem: str | Path, overwrite: bool) -> Generation | None:
+    """This request's finished output at ``stem``, loaded and marked ``provenance["skipped"]``; ``None`` when
+    there is none or ``overwrite``. Another request's output there raises (``check_free``): nothing is reused for
+    a different request."""
+    done = None if overwrite else check_free(stem, request, backend=backend.name)
+    if done is None:
+        return None
+    generation = Generation.load(done)
+    generation.request = request
+    generation.provenance["skipped"] = True
+    return generation

@@ -122,6 +122,10 @@ class DiffusersBackend:
         self._workers = None
         if self.plan.parallel:
             _check_parallel_placement(self.plan, device, device_map)
+        if isinstance(fast, FastOptions):
+            from ..fast.attention import check_backend  # imports torch: only when options are given
+
+            check_backend(fast.attention)
         if self.plan.cfg_parallel > 1 and isinstance(fast, FastOptions) and fast.batch_cfg:
             raise ValidationError("fast", "FastOptions(batch_cfg=True) runs both guidance branches on one GPU, and "
                                   "cfg_parallel=2 runs them on two.", "leave batch_cfg unset, or use cfg_parallel=1.")

@@ -9,16 +9,19 @@ switch most people use is ``DiffusersBackend(..., fast=True)``. What changes, an
 * **Generation tower only, per pass** (:mod:`.transformer`): stock's layer maths on the vision/sound/action
   tokens, reading those keys/values.
 * **CUDA graphs** (:mod:`.graphs`, CUDA only): each pass's 36-layer stack is one graph replay, removing the
-  launch overhead that dominates small (text-to-image) shapes. No recompiles: one graph per shape.
+  launch overhead that dominates small (text-to-image) shapes. No recompiles: one graph per shape. By
+  default only passes up to ``SMALL_PASS_TOKENS`` generation tokens: above it graphs only hold memory.
 * **Attention kernel** (:mod:`.attention`): on CUDA the fastest of PyTorch's SDPA kernels (flash, cuDNN,
-  memory-efficient, default) is timed per shape and used when it agrees with the default one.
+  memory-efficient, default) and, where installed, FlashAttention-3 is timed per shape and used when it agrees
+  with the default one.
 * **Stacked projections** (:mod:`.projections`, on with CUDA): q/k/v and gate/up as one matrix product each
   where that is faster for the token count (timed once per size); the weights are stored once.
 * **Fused element-wise steps** (``compile``, on with CUDA): residual add + RMSNorm, q/k norm + rotary and
   the SiLU gate as ``torch.compile`` kernels; if compiling fails the path continues without them.
 * **Batched guidance** (``batch_cfg``): the conditional and negative passes of a step share one pass
-  through the weights (attention stays per branch). Same maths; on GPU the larger matrix products may
-  round differently in bf16 (rows are independent, kernels are chosen by size).
+  through the weights (attention stays per branch), by default up to ``SMALL_PASS_TOKENS`` tokens. Same
+  maths; on GPU the larger matrix products may round differently in bf16 (rows are independent, kernels are
+  chosen by size).
 * **VAE decode** (:mod:`.vae`, CUDA): cuDNN picks convolution algorithms by timing them, and video decodes
   run channels-last (pixels may differ at bf16 rounding; latents are unaffected).
 * **No VAE encode of a blank video** for text-to-image/video: stock encodes an all-zero clip and then
@@ -40,7 +43,7 @@ import functools
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterator
 
-__all__ = ["FastOptions", "enable_fast_path", "disable_fast_path", "is_fast", "fast_path_stats"]
+__all__ = ["FastOptions", "SMALL_PASS_TOKENS", "enable_fast_path", "disable_fast_path", "is_fast", "fast_path_stats"]
 
 
 @dataclass
@@ -50,10 +53,14 @@ class FastOptions:
     Args:
         text_cache: compute the text pathway once per prompt (the transformer patch; off = stock transformer).
         cuda_graphs: replay each pass as a CUDA graph (``None``: on when the model is on CUDA).
-        graph_max_tokens: no graphs above this many generation tokens per pass (``None``: no limit).
+        graph_max_tokens: no graphs above this many generation tokens per pass (``None``: no limit if
+            ``cuda_graphs=True`` is given, else :data:`SMALL_PASS_TOKENS`).
         attention: ``"auto"`` (time the candidates per shape on CUDA), or one of
-            ``native``/``flash``/``cudnn``/``cudnn_gqa``/``efficient``. CPU always uses ``native``.
-        batch_cfg: batch the two guidance branches of a step (``None``: on with CUDA graphs/CUDA, off on CPU).
+            ``native``/``flash``/``cudnn``/``cudnn_gqa``/``efficient``/``flash3`` (FlashAttention-3, where
+            installed; ``"auto"`` includes it then). CPU always uses ``native``.
+        batch_cfg: batch the two guidance branches of a step (``None``: on with CUDA, off on CPU).
+        batch_max_tokens: batch only steps whose two branches have at most this many generation tokens together
+            (``None``: no limit if ``batch_cfg=True`` is given, else :data:`SMALL_PASS_TOKENS`).
         skip_blank_encode: skip the VAE encode of the all-zero clip in text-to-image/video.
         vae_cudnn_benchmark: let cuDNN time convolution algorithms for the VAE decode (``None``: on with CUDA;
             first call slower; see :mod:`.vae`).
@@ -70,11 +77,20 @@ class FastOptions:
     graph_max_tokens: int | None = None
     attention: str = "auto"
     batch_cfg: bool | None = None
+    batch_max_tokens: int | None = None
     skip_blank_encode: bool = True
     vae_cudnn_benchmark: bool | None = None
     compile: bool | str | None = None
     fuse_projections: bool | None = None
     vae_channels_last: bool | None = None
+
+
+# Above this many generation tokens per pass the matrix products are large enough on their own: batching the
+# guidance branches and replaying CUDA graphs then only hold memory. Measured on one H200 at Nano shapes
+# (benchmarks/GPU_RESULTS.md, runs 11-12): t2v 480p 1.612 s/step one branch at a time without graphs against
+# 1.646 s batched with graphs (34.6 against 36.9 GiB); 720p 6.204 against 6.241 s (40.8 against 46.5 GiB);
+# t2v 256p (5,760 tokens batched) gains from both.
+SMALL_PASS_TOKENS = 16_384
 
 
 class _FastState:
@@ -124,6 +140,7 @@ def enable_fast_path(pipe, options: FastOptions | None = None, *, active: bool =
         state.forward = FastForward(pipe.transformer, attention=resolved.attention,
                                     cuda_graphs=bool(resolved.cuda_graphs and cuda),
                                     graph_max_tokens=resolved.graph_max_tokens, batch_cfg=bool(resolved.batch_cfg),
+                                    batch_max_tokens=resolved.batch_max_tokens,
                                     compile=resolved.compile, fuse_projections=bool(resolved.fuse_projections))
         _patch(state, pipe.transformer, "forward", state.forward)
     if resolved.skip_blank_encode:
@@ -143,6 +160,10 @@ def _resolve(options: FastOptions, cuda: bool) -> FastOptions:
     """The options with every ``None`` decided for this device (GPU-only switches off on CPU)."""
     gpu = ("cuda_graphs", "batch_cfg", "vae_cudnn_benchmark", "compile", "fuse_projections", "vae_channels_last")
     resolved = replace(options, **{name: cuda for name in gpu if getattr(options, name) is None})
+    if cuda:  # limits only where the switch was left to us: an explicit True means every size
+        for switch, limit in (("cuda_graphs", "graph_max_tokens"), ("batch_cfg", "batch_max_tokens")):
+            if getattr(options, switch) is None and getattr(options, limit) is None:
+                setattr(resolved, limit, SMALL_PASS_TOKENS)
     if resolved.compile != "eager":  # "eager": the fused layer code uncompiled (CPU checks, debugging)
         resolved.compile = bool(resolved.compile and cuda)
     resolved.vae_channels_last = bool(resolved.vae_channels_last and cuda)

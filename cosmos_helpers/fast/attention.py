@@ -13,6 +13,10 @@ Candidates are PyTorch's own SDPA kernels (nothing to install):
                 query heads first (cuDNN's SDPA path does not take ``enable_gqa`` on every torch version).
 ``cudnn_gqa``   cuDNN with ``enable_gqa=True`` (where torch supports it).
 ``efficient``   the memory-efficient (xformers-style) kernel, K/V expanded.
+``flash3``      FlashAttention-3 (Hopper), through diffusers' ``_flash_3`` attention backend, GQA inside the
+                kernel; a candidate only where ``flash_attn_interface`` is installed (built from source:
+                github.com/Dao-AILab/flash-attention, ``hopper/``). At t2v 720p attention is two thirds of a
+                step, and cuDNN reaches 574 TFLOP/s there on an H200 (run 11 in GPU_RESULTS.md).
 
 ``"auto"`` (the default on CUDA) times every candidate once per attention shape, on the real tensors of
 the first pass, drops any that fails or disagrees with ``native`` beyond bf16 rounding, and keeps the
@@ -27,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ..errors import ValidationError
 from ..models.cosmos3_attention import project_qkv
 
 # candidate -> (the one SDPA kernel allowed, or None for PyTorch's default choice; K/V heads expanded first)
@@ -37,7 +42,29 @@ _KERNELS: dict[str, tuple[SDPBackend | None, bool]] = {
     "cudnn_gqa": (SDPBackend.CUDNN_ATTENTION, False),
     "efficient": (SDPBackend.EFFICIENT_ATTENTION, True),
 }
-CANDIDATES: tuple[str, ...] = tuple(_KERNELS)
+FLASH3 = "flash3"
+
+
+def flash3_available() -> bool:
+    """FlashAttention-3 is importable (diffusers' own check)."""
+    from diffusers.utils import is_flash_attn_3_available
+
+    return bool(is_flash_attn_3_available())
+
+
+CANDIDATES: tuple[str, ...] = tuple(_KERNELS) + ((FLASH3,) if flash3_available() else ())
+ALL: tuple[str, ...] = tuple(_KERNELS) + (FLASH3,)
+
+
+def check_backend(name: str) -> None:
+    """Refuse an attention choice this host cannot run, naming the fix (before any model loads)."""
+    if name != "auto" and name not in ALL:
+        raise ValidationError("fast.attention", f"unknown attention backend {name!r}.",
+                              f"use 'auto' or one of {', '.join(ALL)}.")
+    if name == FLASH3 and not flash3_available():
+        raise ValidationError("fast.attention", "'flash3' needs FlashAttention-3 (module flash_attn_interface), "
+                              "which is not installed.", "build it from github.com/Dao-AILab/flash-attention "
+                              "(hopper/, an H100/H200), or use attention='auto'.")
 
 # (q shape, k shape, dtype, device index) -> chosen candidate
 _CHOICE: dict[tuple, str] = {}
@@ -52,8 +79,13 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str = "n
     ``backend="native"`` reproduces diffusers' native attention call exactly (same permutes, same
     ``enable_gqa=True`` SDPA call), so on CPU the result is bit-identical to the stock processor.
     """
+    if backend == FLASH3:
+        from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+        return dispatch_attention_fn(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), is_causal=is_causal,
+                                     backend="_flash_3").squeeze(0)
     if backend not in _KERNELS:
-        raise ValueError(f"unknown attention backend {backend!r}; use one of {', '.join(CANDIDATES)} or 'auto'.")
+        raise ValueError(f"unknown attention backend {backend!r}; use one of {', '.join(ALL)} or 'auto'.")
     kernel, expand = _KERNELS[backend]
     qb, kb, vb = (x.unsqueeze(0).permute(0, 2, 1, 3) for x in (q, k, v))
     groups = qb.shape[1] // kb.shape[1]

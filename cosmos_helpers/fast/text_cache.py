@@ -6,9 +6,11 @@ Their hidden states, and so the text keys/values every generation token attends 
 denoising step. Stock diffusers recomputes them in both guidance passes of all steps (70 times at 35
 steps); here each prompt (the conditional and the negative prompt differ, so each has its own entry) runs
 the text tower once, with the same operations in the same order as stock, and its keys (q/k-normed, rotary
-applied: ``k_und_for_gen``) and values go into the first ``und_len`` rows of per-layer buffers. The rows
-after them receive each pass's generation keys/values, so attention reads one contiguous buffer, the same
-values stock builds with ``torch.cat([k_und_for_gen, k_gen])``.
+applied: ``k_und_for_gen``) and values are kept per layer. Each layer of a pass copies them into the first
+``und_len`` rows of one key/value scratch buffer per prompt and writes its generation keys/values after
+them, so attention reads one contiguous buffer, the same values stock builds with
+``torch.cat([k_und_for_gen, k_gen])``. One scratch for all layers, not one per layer: at t2v 720p a
+per-layer copy of the generation rows would hold 6.5 GB per prompt that stock never holds.
 
 Entries are keyed by the identity of the pipeline's ``input_ids`` tensor (packed once per pipeline call),
 so a new call never reuses an old prompt's keys/values even if the weights changed in between. Buffers
@@ -28,12 +30,23 @@ from .attention import sdpa
 
 @dataclass(eq=False)
 class KVBuffer:
-    """Per-layer keys and values ``[layers, und_len + n_gen, kv_heads, head_dim]`` of one prompt."""
+    """One prompt's text keys/values per layer (``k``/``v``: ``[layers, und_len, kv_heads, head_dim]``) and the
+    scratch a layer's attention reads (``k_all``/``v_all``: ``[und_len + n_gen, kv_heads, head_dim]``)."""
 
     und_len: int
     n_gen: int
     k: torch.Tensor
     v: torch.Tensor
+    k_all: torch.Tensor
+    v_all: torch.Tensor
+
+    def layer(self, index: int, k_gen: torch.Tensor, v_gen: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer ``index``'s keys/values over text + generation, in the scratch (valid until the next layer)."""
+        self.k_all[:self.und_len] = self.k[index]
+        self.v_all[:self.und_len] = self.v[index]
+        self.k_all[self.und_len:] = k_gen
+        self.v_all[self.und_len:] = v_gen
+        return self.k_all, self.v_all
 
 
 class TextKVCache:
@@ -63,9 +76,11 @@ class TextKVCache:
                     and buf.k.device == like.device and buf.k.is_inference() == inference):
                 return self.spare.pop(i)
         cfg = self.transformer.config
-        shape = (cfg.num_hidden_layers, und_len + n_gen, cfg.num_key_value_heads, cfg.head_dim)
-        k, v = (torch.empty(shape, dtype=like.dtype, device=like.device) for _ in "kv")
-        return KVBuffer(und_len, n_gen, k, v)
+        heads = (cfg.num_key_value_heads, cfg.head_dim)
+        k, v = (torch.empty((cfg.num_hidden_layers, und_len, *heads), dtype=like.dtype, device=like.device)
+                for _ in "kv")
+        k_all, v_all = (torch.empty((und_len + n_gen, *heads), dtype=like.dtype, device=like.device) for _ in "kv")
+        return KVBuffer(und_len, n_gen, k, v, k_all, v_all)
 
     def get(self, input_ids: torch.Tensor, text_indexes: torch.Tensor, und_len: int, n_gen: int,
             cos_und: torch.Tensor, sin_und: torch.Tensor) -> KVBuffer:
@@ -100,8 +115,8 @@ class TextKVCache:
             v = attn.to_v(normed).view(-1, attn.num_key_value_heads, attn.head_dim)
             k = attn.norm_k(k)
             k_for_gen = attn.k_norm_und_for_gen(k) if attn.k_norm_und_for_gen is not None else k
-            buf.k[index, :und_len] = rope(k_for_gen, cos, sin)
-            buf.v[index, :und_len] = v
+            buf.k[index] = rope(k_for_gen, cos, sin)
+            buf.v[index] = v
             if index == last:
                 break  # the text hidden states after the last layer feed nothing the generator reads
             q = attn.to_q(normed).view(-1, attn.num_attention_heads, attn.head_dim)

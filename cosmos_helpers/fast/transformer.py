@@ -16,6 +16,7 @@ forward instead:
    call computes both branches together (weights read once, larger matrix products), returns the
    conditional result and hands the unconditional one to the next call if, and only if, that call's
    arguments are the very same objects. Otherwise it is computed normally. Attention stays per branch.
+   Steps above ``batch_max_tokens`` run one branch at a time.
 
 Anything this forward does not handle (positional arguments, gradients, context parallelism, diffusers
 cache hooks, a text index layout other than the pipeline's) goes to the stock forward unchanged.
@@ -68,7 +69,8 @@ class FastForward:
     """Bound as ``transformer.forward``; see the module docstring."""
 
     def __init__(self, transformer, *, attention: str = "auto", cuda_graphs: bool = True,
-                 graph_max_tokens: int | None = None, batch_cfg: bool = True, compile: bool | str = False,
+                 graph_max_tokens: int | None = None, batch_cfg: bool = True, batch_max_tokens: int | None = None,
+                 compile: bool | str = False,
                  fuse_projections: bool = False) -> None:
         self.transformer = transformer
         self.compiled = None
@@ -83,6 +85,7 @@ class FastForward:
         self.__signature__ = inspect.signature(self.stock_forward)
         self.attention = attention
         self.batch_cfg = batch_cfg
+        self.batch_max_tokens = batch_max_tokens
         self.text = TextKVCache(transformer)
         self.graphs = GraphCache(max_tokens=graph_max_tokens) if cuda_graphs else None
         if self.graphs is not None:
@@ -161,24 +164,34 @@ class FastForward:
             return None  # the previous two calls did not share their noisy inputs: not a CFG pair
         if not _same_kwargs(_static(a), _static(kw)):
             return None
-        if b["sequence_length"] - b["und_len"] != kw["sequence_length"] - kw["und_len"]:
+        n_gen = kw["sequence_length"] - kw["und_len"]
+        if b["sequence_length"] - b["und_len"] != n_gen:
             return None
+        if self.batch_max_tokens is not None and 2 * n_gen > self.batch_max_tokens:
+            return None  # large passes: one branch at a time (same speed, less memory)
         partner = _static(b)
         partner.update({name: kw.get(name) for name in _DYNAMIC if name in kw})
         return partner if partner.keys() == kw.keys() else None
 
-    def _rotary_for(self, position_ids: torch.Tensor, dtype: torch.dtype, device) -> tuple:
+    def _rotary_for(self, position_ids: torch.Tensor, und_len: int, dtype: torch.dtype, device) -> tuple:
+        """Rotary cos/sin split into the text rows and the generation rows, each its own contiguous tensor.
+
+        Own tensors, not views: a view's storage offset is part of what ``torch.compile`` specialises on,
+        so generation rows sliced at ``und_len`` would compile the fused kernels again when a later pass
+        (a batched pair, a graph capture) hands them a fresh tensor.
+        """
         cached = self._rotary.get(id(position_ids))
-        if cached is not None and cached[0] is position_ids and cached[1].dtype == dtype:
-            return cached[1], cached[2]
+        if cached is not None and cached[0] is position_ids and cached[1] == und_len and cached[2][0].dtype == dtype:
+            return cached[2]
         cos, sin = self.transformer.rotary_emb(
             position_ids=position_ids.unsqueeze(0) if position_ids.ndim == 1 else position_ids.unsqueeze(1),
             device=device, dtype=dtype)
         cos, sin = cos.squeeze(0), sin.squeeze(0)
+        parts = (cos[:und_len], sin[:und_len], cos[und_len:].clone(), sin[und_len:].clone())
         if len(self._rotary) >= 4:
             self._rotary.pop(next(iter(self._rotary)))
-        self._rotary[id(position_ids)] = (position_ids, cos, sin)
-        return cos, sin
+        self._rotary[id(position_ids)] = (position_ids, und_len, parts)
+        return parts
 
     def _embed_generation(self, kw: dict, dtype: torch.dtype) -> torch.Tensor:
         """The generation part of stock's packed ``hidden_states`` (rows ``und_len:``), built the same way."""
@@ -240,12 +253,11 @@ class FastForward:
             und_len = kw["und_len"]
             n_gen = kw["sequence_length"] - und_len
             gen, original_shapes = self._embed_generation(kw, dtype)
-            cos, sin = self._rotary_for(kw["position_ids"], dtype, device)
-            bufs.append(self.text.get(kw["input_ids"], kw["text_indexes"], und_len, n_gen, cos[:und_len],
-                                      sin[:und_len]))
+            cos_und, sin_und, cos, sin = self._rotary_for(kw["position_ids"], und_len, dtype, device)
+            bufs.append(self.text.get(kw["input_ids"], kw["text_indexes"], und_len, n_gen, cos_und, sin_und))
             hidden.append(gen)
-            cos_gen.append(cos[und_len:])
-            sin_gen.append(sin[und_len:])
+            cos_gen.append(cos)
+            sin_gen.append(sin)
             shapes.append(original_shapes)
             sizes.append(n_gen)
         inputs = tuple(parts[0] if len(branches) == 1 else torch.cat(parts) for parts in (hidden, cos_gen, sin_gen))
@@ -334,9 +346,7 @@ class FastForward:
     def _attend(self, index, q, k, v, bufs, sizes):
         outs = []
         for buf, q_part, k_part, v_part in zip(bufs, q.split(sizes), k.split(sizes), v.split(sizes)):
-            keys, values = buf.k[index], buf.v[index]
-            keys[buf.und_len:] = k_part
-            values[buf.und_len:] = v_part
+            keys, values = buf.layer(index, k_part, v_part)
             backend = attention_mod.resolve(q_part, keys, values, self.attention)
             outs.append(attention_mod.sdpa(q_part, keys, values, backend=backend))
         return outs[0] if len(outs) == 1 else torch.cat(outs)

@@ -199,3 +199,46 @@ def test_compile_failure_falls_back_with_a_warning(pipe):
         disable_fast_path(pipe)
     assert stats["fused_kernels"] is False and "no working C compiler" in stats["compile_error"]
     assert _max_rel(fast["latents"], stock["latents"]) <= TOL
+
+
+def test_fused_kernels_compile_once_for_single_and_batched_passes(pipe):
+    """The first call compiles each fused kernel once per head layout; later calls (single passes at step 1, batched pairs after)
+    compile nothing. A rotary slice handed over as a view (storage offset = text length) made Dynamo compile
+    ``rms_rope`` again for the batched pair and, on CUDA, again in the next call's graph capture: 2.8 s of a
+    'warm' call on an H200 (run 11 in benchmarks/GPU_RESULTS.md)."""
+    from torch._dynamo.utils import counters
+
+    from cosmos_helpers.fast.transformer import _KERNELS
+
+    torch._dynamo.reset()
+    enable_fast_path(pipe, compile="eager", batch_cfg=True)
+    try:
+        forward = pipe.transformer.forward
+        forward.compiled = {name: torch.compile(fn, dynamic=True, fullgraph=True) for name, fn in _KERNELS.items()}
+        _run(pipe, "t2v")
+        if forward.compile_error:
+            pytest.skip(f"torch.compile does not work on this host: {forward.compile_error}")
+        first = dict(counters["stats"])
+        _run(pipe, "t2v", seed=1)
+        stats = fast_path_stats(pipe)
+    finally:
+        disable_fast_path(pipe)
+        torch._dynamo.reset()
+    assert stats["batched_pairs"] > 0 and stats["fused_kernels"] is True
+    # one graph per kernel; rms_rope twice when key/value heads == 1 (Dynamo specialises sizes 0 and 1): the tiny model
+    expected = len(_KERNELS) + (pipe.transformer.config.num_key_value_heads == 1)
+    assert first["unique_graphs"] == expected, first  # 7 with the rotary view
+    assert dict(counters["stats"]) == first, "a later call compiled again"
+
+
+def test_steps_above_the_batch_limit_run_one_branch_at_a_time(pipe):
+    """``batch_max_tokens`` below a step's two branches: no batched pair, same latents as stock."""
+    stock = _run(pipe, "t2v")
+    enable_fast_path(pipe, batch_cfg=True, batch_max_tokens=1)
+    try:
+        fast = _run(pipe, "t2v")
+        stats = fast_path_stats(pipe)
+    finally:
+        disable_fast_path(pipe)
+    assert stats["batched_pairs"] == 0 and stats["calls"] == 2 * STEPS
+    assert _max_rel(fast["latents"], stock["latents"]) <= TOL

@@ -122,6 +122,7 @@ class BenchResult:
     png_path: Path | None
     json_path: Path
     settings: dict[str, Any]
+    scaling_png_path: Path | None = None  # with ``gpus``: warm seconds against the GPU count
 
 
 def prompt_of(n_bytes: int, base: str = BASE_PROMPT) -> str:
@@ -282,7 +283,8 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
     md_path.write_text(markdown)
     json_path.write_text(json.dumps({"settings": settings, "rows": [asdict(r) for r in rows]}, indent=1, default=str))
     png_path = render_png(rows, out / "benchmark.png", title=_title(settings))
-    return BenchResult(rows, markdown, md_path, png_path, json_path, settings)
+    scaling = render_scaling_png(rows, out / "scaling.png", title=_title(settings)) if gpus else None
+    return BenchResult(rows, markdown, md_path, png_path, json_path, settings, scaling)
 
 
 def _time_case(case: Case, request: GenerationRequest, runners: dict[str, Any], repeats: int, cuda: bool,
@@ -401,6 +403,45 @@ def render_png(rows: list[Row], path: Path, *, title: str = "") -> Path:
                 ax.annotate(f"{row.speedup:.1f}x", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                             ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(cases)), cases, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("seconds per generation (warm)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def gpu_count(backend: str) -> int | None:
+    """GPUs behind a bench backend name: ``fast`` 1, ``fast-2gpu``/``fast-2gpu-ulysses`` 2, others ``None``."""
+    if backend == "fast":
+        return 1
+    head, _, count = backend.partition("-")
+    return int(count.split("gpu")[0]) if head == "fast" and "gpu" in count else None
+
+
+def render_scaling_png(rows: list[Row], path: Path, *, title: str = "") -> Path:
+    """Warm seconds against the number of GPUs, a line per case and parallel plan (the ideal 1/N dotted)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    counts: set[int] = set()
+    for case in dict.fromkeys(r.case for r in rows):
+        found = {r.backend: r for r in rows if r.case == case and r.warm_s and gpu_count(r.backend)}
+        one = found.get("fast")
+        for plan in dict.fromkeys(b.split("gpu", 1)[1] for b in found if b != "fast"):
+            points = sorted((gpu_count(b), r.warm_s) for b, r in found.items()
+                            if b == "fast" or b.split("gpu", 1)[1] == plan)
+            counts.update(n for n, _ in points)
+            line, = ax.plot(*zip(*points), marker="o", label=f"{case}, {plan.strip('-') or 'default plan'}")
+            if one is not None:
+                ax.plot([n for n, _ in points], [one.warm_s / n for n, _ in points], ls=":", color=line.get_color(),
+                        label="ideal: one GPU's time / N")
+    ax.set_xticks(sorted(counts))
+    ax.set_xlabel("GPUs (one worker process each)")
     ax.set_ylabel("seconds per generation (warm)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)

@@ -75,3 +75,13 @@ def test_markdown_with_vllm_and_error_rows():
                                 "random_nano": False, "profile": "nano", "steps": 35})
     assert "| Text2Image | 1 | vLLM-Omni | 1.00 | error |" in md
     assert "speed-up, vLLM-Omni vs stock | 2.00x |" in md
+
+
+def test_scaling_chart_reads_the_gpu_count_from_each_backend(tmp_path):
+    from cosmos_helpers.bench import Row, gpu_count, render_scaling_png
+
+    assert [gpu_count(b) for b in ("fast", "fast-2gpu", "fast-4gpu-ulysses", "stock", "vllm")] == [1, 2, 4, None, None]
+    rows = [Row(case="t2v 480p 189f", mode="text2video", tier="480", frames=189, backend=b, warm_s=s)
+            for b, s in (("stock", 73.0), ("fast", 61.3), ("fast-2gpu", 33.0), ("fast-2gpu-ulysses", 35.0))]
+    png = render_scaling_png(rows, tmp_path / "scaling.png", title="t").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000

@@ -18,7 +18,11 @@ forward instead:
    arguments are the very same objects. Otherwise it is computed normally. Attention stays per branch.
    Steps above ``batch_max_tokens`` run one branch at a time.
 
-Anything this forward does not handle (positional arguments, gradients, context parallelism, diffusers
+Under Ulysses sequence parallelism (:mod:`cosmos_helpers.parallel.ulysses`) each rank runs the generation
+stack on its slice of the generation tokens and exchanges them for heads around attention; the text
+keys/values are cached whole on every rank. Branches are not batched and passes are not graphed there.
+
+Anything this forward does not handle (positional arguments, gradients, other context parallelism, diffusers
 cache hooks, a text index layout other than the pipeline's) goes to the stock forward unchanged.
 """
 
@@ -112,7 +116,9 @@ class FastForward:
 
     def _supported(self, args: tuple, kwargs: dict) -> bool:
         t = self.transformer
-        if args or torch.is_grad_enabled() or t._cp_shard_fn is not None or t._cp_gather_fn is not None:
+        if args or torch.is_grad_enabled():
+            return False
+        if (t._cp_shard_fn is not None or t._cp_gather_fn is not None) and self._ulysses() is None:
             return False
         if "input_ids" not in kwargs or "vision_tokens" not in kwargs:
             return False
@@ -120,6 +126,12 @@ class FastForward:
             return False  # diffusers cache hooks (FirstBlockCache, ...) expect the stock block calls
         text_indexes = kwargs["text_indexes"]
         return text_indexes.ndim == 1 and text_indexes.shape[0] == kwargs["und_len"]
+
+    def _ulysses(self):
+        """This transformer's Ulysses state when its seams are ours (``install_ulysses``), else ``None``."""
+        t = self.transformer
+        sp = getattr(t, "_cosmos_ulysses", None)
+        return sp if sp is not None and t._cp_shard_fn == sp.shard and t._cp_gather_fn == sp.gather else None
 
     def __call__(self, *args, **kwargs):
         if not self.active:
@@ -141,7 +153,7 @@ class FastForward:
                 self._remember(kw)
                 return result
             self.stats["stash_misses"] += 1
-        partner = self._partner(kw) if self.batch_cfg else None
+        partner = self._partner(kw) if self.batch_cfg and self._ulysses() is None else None
         self._remember(kw)
         if partner is None:
             return self._run([kw])[0]
@@ -261,13 +273,18 @@ class FastForward:
             shapes.append(original_shapes)
             sizes.append(n_gen)
         inputs = tuple(parts[0] if len(branches) == 1 else torch.cat(parts) for parts in (hidden, cos_gen, sin_gen))
+        sp = self._ulysses()
+        if sp is not None:  # one branch (never batched here): this rank's slice of its generation rows
+            inputs = tuple(sp.split_rows(t) for t in inputs)
         proj = self.projections if self.projections is not None and self.projections.refresh() else None
         use = proj.choice(inputs[0]) if proj is not None else None
 
         def stack(x, cos, sin):
-            return self._generation_stack(x, cos, sin, bufs, sizes, use)
+            return self._generation_stack(x, cos, sin, bufs, sizes, use, sp)
 
-        if self.graphs is not None:
+        if sp is not None:
+            out = sp.join_rows(stack(*inputs), sizes[0])
+        elif self.graphs is not None:
             key = (tuple(id(b) for b in bufs), tuple((b.und_len, b.n_gen) for b in bufs), str(dtype), self.attention,
                    torch.is_inference_mode_enabled(), proj.refreshes if proj else None,
                    tuple(sorted(use.items())) if use else None, self.compiled is not None)
@@ -278,7 +295,7 @@ class FastForward:
                 for kw, rows, original_shapes in zip(branches, out.split(sizes), shapes)]
 
     def _generation_stack(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, bufs, sizes,
-                          use: dict[str, bool] | None = None) -> torch.Tensor:
+                          use: dict[str, bool] | None = None, sp=None) -> torch.Tensor:
         """Stock's generation pathway through every layer, reading the cached text keys/values.
 
         ``use`` (with fused projections) says which products run stacked; ``None`` = stock's own modules.
@@ -287,7 +304,7 @@ class FastForward:
         capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
         if self.compiled is not None and not self._compiled_ok and not capturing:
             try:
-                out = self._layers(x, cos, sin, bufs, sizes, use, self.compiled)
+                out = self._layers(x, cos, sin, bufs, sizes, use, self.compiled, sp)
                 self._compiled_ok = True
                 return out
             except Exception as exc:  # no Triton / compiler on this host: keep going without fused kernels
@@ -295,9 +312,9 @@ class FastForward:
                 warnings.warn(f"fast path: torch.compile failed ({self.compile_error}); continuing without fused "
                               "element-wise kernels (FastOptions(compile=False) silences this).", stacklevel=2)
                 self.compiled = None
-        return self._layers(x, cos, sin, bufs, sizes, use, self.compiled)
+        return self._layers(x, cos, sin, bufs, sizes, use, self.compiled, sp)
 
-    def _layers(self, x, cos, sin, bufs, sizes, use, fused: dict | None) -> torch.Tensor:
+    def _layers(self, x, cos, sin, bufs, sizes, use, fused: dict | None, sp=None) -> torch.Tensor:
         """The layers, each norm computed where the next step needs it (fused: together with the residual add).
 
         ``fused=None``: stock's own modules, operation for operation (bit-identical on CPU in fp32). Otherwise
@@ -324,7 +341,7 @@ class FastForward:
             attn, mlp, post = layer.self_attn, layer.mlp_moe_gen, layer.post_attention_layernorm_moe_gen
             q, k, v = self._qkv(index, attn, normed, use)
             full = self._attend(index, norm_rope(q, attn.norm_added_q), norm_rope(k, attn.norm_added_k), v, bufs,
-                                sizes)
+                                sizes, sp)
             residual, normed = add_norm(x, attn.to_add_out(full.flatten(-2, -1)), post)
             stacked = use is not None and self.projections.gate_up[index] is not None
             if fused is None and not stacked:
@@ -343,7 +360,15 @@ class FastForward:
         heads, kv_heads, dim = attn.num_attention_heads, attn.num_key_value_heads, attn.head_dim
         return q.view(-1, heads, dim), k.view(-1, kv_heads, dim), v.view(-1, kv_heads, dim)
 
-    def _attend(self, index, q, k, v, bufs, sizes):
+    def _attend(self, index, q, k, v, bufs, sizes, sp=None):
+        if sp is not None:
+            buf = bufs[0]
+
+            def attend(q_all, k_all, v_all):
+                return attention_mod.sdpa(q_all, k_all, v_all,
+                                          backend=attention_mod.resolve(q_all, k_all, v_all, self.attention))
+
+            return sp.fast_attention(q, k, v, buf.k[index], buf.v[index], buf.n_gen, attend)
         outs = []
         for buf, q_part, k_part, v_part in zip(bufs, q.split(sizes), k.split(sizes), v.split(sizes)):
             keys, values = buf.layer(index, k_part, v_part)

@@ -10,6 +10,10 @@ queries over text and generation keys), and swaps back. Key/value heads that ``N
 repeated to the query heads first, which is what grouped attention computes anyway.
 
 Padding sits at the end of each pathway, is all zeros (RMSNorm keeps zeros zero) and is never attended to.
+
+The fast path (:mod:`cosmos_helpers.fast.transformer`) uses the same pieces without the seams: it shards only the
+generation tokens (``split_rows``/``join_rows``) and calls :meth:`Ulysses.fast_attention`, which reads the
+prompt's cached text keys/values, whole on every rank, for the heads the rank attends.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ class Ulysses:
 
     # seams ------------------------------------------------------------------------------------------------
 
-    def _slice(self, x: torch.Tensor) -> torch.Tensor:
+    def split_rows(self, x: torch.Tensor) -> torch.Tensor:
         """This rank's slice of ``x`` (tokens on dim 0), zero-padded so every rank's slice is the same length."""
         per = -(-x.shape[0] // self.size)
         pad = per * self.size - x.shape[0]
@@ -52,13 +56,14 @@ class Ulysses:
         self.lengths = _Lengths(und=und_seq.shape[0], gen=gen_seq.shape[0])
         self.passes += 1
         cos_und, sin_und, cos_gen, sin_gen = rotary
-        return (self._slice(und_seq), self._slice(gen_seq),
-                (self._slice(cos_und), self._slice(sin_und), self._slice(cos_gen), self._slice(sin_gen)))
+        return (self.split_rows(und_seq), self.split_rows(gen_seq),
+                tuple(self.split_rows(t) for t in (cos_und, sin_und, cos_gen, sin_gen)))
 
     def gather(self, und_out, gen_out):
-        return self._gather(und_out, self.lengths.und), self._gather(gen_out, self.lengths.gen)
+        return self.join_rows(und_out, self.lengths.und), self.join_rows(gen_out, self.lengths.gen)
 
-    def _gather(self, x: torch.Tensor, length: int) -> torch.Tensor:
+    def join_rows(self, x: torch.Tensor, length: int) -> torch.Tensor:
+        """Every rank's rows of ``x``, in rank order, padding dropped (an all-gather)."""
         parts = [torch.empty_like(x) for _ in range(self.size)]
         dist.all_gather(parts, x.contiguous(), group=self.group)
         return torch.cat(parts, dim=0)[:length]
@@ -83,6 +88,25 @@ class Ulysses:
         received = torch.empty_like(send)
         dist.all_to_all_single(received, send, group=self.group)
         return received.permute(1, 0, 2, 3).reshape(local, self.size * part, dim)
+
+
+    # the fast path ---------------------------------------------------------------------------------------------
+
+    def fast_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, text_k: torch.Tensor,
+                       text_v: torch.Tensor, gen_len: int, attend) -> torch.Tensor:
+        """The fast path's generation attention for this rank's slice of generation tokens.
+
+        ``q``/``k``/``v``: this rank's rows ``[gen/N, heads, d]``; ``text_k``/``text_v``: the prompt's cached keys and
+        values ``[text, kv_heads, d]``, whole on every rank, so they need no exchange: each rank takes the heads it
+        attends for. ``attend(q, k, v)`` is the attention kernel. Returns this rank's rows ``[gen/N, heads, d]``.
+        """
+        heads, kv_heads = q.shape[1], k.shape[1]
+        if kv_heads % self.size:  # as the processor does: repeat key/value heads to the query heads
+            k, v, text_k, text_v = (t.repeat_interleave(heads // kv_heads, dim=1) for t in (k, v, text_k, text_v))
+        local = q.shape[0]
+        q, k, v = (self.tokens_to_heads(t, gen_len) for t in (q, k, v))
+        text_k, text_v = (t.chunk(self.size, dim=1)[self.rank] for t in (text_k, text_v))
+        return self.heads_to_tokens(attend(q, torch.cat([text_k, k]), torch.cat([text_v, v])), local)
 
 
 class UlyssesAttnProcessor:
@@ -136,6 +160,7 @@ def install_ulysses(transformer, group, size: int, rank: int) -> Ulysses:
     ulysses = Ulysses(group, size, rank)
     transformer._cp_shard_fn = ulysses.shard
     transformer._cp_gather_fn = ulysses.gather
+    transformer._cosmos_ulysses = ulysses  # the fast path finds its seams here
     for module in transformer.modules():
         if isinstance(module, Cosmos3PackedMoTAttention):
             module.set_processor(UlyssesAttnProcessor(ulysses))

@@ -42,8 +42,10 @@ def _latents(pipe):
         return pipe(**CALL, generator=torch.Generator("cpu").manual_seed(0))[0]
 
 
-def _rank(rank: int, plans: list[ParallelPlan], port: int, out: str, intervals: tuple = ()) -> None:
-    """Every plan in turn on this rank, each on its own pipeline (the first plan's world size)."""
+def _rank(rank: int, plans: list[ParallelPlan], port: int, out: str, intervals: tuple = (), fasts: tuple = ()) -> None:
+    """Every plan in turn on this rank, each on its own pipeline (the first plan's world size); ``fasts[i]``: the
+    fast path's options for plan ``i``."""
+    from cosmos_helpers.fast import fast_path_stats
     from cosmos_helpers.parallel.worker import install_plan, join_group
 
     spec = {"device": "cpu", "port": port, "collective_timeout": 120, "plan": plans[0].__dict__}
@@ -51,10 +53,15 @@ def _rank(rank: int, plans: list[ParallelPlan], port: int, out: str, intervals: 
     for index, plan in enumerate(plans):
         plan_groups = groups if index == 0 else {"cfg": groups["ulysses"], "ulysses": groups["ulysses"]}
         pipe = _pipe(intervals[index] if index < len(intervals) else None)
-        state = install_plan(pipe, plan, plan_groups, rank)
+        fast = fasts[index] if index < len(fasts) else None
+        state = install_plan(pipe, plan, plan_groups, rank, fast)
+        if fast:
+            pipe._cosmos_fast.set_active(True)
         latents = _latents(pipe)
+        stats = fast_path_stats(pipe)
         torch.save({"latents": latents, "cfg": dict(state.stats) if state else None,
-                    "ulysses_passes": pipe._cosmos_ulysses.passes if plan.ulysses > 1 else 0},
+                    "ulysses_passes": pipe._cosmos_ulysses.passes if plan.ulysses > 1 else 0,
+                    "fast": {k: stats.get(k) for k in ("calls", "stock_fallbacks", "text_tower_runs")}},
                    f"{out}/plan{index}-rank{rank}.pt")
 
 
@@ -99,8 +106,55 @@ def test_cfg_parallel_and_ulysses_on_two_processes_equal_one(reference, tmp_path
     _check(plans, [reference, reference, _latents(_pipe(INTERVAL))], tmp_path, [None, PARALLEL, PARALLEL_INTERVAL])
 
 
+def test_the_fast_path_under_ulysses_on_two_processes_equals_one(reference, tmp_path):
+    """Each rank runs the fast generation stack (cached text keys/values, the fused layer code, stacked products) on
+    its half of the generation tokens, exchanging them for heads around attention; no pass falls back to stock."""
+    from cosmos_helpers.fast import FastOptions
+
+    plans = [ParallelPlan.build(2, ulysses=2)]
+    fast = FastOptions(compile="eager", fuse_projections=True)
+    mp.spawn(_rank, args=(plans, _free_port(), str(tmp_path), (), (fast,)), nprocs=2, join=True)
+    for rank in range(2):
+        result = torch.load(tmp_path / f"plan0-rank{rank}.pt")
+        difference = (result["latents"] - reference).abs().max().item()
+        assert difference <= TOL, f"rank {rank}: max |latent difference| {difference}"
+        # 3 steps x 2 branches, every one on the fast path; the text tower once per prompt
+        assert result["fast"] == {"calls": 6, "stock_fallbacks": 0, "text_tower_runs": 2}, (rank, result["fast"])
+        assert result["ulysses_passes"] == 0, rank  # the stock shard seam never ran
+
+
 @pytest.mark.slow
 def test_cfg_parallel_times_ulysses_on_four_processes_equals_one(reference, tmp_path):
     plans = [ParallelPlan.build(4, cfg_parallel=2, ulysses=2)]
     mp.spawn(_rank, args=(plans, _free_port(), str(tmp_path)), nprocs=4, join=True)
     _check(plans, reference, tmp_path, [PARALLEL])
+
+
+def _attention_rank(rank: int, port: int, out: str) -> None:
+    """``Ulysses.fast_attention`` on this rank's rows, for divisible and repeated key/value heads, odd lengths."""
+    import torch.distributed as dist
+
+    from cosmos_helpers.fast.attention import sdpa
+    from cosmos_helpers.parallel.ulysses import Ulysses
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    results = {}
+    for kv_heads in (2, 1):
+        gen = torch.Generator().manual_seed(kv_heads)
+        q = torch.randn(9, 4, 8, generator=gen)
+        k, v = (torch.randn(9, kv_heads, 8, generator=gen) for _ in "kv")
+        text_k, text_v = (torch.randn(3, kv_heads, 8, generator=gen) for _ in "kv")
+        sp = Ulysses(None, 2, rank)
+        mine = sp.fast_attention(*(sp.split_rows(t) for t in (q, k, v)), text_k, text_v, 9, sdpa)
+        whole = sdpa(q, torch.cat([text_k, k]), torch.cat([text_v, v]))
+        results[kv_heads] = (sp.join_rows(mine, 9) - whole).abs().max().item()
+    torch.save(results, f"{out}/attention-rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_ulysses_fast_attention_equals_whole_attention(tmp_path):
+    """Heads split evenly (Nano: 8 key/value heads over 2 ranks) and repeated to the query heads (the tiny model's
+    single key/value head), with 9 tokens (padding on the last rank)."""
+    mp.spawn(_attention_rank, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    for rank in range(2):
+        assert all(d <= 1e-6 for d in torch.load(tmp_path / f"attention-rank{rank}.pt").values())

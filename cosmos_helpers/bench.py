@@ -283,7 +283,8 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
     md_path.write_text(markdown)
     json_path.write_text(json.dumps({"settings": settings, "rows": [asdict(r) for r in rows]}, indent=1, default=str))
     png_path = render_png(rows, out / "benchmark.png", title=_title(settings))
-    scaling = render_scaling_png(rows, out / "scaling.png", title=_title(settings)) if gpus else None
+    # with a memory preset the one-GPU row is offloaded and the workers are not: no like-for-like line to draw
+    scaling = render_scaling_png(rows, out / "scaling.png", title=_title(settings)) if gpus and not memory else None
     return BenchResult(rows, markdown, md_path, png_path, json_path, settings, scaling)
 
 
@@ -437,9 +438,9 @@ def render_scaling_png(rows: list[Row], path: Path, *, title: str = "") -> Path:
                             if b == "fast" or b.split("gpu", 1)[1] == plan)
             counts.update(n for n, _ in points)
             line, = ax.plot(*zip(*points), marker="o", label=f"{case}, {plan.strip('-') or 'default plan'}")
-            if one is not None:
-                ax.plot([n for n, _ in points], [one.warm_s / n for n, _ in points], ls=":", color=line.get_color(),
-                        label="ideal: one GPU's time / N")
+        if one is not None and len(found) > 1:
+            ideal = sorted({gpu_count(b) for b in found})
+            ax.plot(ideal, [one.warm_s / n for n in ideal], ls=":", color=line.get_color(), label=f"{case}, ideal 1/N")
     ax.set_xticks(sorted(counts))
     ax.set_xlabel("GPUs (one worker process each)")
     ax.set_ylabel("seconds per generation (warm)")

@@ -126,6 +126,12 @@ class DiffusersBackend:
             from ..fast.attention import check_backend  # imports torch: only when options are given
 
             check_backend(fast.attention)
+        if self.plan.ulysses > 1 and isinstance(fast, FastOptions) and (fast.batch_cfg or fast.cuda_graphs):
+            name = "batch_cfg" if fast.batch_cfg else "cuda_graphs"
+            raise ValidationError("fast", f"FastOptions({name}=True) cannot run under ulysses={self.plan.ulysses}: "
+                                  "each worker holds a share of the tokens and exchanges them every layer, so branches "
+                                  "are not batched and passes are not graphed there.",
+                                  f"leave {name} unset, or use ulysses=1.")
         if self.plan.cfg_parallel > 1 and isinstance(fast, FastOptions) and fast.batch_cfg:
             raise ValidationError("fast", "FastOptions(batch_cfg=True) runs both guidance branches on one GPU, and "
                                   "cfg_parallel=2 runs them on two.", "leave batch_cfg unset, or use cfg_parallel=1.")

@@ -4,7 +4,7 @@ Every generation token attends, without a mask, to the prompt's keys/values plus
 (``Nq = N_gen``, ``Nk = und_len + N_gen``, 32 query heads over 8 key/value heads at Nano size). At
 480p/720p video that attention is as large as all the matrix products together, so the kernel matters.
 
-Candidates are PyTorch's own SDPA kernels (nothing to install):
+Candidates are PyTorch's own SDPA kernels (nothing to install) and, where it is installed, FlashAttention-3:
 
 ``native``      ``F.scaled_dot_product_attention(..., enable_gqa=True)`` with PyTorch's default choice:
                 exactly what stock diffusers runs (its "native" attention backend).
@@ -46,10 +46,11 @@ FLASH3 = "flash3"
 
 
 def flash3_available() -> bool:
-    """FlashAttention-3 is importable (diffusers' own check)."""
-    from diffusers.utils import is_flash_attn_3_available
+    """diffusers' ``_flash_3`` backend can run: its package is installed and ``flash_attn_interface`` imported."""
+    from diffusers.models import attention_dispatch
 
-    return bool(is_flash_attn_3_available())
+    return bool(getattr(attention_dispatch, "_CAN_USE_FLASH_ATTN_3", False)
+                and getattr(attention_dispatch, "flash_attn_3_func", None) is not None)
 
 
 CANDIDATES: tuple[str, ...] = tuple(_KERNELS) + ((FLASH3,) if flash3_available() else ())
@@ -65,6 +66,7 @@ def check_backend(name: str) -> None:
         raise ValidationError("fast.attention", "'flash3' needs FlashAttention-3 (module flash_attn_interface), "
                               "which is not installed.", "build it from github.com/Dao-AILab/flash-attention "
                               "(hopper/, an H100/H200), or use attention='auto'.")
+
 
 # (q shape, k shape, dtype, device index) -> chosen candidate
 _CHOICE: dict[tuple, str] = {}

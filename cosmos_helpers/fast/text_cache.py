@@ -37,11 +37,14 @@ class KVBuffer:
     n_gen: int
     k: torch.Tensor
     v: torch.Tensor
-    k_all: torch.Tensor
-    v_all: torch.Tensor
+    k_all: torch.Tensor | None = None  # made on first use (a Ulysses rank never uses it)
+    v_all: torch.Tensor | None = None
 
     def layer(self, index: int, k_gen: torch.Tensor, v_gen: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer ``index``'s keys/values over text + generation, in the scratch (valid until the next layer)."""
+        if self.k_all is None:
+            shape = (self.und_len + self.n_gen, *self.k.shape[2:])
+            self.k_all, self.v_all = (self.k.new_empty(shape) for _ in "kv")
         self.k_all[:self.und_len] = self.k[index]
         self.v_all[:self.und_len] = self.v[index]
         self.k_all[self.und_len:] = k_gen
@@ -79,8 +82,7 @@ class TextKVCache:
         heads = (cfg.num_key_value_heads, cfg.head_dim)
         k, v = (torch.empty((cfg.num_hidden_layers, und_len, *heads), dtype=like.dtype, device=like.device)
                 for _ in "kv")
-        k_all, v_all = (torch.empty((und_len + n_gen, *heads), dtype=like.dtype, device=like.device) for _ in "kv")
-        return KVBuffer(und_len, n_gen, k, v, k_all, v_all)
+        return KVBuffer(und_len, n_gen, k, v)
 
     def get(self, input_ids: torch.Tensor, text_indexes: torch.Tensor, und_len: int, n_gen: int,
             cos_und: torch.Tensor, sin_und: torch.Tensor) -> KVBuffer:

@@ -308,6 +308,8 @@ class FastForward:
                 self._compiled_ok = True
                 return out
             except Exception as exc:  # no Triton / compiler on this host: keep going without fused kernels
+                if sp is not None and not isinstance(exc, torch._dynamo.exc.TorchDynamoException):
+                    raise  # a failed collective must not be retried (the ranks would fall out of step)
                 self.compile_error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
                 warnings.warn(f"fast path: torch.compile failed ({self.compile_error}); continuing without fused "
                               "element-wise kernels (FastOptions(compile=False) silences this).", stacklevel=2)

@@ -89,7 +89,6 @@ class Ulysses:
         dist.all_to_all_single(received, send, group=self.group)
         return received.permute(1, 0, 2, 3).reshape(local, self.size * part, dim)
 
-
     # the fast path ---------------------------------------------------------------------------------------------
 
     def fast_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, text_k: torch.Tensor,

@@ -85,6 +85,8 @@ def _backend(spec: dict, rank: int):
     fast = spec["fast"]
     if fast and spec["plan"]["cfg_parallel"] > 1:  # each rank sees one branch per step: nothing to batch
         fast = replace(fast if isinstance(fast, FastOptions) else FastOptions(), batch_cfg=False)
+    if fast and spec["plan"]["ulysses"] > 1:  # tokens are exchanged every layer: no batching, no graphs
+        fast = replace(fast if isinstance(fast, FastOptions) else FastOptions(), batch_cfg=False, cuda_graphs=False)
     device = f"cuda:{rank}" if spec["device"] == "cuda" else "cpu"
     return WorkerBackend(device=device, dtype=spec["dtype"], progress=False, fast=fast, **spec["memory_kwargs"])
 

@@ -202,15 +202,16 @@ def test_compile_failure_falls_back_with_a_warning(pipe):
 
 
 def test_fused_kernels_compile_once_for_single_and_batched_passes(pipe):
-    """The first call compiles each fused kernel once per head layout; later calls (single passes at step 1, batched pairs after)
-    compile nothing. A rotary slice handed over as a view (storage offset = text length) made Dynamo compile
-    ``rms_rope`` again for the batched pair and, on CUDA, again in the next call's graph capture: 2.8 s of a
-    'warm' call on an H200 (run 11 in benchmarks/GPU_RESULTS.md)."""
+    """The first call compiles each fused kernel once per head layout; later calls (single passes at step 1,
+    batched pairs after) compile nothing. A rotary slice handed over as a view (storage offset = text length) made
+    Dynamo compile ``rms_rope`` again for the batched pair and, on CUDA, again in the next call's graph capture:
+    3.5 s of a 'warm' call on an H200 (run 11 in benchmarks/GPU_RESULTS.md)."""
     from torch._dynamo.utils import counters
 
     from cosmos_helpers.fast.transformer import _KERNELS
 
     torch._dynamo.reset()
+    counters.clear()  # reset() keeps the counters: start from zero whatever compiled before
     enable_fast_path(pipe, compile="eager", batch_cfg=True)
     try:
         forward = pipe.transformer.forward

@@ -43,3 +43,20 @@ def test_unknown_attention_is_refused_before_a_model_loads():
 
     with pytest.raises(ValidationError, match="fast.attention.*'cudnn2'.*native, flash, cudnn"):
         DiffusersBackend(device="cpu", fast=FastOptions(attention="cudnn2"))
+
+
+def test_flash3_goes_through_diffusers_flash3_backend_in_its_layout(monkeypatch):
+    """``sdpa(backend="flash3")`` hands diffusers' dispatcher [batch, tokens, heads, dim] tensors, GQA unexpanded."""
+    import torch
+    from diffusers.models import attention_dispatch
+
+    seen = {}
+
+    def dispatch(query, key, value, *, is_causal, backend):
+        seen.update(q=tuple(query.shape), k=tuple(key.shape), causal=is_causal, backend=backend)
+        return torch.zeros_like(query)
+
+    monkeypatch.setattr(attention_dispatch, "dispatch_attention_fn", dispatch)
+    out = attention.sdpa(torch.ones(5, 4, 8), torch.ones(7, 2, 8), torch.ones(7, 2, 8), backend="flash3")
+    assert out.shape == (5, 4, 8)
+    assert seen == {"q": (1, 5, 4, 8), "k": (1, 7, 2, 8), "causal": False, "backend": "_flash_3"}

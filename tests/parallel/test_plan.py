@@ -83,6 +83,8 @@ def test_cfg_parallel_refuses_guidance_one_before_starting_workers():
     (dict(fp8=True, fast=True), "fast"),
     (dict(vae_tiling="yes"), "vae_tiling"),
     (dict(gpus=2, device="cpu", fast=FastOptions(batch_cfg=True)), "fast"),
+    (dict(gpus=2, ulysses=2, device="cpu", fast=FastOptions(batch_cfg=True)), "fast"),
+    (dict(gpus=2, ulysses=2, device="cpu", fast=FastOptions(cuda_graphs=True)), "fast"),
 ])
 def test_backend_refuses_conflicting_options(kwargs, field):
     with pytest.raises(ValidationError) as info:

@@ -381,6 +381,19 @@ def render_markdown(rows: list[Row], settings: dict) -> str:
     return "\n".join(lines)
 
 
+def _finish(fig, ax, path: Path, title: str) -> Path:
+    """The charts' common end: the seconds axis, title and legend, then the PNG written and the figure closed."""
+    import matplotlib.pyplot as plt
+
+    ax.set_ylabel("seconds per generation (warm)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def render_png(rows: list[Row], path: Path, *, title: str = "") -> Path:
     """Grouped bars of the warm seconds per case, one colour per backend, speed-ups over the bars."""
     import matplotlib
@@ -404,13 +417,7 @@ def render_png(rows: list[Row], path: Path, *, title: str = "") -> Path:
                 ax.annotate(f"{row.speedup:.1f}x", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                             ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(cases)), cases, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("seconds per generation (warm)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, path, title)
 
 
 def gpu_count(backend: str) -> int | None:
@@ -443,13 +450,7 @@ def render_scaling_png(rows: list[Row], path: Path, *, title: str = "") -> Path:
             ax.plot(ideal, [one.warm_s / n for n in ideal], ls=":", color=line.get_color(), label=f"{case}, ideal 1/N")
     ax.set_xticks(sorted(counts))
     ax.set_xlabel("GPUs (one worker process each)")
-    ax.set_ylabel("seconds per generation (warm)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, path, title)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

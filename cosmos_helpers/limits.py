@@ -61,5 +61,5 @@ def check_backend_mode(request: Any, backend: str) -> None:
     if request.mode == "image2image" and backend not in variants.IMAGE2IMAGE_BACKENDS:
         raise ValidationError("mode", f"the {backend} backend cannot run image2image: "
                               f"{variants.IMAGE2IMAGE_REFUSAL[backend]}.",
-                              "run it with FrameworkBackend (a cosmos-framework checkout on a GPU host), or use "
-                              "mode='image2video' / 'text2image'.")
+                              "run it with DiffusersBackend or FrameworkBackend, or use mode='image2video' / "
+                              "'text2image'.")

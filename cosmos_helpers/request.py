@@ -40,6 +40,7 @@ from .presets import (
     normalize_tier,
 )
 from .prompts import Caption, PromptLike, compact, load_caption, parse_caption, with_metadata
+from .protocol import variants
 from .protocol.framework import detect_aspect_ratio
 from .result import record_fingerprint
 
@@ -69,8 +70,9 @@ class GenerationRequest:
 
     Args:
         mode: ``text2image``, ``text2video``, ``image2video``, ``video2video`` (``t2i``/``t2v``/``i2v``/``v2v``),
-            ``image2image`` (``i2i``, image editing: the Cosmos Framework only; its aspect ratio defaults to the
-            input image's), or an action mode: ``forward_dynamics``, ``inverse_dynamics``, ``policy``
+            ``image2image`` (``i2i``, image editing on Diffusers and the Cosmos Framework: without a tier, aspect
+            ratio or size the output keeps the input's shape, longer side 512, as in the framework), or an action
+            mode: ``forward_dynamics``, ``inverse_dynamics``, ``policy``
             (``fd``/``id``/``wam``).
         prompt: text, a structured caption dict, or a ``pathlib.Path`` to a ``.json``/``.txt`` file (a ``str`` is
             always the prompt itself).
@@ -154,6 +156,15 @@ class GenerationRequest:
     @property
     def is_action(self) -> bool:
         return self.mode in ACTION_MODES
+
+    @property
+    def keeps_image_size(self) -> bool:
+        """An edit given no tier, aspect ratio or size: the framework's own default, the input's shape with its
+        longer side at 512 (``protocol.variants.edit_size``), and no aspect ratio. Given a tier or an aspect ratio an
+        edit takes a bucket: the framework needs both for one, so the other is filled in (the input's nearest aspect
+        ratio, the profile's tier) and both are sent."""
+        return self.mode == "image2image" and not any(
+            self._inputs.get(name) is not None for name in ("tier", "aspect_ratio", "width", "height"))
 
     @property
     def duration_s(self) -> float:
@@ -291,6 +302,12 @@ class GenerationRequest:
             self._explicit_size()
             given = self.aspect_ratio
             aspect = normalize_aspect(given) if given else detect_aspect_ratio(self.width, self.height)
+        elif self.keeps_image_size and self.image is not None:  # no bucket: no tier, no aspect ratio
+            media.check_image(self.image, field="image")
+            width, height = variants.edit_size(*media.load_image(self.image).size)
+            self._set("width", width)
+            self._set("height", height)
+            return
         else:
             tier = normalize_tier(self.tier if self.tier is not None else defaults.tier)
             if tier not in VIDEO_SIZES:

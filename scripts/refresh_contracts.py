@@ -32,6 +32,12 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
   widths and dataset clip timing (from a checkout or a bare git directory: ``--framework-git-dir``, read with
   ``git show``, nothing executed); vLLM-Omni's action modes and embodiment ids (``cosmos_helpers/protocol/action.py``).
 
+* **image editing** (``--only image-edit``; a checkout or ``--framework-git-dir``): the edit system prompt, the
+  resize keywords and the edit batch's item count read with ``ast``, and three pure framework functions taken out of
+  their modules and run on example inputs (the edit resize, the position rule, which items are clean)::
+
+    python scripts/refresh_contracts.py --only image-edit --framework-git-dir ~/cosmos-framework/.git
+
 Run it from the repository root; it rewrites the fixtures it was asked for::
 
     python scripts/refresh_contracts.py --framework ~/cosmos-framework \
@@ -740,6 +746,68 @@ def _diffusers_variant_facts() -> dict[str, Any]:
             "distilled_configs": {spec.name: spec.default for spec in step.expected_configs},
             "set_timesteps_messages": _function_strings(source, "__call__"),
             "omni_workflows": sorted(Cosmos3OmniBlocks._workflow_map)}
+# ---------------------------------------------------------------------------------------------- image editing
+
+_EDIT_INFERENCE = "cosmos_framework/inference/inference.py"
+_EDIT_VISION = "cosmos_framework/inference/vision.py"
+_EDIT_PACKERS = "cosmos_framework/data/generator/sequence_packing/packers.py"
+_EDIT_MROPE = "cosmos_framework/data/generator/sequence_packing/mrope.py"
+_EDIT_PLAN = "cosmos_framework/data/generator/sequence_packing/types.py"
+_EDIT_PROMPTS = "cosmos_framework/model/generator/reasoner/qwen3_vl/utils.py"
+# (width, height) inputs for the framework's edit resize; (offset, grid_t, grid_h, grid_w) for its edit positions
+_EDIT_SIZES = ((64, 48), (1280, 720), (500, 333), (333, 500), (20, 900), (512, 512), (4000, 3000))
+_EDIT_GRIDS = ((10, 1, 3, 4), (2, 1, 6, 8))
+
+
+def image_edit_contract(files: "FrameworkFiles") -> dict[str, Any]:
+    """What the framework's image2image does, from one revision: the literals read with ``ast``, and the outputs of
+    its own pure functions (the edit resize, the position rule, which items are clean) run on example inputs.
+
+    The functions are taken out of their modules by ``ast`` and run alone (they need only PIL, torch and math), so
+    no framework interpreter is needed; ``_EDIT_SIZES`` and ``_EDIT_GRIDS`` are the inputs."""
+    import math
+
+    import torch
+    from PIL import Image
+
+    def function(path: str, name: str, **namespace: Any):
+        node = next(n for n in files.tree(path).body if isinstance(n, ast.FunctionDef) and n.name == name)
+        exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), namespace)  # noqa: S102
+        return namespace[name]
+
+    inference = files.tree(_EDIT_INFERENCE)
+    edit = next(n for n in ast.walk(inference) if isinstance(n, ast.FunctionDef)
+                and n.name == "_get_image_edit_sample_data")
+    resize_call = next(n for n in ast.walk(edit) if isinstance(n, ast.Call)
+                       and getattr(n.func, "id", "") == "resize_pil_image")
+    resize = function(_EDIT_VISION, "resize_pil_image", Image=Image)
+    mrope = function(_EDIT_MROPE, "get_3d_mrope_ids_vae_tokens", math=math, torch=torch)
+    clean = function(_EDIT_PACKERS, "resolve_item_condition_frames")
+    plan = next(n for n in ast.walk(files.tree(_EDIT_PLAN)) if isinstance(n, ast.ClassDef) and n.name == "SequencePlan")
+    share = next(n.value.value for n in plan.body if isinstance(n, ast.AnnAssign)
+                 and n.target.id == "share_vision_temporal_positions")
+    batch = next(n for n in ast.walk(files.tree(_EDIT_VISION)) if isinstance(n, ast.FunctionDef)
+                 and n.name == "build_image_edit_batch")
+    items = next(v.elt.value for n in ast.walk(batch) if isinstance(n, ast.Dict)
+                 for k, v in zip(n.keys, n.values) if getattr(k, "value", None) == "num_vision_items_per_sample")
+    keywords = {k.arg: ast.literal_eval(k.value) for k in resize_call.keywords if k.arg != "image"}
+    positions = []
+    for offset, t, h, w in _EDIT_GRIDS:
+        first, after = mrope(t, h, w, offset)
+        second, end = mrope(t, h, w, after)
+        positions.append({"offset": offset, "grid": [t, h, w], "first": first.tolist(), "second": second.tolist(),
+                          "next_offsets": [after, end]})
+    prompts = files.tree(_EDIT_PROMPTS)
+    system = next(n.value.value for n in prompts.body if isinstance(n, ast.Assign)
+                  and n.targets[0].id == "_SYSTEM_PROMPT_IMAGE_EDITING")
+    return {"package": "cosmos-framework", "commit": files.commit(), "system_prompt": system,
+            "system_prompt_set_in": sorted(set(_function_strings(inference, "_get_image_edit_sample_data"))),
+            "resize_keywords": keywords, "vision_items_per_sample": items, "share_temporal_positions": share,
+            "resized": [[w, h, *resize(Image.new("RGB", (w, h)), **keywords).size] for w, h in _EDIT_SIZES],
+            "positions": positions,
+            "clean_frames": [clean([], item_idx=i, num_items=items, latent_t=1) for i in range(items)]}
+
+
 # ---------------------------------------------------------------------------------------------- action facts
 
 _DIFFUSERS_ACTION_TABLES = ("_ACTION_RESOLUTION_BINS", "_ACTION_VIEWPOINT_TEMPLATES", "_EMBODIMENT_TO_DOMAIN_ID",
@@ -875,7 +943,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework-rev", default="HEAD")
     parser.add_argument("--better-profanity-wheel", type=Path, help="default: pip download it")
     parser.add_argument("--only", choices=("vllm-omni", "framework", "framework-controls", "diffusers", "prompting",
-                                              "variants", "action"),
+                                              "variants", "action", "image-edit"),
                         action="append", help="framework-controls: update only the control facts of the existing "
                         "framework fixture (read with ast: no framework interpreter needed)")
     parser.add_argument("--out", type=Path, default=FIXTURES)
@@ -892,7 +960,7 @@ def main(argv: list[str] | None = None) -> int:
         python = args.framework_python or str(args.framework / ".venv/bin/python")
         data = framework_contract(args.framework.resolve(), python, args.framework_commit)
         _write(f"cosmos_framework-{data['commit']}", data, args.out)
-    if wanted & {"prompting", "framework-controls", "variants"}:
+    if wanted & {"prompting", "framework-controls", "variants", "image-edit"}:
         if args.framework is None and args.framework_git_dir is None:
             parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting, control, "
                          "variant and action facts")
@@ -913,6 +981,9 @@ def main(argv: list[str] | None = None) -> int:
         _write("variants-" + "_".join(data["versions"].values()), data, args.out)
     if "action" in wanted:
         _write_action_facts(args, parser)
+    if "image-edit" in wanted:  # files only, and three pure functions of them run here
+        data = image_edit_contract(files)
+        _write(f"image_edit-{data['commit']}", data, args.out)
     return 0
 
 

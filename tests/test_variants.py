@@ -69,7 +69,10 @@ def test_tiny_edge_has_edges_defaults_at_the_cpu_tier():
 
 def test_image2image_is_one_frame_from_an_image_at_the_images_aspect():
     edit = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, profile="nano")
-    assert (edit.mode, edit.num_frames, edit.aspect_ratio, edit.tier) == ("image2image", 1, "16,9", "720")
+    assert (edit.mode, edit.num_frames, edit.aspect_ratio, edit.tier) == ("image2image", 1, None, None)
+    assert (edit.width, edit.height) == (512, 288)  # the framework's default: the input's shape, longer side 512
+    given = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, profile="nano", tier="720")
+    assert (given.aspect_ratio, given.tier, given.width) == ("16,9", "720", 1280)  # a tier: the bucket
     d = fw.MODE_DEFAULTS["image2image"]
     assert (edit.num_inference_steps, edit.guidance_scale, edit.flow_shift) == (d["num_steps"], d["guidance"],
                                                                                d["shift"])
@@ -79,20 +82,16 @@ def test_image2image_is_one_frame_from_an_image_at_the_images_aspect():
     refused("num_frames", mode="image2image", prompt="p", image=IMAGE, num_frames=9)
 
 
-def test_image2image_runs_on_the_framework_only(tmp_path):
+def test_image2image_runs_on_the_framework_and_diffusers_not_vllm_omni(tmp_path):
     edit = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, profile="nano", tier="256")
     payload = request_payload(edit, name="edit", image_dir=tmp_path)
     jsonschema.validate(payload, SCHEMA)  # the real framework's sample schema
     assert payload["model_mode"] == "image2image" and "num_frames" not in payload
     assert payload["vision_path"].endswith(".png") and (tmp_path / payload["vision_path"].split("/")[-1]).is_file()
-    from cosmos_helpers import DiffusersBackend
-
-    with pytest.raises(ValidationError, match="diffusers 0.42.1 has no Cosmos3 image-edit") as caught:
-        DiffusersBackend(progress=False).generate(edit)
-    assert caught.value.field == "mode" and "FrameworkBackend" in caught.value.fix
     with pytest.raises(ValidationError, match="vLLM-Omni 0.30.0") as caught:
         VllmOmniBackend("http://127.0.0.1:9").generate(edit)  # refused before any connection
-    assert caught.value.field == "mode"
+    assert caught.value.field == "mode" and "DiffusersBackend" in caught.value.fix
+    # diffusers runs it: tests/backends/test_diffusers_edit.py
 
 
 def test_distilled_requests_reach_the_framework_as_its_checkpoints(tmp_path):

@@ -18,6 +18,7 @@ from cosmos_helpers import widgets as W
 from cosmos_helpers.views import context
 
 T, H, WIDTH, FPS, RATE = 9, 96, 160, 24.0, 48_000
+ASSETS = Path(__file__).resolve().parents[1] / "cookbooks/cosmos3/generator/audiovisual/assets"
 
 
 def make_generation(*, sound: bool = True, seed: int = 0, image: bool = False,
@@ -298,6 +299,12 @@ def test_form_builds_and_reports_validation_errors_in_place():
     assert "<b>image</b>" in form.status.value and form.image.layout.border and not form.num_frames.layout.border
     form.mode.value = "text2image"
     assert form.num_frames.disabled and form.image.layout.display == "none"
+    form.mode.value = "image2image"  # an edit keeps its input's shape unless a tier is picked
+    assert form.tier.value == "input" and form.aspect_ratio.disabled
+    form.image.value = str(ASSETS / "images/rolling_ball.png")
+    assert form.request().keeps_image_size
+    form.tier.value = "128"
+    assert not form.aspect_ratio.disabled and form.request().tier == "128"
 
 
 def test_form_generate_button_runs_tiny_generation(tmp_path):

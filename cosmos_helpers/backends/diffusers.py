@@ -43,7 +43,7 @@ from ..progress import progress_bar
 from ..request import GenerationRequest
 from ..result import Generation
 from ..schedules import configure_scheduler
-from . import diffusers_action, distilled
+from . import diffusers_action, diffusers_edit, distilled
 from .memory import MemorySettings, apply_memory, plan_memory, resolve_memory
 
 ProgressCallback = Callable[[int, int], None]
@@ -304,6 +304,8 @@ class DiffusersBackend:
             distilled.check_request(request, scheduler=self.scheduler, fast=self.fast)
             return self._generate_distilled(request, progress)
         distilled.check_base_request(request)
+        if request.mode == "image2image":
+            return self._generate_edit(request, progress)
         if self.plan.parallel:
             return self._generate_parallel(request, progress)
         started = time.perf_counter()
@@ -331,6 +333,25 @@ class DiffusersBackend:
 
     def _generate_distilled(self, request: GenerationRequest, progress: ProgressCallback | None) -> Generation:
         """A few-step checkpoint: its own fixed schedule, no guidance, no sound (``backends.distilled``)."""
+        return self._own_loop(request, progress, "distilled", distilled.denoise, lent=False,
+                              provenance={"fast": False, "distilled": True})
+
+    def _generate_edit(self, request: GenerationRequest, progress: ProgressCallback | None) -> Generation:
+        """Image editing: the framework's edit batch on the pipeline's transformer (``backends.diffusers_edit``)."""
+        if self.plan.parallel:
+            raise ValidationError("gpus", f"image2image runs in this process, on one GPU (gpus={self.plan.gpus} was "
+                                  "given).", "use DiffusersBackend(gpus=1) for image editing.")
+        if self.fast:
+            raise ValidationError("fast", "the fast path is built for the pipeline's own loop, not the edit loop.",
+                                  "use DiffusersBackend(fast=False) for image editing.")
+        return self._own_loop(request, progress, "edit", diffusers_edit.edit, lent=True,
+                              provenance={"fast": False, "edit": True})
+
+    def _own_loop(self, request: GenerationRequest, progress: ProgressCallback | None, what: str, run, *,
+                  lent: bool, provenance: dict[str, Any]) -> Generation:
+        """Run ``run(pipe, request, on_step) -> (frames, timesteps)`` under the pipeline's lock (with this backend's
+        scheduler and guidance interval lent when ``lent``), with the guardrails, bar, callback and timings of
+        :meth:`generate`."""
         started = time.perf_counter()
         checker = self.guardrail_checker(bool(request.guardrails))
         if checker is not None and not checker.check_text_safety(request.prompt_text()):
@@ -338,7 +359,7 @@ class DiffusersBackend:
         loaded = self._loaded(request.model)
         load_s = time.perf_counter() - started
         total, marks = request.num_inference_steps, []
-        bar = progress_bar(total, f"{request.mode} denoising (distilled)", "step", enabled=self.progress)
+        bar = progress_bar(total, f"{request.mode} denoising ({what})", "step", enabled=self.progress)
 
         def on_step(_index: int) -> None:
             marks.append(time.perf_counter())
@@ -350,17 +371,17 @@ class DiffusersBackend:
         call_start = time.perf_counter()
         try:
             with loaded.lock, guardrail_errors():
-                frames, timesteps = distilled.denoise(loaded.pipe, request, on_step)
+                with self._lease(loaded.pipe, request) if lent else contextlib.nullcontext(loaded.pipe) as pipe:
+                    frames, timesteps = run(pipe, request, on_step)
+                    provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
+                                  "scheduler": type(pipe.scheduler).__name__, **provenance, "timesteps": timesteps}
         finally:
             if bar is not None:
                 bar.close()
-        pipe = loaded.pipe
         generation = Generation(
             frames=_frames(frames), fps=request.fps, seed=request.seed, request=request, sound=None,
             sample_rate=SOUND_SAMPLE_RATE, backend=self.name, model=request.model,
-            timings=_timings(started, load_s, call_start, marks, time.perf_counter()),
-            provenance={"device": str(pipe.device), "dtype": str(pipe.transformer.dtype), "fast": False,
-                        "scheduler": type(pipe.scheduler).__name__, "distilled": True, "timesteps": timesteps})
+            timings=_timings(started, load_s, call_start, marks, time.perf_counter()), provenance=provenance)
         return self._checked_video(generation, checker)
 
     def _checked_video(self, generation: Generation, checker) -> Generation:

@@ -414,15 +414,17 @@ def request_payload(request: GenerationRequest, *, name: str, image_dir: str | o
     """
     if request.is_action:
         return _action_payload(request, name=name, folder=Path(image_dir))
-    tier, aspect = _check_request(request)
+    bucket = _check_request(request)
     payload: dict[str, Any] = {"name": name, "model_mode": request.mode,
                                "prompt": request.caption if isinstance(request.caption, str) else
                                json.dumps(request.caption, ensure_ascii=False)}
     negative = request.negative_prompt_text()
     if negative is not None:
         payload["negative_prompt"] = negative
-    payload.update(resolution=tier, aspect_ratio=aspect, fps=int(request.fps), num_steps=request.num_inference_steps,
-                   guidance=request.guidance_scale, shift=request.flow_shift, seed=request.seed)
+    if bucket is not None:  # else an edit keeping its input's shape: the framework's default without either
+        payload.update(resolution=bucket[0], aspect_ratio=bucket[1])
+    payload.update(fps=int(request.fps), num_steps=request.num_inference_steps, guidance=request.guidance_scale,
+                   shift=request.flow_shift, seed=request.seed)
     if not request.is_image:
         payload["num_frames"] = request.num_frames
     if request.sound:
@@ -470,10 +472,13 @@ def _action_payload(request: GenerationRequest, *, name: str, folder: Path) -> d
     return payload
 
 
-def _check_request(request: GenerationRequest) -> tuple[str, str]:
-    """The request's framework bucket ``(tier, aspect)``; refuses what the framework cannot run as asked."""
+def _check_request(request: GenerationRequest) -> tuple[str, str] | None:
+    """The request's framework bucket ``(tier, aspect)`` (``None``: an edit keeping its input's shape); refuses what
+    the framework cannot run as asked."""
     bucket = (request.tier, request.aspect_ratio) if request.tier else bucket_of(request.width, request.height)
-    if bucket is None or bucket[0] not in fw.TIERS:
+    if request.keeps_image_size:
+        bucket = None
+    elif bucket is None or bucket[0] not in fw.TIERS:
         what = f"tier {bucket[0]} (this project's CPU tier)" if bucket else f"{request.width}x{request.height}"
         raise ValidationError("tier" if bucket else "width", f"the framework generates its buckets only "
                               f"({', '.join(fw.TIERS)} x {', '.join(fw.ASPECT_RATIOS)}), not {what}.",

@@ -16,7 +16,7 @@ from ..workflow import generate_and_save
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_argument_group("what to generate")
     what.add_argument("--mode", default="text2video", help="text2image | text2video | image2video | video2video | "
-                      "image2image (framework only) | forward_dynamics | inverse_dynamics | policy")
+                      "image2image (diffusers, framework) | forward_dynamics | inverse_dynamics | policy")
     prompt = what.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt", help="prompt text")
     prompt.add_argument("--prompt-file", type=Path, help="prompt .json caption or .txt file")

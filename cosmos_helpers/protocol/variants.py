@@ -37,11 +37,21 @@ Edge
       checkpoint loads in 0.42.1 cannot be checked offline; our backend lends its own scheduler either way).
 
 Image to image (image editing)
-    * fw ``inference/args.py:160`` ``ModelMode.IMAGE2IMAGE``; ``inference/inference.py:619-639`` builds an
-      image-edit batch from ``vision_path``; ``inference/defaults/image2image/sample_args.json``: 35 steps,
-      guidance 6, shift 5. ``args.py:524-527``: without a resolution the output keeps the input image's size.
+    * fw ``inference/args.py:160`` ``ModelMode.IMAGE2IMAGE``; ``inference/defaults/image2image/sample_args.json``:
+      35 steps, guidance 6, shift 5.
+    * fw ``inference/inference.py:619-639``: with a resolution *and* an aspect ratio the input is resized and
+      centre-cropped to that bucket; otherwise it is resized (LANCZOS) so its longer side is 512 and both sides are
+      floored to multiples of 32 (``inference/vision.py:17-41``), and the output has that size.
+    * fw ``inference/vision.py:162-182``: the batch is two images, the input then the output;
+      ``data/generator/sequence_packing/packers.py:40-56``: every item but the last is clean (the input), the last
+      is generated; the items do not share temporal positions (``SequencePlan.share_vision_temporal_positions``
+      defaults to False), so the output starts at ``max(position) + 1`` of the input
+      (``sequence_packing/mrope.py``); no fps is set, so positions are integers.
+    * fw ``inference/inference.py:637`` + ``model/generator/omni_mot_model.py:2160-2183``: both prompts are tokenised
+      under the edit system prompt, whatever the model config's ``use_system_prompt`` says.
     * df 0.42.1: no image-edit workflow (``Cosmos3OmniPipeline`` and the modular blocks' workflow maps know
-      text2image / text2video / image2video / video2video only).
+      text2image / text2video / image2video / video2video only), but its transformer takes any packed sequence of
+      clean and noised items: :mod:`cosmos_helpers.backends.diffusers_edit` packs the framework's edit batch on it.
     * vo 0.30.0: ``pipeline_cosmos3.py:3724-3820``: an image request has no image input (a conditioning image is
       only read for video outputs); there is no image-edit path.
 """
@@ -77,11 +87,22 @@ EDGE_VLLM_DEFAULTS: Mapping[str, object] = MappingProxyType({
     "video_size": (832, 480), "image_size": (640, 640), "guidance_scale": 5.0, "flow_shift": 3.0})
 EDGE_SOUND = False  # fw Cosmos3-Edge.yaml:113 sound_gen: false; vo pipeline_cosmos3.py:1968-1969
 
-# Which backend runs image2image, and why the others cannot.
-IMAGE2IMAGE_BACKENDS: tuple[str, ...] = ("framework",)
+# Image editing as the framework does it (see the module docstring).
+EDIT_SYSTEM_PROMPT = "You are a helpful assistant who will edit images based on the user's instructions."
+EDIT_MAX_SIZE = 512  # the longer side of an edit made without a resolution and aspect ratio
+EDIT_SIZE_MULTIPLE = 32  # both sides floored to a multiple of this
+
+# Which backends run image2image, and why the other cannot.
+IMAGE2IMAGE_BACKENDS: tuple[str, ...] = ("framework", "diffusers")
 IMAGE2IMAGE_REFUSAL: Mapping[str, str] = MappingProxyType({
-    "diffusers": "diffusers 0.42.1 has no Cosmos3 image-edit workflow (its pipelines know text2image, text2video, "
-                 "image2video and video2video only)",
     "vllm-omni": "vLLM-Omni 0.30.0's Cosmos3 pipeline has no image-edit path (an image request takes no input "
                  "image)",
 })
+
+
+def edit_size(width: int, height: int) -> tuple[int, int]:
+    """The framework's output size for an edit of a ``width x height`` image given no resolution and aspect ratio:
+    scaled (up or down) so the longer side is 512, each side floored to a multiple of 32 (at least 32)."""
+    scale = EDIT_MAX_SIZE / max(width, height)
+    m = EDIT_SIZE_MULTIPLE
+    return max(int(width * scale) // m * m, m), max(int(height * scale) // m * m, m)

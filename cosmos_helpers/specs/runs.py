@@ -37,6 +37,7 @@ from ..progress import progress_bar
 from ..prompts import parse_caption
 from ..protocol import action as ap
 from ..protocol import framework as fw
+from ..protocol import variants
 from ..protocol import vllm_omni as vo
 from ..request import GenerationRequest
 from ..result import record_fingerprint
@@ -68,8 +69,8 @@ def check_backend(sample: Sample, r: ResolvedSample, backend: str, given: set[st
                               fix or f"remove {name}, or run the sample on the framework backend.")
 
     mode = r.model_mode
-    if mode == "image2image":
-        refuse("model_mode", f"{mode} runs on the Cosmos Framework only.", "use --backend framework on a GPU host.")
+    if mode == "image2image" and backend not in variants.IMAGE2IMAGE_BACKENDS:
+        refuse("model_mode", f"{variants.IMAGE2IMAGE_REFUSAL[backend]}.", "use --backend diffusers or framework.")
     if mode in fw.ACTION_MODES:
         _check_action(r, backend, given, refuse)
         return
@@ -158,8 +159,11 @@ def generation_request(r: ResolvedSample, given: set[str]) -> GenerationRequest:
     """
     if r.model_mode in fw.ACTION_MODES:
         return action_request(r)
-    video = r.model_mode != "text2image"
+    video = r.model_mode not in fw.IMAGE_MODES
     options: dict[str, Any] = {}
+    tier, aspect = r.resolution, r.aspect_ratio
+    if r.model_mode == "image2image" and not (tier and aspect):  # inference.py:626-632: the bucket needs both;
+        tier = aspect = None  # else the input's shape, longer side 512
     if "negative_prompt" in given:
         options["negative_prompt"] = r.negative_prompt
     structured = isinstance(parse_caption(r.prompt), dict)
@@ -168,7 +172,7 @@ def generation_request(r: ResolvedSample, given: set[str]) -> GenerationRequest:
             options[f"add_{name}"] = True
     if r.guidance_interval is not None and "guidance_interval" in given:
         options["guidance_interval"] = fw.to_inclusive(r.guidance_interval)
-    if r.model_mode == "image2video":
+    if r.model_mode in ("image2video", "image2image"):
         options["image"] = Path(r.vision_path)
     if r.model_mode == "video2video":
         options.update(video=Path(r.vision_path), condition_frames=r.condition_frame_indexes_vision,
@@ -177,7 +181,7 @@ def generation_request(r: ResolvedSample, given: set[str]) -> GenerationRequest:
         options["profile"] = r.profile
     return GenerationRequest(
         mode=r.model_mode, prompt=r.prompt, model=r.model, guardrails=r.guardrails,
-        tier=r.resolution, aspect_ratio=r.aspect_ratio, num_frames=r.num_frames if video else None, fps=r.fps,
+        tier=tier, aspect_ratio=aspect, num_frames=r.num_frames if video else None, fps=r.fps,
         num_inference_steps=r.num_steps, guidance_scale=r.guidance, flow_shift=r.shift, seed=int(r.seed),
         sound=r.enable_sound, **options)
 

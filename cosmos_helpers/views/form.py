@@ -22,6 +22,7 @@ from ..request import IMAGE_MODES, MAX_GUIDANCE, MAX_STEPS, GenerationRequest
 from .context import is_static
 from .viewers import show
 
+INPUT_SIZE = "input"  # the tier of an edit that keeps its input's shape
 DEFAULT_PROMPT = ("A small yellow robot rolls across a sunlit wooden workbench, past scattered tools, "
                   "and stops beside a coffee mug. Static camera, soft morning light.")
 _FIELDS = ("prompt", "mode", "image", "embodiment", "actions", "tier", "aspect_ratio", "num_frames",
@@ -90,6 +91,7 @@ class GenerateForm:
         self.output = w.Output()
         self.button.on_click(lambda _button: self.generate())
         self.mode.observe(lambda _change: self._sync_mode(), names="value")
+        self.tier.observe(lambda _change: self._sync_mode(), names="value")
         self._sync_mode()
         row = lambda *children: w.HBox(list(children), layout=w.Layout(flex_flow="row wrap"))  # noqa: E731
         self.widget = w.VBox([
@@ -112,15 +114,16 @@ class GenerateForm:
         acting = mode in action.MODES
         self.num_frames.disabled = mode in IMAGE_MODES
         self.sound.disabled = mode in IMAGE_MODES or acting
-        self.aspect_ratio.disabled = acting  # an action run takes the start image's shape
         self.image.layout.display = None if mode in ("image2video", "video2video", "image2image") or acting \
             else "none"
         self.embodiment.layout.display = None if acting else "none"
         self.actions.layout.display = None if mode in action.GIVES_ACTIONS else "none"
-        tiers = list(action.TIERS) if acting else list(TIERS)
-        if list(self.tier.options) != tiers:
-            keep = self.tier.value if self.tier.value in tiers else tiers[0]
+        # an edit may keep its input's shape (the framework's default): the tier "input", with no aspect ratio
+        tiers = list(action.TIERS) if acting else [INPUT_SIZE, *TIERS] if mode == "image2image" else list(TIERS)
+        if list(self.tier.options) != tiers:  # entering an edit starts at "input" (the framework default)
+            keep = self.tier.value if self.tier.value in tiers and tiers[0] != INPUT_SIZE else tiers[0]
             self.tier.options, self.tier.value = tiers, keep
+        self.aspect_ratio.disabled = acting or self.tier.value == INPUT_SIZE  # a start image's or input's shape
 
     def request(self):
         """The :class:`GenerationRequest` the form describes (raises :class:`ValidationError`)."""
@@ -129,7 +132,9 @@ class GenerateForm:
         values.update(mode=mode, prompt=self.prompt.value, aspect_ratio=self.aspect_ratio.value,
                       num_inference_steps=int(self.num_inference_steps.value),
                       guidance_scale=float(self.guidance_scale.value), seed=int(self.seed.value))
-        if "width" not in values and "height" not in values:
+        if self.tier.value == INPUT_SIZE:
+            values.pop("aspect_ratio")
+        elif "width" not in values and "height" not in values:
             values["tier"] = self.tier.value
         if mode not in IMAGE_MODES:
             values["num_frames"] = int(self.num_frames.value)

@@ -87,7 +87,7 @@ def test_edge_facts_and_profile():
     assert get_profile("edge").defaults("text2video").tier == "480"
 
 
-def test_image2image_is_a_framework_mode_that_neither_other_stack_has():
+def test_image2image_is_a_framework_mode_that_neither_other_stack_ships():
     facts = FACTS["framework"]
     assert "image2image" in facts["model_modes"].values()
     assert {k: facts["image2image_defaults"][k] for k in ("num_steps", "guidance", "shift")} == {
@@ -96,4 +96,5 @@ def test_image2image_is_a_framework_mode_that_neither_other_stack_has():
     assert not any(re.search("image2image|edit", w) for w in FACTS["diffusers"]["omni_workflows"])
     assert "image-conditioned image generation is unsupported." in FACTS["vllm_omni"][
         "_validate_distilled_generation_mode"]
-    assert v.IMAGE2IMAGE_BACKENDS == ("framework",) and set(v.IMAGE2IMAGE_REFUSAL) == {"diffusers", "vllm-omni"}
+    # diffusers runs it through our packing of the framework's edit batch (tests/backends/test_diffusers_edit.py)
+    assert v.IMAGE2IMAGE_BACKENDS == ("framework", "diffusers") and set(v.IMAGE2IMAGE_REFUSAL) == {"vllm-omni"}

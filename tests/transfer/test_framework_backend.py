@@ -239,6 +239,18 @@ def test_an_image_sample_comes_back_as_the_frameworks_vision_jpg(tmp_path):
     assert manifest["as_delivered"] and manifest["request"]["input"] == sample
 
 
+def test_an_edit_request_runs_through_the_framework_at_the_frameworks_edit_size(tmp_path):
+    still = rolling_ball_clip(1, 64, 48)[0]
+    request = GenerationRequest(mode="i2i", prompt="Paint the ball blue.", image=still, profile="nano",
+                                num_inference_steps=2, guardrails=False, seed=5)
+    generation = standin(tmp_path).generate(request)
+    assert Path(generation.provenance["output"]).name == "vision.jpg"
+    assert generation.frames.shape == (1, 384, 512, 3)  # no resolution sent: the input's shape, longer side 512
+    (sample_file,) = (tmp_path / "runs").glob("*/image2image_*.json")
+    sample = json.loads(sample_file.read_text())
+    assert sample["model_mode"] == "image2image" and "resolution" not in sample
+
+
 def test_a_transfer_sample_runs_unchanged_and_its_controls_are_collected(tmp_path):
     media.write_mp4(tmp_path / "rgb.mp4", rolling_ball_clip(9, 320, 180), 24)
     sample = {"name": "edge_run", "prompt": "a red ball", "vision_path": "rgb.mp4", "edge": {}, "seed": 2,

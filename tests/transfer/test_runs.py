@@ -32,7 +32,6 @@ def check(folder: Path, backend: str, *, model: str | None = None, **data) -> No
 
 REFUSED = [
     # (action modes run on diffusers now: tests/contracts/test_framework_contract.py runs the framework's examples)
-    (dict(model_mode="image2image", vision_path="still.png"), "model_mode"),
     (dict(num_outputs=2), "num_outputs"),
     (dict(prompt_upsampling=True), "prompt_upsampling"),
     (dict(tensors_file="still.png"), "tensors_file"),
@@ -56,6 +55,15 @@ def test_what_diffusers_cannot_honour_is_refused_and_the_framework_runs_it(folde
         check(folder, "diffusers", **data)
     assert refused.value.field == field and "diffusers cannot run this" in str(refused.value) and refused.value.fix
     check(folder, "framework", model="nvidia/Cosmos3-Nano", **data)  # the framework takes every valid sample
+
+
+def test_an_edit_sample_runs_on_diffusers_and_the_framework_not_vllm_omni(folder):
+    edit = dict(model_mode="image2image", vision_path="still.png")
+    check(folder, "diffusers", **edit)
+    check(folder, "framework", model="nvidia/Cosmos3-Nano", **edit)
+    with pytest.raises(ValidationError, match="no image-edit path") as refused:
+        check(folder, "vllm-omni", **edit)
+    assert refused.value.field == "model_mode" and "diffusers" in refused.value.fix
 
 
 def test_vllm_omni_has_no_audio_conditioning_and_encodes_itself(folder):

@@ -61,6 +61,7 @@ def check_backend(sample: Sample, r: ResolvedSample, backend: str, given: set[st
     if backend not in NAMES:
         raise ValidationError("backend", f"unknown backend {backend!r}.", f"use one of {', '.join(NAMES)}.")
     _check_model(sample, r)
+    _check_edit_size(r)
     if backend == "framework":
         return
 
@@ -142,6 +143,17 @@ def _check_action(r: ResolvedSample, backend: str, given: set[str], refuse) -> N
             refuse(field_name, "an action run builds its own caption and guides on every step.")
 
 
+def _check_edit_size(r: ResolvedSample) -> None:
+    """An edit takes a bucket only given both a resolution and an aspect ratio (inference.py:626-632); the framework
+    silently drops one given alone, so it is refused on every backend."""
+    if r.model_mode != "image2image" or bool(r.resolution) == bool(r.aspect_ratio):
+        return
+    name, other = ("resolution", "aspect_ratio") if r.resolution else ("aspect_ratio", "resolution")
+    raise ValidationError(name, f"image2image with {name} {getattr(r, name)!r} but no {other}: the framework sizes an "
+                          f"edit from a bucket only given both, and would ignore {name}.",
+                          f"add {other} too, or remove {name} to keep the input's shape (longer side 512).")
+
+
 def _check_model(sample: Sample, r: ResolvedSample) -> None:
     named = sample.fields.model
     if named is not None and fw.CHECKPOINTS.get(named, named) != fw.CHECKPOINTS.get(r.model, r.model):
@@ -161,9 +173,7 @@ def generation_request(r: ResolvedSample, given: set[str]) -> GenerationRequest:
         return action_request(r)
     video = r.model_mode not in fw.IMAGE_MODES
     options: dict[str, Any] = {}
-    tier, aspect = r.resolution, r.aspect_ratio
-    if r.model_mode == "image2image" and not (tier and aspect):  # inference.py:626-632: the bucket needs both;
-        tier = aspect = None  # else the input's shape, longer side 512
+    tier, aspect = r.resolution, r.aspect_ratio  # an edit has both or neither (check_backend)
     if "negative_prompt" in given:
         options["negative_prompt"] = r.negative_prompt
     structured = isinstance(parse_caption(r.prompt), dict)

@@ -64,6 +64,13 @@ def test_an_edit_sample_runs_on_diffusers_and_the_framework_not_vllm_omni(folder
     with pytest.raises(ValidationError, match="no image-edit path") as refused:
         check(folder, "vllm-omni", **edit)
     assert refused.value.field == "model_mode" and "diffusers" in refused.value.fix
+    check(folder, "diffusers", resolution="480", aspect_ratio="4,3", **edit)  # a bucket: both given
+    for backend in ("diffusers", "framework"):  # one alone the framework would drop without a word
+        for name, value in (("resolution", "480"), ("aspect_ratio", "4,3")):
+            with pytest.raises(ValidationError, match="only given both") as refused:
+                check(folder, backend, model="nvidia/Cosmos3-Nano" if backend == "framework" else None,
+                      **{name: value}, **edit)
+            assert refused.value.field == name
 
 
 def test_vllm_omni_has_no_audio_conditioning_and_encodes_itself(folder):

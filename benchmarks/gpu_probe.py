@@ -6,7 +6,10 @@ Answers, on random tensors at the exact shapes of a Nano generation layer, in on
   2. whether the card holds its matrix-product rate over a sustained minute-long workload (clock/power);
   3. attention at 480p: the packed (strided) layout the fast path passes vs contiguous head-major tensors;
   4. the Wan2.2 VAE decode (random Nano-shaped weights): default vs channels-last 3-D memory format;
-  5. the host copy of a decoded 480p video: float32 pageable (stock) vs uint8 converted on the GPU, pinned.
+  5. the host copy of a decoded 480p video: float32 pageable (stock) vs uint8 converted on the GPU, pinned;
+  6. the fast path's attention candidates (FlashAttention-3 among them where it is installed) at the
+     generation-attention shapes of t2v 256p / 480p / 720p, 189 frames: milliseconds, TFLOP/s and
+     agreement with PyTorch's default kernel, through the fast path's own timing (``--only kernels``).
 Writes probe.json to $OUT (or --out). Run: python benchmarks/gpu_probe.py
 """
 
@@ -130,6 +133,32 @@ def attention(out: dict) -> None:
     out["attention_480p"] = res
 
 
+# generation queries, keys (200-token prompt: 303 text keys) of t2v 189 frames, as the fast path logs them
+ATTENTION_SHAPES = {"t2v 256p": (2880, 3183), "t2v 480p": (18720, 19023), "t2v 720p": (44160, 44463)}
+
+
+def attention_candidates(out: dict) -> None:
+    from cosmos_helpers.fast import attention as fa
+
+    res = {"candidates": list(fa.CANDIDATES)}
+    for case, (nq, nk) in ATTENTION_SHAPES.items():
+        q = torch.randn(nq, 32, D, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(nk, 8, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        log = fa.time_candidates(q, k, v, repeats=10)
+        flops = 4 * nq * nk * 32 * D
+        reference = fa.sdpa(q, k, v, backend="native").float()
+        res[case] = {}
+        for name, ms in log.items():
+            if not isinstance(ms, float):
+                res[case][name] = ms
+                continue
+            err = (fa.sdpa(q, k, v, backend=name).float() - reference).abs().max() / reference.abs().max()
+            res[case][name] = {"ms": ms, "tflops": round(flops / (ms * 1e-3) / 1e12), "max_rel_vs_native": float(err)}
+        print(f"attention candidates {case}: {res[case]}", flush=True)
+        del q, k, v
+    out["attention_candidates"] = res
+
+
 def _with(backend, q, k, v, gqa: bool = False):
     from torch.nn.attention import sdpa_kernel
 
@@ -212,13 +241,13 @@ def host_copy(out: dict) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "outputs/gpu"))
-    ap.add_argument("--only", default="gemm,attention,vae,host")
+    ap.add_argument("--only", default="gemm,attention,vae,host,kernels")
     a = ap.parse_args()
     out_dir = Path(a.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     out: dict = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                  "cudnn": torch.backends.cudnn.version(), "date": time.strftime("%Y-%m-%d %H:%M")}
-    steps = {"gemm": gemms, "attention": attention, "vae": vae, "host": host_copy}
+    steps = {"gemm": gemms, "attention": attention, "vae": vae, "host": host_copy, "kernels": attention_candidates}
     for name in a.only.split(","):
         try:
             steps[name](out)

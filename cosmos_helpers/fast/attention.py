@@ -15,8 +15,8 @@ Candidates are PyTorch's own SDPA kernels (nothing to install) and, where it is 
 ``efficient``   the memory-efficient (xformers-style) kernel, K/V expanded.
 ``flash3``      FlashAttention-3 (Hopper), through diffusers' ``_flash_3`` attention backend, GQA inside the
                 kernel; a candidate only where ``flash_attn_interface`` is installed (built from source:
-                github.com/Dao-AILab/flash-attention, ``hopper/``). At t2v 720p attention is two thirds of a
-                step, and cuDNN reaches 574 TFLOP/s there on an H200 (run 11 in GPU_RESULTS.md).
+                github.com/Dao-AILab/flash-attention, ``hopper/``). At t2v 480p/720p attention is two thirds
+                of a step, and there FA3 takes 14-17% less time than cuDNN on an H200 (run 17, GPU_RESULTS.md).
 
 ``"auto"`` (the default on CUDA) times every candidate once per attention shape, on the real tensors of
 the first pass, drops any that fails or disagrees with ``native`` beyond bf16 rounding, and keeps the

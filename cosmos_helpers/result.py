@@ -37,7 +37,8 @@ class Recorded(Protocol):
 
 def record_fingerprint(record: dict[str, Any]) -> str:
     """A stable hash of a request's record: everything that changes the output (model included). Guardrails are
-    left out: they only let an output through or not, so a rerun with them switched still finds its work done."""
+    left out: they only let an output through or not, so a rerun with them switched off still finds its work
+    done (:func:`find_saved` does not let an unchecked output serve a request that asks for them)."""
     record = {key: value for key, value in record.items() if key != "guardrails"}
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -256,6 +257,11 @@ def check_free(stem: str | Path, request: Recorded | None = None, *, backend: st
     done = find_saved(stem, request, backend=backend) if request is not None else None
     if done is not None:
         return done
+    saved = read_manifest(manifest) or {}
+    if request is not None and saved.get("fingerprint") == request.fingerprint() and _unchecked_for(saved, request):
+        raise OutputExistsError(f"{existing} is this request's output made without guardrails, and this request "
+                                "asks for them; pass overwrite=True to generate it again with them, or choose "
+                                "another name.")
     raise OutputExistsError(f"{existing} already exists from a different run; pass overwrite=True, "
                             "choose another name, or another output folder.")
 
@@ -264,7 +270,9 @@ def find_saved(stem: str | Path, request: Recorded, *, backend: str | None = Non
     """The finished media for ``request`` at ``stem``, if a previous run of it already produced it.
 
     "It" means the same request (its fingerprint covers the model and every setting) *and*, when ``backend``
-    is given, the same backend: another backend's output is another generation, not something to reuse.
+    is given, the same backend: another backend's output is another generation, not something to reuse. An
+    output made without guardrails was never checked, so it does not serve a request that asks for them (one
+    made with them serves a request without them: it passed a check that request does not ask for).
     """
     stem = Path(stem)
     manifest = read_manifest(stem.with_suffix(MANIFEST_SUFFIX))
@@ -272,8 +280,15 @@ def find_saved(stem: str | Path, request: Recorded, *, backend: str | None = Non
         return None
     if backend is not None and manifest.get("backend") != backend:
         return None
+    if _unchecked_for(manifest, request):
+        return None
     target = stem.with_name(manifest.get("media") or "")
     return target if manifest.get("media") and target.is_file() else None
+
+
+def _unchecked_for(manifest: dict[str, Any], request: Recorded) -> bool:
+    """The saved output skipped the guardrails this request asks for."""
+    return bool(request.to_dict().get("guardrails")) and not (manifest.get("request") or {}).get("guardrails")
 
 
 def package_versions(missing: str | None = None) -> dict[str, str]:

@@ -132,6 +132,21 @@ def test_generate_and_save_skips_finished_work_by_fingerprint(tmp_path):
     assert backend.calls == 1
 
 
+def test_an_output_made_without_guardrails_does_not_serve_a_request_that_asks_for_them(tmp_path):
+    """Guardrails stay out of the fingerprint, but an unchecked output must not pass for a checked one."""
+    backend = CountingBackend()
+    unchecked = GenerationRequest(mode="t2v", prompt="a test clip", guardrails=False)
+    checked = unchecked.replace(guardrails=True)
+    assert checked.fingerprint() == unchecked.fingerprint()
+    generate_and_save(backend, unchecked, tmp_path / "clip")
+    assert find_saved(tmp_path / "clip", checked) is None
+    with pytest.raises(OutputExistsError, match="without guardrails.*overwrite=True"):
+        generate_and_save(backend, checked, tmp_path / "clip")
+    assert backend.calls == 1 and json.loads((tmp_path / "clip.json").read_text())["request"]["guardrails"] is False
+    generate_and_save(backend, checked, tmp_path / "checked")
+    assert find_saved(tmp_path / "checked", unchecked) == tmp_path / "checked.mp4"  # a checked output serves either
+
+
 def test_another_backends_output_is_not_reused(tmp_path):
     """Same request, another backend: another generation. It must neither be skipped to nor overwritten."""
     request = GenerationRequest(mode="t2v", prompt="a test clip", sound=True)

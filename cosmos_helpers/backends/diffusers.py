@@ -263,9 +263,7 @@ class DiffusersBackend:
         self.plan.check_request(request)
         self._check_heads(request.model)
         started = time.perf_counter()
-        checker = self.guardrail_checker(bool(request.guardrails))
-        if checker is not None and not checker.check_text_safety(request.prompt_text()):
-            raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
+        checker = self._prompt_checked(request)
         bar = progress_bar(request.num_inference_steps, f"{request.mode} denoising on {self.plan.gpus} GPUs", "step",
                            enabled=self.progress)
 
@@ -284,12 +282,7 @@ class DiffusersBackend:
                 bar.close()
         generation.request = request
         generation.timings.update(workers_start_s=start_s, total_s=time.perf_counter() - started)
-        if checker is not None:
-            checked = checker.check_video_safety(generation.frames)
-            if checked is None:
-                raise GuardrailError("the Cosmos guardrails blocked the generated video.")
-            generation.frames = np.asarray(checked, dtype=np.uint8)
-        return generation
+        return self._checked_video(generation, checker)
 
     # Generation -------------------------------------------------------------------------------------
 
@@ -309,9 +302,7 @@ class DiffusersBackend:
         if self.plan.parallel:
             return self._generate_parallel(request, progress)
         started = time.perf_counter()
-        checker = self.guardrail_checker(bool(request.guardrails))
-        if checker is not None and not checker.check_text_safety(request.prompt_text()):
-            raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
+        checker = self._prompt_checked(request)
         load_start = time.perf_counter()
         loaded = self._loaded(request.model)
         load_s = time.perf_counter() - load_start
@@ -353,9 +344,7 @@ class DiffusersBackend:
         scheduler and guidance interval lent when ``lent``), with the guardrails, bar, callback and timings of
         :meth:`generate`."""
         started = time.perf_counter()
-        checker = self.guardrail_checker(bool(request.guardrails))
-        if checker is not None and not checker.check_text_safety(request.prompt_text()):
-            raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
+        checker = self._prompt_checked(request)
         loaded = self._loaded(request.model)
         load_s = time.perf_counter() - started
         total, marks = request.num_inference_steps, []
@@ -383,6 +372,13 @@ class DiffusersBackend:
             sample_rate=SOUND_SAMPLE_RATE, backend=self.name, model=request.model,
             timings=_timings(started, load_s, call_start, marks, time.perf_counter()), provenance=provenance)
         return self._checked_video(generation, checker)
+
+    def _prompt_checked(self, request: GenerationRequest):
+        """The guardrail checker for ``request`` (``None`` without guardrails), once its prompt has passed."""
+        checker = self.guardrail_checker(bool(request.guardrails))
+        if checker is not None and not checker.check_text_safety(request.prompt_text()):
+            raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
+        return checker
 
     def _checked_video(self, generation: Generation, checker) -> Generation:
         if checker is not None:

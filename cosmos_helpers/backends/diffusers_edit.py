@@ -144,30 +144,44 @@ def set_timesteps(pipe, steps: int, device: Any):
 
 def denoise(pipe, request: GenerationRequest, cond: dict, uncond: dict, source, latents, timesteps,
             on_step: Callable[[int], None]):
-    """The guided flow loop on the output item; the pipeline's guidance interval decides each step's negative pass."""
+    """The guided flow loop on the output item; the pipeline's guidance interval decides each step's negative pass.
+
+    Each step goes through the transformer's hooks as in the pipeline's own loop: the checkpoint's per-step
+    precision policy (ModelOpt mixed precision; a no-op without one) and a ``cache_context`` per branch, so a
+    cache a user enabled on the transformer keeps its "cond" and "uncond" states apart.
+    """
     import torch
+    from diffusers.pipelines.cosmos.mixed_precision import (Cosmos3MixedPrecisionConfig,
+                                                            apply_cosmos3_mixed_precision_step,
+                                                            reset_cosmos3_mixed_precision)
 
-    dtype = pipe.transformer.dtype
+    dtype, steps = pipe.transformer.dtype, len(timesteps)
+    precision = Cosmos3MixedPrecisionConfig.resolve(pipe.transformer)
 
-    def velocity(packed: dict, t):
+    def velocity(packed: dict, t, branch: str, index: int):
         inputs = {k: v for k, v in packed.items() if k != "num_noisy"}
-        preds = pipe.transformer(**inputs, vision_tokens=[source.to(dtype), latents.to(dtype)],
-                                 vision_timesteps=torch.full((packed["num_noisy"],), t.item(), device=latents.device),
-                                 return_dict=False)[0]
+        sigma = float(pipe.scheduler.sigmas[index])
+        with pipe.transformer.cache_context(branch, step_index=index, sigma=sigma, num_inference_steps=steps):
+            preds = pipe.transformer(**inputs, vision_tokens=[source.to(dtype), latents.to(dtype)],
+                                     vision_timesteps=torch.full((packed["num_noisy"],), t.item(),
+                                                                 device=latents.device),
+                                     return_dict=False)[0]
         return preds[-1].float()
 
     pipe._guidance_scale = request.guidance_scale
     try:
         for index, t in enumerate(timesteps):
+            apply_cosmos3_mixed_precision_step(pipe.transformer, precision, index, steps)
             pipe._current_timestep = t
-            v = velocity(cond, t)
+            v = velocity(cond, t, "cond", index)
             if pipe.do_classifier_free_guidance:
-                v_uncond = velocity(uncond, t)
+                v_uncond = velocity(uncond, t, "uncond", index)
                 v = v_uncond + request.guidance_scale * (v - v_uncond)
             latents = pipe.scheduler.step(v.unsqueeze(0), t, latents.unsqueeze(0), return_dict=False)[0].squeeze(0)
             on_step(index)
     finally:
         pipe._current_timestep = None
+        reset_cosmos3_mixed_precision(pipe.transformer, precision)
     return latents
 
 

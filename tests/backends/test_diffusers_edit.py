@@ -104,6 +104,32 @@ def test_an_edit_runs_on_the_tiny_model_and_follows_its_input():
     assert np.array_equal(backend.generate(request.replace(guidance_interval=(0.0, 1.0))).frames, unguided)
 
 
+def test_each_step_goes_through_the_transformers_hooks_as_in_the_pipelines_own_loop(pipe, monkeypatch):
+    """The checkpoint's per-step precision policy and a cache context per branch, recorded on diffusers' own
+    text-to-image loop and on the edit loop: the same calls, step by step."""
+    from diffusers.pipelines.cosmos import mixed_precision, pipeline_cosmos3_omni
+
+    calls: list[tuple] = []
+    real_context, real_step = pipe.transformer.cache_context, mixed_precision.apply_cosmos3_mixed_precision_step
+
+    def context(name, **kwargs):
+        calls.append(("context", name, kwargs["step_index"], kwargs["num_inference_steps"]))
+        return real_context(name, **kwargs)
+
+    def precision_step(module, config, index, steps, trace=None):
+        calls.append(("precision", index, steps))
+        return real_step(module, config, index, steps, trace=trace)
+
+    monkeypatch.setattr(pipe.transformer, "cache_context", context)
+    monkeypatch.setattr(mixed_precision, "apply_cosmos3_mixed_precision_step", precision_step)
+    monkeypatch.setattr(pipeline_cosmos3_omni, "apply_cosmos3_mixed_precision_step", precision_step)
+    backend = DiffusersBackend(progress=False)
+    backend.generate(GenerationRequest(mode="t2i", prompt="a red cube", tier="128", num_inference_steps=3))
+    pipelines_own, calls[:] = list(calls), []
+    backend.generate(GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, num_inference_steps=3))
+    assert calls == pipelines_own and len(calls) == 9  # per step: precision, "cond", "uncond"
+
+
 def test_what_the_edit_loop_cannot_honour_is_refused_before_loading():
     request = GenerationRequest(mode="i2i", prompt="p", image=IMAGE)
     with pytest.raises(ValidationError) as caught:

@@ -252,7 +252,7 @@ class FrameworkBackend:
         """Run a prepared folder; returns the framework's ``vision.mp4`` / ``vision.jpg``."""
         self.check_available()
         log_path = run.folder / "run.log"
-        self._stream(list(run.command), log_path, expected_steps, run.name)
+        self._stream(list(run.command), log_path, [expected_steps] if expected_steps else [], run.name)
         return _collect(run, log_path)
 
     def prepare_sample(self, sample_run: Any) -> FrameworkRun:
@@ -309,7 +309,7 @@ class FrameworkBackend:
         started = time.perf_counter()
         self.check_available()
         log_path = folder / "run.log"
-        self._stream(command, log_path, requests[0].num_inference_steps, f"{len(runs)} samples")
+        self._stream(command, log_path, [r.num_inference_steps for r in requests], f"{len(runs)} samples")
         generations = []
         for run, request in zip(runs, requests):
             generation = self._generation(run, _collect(run, log_path), started, workflow=request.mode,
@@ -350,8 +350,10 @@ class FrameworkBackend:
                 return run_dir
         raise FrameworkRunError(f"could not create a run folder under {self.work_dir}")
 
-    def _stream(self, cmd: list[str], log_path: Path, expected_steps: int | None, name: str) -> None:
-        bar = progress_bar(expected_steps, f"framework {name}", "step", enabled=bool(self.progress))
+    def _stream(self, cmd: list[str], log_path: Path, steps: Sequence[int], name: str) -> None:
+        """Run ``cmd``, writing its log and moving a bar over ``steps`` (each sample's step count, if known)."""
+        bar = progress_bar(sum(steps) or None, f"framework {name}", "step", enabled=bool(self.progress))
+        counter = _StepProgress(bar, steps)
         tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
         try:
             process = subprocess.Popen(cmd, cwd=self.checkout, env=self._env(), stdout=subprocess.PIPE,
@@ -368,7 +370,7 @@ class FrameworkBackend:
                     log.write(line)
                     log.flush()
                     tail.append(line.rstrip("\n"))
-                    _update_bar(bar, line)
+                    counter.update(line)
             code = process.wait()
         finally:
             timer.cancel()
@@ -511,16 +513,37 @@ def _media_path(source: Any, request: GenerationRequest, folder: Path, suffix: s
     return str(target)
 
 
-def _update_bar(bar: Any, line: str) -> None:
-    """Move the bar (if any) to the last ``done/total`` step counter of a log line."""
-    for done, total in _STEP_PATTERN.findall(line)[-1:] if bar is not None else ():
-        done_i, total_i = int(done), int(total)
-        if 0 < total_i < 10000 and 0 <= done_i <= total_i:
-            if bar.total != total_i:
-                bar.total = total_i
-                bar.n = 0
-            bar.n = done_i
-            bar.refresh()
+class _StepProgress:
+    """Moves a bar by the run log's step counters (the last ``done/total`` of a line).
+
+    One sample: the bar follows whatever counter the log shows. A batch (``steps``: each sample's step count, in
+    order): the samples run one after another and each counts its own steps from the start, so the bar covers
+    them all; a counter that goes back is the next sample's, and counters of another size (loading) are skipped.
+    """
+
+    def __init__(self, bar: Any, steps: Sequence[int] = ()) -> None:
+        self.bar, self.steps = bar, list(steps)
+        self.done_before = self.last = self.last_total = 0
+        if bar is not None and len(self.steps) > 1:
+            bar.total = sum(self.steps)
+
+    def update(self, line: str) -> None:
+        for done, total in _STEP_PATTERN.findall(line)[-1:] if self.bar is not None else ():
+            done_i, total_i = int(done), int(total)
+            if not (0 < total_i < 10000 and 0 <= done_i <= total_i):
+                continue
+            if len(self.steps) <= 1:
+                if self.bar.total != total_i:
+                    self.bar.total, self.bar.n = total_i, 0
+                self.bar.n = done_i
+            elif total_i in self.steps:
+                if done_i < self.last:
+                    self.done_before += self.last_total
+                self.last, self.last_total = done_i, total_i
+                self.bar.n = min(self.done_before + done_i, self.bar.total)
+            else:
+                continue
+            self.bar.refresh()
 
 
 __all__ = ["FrameworkBackend", "FrameworkRun", "INSTALL_HELP", "checkpoint_for", "request_payload"]

@@ -303,6 +303,34 @@ def test_several_requests_run_in_one_framework_process_as_they_would_alone(tmp_p
     assert (alone.frames == video.frames).all()
 
 
+def test_a_batchs_progress_bar_covers_every_samples_steps(tmp_path, monkeypatch):
+    """The samples of one run follow one another in its log, each counting its steps from 1: one bar over all."""
+    from cosmos_helpers.backends import framework
+
+    class Bar:
+        def __init__(self, total, *_args, **_kwargs):
+            self.total, self.n, self.seen = total, 0, []
+
+        def refresh(self):
+            self.seen.append((self.n, self.total))
+
+        def close(self):
+            bars.append(self)
+
+    bars: list[Bar] = []
+    monkeypatch.setattr(framework, "progress_bar", lambda total, *a, **k: Bar(total))
+    backend = standin(tmp_path)
+    backend.progress = True
+    requests = [_small("text2video"), _small("text2image").replace(num_inference_steps=3)]
+    backend.generate_many(requests, names=["clip", "still"])
+    (bar,) = bars
+    assert bar.seen == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
+    counter = framework._StepProgress(Bar(None), [4])  # one sample: the bar follows the log's own counter
+    for line in ("Loading shards 1/2", "step 1/4", "step 4/4"):
+        counter.update(line)
+    assert counter.bar.seen == [(1, 2), (1, 4), (4, 4)]
+
+
 def test_several_requests_need_one_checkpoint_and_distinct_names(tmp_path):
     backend = standin(tmp_path)
     with pytest.raises(ValidationError, match="one checkpoint") as caught:

@@ -219,10 +219,7 @@ class _Resolver:
             defaults = json.loads(Path(self.sample.path(f.defaults_file)).read_text(encoding="utf-8"))
             origin = f"defaults_file {f.defaults_file}"
         else:
-            defaults = {**fw.MODE_DEFAULTS.get(self.mode, {}), **fw.PROMPT_DEFAULTS,
-                        "resolution_template": fw.RESOLUTION_TEMPLATES["image" if self.mode in fw.IMAGE_MODES
-                                                                       else "video"]}
-            origin = f"{self.mode} default"
+            defaults, origin = builtin_defaults(self.mode), f"{self.mode} default"
         negative_file = defaults.pop("negative_prompt_file", None)
         for key, value in defaults.items():
             if key in fw.ALL_FIELDS:
@@ -356,6 +353,13 @@ class _Resolver:
         preset = (getattr(hint, preset_field) or fw.HINT_PRESET_DEFAULTS[kind]) if preset_field else None
         return ResolvedHint(kind=kind, control_path=self.sample.path(hint.control_path),
                             weight=1.0 if hint.weight is None else float(hint.weight), preset=preset)
+
+
+def builtin_defaults(mode: str) -> dict[str, Any]:
+    """The framework's own defaults for a mode (its ``defaults/<mode>/sample_args.json`` and prompt defaults), which
+    a sample's ``defaults_file`` replaces."""
+    return {**fw.MODE_DEFAULTS.get(mode, {}), **fw.PROMPT_DEFAULTS,
+            "resolution_template": fw.RESOLUTION_TEMPLATES["image" if mode in fw.IMAGE_MODES else "video"]}
 
 
 def _checked_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:

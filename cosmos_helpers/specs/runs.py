@@ -42,18 +42,35 @@ from ..protocol import vllm_omni as vo
 from ..request import GenerationRequest
 from ..result import record_fingerprint
 from .load import Sample
-from .resolve import ResolvedSample
+from .resolve import ResolvedSample, builtin_defaults
 
 _TEMPLATES = ("duration_template", "resolution_template", "inverse_duration_template", "inverse_resolution_template")
 
 
-def given_fields(sample: Sample, overrides: Mapping[str, Any] | None = None) -> set[str]:
-    """The fields the input (or the command line) sets, hint fields as ``edge.weight``."""
+def given_fields(sample: Sample, overrides: Mapping[str, Any] | None = None,
+                 resolved: ResolvedSample | None = None) -> set[str]:
+    """The fields the input (or the command line) sets, hint fields as ``edge.weight``.
+
+    With ``resolved``, also what the sample's own files set: its ``defaults_file`` where it departs from the
+    framework's built-in defaults, and the caption its ``negative_prompt_file`` holds. The framework runs with
+    those, so another backend must send them or refuse them, as for a field written in the sample.
+    """
     given = {k for k in sample.fields.model_fields_set if getattr(sample.fields, k) is not None}
     for kind in sample.hint_kinds:
         hint = getattr(sample.fields, kind)
         given |= {f"{kind}.{k}" for k in hint.model_fields_set if getattr(hint, k) is not None}
+    if resolved is not None:
+        given |= _set_by_files(resolved)
     return given | {k for k, v in (overrides or {}).items() if v is not None}
+
+
+def _set_by_files(r: ResolvedSample) -> set[str]:
+    builtin = json.loads(json.dumps({**fw.SAMPLE_FALLBACKS, **builtin_defaults(r.model_mode)}))
+    record = r.to_dict()
+    chosen = {k for k, source in r.sources.items()
+              if source.startswith("defaults_file") and k in record and record[k] != builtin.get(k)}
+    negative_file = str(r.sources.get("negative_prompt", "")).startswith("negative_prompt_file")
+    return chosen | ({"negative_prompt"} if negative_file and r.negative_prompt is not None else set())
 
 
 def check_backend(sample: Sample, r: ResolvedSample, backend: str, given: set[str]) -> None:
@@ -66,7 +83,9 @@ def check_backend(sample: Sample, r: ResolvedSample, backend: str, given: set[st
         return
 
     def refuse(name: str, problem: str, fix: str | None = None) -> None:
-        raise ValidationError(name, f"{backend} cannot run this: {problem}",
+        origin = r.sources.get(name, "")
+        where = f" (set by its {origin})" if origin.startswith(("defaults_file", "negative_prompt_file")) else ""
+        raise ValidationError(name, f"{backend} cannot run this{where}: {problem}",
                               fix or f"remove {name}, or run the sample on the framework backend.")
 
     mode = r.model_mode
@@ -313,7 +332,7 @@ class SampleRun:
 
     @property
     def given(self) -> set[str]:
-        return given_fields(self.sample, self.overrides)
+        return given_fields(self.sample, self.overrides, self.resolved)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved values (``model_mode``, ``prompt``, ``num_steps``... at the top, as galleries read them), the

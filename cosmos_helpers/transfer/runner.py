@@ -86,7 +86,7 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
     # An unseeded sample's seed comes from its output folder: ours here, the framework's run folder there.
     resolved = sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
                                output_dir=folder if name != "framework" else None, fill=name != "framework")
-    check_backend(sample, resolved, name, given_fields(sample, overrides))
+    check_backend(sample, resolved, name, given_fields(sample, overrides, resolved))
     if name != "framework" and not dry_run:
         resolved = localize(resolved, progress=progress)
     if compute_controls and not dry_run:

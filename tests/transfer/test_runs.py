@@ -57,6 +57,38 @@ def test_what_diffusers_cannot_honour_is_refused_and_the_framework_runs_it(folde
     check(folder, "framework", model="nvidia/Cosmos3-Nano", **data)  # the framework takes every valid sample
 
 
+def test_a_defaults_files_own_choices_are_sent_or_refused_like_the_samples_own(folder):
+    """The framework runs a sample with its defaults_file: where that file departs from the framework's defaults,
+    another backend sends the value or refuses it, as for a field written in the sample."""
+    import json
+
+    from cosmos_helpers.specs.resolve import builtin_defaults
+
+    framework_defaults = builtin_defaults("text2video")
+    files = {"plain.json": framework_defaults,
+             "chosen.json": {**framework_defaults, "negative_prompt": "blurry", "guidance_interval": [400, 1000]},
+             "cfg.json": {**framework_defaults, "normalize_cfg": True}}
+    for name, content in files.items():
+        (folder / name).write_text(json.dumps(content))
+
+    def request(name: str, backend: str = "diffusers"):
+        sample = Sample.from_dict({"prompt": "a robot", "model_mode": "text2video", "defaults_file": name, "seed": 1},
+                                  base_dir=folder, name="s")
+        resolved = sample.resolved(profile="tiny")
+        given = given_fields(sample, None, resolved)
+        check_backend(sample, resolved, backend, given)
+        return generation_request(resolved, given)
+
+    plain = request("plain.json")  # the framework's own defaults: each backend keeps its own
+    assert plain.negative_prompt is None and plain.guidance_interval is None
+    chosen = request("chosen.json")
+    assert chosen.negative_prompt == "blurry" and chosen.guidance_interval == pytest.approx((400, 1000))
+    for backend in ("diffusers", "vllm-omni"):
+        with pytest.raises(ValidationError, match="set by its defaults_file cfg.json") as refused:
+            request("cfg.json", backend)
+        assert refused.value.field == "normalize_cfg"
+
+
 def test_an_edit_sample_runs_on_diffusers_and_the_framework_not_vllm_omni(folder):
     edit = dict(model_mode="image2image", vision_path="still.png")
     check(folder, "diffusers", **edit)

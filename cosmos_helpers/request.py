@@ -300,8 +300,13 @@ class GenerationRequest:
         tier = None
         if self.width is not None or self.height is not None:
             self._explicit_size()
-            given = self.aspect_ratio
-            aspect = normalize_aspect(given) if given else detect_aspect_ratio(self.width, self.height)
+            detected = detect_aspect_ratio(self.width, self.height)
+            aspect = detected if self.aspect_ratio is None else normalize_aspect(self.aspect_ratio)
+            if aspect in ASPECT_RATIOS and aspect != detected:
+                raise ValidationError("aspect_ratio", f"{self.aspect_ratio!r} contradicts width={self.width}, "
+                                      f"height={self.height} (whose aspect ratio is {detected!r}): the size and the "
+                                      "ratio sent would differ.",
+                                      "drop aspect_ratio= (the size sets it), or drop width=/height= and pick tier=.")
         elif self.keeps_image_size and self.image is not None:  # no bucket: no tier, no aspect ratio
             media.check_image(self.image, field="image")
             width, height = variants.edit_size(*media.load_image(self.image).size)
@@ -412,6 +417,11 @@ class GenerationRequest:
                 raise ValidationError(name, f"{self.mode} needs a conditioning {name}.", f"pass {name}= {forms}.")
             if self.mode in modes:
                 check(getattr(self, name), field=name)
+        for name in ("condition_frames", "condition_video_keep"):
+            if self.mode != "video2video" and getattr(self, name) is not None:
+                raise ValidationError(name, f"{self.mode} takes no {name}: it says how a conditioning video is "
+                                      "continued, and only video2video has one.", f"drop {name}= (or use "
+                                      "mode='video2video').")
         if self.condition_frames is not None:
             self._check_condition_frames()
         if self.condition_video_keep not in (None, "first", "last"):

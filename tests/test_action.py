@@ -315,6 +315,12 @@ def test_action_requests_become_valid_framework_samples(tmp_path):
             assert np.array_equal(load_trajectory(payload["action_path"]), request.actions)
         else:
             assert "action_path" not in payload
+        guided = request_payload(request.replace(guidance_interval=(400, 1000)), name=request.mode, image_dir=tmp_path)
+        jsonschema.validate(guided, schema)  # the framework reads it for action samples too (inference.py:1709)
+        assert guided["guidance_interval"] == list(fw.to_strict((400, 1000)))
+        with pytest.raises(ValidationError, match="no negative caption") as refused:  # the framework ignores it
+            request_payload(request.replace(negative_prompt="blurry"), name=request.mode, image_dir=tmp_path)
+        assert refused.value.field == "negative_prompt"
 
 
 def test_the_form_runs_action_modes_and_the_gallery_draws_trajectories(tmp_path, diffusers_backend):
@@ -343,7 +349,7 @@ def test_the_form_runs_action_modes_and_the_gallery_draws_trajectories(tmp_path,
     assert len(drawn) == 2 and all(path.name in page.read_text() for path in drawn)
 
 
-def test_framework_action_samples_are_checked_per_backend():
+def test_framework_action_samples_are_checked_per_backend(tmp_path):
     from cosmos_helpers.specs import Sample, check_backend, given_fields
 
     def check(backend, **changes):
@@ -363,6 +369,20 @@ def test_framework_action_samples_are_checked_per_backend():
             check(backend, **changes)
         assert caught.value.field == field
     check("framework", domain_name="robotwin")  # the framework knows it
+    # the framework reads an action sample's guidance interval as any sample's (inference.py:1709): it is sent
+    import dataclasses
+
+    from cosmos_helpers import media
+    from cosmos_helpers.specs import generation_request
+
+    sample = Sample.from_dict({"model_mode": "wam", "prompt": "p", "vision_path": "https://example.com/a.mp4",
+                               "domain_name": "bridge_orig_lerobot", "guidance_interval": [400, 1000], "seed": 1},
+                              name="s")
+    resolved = sample.resolved(profile="tiny")
+    check_backend(sample, resolved, "diffusers", given_fields(sample))
+    media.write_mp4(tmp_path / "start.mp4", START, 10)
+    resolved = dataclasses.replace(resolved, vision_path=str(tmp_path / "start.mp4"))
+    assert generation_request(resolved, given_fields(sample)).guidance_interval == fw.to_inclusive((400, 1000))
 
 
 def test_the_generate_command_runs_an_action_mode_and_saves_the_predicted_actions(tmp_path, capsys):

@@ -458,8 +458,12 @@ def _action_payload(request: GenerationRequest, *, name: str, folder: Path) -> d
         "domain_name": request.embodiment, "action_chunk_size": request.num_frames - 1,
         "image_size": int(request.tier), "fps": int(request.fps), "num_steps": request.num_inference_steps,
         "guidance": request.guidance_scale, "shift": request.flow_shift, "seed": request.seed}
-    if request.negative_prompt_text() is not None:
-        payload["negative_prompt"] = request.negative_prompt_text()
+    if request.negative_prompt is not None:
+        raise ValidationError("negative_prompt", "the framework's action batch has no negative caption (inference.py "
+                              "get_sample_data: get_action_sample_data takes none), so it would be ignored.",
+                              "leave negative_prompt out, or run the request on diffusers.")
+    if request.guidance_interval is not None:  # read for every sample, actions too (inference.py:1709)
+        payload["guidance_interval"] = list(fw.to_strict(request.guidance_interval))
     if request.view_point is not None:
         payload["view_point"] = request.view_point
     if request.video is not None:

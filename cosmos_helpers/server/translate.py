@@ -157,8 +157,9 @@ def _generation(req: VideoRequest, prompt: str, negative: str, extra: dict[str, 
         fps=req.fps or defaults["fps"], seed=_given(req.seed, random.randint(0, vo.VIDEO_SEED_MAX)),
         flow_shift=_given(_number(extra, "flow_shift"), _given(req.flow_shift, defaults["flow_shift"])),
         sound=sound, image=image, video=reference.video if mode == "video2video" else None,
-        condition_frames=_condition_frames(extra.get("condition_frame_indexes_vision")),
-        condition_video_keep=extra.get("condition_video_keep") or vo.GENERATION_EXTRA["condition_video_keep"],
+        **(dict(condition_frames=_condition_frames(extra.get("condition_frame_indexes_vision")),
+                condition_video_keep=extra.get("condition_video_keep") or vo.GENERATION_EXTRA["condition_video_keep"])
+           if mode == "video2video" else {}),
         **_shared(req, prompt, negative, extra, mode, defaults, state))))
 
 

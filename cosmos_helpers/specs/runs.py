@@ -156,10 +156,9 @@ def _check_action(r: ResolvedSample, backend: str, given: set[str], refuse) -> N
     if backend == "vllm-omni" and r.view_point:
         refuse("view_point", f"vLLM-Omni {vo.VERSION} reads no camera viewpoint for action requests.",
                "remove view_point, or run the sample on diffusers or the framework.")
-    for field_name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg",
-                       "guidance_interval", *_TEMPLATES):
+    for field_name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg", *_TEMPLATES):
         if field_name in given:
-            refuse(field_name, "an action run builds its own caption and guides on every step.")
+            refuse(field_name, "an action run builds its own caption, with no negative, and guides unnormalised.")
 
 
 def _check_edit_size(r: ResolvedSample) -> None:
@@ -189,7 +188,7 @@ def generation_request(r: ResolvedSample, given: set[str]) -> GenerationRequest:
     same timesteps, ``protocol.framework.to_inclusive``).
     """
     if r.model_mode in fw.ACTION_MODES:
-        return action_request(r)
+        return action_request(r, given)
     video = r.model_mode not in fw.IMAGE_MODES
     options: dict[str, Any] = {}
     tier, aspect = r.resolution, r.aspect_ratio  # an edit has both or neither (check_backend)
@@ -215,10 +214,12 @@ def generation_request(r: ResolvedSample, given: set[str]) -> GenerationRequest:
         sound=r.enable_sound, **options)
 
 
-def action_request(r: ResolvedSample) -> GenerationRequest:
+def action_request(r: ResolvedSample, given: set[str] = frozenset()) -> GenerationRequest:
     """The request of an action sample. The framework reads ``action_chunk_size + 1`` frames of ``vision_path``
     and conditions forward dynamics and policy on the first (inference/action.py:202); the action file is a
-    ``[T][D]`` JSON array (:56-58); ``image_size`` is the action tier; ``wam`` is the policy task."""
+    ``[T][D]`` JSON array (:56-58); ``image_size`` is the action tier; ``wam`` is the policy task. Its guidance
+    interval is read as for any sample (inference.py:1709); its negative prompt is not (no negative caption in
+    the action batch), so none is sent."""
     mode = ap.MODES[list(ap.FRAMEWORK_MODES.values()).index(r.model_mode)]
     frames = r.action_chunk_size + 1
     options: dict[str, Any] = {}
@@ -233,6 +234,8 @@ def action_request(r: ResolvedSample) -> GenerationRequest:
         options["actions"] = Path(r.action_path)
     if r.view_point:
         options["view_point"] = r.view_point
+    if r.guidance_interval is not None and "guidance_interval" in given:
+        options["guidance_interval"] = fw.to_inclusive(r.guidance_interval)
     if r.profile is not None:
         options["profile"] = r.profile
     return GenerationRequest(

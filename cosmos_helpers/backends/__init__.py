@@ -12,14 +12,23 @@ NAMES: tuple[str, ...] = ("diffusers", "framework", "vllm-omni")
 
 def backend_by_name(name: str, *, url: str | None = None, checkout: str | os.PathLike[str] | None = None,
                     gpus: int = 1, progress: bool = True) -> Any:
-    """``DiffusersBackend()``, ``FrameworkBackend(checkout)`` or ``VllmOmniBackend(url)``, checked before any work.
+    """``DiffusersBackend(gpus=)``, ``FrameworkBackend(checkout, gpus=)`` or ``VllmOmniBackend(url)``, checked
+    before any work: a ``url``, ``checkout`` or ``gpus`` the chosen backend cannot use is refused, not dropped.
 
     Heavy libraries load only for the backend asked for.
     """
+    for option, value, owner in (("url", url, "vllm-omni"), ("checkout", checkout, "framework")):
+        if value and name != owner and name in NAMES:
+            raise ValidationError(option, f"{option} is for the {owner} backend; the {name} backend does not use it.",
+                                  f"drop {option}, or use backend '{owner}'.")
+    if name == "vllm-omni" and gpus != 1:
+        raise ValidationError("gpus", f"a vLLM-Omni server's GPUs are set when it starts; a client cannot ask for "
+                              f"{gpus}.", "start the server on them (serve_command(model, gpus=...) prints its "
+                              "command line), and drop gpus.")
     if name == "diffusers":
         from .diffusers import DiffusersBackend
 
-        return DiffusersBackend(progress=progress)
+        return DiffusersBackend(progress=progress, gpus=gpus)
     if name == "framework":
         if not checkout:
             raise ValidationError("checkout", "the framework backend needs a cosmos-framework checkout.",

@@ -49,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--backend", choices=NAMES, default="diffusers")
     where.add_argument("--url", default=None, help="vLLM-Omni server URL (with --backend vllm-omni)")
     where.add_argument("--checkout", default=None, help="NVIDIA/cosmos-framework checkout (with --backend framework)")
-    where.add_argument("--gpus", type=int, default=1, help="framework: GPUs per run (torchrun when > 1)")
+    where.add_argument("--gpus", type=int, default=1,
+                       help="GPUs per run: diffusers workers (one per GPU), framework torchrun; 1 for vllm-omni")
     where.add_argument("--out", type=Path, default=Path("outputs"), help="output folder (default ./outputs)")
     where.add_argument("--name", default=None, help="output file stem (default: the mode)")
     where.add_argument("--overwrite", action="store_true", help="replace an existing output of another request")

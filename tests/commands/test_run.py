@@ -191,6 +191,14 @@ def test_spec_runner_builds_its_backend_by_name_and_checks_it_now(tmp_path):
     with pytest.raises(ValidationError) as unknown:
         SpecRunner("comfy", output_dir=tmp_path)
     assert unknown.value.field == "backend"
-    from cosmos_helpers.backends import NAMES
+    from cosmos_helpers.backends import NAMES, backend_by_name
 
     assert all(name in unknown.value.fix for name in NAMES)
+    # what the chosen backend cannot use is refused, not dropped; gpus reaches the diffusers backend
+    for name, options, field in (("diffusers", dict(url="http://localhost:8000"), "url"),
+                                 ("vllm-omni", dict(url="http://localhost:8000", checkout=tmp_path), "checkout"),
+                                 ("vllm-omni", dict(url="http://localhost:8000", gpus=2), "gpus")):
+        with pytest.raises(ValidationError) as refused:
+            backend_by_name(name, **options)
+        assert refused.value.field == field and refused.value.fix
+    assert backend_by_name("diffusers", gpus=2, progress=False).plan.gpus == 2

@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=None, help="vLLM-Omni server URL (--backend vllm-omni)")
     parser.add_argument("--checkout", default=None, help="NVIDIA/cosmos-framework checkout (--backend framework)")
     parser.add_argument("--gpus", type=int, default=1,
-                       help="GPUs per run: diffusers workers (one per GPU), framework torchrun; 1 for vllm-omni")
+                        help="GPUs per run: diffusers workers (one per GPU), framework torchrun; 1 for vllm-omni")
     parser.add_argument("--dry-run", action="store_true",
                         help="run nothing: print what would run (framework: write each run folder, input + command)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing outputs of other runs")

@@ -24,31 +24,51 @@ from .models.tiny import SCHEDULER_CONFIG
 NUM_TRAIN_TIMESTEPS = 1000
 
 
-def configure_scheduler(base_config: Any, scheduler: Any, shift: float):
+def configure_scheduler(base_config: Any, scheduler: Any, shift: float, *, shift_given: bool = True):
     """A fresh flow-matching scheduler with ``shift`` (Karras sigmas off) that starts at its first timestep.
 
-    ``scheduler`` is a diffusers scheduler class, an instance (its config wins), or ``None`` for flow UniPC.
-    Config keys the class does not know are dropped instead of warned about.
+    ``scheduler`` is a diffusers scheduler class (configured from ``base_config``), ``None`` for flow UniPC, or an
+    instance, whose own settings are the user's: its shift is kept unless ``shift_given`` (the request set
+    ``flow_shift``), and a disagreement between the two, or Karras sigmas (under which a flow shift does nothing),
+    is refused rather than overridden. Config keys the class does not know are dropped instead of warned about.
     """
     from diffusers import UniPCMultistepScheduler
 
-    if scheduler is None or isinstance(scheduler, type):
-        cls, config = scheduler or UniPCMultistepScheduler, dict(base_config)
-    else:
+    instance = not (scheduler is None or isinstance(scheduler, type))
+    if instance:
         cls, config = type(scheduler), dict(scheduler.config)
+    else:
+        cls, config = scheduler or UniPCMultistepScheduler, dict(base_config)
     accepted = set(inspect.signature(cls.__init__).parameters)
     config = {key: value for key, value in config.items() if key in accepted or key.startswith("_")}
-    if "flow_shift" in accepted:
-        config.update(flow_shift=shift, use_flow_sigmas=True, prediction_type="flow_prediction")
-    elif "shift" in accepted:
-        config["shift"] = shift
-    else:
+    key = "flow_shift" if "flow_shift" in accepted else "shift" if "shift" in accepted else None
+    if key is None:
         raise ValidationError("scheduler", f"{cls.__name__} has no flow shift setting.",
                               "use a flow-matching scheduler (UniPCMultistepScheduler, "
                               "FlowMatchEulerDiscreteScheduler, ...).")
+    if instance:
+        shift = _instance_shift(cls.__name__, config, key, shift, shift_given)
+    config[key] = shift
+    if key == "flow_shift":
+        config.update(use_flow_sigmas=True, prediction_type="flow_prediction")
     if "use_karras_sigmas" in accepted:
         config["use_karras_sigmas"] = False
     return _from_first_timestep(cls).from_config(config)
+
+
+def _instance_shift(name: str, config: dict, key: str, shift: float, shift_given: bool) -> float:
+    """The shift of a scheduler instance the user built: its own, or the request's when only that is set."""
+    if config.get("use_karras_sigmas"):
+        raise ValidationError("scheduler", f"this {name} uses Karras sigmas, under which the flow shift does "
+                              "nothing.", f"build it with use_karras_sigmas=False ({key} is then honoured).")
+    own = config.get(key)
+    if own is None or float(own) == float(shift):
+        return shift
+    if shift_given:
+        raise ValidationError("flow_shift", f"the request asks for {shift:g} and the scheduler instance was built "
+                              f"with {key}={own:g}.", f"drop flow_shift= (the scheduler's {own:g} is used), or build "
+                              "the scheduler with the same shift.")
+    return float(own)
 
 
 @lru_cache(maxsize=None)

@@ -121,7 +121,7 @@ class DiffusersBackend:
         self.worker_timeout = worker_timeout
         self._workers = None
         if self.plan.parallel:
-            _check_parallel_placement(self.plan, device, device_map)
+            self.plan.check_placement(device, device_map)
         if isinstance(fast, FastOptions):
             from ..fast.attention import check_backend  # imports torch: only when options are given
 
@@ -237,6 +237,7 @@ class DiffusersBackend:
         dtype = self._dtype()
         spec = {"device": "cuda" if self._device().startswith("cuda") else "cpu",
                 "dtype": str(dtype).replace("torch.", ""), "fast": self.fast, "memory_kwargs": self.memory_kwargs,
+                "scheduler": self.scheduler, "token": self.token,
                 "builder": self.worker_builder, "builder_kwargs": dict(self.worker_builder_kwargs)}
         self._workers = WorkerGroup(self.plan, spec, step_timeout=self.worker_timeout).start()
         return self._workers
@@ -297,6 +298,8 @@ class DiffusersBackend:
             distilled.check_request(request, scheduler=self.scheduler, fast=self.fast)
             return self._generate_distilled(request, progress)
         distilled.check_base_request(request)
+        if self.scheduler is not None:  # a scheduler the request cannot go with is refused before loading
+            configure_scheduler({}, self.scheduler, request.flow_shift, shift_given=request.explicit("flow_shift"))
         if request.mode == "image2image":
             return self._generate_edit(request, progress)
         if self.plan.parallel:
@@ -423,7 +426,8 @@ class DiffusersBackend:
     def _lease(self, pipe, request: GenerationRequest) -> Iterator[Any]:
         """Lend the shared pipeline this backend's scheduler, fast-path switch and guidance interval for one call."""
         scheduler, interval = pipe.scheduler, getattr(pipe, "guidance_interval", None)
-        pipe.scheduler = configure_scheduler(scheduler.config, self.scheduler, request.flow_shift)
+        pipe.scheduler = configure_scheduler(scheduler.config, self.scheduler, request.flow_shift,
+                                             shift_given=request.explicit("flow_shift"))
         pipe.guidance_interval = request.guidance_interval
         if self.fast:  # installed once, at rest switched off: the shared pipeline runs stock code for the others
             enable_fast_path(pipe, self.fast if isinstance(self.fast, FastOptions) else None, active=False)
@@ -527,23 +531,6 @@ def free_pipeline() -> None:
     with _PIPELINES_LOCK:
         _PIPELINES.clear()
     _collect_garbage()
-
-
-def _check_parallel_placement(plan: ParallelPlan, device: str | None, device_map: Any) -> None:
-    """Workers take GPUs 0..gpus-1 of the visible ones; refuse placements they could not honour."""
-    if device_map is not None:
-        raise ValidationError("device_map", f"gpus={plan.gpus} runs one worker per GPU, each holding the whole "
-                              "pipeline, so a device_map has nothing to place.", "drop device_map, or use gpus=1.")
-    if device is not None and device not in ("cuda", "cpu"):
-        raise ValidationError("device", f"gpus={plan.gpus} uses GPUs 0..{plan.gpus - 1}; device={device!r} names one.",
-                              "pass device='cuda' and pick the GPUs with CUDA_VISIBLE_DEVICES.")
-    import torch
-
-    if (device or ("cuda" if torch.cuda.is_available() else "cpu")) == "cuda":
-        available = torch.cuda.device_count()
-        if plan.gpus > available:
-            raise ValidationError("gpus", f"gpus={plan.gpus}, but only {available} CUDA GPUs are visible.",
-                                  f"use gpus={available} or fewer (or device='cpu' to try the plan on CPU).")
 
 
 def _collect_garbage() -> None:

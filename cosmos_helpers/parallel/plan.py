@@ -80,6 +80,22 @@ class ParallelPlan:
         cfg = [[c * self.ulysses + u for c in range(self.cfg_parallel)] for u in range(self.ulysses)]
         return ulysses, cfg
 
+    def check_placement(self, device: str | None, device_map: Any) -> None:
+        """Workers take GPUs 0..gpus-1 of the visible ones; refuse placements they could not honour."""
+        if device_map is not None:
+            raise ValidationError("device_map", f"gpus={self.gpus} runs one worker per GPU, each holding the whole "
+                                  "pipeline, so a device_map has nothing to place.", "drop device_map, or use gpus=1.")
+        if device is not None and device not in ("cuda", "cpu"):
+            raise ValidationError("device", f"gpus={self.gpus} uses GPUs 0..{self.gpus - 1}; device={device!r} names "
+                                  "one.", "pass device='cuda' and pick the GPUs with CUDA_VISIBLE_DEVICES.")
+        import torch
+
+        if (device or ("cuda" if torch.cuda.is_available() else "cpu")) == "cuda":
+            available = torch.cuda.device_count()
+            if self.gpus > available:
+                raise ValidationError("gpus", f"gpus={self.gpus}, but only {available} CUDA GPUs are visible.",
+                                      f"use gpus={available} or fewer (or device='cpu' to try the plan on CPU).")
+
     def check_model(self, config: Any) -> None:
         """Refuse a Ulysses degree the transformer's heads cannot be split by (before any generation)."""
         heads = int(_get(config, "num_attention_heads"))

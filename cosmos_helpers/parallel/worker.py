@@ -88,7 +88,8 @@ def _backend(spec: dict, rank: int):
     if fast and spec["plan"]["ulysses"] > 1:  # tokens are exchanged every layer: no batching, no graphs
         fast = replace(fast if isinstance(fast, FastOptions) else FastOptions(), batch_cfg=False, cuda_graphs=False)
     device = f"cuda:{rank}" if spec["device"] == "cuda" else "cpu"
-    return WorkerBackend(device=device, dtype=spec["dtype"], progress=False, fast=fast, **spec["memory_kwargs"])
+    return WorkerBackend(device=device, dtype=spec["dtype"], progress=False, fast=fast, scheduler=spec.get("scheduler"),
+                         token=spec.get("token"), **spec["memory_kwargs"])
 
 
 def install_plan(pipe, plan, groups: dict, rank: int, fast=None):

@@ -46,8 +46,9 @@ class WorkerGroup:
 
     Args:
         plan: the degrees (``gpus`` processes are started).
-        spec: what each worker builds: ``device`` ("cuda"/"cpu"), ``dtype``, ``fast``, ``memory_kwargs`` and
-            optionally ``builder`` ("module:function" called as ``fn(device, dtype, **builder_kwargs)``).
+        spec: what each worker builds: ``device`` ("cuda"/"cpu"), ``dtype``, ``fast``, ``memory_kwargs``, the
+            backend's ``scheduler`` and ``token``, and optionally ``builder`` ("module:function" called as
+            ``fn(device, dtype, **builder_kwargs)``).
         start_timeout: seconds for every worker to start and join the group.
         step_timeout: seconds without any word from the workers during a generation (loading included) before
             they are declared stuck.

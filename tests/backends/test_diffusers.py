@@ -75,6 +75,27 @@ def test_another_flow_matching_scheduler_can_be_swapped_in():
     assert generation.provenance["timesteps"] == [round(float(t), 3) for t in euler.timesteps]
 
 
+def test_a_scheduler_instance_keeps_its_own_settings_or_is_refused_before_loading():
+    """An instance is the user's explicit choice: its shift is used unless the request sets flow_shift, and what
+    would have to be overridden (a different shift, Karras sigmas) is refused before any model loads."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler
+
+    mine = UniPCMultistepScheduler(use_flow_sigmas=True, prediction_type="flow_prediction", flow_shift=3.0)
+    assert configure_scheduler({}, mine, 10.0, shift_given=False).config.flow_shift == 3.0  # the profile's 10: unset
+    assert configure_scheduler({}, mine, 3.0, shift_given=True).config.flow_shift == 3.0
+    with pytest.raises(ValidationError, match="built with flow_shift=3") as conflict:
+        configure_scheduler({}, mine, 10.0, shift_given=True)
+    assert conflict.value.field == "flow_shift"
+    euler = FlowMatchEulerDiscreteScheduler(shift=5.0)
+    assert configure_scheduler({}, euler, 10.0, shift_given=False).config.shift == 5.0
+    karras = UniPCMultistepScheduler(use_flow_sigmas=True, use_karras_sigmas=True, flow_shift=3.0)
+    backend = DiffusersBackend(progress=False, scheduler=karras)
+    backend._loaded = lambda model: pytest.fail("the model was loaded before the refusal")
+    with pytest.raises(ValidationError, match="Karras") as refused:
+        backend.generate(GenerationRequest(mode="t2v", prompt="a robot", **SMALL))
+    assert refused.value.field == "scheduler"
+
+
 def test_a_non_flow_scheduler_is_refused():
     from diffusers import DDIMScheduler
 

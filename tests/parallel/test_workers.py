@@ -72,6 +72,22 @@ def test_two_workers_match_one_process_and_leave_multicast_off(backend, tiny_bac
         assert group.worker_env[rank]["env"] == MULTICAST_OFF
 
 
+def test_the_workers_run_the_backends_own_scheduler(tiny_backend):
+    """A scheduler given to the backend reaches every worker (it was dropped: workers ran flow UniPC)."""
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    euler = DiffusersBackend(gpus=2, device="cpu", progress=False, worker_timeout=120,
+                             scheduler=FlowMatchEulerDiscreteScheduler)
+    try:
+        generation = euler.generate(REQUEST)
+    finally:
+        euler.close()
+    alone = DiffusersBackend(device="cpu", progress=False, scheduler=FlowMatchEulerDiscreteScheduler).generate(REQUEST)
+    assert generation.provenance["scheduler"] == "FlowMatchEulerDiscreteScheduler"
+    np.testing.assert_array_equal(generation.frames, alone.frames)
+    assert not np.array_equal(alone.frames, tiny_backend.generate(REQUEST).frames)
+
+
 def test_a_stalled_worker_times_out_and_no_process_is_left(backend):
     group = backend._workers
     pids = group.pids()

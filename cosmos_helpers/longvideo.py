@@ -26,7 +26,7 @@ from .presets import DEFAULT_SEED, MODES
 from .progress import progress_bar
 from .request import MAX_SEED, MODE_ALIASES, GenerationRequest
 from .result import MANIFEST_SUFFIX, MEDIA_SUFFIXES, Generation, find_saved, read_manifest, record_fingerprint
-from .workflow import Backend
+from .workflow import Backend, output_settings
 
 WORKFLOW = "long_video"
 JOIN_RULE = ("each continuation's first conditioning_frames frames (its re-creation of the previous chunk's last "
@@ -66,6 +66,7 @@ class _Plan:
     folder: Path
     stem: Path
     backend: str
+    settings: dict[str, Any]
 
     @property
     def count(self) -> int:
@@ -162,7 +163,7 @@ def _plan(prompts: Any, backend: Any, *, chunks: int | None, out: str | Path, na
         raise ValidationError("name", f"{name!r} is not a file name.", "pass a plain name such as 'long_video'.")
     folder = Path(out)
     return _Plan(prompt_list, seed_list, first, options, frames, folder / f"{name}_chunks", folder / name,
-                 getattr(backend, "name", type(backend).__name__))
+                 getattr(backend, "name", type(backend).__name__), output_settings(backend))
 
 
 def _prompt_list(prompts: Any, chunks: int | None) -> list[Any]:
@@ -197,7 +198,8 @@ def _reusable_chunks(plan: _Plan, overwrite: bool) -> list[Path]:
     reusable: list[Path] = []
     previous: Path | None = None
     for index in range(plan.count):
-        done = find_saved(plan.chunk_stem(index), plan.request(index, previous), backend=plan.backend)
+        done = find_saved(plan.chunk_stem(index), plan.request(index, previous), backend=plan.backend,
+                          settings=plan.settings)
         if done is None:
             break
         reusable.append(done)

@@ -71,7 +71,8 @@ class Generation:
     ``sample_rate`` or ``None``; ``timings`` maps phase names to seconds; ``finished`` is the backend's own
     file, when it made one (saved as it is); ``crf`` is the H.264 quality frames made here are saved at (the
     framework's ``video_save_quality`` maps to one); ``actions`` is the trajectory an action mode predicted,
-    float32 ``(T, D)`` (:mod:`cosmos_helpers.trajectories`), or ``None``.
+    float32 ``(T, D)`` (:mod:`cosmos_helpers.trajectories`), or ``None``; ``settings`` is what, besides the
+    request, the backend made it with that shapes an output (its ``output_settings()``: dtype, scheduler, ...).
     """
 
     frames: np.ndarray
@@ -88,6 +89,7 @@ class Generation:
     finished: FinishedFile | None = None
     crf: int = media.DEFAULT_CRF
     actions: np.ndarray | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         frames = media.to_uint8(np.asarray(self.frames))
@@ -154,7 +156,7 @@ class Generation:
         stem = Path(stem)
         target = stem.with_suffix(self.media_suffix)
         manifest_path = stem.with_suffix(MANIFEST_SUFFIX)
-        done = None if overwrite else check_free(stem, self.request, backend=self.backend)
+        done = None if overwrite else check_free(stem, self.request, backend=self.backend, settings=self.settings)
         if done is not None:
             if done != target:
                 raise OutputExistsError(f"{done} is this request's output in another format; pass overwrite=True "
@@ -197,6 +199,7 @@ class Generation:
             "seed": self.seed,
             "actions": None if self.actions is None else np.asarray(self.actions, dtype=np.float32).tolist(),
             "backend": self.backend,
+            "settings": json_safe(self.settings),
             "model": self.model,
             "as_delivered": self.finished is not None,
             "fingerprint": self.request.fingerprint() if self.request is not None else None,
@@ -222,6 +225,7 @@ class Generation:
                          seed=int(manifest.get("seed", 0)), sound=video.sound,
                          sample_rate=video.sample_rate or SOUND_SAMPLE_RATE,
                          backend=manifest.get("backend", ""), model=manifest.get("model", ""),
+                         settings=dict(manifest.get("settings") or {}),
                          timings=dict(manifest.get("timings", {})),
                          provenance={"loaded_from": str(media_path), "manifest": manifest},
                          finished=FinishedFile(media_path.suffix, path=media_path),
@@ -242,7 +246,8 @@ def read_manifest(path: str | Path) -> dict[str, Any] | None:
         return None
 
 
-def check_free(stem: str | Path, request: Recorded | None = None, *, backend: str | None = None) -> Path | None:
+def check_free(stem: str | Path, request: Recorded | None = None, *, backend: str | None = None,
+               settings: dict[str, Any] | None = None) -> Path | None:
     """Before any work: is ``stem`` free for this request's output?
 
     Returns ``None`` when nothing is there, the finished media when it is this very request's on this backend (a
@@ -254,23 +259,30 @@ def check_free(stem: str | Path, request: Recorded | None = None, *, backend: st
     existing = _existing_media(stem) or (manifest if manifest.exists() else None)
     if existing is None:
         return None
-    done = find_saved(stem, request, backend=backend) if request is not None else None
+    done = find_saved(stem, request, backend=backend, settings=settings) if request is not None else None
     if done is not None:
         return done
     saved = read_manifest(manifest) or {}
-    if request is not None and saved.get("fingerprint") == request.fingerprint() and _unchecked_for(saved, request):
-        raise OutputExistsError(f"{existing} is this request's output made without guardrails, and this request "
-                                "asks for them; pass overwrite=True to generate it again with them, or choose "
-                                "another name.")
+    if request is not None and saved.get("fingerprint") == request.fingerprint():
+        if _unchecked_for(saved, request):
+            raise OutputExistsError(f"{existing} is this request's output made without guardrails, and this request "
+                                    "asks for them; pass overwrite=True to generate it again with them, or choose "
+                                    "another name.")
+        if not _same_settings(saved, settings) and saved.get("backend") == backend:
+            raise OutputExistsError(f"{existing} is this request's output made with other {backend} settings "
+                                    f"({saved.get('settings')} there, {json_safe(settings)} now); pass "
+                                    "overwrite=True to generate it again, or choose another name.")
     raise OutputExistsError(f"{existing} already exists from a different run; pass overwrite=True, "
                             "choose another name, or another output folder.")
 
 
-def find_saved(stem: str | Path, request: Recorded, *, backend: str | None = None) -> Path | None:
+def find_saved(stem: str | Path, request: Recorded, *, backend: str | None = None,
+               settings: dict[str, Any] | None = None) -> Path | None:
     """The finished media for ``request`` at ``stem``, if a previous run of it already produced it.
 
     "It" means the same request (its fingerprint covers the model and every setting) *and*, when ``backend``
-    is given, the same backend: another backend's output is another generation, not something to reuse. An
+    is given, the same backend, and when ``settings`` is given, the same backend settings (dtype, scheduler...):
+    another backend's output, or one made with other settings, is another generation, not something to reuse. An
     output made without guardrails was never checked, so it does not serve a request that asks for them (one
     made with them serves a request without them: it passed a check that request does not ask for).
     """
@@ -280,10 +292,20 @@ def find_saved(stem: str | Path, request: Recorded, *, backend: str | None = Non
         return None
     if backend is not None and manifest.get("backend") != backend:
         return None
-    if _unchecked_for(manifest, request):
+    if _unchecked_for(manifest, request) or not _same_settings(manifest, settings):
         return None
     target = stem.with_name(manifest.get("media") or "")
     return target if manifest.get("media") and target.is_file() else None
+
+
+def _same_settings(manifest: dict[str, Any], settings: dict[str, Any] | None) -> bool:
+    """Made with these backend settings (manifests written before settings were recorded carry none: not compared)."""
+    return settings is None or "settings" not in manifest or manifest["settings"] == json_safe(settings)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples as lists, other objects as their text)."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
 def _unchecked_for(manifest: dict[str, Any], request: Recorded) -> bool:

@@ -16,12 +16,20 @@ class Backend(Protocol):
     def generate(self, request: GenerationRequest) -> Generation: ...
 
 
+def output_settings(backend: Any) -> dict[str, Any]:
+    """What, besides the request, shapes ``backend``'s outputs (its ``output_settings()``; none for a backend that
+    has no such settings, e.g. a client whose server holds them)."""
+    settings = getattr(backend, "output_settings", None)
+    return settings() if callable(settings) else {}
+
+
 def generate_and_save(backend: Backend, request: GenerationRequest, stem: str | Path, *,
                       overwrite: bool = False, skip_existing: bool = True, **kwargs: Any) -> Generation:
     """Generate ``request`` on ``backend`` and save it at ``stem`` (``.png``/``.mp4`` + ``.json``).
 
-    When ``skip_existing`` and a finished output of the same request on the same backend is already at
-    ``stem``, it is loaded instead of generated again, so an interrupted batch resumes where it stopped.
+    When ``skip_existing`` and a finished output of the same request on the same backend (with the same
+    ``output_settings``) is already at ``stem``, it is loaded instead of generated again, so an interrupted batch
+    resumes where it stopped.
     """
     done = _finished(backend, request, stem, overwrite)
     if done is not None:
@@ -60,7 +68,7 @@ def _finished(backend: Backend, request: GenerationRequest, stem: str | Path, ov
     """This request's finished output at ``stem``, loaded and marked ``provenance["skipped"]``; ``None`` when
     there is none or ``overwrite``. Another request's output there raises (``check_free``): nothing is reused for
     a different request."""
-    done = None if overwrite else check_free(stem, request, backend=backend.name)
+    done = None if overwrite else check_free(stem, request, backend=backend.name, settings=output_settings(backend))
     if done is None:
         return None
     generation = Generation.load(done)

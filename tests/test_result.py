@@ -147,6 +147,26 @@ def test_an_output_made_without_guardrails_does_not_serve_a_request_that_asks_fo
     assert find_saved(tmp_path / "checked", unchecked) == tmp_path / "checked.mp4"  # a checked output serves either
 
 
+def test_an_output_made_with_other_backend_settings_is_not_reused(tmp_path, tiny_backend):
+    """The same request on a backend with another scheduler (or dtype, FP8 weights...) is another generation."""
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    from cosmos_helpers import DiffusersBackend
+
+    request = GenerationRequest(mode="t2i", prompt="a red cube", tier="128", num_inference_steps=2)
+    first = generate_and_save(tiny_backend, request, tmp_path / "cube")
+    assert json.loads((tmp_path / "cube.json").read_text())["settings"] == {"dtype": "float32", "scheduler": None}
+    assert generate_and_save(tiny_backend, request, tmp_path / "cube").provenance["skipped"]
+    euler = DiffusersBackend(progress=False, scheduler=FlowMatchEulerDiscreteScheduler)
+    assert find_saved(tmp_path / "cube", request, backend="diffusers", settings=euler.output_settings()) is None
+    with pytest.raises(OutputExistsError, match="other diffusers settings"):
+        generate_and_save(euler, request, tmp_path / "cube")
+    again = generate_and_save(euler, request, tmp_path / "cube", overwrite=True)
+    assert not again.provenance.get("skipped") and not np.array_equal(again.frames, first.frames)
+    saved = json.loads((tmp_path / "cube.json").read_text())
+    assert saved["settings"]["scheduler"] == "FlowMatchEulerDiscreteScheduler"
+
+
 def test_another_backends_output_is_not_reused(tmp_path):
     """Same request, another backend: another generation. It must neither be skipped to nor overwritten."""
     request = GenerationRequest(mode="t2v", prompt="a test clip", sound=True)

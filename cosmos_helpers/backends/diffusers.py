@@ -383,7 +383,19 @@ class DiffusersBackend:
             raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
         return checker
 
+    def output_settings(self) -> dict[str, Any]:
+        """What, besides the request, shapes this backend's outputs, so that a rerun with other settings is not
+        taken for finished work: the dtype, a scheduler of the user's, and the memory settings that change the
+        numbers (FP8 weights, VAE tiling; offloading only moves them)."""
+        scheduler = self.scheduler
+        if scheduler is not None and not isinstance(scheduler, type):
+            scheduler = {type(scheduler).__name__: dict(scheduler.config)}
+        return {"dtype": str(self._dtype()).replace("torch.", ""),
+                "scheduler": scheduler.__name__ if isinstance(scheduler, type) else scheduler,
+                **{k: v for k, v in self.memory_kwargs.items() if k != "offload"}}
+
     def _checked_video(self, generation: Generation, checker) -> Generation:
+        generation.settings = self.output_settings()
         if checker is not None:
             checked = checker.check_video_safety(generation.frames)
             if checked is None:

@@ -323,6 +323,10 @@ class FrameworkBackend:
         path = self.launch(run, expected_steps=expected_steps)
         return self._generation(run, path, started, workflow=workflow, model=model)
 
+    def output_settings(self) -> dict[str, Any]:
+        """What, besides the request, shapes this backend's outputs: the extra flags and the parallelism preset."""
+        return {"extra_args": list(self.extra_args), "parallelism_preset": self.parallelism_preset}
+
     def _generation(self, run: FrameworkRun, path: Path, started: float, *, workflow: str, model: str) -> Generation:
         """A finished sample's output read back, with where it came from."""
         if path.suffix == ".mp4":
@@ -331,7 +335,7 @@ class FrameworkBackend:
         else:
             frames, fps, sound, rate = media.read_image(path)[None], float(run.payload.get("fps") or 24), None, None
         controls = {p.stem.removeprefix("control_"): str(p) for p in sorted(path.parent.glob("control_*"))}
-        return Generation(actions=predicted_actions(path.parent),
+        return Generation(actions=predicted_actions(path.parent), settings=self.output_settings(),
             frames=frames, fps=fps, seed=run.seed, sound=sound,
             sample_rate=rate or SOUND_SAMPLE_RATE, backend=self.name, model=str(model),
             timings={"total_s": time.perf_counter() - started}, finished=FinishedFile(path.suffix, path=path),

@@ -29,6 +29,7 @@ from ..errors import OutputExistsError, ValidationError
 from ..presets import DEFAULT_PROFILE, MODES, model_for
 from ..protocol import framework as fw
 from ..result import FinishedFile, Generation, check_free
+from ..workflow import output_settings
 from ..specs.load import Sample, as_sample
 from ..specs.resolve import ResolvedSample
 from ..specs.runs import SampleRun, check_backend, generation_request, given_fields, localize
@@ -97,14 +98,14 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
         return runner.prepare_sample(run) if name == "framework" else run
     stem = folder / STEM
     if not overwrite:
-        done = check_free(stem, run, backend=name)
+        done = check_free(stem, run, backend=name, settings=output_settings(runner))
         if done is not None:
             generation = Generation.load(done)
             generation.request, generation.provenance["skipped"] = run, True
             return generation
         _check_controls_free(folder, resolved)
     generation = execute(run, runner, progress=progress, server_paths=server_paths)
-    generation.request = run
+    generation.request, generation.settings = run, output_settings(runner)
     _save_controls(generation, folder, overwrite)
     generation.save(stem, overwrite=overwrite)
     return generation

@@ -166,7 +166,7 @@ class Generation:
         self._write_media(target, overwrite)
         try:
             media.write_bytes_atomic(manifest_path, json.dumps(self.manifest(target), indent=2).encode(),
-                                     overwrite=True)
+                                     overwrite=overwrite)  # check_free found none: one there now is a racing save's
         except BaseException:
             # Media without a manifest could never be recognised as finished work; take it back so a rerun
             # regenerates instead of refusing to clobber an orphan.

@@ -399,6 +399,10 @@ def test_the_generate_command_runs_an_action_mode_and_saves_the_predicted_action
     assert saved.shape == (8, 9)
     assert np.array_equal(saved, np.asarray(json.loads(video.with_suffix(".json").read_text())["actions"],
                                             dtype=np.float32))
+    again = ["generate", "--mode", "policy", "--prompt", "drive ahead", "--image", str(tmp_path / "start.png"),
+             "--embodiment", "av", "--frames", "9", "--steps", "1", "--out", str(tmp_path / "out")]
+    assert main(again) == 0  # a rerun finds its video and its trajectory done
+    assert np.array_equal(load_trajectory(video.with_suffix(".actions.json")), saved)
     assert main(["generate", "--mode", "fd", "--prompt", "p", "--image", str(tmp_path / "start.png"),
                  "--embodiment", "av", "--out", str(tmp_path / "out")]) != 0
     assert "actions" in capsys.readouterr().err

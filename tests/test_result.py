@@ -147,6 +147,26 @@ def test_an_output_made_without_guardrails_does_not_serve_a_request_that_asks_fo
     assert find_saved(tmp_path / "checked", unchecked) == tmp_path / "checked.mp4"  # a checked output serves either
 
 
+def test_a_save_racing_another_at_the_same_stem_never_replaces_its_manifest(tmp_path, monkeypatch):
+    """Both passed the check; the other one's manifest lands first: this save fails and takes its media back."""
+    video = make_generation()
+    image = Generation(frames=video.frames[:1], fps=24.0, seed=0, backend="test",
+                       request=GenerationRequest(mode="t2i", prompt="a test still"))
+    write_media = Generation._write_media
+
+    def racing(self, target, overwrite):
+        write_media(self, target, overwrite)
+        # meanwhile the other save, past its own check too, publishes its media and manifest
+        write_media(video, tmp_path / "shot.mp4", False)
+        media.write_bytes_atomic(tmp_path / "shot.json", json.dumps(video.manifest(tmp_path / "shot.mp4")).encode())
+
+    monkeypatch.setattr(Generation, "_write_media", racing)
+    with pytest.raises(OutputExistsError):
+        image.save(tmp_path / "shot")
+    assert not (tmp_path / "shot.png").exists()
+    assert json.loads((tmp_path / "shot.json").read_text())["media"] == "shot.mp4"
+
+
 def test_an_output_made_with_other_backend_settings_is_not_reused(tmp_path, tiny_backend):
     """The same request on a backend with another scheduler (or dtype, FP8 weights...) is another generation."""
     from diffusers import FlowMatchEulerDiscreteScheduler

@@ -77,8 +77,10 @@ def run(args: argparse.Namespace) -> int:
 
         backend = with_precheck(backend, args.blocklist, on_flag="raise" if args.precheck == "refuse" else "warn")
     generation = generate_and_save(backend, request, args.out / (args.name or request.mode), overwrite=args.overwrite)
-    if generation.actions is not None:  # the predicted trajectory, beside the video
-        print(save_trajectory(generation.paths["media"].with_suffix(".actions.json"), generation.actions,
-                              overwrite=args.overwrite), file=sys.stderr)
+    if generation.actions is not None:  # the predicted trajectory, beside the video (a rerun's is already there)
+        target = generation.paths["media"].with_suffix(".actions.json")
+        if not (generation.provenance.get("skipped") and target.is_file()):
+            save_trajectory(target, generation.actions, overwrite=args.overwrite)
+        print(target, file=sys.stderr)
     print(generation.paths["media"])
     return 0

@@ -14,7 +14,7 @@ from ..errors import ValidationError
 from . import report
 from .dispatch import LOG_DIR, Dispatch, make_slots, run_all
 from .grid import load_grid, run_names, validate_sets
-from .runs import SweepRun, plan
+from .runs import SweepRun, code_digest, plan
 
 
 @dataclass
@@ -103,7 +103,8 @@ def sweep(notebook: str | Path, grid: Any, *, out: str | Path | None = None,
                                   "set it in the grid or in parameters, not both.")
     out = Path(out) if out is not None else Path("outputs") / "sweeps" / notebook.stem
     out = out.resolve()
-    runs = [SweepRun(name, {**fixed, **values}, out / name, notebook=str(notebook))
+    code = code_digest(notebook)
+    runs = [SweepRun(name, {**fixed, **values}, out / name, notebook=str(notebook), code=code)
             for name, values in zip(run_names(sets), sets)]
     todo = plan(runs)
     out.mkdir(parents=True, exist_ok=True)

@@ -8,13 +8,14 @@ when it ends (``ok`` or ``failed``), so a folder always says what happened to it
 * ``ok`` with the same notebook and parameters: finished, skipped by a rerun;
 * ``failed``, or ``running`` left by an interrupted sweep: run again; the earlier attempt's folder is moved
   to ``<out>/.attempts/`` first, so nothing it produced is lost or mixed with the new attempt;
-* another notebook or other parameters (a renamed grid value, an edited fixed parameter), or a non-empty
-  folder without a manifest: refused before anything runs, because reusing or overwriting it would
-  mislabel someone's results.
+* another notebook, the same notebook with other code (its code cells' digest), or other parameters (a
+  renamed grid value, an edited fixed parameter), or a non-empty folder without a manifest: refused before
+  anything runs, because reusing or overwriting it would mislabel someone's results.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import time
@@ -40,6 +41,7 @@ class SweepRun:
     parameters: dict[str, Any]
     folder: Path
     notebook: str = ""
+    code: str = ""                   # digest of the notebook's code cells (code_digest)
     status: str = "pending"          # pending | running | ok | failed
     seconds: float | None = None
     error: str | None = None
@@ -74,6 +76,14 @@ class SweepRun:
         return media.write_bytes_atomic(self.manifest_path, text.encode("utf-8"), overwrite=True)
 
 
+def code_digest(notebook: str | Path) -> str:
+    """A digest of the notebook's code cells (prose and outputs aside): what a finished run's results depend on
+    besides its parameters, so an edited notebook's earlier runs are not taken for its own."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8")).get("cells", [])
+    code = ["".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code"]
+    return hashlib.sha256(json.dumps(code).encode()).hexdigest()[:16]
+
+
 def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
@@ -100,6 +110,12 @@ def plan(runs: list[SweepRun]) -> list[SweepRun]:
             todo.append((run, None))
             continue
         same_notebook = Path(str(manifest.get("notebook"))).name == Path(run.notebook).name  # survives a moved checkout
+        code = manifest.get("code")
+        if same_notebook and code and run.code and code != run.code:
+            raise OutputExistsError(
+                f"{run.folder} holds a run of an earlier version of {Path(run.notebook).name} (its code cells have "
+                "changed since); it is never reused for the edited notebook. Choose another output folder (or move "
+                "that run away).")
         if not same_notebook or canonical(manifest.get("parameters") or {}) != canonical(run.parameters):
             raise OutputExistsError(
                 f"{run.folder} holds a run of {Path(str(manifest.get('notebook'))).name} with parameters "

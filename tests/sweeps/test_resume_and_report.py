@@ -58,6 +58,30 @@ def test_a_folder_with_other_parameters_or_notebook_is_never_reused(tmp_path, ch
     assert failed.folder.is_dir() and not (tmp_path / ATTEMPTS).exists()  # refused before changing anything
 
 
+def test_a_run_of_an_earlier_version_of_the_notebook_is_never_reused(tmp_path):
+    from cosmos_helpers.sweeps.runs import code_digest
+
+    notebook = tmp_path / "echo.ipynb"
+
+    def write(code: str) -> str:
+        cells = [{"cell_type": "markdown", "source": ["# Echo"]}, {"cell_type": "code", "source": [code]}]
+        notebook.write_text(json.dumps({"cells": cells}))
+        return code_digest(notebook)
+
+    first = write("guidance = 1.5")
+    done = SweepRun("seed=0", {"seed": 0}, tmp_path / "out" / "seed=0", notebook=str(notebook), code=first,
+                    status="ok")
+    done.folder.mkdir(parents=True)
+    done.write_manifest()
+    assert plan([SweepRun("seed=0", {"seed": 0}, done.folder, notebook=str(notebook), code=first)]) == []
+    edited = write("guidance = 9.5")
+    assert edited != first
+    with pytest.raises(OutputExistsError, match="earlier version of echo.ipynb"):
+        plan([SweepRun("seed=0", {"seed": 0}, done.folder, notebook=str(notebook), code=edited)])
+    notebook.write_text(notebook.read_text().replace("# Echo", "# Echo, with more prose"))
+    assert code_digest(notebook) == edited  # prose is not code
+
+
 def test_a_foreign_folder_is_refused(tmp_path):
     (tmp_path / "seed=0").mkdir()
     (tmp_path / "seed=0" / "notes.txt").write_text("mine")

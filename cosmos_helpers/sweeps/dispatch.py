@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import ValidationError
 from ..progress import progress_bar
-from .runs import SweepRun, now
+from .runs import SweepRun, now, this_process
 
 LOG_DIR = ".workers"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding this cosmos_helpers
@@ -113,6 +113,7 @@ class Dispatch:
     def execute(self, run: SweepRun, slot: Slot, worker: "Worker | InProcessWorker") -> None:
         run.folder.mkdir(parents=True, exist_ok=True)
         run.status, run.started, run.worker, run.error, run.seconds = "running", now(), slot.describe(), None, None
+        run.owner = this_process()
         run.write_manifest()
         outcome = worker.run({"notebook": run.notebook, "executed": str(run.executed),
                               "parameters": self.injected(run, slot), "kernel": self.kernel,

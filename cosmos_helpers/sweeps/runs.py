@@ -8,6 +8,8 @@ when it ends (``ok`` or ``failed``), so a folder always says what happened to it
 * ``ok`` with the same notebook and parameters: finished, skipped by a rerun;
 * ``failed``, or ``running`` left by an interrupted sweep: run again; the earlier attempt's folder is moved
   to ``<out>/.attempts/`` first, so nothing it produced is lost or mixed with the new attempt;
+* ``running`` by a sweep process that is still alive (its pid on this host, or any process on another host):
+  refused, so two sweeps into one folder never run the same folder at once;
 * another notebook, the same notebook with other code (its code cells' digest), or other parameters (a
   renamed grid value, an edited fixed parameter), or a non-empty folder without a manifest: refused before
   anything runs, because reusing or overwriting it would mislabel someone's results.
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import socket
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,6 +54,7 @@ class SweepRun:
     started: str | None = None
     finished: str | None = None
     reused: bool = False             # finished by an earlier invocation of the sweep, skipped this time
+    owner: dict[str, Any] = field(default_factory=dict)  # the sweep process running it: host and pid
 
     @property
     def ok(self) -> bool:
@@ -82,6 +87,27 @@ def code_digest(notebook: str | Path) -> str:
     cells = json.loads(Path(notebook).read_text(encoding="utf-8")).get("cells", [])
     code = ["".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code"]
     return hashlib.sha256(json.dumps(code).encode()).hexdigest()[:16]
+
+
+def this_process() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _alive(owner: dict[str, Any]) -> bool:
+    """Whether the sweep process that marked a run ``running`` may still be at it: another host's is assumed to be;
+    this process's own is not (an interrupted sweep in this kernel, started again)."""
+    if owner.get("host") != socket.gethostname():
+        return True
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def now() -> str:
@@ -121,6 +147,11 @@ def plan(runs: list[SweepRun]) -> list[SweepRun]:
                 f"{run.folder} holds a run of {Path(str(manifest.get('notebook'))).name} with parameters "
                 f"{manifest.get('parameters')}, not of {Path(run.notebook).name} with {run.parameters}; it is never "
                 "reused for another request. Choose another output folder (or move that run away).")
+        owner = manifest.get("owner") or {}
+        if manifest.get("status") == "running" and owner and _alive(owner):
+            raise OutputExistsError(
+                f"{run.folder} is being run by another sweep (pid {owner.get('pid')} on {owner.get('host')}); wait "
+                "for it to finish, or use another output folder.")
         if manifest.get("status") == "ok":
             run.status, run.reused = "ok", True
             for key in ("seconds", "error", "worker", "attempt", "started", "finished"):

@@ -82,6 +82,26 @@ def test_a_run_of_an_earlier_version_of_the_notebook_is_never_reused(tmp_path):
     assert code_digest(notebook) == edited  # prose is not code
 
 
+def test_a_run_another_live_sweep_is_running_is_refused_and_a_dead_ones_is_set_aside(tmp_path):
+    import subprocess
+    import sys
+
+    from cosmos_helpers.sweeps.runs import this_process
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        busy = _run(tmp_path, "seed=0", {"seed": 0}, "running", owner={**this_process(), "pid": other.pid})
+        with pytest.raises(OutputExistsError, match=f"being run by another sweep \\(pid {other.pid}"):
+            plan([SweepRun(busy.name, busy.parameters, busy.folder, notebook=NOTEBOOK)])
+        assert read_run_manifest(busy.folder)["status"] == "running"  # left alone
+    finally:
+        other.kill()
+        other.wait()
+    assert [r.name for r in plan([SweepRun(busy.name, busy.parameters, busy.folder, notebook=NOTEBOOK)])] == \
+        ["seed=0"]  # its sweep is gone: an interrupted run, set aside and run again
+    assert (tmp_path / ATTEMPTS / "seed=0.attempt1.running").is_dir()
+
+
 def test_a_foreign_folder_is_refused(tmp_path):
     (tmp_path / "seed=0").mkdir()
     (tmp_path / "seed=0" / "notes.txt").write_text("mine")

@@ -64,6 +64,15 @@ def check_transfer(r: ResolvedSample, given: set[str], *, server_paths: bool = F
                  "inverse_resolution_template", "video_save_quality", "sigma_max"):
         if name in given:
             refuse(name, f"has no transfer option for {name}.", f"remove {name}, or run on diffusers or the framework.")
+    source = r.vision_path or next((h.control_path for h in r.hints if h.control_path is not None), None)
+    if "aspect_ratio" in given and source is not None and r.resolution in vo.TIERS:
+        shape = media.probe_video(source)
+        size = vo.closest_bucket(shape["width"], shape["height"], r.resolution)
+        picked = next(a for a, bucket in vo.SIZES[r.resolution].items() if bucket == size)
+        if picked != r.aspect_ratio:
+            refuse("aspect_ratio", f"takes the bucket nearest its input's shape ({shape['width']}x{shape['height']}: "
+                   f"{picked}), not the sample's aspect_ratio {r.aspect_ratio}.", "remove aspect_ratio (or give an "
+                   "input of that shape), or run on diffusers or the framework.")
     uploads = [h.kind for h in r.hints if h.control_path is not None]
     if len(uploads) > 1 and not server_paths:
         refuse(f"{uploads[1]}.control_path", f"uploads one control per request ({uploads[0]} here); the others must "

@@ -51,6 +51,11 @@ def test_the_form_keeps_the_frameworks_meaning(media_dir):
     assert json.loads(transfer_form(guarded, given)[0]["extra_params"])["guardrails"] is True
 
 
+def test_an_aspect_ratio_the_server_would_pick_anyway_is_accepted(media_dir):
+    r, given = form(media_dir, vision_path="rgb9.mp4", edge={}, aspect_ratio="16,9")  # 160x90: 16,9
+    transfer_form(r, given)
+
+
 def test_a_precomputed_control_is_uploaded_with_its_type(media_dir):
     r, given = form(media_dir, depth={"control_path": "ctrl10fps.mp4", "weight": 0.5}, fps=12)
     fields, files = transfer_form(r, given)
@@ -74,6 +79,7 @@ def test_the_cpu_tier_is_refused_before_sending(media_dir):
     (dict(vision_path="rgb9.mp4", edge={"control_path": "ctrl10fps.mp4"}, depth={"control_path": "ctrl10fps.mp4"}),
      "depth.control_path"),
     (dict(vision_path="rgb9.mp4", edge={}, normalize_cfg=True), "normalize_cfg"),
+    (dict(vision_path="rgb9.mp4", edge={}, aspect_ratio="1,1"), "aspect_ratio"),  # the server takes the input's
 ])
 def test_what_vllm_omni_cannot_do_is_refused_before_sending(media_dir, fields, field):
     r, given = form(media_dir, **fields)

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, Iterable
 from unittest.mock import patch
 
+from .errors import OutputExistsError
 from .gallery import write_gallery
+from .media import write_bytes_atomic
 from .presets import DEFAULT_PROFILE
 
 COOKBOOK_DIR = Path("cookbooks") / "cosmos3" / "generator"
@@ -83,26 +85,59 @@ def run_cookbooks(
     import papermill
 
     out = Path(out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
     base = repo_root(root) / COOKBOOK_DIR
+    planned = []
+    for notebook in find_cookbooks(root, only):  # every notebook is checked before any runs
+        relative = notebook.relative_to(base)
+        accepted = set(papermill.inspect_notebook(str(notebook)))
+        injected = {"output_dir": str(out / relative.with_suffix("")), "profile": profile, **(parameters or {})}
+        injected = {k: v for k, v in injected.items() if k in accepted}
+        _check_earlier_run(out / relative, injected)
+        planned.append((notebook, relative, injected))
+    out.mkdir(parents=True, exist_ok=True)
     runs: list[NotebookRun] = []
     with patch.dict(os.environ, {"COSMOS_HELPERS_STATIC": "1"}):  # restored afterwards, as it was
-        for notebook in find_cookbooks(root, only):
-            relative = notebook.relative_to(base)
+        for notebook, relative, injected in planned:
             executed = out / relative
             output_dir = out / relative.with_suffix("")
             executed.parent.mkdir(parents=True, exist_ok=True)
-            accepted = set(papermill.inspect_notebook(str(notebook)))
-            injected = {"output_dir": str(output_dir), "profile": profile, **(parameters or {})}
-            injected = {k: v for k, v in injected.items() if k in accepted}
             print(f"running {relative} ({', '.join(f'{k}={v!r}' for k, v in injected.items())})", flush=True)
             seconds, error = execute_notebook(notebook, executed, injected, kernel=kernel, log_output=log_output)
             runs.append(NotebookRun(str(relative), str(executed), str(output_dir), seconds, error is None, error))
             print(f"  {'ok' if error is None else 'FAILED'} in {runs[-1].seconds:.1f} s -> {executed}", flush=True)
-    (out / "summary.json").write_text(json.dumps([asdict(run) for run in runs], indent=2))
+    _write_summary(out / "summary.json", runs)
     if gallery:
         print(f"gallery: {write_gallery(out)}")
     return runs
+
+
+def _check_earlier_run(executed: Path, injected: dict[str, Any]) -> None:
+    """An earlier run's executed copy with other parameters (another profile, say) would be replaced by a run whose
+    notebook then refuses that run's outputs; refused before anything runs, unless the run overwrites them."""
+    if injected.get("overwrite") is True or not executed.is_file():
+        return
+    try:
+        earlier = json.loads(executed.read_text(encoding="utf-8"))["metadata"]["papermill"]["parameters"]
+    except (KeyError, TypeError, json.JSONDecodeError):
+        return
+    if earlier != json.loads(json.dumps(injected, default=str)):
+        raise OutputExistsError(f"{executed} was run with {earlier}; this run has {injected}, and would replace it "
+                                "and refuse its outputs. Use another output folder, or pass the parameter "
+                                "overwrite=True (-p overwrite True) to generate them again.")
+
+
+def _write_summary(path: Path, runs: list[NotebookRun]) -> None:
+    """The summary of every notebook run into this folder: this run's entries replace the same notebooks' earlier
+    ones, the others are kept (a run of some notebooks does not erase the record of the rest)."""
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        earlier = []
+    done = {run.notebook for run in runs}
+    merged = [entry for entry in earlier if isinstance(entry, dict) and entry.get("notebook") not in done]
+    merged += [asdict(run) for run in runs]
+    write_bytes_atomic(path, json.dumps(sorted(merged, key=lambda e: e["notebook"]), indent=2).encode(),
+                       overwrite=True)
 
 
 def summary_table(runs: list[NotebookRun]) -> str:

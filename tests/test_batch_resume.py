@@ -54,3 +54,25 @@ def test_interrupted_batch_rerun_skips_finished_outputs(tmp_path):
         newer = (folder / f"{stem}.json").stat().st_mtime_ns
         assert newer > max(m for m, _, _ in finished.values())
     assert not [p.name for p in folder.iterdir() if ".partial" in p.name]
+
+
+def test_a_run_with_other_parameters_into_the_same_folder_is_refused_before_any_notebook_runs(tmp_path):
+    """The earlier run's executed copy (and, through its notebook, its outputs) would be replaced: refused first."""
+    from cosmos_helpers.errors import OutputExistsError
+    from cosmos_helpers.notebooks import NotebookRun, _write_summary
+
+    out = tmp_path / "run"
+    executed = out / "tiny_world" / "what_the_tiny_model_learned.ipynb"
+    executed.parent.mkdir(parents=True)
+    earlier = {"output_dir": str(out / "tiny_world" / "what_the_tiny_model_learned"), "profile": "tiny"}
+    executed.write_text(json.dumps({"cells": [], "metadata": {"papermill": {"parameters": earlier}}}))
+    with pytest.raises(OutputExistsError, match="overwrite=True"):
+        run_cookbooks(out, profile="nano", only=["tiny_world/"], gallery=False)
+    assert json.loads(executed.read_text())["metadata"]["papermill"]["parameters"] == earlier  # left alone
+    # a run of some notebooks keeps the summary entries of the others
+    _write_summary(out / "summary.json", [NotebookRun("a.ipynb", "a", "a", 1.0, True),
+                                          NotebookRun("b.ipynb", "b", "b", 2.0, True)])
+    _write_summary(out / "summary.json", [NotebookRun("a.ipynb", "a", "a", 3.0, False, "boom")])
+    summary = json.loads((out / "summary.json").read_text())
+    assert [(e["notebook"], e["seconds"], e["ok"]) for e in summary] == [("a.ipynb", 3.0, False),
+                                                                          ("b.ipynb", 2.0, True)]

@@ -226,6 +226,9 @@ def _finished(plan: _Plan, fingerprint: str, reusable: list[Path], overwrite: bo
     if len(reusable) < plan.count:
         raise OutputExistsError(f"{existing} is this long video, but its saved chunks are missing or changed, so it "
                                 "cannot be checked; keep it (Generation.load) or pass overwrite=True to remake it.")
+    if existing is None or existing.suffix == MANIFEST_SUFFIX:  # this plan's manifest survived, its video did not:
+        plan.stem.with_suffix(MANIFEST_SUFFIX).unlink()  # join the saved chunks again
+        return None
     generation = Generation.load(existing)
     generation.request = LongVideoRecord(fingerprint, plan.backend, plan.conditioning_frames,
                                          tuple(record.get("chunks", ())))

@@ -163,6 +163,8 @@ class Generation:
                                         "or choose another name.")
             self.paths = {"media": target, "manifest": manifest_path}
             return target
+        if overwrite:  # the old manifest goes first: a crash before the new one leaves no record naming this media
+            manifest_path.unlink(missing_ok=True)
         self._write_media(target, overwrite)
         try:
             media.write_bytes_atomic(manifest_path, json.dumps(self.manifest(target), indent=2).encode(),

@@ -107,6 +107,19 @@ def test_a_rerun_reuses_every_saved_chunk_and_the_joined_video(three_chunks, tin
     assert chunk_starts(again) == [0, 9, 13]
 
 
+def test_a_joined_video_lost_beside_its_manifest_is_joined_again_from_the_saved_chunks(tiny_backend, tmp_path,
+                                                                                        monkeypatch):
+    first = long_video(PROMPT, tiny_backend, chunks=2, out=tmp_path, seed=0, progress=False)
+    first.paths["media"].unlink()  # the manifest stays
+
+    def refuse(request):
+        raise AssertionError("a saved chunk was generated again")
+
+    monkeypatch.setattr(tiny_backend, "generate", refuse)
+    again = long_video(PROMPT, tiny_backend, chunks=2, out=tmp_path, seed=0, progress=False)
+    assert again.paths["media"].is_file() and np.array_equal(again.frames, first.frames)
+
+
 def test_an_interrupted_run_resumes_after_its_saved_chunks(tiny_backend, tmp_path, monkeypatch):
     calls: list[GenerationRequest] = []
     real = tiny_backend.generate

@@ -167,6 +167,24 @@ def test_a_save_racing_another_at_the_same_stem_never_replaces_its_manifest(tmp_
     assert json.loads((tmp_path / "shot.json").read_text())["media"] == "shot.mp4"
 
 
+def test_an_overwrite_cut_short_leaves_no_manifest_naming_the_new_media(tmp_path, monkeypatch):
+    """Killed between the new media and its manifest: the old manifest must not vouch for the new video."""
+    old, new = make_generation(seed=0), make_generation(seed=1)
+    old.save(tmp_path / "clip")
+    write_bytes_atomic = media.write_bytes_atomic
+
+    def killed(path, *args, **kwargs):
+        if str(path).endswith(".json"):
+            raise KeyboardInterrupt
+        return write_bytes_atomic(path, *args, **kwargs)
+
+    monkeypatch.setattr(media, "write_bytes_atomic", killed)
+    with pytest.raises(KeyboardInterrupt):
+        new.save(tmp_path / "clip", overwrite=True)
+    assert not (tmp_path / "clip.json").exists()
+    assert find_saved(tmp_path / "clip", old.request) is None
+
+
 def test_an_output_made_with_other_backend_settings_is_not_reused(tmp_path, tiny_backend):
     """The same request on a backend with another scheduler (or dtype, FP8 weights...) is another generation."""
     from diffusers import FlowMatchEulerDiscreteScheduler

@@ -17,6 +17,7 @@ backend, profile and output folder for several samples, and a local vLLM-Omni se
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -28,7 +29,7 @@ from ..controls.videos import write_control_videos
 from ..errors import OutputExistsError, ValidationError
 from ..presets import DEFAULT_PROFILE, MODES, model_for
 from ..protocol import framework as fw
-from ..result import FinishedFile, Generation, check_free
+from ..result import MANIFEST_SUFFIX, FinishedFile, Generation, check_free, read_manifest
 from ..workflow import output_settings
 from ..specs.load import Sample, as_sample
 from ..specs.resolve import ResolvedSample
@@ -90,6 +91,8 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
     check_backend(sample, resolved, name, given_fields(sample, overrides, resolved))
     if name != "framework" and not dry_run:
         resolved = localize(resolved, progress=progress)
+    if compute_controls and not dry_run and not overwrite:
+        _check_same_input(folder / STEM, sample)
     if compute_controls and not dry_run:
         write_control_videos(resolved.vision_path, compute_controls, folder, max_frames=resolved.max_frames,
                              device=control_device, overwrite=overwrite, progress=progress)
@@ -147,6 +150,17 @@ def framework_file(generation: Generation, r: ResolvedSample) -> Generation:
 
 def _control_file(folder: Path, kind: str, suffix: str = ".mp4") -> Path:
     return folder / fw.CONTROL_FILE.format(hint=kind, suffix=suffix)
+
+
+def _check_same_input(stem: Path, sample: Any) -> None:
+    """Before computing controls into the run's folder: an output there made from another input is refused now,
+    not after the control models ran (the full check needs the controls' content, so it comes after them)."""
+    saved = read_manifest(stem.with_suffix(MANIFEST_SUFFIX))
+    recorded = ((saved or {}).get("request") or {}).get("input")
+    if recorded is not None and recorded != json.loads(json.dumps(dict(sample.data))):
+        raise OutputExistsError(f"{stem.parent} holds the output of another input (its manifest records another "
+                                "sample); pass overwrite=True (--overwrite), choose another name, or another output "
+                                "folder.")
 
 
 def _check_controls_free(folder: Path, r: ResolvedSample) -> None:

@@ -14,7 +14,7 @@ import pytest
 from cosmos_helpers import media
 from cosmos_helpers.backends.framework import FrameworkBackend
 from cosmos_helpers.controls import read_record, write_control_videos
-from cosmos_helpers.errors import ValidationError
+from cosmos_helpers.errors import OutputExistsError, ValidationError
 from cosmos_helpers.samples import rolling_ball_clip
 from cosmos_helpers.specs import Sample, given_fields
 from cosmos_helpers.specs.load import load_inputs
@@ -53,6 +53,18 @@ def test_diffusers_transfers_with_depth_and_seg_computed_from_the_clip(tmp_path,
     again = run_spec(spec, backend=tiny_backend, profile="tiny", out=tmp_path / "out", progress=False,
                      compute_controls=TINY)
     assert again.provenance["skipped"]  # the same clip and models: the finished run is found, nothing recomputed
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(sample(prompt="a blue box", seg={"weight": 0.5})))
+    from cosmos_helpers.transfer import runner
+
+    def not_now(*args, **kwargs):
+        raise AssertionError("the control models ran before the refusal")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner, "write_control_videos", not_now)
+        with pytest.raises(OutputExistsError, match="another input"):
+            run_spec(other, backend=tiny_backend, profile="tiny", out=tmp_path / "out", progress=False,
+                     compute_controls=TINY)
 
 
 def test_the_framework_reads_the_computed_controls_from_its_input_file(tmp_path, clip):

@@ -193,6 +193,6 @@ def _inherited(generation: Generation, options: dict[str, Any]) -> dict[str, Any
         inherited = {"width": generation.width, "height": generation.height, "fps": generation.fps,
                      "sound": generation.sound is not None}
     if {"tier", "width", "height"} & set(options):  # a size given replaces the inherited one, however it was given
-        for name in ("tier", "width", "height"):
+        for name in ("tier", "width", "height", "aspect_ratio"):
             inherited.pop(name, None)
     return inherited

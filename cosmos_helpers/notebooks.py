@@ -92,7 +92,7 @@ def run_cookbooks(
         accepted = set(papermill.inspect_notebook(str(notebook)))
         injected = {"output_dir": str(out / relative.with_suffix("")), "profile": profile, **(parameters or {})}
         injected = {k: v for k, v in injected.items() if k in accepted}
-        _check_earlier_run(out / relative, injected)
+        _check_earlier_run(out / relative, injected, overwrite=(parameters or {}).get("overwrite") is True)
         planned.append((notebook, relative, injected))
     out.mkdir(parents=True, exist_ok=True)
     runs: list[NotebookRun] = []
@@ -111,16 +111,18 @@ def run_cookbooks(
     return runs
 
 
-def _check_earlier_run(executed: Path, injected: dict[str, Any]) -> None:
+def _check_earlier_run(executed: Path, injected: dict[str, Any], *, overwrite: bool) -> None:
     """An earlier run's executed copy with other parameters (another profile, say) would be replaced by a run whose
-    notebook then refuses that run's outputs; refused before anything runs, unless the run overwrites them."""
-    if injected.get("overwrite") is True or not executed.is_file():
+    notebook then refuses that run's outputs; refused before anything runs, unless the run overwrites them.
+    ``overwrite`` itself is no difference: a rerun without it reuses what the earlier run made."""
+    if overwrite or not executed.is_file():
         return
     try:
         earlier = json.loads(executed.read_text(encoding="utf-8"))["metadata"]["papermill"]["parameters"]
     except (KeyError, TypeError, json.JSONDecodeError):
         return
-    if earlier != json.loads(json.dumps(injected, default=str)):
+    earlier = {k: v for k, v in earlier.items() if k != "overwrite"}
+    if earlier != json.loads(json.dumps({k: v for k, v in injected.items() if k != "overwrite"}, default=str)):
         raise OutputExistsError(f"{executed} was run with {earlier}; this run has {injected}, and would replace it "
                                 "and refuse its outputs. Use another output folder, or pass the parameter "
                                 "overwrite=True (-p overwrite True) to generate them again.")

@@ -163,9 +163,7 @@ class Generation:
                                         "or choose another name.")
             self.paths = {"media": target, "manifest": manifest_path}
             return target
-        if overwrite:  # the old manifest goes first: a crash before the new one leaves no record naming this media
-            manifest_path.unlink(missing_ok=True)
-        self._write_media(target, overwrite)
+        self._replace_media(target, manifest_path, overwrite)
         try:
             media.write_bytes_atomic(manifest_path, json.dumps(self.manifest(target), indent=2).encode(),
                                      overwrite=overwrite)  # check_free found none: one there now is a racing save's
@@ -176,6 +174,20 @@ class Generation:
             raise
         self.paths = {"media": target, "manifest": manifest_path}
         return target
+
+    def _replace_media(self, target: Path, manifest_path: Path, overwrite: bool) -> None:
+        """Write the media; an old manifest is taken away first (a kill before the new one is written must not
+        leave it vouching for the new file) and put back if the writing fails while the old media is untouched."""
+        old = manifest_path.read_bytes() if overwrite and manifest_path.is_file() else None
+        before = _identity(target)
+        if old is not None:
+            manifest_path.unlink()
+        try:
+            self._write_media(target, overwrite)
+        except BaseException:
+            if old is not None and _identity(target) == before:
+                media.write_bytes_atomic(manifest_path, old, overwrite=False)
+            raise
 
     def _write_media(self, target: Path, overwrite: bool) -> None:
         stale = _existing_media(target.with_suffix("")) if overwrite else None
@@ -235,6 +247,14 @@ class Generation:
                                                                                          dtype=np.float32))
         generation.paths = {"media": media_path, "manifest": manifest_path}
         return generation
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
 
 
 def _existing_media(stem: Path) -> Path | None:

@@ -35,12 +35,15 @@ def configure_scheduler(base_config: Any, scheduler: Any, shift: float, *, shift
     from diffusers import UniPCMultistepScheduler
 
     instance = not (scheduler is None or isinstance(scheduler, type))
-    if instance:
-        cls, config = type(scheduler), dict(scheduler.config)
+    if instance:  # what its builder left at the class default (diffusers lists it) is not a choice of theirs
+        defaulted = set(scheduler.config.get("_use_default_values") or ())
+        cls, config = type(scheduler), {k: v for k, v in scheduler.config.items() if k not in defaulted}
     else:
         cls, config = scheduler or UniPCMultistepScheduler, dict(base_config)
     accepted = set(inspect.signature(cls.__init__).parameters)
-    config = {key: value for key, value in config.items() if key in accepted or key.startswith("_")}
+    # diffusers' from_config resets the keys listed in _use_default_values, which would undo what is set here
+    config = {key: value for key, value in config.items()
+              if (key in accepted or key.startswith("_")) and key != "_use_default_values"}
     key = "flow_shift" if "flow_shift" in accepted else "shift" if "shift" in accepted else None
     if key is None:
         raise ValidationError("scheduler", f"{cls.__name__} has no flow shift setting.",

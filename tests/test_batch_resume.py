@@ -69,6 +69,10 @@ def test_a_run_with_other_parameters_into_the_same_folder_is_refused_before_any_
     with pytest.raises(OutputExistsError, match="overwrite=True"):
         run_cookbooks(out, profile="nano", only=["tiny_world/"], gallery=False)
     assert json.loads(executed.read_text())["metadata"]["papermill"]["parameters"] == earlier  # left alone
+    from cosmos_helpers.notebooks import _check_earlier_run
+
+    executed.write_text(json.dumps({"metadata": {"papermill": {"parameters": {**earlier, "overwrite": True}}}}))
+    _check_earlier_run(executed, earlier, overwrite=False)  # overwrite itself is no difference: a rerun reuses
     # a run of some notebooks keeps the summary entries of the others
     _write_summary(out / "summary.json", [NotebookRun("a.ipynb", "a", "a", 1.0, True),
                                           NotebookRun("b.ipynb", "b", "b", 2.0, True)])

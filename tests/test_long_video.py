@@ -107,6 +107,15 @@ def test_a_rerun_reuses_every_saved_chunk_and_the_joined_video(three_chunks, tin
     assert chunk_starts(again) == [0, 9, 13]
 
 
+def test_a_continuation_given_a_size_drops_the_inherited_aspect_ratio():
+    from cosmos_helpers.chaining import continuation_request
+
+    clip = Generation(frames=np.zeros((9, 96, 160, 3), np.uint8), fps=24.0, seed=0, backend="test",
+                      request=GenerationRequest(mode="t2v", prompt=PROMPT, aspect_ratio="16:9", num_frames=9))
+    square = continuation_request(clip, "next", width=64, height=64)
+    assert (square.width, square.height, square.aspect_ratio) == (64, 64, "1,1")
+
+
 def test_a_joined_video_lost_beside_its_manifest_is_joined_again_from_the_saved_chunks(tiny_backend, tmp_path,
                                                                                         monkeypatch):
     first = long_video(PROMPT, tiny_backend, chunks=2, out=tmp_path, seed=0, progress=False)

@@ -185,6 +185,19 @@ def test_an_overwrite_cut_short_leaves_no_manifest_naming_the_new_media(tmp_path
     assert find_saved(tmp_path / "clip", old.request) is None
 
 
+def test_an_overwrite_interrupted_while_encoding_keeps_the_old_output_whole(tmp_path, monkeypatch):
+    old, new = make_generation(seed=0), make_generation(seed=1)
+    old.save(tmp_path / "clip")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(media, "write_mp4", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        new.save(tmp_path / "clip", overwrite=True)
+    assert find_saved(tmp_path / "clip", old.request) == tmp_path / "clip.mp4"  # video and manifest as they were
+
+
 def test_an_output_made_with_other_backend_settings_is_not_reused(tmp_path, tiny_backend):
     """The same request on a backend with another scheduler (or dtype, FP8 weights...) is another generation."""
     from diffusers import FlowMatchEulerDiscreteScheduler

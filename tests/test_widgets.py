@@ -307,6 +307,13 @@ def test_form_builds_and_reports_validation_errors_in_place():
     assert not form.aspect_ratio.disabled and form.request().tier == "128"
 
 
+def test_a_form_given_a_size_sends_no_aspect_ratio_of_its_own():
+    """The size sets the ratio; the dropdown's value would contradict a square size (and be refused)."""
+    form = W.GenerateForm(object(), defaults={"profile": "tiny", "width": 64, "height": 64})
+    request = form.request()
+    assert (request.width, request.height, request.aspect_ratio) == (64, 64, "1,1")
+
+
 def test_form_generate_button_runs_tiny_generation(tmp_path):
     import torch
 

@@ -389,7 +389,7 @@ class DiffusersBackend:
         numbers (FP8 weights, VAE tiling; offloading only moves them)."""
         scheduler = self.scheduler
         if scheduler is not None and not isinstance(scheduler, type):
-            scheduler = {type(scheduler).__name__: dict(scheduler.config)}
+            scheduler = {type(scheduler).__name__: {k: v for k, v in scheduler.config.items() if not k.startswith("_")}}
         return {"dtype": str(self._dtype()).replace("torch.", ""),
                 "scheduler": scheduler.__name__ if isinstance(scheduler, type) else scheduler,
                 **{k: v for k, v in self.memory_kwargs.items() if k != "offload"}}

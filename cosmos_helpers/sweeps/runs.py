@@ -137,7 +137,7 @@ def plan(runs: list[SweepRun]) -> list[SweepRun]:
             continue
         same_notebook = Path(str(manifest.get("notebook"))).name == Path(run.notebook).name  # survives a moved checkout
         code = manifest.get("code")
-        if same_notebook and code and run.code and code != run.code:
+        if same_notebook and code and run.code and code != run.code and manifest.get("status") == "ok":
             raise OutputExistsError(
                 f"{run.folder} holds a run of an earlier version of {Path(run.notebook).name} (its code cells have "
                 "changed since); it is never reused for the edited notebook. Choose another output folder (or move "
@@ -151,7 +151,8 @@ def plan(runs: list[SweepRun]) -> list[SweepRun]:
         if manifest.get("status") == "running" and owner and _alive(owner):
             raise OutputExistsError(
                 f"{run.folder} is being run by another sweep (pid {owner.get('pid')} on {owner.get('host')}); wait "
-                "for it to finish, or use another output folder.")
+                "for it to finish, or use another output folder. If that sweep is gone (its machine restarted), "
+                f"move the folder into {ATTEMPTS}/ and run again.")
         if manifest.get("status") == "ok":
             run.status, run.reused = "ok", True
             for key in ("seconds", "error", "worker", "attempt", "started", "finished"):

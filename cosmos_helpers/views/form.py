@@ -132,9 +132,9 @@ class GenerateForm:
         values.update(mode=mode, prompt=self.prompt.value, aspect_ratio=self.aspect_ratio.value,
                       num_inference_steps=int(self.num_inference_steps.value),
                       guidance_scale=float(self.guidance_scale.value), seed=int(self.seed.value))
-        if self.tier.value == INPUT_SIZE:
-            values.pop("aspect_ratio")
-        elif "width" not in values and "height" not in values:
+        if self.tier.value == INPUT_SIZE or "width" in values or "height" in values:
+            values.pop("aspect_ratio")  # the input's shape, or the given size's
+        if self.tier.value != INPUT_SIZE and "width" not in values and "height" not in values:
             values["tier"] = self.tier.value
         if mode not in IMAGE_MODES:
             values["num_frames"] = int(self.num_frames.value)

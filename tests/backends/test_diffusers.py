@@ -1,5 +1,7 @@
 """DiffusersBackend runs every mode on the real tiny pipeline, reproducibly, with the request's settings."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -88,12 +90,27 @@ def test_a_scheduler_instance_keeps_its_own_settings_or_is_refused_before_loadin
     assert conflict.value.field == "flow_shift"
     euler = FlowMatchEulerDiscreteScheduler(shift=5.0)
     assert configure_scheduler({}, euler, 10.0, shift_given=False).config.shift == 5.0
+    plain = configure_scheduler({}, UniPCMultistepScheduler(), 10.0, shift_given=True).config  # built with defaults
+    assert (plain.use_flow_sigmas, plain.prediction_type, plain.flow_shift) == (True, "flow_prediction", 10.0)
     karras = UniPCMultistepScheduler(use_flow_sigmas=True, use_karras_sigmas=True, flow_shift=3.0)
     backend = DiffusersBackend(progress=False, scheduler=karras)
     backend._loaded = lambda model: pytest.fail("the model was loaded before the refusal")
     with pytest.raises(ValidationError, match="Karras") as refused:
         backend.generate(GenerationRequest(mode="t2v", prompt="a robot", **SMALL))
     assert refused.value.field == "scheduler"
+
+
+def test_a_scheduler_instances_settings_read_the_same_in_every_process():
+    """Recorded in manifests and compared by reruns in new processes: no set order (hash seed) may leak in."""
+    import subprocess
+    import sys
+
+    code = ("import json; from diffusers import FlowMatchEulerDiscreteScheduler as E; from cosmos_helpers import "
+            "DiffusersBackend; from cosmos_helpers.result import json_safe; print(json.dumps(json_safe("
+            "DiffusersBackend(scheduler=E(shift=5.0)).output_settings())))")
+    seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(seen) == 1
 
 
 def test_a_non_flow_scheduler_is_refused():

@@ -80,6 +80,12 @@ def test_a_run_of_an_earlier_version_of_the_notebook_is_never_reused(tmp_path):
         plan([SweepRun("seed=0", {"seed": 0}, done.folder, notebook=str(notebook), code=edited)])
     notebook.write_text(notebook.read_text().replace("# Echo", "# Echo, with more prose"))
     assert code_digest(notebook) == edited  # prose is not code
+    failed = SweepRun("seed=1", {"seed": 1}, tmp_path / "out" / "seed=1", notebook=str(notebook), code=first,
+                      status="failed")
+    failed.folder.mkdir(parents=True)
+    failed.write_manifest()  # a failed run of the earlier version: nothing to reuse, run again after the fix
+    assert [r.name for r in plan([SweepRun("seed=1", {"seed": 1}, failed.folder, notebook=str(notebook),
+                                           code=edited)])] == ["seed=1"]
 
 
 def test_a_run_another_live_sweep_is_running_is_refused_and_a_dead_ones_is_set_aside(tmp_path):

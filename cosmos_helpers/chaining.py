@@ -193,6 +193,8 @@ def _inherited(generation: Generation, options: dict[str, Any]) -> dict[str, Any
         inherited = {"width": generation.width, "height": generation.height, "fps": generation.fps,
                      "sound": generation.sound is not None}
     if {"tier", "width", "height"} & set(options):  # a size given replaces the inherited one, however it was given
-        for name in ("tier", "width", "height", "aspect_ratio"):
+        for name in ("tier", "width", "height"):
             inherited.pop(name, None)
+    if {"width", "height"} & set(options):  # an exact size has its own shape; a tier keeps the clip's aspect ratio
+        inherited.pop("aspect_ratio", None)
     return inherited

@@ -136,7 +136,8 @@ def _write_summary(path: Path, runs: list[NotebookRun]) -> None:
     except (FileNotFoundError, json.JSONDecodeError):
         earlier = []
     done = {run.notebook for run in runs}
-    merged = [entry for entry in earlier if isinstance(entry, dict) and entry.get("notebook") not in done]
+    merged = [entry for entry in earlier if isinstance(entry, dict) and isinstance(entry.get("notebook"), str)
+              and entry["notebook"] not in done]  # an entry naming no notebook is no record of a run
     merged += [asdict(run) for run in runs]
     write_bytes_atomic(path, json.dumps(sorted(merged, key=lambda e: e["notebook"]), indent=2).encode(),
                        overwrite=True)

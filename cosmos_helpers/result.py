@@ -191,8 +191,6 @@ class Generation:
 
     def _write_media(self, target: Path, overwrite: bool) -> None:
         stale = _existing_media(target.with_suffix("")) if overwrite else None
-        if stale is not None and stale != target:  # another kind of media from an earlier run at this stem
-            stale.unlink()
         if self.finished is not None:
             self.finished.publish(target, overwrite=overwrite)
         elif self.is_image:
@@ -200,6 +198,8 @@ class Generation:
         else:
             media.write_mp4(target, self.frames, self.fps, sound=self.sound, sample_rate=self.sample_rate,
                             crf=self.crf, overwrite=overwrite)
+        if stale is not None and stale != target:  # another kind of media from an earlier run, once this one is out
+            stale.unlink(missing_ok=True)
 
     def manifest(self, media_path: Path | None = None) -> dict[str, Any]:
         return {

@@ -20,9 +20,10 @@ if [[ "$(id -u)" != "0" ]] && command -v sudo >/dev/null 2>&1; then SUDO="sudo";
 if [[ ! -x /usr/bin/chromium ]]; then
   echo "installing chromium (apt)"
   export DEBIAN_FRONTEND=noninteractive
-  if ! $SUDO apt-get install -y --no-install-recommends chromium; then
-    $SUDO apt-get update
-    $SUDO apt-get install -y --no-install-recommends chromium
+  APT=(apt-get -o DPkg::Lock::Timeout=900)  # another install in progress (a second checkout's setup): wait for it
+  if ! $SUDO "${APT[@]}" install -y --no-install-recommends chromium; then
+    $SUDO "${APT[@]}" update
+    $SUDO "${APT[@]}" install -y --no-install-recommends chromium
   fi
 else
   echo "chromium present: $(/usr/bin/chromium --version 2>/dev/null || echo /usr/bin/chromium)"

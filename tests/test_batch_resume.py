@@ -80,3 +80,6 @@ def test_a_run_with_other_parameters_into_the_same_folder_is_refused_before_any_
     summary = json.loads((out / "summary.json").read_text())
     assert [(e["notebook"], e["seconds"], e["ok"]) for e in summary] == [("a.ipynb", 3.0, False),
                                                                           ("b.ipynb", 2.0, True)]
+    (out / "summary.json").write_text(json.dumps([*summary, {"ok": True}, "note"]))  # edited by hand: no crash
+    _write_summary(out / "summary.json", [NotebookRun("b.ipynb", "b", "b", 4.0, True)])
+    assert [e["notebook"] for e in json.loads((out / "summary.json").read_text())] == ["a.ipynb", "b.ipynb"]

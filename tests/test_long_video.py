@@ -116,6 +116,17 @@ def test_a_continuation_given_a_size_drops_the_inherited_aspect_ratio():
     assert (square.width, square.height, square.aspect_ratio) == (64, 64, "1,1")
 
 
+def test_a_continuation_given_a_tier_keeps_the_clips_aspect_ratio():
+    """A tier has no shape of its own: the clip's explicit aspect ratio still holds (not the default 16:9)."""
+    from cosmos_helpers.chaining import continuation_request
+
+    clip = Generation(frames=np.zeros((9, 128, 128, 3), np.uint8), fps=24.0, seed=1, backend="test",
+                      request=GenerationRequest(mode="t2v", prompt=PROMPT, tier="128", aspect_ratio="1:1",
+                                                num_frames=9))
+    larger = continuation_request(clip, "next", tier="256")
+    assert (larger.tier, larger.aspect_ratio, larger.width, larger.height) == ("256", "1,1", 256, 256)
+
+
 def test_a_joined_video_lost_beside_its_manifest_is_joined_again_from_the_saved_chunks(tiny_backend, tmp_path,
                                                                                         monkeypatch):
     first = long_video(PROMPT, tiny_backend, chunks=2, out=tmp_path, seed=0, progress=False)

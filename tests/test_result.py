@@ -198,6 +198,25 @@ def test_an_overwrite_interrupted_while_encoding_keeps_the_old_output_whole(tmp_
     assert find_saved(tmp_path / "clip", old.request) == tmp_path / "clip.mp4"  # video and manifest as they were
 
 
+def test_an_overwrite_with_another_kind_of_media_interrupted_keeps_the_old_output(tmp_path, monkeypatch):
+    """An image replaced by a video: the image goes only once the video is written, so its manifest never names a
+    deleted file."""
+    old = Generation(frames=np.zeros((1, 96, 160, 3), np.uint8), fps=24.0, seed=0, backend="test",
+                     request=GenerationRequest(mode="t2i", prompt="a test image", seed=0))
+    old.save(tmp_path / "clip")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(media, "write_mp4", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        make_generation(seed=1).save(tmp_path / "clip", overwrite=True)
+    assert find_saved(tmp_path / "clip", old.request) == tmp_path / "clip.png"
+    monkeypatch.undo()
+    assert make_generation(seed=1).save(tmp_path / "clip", overwrite=True) == tmp_path / "clip.mp4"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.json", "clip.mp4"]
+
+
 def test_an_output_made_with_other_backend_settings_is_not_reused(tmp_path, tiny_backend):
     """The same request on a backend with another scheduler (or dtype, FP8 weights...) is another generation."""
     from diffusers import FlowMatchEulerDiscreteScheduler

@@ -13,7 +13,7 @@ import av
 import numpy as np
 import pytest
 
-from cosmos_helpers import Generation, GenerationRequest
+from cosmos_helpers import Generation, GenerationRequest, ValidationError
 from cosmos_helpers import widgets as W
 from cosmos_helpers.views import context
 
@@ -312,6 +312,10 @@ def test_a_form_given_a_size_sends_no_aspect_ratio_of_its_own():
     form = W.GenerateForm(object(), defaults={"profile": "tiny", "width": 64, "height": 64})
     request = form.request()
     assert (request.width, request.height, request.aspect_ratio) == (64, 64, "1,1")
+    form.mode.value = "forward_dynamics"  # an action mode with a size: refused as a ValidationError, not a crash
+    form.image.value = str(ASSETS / "images/rolling_ball.png")
+    with pytest.raises(ValidationError):
+        form.request()
 
 
 def test_form_generate_button_runs_tiny_generation(tmp_path):

@@ -24,18 +24,21 @@ from typing import Any, Mapping
 
 from .. import media
 from ..backends import backend_by_name
+from ..backends.distilled import is_distilled_model
 from ..controls.estimation import check_models
 from ..controls.videos import write_control_videos
 from ..errors import OutputExistsError, ValidationError
 from ..presets import DEFAULT_PROFILE, MODES, model_for
 from ..protocol import framework as fw
+from ..schedules import configure_scheduler
 from ..result import MANIFEST_SUFFIX, FinishedFile, Generation, check_free, read_manifest
 from ..workflow import output_settings
 from ..specs.load import Sample, as_sample
 from ..specs.resolve import ResolvedSample
 from ..specs.runs import SampleRun, check_backend, generation_request, given_fields, localize
 from .estimated import control_folder, with_computed_controls
-from .vllm import make_transfer_runner, transfer_form
+from .vllm import BACKEND as VLLM
+from .vllm import check_transfer, make_transfer_runner, transfer_form
 
 STEM = "vision"
 _CONTROL_SUFFIXES = (".mp4", ".jpg")  # the framework saves a control like the output (args.py vision_extension)
@@ -88,9 +91,13 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
     # An unseeded sample's seed comes from its output folder: ours here, the framework's run folder there.
     resolved = sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
                                output_dir=folder if name != "framework" else None, fill=name != "framework")
-    check_backend(sample, resolved, name, given_fields(sample, overrides, resolved))
+    given = given_fields(sample, overrides, resolved)
+    check_backend(sample, resolved, name, given)
+    _check_scheduler(runner, resolved, given)
     if name != "framework" and not dry_run:
         resolved = localize(resolved, progress=progress)
+        if name == VLLM and resolved.is_transfer:  # the form's own checks, before any control model runs
+            check_transfer(resolved, given, server_paths=server_paths)
     if compute_controls and not dry_run and not overwrite:
         _check_same_input(folder / STEM, sample)
     if compute_controls and not dry_run:
@@ -112,6 +119,30 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
     _save_controls(generation, folder, overwrite)
     generation.save(stem, overwrite=overwrite)
     return generation
+
+
+def _check_scheduler(runner: Any, r: ResolvedSample, given: set[str]) -> None:
+    """A scheduler instance given to the diffusers backend, against the sample, before any work. Transfer and
+    audio samples run the framework's own sampler there (it would be left unused while the manifest named it); a
+    generation sample sends its shift, the framework's default where it sets none, which the instance must share."""
+    scheduler = getattr(runner, "scheduler", None)
+    if runner.name != "diffusers" or scheduler is None:
+        return
+    if r.is_transfer or r.model_mode in fw.SOUND_CONDITION_MODES:
+        raise ValidationError("scheduler", f"a {r.model_mode} sample runs the framework's own sampler (flow UniPC "
+                              "at the sample's shift) on diffusers; the backend's scheduler would not be used.",
+                              "run it on a DiffusersBackend made without scheduler=.")
+    if isinstance(scheduler, type) or is_distilled_model(r.model):
+        return  # a class takes the sample's shift; the distilled path refuses any scheduler itself
+    try:
+        configure_scheduler({}, scheduler, r.shift, shift_given=True)
+    except ValidationError as error:
+        if error.field != "flow_shift":
+            raise
+        whose = "the sample's shift" if "shift" in given else "the framework's default shift for this sample"
+        raise ValidationError("shift", f"{whose} is {r.shift:g}, and the backend's scheduler instance was built "
+                              "with another.", "set shift in the sample to the scheduler's, or build the "
+                              "scheduler with this shift.") from None
 
 
 def execute(run: SampleRun, backend: Any, *, progress: bool = True, server_paths: bool = False) -> Generation:

@@ -141,7 +141,7 @@ class GenerateForm:
             values["sound"] = bool(self.sound.value)
         media_path = self.image.value.strip()
         if mode in action.MODES:
-            values.pop("aspect_ratio")
+            values.pop("aspect_ratio", None)
             values.update(embodiment=self.embodiment.value, sound=False)
             values["video" if mode in action.TAKES_VIDEO else "image"] = media_path or None
             if mode in action.GIVES_ACTIONS:

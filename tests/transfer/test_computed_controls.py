@@ -128,6 +128,16 @@ def test_the_command_line_names_each_model(tmp_path, clip):
     assert load_inputs(tmp_path / "own.json", computed=("depth",))[0].hint_kinds == ("depth",)
 
 
+def test_what_the_vllm_omni_form_cannot_send_is_refused_before_the_control_models_run(tmp_path, clip):
+    from cosmos_helpers import VllmOmniBackend
+
+    backend = VllmOmniBackend(url="http://127.0.0.1:9")  # nothing listens: a refusal must come before any request
+    with pytest.raises(ValidationError) as refused:
+        run_spec(sample(), backend=backend, out=tmp_path / "out", compute_controls=TINY, progress=False)
+    assert refused.value.field == "seg.control_path" and "server_paths=True" in refused.value.fix
+    assert not (tmp_path / "out").exists()  # no control video was computed
+
+
 def test_the_vllm_omni_stand_in_runs_a_transfer_with_computed_controls(tmp_path, clip):
     from cosmos_helpers.transfer import SpecRunner
 

@@ -227,3 +227,31 @@ def test_guardrails_are_decided_once_when_resolving(folder):
     assert bad.value.field == "guardrails"
     run = SampleRun.create(sample, sample.resolved(profile="tiny"))  # they let an output through or not, as in
     assert run.fingerprint() == SampleRun.create(sample, r).fingerprint()  # GenerationRequest's fingerprint
+
+
+def test_a_backend_scheduler_the_sample_cannot_use_is_refused_before_any_work(folder, tmp_path):
+    """A spec run sends the sample's shift (the framework's default where it sets none); a scheduler instance built
+    with another is refused naming the sample's shift, and a transfer sample, whose sampler is the framework's own,
+    refuses any scheduler instead of leaving it unused."""
+    from diffusers import UniPCMultistepScheduler
+
+    from cosmos_helpers import DiffusersBackend
+    from cosmos_helpers.transfer import run_spec
+
+    mine = UniPCMultistepScheduler(flow_shift=3.0, use_flow_sigmas=True, prediction_type="flow_prediction")
+    backend = DiffusersBackend(progress=False, scheduler=mine)
+    out = tmp_path / "out"
+    sample = {"prompt": "a robot", "model_mode": "text2video"}
+    with pytest.raises(ValidationError) as refused:
+        run_spec(sample, backend=backend, profile="tiny", out=out, progress=False)
+    assert refused.value.field == "shift" and "framework's default shift" in str(refused.value)
+    with pytest.raises(ValidationError) as refused:
+        run_spec({**sample, "shift": 5.0}, backend=backend, profile="tiny", out=out, progress=False)
+    assert refused.value.field == "shift" and "the sample's shift is 5" in str(refused.value)
+    with pytest.raises(ValidationError) as refused:
+        run_spec({"prompt": "a robot", "vision_path": str(folder / "clip.mp4"), "edge": {}}, backend=backend,
+                 profile="tiny", out=out, progress=False)
+    assert refused.value.field == "scheduler"
+    assert not out.exists()  # refused before the output folder (or a model) was touched
+    dry = run_spec({**sample, "shift": 3.0}, backend=backend, profile="tiny", out=out, progress=False, dry_run=True)
+    assert generation_request(dry.resolved, dry.given).flow_shift == 3.0  # the same shift: accepted

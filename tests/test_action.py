@@ -403,6 +403,9 @@ def test_the_generate_command_runs_an_action_mode_and_saves_the_predicted_action
              "--embodiment", "av", "--frames", "9", "--steps", "1", "--out", str(tmp_path / "out")]
     assert main(again) == 0  # a rerun finds its video and its trajectory done
     assert np.array_equal(load_trajectory(video.with_suffix(".actions.json")), saved)
+    video.with_suffix(".actions.json").write_text(json.dumps(np.zeros((8, 9)).tolist()))  # a stale trajectory
+    assert main(again) == 0  # the video's manifest records its trajectory: the file is written again from it
+    assert np.array_equal(load_trajectory(video.with_suffix(".actions.json")), saved)
     assert main(["generate", "--mode", "fd", "--prompt", "p", "--image", str(tmp_path / "start.png"),
                  "--embodiment", "av", "--out", str(tmp_path / "out")]) != 0
     assert "actions" in capsys.readouterr().err

@@ -6,10 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from ..backends import NAMES, backend_by_name
+from ..errors import ValidationError
 from ..presets import DEFAULT_PROFILE, PROFILES
 from ..request import GenerationRequest
-from ..trajectories import save_trajectory
+from ..result import Generation
+from ..trajectories import load_trajectory, save_trajectory
 from ..workflow import generate_and_save
 
 
@@ -77,10 +81,23 @@ def run(args: argparse.Namespace) -> int:
 
         backend = with_precheck(backend, args.blocklist, on_flag="raise" if args.precheck == "refuse" else "warn")
     generation = generate_and_save(backend, request, args.out / (args.name or request.mode), overwrite=args.overwrite)
-    if generation.actions is not None:  # the predicted trajectory, beside the video (a rerun's is already there)
+    if generation.actions is not None:  # the predicted trajectory, beside the video
         target = generation.paths["media"].with_suffix(".actions.json")
-        if not (generation.provenance.get("skipped") and target.is_file()):
-            save_trajectory(target, generation.actions, overwrite=args.overwrite)
+        _save_actions(target, generation, overwrite=args.overwrite)
         print(target, file=sys.stderr)
     print(generation.paths["media"])
     return 0
+
+
+def _save_actions(target: Path, generation: Generation, *, overwrite: bool) -> None:
+    """Write the trajectory; a rerun's is already there, unless the file is not the one the video's manifest
+    records (an overwrite cut short between the two): it is then written again from the manifest."""
+    if generation.provenance.get("skipped") and target.is_file():
+        try:
+            same = np.array_equal(load_trajectory(target), generation.actions)
+        except (ValidationError, ValueError):
+            same = False
+        if same:
+            return
+        overwrite = True  # the manifest vouches for the video; the file beside it is restored to match
+    save_trajectory(target, generation.actions, overwrite=overwrite)

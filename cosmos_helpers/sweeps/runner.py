@@ -14,7 +14,7 @@ from ..errors import ValidationError
 from . import report
 from .dispatch import LOG_DIR, Dispatch, make_slots, run_all
 from .grid import load_grid, run_names, validate_sets
-from .runs import SweepRun, code_digest, plan
+from .runs import SweepRun, code_digest, holding, plan
 
 
 @dataclass
@@ -106,17 +106,17 @@ def sweep(notebook: str | Path, grid: Any, *, out: str | Path | None = None,
     code = code_digest(notebook)
     runs = [SweepRun(name, {**fixed, **values}, out / name, notebook=str(notebook), code=code)
             for name, values in zip(run_names(sets), sets)]
-    todo = plan(runs)
-    out.mkdir(parents=True, exist_ok=True)
-    if len(todo) < len(runs):
-        print(f"{len(runs) - len(todo)} of {len(runs)} runs already finished in {out}; running {len(todo)}",
-              flush=True)
-    dispatch = Dispatch(server_parameter=server_parameter if any(s.server_url for s in slots) else None,
-                        output_parameter=output_parameter, kernel=kernel, log_output=log_output)
-    run_all(todo, slots, dispatch, total=len(runs), log_dir=out / LOG_DIR)
-    result = SweepResult(notebook, out, runs)
-    if write_report:
-        result.files = write_reports(result)
+    with holding(out):
+        todo = plan(runs)
+        if len(todo) < len(runs):
+            print(f"{len(runs) - len(todo)} of {len(runs)} runs already finished in {out}; running {len(todo)}",
+                  flush=True)
+        dispatch = Dispatch(server_parameter=server_parameter if any(s.server_url for s in slots) else None,
+                            output_parameter=output_parameter, kernel=kernel, log_output=log_output)
+        run_all(todo, slots, dispatch, total=len(runs), log_dir=out / LOG_DIR)
+        result = SweepResult(notebook, out, runs)
+        if write_report:
+            result.files = write_reports(result)
     return result
 
 

@@ -9,7 +9,9 @@ when it ends (``ok`` or ``failed``), so a folder always says what happened to it
 * ``failed``, or ``running`` left by an interrupted sweep: run again; the earlier attempt's folder is moved
   to ``<out>/.attempts/`` first, so nothing it produced is lost or mixed with the new attempt;
 * ``running`` by a sweep process that is still alive (its pid on this host, or any process on another host):
-  refused, so two sweeps into one folder never run the same folder at once;
+  refused, so two sweeps into one folder never run the same folder at once; and while a sweep runs, its folder
+  holds ``sweep.lock`` (:func:`holding`), so a second sweep is refused before it plans, not only at the runs the
+  first one has started;
 * another notebook, the same notebook with other code (its code cells' digest), or other parameters (a
   renamed grid value, an edited fixed parameter), or a non-empty folder without a manifest: refused before
   anything runs, because reusing or overwriting it would mislabel someone's results.
@@ -23,9 +25,10 @@ import os
 import shutil
 import socket
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .. import media
 from ..errors import OutputExistsError
@@ -35,6 +38,7 @@ SCHEMA = "cosmos-helpers/sweep-run/v1"
 MANIFEST_NAME = "sweep-run.json"
 OUTPUTS = "outputs"
 ATTEMPTS = ".attempts"
+LOCK_NAME = "sweep.lock"
 
 
 @dataclass
@@ -108,6 +112,40 @@ def _alive(owner: dict[str, Any]) -> bool:
     except PermissionError:  # another user's process
         return True
     return True
+
+
+@contextmanager
+def holding(out: Path) -> Iterator[None]:
+    """Hold the sweep folder ``out`` for this process while it plans and runs: a second sweep into it would set
+    aside and run again the runs the first has yet to start. A lock left by a sweep that is gone is taken over."""
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    lock = out / LOCK_NAME
+    mine = json.dumps({**this_process(), "started": now()})
+    while True:
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                owner = json.loads(lock.read_text(encoding="utf-8"))
+            except (FileNotFoundError, json.JSONDecodeError):
+                owner = {}
+            if isinstance(owner, dict) and owner.get("pid") and _alive(owner):
+                raise OutputExistsError(
+                    f"{out} is held by another sweep (pid {owner.get('pid')} on {owner.get('host')}, since "
+                    f"{owner.get('started')}); wait for it to finish, or use another output folder. If that sweep "
+                    f"is gone (its machine restarted), delete {lock} and run again.") from None
+            lock.unlink(missing_ok=True)  # a sweep that is gone (or a lock half written): taken over
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(mine)
+        break
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+        if created and not any(out.iterdir()):  # refused before anything ran: leave no trace
+            out.rmdir()
 
 
 def now() -> str:

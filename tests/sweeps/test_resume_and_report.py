@@ -108,6 +108,33 @@ def test_a_run_another_live_sweep_is_running_is_refused_and_a_dead_ones_is_set_a
     assert (tmp_path / ATTEMPTS / "seed=0.attempt1.running").is_dir()
 
 
+def test_a_sweep_folder_is_held_by_one_live_sweep_and_a_gone_ones_lock_is_taken_over(tmp_path):
+    """A second sweep is refused before it plans (it would set aside the runs the first has yet to start)."""
+    import subprocess
+    import sys
+
+    from cosmos_helpers.sweeps.runs import LOCK_NAME, holding, this_process
+
+    out = tmp_path / "sweep"
+    with holding(out):
+        assert json.loads((out / LOCK_NAME).read_text())["pid"] == this_process()["pid"]
+    assert not out.exists()  # nothing ran: no folder left behind
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        out.mkdir()
+        (out / LOCK_NAME).write_text(json.dumps({**this_process(), "pid": other.pid, "started": "then"}))
+        with pytest.raises(OutputExistsError, match=f"held by another sweep \\(pid {other.pid}"):
+            with holding(out):
+                raise AssertionError("entered a folder another live sweep holds")
+        assert json.loads((out / LOCK_NAME).read_text())["pid"] == other.pid  # left alone
+    finally:
+        other.kill()
+        other.wait()
+    with holding(out):  # its sweep is gone: taken over
+        assert json.loads((out / LOCK_NAME).read_text())["pid"] == this_process()["pid"]
+    assert out.is_dir() and not (out / LOCK_NAME).exists()
+
+
 def test_a_foreign_folder_is_refused(tmp_path):
     (tmp_path / "seed=0").mkdir()
     (tmp_path / "seed=0" / "notes.txt").write_text("mine")

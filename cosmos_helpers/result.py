@@ -190,7 +190,8 @@ class Generation:
             raise
 
     def _write_media(self, target: Path, overwrite: bool) -> None:
-        stale = _existing_media(target.with_suffix("")) if overwrite else None
+        stem = target.with_suffix("")
+        stale = [stem.with_suffix(s) for s in MEDIA_SUFFIXES if s != target.suffix] if overwrite else []
         if self.finished is not None:
             self.finished.publish(target, overwrite=overwrite)
         elif self.is_image:
@@ -198,8 +199,8 @@ class Generation:
         else:
             media.write_mp4(target, self.frames, self.fps, sound=self.sound, sample_rate=self.sample_rate,
                             crf=self.crf, overwrite=overwrite)
-        if stale is not None and stale != target:  # another kind of media from an earlier run, once this one is out
-            stale.unlink(missing_ok=True)
+        for path in stale:  # other kinds of media from earlier runs at this stem, once this one is out
+            path.unlink(missing_ok=True)
 
     def manifest(self, media_path: Path | None = None) -> dict[str, Any]:
         return {

@@ -215,6 +215,9 @@ def test_an_overwrite_with_another_kind_of_media_interrupted_keeps_the_old_outpu
     monkeypatch.undo()
     assert make_generation(seed=1).save(tmp_path / "clip", overwrite=True) == tmp_path / "clip.mp4"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.json", "clip.mp4"]
+    (tmp_path / "clip.png").write_bytes((tmp_path / "clip.mp4").read_bytes()[:0])  # a video-to-image save cut off
+    old.save(tmp_path / "clip", overwrite=True)  # after its image was written: every other kind goes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.json", "clip.png"]
 
 
 def test_an_output_made_with_other_backend_settings_is_not_reused(tmp_path, tiny_backend):

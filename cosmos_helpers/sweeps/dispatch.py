@@ -22,7 +22,8 @@ from typing import Any, Callable, Sequence
 
 from ..errors import ValidationError
 from ..progress import progress_bar
-from .runs import SweepRun, now, this_process
+from .owners import in_flight, now, this_process
+from .runs import SweepRun
 
 LOG_DIR = ".workers"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding this cosmos_helpers
@@ -114,10 +115,11 @@ class Dispatch:
         run.folder.mkdir(parents=True, exist_ok=True)
         run.status, run.started, run.worker, run.error, run.seconds = "running", now(), slot.describe(), None, None
         run.owner = this_process()
-        run.write_manifest()
-        outcome = worker.run({"notebook": run.notebook, "executed": str(run.executed),
-                              "parameters": self.injected(run, slot), "kernel": self.kernel,
-                              "log_output": self.log_output})
+        with in_flight(run.folder):  # until it ends, even after a Ctrl-C this thread cannot stop (see .owners)
+            run.write_manifest()
+            outcome = worker.run({"notebook": run.notebook, "executed": str(run.executed),
+                                  "parameters": self.injected(run, slot), "kernel": self.kernel,
+                                  "log_output": self.log_output})
         run.seconds, run.error = outcome["seconds"], outcome["error"]
         run.status, run.finished = ("ok" if run.error is None else "failed"), now()
         run.write_manifest()

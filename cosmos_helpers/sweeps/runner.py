@@ -14,7 +14,8 @@ from ..errors import ValidationError
 from . import report
 from .dispatch import LOG_DIR, Dispatch, make_slots, run_all
 from .grid import load_grid, run_names, validate_sets
-from .runs import SweepRun, code_digest, holding, plan
+from .owners import holding
+from .runs import SweepRun, code_digest, plan
 
 
 @dataclass

@@ -8,10 +8,9 @@ when it ends (``ok`` or ``failed``), so a folder always says what happened to it
 * ``ok`` with the same notebook and parameters: finished, skipped by a rerun;
 * ``failed``, or ``running`` left by an interrupted sweep: run again; the earlier attempt's folder is moved
   to ``<out>/.attempts/`` first, so nothing it produced is lost or mixed with the new attempt;
-* ``running`` by a sweep process that is still alive (its pid on this host, or any process on another host):
-  refused, so two sweeps into one folder never run the same folder at once; and while a sweep runs, its folder
-  holds ``sweep.lock`` (:func:`holding`), so a second sweep is refused before it plans, not only at the runs the
-  first one has started;
+* ``running`` by a sweep process that is still alive (its pid on this host, or any process on another host; this
+  process while the run is still in flight here): refused, so two sweeps never run the same folder at once; a
+  second sweep into a folder another one is working in is refused before it plans (:mod:`.owners`);
 * another notebook, the same notebook with other code (its code cells' digest), or other parameters (a
   renamed grid value, an edited fixed parameter), or a non-empty folder without a manifest: refused before
   anything runs, because reusing or overwriting it would mislabel someone's results.
@@ -21,24 +20,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import socket
-import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .. import media
 from ..errors import OutputExistsError
 from .grid import canonical
+from .owners import alive
 
 SCHEMA = "cosmos-helpers/sweep-run/v1"
 MANIFEST_NAME = "sweep-run.json"
 OUTPUTS = "outputs"
 ATTEMPTS = ".attempts"
-LOCK_NAME = "sweep.lock"
 
 
 @dataclass
@@ -93,65 +88,6 @@ def code_digest(notebook: str | Path) -> str:
     return hashlib.sha256(json.dumps(code).encode()).hexdigest()[:16]
 
 
-def this_process() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "pid": os.getpid()}
-
-
-def _alive(owner: dict[str, Any]) -> bool:
-    """Whether the sweep process that marked a run ``running`` may still be at it: another host's is assumed to be;
-    this process's own is not (an interrupted sweep in this kernel, started again)."""
-    if owner.get("host") != socket.gethostname():
-        return True
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
-@contextmanager
-def holding(out: Path) -> Iterator[None]:
-    """Hold the sweep folder ``out`` for this process while it plans and runs: a second sweep into it would set
-    aside and run again the runs the first has yet to start. A lock left by a sweep that is gone is taken over."""
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    lock = out / LOCK_NAME
-    mine = json.dumps({**this_process(), "started": now()})
-    while True:
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                owner = json.loads(lock.read_text(encoding="utf-8"))
-            except (FileNotFoundError, json.JSONDecodeError):
-                owner = {}
-            if isinstance(owner, dict) and owner.get("pid") and _alive(owner):
-                raise OutputExistsError(
-                    f"{out} is held by another sweep (pid {owner.get('pid')} on {owner.get('host')}, since "
-                    f"{owner.get('started')}); wait for it to finish, or use another output folder. If that sweep "
-                    f"is gone (its machine restarted), delete {lock} and run again.") from None
-            lock.unlink(missing_ok=True)  # a sweep that is gone (or a lock half written): taken over
-            continue
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(mine)
-        break
-    try:
-        yield
-    finally:
-        lock.unlink(missing_ok=True)
-        if created and not any(out.iterdir()):  # refused before anything ran: leave no trace
-            out.rmdir()
-
-
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
 def read_run_manifest(folder: Path) -> dict[str, Any] | None:
     try:
         data = json.loads((folder / MANIFEST_NAME).read_text())
@@ -186,7 +122,7 @@ def plan(runs: list[SweepRun]) -> list[SweepRun]:
                 f"{manifest.get('parameters')}, not of {Path(run.notebook).name} with {run.parameters}; it is never "
                 "reused for another request. Choose another output folder (or move that run away).")
         owner = manifest.get("owner") or {}
-        if manifest.get("status") == "running" and owner and _alive(owner):
+        if manifest.get("status") == "running" and owner and alive(owner, run.folder):
             raise OutputExistsError(
                 f"{run.folder} is being run by another sweep (pid {owner.get('pid')} on {owner.get('host')}); wait "
                 "for it to finish, or use another output folder. If that sweep is gone (its machine restarted), "

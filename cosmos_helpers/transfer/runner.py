@@ -96,7 +96,7 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
     _check_scheduler(runner, resolved, given)
     if name != "framework" and not dry_run:
         resolved = localize(resolved, progress=progress)
-        if name == VLLM and resolved.is_transfer:  # the form's own checks, before any control model runs
+        if name == VLLM and resolved.is_transfer and compute_controls:  # the form's checks, before the models run
             check_transfer(resolved, given, server_paths=server_paths)
     if compute_controls and not dry_run and not overwrite:
         _check_same_input(folder / STEM, sample)

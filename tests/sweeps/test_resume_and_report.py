@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 
 import numpy as np
 import pytest
@@ -92,7 +93,7 @@ def test_a_run_another_live_sweep_is_running_is_refused_and_a_dead_ones_is_set_a
     import subprocess
     import sys
 
-    from cosmos_helpers.sweeps.runs import this_process
+    from cosmos_helpers.sweeps.owners import this_process
 
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -108,31 +109,70 @@ def test_a_run_another_live_sweep_is_running_is_refused_and_a_dead_ones_is_set_a
     assert (tmp_path / ATTEMPTS / "seed=0.attempt1.running").is_dir()
 
 
-def test_a_sweep_folder_is_held_by_one_live_sweep_and_a_gone_ones_lock_is_taken_over(tmp_path):
-    """A second sweep is refused before it plans (it would set aside the runs the first has yet to start)."""
+def test_a_sweep_folder_is_held_by_one_sweep_process_and_released_when_it_ends(tmp_path):
+    """A second sweep is refused before it plans (it would set aside the runs the first has yet to start); the OS
+    releases the lock of a process that ends, however it ends."""
     import subprocess
     import sys
 
-    from cosmos_helpers.sweeps.runs import LOCK_NAME, holding, this_process
+    from cosmos_helpers.sweeps.owners import LOCK_NAME, holding
 
     out = tmp_path / "sweep"
     with holding(out):
-        assert json.loads((out / LOCK_NAME).read_text())["pid"] == this_process()["pid"]
+        with pytest.raises(OutputExistsError, match="in use by a sweep in this process"):
+            with holding(out):
+                raise AssertionError("entered a folder this process holds")
     assert not out.exists()  # nothing ran: no folder left behind
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, json, os, sys, time\n"
+        f"handle = open({str(out / LOCK_NAME)!r}, 'a+')\n"
+        "fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "handle.write(json.dumps({'pid': os.getpid(), 'host': 'h', 'started': 'then'})); handle.flush()\n"
+        "print('held', flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
     try:
-        out.mkdir()
-        (out / LOCK_NAME).write_text(json.dumps({**this_process(), "pid": other.pid, "started": "then"}))
-        with pytest.raises(OutputExistsError, match=f"held by another sweep \\(pid {other.pid}"):
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(OutputExistsError, match=f"in use by another sweep \\(pid {holder.pid} on h"):
             with holding(out):
                 raise AssertionError("entered a folder another live sweep holds")
-        assert json.loads((out / LOCK_NAME).read_text())["pid"] == other.pid  # left alone
     finally:
-        other.kill()
-        other.wait()
-    with holding(out):  # its sweep is gone: taken over
-        assert json.loads((out / LOCK_NAME).read_text())["pid"] == this_process()["pid"]
-    assert out.is_dir() and not (out / LOCK_NAME).exists()
+        holder.kill()
+        holder.wait()
+    with holding(out):  # killed: its lock went with it
+        assert json.loads((out / LOCK_NAME).read_text())["pid"] == os.getpid()
+    assert out.is_dir()
+
+
+def test_a_run_still_in_flight_in_this_process_is_not_taken_for_an_interrupted_one(tmp_path):
+    """Ctrl-C cannot stop the thread running a single-slot sweep's notebook: run the cell again while it goes on,
+    and its run and folder are refused, not set aside and run a second time."""
+    from cosmos_helpers.sweeps.owners import holding, in_flight, this_process
+
+    busy = _run(tmp_path, "seed=0", {"seed": 0}, "running", owner=this_process())
+    with in_flight(busy.folder):
+        with pytest.raises(OutputExistsError, match="in use by a sweep in this process"):
+            with holding(tmp_path):
+                raise AssertionError("entered a folder with a run in flight")
+        with pytest.raises(OutputExistsError, match="being run by another sweep"):
+            plan([SweepRun(busy.name, busy.parameters, busy.folder, notebook=NOTEBOOK)])
+    assert [r.name for r in plan([SweepRun(busy.name, busy.parameters, busy.folder, notebook=NOTEBOOK)])] == \
+        ["seed=0"]  # it ended: an interrupted run, set aside and run again
+
+
+def test_a_run_is_in_flight_here_while_its_worker_runs_it(tmp_path):
+    from cosmos_helpers.sweeps.dispatch import Dispatch, Slot
+    from cosmos_helpers.sweeps.owners import in_use_here
+
+    run = SweepRun("seed=0", {"seed": 0}, tmp_path / "seed=0", notebook=NOTEBOOK)
+    seen = []
+
+    class Worker:
+        def run(self, task):
+            seen.append((in_use_here(run.folder), in_use_here(tmp_path), read_run_manifest(run.folder)["status"]))
+            return {"seconds": 0.5, "error": None}
+
+    Dispatch().execute(run, Slot(0), Worker())
+    assert seen == [(True, True, "running")] and run.ok and not in_use_here(tmp_path)
 
 
 def test_a_foreign_folder_is_refused(tmp_path):

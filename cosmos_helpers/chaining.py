@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import ValidationError
-from .protocol.framework import CONDITION_FRAMES, TEMPORAL_COMPRESSION
+from .protocol.framework import CONDITION_FRAMES, TEMPORAL_COMPRESSION, detect_aspect_ratio
 from .request import GenerationRequest
 from .result import Generation
 
@@ -192,9 +192,12 @@ def _inherited(generation: Generation, options: dict[str, Any]) -> dict[str, Any
         # a loaded clip, or a joined long video: its picture and sound; the chunk length is the profile's
         inherited = {"width": generation.width, "height": generation.height, "fps": generation.fps,
                      "sound": generation.sound is not None}
+    width, height = inherited.get("width"), inherited.get("height")
     if {"tier", "width", "height"} & set(options):  # a size given replaces the inherited one, however it was given
         for name in ("tier", "width", "height"):
             inherited.pop(name, None)
     if {"width", "height"} & set(options):  # an exact size has its own shape; a tier keeps the clip's aspect ratio
         inherited.pop("aspect_ratio", None)
+    elif "tier" in options and "aspect_ratio" not in inherited and width and height:
+        inherited["aspect_ratio"] = detect_aspect_ratio(width, height)  # the clip's shape (as the framework reads it)
     return inherited

@@ -125,6 +125,9 @@ def test_a_continuation_given_a_tier_keeps_the_clips_aspect_ratio():
                                                 num_frames=9))
     larger = continuation_request(clip, "next", tier="256")
     assert (larger.tier, larger.aspect_ratio, larger.width, larger.height) == ("256", "1,1", 256, 256)
+    loaded = Generation(frames=np.zeros((9, 96, 96, 3), np.uint8), fps=24.0, seed=1)  # a clip with no request
+    larger = continuation_request(loaded, "next", tier="256")
+    assert (larger.tier, larger.aspect_ratio, larger.width, larger.height) == ("256", "1,1", 256, 256)
 
 
 def test_a_joined_video_lost_beside_its_manifest_is_joined_again_from_the_saved_chunks(tiny_backend, tmp_path,

@@ -18,6 +18,7 @@ import os
 import socket
 import threading
 import time
+import warnings
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Iterator
@@ -94,16 +95,17 @@ def holding(out: Path) -> Iterator[None]:
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     lock = out / LOCK_NAME
-    try:
-        with open(lock, "a+", encoding="utf-8") as handle, in_flight(out):
-            _lock(handle, lock)
-            yield
-    finally:
-        if created:  # refused before anything ran: leave no trace
-            with suppress(OSError):
-                if [p.name for p in out.iterdir()] == [LOCK_NAME]:
-                    lock.unlink()
-                    out.rmdir()
+    with open(lock, "a+", encoding="utf-8") as handle:
+        _lock(handle, lock)  # refused: the folder is the holder's, left as it is
+        try:
+            with in_flight(out):
+                yield
+        finally:
+            if created:  # nothing ran in the folder this sweep made: leave no trace (still holding the lock)
+                with suppress(OSError):
+                    if [p.name for p in out.iterdir()] == [LOCK_NAME]:
+                        lock.unlink()
+                        out.rmdir()
 
 
 def _lock(handle: Any, lock: Path) -> None:
@@ -122,6 +124,10 @@ def _lock(handle: Any, lock: Path) -> None:
         raise OutputExistsError(f"{lock.parent} is in use by another sweep (pid {owner.get('pid')} on "
                                 f"{owner.get('host')}, since {owner.get('started')}); wait for it to finish, or "
                                 "use another output folder.") from None
+    except OSError as error:  # a filesystem without locks (NFS without lockd, some FUSE mounts)
+        warnings.warn(f"{lock.parent}: no lock can be taken here ({error.strerror}); a second sweep started into "
+                      "this folder from another process would not be refused.", stacklevel=3)
+        return
     handle.seek(0)
     handle.truncate()
     handle.write(json.dumps({**this_process(), "started": now()}))

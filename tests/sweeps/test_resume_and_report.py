@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,7 +110,7 @@ def test_a_run_another_live_sweep_is_running_is_refused_and_a_dead_ones_is_set_a
     assert (tmp_path / ATTEMPTS / "seed=0.attempt1.running").is_dir()
 
 
-def test_a_sweep_folder_is_held_by_one_sweep_process_and_released_when_it_ends(tmp_path):
+def test_a_sweep_folder_is_held_by_one_sweep_process_and_released_when_it_ends(tmp_path, monkeypatch):
     """A second sweep is refused before it plans (it would set aside the runs the first has yet to start); the OS
     releases the lock of a process that ends, however it ends."""
     import subprocess
@@ -135,6 +136,13 @@ def test_a_sweep_folder_is_held_by_one_sweep_process_and_released_when_it_ends(t
         with pytest.raises(OutputExistsError, match=f"in use by another sweep \\(pid {holder.pid} on h"):
             with holding(out):
                 raise AssertionError("entered a folder another live sweep holds")
+        exists = Path.exists
+        with monkeypatch.context() as patch:  # both sweeps found the folder missing: the refused one removes nothing
+            patch.setattr(Path, "exists", lambda self: False if self == out else exists(self))
+            with pytest.raises(OutputExistsError, match="in use by another sweep"):
+                with holding(out):
+                    raise AssertionError("entered a folder another live sweep holds")
+        assert (out / LOCK_NAME).is_file()
     finally:
         holder.kill()
         holder.wait()

@@ -32,13 +32,16 @@ def _get(url: str, deadline: float, proc: subprocess.Popen, method: str = "GET")
             time.sleep(0.5)
 
 
-def _child_command(pid: int, deadline: float) -> list[str]:
-    """The command line of the process's first child (the kernel JupyterLab started), from /proc."""
+def _kernel_command(pid: int, deadline: float) -> list[str]:
+    """The command line of the kernel the process started, from /proc: its child that runs ipykernel (JupyterLab
+    starts other children too, such as npm where Node.js is installed)."""
     while True:
         for stat in Path("/proc").glob("[0-9]*/stat"):
             try:
                 if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    return (stat.parent / "cmdline").read_bytes().decode().split("\0")
+                    command = (stat.parent / "cmdline").read_bytes().decode().split("\0")
+                    if "ipykernel_launcher" in command:
+                        return command
             except (OSError, IndexError, ValueError):
                 continue
         assert time.monotonic() < deadline, "no kernel process appeared"
@@ -58,9 +61,9 @@ def test_lab_serves_the_cookbooks_with_this_environments_kernel(tmp_path):
         base, deadline = f"http://127.0.0.1:{port}/api", time.monotonic() + 90
         listing = _get(f"{base}/contents?token={token}", deadline, proc)
         _get(f"{base}/kernels?token={token}", deadline, proc, method="POST")  # the notebooks' default kernel
-        kernel = _child_command(proc.pid, deadline)
+        kernel = _kernel_command(proc.pid, deadline)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
-    assert Path(kernel[0]).resolve() == Path(sys.executable).resolve() and "ipykernel_launcher" in kernel
+    assert Path(kernel[0]).resolve() == Path(sys.executable).resolve()  # this environment's Python
     assert {"audiovisual", "transfer", "benchmarks"} <= {item["name"] for item in listing["content"]}

@@ -20,6 +20,7 @@ Screenshots and console logs go to ``$COSMOS_HELPERS_ARTIFACTS`` (default ``.art
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -151,19 +152,24 @@ def open_notebook(page, lab, relative: str) -> None:
         page.locator(".jp-Dialog .jp-mod-accept").first.click()
     except Exception:  # no dialog: the kernel started on its own
         pass
-    wait_kernel_idle(lab, timeout=120)
+    wait_kernel_idle(lab, relative, timeout=120)
 
 
-def kernels(lab) -> list[dict]:
-    with urllib.request.urlopen(f"{lab.url}/api/kernels?token={lab.token}", timeout=5) as response:
-        return json.load(response)
+def sessions(lab, relative: str) -> list[dict]:
+    """The notebook's sessions. Only its own kernel is waited for: another test's kernel that JupyterLab left
+    starting (its kernel listing can fail while a kernel starts, on a loaded machine) must not fail this test."""
+    with urllib.request.urlopen(f"{lab.url}/api/sessions?token={lab.token}", timeout=5) as response:
+        return [s for s in json.load(response) if s.get("path", "").lstrip("/") == relative and s.get("kernel")]
 
 
-def wait_kernel_idle(lab, *, timeout: float, quiet_s: float = 1.5) -> None:
+def wait_kernel_idle(lab, relative: str, *, timeout: float, quiet_s: float = 1.5) -> None:
     deadline = time.monotonic() + timeout
-    idle_since = None
+    idle_since, states = None, []
     while time.monotonic() < deadline:
-        states = [k.get("execution_state") for k in kernels(lab)]
+        try:
+            states = [s["kernel"].get("execution_state") for s in sessions(lab, relative)]
+        except OSError as exc:  # the server answered 500 while a kernel was starting: ask again
+            states = [f"unanswered: {exc}"]
         if states and all(s == "idle" for s in states):
             idle_since = idle_since or time.monotonic()
             if time.monotonic() - idle_since >= quiet_s:
@@ -171,7 +177,15 @@ def wait_kernel_idle(lab, *, timeout: float, quiet_s: float = 1.5) -> None:
         else:
             idle_since = None
         time.sleep(0.3)
-    raise TimeoutError(f"kernel not idle after {timeout} s: {kernels(lab)}")
+    raise TimeoutError(f"the kernel of {relative} not idle after {timeout} s: {states}")
+
+
+def shut_down(lab, relative: str) -> None:
+    """End the notebook's session (and its kernel), so kernels do not pile up over the session's tests."""
+    for session in sessions(lab, relative):
+        request = urllib.request.Request(f"{lab.url}/api/sessions/{session['id']}?token={lab.token}", method="DELETE")
+        with urllib.request.urlopen(request, timeout=30):
+            pass
 
 
 def run_all_cells(page) -> None:
@@ -179,7 +193,7 @@ def run_all_cells(page) -> None:
     page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).first.click()
 
 
-def wait_cells_done(page, lab, timeout: float) -> None:
+def wait_cells_done(page, lab, relative: str, timeout: float) -> None:
     """Until no cell is queued or running (``[*]``) and the kernel has been idle for a moment."""
     deadline = time.monotonic() + timeout
     prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
@@ -188,7 +202,7 @@ def wait_cells_done(page, lab, timeout: float) -> None:
     while time.monotonic() < deadline:
         texts = prompts.all_text_contents()
         if not any("*" in t for t in texts):
-            wait_kernel_idle(lab, timeout=max(5.0, deadline - time.monotonic()))
+            wait_kernel_idle(lab, relative, timeout=max(5.0, deadline - time.monotonic()))
             if not any("*" in t for t in prompts.all_text_contents()):
                 return
         time.sleep(0.5)
@@ -220,7 +234,7 @@ def test_notebook_in_jupyterlab(relative, lab, browser, artifacts):
     try:
         open_notebook(page, lab, relative)
         run_all_cells(page)
-        wait_cells_done(page, lab, RUN_TIMEOUT_S)
+        wait_cells_done(page, lab, relative, RUN_TIMEOUT_S)
         shoot(page, shots / "01-after-run-all.png")
 
         prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_text_contents()
@@ -259,11 +273,13 @@ def test_notebook_in_jupyterlab(relative, lab, browser, artifacts):
             shoot(form, shots / "form-after-generate.png")
             check_videos(form.locator("video"))
             assert form.locator(".progress-bar-success").count() == 1, "the form's progress bar did not finish"
-        wait_kernel_idle(lab, timeout=60)
+        wait_kernel_idle(lab, relative, timeout=60)
         assert not console.errors, "browser console errors:\n" + "\n".join(console.errors)
     finally:
         (shots / "console.log").write_text("\n".join(console.all + ["", "ignored (benign):"] + console.ignored))
         page.close()
+        with contextlib.suppress(OSError):  # a failure to tidy up must not hide the test's own
+            shut_down(lab, relative)
 
 
 def test_gallery_in_browser(browser, browser_tools, static_server, artifacts, scratch):

@@ -45,11 +45,21 @@ def _latents(pipe):
 def _rank(rank: int, plans: list[ParallelPlan], port: int, out: str, intervals: tuple = (), fasts: tuple = ()) -> None:
     """Every plan in turn on this rank, each on its own pipeline (the first plan's world size); ``fasts[i]``: the
     fast path's options for plan ``i``."""
-    from cosmos_helpers.fast import fast_path_stats
-    from cosmos_helpers.parallel.worker import install_plan, join_group
+    from cosmos_helpers.parallel.worker import join_group
 
     spec = {"device": "cpu", "port": port, "collective_timeout": 120, "plan": plans[0].__dict__}
     _, groups = join_group(spec, rank, plans[0].gpus)
+    _run_plans(rank, plans, groups, out, intervals, fasts)
+    # Leave as the real worker does. A process that exits still holding its gloo group can abort (SIGABRT) while
+    # the interpreter tears down gloo's threads; the barrier keeps either rank from leaving while the other talks.
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+def _run_plans(rank: int, plans: list[ParallelPlan], groups: dict, out: str, intervals: tuple, fasts: tuple) -> None:
+    from cosmos_helpers.fast import fast_path_stats
+    from cosmos_helpers.parallel.worker import install_plan
+
     for index, plan in enumerate(plans):
         plan_groups = groups if index == 0 else {"cfg": groups["ulysses"], "ulysses": groups["ulysses"]}
         pipe = _pipe(intervals[index] if index < len(intervals) else None)

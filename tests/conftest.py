@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("COSMOS_HELPERS_NO_PROGRESS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+# assigned, not defaulted: worker subprocesses inherit it and must run with the one thread this process uses
+# (some CPU reductions sum in another order with more threads, and the tests compare frames exactly)
+os.environ["OMP_NUM_THREADS"] = "1"
 
 
 REPO = Path(__file__).resolve().parents[1]

@@ -162,6 +162,8 @@ class WorkerGroup:
 
     def generate(self, request: Any, progress: Callable[[int, int], None] | None = None) -> Any:
         """Send ``request`` to every rank; return rank 0's ``Generation`` once every rank is done."""
+        if self.procs and not self.alive:
+            self._check_exits()  # a worker that died between calls: say which rank and how it ended
         if not self.alive:
             raise WorkerError("the worker group is not running (stopped, or a worker exited); "
                               "the next call of the backend starts a new one.")

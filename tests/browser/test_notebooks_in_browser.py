@@ -102,7 +102,7 @@ def _params():
 
 # Browser helpers ----------------------------------------------------------------------------------------------
 
-VIDEO_STATE_JS = """async (video) => {
+VIDEO_STATE_JS = """async (video, sound) => {
   const settle = () => new Promise((resolve) => {
     if (video.readyState >= 2) return resolve();
     const done = () => resolve();
@@ -118,7 +118,15 @@ VIDEO_STATE_JS = """async (video) => {
                  src: (video.currentSrc || '').slice(0, 40)};
   if (video.readyState >= 2) {
     video.muted = true;
-    try { await video.play(); await new Promise(r => setTimeout(r, 400)); video.pause(); }
+    // play 400 ms; a clip whose sound is checked plays on (up to 10 s) until some audio is decoded
+    const decoded = () => (video.webkitAudioDecodedByteCount || 0) > 0;
+    try {
+      await video.play();
+      const start = Date.now();
+      do { await new Promise(r => setTimeout(r, 100)); }
+      while (Date.now() - start < 400 || (sound && !decoded() && !video.ended && Date.now() - start < 10000));
+      video.pause();
+    }
     catch (e) { state.play_error = String(e); }
     state.audio_bytes = video.webkitAudioDecodedByteCount || 0;
     state.video_bytes = video.webkitVideoDecodedByteCount || 0;
@@ -128,14 +136,14 @@ VIDEO_STATE_JS = """async (video) => {
 }"""
 
 
-def check_videos(locator, minimum: int = 1) -> list[dict]:
+def check_videos(locator, minimum: int = 1, sound: bool = False) -> list[dict]:
     count = locator.count()
     assert count >= minimum, f"expected at least {minimum} <video> element(s), found {count}"
     states = []
     for index in range(count):
         video = locator.nth(index)
         video.scroll_into_view_if_needed()
-        state = video.evaluate(VIDEO_STATE_JS)
+        state = video.evaluate(VIDEO_STATE_JS, sound)
         states.append(state)
         assert state["readyState"] >= 2 and state["error"] is None, f"video {index} is not playable: {state}"
         assert state["width"] > 0 and state["height"] > 0, state
@@ -252,7 +260,7 @@ def test_notebook_in_jupyterlab(relative, lab, browser, artifacts):
         expected = STILL_OUTPUTS.get(relative)
         shows_media = relative == DEMO or any(call in source for call in ("show(", "compare(", "grid("))
         states = check_videos(page.locator(".jp-OutputArea video"),
-                              minimum=1 if shows_media and expected is None else 0)
+                              minimum=1 if shows_media and expected is None else 0, sound=relative == DEMO)
         if expected == "text":
             assert page.locator(".jp-OutputArea-output").count() >= 3, "the notebook showed no results"
         elif not shows_media or expected == "image":

@@ -1,9 +1,10 @@
 """The audiovisual cookbooks' prompts and inputs come from the tiny model's world, and show what they say.
 
-The committed files are what ``cosmos_helpers.samples.write_world_samples`` writes (the prompts and the image
-byte for byte; the clip by its decoded frames, since H.264 bytes depend on the encoder build), and on the embedded
-default each cookbook request at its default seed shows the colour its prompt names: a newcomer's first notebook
-shows a blue ball when it asks for one.
+The committed files are what ``cosmos_helpers.samples.write_world_samples`` writes: the prompts and the image byte
+for byte; the clip by its decoded frames within codec tolerance (PSNR >= 45 dB), since libx264's output depends on
+its build and thread count (52.3-52.6 dB between 1, 3, 8 and 16 threads; the clip one frame off is 23 dB, the same
+scene at another seed 16 dB). On the embedded default each cookbook request at its default seed shows the colour
+its prompt names: a newcomer's first notebook shows a blue ball when it asks for one.
 """
 
 from __future__ import annotations
@@ -26,9 +27,16 @@ def test_the_committed_world_samples_are_what_the_code_writes(tmp_path):
     for name, path in written.items():
         committed = ASSETS / path.relative_to(tmp_path)
         if path.suffix == ".mp4":
-            assert np.array_equal(media.read_video(committed).frames, media.read_video(path).frames), name
+            ours, fresh = media.read_video(committed).frames, media.read_video(path).frames
+            assert ours.shape == fresh.shape, name
+            assert _psnr(ours, fresh) >= 45.0, name
         else:
             assert committed.read_bytes() == path.read_bytes(), name
+
+
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else float(10 * np.log10(255.0**2 / mse))
 
 
 def _colour(mode: str) -> str:

@@ -10,6 +10,7 @@ difference of the final latents <= 1e-5 (fp32; measured 0 here: the same operati
 from __future__ import annotations
 
 import socket
+from datetime import timedelta
 
 import pytest
 
@@ -147,7 +148,8 @@ def _attention_rank(rank: int, port: int, out: str) -> None:
     from cosmos_helpers.fast.attention import sdpa
     from cosmos_helpers.parallel.ulysses import Ulysses
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=timedelta(seconds=120))
     results = {}
     for kv_heads in (2, 1):
         gen = torch.Generator().manual_seed(kv_heads)
@@ -159,6 +161,7 @@ def _attention_rank(rank: int, port: int, out: str) -> None:
         whole = sdpa(q, torch.cat([text_k, k]), torch.cat([text_v, v]))
         results[kv_heads] = (sp.join_rows(mine, 9) - whole).abs().max().item()
     torch.save(results, f"{out}/attention-rank{rank}.pt")
+    dist.barrier()  # see _rank
     dist.destroy_process_group()
 
 

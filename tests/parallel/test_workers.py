@@ -103,6 +103,7 @@ def test_a_killed_worker_is_a_clear_error_and_no_process_is_left():
     group = WorkerGroup(ParallelPlan.build(2), SPEC).start()
     pids = group.pids()
     os.kill(pids[1], signal.SIGKILL)
+    group.procs[1].wait(10)  # it died before the call: the call still says which rank and how
     with pytest.raises(WorkerError, match=r"rank 1 \(pid \d+\) exited with code -9"):
         group.generate(REQUEST)
     assert _wait_gone(pids)

@@ -17,6 +17,9 @@ from cosmos_helpers import media
 SMALL = dict(width=160, height=96, num_inference_steps=2)
 BLOCK_WORD = "forbiddenword"
 EXTRA = {"use_resolution_template": False, "use_duration_template": False, "guardrails": True}
+ROOT = Path(__file__).resolve().parents[2]
+DOUBLES = ("-m", "tests.server.serve_doubles")  # ``LocalServer(entry=DOUBLES)``: the model behind test doubles
+HOLD = "holdthisrequest"  # with ``--hold-word HOLD``, the first request naming it never finishes
 
 
 def small_request(mode: str = "text2video", **changes):

@@ -5,12 +5,13 @@ progress, cancellation and the serial worker behave as with a model) and records
 wraps it with a word the guardrail blocks (``GuardrailError``, as the Cosmos guardrails raise it), and
 ``WordChecker`` is the same guardrail as a ``DiffusersBackend(safety_checker=...)``, so the server's real
 guardrail path (400 with vLLM's message) is exercised. ``SlowLoading`` makes ``pipeline()`` (the warm-up the
-server runs before it binds its port) take a while. ``Holding`` never finishes a request that names its word
-(it marks a file first), so a test can act while a generation is surely running.
+server runs before it binds its port) take a while. ``Holding`` never finishes the first request that names its
+word (it marks a file first), so a test can act while a generation is surely running.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -116,7 +117,8 @@ class SlowLoading:
 
 
 class Holding:
-    """Requests whose prompt contains ``word`` touch ``marker`` and then never finish (until the process dies)."""
+    """The first request whose prompt contains ``word`` touches ``marker`` and then never finishes (until the process
+    dies). Once ``marker`` exists such requests run, so a server restarted with the same options serves a rerun."""
 
     def __init__(self, inner: Any, word: str, marker: str) -> None:
         self.inner = inner
@@ -127,7 +129,7 @@ class Holding:
         return getattr(self.inner, name)
 
     def generate(self, request: Any, progress: Callable[[int, int], None] | None = None) -> Generation:
-        if self.word in request.prompt_text():
+        if self.word in request.prompt_text() and not os.path.exists(self.marker):
             with open(self.marker, "w") as handle:
                 handle.write("running")
             threading.Event().wait()

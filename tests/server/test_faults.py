@@ -22,7 +22,7 @@ from cosmos_helpers.errors import ConnectionLostError, ServerError
 from cosmos_helpers.server.local import LocalServer, ThreadedServer
 from cosmos_helpers.workflow import generate_and_save
 
-from .conftest import small_request
+from .conftest import DOUBLES, HOLD, ROOT, small_request
 from .doubles import InstantBackend
 
 
@@ -34,8 +34,11 @@ def test_server_killed_mid_job_then_restarted(tmp_path):
     """An async job in progress when the server dies: the waiting client gets ConnectionLostError; after a
     restart the job is unknown (404 'Video not found': records are process-local, as on vLLM-Omni); a
     rerun of the same request completes and is saved."""
-    request = small_request(num_inference_steps=30)
-    server = LocalServer(threads=1, progress=False, ready_timeout=120, storage_dir=tmp_path / "store")
+    request = small_request(prompt=f"a {HOLD} robot")  # the first run of it never ends by itself
+    marker = tmp_path / "running"
+    server = LocalServer(threads=1, progress=False, ready_timeout=120, storage_dir=tmp_path / "store", entry=DOUBLES,
+                         extra_args=["--hold-word", HOLD, "--hold-marker", str(marker)],
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         server.start()
         client = server.client(progress=False, poll_interval=0.1, retries=2)
@@ -50,18 +53,18 @@ def test_server_killed_mid_job_then_restarted(tmp_path):
         worker = threading.Thread(target=run)
         worker.start()
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            jobs = httpx.get(f"{server.url}/v1/videos", timeout=5).json()["data"]
-            if jobs and jobs[0]["status"] == "in_progress":
-                break
-            time.sleep(0.05)
+        while not marker.exists():  # the job is running, and stays so until the kill
+            assert time.monotonic() < deadline and worker.is_alive(), outcome
+            time.sleep(0.02)
+        jobs = httpx.get(f"{server.url}/v1/videos", timeout=30).json()["data"]
+        assert [job["status"] for job in jobs] == ["in_progress"], jobs
         job_id = jobs[0]["id"]
         server.kill()
         worker.join(60)
         assert isinstance(outcome.get("error"), ConnectionLostError), outcome
         assert "is the server still running" in str(outcome["error"])
 
-        server.start()  # same port, same storage folder
+        server.start()  # same port, storage folder and options; the marker lets the rerun run
         with pytest.raises(ServerError) as lost:
             client.retrieve(job_id)
         assert lost.value.status == 404 and "Video not found" in str(lost.value)

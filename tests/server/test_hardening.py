@@ -260,7 +260,8 @@ def test_job_files_removed_on_delete_and_expired_after_ttl(tmp_path):
     stale = storage / ("video_gen_" + "a" * 32 + ".mp4")
     stale.write_bytes(b"left by an earlier server")
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
-    with ThreadedServer(InstantBackend(), storage_dir=storage, job_ttl=1.0) as server:
+    # 5 s: long enough that the first job outlives the checks before its DELETE on a loaded machine
+    with ThreadedServer(InstantBackend(), storage_dir=storage, job_ttl=5.0) as server:
         url = server.url
         assert not stale.exists()  # swept at startup: older than the TTL, owned by no job
         first = httpx.post(f"{url}/v1/videos", files=parts(FORM)).json()
@@ -276,7 +277,7 @@ def test_job_files_removed_on_delete_and_expired_after_ttl(tmp_path):
             assert state["expires_at"] is not None and state["expires_at"] >= state["completed_at"]
         assert httpx.delete(f"{url}/v1/videos/{first['id']}").json()["deleted"] is True
         assert not (storage / f"{first['id']}.mp4").exists()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while httpx.get(f"{url}/v1/videos/{second['id']}").status_code != 404:
             assert time.monotonic() < deadline, "the job never expired"
             time.sleep(0.1)
@@ -293,7 +294,12 @@ def test_a_server_without_a_storage_folder_cleans_up_its_own(monkeypatch, tmp_pa
     with ThreadedServer(InstantBackend()) as server:
         scratch = server.app.state.server.storage
         assert scratch.parent == tmp_path and scratch.is_dir()
-        httpx.post(f"{server.url}/v1/videos", files=parts(FORM)).raise_for_status()
+        job = httpx.post(f"{server.url}/v1/videos", files=parts(FORM)).json()
+        deadline = time.monotonic() + 20  # its video is in the folder before the server goes
+        while httpx.get(f"{server.url}/v1/videos/{job['id']}").json()["status"] != "completed":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert (scratch / f"{job['id']}.mp4").is_file()
     assert not scratch.exists()
     given = tmp_path / "given"
     with ThreadedServer(InstantBackend(), storage_dir=given):

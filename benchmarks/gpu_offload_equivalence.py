@@ -35,6 +35,15 @@ def distance(a: torch.Tensor, b: torch.Tensor) -> dict:
     return {"max_rel": float((a - b).abs().max() / b.abs().max()), "rel_l2": float((a - b).norm() / b.norm())}
 
 
+def call_kwargs(frames: int = 189, steps: int = 35) -> dict:
+    """The pipeline call of these comparisons: t2v 256p (320x192), guidance 6, 200-token prompts, final latents."""
+    from cosmos_helpers.bench import BASE_NEGATIVE, prompt_of
+
+    return dict(prompt=prompt_of(200), negative_prompt=prompt_of(200, BASE_NEGATIVE), num_frames=frames, height=192,
+                width=320, fps=24, num_inference_steps=steps, guidance_scale=6.0, add_resolution_template=False,
+                add_duration_template=False, output_type="latent")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "outputs/offload"))
@@ -43,15 +52,12 @@ def main() -> int:
     from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
 
     from cosmos_helpers.backends.memory import apply_memory, plan_memory, resolve_memory
-    from cosmos_helpers.bench import BASE_NEGATIVE, prompt_of
     from cosmos_helpers.fast import disable_fast_path, enable_fast_path
     from cosmos_helpers.fast.attention import StockProcessorWithKernel
     from cosmos_helpers.models.random_nano import build_random_nano_pipeline
 
     pipe = build_random_nano_pipeline("cuda", torch.bfloat16)
-    kw = dict(prompt=prompt_of(200), negative_prompt=prompt_of(200, BASE_NEGATIVE), num_frames=189, height=192,
-              width=320, fps=24, num_inference_steps=a.steps, guidance_scale=6.0, add_resolution_template=False,
-              add_duration_template=False, output_type="latent")
+    kw = call_kwargs(steps=a.steps)
     seconds: dict[str, float] = {}
 
     def call(label: str) -> torch.Tensor:

@@ -70,7 +70,6 @@ def _backend(spec: dict, rank: int):
     import importlib
 
     from ..backends.diffusers import DiffusersBackend
-    from ..fast import FastOptions
 
     builder = spec.get("builder")
 
@@ -82,14 +81,29 @@ def _backend(spec: dict, rank: int):
             fn = getattr(importlib.import_module(module), name)
             return fn(self._device(), self._dtype(), **spec.get("builder_kwargs", {}))
 
-    fast = spec["fast"]
-    if fast and spec["plan"]["cfg_parallel"] > 1:  # each rank sees one branch per step: nothing to batch
-        fast = replace(fast if isinstance(fast, FastOptions) else FastOptions(), batch_cfg=False)
-    if fast and spec["plan"]["ulysses"] > 1:  # tokens are exchanged every layer: no batching, no graphs
-        fast = replace(fast if isinstance(fast, FastOptions) else FastOptions(), batch_cfg=False, cuda_graphs=False)
+    from .plan import ParallelPlan
+
+    fast = rank_fast_options(spec["fast"], ParallelPlan(**spec["plan"]))
     device = f"cuda:{rank}" if spec["device"] == "cuda" else "cpu"
     return WorkerBackend(device=device, dtype=spec["dtype"], progress=False, fast=fast, scheduler=spec.get("scheduler"),
                          token=spec.get("token"), **spec["memory_kwargs"])
+
+
+def rank_fast_options(fast, plan):
+    """The fast path's options on one rank of ``plan`` (``fast``: ``FastOptions``, ``True`` or falsy).
+
+    A CFG-parallel rank sees one branch per step, so there is nothing to batch; a Ulysses rank exchanges tokens
+    inside every layer, which a CUDA graph of the whole pass cannot hold."""
+    from ..fast import FastOptions
+
+    if not fast or not plan.parallel:
+        return fast
+    options = fast if isinstance(fast, FastOptions) else FastOptions()
+    if plan.cfg_parallel > 1:
+        options = replace(options, batch_cfg=False)
+    if plan.ulysses > 1:
+        options = replace(options, batch_cfg=False, cuda_graphs=False)
+    return options
 
 
 def install_plan(pipe, plan, groups: dict, rank: int, fast=None):

@@ -93,7 +93,8 @@ def rank_fast_options(fast, plan):
     """The fast path's options on one rank of ``plan`` (``fast``: ``FastOptions``, ``True`` or falsy).
 
     A CFG-parallel rank sees one branch per step, so there is nothing to batch; a Ulysses rank exchanges tokens
-    inside every layer, which a CUDA graph of the whole pass cannot hold."""
+    inside every layer, which a CUDA graph of the whole pass cannot hold. ``DiffusersBackend`` refuses an explicit
+    ``True`` for either before any worker starts, so only unset options are decided here."""
     from ..fast import FastOptions
 
     if not fast or not plan.parallel:

@@ -43,6 +43,7 @@ from .prompts import Caption, PromptLike, compact, load_caption, parse_caption, 
 from .protocol import variants
 from .protocol.framework import detect_aspect_ratio
 from .result import record_fingerprint
+from .step_cache import StepCache, check_step_cache, step_cache_record
 
 MODE_ALIASES: Mapping[str, str] = {
     "t2i": "text2image", "t2v": "text2video", "i2v": "image2video", "v2v": "video2video", "i2i": "image2image",
@@ -107,6 +108,11 @@ class GenerationRequest:
             fixes ``D`` and the model's action weights. Action modes only.
         view_point: the camera's viewpoint sentence of the action caption (``"ego_view"``, ...); ``None`` keeps the
             backend's default.
+        step_cache: step caching: ``None`` keeps the backend's default (off in diffusers and vLLM-Omni, SeaCache 0.35
+            in the Cosmos Framework's CLI; the manifest records it), ``"off"`` runs every step in full, and
+            ``SeaCache(...)`` (``"sea"``: its defaults) skips steps whose input barely changed
+            (:mod:`cosmos_helpers.step_cache`). It changes the pictures, so a cached result never serves an uncached
+            request or the other way round.
 
     Action modes (``forward_dynamics``, ``inverse_dynamics``, ``policy``) take ``image`` (the start frame) or, for
     inverse dynamics, ``video``; their size comes from that media and ``tier`` (an action tier: 256, 480, 704, 720).
@@ -140,6 +146,7 @@ class GenerationRequest:
     actions: Any = None
     embodiment: str | None = None
     view_point: str | None = None
+    step_cache: StepCache = None
     _caption: Caption = field(init=False, repr=False)
     _negative: Caption | None = field(init=False, repr=False)
     _inputs: dict = field(init=False, repr=False)
@@ -223,6 +230,10 @@ class GenerationRequest:
                 value = value.tolist()
             elif isinstance(value, tuple):
                 value = list(value)
+            elif f.name == "step_cache":
+                if value is None:  # the backend's default, as every request was before the option existed
+                    continue
+                value = step_cache_record(value)
             out[f.name] = value
         out["prompt"] = self.prompt_text()
         out["negative_prompt"] = self.negative_prompt_text()
@@ -444,6 +455,7 @@ class GenerationRequest:
         self._set("condition_frames", tuple(int(i) for i in frames))
 
     def _resolve_backend_options(self) -> None:
+        self._set("step_cache", check_step_cache(self.step_cache))
         for name in ("use_system_prompt", "add_resolution_template", "add_duration_template", "guardrails", "sound"):
             value = getattr(self, name)
             if value is None and name != "sound":

@@ -44,6 +44,7 @@ from ..request import GenerationRequest
 from ..result import Generation
 from ..schedules import configure_scheduler
 from . import diffusers_action, diffusers_edit, distilled
+from .diffusers_cache import call_cache, check_request_cache
 from .memory import MemorySettings, apply_memory, plan_memory, resolve_memory
 
 ProgressCallback = Callable[[int, int], None]
@@ -290,6 +291,7 @@ class DiffusersBackend:
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
         """Run one request. ``progress(step, total)`` is called after every denoising step."""
         check_backend_mode(request, self.name)
+        check_request_cache(request.step_cache)
         if distilled.is_distilled_model(request.model):
             if self.plan.parallel:
                 raise ValidationError("gpus", f"the distilled few-step path runs in this process, on one GPU "
@@ -310,12 +312,14 @@ class DiffusersBackend:
         loaded = self._loaded(request.model)
         load_s = time.perf_counter() - load_start
         kwargs = self.pipeline_kwargs(request)
-        with loaded.lock, self._lease(loaded.pipe, request) as pipe:
+        with loaded.lock, self._lease(loaded.pipe, request) as pipe, call_cache(pipe.transformer,
+                                                                               request.step_cache) as cache:
             output, marks, call_start = self._denoise(pipe, request, kwargs, progress)
             provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
                           **({"memory": pipe._cosmos_memory} if hasattr(pipe, "_cosmos_memory") else {}),
                           "scheduler": type(pipe.scheduler).__name__, "fast": bool(self.fast),
-                          "timesteps": [round(float(t), 3) for t in pipe.scheduler.timesteps]}
+                          "timesteps": [round(float(t), 3) for t in pipe.scheduler.timesteps],
+                          "step_cache": cache.provenance()}
             sample_rate = _sample_rate(pipe)
         end = time.perf_counter()
         generation = Generation(
@@ -363,10 +367,12 @@ class DiffusersBackend:
         call_start = time.perf_counter()
         try:
             with loaded.lock, guardrail_errors():
-                with self._lease(loaded.pipe, request) if lent else contextlib.nullcontext(loaded.pipe) as pipe:
+                with self._lease(loaded.pipe, request) if lent else contextlib.nullcontext(loaded.pipe) as pipe, \
+                        call_cache(pipe.transformer, request.step_cache) as cache:
                     frames, timesteps = run(pipe, request, on_step)
                     provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
-                                  "scheduler": type(pipe.scheduler).__name__, **provenance, "timesteps": timesteps}
+                                  "scheduler": type(pipe.scheduler).__name__, **provenance, "timesteps": timesteps,
+                                  "step_cache": cache.provenance()}
         finally:
             if bar is not None:
                 bar.close()

@@ -1,0 +1,111 @@
+"""SeaCache in process: diffusers' own hooks, on the shared transformer for one call and off again after it.
+
+diffusers 0.42.1 ships SeaCache for Cosmos 3 (``SeaCacheConfig`` + ``transformer.enable_cache``): for Cosmos 3 it
+wraps ``_run_decoder_stack`` and decides per guidance branch (each pass runs in its own ``cache_context``) whether to
+run the 36 layers or to add the extrapolated residual of the last full runs. Only one cache config can be active on a
+transformer, and a loaded pipeline is shared by every backend of the process, so a request's cache is installed for
+its call and removed after, under the pipeline's lock. A cache the caller enabled on the pipeline themselves is left
+alone and recorded; a request that asks for another one is refused (two caches cannot stack).
+
+What ran is counted without reaching into diffusers' state: every pass enters the transformer (a forward pre-hook
+counts it), and a pass that computes runs the first decoder layer as a module (a second pre-hook). The fast path
+runs the layers' maths itself and counts its own computed passes (:mod:`cosmos_helpers.fast.sea_cache`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from ..errors import ValidationError
+from ..protocol import step_cache as facts
+from ..step_cache import SeaCache, StepCache, check_for_backend, describe
+
+_DIFFUSERS_NAMES = {ours: names[0] for ours, names in facts.FIELDS.items()}
+
+
+def sea_cache_config(value: StepCache):
+    """diffusers' ``SeaCacheConfig`` for a request's SeaCache (its fields given, diffusers' defaults for the rest);
+    ``None`` for ``None`` / ``"off"``."""
+    if not isinstance(value, SeaCache):
+        return None
+    from diffusers import SeaCacheConfig
+
+    return SeaCacheConfig(**{_DIFFUSERS_NAMES[name]: given for name, given in value.given().items()})
+
+
+@dataclass
+class PassCount:
+    """The guidance passes of one call and how many of them ran the decoder stack."""
+
+    passes: int = 0
+    stock_computed: int = 0
+    fast_computed: int = 0
+    handles: list = field(default_factory=list, repr=False)
+
+    @property
+    def computed(self) -> int:
+        return self.stock_computed + self.fast_computed
+
+    def watch(self, transformer) -> None:
+        def count_pass(*_: Any) -> None:
+            self.passes += 1
+
+        def count_stack(*_: Any) -> None:
+            self.stock_computed += 1
+
+        self.handles = [transformer.register_forward_pre_hook(count_pass),
+                        transformer.layers[0].register_forward_pre_hook(count_stack)]
+
+    def stop(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+
+@dataclass
+class CallCache:
+    """One call's step cache: what it is (for the manifest) and the passes it computed."""
+
+    record: dict[str, Any]
+    count: PassCount
+
+    def provenance(self) -> dict[str, Any]:
+        return {**self.record, "passes": self.count.passes, "passes_computed": self.count.computed}
+
+
+def check_request_cache(value: StepCache, transformer=None) -> None:
+    """Refuse, before any work, a SeaCache diffusers cannot run, or any request-level cache on a transformer that
+    already carries a cache the caller enabled."""
+    check_for_backend(value, "diffusers")
+    enabled = getattr(transformer, "_cache_config", None) if transformer is not None else None
+    if value is not None and enabled is not None:
+        raise ValidationError("step_cache", f"the pipeline's transformer already has a {type(enabled).__name__} "
+                              "enabled (transformer.enable_cache), and diffusers runs one cache at a time.",
+                              "call pipe.transformer.disable_cache() first, or leave step_cache out to run with the "
+                              "cache you enabled.")
+
+
+@contextlib.contextmanager
+def call_cache(transformer, value: StepCache) -> Iterator[CallCache]:
+    """The request's cache on ``transformer`` for the block (and counted), removed after, whatever happens."""
+    check_request_cache(value, transformer)
+    enabled = getattr(transformer, "_cache_config", None)
+    config = sea_cache_config(value)
+    if enabled is not None:  # the caller's own, left in place
+        record = {"choice": "default", "source": "enabled on the pipeline by the caller",
+                  "method": type(enabled).__name__}
+    else:
+        record = describe(value, "diffusers")
+    count = PassCount()
+    count.watch(transformer)
+    if config is not None:
+        transformer.enable_cache(config)
+    try:
+        yield CallCache(record, count)
+    finally:
+        count.stop()
+        if config is not None:
+            transformer.disable_cache()
+

@@ -89,7 +89,8 @@ def parse_step_cache(text: str) -> StepCache:
     if not threshold:
         return check_step_cache(head)
     if head.strip().lower() != "sea":
-        raise ValidationError("--step-cache", f"{text!r} is not off, sea or sea:THRESHOLD.", "e.g. --step-cache sea:0.3")
+        raise ValidationError("--step-cache", f"{text!r} is not off, sea or sea:THRESHOLD.",
+                              "e.g. --step-cache sea:0.3")
     try:
         return SeaCache(threshold=float(threshold))
     except ValueError as exc:

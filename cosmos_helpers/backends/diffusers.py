@@ -291,7 +291,7 @@ class DiffusersBackend:
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
         """Run one request. ``progress(step, total)`` is called after every denoising step."""
         check_backend_mode(request, self.name)
-        check_request_cache(request.step_cache)
+        check_request_cache(request.step_cache, gpus=self.plan.gpus)
         if distilled.is_distilled_model(request.model):
             if self.plan.parallel:
                 raise ValidationError("gpus", f"the distilled few-step path runs in this process, on one GPU "
@@ -312,14 +312,14 @@ class DiffusersBackend:
         loaded = self._loaded(request.model)
         load_s = time.perf_counter() - load_start
         kwargs = self.pipeline_kwargs(request)
-        with loaded.lock, self._lease(loaded.pipe, request) as pipe, call_cache(pipe.transformer,
-                                                                               request.step_cache) as cache:
-            output, marks, call_start = self._denoise(pipe, request, kwargs, progress)
+        with loaded.lock, self._lease(loaded.pipe, request) as pipe:
+            with call_cache(pipe.transformer, request.step_cache, _fast_forward(pipe, self.fast)) as cache:
+                output, marks, call_start = self._denoise(pipe, request, kwargs, progress)
             provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
                           **({"memory": pipe._cosmos_memory} if hasattr(pipe, "_cosmos_memory") else {}),
                           "scheduler": type(pipe.scheduler).__name__, "fast": bool(self.fast),
                           "timesteps": [round(float(t), 3) for t in pipe.scheduler.timesteps],
-                          "step_cache": cache.provenance()}
+                          **cache.provenance()}
             sample_rate = _sample_rate(pipe)
         end = time.perf_counter()
         generation = Generation(
@@ -367,12 +367,12 @@ class DiffusersBackend:
         call_start = time.perf_counter()
         try:
             with loaded.lock, guardrail_errors():
-                with self._lease(loaded.pipe, request) if lent else contextlib.nullcontext(loaded.pipe) as pipe, \
-                        call_cache(pipe.transformer, request.step_cache) as cache:
-                    frames, timesteps = run(pipe, request, on_step)
+                with self._lease(loaded.pipe, request) if lent else contextlib.nullcontext(loaded.pipe) as pipe:
+                    with call_cache(pipe.transformer, request.step_cache) as cache:
+                        frames, timesteps = run(pipe, request, on_step)
                     provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
                                   "scheduler": type(pipe.scheduler).__name__, **provenance, "timesteps": timesteps,
-                                  "step_cache": cache.provenance()}
+                                  **cache.provenance()}
         finally:
             if bar is not None:
                 bar.close()
@@ -576,6 +576,12 @@ def _resolve_source(model: str) -> str:
         raise ValidationError("model", f"{model!r} is neither 'tiny', an existing folder, nor a hub id (owner/name).",
                               "use 'tiny', e.g. 'nvidia/Cosmos3-Nano', or a local checkpoint folder.")
     return model
+
+
+def _fast_forward(pipe, fast) -> Any:
+    """The installed fast forward when this call runs the fast path (it counts its own computed passes)."""
+    state = getattr(pipe, "_cosmos_fast", None)
+    return state.forward if fast and state is not None else None
 
 
 def _frames(video: Any) -> np.ndarray:

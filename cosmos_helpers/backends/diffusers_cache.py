@@ -42,13 +42,21 @@ class PassCount:
     passes: int = 0
     stock_computed: int = 0
     fast_computed: int = 0
+    fast_fallbacks: dict[str, int] = field(default_factory=dict)
     handles: list = field(default_factory=list, repr=False)
+    _fast: Any = field(default=None, repr=False)
+    _fast_start: dict = field(default_factory=dict, repr=False)
 
     @property
     def computed(self) -> int:
         return self.stock_computed + self.fast_computed
 
-    def watch(self, transformer) -> None:
+    def watch(self, transformer, fast=None) -> None:
+        """Count ``transformer``'s passes; ``fast``: the installed fast forward, which counts its own."""
+        if fast is not None:
+            reasons = dict(fast.stats["fallback_reasons"])
+            self._fast, self._fast_start = fast, {**fast.stats, "fallback_reasons": reasons}
+
         def count_pass(*_: Any) -> None:
             self.passes += 1
 
@@ -62,6 +70,13 @@ class PassCount:
         for handle in self.handles:
             handle.remove()
         self.handles = []
+        if self._fast is not None:
+            stats, start = self._fast.stats, self._fast_start
+            self.fast_computed = stats["computed_passes"] - start["computed_passes"]
+            self.fast_fallbacks = {reason: n - start["fallback_reasons"].get(reason, 0)
+                                   for reason, n in stats["fallback_reasons"].items()
+                                   if n > start["fallback_reasons"].get(reason, 0)}
+            self._fast = None
 
 
 @dataclass
@@ -72,13 +87,23 @@ class CallCache:
     count: PassCount
 
     def provenance(self) -> dict[str, Any]:
-        return {**self.record, "passes": self.count.passes, "passes_computed": self.count.computed}
+        """The manifest's record, read after the call: the cache, where it came from, the passes it computed, and
+        the passes the fast path sent to stock code (by reason) if any did."""
+        out = {"step_cache": {**self.record, "passes": self.count.passes, "passes_computed": self.count.computed}}
+        if self.count.fast_fallbacks:
+            out["fast_fallbacks"] = dict(self.count.fast_fallbacks)
+        return out
 
 
-def check_request_cache(value: StepCache, transformer=None) -> None:
-    """Refuse, before any work, a SeaCache diffusers cannot run, or any request-level cache on a transformer that
-    already carries a cache the caller enabled."""
+def check_request_cache(value: StepCache, transformer=None, *, gpus: int = 1) -> None:
+    """Refuse, before any work, a SeaCache diffusers cannot run, any request-level cache on a transformer that
+    already carries a cache the caller enabled, and SeaCache on several GPUs (CFG-parallel computes the negative
+    branch outside its own cache context, and Ulysses shards the residual: neither is wired to diffusers' gate)."""
     check_for_backend(value, "diffusers")
+    if isinstance(value, SeaCache) and gpus > 1:
+        raise ValidationError("step_cache", f"DiffusersBackend(gpus={gpus}) does not run SeaCache: its workers compute "
+                              "guidance branches and token shares outside the per-branch cache state SeaCache keeps.",
+                              "use DiffusersBackend(gpus=1) with step_cache, or leave step_cache out on several GPUs.")
     enabled = getattr(transformer, "_cache_config", None) if transformer is not None else None
     if value is not None and enabled is not None:
         raise ValidationError("step_cache", f"the pipeline's transformer already has a {type(enabled).__name__} "
@@ -88,8 +113,9 @@ def check_request_cache(value: StepCache, transformer=None) -> None:
 
 
 @contextlib.contextmanager
-def call_cache(transformer, value: StepCache) -> Iterator[CallCache]:
-    """The request's cache on ``transformer`` for the block (and counted), removed after, whatever happens."""
+def call_cache(transformer, value: StepCache, fast=None) -> Iterator[CallCache]:
+    """The request's cache on ``transformer`` for the block (and counted; ``fast``: the fast forward if one is
+    installed), removed after, whatever happens."""
     check_request_cache(value, transformer)
     enabled = getattr(transformer, "_cache_config", None)
     config = sea_cache_config(value)
@@ -99,7 +125,7 @@ def call_cache(transformer, value: StepCache) -> Iterator[CallCache]:
     else:
         record = describe(value, "diffusers")
     count = PassCount()
-    count.watch(transformer)
+    count.watch(transformer, fast)
     if config is not None:
         transformer.enable_cache(config)
     try:

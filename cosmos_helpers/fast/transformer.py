@@ -22,24 +22,30 @@ Under Ulysses sequence parallelism (:mod:`cosmos_helpers.parallel.ulysses`) each
 stack on its slice of the generation tokens and exchanges them for heads around attention; the text
 keys/values are cached whole on every rank. Branches are not batched and passes are not graphed there.
 
-Anything this forward does not handle (positional arguments, gradients, other context parallelism, diffusers
-cache hooks, a text index layout other than the pipeline's) goes to the stock forward unchanged.
+Under diffusers' SeaCache (``transformer.enable_cache(SeaCacheConfig())``) the skip decisions are diffusers' own,
+made per branch at its own call (:mod:`.sea_cache`); a computed pass runs here as above, a skipped one decodes the
+generation rows plus diffusers' extrapolated residual. Guidance branches are batched only when both compute.
+
+Anything this forward does not handle (positional arguments, gradients, other context parallelism, other diffusers
+hooks, a text index layout other than the pipeline's) goes to the stock forward unchanged, with a warning, and is
+counted by reason in ``stats["fallback_reasons"]`` (the backend puts it in the manifest).
 """
 
 from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
-from diffusers.models.normalization import RMSNorm
 from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformerOutput
 
 from ..models.cosmos3_attention import rope
 from . import attention as attention_mod
 from .graphs import GraphCache
+from .kernels import KERNELS, fusable
 from .projections import FusedProjections
+from .sea_cache import SeaCacheGate, hooked_modules, sea_cache_root
 from .text_cache import TextKVCache
 
 _DYNAMIC = ("vision_tokens", "vision_timesteps", "sound_tokens", "sound_timesteps", "action_tokens",
@@ -79,8 +85,8 @@ class FastForward:
         self.transformer = transformer
         self.compiled = None
         if compile and fusable(transformer):
-            self.compiled = dict(_KERNELS) if compile == "eager" else {
-                name: torch.compile(fn, dynamic=True, fullgraph=True) for name, fn in _KERNELS.items()}
+            self.compiled = dict(KERNELS) if compile == "eager" else {
+                name: torch.compile(fn, dynamic=True, fullgraph=True) for name, fn in KERNELS.items()}
         self._compiled_ok = False
         self.projections = FusedProjections(transformer) if fuse_projections else None
         self.stock_forward = transformer.forward
@@ -95,9 +101,10 @@ class FastForward:
         if self.graphs is not None:
             self.text.on_buffer_dropped = self.graphs.forget_buffer
         self._rotary: dict[int, tuple] = {}
-        self._history: list[dict] = []  # the last two calls' kwargs (to recognise a CFG pair)
-        self._stash: tuple[dict, Any] | None = None
-        self.stats = {"calls": 0, "stock_fallbacks": 0, "batched_pairs": 0, "stash_hits": 0, "stash_misses": 0}
+        self._history: list[tuple[dict, str | None]] = []  # the last two calls' kwargs and cache contexts
+        self._stash: _Stash | None = None
+        self.stats = {"calls": 0, "stock_fallbacks": 0, "batched_pairs": 0, "stash_hits": 0, "stash_misses": 0,
+                      "computed_passes": 0, "cached_passes": 0, "fallback_reasons": {}}
         self.compile_error: str | None = None
         self.active = True  # False: every call goes to the stock forward (a stock backend's turn)
 
@@ -114,18 +121,24 @@ class FastForward:
         self._history.clear()
         self._stash = None
 
-    def _supported(self, args: tuple, kwargs: dict) -> bool:
+    def _unsupported(self, args: tuple, kwargs: dict) -> str | None:
+        """Why this call must run stock code, or ``None``."""
         t = self.transformer
         if args or torch.is_grad_enabled():
-            return False
+            return "positional arguments or gradients"
         if (t._cp_shard_fn is not None or t._cp_gather_fn is not None) and self._ulysses() is None:
-            return False
+            return "another context-parallel plan"
         if "input_ids" not in kwargs or "vision_tokens" not in kwargs:
-            return False
-        if any(getattr(getattr(m, "_diffusers_hook", None), "hooks", None) for m in (t, *t.layers)):
-            return False  # diffusers cache hooks (FirstBlockCache, ...) expect the stock block calls
+            return "a call without text or vision inputs"
+        hooks = hooked_modules(t)
+        if hooks:  # FirstBlockCache, group offloading, ...: they expect the stock block calls
+            return f"diffusers hooks {', '.join(sorted(set(hooks)))}"
+        if sea_cache_root(t) is not None and self._ulysses() is not None:
+            return "SeaCache under Ulysses"
         text_indexes = kwargs["text_indexes"]
-        return text_indexes.ndim == 1 and text_indexes.shape[0] == kwargs["und_len"]
+        if not (text_indexes.ndim == 1 and text_indexes.shape[0] == kwargs["und_len"]):
+            return "a text index layout other than the pipeline's"
+        return None
 
     def _ulysses(self):
         """This transformer's Ulysses state when its seams are ours (``install_ulysses``), else ``None``."""
@@ -136,7 +149,12 @@ class FastForward:
     def __call__(self, *args, **kwargs):
         if not self.active:
             return self.stock_forward(*args, **kwargs)
-        if not self._supported(args, kwargs):
+        reason = self._unsupported(args, kwargs)
+        if reason is not None:
+            reasons = self.stats["fallback_reasons"]
+            if reason not in reasons:
+                warnings.warn(f"fast path: {reason}; these passes run stock diffusers code.", stacklevel=2)
+            reasons[reason] = reasons.get(reason, 0) + 1
             self.stats["stock_fallbacks"] += 1
             return self.stock_forward(*args, **kwargs)
         self.stats["calls"] += 1
@@ -145,31 +163,61 @@ class FastForward:
         return Cosmos3OmniTransformerOutput(sample=sample, sound=sound, action=action) if return_dict else result
 
     def _forward(self, kw: dict):
-        if self._stash is not None:
-            expected, result = self._stash
-            self._stash = None
-            if _same_kwargs(expected, kw):
-                self.stats["stash_hits"] += 1
-                self._remember(kw)
-                return result
-            self.stats["stash_misses"] += 1
-        partner = self._partner(kw) if self.batch_cfg and self._ulysses() is None else None
-        self._remember(kw)
-        if partner is None:
-            return self._run([kw])[0]
-        cond, uncond = self._run([kw, partner])
-        self._stash = (partner, uncond)
-        self.stats["batched_pairs"] += 1
-        return cond
+        root = sea_cache_root(self.transformer)
+        gate = SeaCacheGate(self.transformer, root) if root is not None else None
+        context = gate.context() if gate is not None else None
+        stashed = self._take_stash(kw)
+        partner = None
+        if stashed is None and self.batch_cfg and self._ulysses() is None:
+            partner = self._partner(kw)
+        partner_context = self._history[-1][1] if partner is not None else None
+        self._remember(kw, context)
+        branch = stashed.branch if stashed is not None else self._embed_branch(kw)
+        rows = gate.decide(branch.gen) if gate is not None else None
+        if rows is not None:  # skipped: the generation rows plus diffusers' extrapolated residual
+            self.stats["cached_passes"] += 1
+            return self._decode(kw, rows, branch.shapes)
+        self.stats["computed_passes"] += 1
+        if stashed is not None:  # computed with the last call, as its batch partner
+            normed, result = stashed.normed, stashed.result
+        elif partner is not None and (gate is None or gate.predict(partner_context)):
+            normed, result = self._run_pair(kw, branch, partner, keep=gate is not None and self.graphs is not None)
+        else:
+            normed = self._stack([branch])[0]
+            result = self._decode(kw, normed, branch.shapes)
+        if gate is not None:
+            gate.record(normed)
+        return result
 
-    def _remember(self, kw: dict) -> None:
-        self._history = (self._history + [kw])[-2:]
+    def _take_stash(self, kw: dict) -> "_Stash | None":
+        """The other branch computed with the last call, if this is that very call."""
+        stashed, self._stash = self._stash, None
+        if stashed is None:
+            return None
+        if _same_kwargs(stashed.kwargs, kw):
+            self.stats["stash_hits"] += 1
+            return stashed
+        self.stats["stash_misses"] += 1
+        return None
+
+    def _run_pair(self, kw: dict, branch: "_Branch", partner: dict, *, keep: bool):
+        """Both guidance branches in one batch: this one's rows and result now, the other's stashed for its call
+        (its rows copied when ``keep``: a graph's output is overwritten by the next replay)."""
+        other = self._embed_branch(partner)
+        rows = self._stack([branch, other])
+        self.stats["batched_pairs"] += 1
+        self._stash = _Stash(partner, self._decode(partner, rows[1], other.shapes), other,
+                             rows[1].clone() if keep else rows[1])
+        return rows[0], self._decode(kw, rows[0], branch.shapes)
+
+    def _remember(self, kw: dict, context: str | None = None) -> None:
+        self._history = (self._history + [(kw, context)])[-2:]
 
     def _partner(self, kw: dict) -> dict | None:
         """The other branch's arguments for this step, if the last two calls were a CFG pair (A, B) and this is A."""
         if len(self._history) < 2:
             return None
-        a, b = self._history
+        (a, _), (b, _) = self._history
         if a["input_ids"] is not kw["input_ids"] or b["input_ids"] is kw["input_ids"]:
             return None
         if not all(_same(a.get(name), b.get(name)) for name in _DYNAMIC):
@@ -258,21 +306,27 @@ class FastForward:
         return preds_vision, preds_sound, preds_action
 
     def _run(self, branches: list[dict]):
+        """Embed, run and decode the given branches (one pass each) together."""
+        embedded = [self._embed_branch(kw) for kw in branches]
+        return [self._decode(kw, rows, e.shapes) for kw, rows, e in zip(branches, self._stack(embedded), embedded)]
+
+    def _embed_branch(self, kw: dict) -> "_Branch":
         t = self.transformer
         dtype, device = t.embed_tokens.weight.dtype, t.embed_tokens.weight.device
-        hidden, cos_gen, sin_gen, bufs, shapes, sizes = [], [], [], [], [], []
-        for kw in branches:
-            und_len = kw["und_len"]
-            n_gen = kw["sequence_length"] - und_len
-            gen, original_shapes = self._embed_generation(kw, dtype)
-            cos_und, sin_und, cos, sin = self._rotary_for(kw["position_ids"], und_len, dtype, device)
-            bufs.append(self.text.get(kw["input_ids"], kw["text_indexes"], und_len, n_gen, cos_und, sin_und))
-            hidden.append(gen)
-            cos_gen.append(cos)
-            sin_gen.append(sin)
-            shapes.append(original_shapes)
-            sizes.append(n_gen)
-        inputs = tuple(parts[0] if len(branches) == 1 else torch.cat(parts) for parts in (hidden, cos_gen, sin_gen))
+        und_len = kw["und_len"]
+        n_gen = kw["sequence_length"] - und_len
+        gen, original_shapes = self._embed_generation(kw, dtype)
+        cos_und, sin_und, cos, sin = self._rotary_for(kw["position_ids"], und_len, dtype, device)
+        buf = self.text.get(kw["input_ids"], kw["text_indexes"], und_len, n_gen, cos_und, sin_und)
+        return _Branch(gen, cos, sin, buf, original_shapes, n_gen)
+
+    def _stack(self, branches: list["_Branch"]) -> list[torch.Tensor]:
+        """The generation stack over the branches' rows (one batch), each branch's post-norm rows back."""
+        t = self.transformer
+        dtype = t.embed_tokens.weight.dtype
+        bufs, sizes = [b.buf for b in branches], [b.n_gen for b in branches]
+        inputs = tuple(parts[0] if len(branches) == 1 else torch.cat(parts)
+                       for parts in ([b.gen for b in branches], [b.cos for b in branches], [b.sin for b in branches]))
         sp = self._ulysses()
         if sp is not None:  # one branch (never batched here): this rank's slice of its generation rows
             inputs = tuple(sp.split_rows(t) for t in inputs)
@@ -291,8 +345,7 @@ class FastForward:
             out = self.graphs.run(key, stack, inputs, bufs, n_tokens=sum(sizes))
         else:
             out = stack(*inputs)
-        return [self._decode(kw, rows, original_shapes)
-                for kw, rows, original_shapes in zip(branches, out.split(sizes), shapes)]
+        return list(out.split(sizes))
 
     def _generation_stack(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, bufs, sizes,
                           use: dict[str, bool] | None = None, sp=None) -> torch.Tensor:
@@ -379,36 +432,21 @@ class FastForward:
         return outs[0] if len(outs) == 1 else torch.cat(outs)
 
 
-def _rms(x, weight, eps: float):
-    """diffusers ``RMSNorm`` (affine, no bias), same steps."""
-    variance = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
-    h = x * torch.rsqrt(variance + eps)
-    if weight.dtype in (torch.float16, torch.bfloat16):
-        h = h.to(weight.dtype)
-    return h * weight
+class _Branch(NamedTuple):
+    """One guidance branch of a pass, embedded: its generation rows, their rotary, its text keys/values."""
+
+    gen: torch.Tensor
+    cos: torch.Tensor
+    sin: torch.Tensor
+    buf: Any
+    shapes: Any
+    n_gen: int
 
 
-def _rms_rope(x, weight, eps: float, cos, sin):
-    return rope(_rms(x, weight, eps), cos, sin)
+class _Stash(NamedTuple):
+    """The other branch of a batched step, kept for its own call: its arguments, result, inputs and output rows."""
 
-
-def _add_rms(x, y, weight, eps: float):
-    s = x + y
-    return s, _rms(s, weight, eps)
-
-
-def _silu_mul(gate, up):
-    return torch.nn.functional.silu(gate) * up
-
-
-def fusable(transformer) -> bool:
-    """The fused path covers the Nano/Super layout: diffusers RMSNorm everywhere, SiLU MLPs."""
-    layer = transformer.layers[0]
-    norms = [layer.input_layernorm_moe_gen, layer.post_attention_layernorm_moe_gen, layer.self_attn.norm_added_q,
-             layer.self_attn.norm_added_k, transformer.norm_moe_gen]
-    return (all(type(n) is RMSNorm and n.weight is not None and getattr(n, "bias", None) is None for n in norms)
-            and layer.mlp_moe_gen.hidden_act == "silu")
-
-
-# The fused path's functions; ``compile="eager"`` runs them uncompiled (checks the fused layer wiring on CPU).
-_KERNELS = {"rms": _rms, "rms_rope": _rms_rope, "add_rms": _add_rms, "silu_mul": _silu_mul}
+    kwargs: dict
+    result: Any
+    branch: _Branch
+    normed: torch.Tensor

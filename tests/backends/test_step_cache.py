@@ -71,3 +71,37 @@ def test_what_diffusers_cannot_run_is_refused_before_loading(tiny_backend):
             tiny_backend.generate(_request(step_cache="off"))
     finally:
         transformer.disable_cache()
+
+
+def test_the_fast_backend_runs_the_same_cached_passes(tiny_backend):
+    """DiffusersBackend(fast=True) with a step cache: the fast path computes (no silent fallback to stock), the same
+    passes as the stock backend, the same frames (fp32 CPU)."""
+    from cosmos_helpers import DiffusersBackend
+    from cosmos_helpers.fast import FastOptions
+
+    request = _request(step_cache=SeaCache())
+    stock = tiny_backend.generate(request)
+    fast = DiffusersBackend(progress=False, fast=FastOptions(batch_cfg=True)).generate(request)
+    assert fast.provenance["step_cache"] == stock.provenance["step_cache"]
+    assert "fast_fallbacks" not in fast.provenance
+    assert np.abs(fast.frames.astype(int) - stock.frames.astype(int)).max() <= 1
+
+
+def test_several_gpus_refuse_seacache_before_starting_workers():
+    from cosmos_helpers import DiffusersBackend
+
+    backend = DiffusersBackend(progress=False, device="cpu", gpus=2)
+    with pytest.raises(ValidationError, match=r"step_cache: DiffusersBackend\(gpus=2\) does not run SeaCache"):
+        backend.generate(_request(step_cache=SeaCache()))
+    assert backend._workers is None
+
+
+def test_distilled_and_edit_loops_run_the_cache_too(tiny_backend, rgb_image):
+    """The distilled blocks and the edit loop enter a cache context per pass, so SeaCache applies there as well."""
+    distilled = GenerationRequest(mode="t2i", prompt="a red ball", profile="tiny-distilled", step_cache="sea")
+    record = tiny_backend.generate(distilled).provenance["step_cache"]
+    assert record["method"] == "sea_cache" and record["passes"] == 4
+    edit = GenerationRequest(mode="i2i", prompt="make the ball blue", image=rgb_image, num_inference_steps=STEPS,
+                             step_cache=SeaCache(threshold=1.0, max_consecutive=0))
+    record = tiny_backend.generate(edit).provenance["step_cache"]
+    assert record["passes"] == 2 * STEPS and record["passes_computed"] < record["passes"]

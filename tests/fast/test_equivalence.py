@@ -208,7 +208,7 @@ def test_fused_kernels_compile_once_for_single_and_batched_passes(pipe):
     3.5 s of a 'warm' call on an H200 (run 11 in benchmarks/GPU_RESULTS.md)."""
     from torch._dynamo.utils import counters
 
-    from cosmos_helpers.fast.transformer import _KERNELS
+    from cosmos_helpers.fast.kernels import KERNELS as _KERNELS
 
     torch._dynamo.reset()
     counters.clear()  # reset() keeps the counters: start from zero whatever compiled before

@@ -1,0 +1,82 @@
+"""The fast path under diffusers' SeaCache: diffusers' own skip decisions, the fast path's computed passes.
+
+For Cosmos 3, diffusers' SeaCache (``hooks/sea_cache.py``) is one root hook on the transformer: before each pass it
+reads the noisy vision latents and the step's sigma (``pre_forward``), and its ``prepare_decoder_stack`` decides,
+per guidance branch (each branch is its own ``cache_context``), whether the decoder stack runs or the branch takes
+the generation rows plus the residual extrapolated from its last full runs; ``record_decoder_stack`` and
+``post_forward`` keep that residual history. Stock calls them around ``_run_decoder_stack``; the fast path has no such
+call (it runs only the generation rows, reading cached text keys/values), so :class:`SeaCacheGate` calls the same two
+methods around the fast stack. The decision, the indicator, the thresholds and the history are diffusers' code, never
+ours; the fast path only supplies what runs when a pass computes. Its "understanding" rows are an empty tensor: the
+fast path never computes them per pass, and nothing downstream of the stack reads them during generation.
+
+Batched guidance asks one more question: at the conditional call, will the negative branch compute too? Only then
+are the two run as one batch. :meth:`SeaCacheGate.predict` answers it by running diffusers' gate on a copy of the
+negative branch's state (nothing of the real state changes). The negative branch's real decision is still made at
+its own call; if it differs from the prediction (it cannot, with the same latents and sigma and the rules of
+0.42.1, but nothing depends on that), the branch runs what its real decision needs and the batched result is
+dropped. So a wrong prediction costs time, never a different result.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+ROOT_HOOK = "sea_cache_root"
+
+
+def sea_cache_root(transformer) -> Any:
+    """diffusers' SeaCache root hook on ``transformer``, or ``None`` when it has none."""
+    registry = getattr(transformer, "_diffusers_hook", None)
+    return registry.get_hook(ROOT_HOOK) if registry is not None else None
+
+
+def hooked_modules(transformer) -> list[str]:
+    """Names of the hooks on the transformer and its layers other than SeaCache's root (which the fast path
+    composes with): any of them means the pass must run stock code."""
+    names = []
+    for module in (transformer, *transformer.layers):
+        registry = getattr(module, "_diffusers_hook", None)
+        names += [name for name in getattr(registry, "hooks", {}) if name != ROOT_HOOK]
+    return names
+
+
+class SeaCacheGate:
+    """diffusers' SeaCache decisions for the fast path's passes of one transformer (see the module docstring)."""
+
+    def __init__(self, transformer, root) -> None:
+        self.transformer, self.root = transformer, root
+
+    def context(self) -> str | None:
+        """The ``cache_context`` this pass runs in (the pipeline's "cond" / "uncond"), if any."""
+        context = self.root.state_manager._context
+        return None if context is None else context.name
+
+    def decide(self, gen: torch.Tensor) -> torch.Tensor | None:
+        """``None``: run the stack for this branch (then :meth:`record` its output); else the generation rows to
+        use instead (``gen`` plus the extrapolated residual, as stock's skipped stack returns them)."""
+        _, rows, compute = self.root.prepare_decoder_stack(self.transformer, self._und(gen), gen)
+        return None if compute else rows
+
+    def record(self, normed: torch.Tensor) -> None:
+        """The stack's (post-norm) output of a computed pass; ``post_forward`` turns it into the residual."""
+        self.root.record_decoder_stack(self.transformer, self._und(normed), normed)
+
+    def predict(self, context: str | None) -> bool:
+        """Whether the branch of ``context`` will compute at this step, from diffusers' gate on a copy of its state."""
+        from diffusers.hooks.sea_cache import _build_indicator
+
+        metadata = self.root.shared_state.forward_metadata
+        state = self.root.state_manager._state_cache.get(context) if context is not None else None
+        if metadata is None or state is None:
+            return True  # no metadata: the pass runs in full; no state yet: its first pass always computes
+        trial = copy.copy(state)
+        indicator = _build_indicator(self.root.config, metadata)
+        return self.root.shared_state.resolve_gate(trial, metadata, indicator, self.root.config) or not trial.history
+
+    @staticmethod
+    def _und(like: torch.Tensor) -> torch.Tensor:
+        return like.new_zeros((0, like.shape[-1]))

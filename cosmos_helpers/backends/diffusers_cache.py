@@ -37,19 +37,22 @@ def sea_cache_config(value: StepCache):
 
 @dataclass
 class PassCount:
-    """The guidance passes of one call and how many of them ran the decoder stack."""
+    """The guidance passes of one call, which of them ran the decoder stack (``schedule``: one character a pass in
+    call order, ``C`` computed, ``.`` cached), and the passes the fast path sent to stock code, by reason."""
 
     passes: int = 0
-    stock_computed: int = 0
-    fast_computed: int = 0
+    stack_runs: int = 0  # stock passes that ran the first layer (after stop: every computed pass)
+    schedule: str = ""
     fast_fallbacks: dict[str, int] = field(default_factory=dict)
     handles: list = field(default_factory=list, repr=False)
     _fast: Any = field(default=None, repr=False)
     _fast_start: dict = field(default_factory=dict, repr=False)
+    _at_pass_start: int = 0
 
     @property
     def computed(self) -> int:
-        return self.stock_computed + self.fast_computed
+        fast = self._fast.stats["computed_passes"] - self._fast_start["computed_passes"] if self._fast else 0
+        return self.stack_runs + fast
 
     def watch(self, transformer, fast=None) -> None:
         """Count ``transformer``'s passes; ``fast``: the installed fast forward, which counts its own."""
@@ -58,24 +61,31 @@ class PassCount:
             self._fast, self._fast_start = fast, {**fast.stats, "fallback_reasons": reasons}
 
         def count_pass(*_: Any) -> None:
+            self._close_pass()
             self.passes += 1
+            self._at_pass_start = self.computed
 
         def count_stack(*_: Any) -> None:
-            self.stock_computed += 1
+            self.stack_runs += 1
 
         self.handles = [transformer.register_forward_pre_hook(count_pass),
                         transformer.layers[0].register_forward_pre_hook(count_stack)]
+
+    def _close_pass(self) -> None:
+        if self.passes > len(self.schedule):
+            self.schedule += "C" if self.computed > self._at_pass_start else "."
 
     def stop(self) -> None:
         for handle in self.handles:
             handle.remove()
         self.handles = []
+        self._close_pass()
         if self._fast is not None:
             stats, start = self._fast.stats, self._fast_start
-            self.fast_computed = stats["computed_passes"] - start["computed_passes"]
             self.fast_fallbacks = {reason: n - start["fallback_reasons"].get(reason, 0)
                                    for reason, n in stats["fallback_reasons"].items()
                                    if n > start["fallback_reasons"].get(reason, 0)}
+            self.stack_runs += stats["computed_passes"] - start["computed_passes"]  # frozen from here on
             self._fast = None
 
 
@@ -89,7 +99,9 @@ class CallCache:
     def provenance(self) -> dict[str, Any]:
         """The manifest's record, read after the call: the cache, where it came from, the passes it computed, and
         the passes the fast path sent to stock code (by reason) if any did."""
-        out = {"step_cache": {**self.record, "passes": self.count.passes, "passes_computed": self.count.computed}}
+        count = self.count
+        out = {"step_cache": {**self.record, "passes": count.passes, "passes_computed": count.computed,
+                              "schedule": count.schedule}}
         if self.count.fast_fallbacks:
             out["fast_fallbacks"] = dict(self.count.fast_fallbacks)
         return out

@@ -37,6 +37,8 @@ def test_request_cache_is_diffusers_own_seacache(tiny_backend, uncached, ours, t
     record = cached.provenance["step_cache"]
     assert record["method"] == "sea_cache" and record["passes"] == 2 * STEPS
     assert 0 < record["passes_computed"] < record["passes"]
+    schedule = record["schedule"]  # first and last steps full, both branches
+    assert schedule.count("C") == record["passes_computed"] and schedule[:2] == schedule[-2:] == "CC"
     assert by_hand.provenance["step_cache"]["source"] == "enabled on the pipeline by the caller"
     assert by_hand.provenance["step_cache"]["passes_computed"] == record["passes_computed"]
     assert not np.array_equal(cached.frames, uncached.frames)
@@ -47,7 +49,7 @@ def test_default_and_off_run_every_pass_and_say_so(tiny_backend, uncached):
     assert np.array_equal(off.frames, uncached.frames)
     assert uncached.provenance["step_cache"] == {"choice": "default", "source": "diffusers default: off",
                                                  "method": "off", "passes": 2 * STEPS,
-                                                 "passes_computed": 2 * STEPS}
+                                                 "passes_computed": 2 * STEPS, "schedule": "C" * 2 * STEPS}
     assert off.provenance["step_cache"]["choice"] == "off"
 
 

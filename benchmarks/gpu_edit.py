@@ -36,7 +36,7 @@ from cosmos_helpers.samples import rolling_ball_clip  # noqa: E402
 def timed(backend, request) -> dict:
     """A cold call, then the warm call measured (``bench._timed``: device synchronised, peak of the call)."""
     backend.generate(request)
-    frames, seconds, peak = _timed("stock", backend, request, torch.cuda.is_available())
+    frames, seconds, peak, *_ = _timed("stock", backend, request, torch.cuda.is_available())
     return {"mode": request.mode, "size": f"{request.width}x{request.height}", "steps": request.num_inference_steps,
             "warm_s": round(seconds, 3), "peak_gib": None if peak is None else round(peak, 2), "frames": frames}
 

@@ -17,6 +17,8 @@ loading a checkpoint (latency does not depend on weight values), for GPUs withou
 a comma list for several). ``--memory 24GB`` runs the Diffusers backends with that memory preset and caps this
 process's GPU memory at that size (``torch.cuda.set_per_process_memory_fraction``) once the model is placed, so
 the peak column proves the fit. ``--random-super`` builds Cosmos3-Super-shaped random weights.
+``--step-cache sea`` (or ``off``, ``sea:THRESHOLD``) runs every request with that step cache and adds, per row, the
+passes computed and the seconds of a computed and of a cached pass (:mod:`cosmos_helpers.bench_passes`).
 
 Example (one H200)::
 
@@ -32,16 +34,18 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from .backends.diffusers import DiffusersBackend
+from .bench_passes import pass_costs
 from .fast import FastOptions, fast_path_stats
 from .action_samples import render_drive, sample_trajectory
 from .presets import ACTION_MODES, DEFAULT_PROFILE, MODES, get_profile, size_for
 from .request import MODE_ALIASES, GenerationRequest
 from .samples import rolling_ball_clip
+from .step_cache import parse_step_cache, step_cache_record
 
 BACKEND_TITLES = {"stock": "Diffusers (stock)", "fast": "Diffusers (fast path)", "vllm": "vLLM-Omni"}
 DEFAULT_CASES = {
@@ -131,7 +135,7 @@ def prompt_of(n_bytes: int, base: str = BASE_PROMPT) -> str:
 
 
 def build_request(case: Case, *, profile: str, steps: int, guidance: float, text_tokens: int | None,
-                  seed: int) -> GenerationRequest:
+                  seed: int, step_cache: Any = None) -> GenerationRequest:
     """The case as a request; image/video modes condition on the package's sample clip at the case's size, action
     modes on its rendered drive and the AV trajectory that films it (one row per step between frames)."""
     width, height = size_for(case.tier, "16,9")
@@ -153,24 +157,44 @@ def build_request(case: Case, *, profile: str, steps: int, guidance: float, text
         negative_prompt=prompt_of(text_tokens, BASE_NEGATIVE) if text_tokens else BASE_NEGATIVE.strip(),
         profile=profile, tier=case.tier, num_frames=case.frames, num_inference_steps=steps,
         guidance_scale=guidance, seed=seed, sound=case.sound, guardrails=False, add_resolution_template=False,
-        add_duration_template=False, **media)
+        add_duration_template=False, step_cache=step_cache, **media)
 
 
-def _timed(name: str, backend: Any, request: GenerationRequest, cuda: bool) -> tuple[np.ndarray, float, float | None]:
-    """``backend.generate(request)``: frames (uint8), seconds (device synchronised), peak GPU GiB of this process."""
+class Timed(NamedTuple):
+    """One timed call: frames (uint8), seconds (device synchronised), peak GPU GiB of this process, the generation
+    and the seconds of each denoising step (in-process backends)."""
+
+    frames: np.ndarray
+    seconds: float
+    peak: float | None
+    generation: Any
+    step_s: list[float]
+
+
+def _timed(name: str, backend: Any, request: GenerationRequest, cuda: bool) -> Timed:
+    """``backend.generate(request)``, timed (see :class:`Timed`)."""
     import torch
 
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
+    ends: list[float] = []
+
+    def on_step(_done: int, _total: int) -> None:
+        if cuda:
+            torch.cuda.synchronize()
+        ends.append(time.perf_counter())
+
     start = time.perf_counter()
-    generation = backend.generate(request)
+    generation = backend.generate(request, progress=on_step) if isinstance(backend, DiffusersBackend) \
+        else backend.generate(request)
     if cuda:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated() / 2**30 if cuda and name != "vllm" else None
     peak = generation.provenance.get("peak_gib", peak)  # multi-GPU: the workers' own (rank 0)
-    return np.asarray(generation.frames), seconds, peak
+    step_s = [b - a for a, b in zip([start] + ends, ends)]
+    return Timed(np.asarray(generation.frames), seconds, peak, generation, step_s)
 
 
 def _diffusers_backends(random_nano: bool | str, device: str | None, dtype: Any, sound: bool,
@@ -232,7 +256,7 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
                   repeats: int = 1, backends: Sequence[str] = ("stock", "fast"), vllm_url: str | None = None,
                   out_dir: str | Path = "outputs/benchmarks", random_nano: bool = False, device: str | None = None,
                   dtype: Any = None, seed: int = 0, fast_options: dict | None = None, pipeline: Any = None,
-                  gpus: Sequence[str] = (), memory: str | None = None,
+                  gpus: Sequence[str] = (), memory: str | None = None, step_cache: Any = None,
                   log: Callable[[str], None] | None = print) -> BenchResult:
     """Run every case through every backend and write the table, the chart and the JSON under ``out_dir``.
 
@@ -261,11 +285,12 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
     settings = dict(profile=profile, random_nano=random_nano or pipeline is not None, steps=steps, guidance=guidance,
                     gpus=list(gpus), memory=memory,
                     text_tokens=text_tokens, repeats=repeats, seed=seed, backends=list(runners),
-                    vllm_url=vllm_url, fast_options=fast_options or {}, environment=_environment(stock))
+                    vllm_url=vllm_url, fast_options=fast_options or {}, environment=_environment(stock),
+                    step_cache=step_cache_record(step_cache))
     log(f"bench: {len(case_list)} cases x {list(runners)}; {steps} steps, guidance {guidance}, "
         f"{settings['environment'].get('device')}")
     request_for = functools.partial(build_request, profile=profile, guidance=guidance, text_tokens=text_tokens,
-                                    seed=seed)
+                                    seed=seed, step_cache=step_cache)
     # One untimed call first, so the process's one-time CUDA/library start-up lands on no row.
     first = "stock" if "stock" in runners else next(iter(runners))
     _timed(first, runners[first], request_for(case_list[0], steps=1), cuda)
@@ -296,10 +321,10 @@ def _time_case(case: Case, request: GenerationRequest, runners: dict[str, Any], 
     for name, backend in runners.items():
         row = Row(case=case.label, mode=case.mode, tier=case.tier, frames=case.frames, backend=name)
         try:
-            frames_out, row.cold_s, peak = _timed(name, backend, request, cuda)
+            frames_out, row.cold_s, peak, *_ = timed = _timed(name, backend, request, cuda)
             peaks = [peak]  # all None off CUDA and for a server
             for _ in range(repeats):
-                frames_out, seconds, peak = _timed(name, backend, request, cuda)
+                frames_out, seconds, peak, *_ = timed = _timed(name, backend, request, cuda)
                 row.warm_all.append(round(seconds, 4))
                 peaks.append(peak)
             row.warm_s = statistics.median(row.warm_all) if row.warm_all else row.cold_s
@@ -311,6 +336,10 @@ def _time_case(case: Case, request: GenerationRequest, runners: dict[str, Any], 
             if name == "fast":
                 stats = fast_path_stats(backend.pipeline(request.model))
                 row.extra = {k: stats.get(k) for k in FAST_STATS}
+            cache = timed.generation.provenance.get("step_cache")
+            if request.step_cache is not None and cache:
+                row.extra["step_cache"] = {"choice": cache.get("choice"), "schedule": cache.get("schedule"),
+                                           **pass_costs(timed.step_s, cache.get("schedule", ""))}
         except Exception as exc:  # keep the other rows
             row.error = f"{type(exc).__name__}: {exc}"
         rows.append(row)
@@ -377,8 +406,24 @@ def render_markdown(rows: list[Row], settings: dict) -> str:
                      f"{'' if r.speedup is None else f'{r.speedup:.2f}x'} | {_fmt(r.peak_gib)} | "
                      f"{'' if r.max_abs_diff_vs_stock is None else f'{r.max_abs_diff_vs_stock:.0f}'} |"
                      + (f" error: {r.error}" if r.error else ""))
+    lines += _step_cache_lines(rows)
     lines.append("")
     return "\n".join(lines)
+
+
+def _step_cache_lines(rows: list[Row]) -> list[str]:
+    """The step-cache table (``--step-cache``): passes computed, and what a computed and a cached pass cost."""
+    cached = [(r, r.extra["step_cache"]) for r in rows if "step_cache" in r.extra]
+    if not cached:
+        return []
+    lines = ["", "## Step cache", "", "| Case | Backend | Passes computed | Computed pass s | Cached pass s | "
+             "Cached / computed |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for r, c in cached:
+        ratio = c.get("cached_to_computed")
+        lines.append(f"| {r.case} | {BACKEND_TITLES.get(r.backend, r.backend)} | {c['passes_computed']} of "
+                     f"{c['passes']} | {_fmt(c['computed_pass_s'], 3)} | {_fmt(c['cached_pass_s'], 3)} | "
+                     f"{'' if ratio is None else f'{ratio:.1%}'} |")
+    return lines
 
 
 def _finish(fig, ax, path: Path, title: str) -> Path:
@@ -478,6 +523,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory", default=None, help="memory preset for the Diffusers backends (24GB/48GB/80GB); "
                         "also caps this process's GPU memory at that size")
     parser.add_argument("--random-super", action="store_true", help="Cosmos3-Super-shaped random weights")
+    parser.add_argument("--step-cache", type=parse_step_cache, default=None, metavar="off|sea|sea:THRESHOLD",
+                        help="step cache for every request (default: each backend's own); rows then report passes "
+                             "computed and the time of a computed and of a cached pass")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -487,7 +535,8 @@ def run(args: argparse.Namespace) -> int:
                            vllm_url=args.vllm_url, out_dir=args.out,
                            random_nano="super" if args.random_super else args.random_nano,
                            device=args.device, dtype=args.dtype, seed=args.seed,
-                           gpus=[g.strip() for g in args.gpus.split(",") if g.strip()], memory=args.memory)
+                           gpus=[g.strip() for g in args.gpus.split(",") if g.strip()], memory=args.memory,
+                           step_cache=args.step_cache)
     print(result.markdown)
     print(f"wrote {result.markdown_path}, {result.png_path}, {result.json_path}")
     return 1 if any(r.error for r in result.rows) else 0

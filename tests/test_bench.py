@@ -85,3 +85,20 @@ def test_scaling_chart_reads_the_gpu_count_from_each_backend(tmp_path):
             for b, s in (("stock", 73.0), ("fast", 61.3), ("fast-2gpu", 33.0), ("fast-2gpu-ulysses", 35.0))]
     png = render_scaling_png(rows, tmp_path / "scaling.png", title="t").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_bench_with_a_step_cache_reports_the_passes(tmp_path):
+    """``bench --step-cache sea``: every row ran cached and says how many passes computed and what each cost."""
+    from cosmos_helpers.cli import main
+
+    assert main(["bench", "--cases", "t2v:128:9", "--steps", "12", "--step-cache", "sea:1.0", "--out",
+                 str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "benchmark.json").read_text())
+    assert data["settings"]["step_cache"] == {"sea_cache": {"threshold": 1.0}}
+    for row in data["rows"]:
+        cache = row["extra"]["step_cache"]
+        assert cache["passes"] == 24 and cache["passes_computed"] < 24
+        assert cache["schedule"].count("C") == cache["passes_computed"]
+    stock, fast = (row["extra"]["step_cache"]["schedule"] for row in data["rows"])
+    assert stock == fast
+    assert "## Step cache" in (tmp_path / "benchmark.md").read_text()

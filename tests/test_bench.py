@@ -102,3 +102,19 @@ def test_bench_with_a_step_cache_reports_the_passes(tmp_path):
     stock, fast = (row["extra"]["step_cache"]["schedule"] for row in data["rows"])
     assert stock == fast
     assert "## Step cache" in (tmp_path / "benchmark.md").read_text()
+
+
+def test_gpu_step_cache_script_smoke(tmp_path, monkeypatch):
+    """benchmarks/gpu_step_cache.py runs its rows on the tiny model on CPU (what the H200 run runs at Nano shapes)."""
+    from tests.conftest import load_script
+
+    script = load_script("benchmarks/gpu_step_cache.py")
+    monkeypatch.setattr("sys.argv", ["gpu_step_cache.py", "--smoke", "--steps", "8", "--out", str(tmp_path)])
+    assert script.main() == 0
+    report = json.loads((tmp_path / "step_cache.json").read_text())
+    rows = {row["row"]: row for row in report["rows"]}
+    assert set(rows) == {"stock+sea", "fast+sea", "fast+dense"}
+    assert rows["fast+sea"]["schedule"] == rows["stock+sea"]["schedule"]
+    assert rows["fast+sea"]["psnr_vs_stock_db"] > 40 and rows["fast+sea"]["fast_fallbacks"] is None
+    dense = rows["fast+dense"]["schedule"]  # first and last step full, then one computed step after two cached
+    assert dense == "CC....CC....CCCC" and rows["fast+dense"]["passes_computed"] == 8

@@ -45,7 +45,7 @@ from .action_samples import render_drive, sample_trajectory
 from .presets import ACTION_MODES, DEFAULT_PROFILE, MODES, get_profile, size_for
 from .request import MODE_ALIASES, GenerationRequest
 from .samples import rolling_ball_clip
-from .step_cache import parse_step_cache, step_cache_record
+from .step_cache import step_cache_argument, step_cache_record
 
 BACKEND_TITLES = {"stock": "Diffusers (stock)", "fast": "Diffusers (fast path)", "vllm": "vLLM-Omni"}
 DEFAULT_CASES = {
@@ -523,7 +523,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory", default=None, help="memory preset for the Diffusers backends (24GB/48GB/80GB); "
                         "also caps this process's GPU memory at that size")
     parser.add_argument("--random-super", action="store_true", help="Cosmos3-Super-shaped random weights")
-    parser.add_argument("--step-cache", type=parse_step_cache, default=None, metavar="off|sea|sea:THRESHOLD",
+    parser.add_argument("--step-cache", type=step_cache_argument, default=None, metavar="off|sea|sea:THRESHOLD",
                         help="step cache for every request (default: each backend's own); rows then report passes "
                              "computed and the time of a computed and of a cached pass")
 

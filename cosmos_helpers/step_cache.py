@@ -99,6 +99,16 @@ def parse_step_cache(text: str) -> StepCache:
         raise ValidationError("--step-cache", f"{threshold!r} is not a number.", "e.g. --step-cache sea:0.3") from exc
 
 
+def step_cache_argument(text: str) -> StepCache:
+    """:func:`parse_step_cache` as an ``argparse`` type: a bad value is a usage error with our message."""
+    import argparse
+
+    try:
+        return parse_step_cache(text)
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def step_cache_record(value: StepCache) -> Any:
     """The JSON form in a request's record (and so its fingerprint): ``"off"`` or ``{"sea_cache": {given}}``;
     ``None`` is left out of the record, as it always was before the option existed."""
@@ -151,4 +161,4 @@ def _number(value: Any) -> bool:
 
 
 __all__ = ["OFF", "SeaCache", "StepCache", "check_for_backend", "check_step_cache", "describe", "parse_step_cache",
-           "step_cache_record"]
+           "step_cache_argument", "step_cache_record"]

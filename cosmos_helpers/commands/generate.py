@@ -13,6 +13,7 @@ from ..errors import ValidationError
 from ..presets import DEFAULT_PROFILE, PROFILES
 from ..request import GenerationRequest
 from ..result import Generation
+from ..step_cache import step_cache_argument
 from ..trajectories import load_trajectory, save_trajectory
 from ..workflow import generate_and_save
 
@@ -49,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--flow-shift", type=float, default=None)
     model.add_argument("--seed", type=int, default=0)
     model.add_argument("--guardrails", choices=["on", "off"], default=None, help="default: the profile's")
+    add_step_cache_argument(model)
     where = parser.add_argument_group("where")
     where.add_argument("--backend", choices=NAMES, default="diffusers")
     where.add_argument("--url", default=None, help="vLLM-Omni server URL (with --backend vllm-omni)")
@@ -66,6 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                          "publicly known entries)")
 
 
+def add_step_cache_argument(group) -> None:
+    """``--step-cache off|sea|sea:THRESHOLD`` (generate, long-video, run, bench share it)."""
+    group.add_argument("--step-cache", type=step_cache_argument, default=None, metavar="off|sea|sea:THRESHOLD",
+                       help="step caching (SeaCache): default the backend's own (off in diffusers and vLLM-Omni, "
+                            "on in the Cosmos Framework)")
+
+
 def run(args: argparse.Namespace) -> int:
     request = GenerationRequest(
         mode=args.mode, prompt=args.prompt_file or args.prompt, negative_prompt=args.negative_prompt_file or
@@ -73,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         width=args.width, height=args.height, num_frames=args.frames, fps=args.fps, num_inference_steps=args.steps,
         guidance_scale=args.guidance, flow_shift=args.flow_shift, seed=args.seed, sound=args.sound, image=args.image,
         video=args.video, guardrails=None if args.guardrails is None else args.guardrails == "on",
-        actions=args.actions, embodiment=args.embodiment, view_point=args.view_point)
+        actions=args.actions, embodiment=args.embodiment, view_point=args.view_point, step_cache=args.step_cache)
     print(request.summary(), file=sys.stderr)
     backend = backend_by_name(args.backend, url=args.url, checkout=args.checkout, gpus=args.gpus)
     if args.precheck != "off":

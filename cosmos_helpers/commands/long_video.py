@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..backends import NAMES, backend_by_name
 from ..presets import DEFAULT_PROFILE, DEFAULT_SEED, PROFILES
+from .generate import add_step_cache_argument
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--guidance", type=float, default=None)
     model.add_argument("--seed", type=int, default=DEFAULT_SEED, help="chunk i uses seed + i (unless --seeds)")
     model.add_argument("--seeds", type=int, nargs="+", default=None, help="one seed per chunk")
+    add_step_cache_argument(model)
     where = parser.add_argument_group("where")
     where.add_argument("--backend", choices=NAMES, default="diffusers")
     where.add_argument("--url", default=None, help="vLLM-Omni server URL (with --backend vllm-omni)")
@@ -51,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     options = {name: value for name, value in (
         ("profile", args.profile), ("model", args.model), ("tier", args.tier), ("aspect_ratio", args.aspect_ratio),
         ("num_frames", args.frames), ("fps", args.fps), ("num_inference_steps", args.steps),
-        ("guidance_scale", args.guidance), ("image", args.image)) if value is not None}
+        ("guidance_scale", args.guidance), ("image", args.image), ("step_cache", args.step_cache))
+        if value is not None}
     chunks = args.chunks if args.chunks is not None or len(args.prompt) > 1 else None
     backend = backend_by_name(args.backend, url=args.url, checkout=args.checkout)
     joined = long_video(prompts, backend, chunks=chunks, out=args.out, name=args.name, seed=args.seed,

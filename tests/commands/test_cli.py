@@ -89,3 +89,21 @@ def test_lab_for_a_workshop_takes_the_rooms_token_and_refuses_none_on_the_networ
     assert {"--ServerApp.ip=0.0.0.0", "--IdentityProvider.token=robots"} <= set(started[0])
     assert cli.main(["lab", "--ip", "0.0.0.0", "--token", ""]) == 1
     assert len(started) == 1 and "token" in capsys.readouterr().err
+
+
+def test_generate_and_long_video_take_a_step_cache(tmp_path, capsys):
+    assert cli.main(["generate", "--prompt", "a red ball", "--steps", "12", "--step-cache", "sea:0.4",
+                     "--out", str(tmp_path)]) == 0
+    manifest = json.loads((tmp_path / "text2video.json").read_text())
+    assert manifest["request"]["step_cache"] == {"sea_cache": {"threshold": 0.4}}
+    record = manifest["provenance"]["step_cache"]
+    assert record["values"]["threshold"] == 0.4 and record["passes_computed"] < record["passes"] == 24
+    assert cli.main(["long-video", "--prompt", "a red ball", "--chunks", "2", "--steps", "2", "--step-cache", "off",
+                     "--out", str(tmp_path)]) == 0
+    chunk = json.loads(next((tmp_path / "long_video_chunks").glob("*.json")).read_text())
+    assert chunk["request"]["step_cache"] == "off"
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as usage:
+        cli.main(["generate", "--prompt", "x", "--step-cache", "sea:lots"])
+    assert usage.value.code == 2
+    assert "--step-cache: 'lots' is not a number" in capsys.readouterr().err

@@ -318,6 +318,26 @@ def test_a_form_given_a_size_sends_no_aspect_ratio_of_its_own():
         form.request()
 
 
+def test_the_form_chooses_the_step_cache():
+    """Backend default, off, or SeaCache with the backend's settings or a threshold typed in; a bad threshold is a
+    validation error in place, never a request."""
+    from cosmos_helpers import SeaCache
+
+    form = W.GenerateForm(object(), defaults={"profile": "tiny"})
+    assert form.request().step_cache is None and form.cache_threshold.layout.display == "none"
+    form.step_cache.value = "off"
+    assert form.request().step_cache == "off"
+    form.step_cache.value = "sea"
+    assert form.cache_threshold.layout.display is None and form.request().step_cache == SeaCache()
+    form.cache_threshold.value = "0.4"
+    assert form.request().step_cache == SeaCache(threshold=0.4)
+    form.cache_threshold.value = "much"
+    with pytest.raises(ValidationError, match="step-cache"):
+        form.request()
+    again = W.GenerateForm(object(), defaults={"step_cache": SeaCache(threshold=0.3)})
+    assert again.step_cache.value == "sea" and again.cache_threshold.value == "0.3"
+
+
 def test_form_generate_button_runs_tiny_generation(tmp_path):
     import torch
 

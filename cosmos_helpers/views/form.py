@@ -19,6 +19,7 @@ from ..errors import CosmosHelpersError, ValidationError
 from ..presets import ASPECT_RATIOS, DEFAULT_PROFILE, MODES, TIERS, get_profile
 from ..protocol import action
 from ..request import IMAGE_MODES, MAX_GUIDANCE, MAX_STEPS, GenerationRequest
+from ..step_cache import parse_step_cache
 from .context import is_static
 from .viewers import show
 
@@ -26,7 +27,8 @@ INPUT_SIZE = "input"  # the tier of an edit that keeps its input's shape
 DEFAULT_PROMPT = ("A small yellow robot rolls across a sunlit wooden workbench, past scattered tools, "
                   "and stops beside a coffee mug. Static camera, soft morning light.")
 _FIELDS = ("prompt", "mode", "image", "embodiment", "actions", "tier", "aspect_ratio", "num_frames",
-           "num_inference_steps", "guidance_scale", "seed", "sound")
+           "num_inference_steps", "guidance_scale", "seed", "sound", "step_cache")
+_CACHE_CHOICES = (("backend default", "default"), ("off", "off"), ("SeaCache", "sea"))
 
 
 class GenerateForm:
@@ -36,7 +38,7 @@ class GenerateForm:
         backend: any backend (``DiffusersBackend``, ``VllmOmniBackend``, ``FrameworkBackend``, ...).
         defaults: initial request values (``GenerationRequest`` field names: ``profile``, ``mode``, ``prompt``,
             ``tier``, ``aspect_ratio``, ``num_frames``, ``num_inference_steps``, ``guidance_scale``, ``seed``,
-            ``sound``, ...); fields without a widget are passed to every request unchanged.
+            ``sound``, ``step_cache``, ...); fields without a widget are passed to every request unchanged.
         output_dir: when given, every result is saved there (MP4/PNG + manifest) before it is shown.
 
     ``form.generate()`` does what the button does and returns the :class:`Generation` (or ``None`` when
@@ -83,6 +85,11 @@ class GenerateForm:
                                                  description="guidance", style=style)
         self.seed = w.IntText(value=int(d.get("seed", 0)), description="seed", style=style)
         self.sound = w.Checkbox(value=bool(d.get("sound", False)), description="sound (48 kHz stereo)", style=style)
+        cache = d.get("step_cache")
+        self.step_cache = w.Dropdown(options=_CACHE_CHOICES, description="step cache", style=style,
+                                     value="default" if cache is None else "off" if cache == "off" else "sea")
+        self.cache_threshold = w.Text(value="" if getattr(cache, "threshold", None) is None else str(cache.threshold),
+                                      placeholder="backend's own", description="threshold", style=style)
         self.button = w.Button(description="Generate", button_style="primary", icon="play",
                                tooltip="build the request, validate it, and run it on the backend")
         self.progress = w.IntProgress(value=0, min=0, max=max(1, self.num_inference_steps.value),
@@ -91,6 +98,7 @@ class GenerateForm:
         self.output = w.Output()
         self.button.on_click(lambda _button: self.generate())
         self.mode.observe(lambda _change: self._sync_mode(), names="value")
+        self.step_cache.observe(lambda _change: self._sync_mode(), names="value")
         self.tier.observe(lambda _change: self._sync_mode(), names="value")
         self._sync_mode()
         row = lambda *children: w.HBox(list(children), layout=w.Layout(flex_flow="row wrap"))  # noqa: E731
@@ -103,6 +111,7 @@ class GenerateForm:
             self.actions,
             row(self.num_frames, self.num_inference_steps, self.guidance_scale),
             row(self.seed, self.sound),
+            row(self.step_cache, self.cache_threshold),
             row(self.button, self.progress),
             self.status,
             self.output,
@@ -124,6 +133,7 @@ class GenerateForm:
             keep = self.tier.value if self.tier.value in tiers and tiers[0] != INPUT_SIZE else tiers[0]
             self.tier.options, self.tier.value = tiers, keep
         self.aspect_ratio.disabled = acting or self.tier.value == INPUT_SIZE  # a start image's or input's shape
+        self.cache_threshold.layout.display = None if self.step_cache.value == "sea" else "none"
 
     def request(self):
         """The :class:`GenerationRequest` the form describes (raises :class:`ValidationError`)."""
@@ -150,7 +160,15 @@ class GenerateForm:
             values["image"] = media_path or None
         elif mode == "video2video":
             values["video"] = media_path or None
+        values["step_cache"] = self._step_cache()
         return GenerationRequest(**values)
+
+    def _step_cache(self):
+        """The dropdown's choice; a threshold typed in is parsed like ``--step-cache sea:THRESHOLD``."""
+        choice, threshold = self.step_cache.value, self.cache_threshold.value.strip()
+        if choice == "default":
+            return None
+        return parse_step_cache(f"sea:{threshold}" if choice == "sea" and threshold else choice)
 
     def generate(self):
         """Validate, run with a live progress bar, save (with ``output_dir``), show; return the Generation."""

@@ -43,11 +43,13 @@ import numpy as np
 
 from .. import media
 from ..backends.diffusers import GUARDRAIL_HELP, DiffusersBackend, guardrail_errors
+from ..backends.diffusers_cache import call_cache, check_request_cache
 from ..errors import BackendUnavailableError
 from ..progress import progress_bar
 from ..result import Generation
 from ..schedules import native_flow_scheduler
 from ..specs.resolve import ResolvedSample
+from ..step_cache import StepCache
 from .prepare import PreparedTransfer, mirror_pad, prepare_transfer
 
 ProgressCallback = Callable[[int, int], None]
@@ -62,7 +64,7 @@ class TransferGeneration(Generation):
 
 
 def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None,
-                 progress: bool | ProgressCallback = True) -> TransferGeneration:
+                 progress: bool | ProgressCallback = True, step_cache: StepCache = None) -> TransferGeneration:
     """Run a resolved transfer sample on diffusers; returns uint8 frames with the controls they followed.
 
     Args:
@@ -71,6 +73,9 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None
             (device, dtype); default ``DiffusersBackend()``. The model is the sample's (``spec.model``), and so is
             whether the Cosmos guardrails run (``spec.guardrails``; they need ``cosmos_guardrail``).
         progress: a tqdm bar (``True``), nothing (``False``), or ``callback(step, total)`` over all chunks.
+        step_cache: ``None`` (diffusers' default: off), ``"off"`` or a :class:`~cosmos_helpers.SeaCache`: diffusers'
+            SeaCache on the transformer for this call (the modular denoiser enters a cache context per pass and
+            resets it per chunk); the manifest records it with the passes computed.
     """
     import torch
 
@@ -91,6 +96,7 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None
     processor = None
     if len(prepared.controls) > 1:
         processor = WeightedMultiControlAttnProcessor(r.normalized_weights, _tokens_per_item(prepared))
+    check_request_cache(step_cache)
     load_start = time.perf_counter()
     with steps, backend.borrowed(r.model) as base:
         load_s = time.perf_counter() - load_start
@@ -101,11 +107,14 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None
             except Exception as exc:  # cosmos_guardrail missing
                 raise BackendUnavailableError(GUARDRAIL_HELP) from exc
         call_start = time.perf_counter()
-        with guardrail_errors(), torch.inference_mode(), installed_processor(pipe.transformer, processor):
+        with guardrail_errors(), torch.inference_mode(), installed_processor(pipe.transformer, processor), \
+                call_cache(pipe.transformer, step_cache) as cache:
             video = pipe(**_call_kwargs(prepared))
         device = str(pipe.transformer.device)
     frames = media.to_uint8(video.permute(0, 2, 3, 1).float().cpu().numpy())[: prepared.total_frames]
-    return _result(prepared, frames, steps.timings(load_s, call_start), settings, device)
+    generation = _result(prepared, frames, steps.timings(load_s, call_start), settings, device)
+    generation.provenance.update(cache.provenance())
+    return generation
 
 
 class StepProgress:

@@ -159,7 +159,8 @@ def video_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profi
 
 
 def transfer(backend: Any, scenes: list[Scene], seed: int = 0, profile: str = "tiny",
-             size: tuple[int, int] = (160, 96), num_frames: int = 9) -> list[Row]:
+             size: tuple[int, int] = (160, 96), num_frames: int = 9, steps: int | None = None,
+             step_cache: Any = None) -> list[Row]:
     """Edge F1 of transfer outputs against their own edge control and against the next sample's control."""
     from .. import media
     from ..specs import Sample
@@ -171,10 +172,10 @@ def transfer(backend: Any, scenes: list[Scene], seed: int = 0, profile: str = "t
             clip = _clip(scene, *size, num_frames)
             path = media.write_mp4(Path(tmp) / f"clip{i}.mp4", clip, fps=24)
             prompt = caption(scene, style="all", rng=rng)
-            r = Sample.from_dict({"prompt": prompt, "vision_path": str(path), "edge": {}, "seed": seed + i,
-                                  "num_video_frames_per_chunk": num_frames}, base_dir=tmp,
-                                 name=f"t{i}").resolved(profile=profile)
-            generation = run_transfer(r, backend=backend, progress=False)
+            item = {"prompt": prompt, "vision_path": str(path), "edge": {}, "seed": seed + i,
+                    "num_video_frames_per_chunk": num_frames, **({"num_steps": steps} if steps else {})}
+            r = Sample.from_dict(item, base_dir=tmp, name=f"t{i}").resolved(profile=profile)
+            generation = run_transfer(r, backend=backend, progress=False, step_cache=step_cache)
             outputs.append((prompt, generation.frames, generation.controls["edge"]))
     rows = []
     for i, (prompt, frames, control) in enumerate(outputs):
@@ -185,15 +186,24 @@ def transfer(backend: Any, scenes: list[Scene], seed: int = 0, profile: str = "t
 
 
 def evaluate(backend: Any, n: int = 10, seed: int = 0, checks: tuple[str, ...] = (
-        "text2video", "image2video", "video2video", "transfer"), profile: str = "tiny") -> MeaningReport:
-    """Run ``checks`` on ``n`` held-out scenes each (different scenes per check) and return the report."""
+        "text2video", "image2video", "video2video", "transfer"), profile: str = "tiny", *, steps: int | None = None,
+        step_cache: Any = None) -> MeaningReport:
+    """Run ``checks`` on ``n`` held-out scenes each (different scenes per check) and return the report.
+
+    ``steps`` / ``step_cache``: every request (and transfer sample) with that many steps / that step cache, so one
+    backend measures the same prompts and seeds cached and uncached."""
     report = MeaningReport()
     scenes = sample_scenes(n * len(checks), seed=seed, split="heldout")
     runs = {"text2video": text_to_video, "image2video": image_to_video, "video2video": video_to_video}
+    changes = {k: v for k, v in (("num_inference_steps", steps), ("step_cache", step_cache)) if v is not None}
+
+    def generate(request):
+        return backend.generate(request.replace(**changes) if changes else request)
+
     for k, check in enumerate(checks):
         batch = scenes[k * n:(k + 1) * n]
         if check == "transfer":
-            report.rows[check] = transfer(backend, batch, seed, profile)
+            report.rows[check] = transfer(backend, batch, seed, profile, steps=steps, step_cache=step_cache)
         else:
-            report.rows[check] = runs[check](lambda request: backend.generate(request), batch, seed, profile)
+            report.rows[check] = runs[check](generate, batch, seed, profile)
     return report

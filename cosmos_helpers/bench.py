@@ -45,7 +45,7 @@ from .action_samples import render_drive, sample_trajectory
 from .presets import ACTION_MODES, DEFAULT_PROFILE, MODES, get_profile, size_for
 from .request import MODE_ALIASES, GenerationRequest
 from .samples import rolling_ball_clip
-from .step_cache import step_cache_argument, step_cache_record
+from .step_cache import check_step_cache, step_cache_argument, step_cache_record
 
 BACKEND_TITLES = {"stock": "Diffusers (stock)", "fast": "Diffusers (fast path)", "vllm": "vLLM-Omni"}
 DEFAULT_CASES = {
@@ -267,6 +267,7 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
 
     log = log or (lambda _msg: None)
     profile = profile.lower()
+    step_cache = check_step_cache(step_cache)
     steps = steps or DEFAULT_STEPS.get(profile, 35)
     default_frames = frames or get_profile(profile).defaults("text2video").num_frames
     case_list = [Case.parse(c, default_frames) for c in

@@ -358,3 +358,18 @@ def test_form_generate_button_runs_tiny_generation(tmp_path):
     media = generation.paths["media"]
     assert media.parent == tmp_path / "form" and media.with_suffix(".json").is_file()
     assert media.with_name(media.stem + ".preview.mp4").is_file(), "the form shows the result"
+
+
+def test_compare_shows_cached_passes_and_psnr(tiny_backend):
+    from cosmos_helpers.views.viewers import _add_psnr, _items
+
+    request = GenerationRequest(mode="t2v", prompt="a red ball", num_inference_steps=12)
+    plain, cached = tiny_backend.generate(request), tiny_backend.generate(request.replace(step_cache="sea"))
+    items = _items([plain, cached], ["uncached", "SeaCache"])
+    _add_psnr(items)
+    computed = cached.provenance["step_cache"]["passes_computed"]
+    assert f"{computed} of 24 passes computed (step cache)" in items[1].caption_text()
+    assert "passes computed" not in items[0].caption_text()  # no cache: nothing to say
+    assert "dB vs uncached" in items[1].caption_text()
+    html = W.compare(plain, cached, labels=["uncached", "SeaCache"], psnr=True, display=False)
+    assert "dB vs uncached" in str(getattr(html, "data", html))

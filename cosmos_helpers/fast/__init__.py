@@ -30,7 +30,10 @@ switch most people use is ``DiffusersBackend(..., fast=True)``. What changes, an
 ``DiffusersBackend(fast=True)`` also converts the decoded video to uint8 on the GPU before copying it to
 the host (a quarter of the bytes, same values as the host-side conversion).
 
-Nothing here is approximate. Approximate speed-ups (fp8, step caching) are not part of this path.
+Nothing here is approximate. Step caching, which is, composes with it: under diffusers' SeaCache
+(``GenerationRequest(step_cache=SeaCache())``) diffusers decides which passes run and the fast path runs those
+(:mod:`.sea_cache`); a pass it cannot run (another diffusers hook on the transformer) goes to stock code with a
+warning and is counted in the manifest.
 On CPU: graphs, kernel timing, compilation and stacked products are off by default, the rest applies (fp32
 results match stock within 1e-5, measured 0; the tests switch stacked products and the uncompiled fused layer
 code on as well).

@@ -79,7 +79,9 @@ class Item:
                  d.get("steps") and f"{d['steps']} steps",
                  d.get("seed") is not None and f"seed {d['seed']}",
                  ":".join(str(x) for x in (d.get("backend"), d.get("model")) if x),
-                 d.get("total_s") and f"{float(d['total_s']):.1f} s")
+                 d.get("total_s") and f"{float(d['total_s']):.1f} s",
+                 d.get("passes") and f"{d['passes'][0]} of {d['passes'][1]} passes computed (step cache)",
+                 d.get("psnr") is not None and f"PSNR {d['psnr']}")
         return [fact for fact in facts if fact]
 
     def caption_html(self) -> str:
@@ -132,11 +134,20 @@ def request_details(record: dict[str, Any], **facts: Any) -> tuple[str, dict[str
                      "guidance": first("guidance_scale", "guidance"), "shift": first("flow_shift", "shift"), **facts}
 
 
+def _cached_passes(provenance: dict[str, Any]) -> tuple[int, int] | None:
+    """(computed, all) guidance passes of a generation that ran with a step cache, else ``None``."""
+    cache = provenance.get("step_cache") or {}
+    if cache.get("method") in (None, "off") or "passes" not in cache:
+        return None
+    return int(cache["passes_computed"]), int(cache["passes"])
+
+
 def _from_generation(gen, label: str | None) -> Item:
     record = gen.request.to_dict() if gen.request is not None else (
         (gen.provenance.get("manifest") or {}).get("request") or {})
     summary, details = request_details(record, seed=gen.seed, backend=gen.backend, model=gen.model,
-                                       total_s=gen.total_seconds if gen.timings else None)
+                                       total_s=gen.total_seconds if gen.timings else None,
+                                       passes=_cached_passes(gen.provenance))
     path = gen.paths.get("media") if gen.paths else None
     return Item(label=label or "", path=Path(path) if path else None, is_output=path is not None,
                 kind="image" if gen.is_image else "video",
@@ -176,7 +187,8 @@ def _from_path(path: Path, label: str | None) -> Item:
         item.is_output = True
         item.summary, item.details = request_details(
             manifest.get("request") or {}, seed=manifest.get("seed"), backend=manifest.get("backend"),
-            model=manifest.get("model"), total_s=(manifest.get("timings") or {}).get("total_s"))
+            model=manifest.get("model"), total_s=(manifest.get("timings") or {}).get("total_s"),
+            passes=_cached_passes(manifest.get("provenance") or {}))
         item.fps = float(manifest.get("fps") or item.fps)
         item.num_frames = int(manifest.get("num_frames") or item.num_frames)
     return item

@@ -39,15 +39,18 @@ def grid(generations: Sequence[Any], columns: int = 3, *, labels: Sequence[str] 
 
 def compare(a: Any, b: Any, *more: Any, labels: Sequence[str] | None = None, mode: str = "side_by_side",
             frame: int | None = None, max_side: int | None = preview.DEFAULT_MAX_SIDE, fps: float = 24.0,
-            display: bool = True):
+            psnr: bool = False, display: bool = True):
     """Compare results: control vs output, backend A vs B, seed vs seed.
 
     ``mode="side_by_side"``: players (or images) in a row, each with its caption. ``mode="slider"``: one frame of
     each (``frame``, default the middle one) stacked under a range input; drag to wipe between them (with more
     than two inputs, each against the first; static HTML, the same live and saved). Inputs may be Generations,
-    saved files or uint8 arrays ``(T,H,W,3)`` (played at ``fps``).
+    saved files or uint8 arrays ``(T,H,W,3)`` (played at ``fps``). ``psnr=True`` adds each one's PSNR against
+    the first to its caption (e.g. a cached generation against the uncached one).
     """
     items = _items((a, b, *more), labels, fps=fps)
+    if psnr:
+        _add_psnr(items)
     if mode in ("slider", "wipe"):
         body = "".join(static.slider_html(items[0], other, frame=frame, max_side=max_side) for other in items[1:])
         return present(_html(body), display=display)
@@ -122,6 +125,20 @@ def _default_label(item: Item, items: list[Item], index: int) -> str:
         if None not in values and len(set(values)) == len(values):
             return fmt.format(item.details[key])
     return string.ascii_uppercase[index % 26]
+
+
+def _add_psnr(items: list[Item]) -> None:
+    import numpy as np
+
+    reference = items[0].frames()
+    for item in items[1:]:
+        frames = item.frames()
+        if frames.shape != reference.shape:
+            item.details["psnr"] = "n/a (another size)"
+            continue
+        err = float(np.mean((frames.astype(np.float64) - reference.astype(np.float64)) ** 2))
+        item.details["psnr"] = f"{10 * np.log10(255.0 ** 2 / err):.1f} dB vs {items[0].label or 'the first'}" \
+            if err else f"identical to {items[0].label or 'the first'}"
 
 
 def _html(body: str):

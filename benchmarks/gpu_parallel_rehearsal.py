@@ -134,7 +134,7 @@ def references(frames_by_plan: dict[str, int], args) -> tuple[dict, dict]:
 
 def rank_main(rank: int, name: str, frames: int, args, port: int) -> None:
     """One rank: join the gloo group on GPU 0, build, install the fast path and the plan, generate ``calls`` times."""
-    from cosmos_helpers.fast import fast_path_stats
+    from cosmos_helpers.fast import fast_path_stats, set_fast_path_active
     from cosmos_helpers.parallel.worker import install_plan, join_group, rank_fast_options
 
     if not args.smoke:
@@ -144,7 +144,7 @@ def rank_main(rank: int, name: str, frames: int, args, port: int) -> None:
     _, groups = join_group(spec, rank, plan.gpus)
     pipe = build(args.smoke)
     state = install_plan(pipe, plan, groups, rank, rank_fast_options(fast_options(args), plan))
-    pipe._cosmos_fast.set_active(True)
+    set_fast_path_active(pipe, True)
     kw, results = call(frames, args), []
     for _ in range(args.ulysses_calls if name == "ulysses" else args.calls):
         results.append(generate(pipe, kw, state))

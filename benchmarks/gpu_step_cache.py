@@ -79,7 +79,7 @@ def main() -> int:
              .split(",")]
     backends = _diffusers_backends(not a.smoke, "cpu" if a.smoke else None, None, False, None)
     stock, fast = backends["stock"], backends["fast"]
-    cuda = stock._device().startswith("cuda")
+    cuda = stock.device.startswith("cuda")
     profile = "tiny" if a.smoke else "nano"
     request_for = dict(profile=profile, guidance=6.0, text_tokens=None if a.smoke else a.text_tokens, seed=0)
     caches = {"stock+sea": (stock, SeaCache()), "fast+sea": (fast, SeaCache()),

@@ -171,7 +171,7 @@ def release(state: dict, cuda: bool) -> None:
 
 def build_nano(plan: Plan, state: dict) -> dict:
     """The Nano-shaped random pipeline with the action heads, its stock/fast backends and a distilled backend."""
-    from cosmos_helpers.backends import distilled
+    from cosmos_helpers.backends.diffusers import distilled
     from cosmos_helpers.models.random_nano import build_random_nano_pipeline
     from cosmos_helpers.models.tiny import ACTION_CONFIG
     from cosmos_helpers.models.tiny_distilled import as_distilled
@@ -189,7 +189,9 @@ def build_nano(plan: Plan, state: dict) -> dict:
         """The same weights as a distilled checkpoint: a distilled model id loads the in-memory modular pipeline."""
 
         def _load(self, model):
-            return four_step if distilled.is_distilled_model(model) else super()._load(model)
+            from cosmos_helpers.backends.diffusers.loading import Loaded
+
+            return Loaded(four_step) if distilled.is_distilled_model(model) else super()._load(model)
 
     state.update(made, distilled=DistilledRandomBackend(device=plan.device, dtype=plan.dtype, progress=False))
     return {"build_s": round(time.perf_counter() - start, 1), "resident_gib": resident_gib(plan.cuda),

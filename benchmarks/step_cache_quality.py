@@ -1,4 +1,4 @@
-"""What SeaCache costs in meaning on the trained tiny model: the held-out checks cached and uncached, same prompts/seeds.
+"""What SeaCache costs in meaning on the trained tiny model: the held-out checks cached and uncached, alike.
 
 The trained tiny model's measurement (``cosmos_helpers.world.evaluate``) at 20 steps, once with diffusers' default
 (no cache) and once with ``step_cache=SeaCache()`` (diffusers' defaults), on one ``DiffusersBackend``: text-to-video
@@ -48,7 +48,8 @@ def measure(n_scale: float = 1.0, steps: int = 20, seed: int = 0) -> dict:
 
 def markdown(result: dict) -> str:
     lines = [f"# SeaCache on the trained tiny model ({result['steps']} steps, held-out captions)", "",
-             "| check | n | measure | uncached | SeaCache (diffusers defaults) | PSNR cached vs uncached (mean / min) |",
+             "| check | n | measure | uncached | SeaCache (diffusers defaults) | "
+             "PSNR cached vs uncached (mean / min) |",
              "| --- | ---: | --- | ---: | ---: | ---: |"]
     for check, row in result["checks"].items():
         twins = row["psnr_cached_vs_uncached_db"]

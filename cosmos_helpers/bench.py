@@ -38,7 +38,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from .backends.diffusers import DiffusersBackend
+from .backends.diffusers import Builder, DiffusersBackend
 from .bench_passes import pass_costs
 from .fast import FastOptions, fast_path_stats
 from .action_samples import render_drive, sample_trajectory
@@ -202,38 +202,22 @@ def _diffusers_backends(random_nano: bool | str, device: str | None, dtype: Any,
                         memory: str | None = None) -> dict[str, DiffusersBackend]:
     """stock, fast and ``fast-<plan>`` backends; with ``random_nano`` ("nano"/"super"/True) or ``pipeline`` the
     in-process ones run that one pipeline and the workers build the same random shapes."""
-    backend_class = DiffusersBackend
-    if random_nano or pipeline is not None:
-        prebuilt: dict[str, Any] = {} if pipeline is None else {"pipe": pipeline}
-        size = random_nano if isinstance(random_nano, str) else "nano"
-
-        class RandomNanoBackend(DiffusersBackend):
-            """DiffusersBackend whose "checkpoint" is the Nano-shaped random pipeline built in this process."""
-
-            worker_builder = "cosmos_helpers.models.random_nano:build_random_nano_pipeline"
-            worker_builder_kwargs = {"sound": sound, "size": size}
-            built = prebuilt  # ``built.clear()`` (then ``free_pipeline()``) lets the weights go
-
-            def _load(self, model):  # noqa: D401 - same contract as DiffusersBackend._load
-                if "pipe" not in prebuilt:
-                    from .models.random_nano import build_random_nano_pipeline
-
-                    prebuilt["pipe"] = build_random_nano_pipeline(self._device(), self._dtype(), sound=sound,
-                                                                  size=size)
-                return prebuilt["pipe"]
-
-        backend_class = RandomNanoBackend
+    builder = None
     if pipeline is not None:  # a pipeline built by the caller: its own device and dtype
+        builder = Builder.of(lambda _device, _dtype: pipeline)
         device = device or str(next(pipeline.transformer.parameters()).device)
         dtype = dtype or pipeline.transformer.dtype
+    elif random_nano:  # built once per process (the backends share it), and the same in every worker
+        size = random_nano if isinstance(random_nano, str) else "nano"
+        builder = Builder.of("cosmos_helpers.models.random_nano:build_random_nano_pipeline", sound=sound, size=size)
     fast = FastOptions(**fast_options) if fast_options else True
-    common = dict(device=device, dtype=dtype, progress=False, memory=memory)
-    backends = {"stock": backend_class(**common), "fast": backend_class(**common, fast=fast)}
+    common = dict(device=device, dtype=dtype, progress=False, memory=memory, builder=builder)
+    backends = {"stock": DiffusersBackend(**common), "fast": DiffusersBackend(**common, fast=fast)}
     for spec in gpus:
         count, _, kind = str(spec).partition(":")
         degrees = {"ulysses": int(count)} if kind == "ulysses" else {"cfg_parallel": 2} if kind == "cfg" else {}
         name = f"fast-{count}gpu" + (f"-{kind}" if kind else "")
-        backends[name] = backend_class(**{**common, "memory": None}, fast=fast, gpus=int(count), **degrees)
+        backends[name] = DiffusersBackend(**{**common, "memory": None}, fast=fast, gpus=int(count), **degrees)
     return backends
 
 
@@ -280,7 +264,7 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
         from .backends.vllm_omni import VllmOmniBackend
 
         runners["vllm"] = VllmOmniBackend(vllm_url)
-    cuda = stock._device().startswith("cuda")
+    cuda = stock.device.startswith("cuda")
     if memory and cuda:
         _cap_memory(stock, get_profile(profile).model, memory, log)
     settings = dict(profile=profile, random_nano=random_nano or pipeline is not None, steps=steps, guidance=guidance,
@@ -358,8 +342,8 @@ def _environment(backend: DiffusersBackend) -> dict[str, Any]:
     import torch
 
     return {"torch": torch.__version__, "diffusers": diffusers.__version__,
-            "device": torch.cuda.get_device_name() if backend._device().startswith("cuda") else "cpu",
-            "dtype": str(backend._dtype()).replace("torch.", ""), "date": time.strftime("%Y-%m-%d")}
+            "device": torch.cuda.get_device_name() if backend.device.startswith("cuda") else "cpu",
+            "dtype": str(backend.dtype).replace("torch.", ""), "date": time.strftime("%Y-%m-%d")}
 
 
 def _fmt(value, digits: int = 2) -> str:

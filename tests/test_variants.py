@@ -107,7 +107,7 @@ def test_distilled_requests_reach_the_framework_as_its_checkpoints(tmp_path):
 
 
 def test_distilled_stand_in_is_a_relocatable_distilled_checkpoint(tmp_path):
-    from cosmos_helpers.backends.distilled import is_distilled_model
+    from cosmos_helpers.backends.diffusers.distilled import is_distilled_model
     from cosmos_helpers.models.tiny_distilled import INDEX_FILE, tiny_distilled_path
     from cosmos_helpers.protocol import variants
 
@@ -126,7 +126,7 @@ def test_a_distilled_pipeline_runs_on_a_transformer_the_fast_path_is_installed_o
     fast path's forward shows stock's, so a distilled pipeline sharing those weights (gpu_variants) still runs."""
     import inspect
 
-    from cosmos_helpers.backends import distilled
+    from cosmos_helpers.backends.diffusers import distilled
     from cosmos_helpers.fast import enable_fast_path
     from cosmos_helpers.models.tiny import build_tiny_pipeline
     from cosmos_helpers.models.tiny_distilled import as_distilled
@@ -137,5 +137,6 @@ def test_a_distilled_pipeline_runs_on_a_transformer_the_fast_path_is_installed_o
     assert set(inspect.signature(base.transformer.forward).parameters) == stock
     request = GenerationRequest(mode="text2image", profile="tiny-distilled", prompt="a red ball", seed=0,
                                 guardrails=False)
-    frames, timesteps = distilled.denoise(as_distilled(base), request, lambda _step: None)
+    frames, timesteps = distilled.denoise(as_distilled(base), request, distilled.call_kwargs(request),
+                                          lambda _step: None)
     assert np.asarray(frames).shape[-1] == 3 and np.isfinite(np.asarray(frames)).all() and len(timesteps) == 4

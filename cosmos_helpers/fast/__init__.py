@@ -43,10 +43,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterator
 
-__all__ = ["FastOptions", "SMALL_PASS_TOKENS", "enable_fast_path", "disable_fast_path", "is_fast", "fast_path_stats"]
+__all__ = ["FastOptions", "SMALL_PASS_TOKENS", "enable_fast_path", "disable_fast_path", "is_fast", "fast_path_stats",
+           "installed_forward", "set_fast_path_active"]
 
 
 @dataclass
@@ -96,6 +98,10 @@ class FastOptions:
 SMALL_PASS_TOKENS = 16_384
 
 
+# Each patched pipeline's state, kept here rather than as an attribute hung on the diffusers object.
+_STATES: "weakref.WeakKeyDictionary[Any, _FastState]" = weakref.WeakKeyDictionary()
+
+
 class _FastState:
     def __init__(self, options: FastOptions, resolved: FastOptions) -> None:
         self.options = options
@@ -125,7 +131,7 @@ def enable_fast_path(pipe, options: FastOptions | None = None, *, active: bool =
     it switched off: a pipeline shared by stock and fast callers runs stock code at rest, and
     :func:`fast_path_active` switches it on for one call.
     """
-    state = getattr(pipe, "_cosmos_fast", None)
+    state = _STATES.get(pipe)
     if overrides:
         options = replace(options or FastOptions(), **overrides)
     if state is not None:
@@ -154,7 +160,7 @@ def enable_fast_path(pipe, options: FastOptions | None = None, *, active: bool =
         state.decode = FastDecode(pipe.vae, cudnn_benchmark=bool(resolved.vae_cudnn_benchmark),
                                   channels_last=bool(resolved.vae_channels_last))
         _patch(state, pipe.vae, "decode", state.decode)
-    pipe._cosmos_fast = state
+    _STATES[pipe] = state
     state.set_active(active)
     return pipe
 
@@ -212,7 +218,7 @@ def _skip_blank_encode(pipe, state: _FastState) -> None:
 
 def disable_fast_path(pipe):
     """Undo :func:`enable_fast_path` (frees cached keys/values and graphs). Returns ``pipe``."""
-    state = getattr(pipe, "_cosmos_fast", None)
+    state = _STATES.get(pipe)
     if state is None:
         return pipe
     if state.forward is not None:
@@ -226,7 +232,7 @@ def disable_fast_path(pipe):
             obj.__dict__.pop(attr, None)
         else:
             setattr(obj, attr, original)
-    del pipe._cosmos_fast
+    del _STATES[pipe]
     return pipe
 
 
@@ -234,7 +240,7 @@ def disable_fast_path(pipe):
 def fast_path_active(pipe, active: bool) -> Iterator[None]:
     """Run the block with the installed fast path on or off: one loaded pipeline serves stock and fast backends
     without patching or unpatching anything per call. Without a fast path installed, only ``False`` is valid."""
-    state = getattr(pipe, "_cosmos_fast", None)
+    state = _STATES.get(pipe)
     if state is None:
         if active:
             raise RuntimeError("the fast path is not installed on this pipeline; call enable_fast_path first")
@@ -249,15 +255,26 @@ def fast_path_active(pipe, active: bool) -> Iterator[None]:
 
 
 def is_fast(pipe) -> bool:
-    return getattr(pipe, "_cosmos_fast", None) is not None
+    return pipe in _STATES
+
+
+def installed_forward(pipe):
+    """The fast forward installed on ``pipe``'s transformer (it counts its own passes), or ``None``."""
+    state = _STATES.get(pipe)
+    return state.forward if state is not None else None
+
+
+def set_fast_path_active(pipe, active: bool) -> None:
+    """Switch the installed fast path on or off outside a call (worker ranks, rehearsals)."""
+    _STATES[pipe].set_active(active)
 
 
 def fast_path_stats(pipe) -> dict[str, Any]:
     """Counters for tests and reports: text-tower runs, graph captures/replays, batched pairs, fallbacks."""
-    state = getattr(pipe, "_cosmos_fast", None)
+    state = _STATES.get(pipe)
     if state is None:
         return {"enabled": False}
-    out: dict[str, Any] = {"enabled": True, "options": asdict(state.resolved),
+    out: dict[str, Any] = {"enabled": True, "active": state.active, "options": asdict(state.resolved),
                            "blank_encodes_skipped": state.blank_encodes_skipped}
     forward = state.forward
     if forward is not None:

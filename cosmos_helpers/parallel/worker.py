@@ -66,27 +66,15 @@ def join_group(spec: dict, rank: int, world: int):
 
 
 def _backend(spec: dict, rank: int):
-    """A one-GPU ``DiffusersBackend`` on this rank's device that builds the pipeline the parent's would."""
-    import importlib
-
+    """A one-GPU ``DiffusersBackend`` on this rank's device that loads (or builds) the pipeline the parent's would."""
     from ..backends.diffusers import DiffusersBackend
-
-    builder = spec.get("builder")
-
-    class WorkerBackend(DiffusersBackend):
-        def _load(self, model):
-            if builder is None:
-                return super()._load(model)
-            module, name = builder.split(":")
-            fn = getattr(importlib.import_module(module), name)
-            return fn(self._device(), self._dtype(), **spec.get("builder_kwargs", {}))
-
     from .plan import ParallelPlan
 
     fast = rank_fast_options(spec["fast"], ParallelPlan(**spec["plan"]))
     device = f"cuda:{rank}" if spec["device"] == "cuda" else "cpu"
-    return WorkerBackend(device=device, dtype=spec["dtype"], progress=False, fast=fast, scheduler=spec.get("scheduler"),
-                         token=spec.get("token"), **spec["memory_kwargs"])
+    return DiffusersBackend(device=device, dtype=spec["dtype"], progress=False, fast=fast,
+                            scheduler=spec.get("scheduler"), token=spec.get("token"), builder=spec.get("builder"),
+                            **spec["memory_kwargs"])
 
 
 def rank_fast_options(fast, plan):

@@ -47,8 +47,8 @@ class WorkerGroup:
     Args:
         plan: the degrees (``gpus`` processes are started).
         spec: what each worker builds: ``device`` ("cuda"/"cpu"), ``dtype``, ``fast``, ``memory_kwargs``, the
-            backend's ``scheduler`` and ``token``, and optionally ``builder`` ("module:function" called as
-            ``fn(device, dtype, **builder_kwargs)``).
+            backend's ``scheduler`` and ``token``, and optionally ``builder`` (a
+            :class:`~cosmos_helpers.backends.diffusers.Builder` whose target is a ``"module:function"`` string).
         start_timeout: seconds for every worker to start and join the group.
         step_timeout: seconds without any word from the workers during a generation (loading included) before
             they are declared stuck.

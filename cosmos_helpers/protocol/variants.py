@@ -51,7 +51,7 @@ Image to image (image editing)
       under the edit system prompt, whatever the model config's ``use_system_prompt`` says.
     * df 0.42.1: no image-edit workflow (``Cosmos3OmniPipeline`` and the modular blocks' workflow maps know
       text2image / text2video / image2video / video2video only), but its transformer takes any packed sequence of
-      clean and noised items: :mod:`cosmos_helpers.backends.diffusers_edit` packs the framework's edit batch on it.
+      clean and noised items: :mod:`cosmos_helpers.backends.diffusers.edit` packs the framework's edit batch on it.
     * vo 0.30.0: ``pipeline_cosmos3.py:3724-3820``: an image request has no image input (a conditioning image is
       only read for video outputs); there is no image-edit path.
 """

@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import media
 from ..backends.diffusers import GUARDRAIL_HELP, DiffusersBackend, guardrail_errors
-from ..backends.diffusers_cache import call_cache, check_request_cache
+from ..backends.diffusers.cache import call_cache, check_request_cache
 from ..errors import BackendUnavailableError
 from ..progress import progress_bar
 from ..result import Generation

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from .. import media
 from ..backends import backend_by_name
-from ..backends.distilled import is_distilled_model
+from ..backends.diffusers.distilled import is_distilled_model
 from ..controls.estimation import check_models
 from ..controls.videos import write_control_videos
 from ..errors import OutputExistsError, ValidationError

@@ -221,7 +221,7 @@ def test_high_step_counts_with_a_large_shift_run_to_the_end(tiny_backend):
 
 def test_the_model_is_the_requests_and_never_swapped_for_another(monkeypatch):
     """A Nano request on a machine without the checkpoint fails; it does not quietly run the tiny model."""
-    with pytest.raises(ValidationError, match="comes from the request|model each request names"):
+    with pytest.raises(TypeError, match="'model'"):  # the backend takes no model: the request names it
         DiffusersBackend(model="tiny")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     backend = DiffusersBackend(progress=False)
@@ -265,7 +265,7 @@ def test_unknown_local_model_is_a_validation_error(tmp_path):
 @pytest.mark.parametrize("device_map", [None, {}, "balanced"])
 def test_a_given_device_map_reaches_from_pretrained_as_given(monkeypatch, device_map):
     """``device_map`` decides whether the pipeline is moved afterwards, so any value given, even empty, is passed."""
-    from cosmos_helpers.backends import diffusers as backend_module
+    from cosmos_helpers.backends.diffusers import loading as backend_module
 
     seen = {}
 
@@ -280,5 +280,5 @@ def test_a_given_device_map_reaches_from_pretrained_as_given(monkeypatch, device
 
     monkeypatch.setattr(backend_module, "pipeline_class", lambda: FakeClass)
     with pytest.raises(Loaded):
-        DiffusersBackend(device="cpu", device_map=device_map, progress=False)._load("tiny")
+        DiffusersBackend(device="cpu", device_map=device_map, progress=False)._load("tiny").pipe
     assert seen.get("device_map", "absent") == ("absent" if device_map is None else device_map)

@@ -1,4 +1,4 @@
-"""Image editing on diffusers (``backends.diffusers_edit``) against the framework's own edit rules
+"""Image editing on diffusers (``backends.diffusers.edit``) against the framework's own edit rules
 (``tests/contracts/fixtures/image_edit-*.json``: its literals, and its resize, position and clean-item functions run
 on example inputs by ``scripts/refresh_contracts.py --only image-edit``), and end to end on the tiny model."""
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from cosmos_helpers import DiffusersBackend, GenerationRequest
-from cosmos_helpers.backends import diffusers_edit
+from cosmos_helpers.backends.diffusers import edit as diffusers_edit
 from cosmos_helpers.backends.framework import request_payload
 from cosmos_helpers.errors import ValidationError
 from cosmos_helpers.protocol import variants

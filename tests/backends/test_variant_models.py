@@ -45,7 +45,7 @@ def test_image2video_makes_a_clip_from_the_image(tiny_backend, rgb_image):
 def test_the_real_blocks_refuse_what_the_request_refuses(tiny_backend, t2i):
     """The oracle: diffusers' Cosmos3DistilledBlocks raise for another step count or guidance (our request
     refuses both before loading); the same call with the fixed values runs."""
-    from cosmos_helpers.backends.distilled import call_kwargs
+    from cosmos_helpers.backends.diffusers.distilled import call_kwargs
 
     pipe = tiny_backend.pipeline("tiny-distilled")
     kwargs = call_kwargs(T2I)

@@ -170,7 +170,7 @@ def test_backends_share_one_pipeline_and_each_call_runs_its_own_path(monkeypatch
         forward = pipe.transformer.forward
         calls = fast_path_stats(pipe)["calls"]
         assert calls > 0 and np.array_equal(fast_frames, reference)
-        assert not pipe._cosmos_fast.active  # at rest the shared pipeline is stock for every other user
+        assert not fast_path_stats(pipe)["active"]  # at rest the shared pipeline is stock for every other user
         assert np.array_equal(stock.generate(request).frames, reference)
         assert fast_path_stats(pipe)["calls"] == calls  # the stock call went around the fast path
         assert pipe.transformer.forward is forward  # ... without unpatching it

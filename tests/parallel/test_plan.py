@@ -128,8 +128,8 @@ def test_bench_builds_multi_gpu_runners_with_the_plans_asked_for():
     assert plans == {"stock": (1, 1, 1), "fast": (1, 1, 1), "fast-2gpu": (2, 2, 1), "fast-2gpu-ulysses": (2, 1, 2),
                      "fast-4gpu": (4, 2, 2)}
     worker = made["fast-2gpu"]
-    assert worker.worker_builder.endswith("build_random_nano_pipeline") and worker.fast
-    assert worker.worker_builder_kwargs == {"sound": False, "size": "nano"}
+    assert worker.builder.target.endswith("build_random_nano_pipeline") and worker.fast
+    assert dict(worker.builder.kwargs) == {"sound": False, "size": "nano"}
 
 
 def test_a_memory_preset_without_cuda_is_refused(monkeypatch):

@@ -28,11 +28,11 @@ CALL = dict(prompt="A robot arm stacks three red cubes on a wooden table.", nega
 
 
 def _pipe(interval=None):
-    from cosmos_helpers.backends.diffusers import _guided
+    from cosmos_helpers.backends.diffusers.loading import as_guided
     from cosmos_helpers.models.tiny import build_tiny_pipeline
 
     torch.set_num_threads(1)
-    pipe = _guided(build_tiny_pipeline(0))
+    pipe = as_guided(build_tiny_pipeline(0))
     pipe.set_progress_bar_config(disable=True)
     pipe.guidance_interval = interval
     return pipe
@@ -58,7 +58,7 @@ def _rank(rank: int, plans: list[ParallelPlan], port: int, out: str, intervals: 
 
 
 def _run_plans(rank: int, plans: list[ParallelPlan], groups: dict, out: str, intervals: tuple, fasts: tuple) -> None:
-    from cosmos_helpers.fast import fast_path_stats
+    from cosmos_helpers.fast import fast_path_stats, set_fast_path_active
     from cosmos_helpers.parallel.worker import install_plan
 
     for index, plan in enumerate(plans):
@@ -67,7 +67,7 @@ def _run_plans(rank: int, plans: list[ParallelPlan], groups: dict, out: str, int
         fast = fasts[index] if index < len(fasts) else None
         state = install_plan(pipe, plan, plan_groups, rank, fast)
         if fast:
-            pipe._cosmos_fast.set_active(True)
+            set_fast_path_active(pipe, True)
         latents = _latents(pipe)
         stats = fast_path_stats(pipe)
         torch.save({"latents": latents, "cfg": dict(state.stats) if state else None,

@@ -14,11 +14,12 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..errors import ValidationError
-from ..models.tiny_distilled import INDEX_FILE, MODEL_NAME
-from ..presets import get_profile
-from ..protocol import variants
-from ..request import GenerationRequest
+from ...errors import ValidationError
+from ...models.tiny_distilled import INDEX_FILE, MODEL_NAME
+from ...presets import get_profile
+from ...protocol import variants
+from ...request import GenerationRequest
+from .arguments import prompt_options, video_kwargs
 
 DIFFUSERS_MODES = variants.DISTILLED_MODES["diffusers"]
 
@@ -81,27 +82,13 @@ def _quiet(block) -> None:
 
 def call_kwargs(request: GenerationRequest) -> dict[str, Any]:
     """The distilled pipeline's inputs: the request's sizes, frames, fps, prompt options and conditioning."""
-    from .. import media
-
     kwargs: dict[str, Any] = dict(prompt=request.prompt_text(), num_frames=request.num_frames,
                                   height=request.height, width=request.width, fps=request.fps,
-                                  num_inference_steps=request.num_inference_steps)
-    if request.use_system_prompt is not None:
-        kwargs["use_system_prompt"] = request.use_system_prompt
-    for name in ("add_resolution_template", "add_duration_template"):
-        if request.is_structured:
-            kwargs[name] = False
-        elif getattr(request, name) is not None:
-            kwargs[name] = getattr(request, name)
+                                  num_inference_steps=request.num_inference_steps, **prompt_options(request))
     if request.mode == "image2video":
         kwargs["image"] = request.conditioning_image()
     elif request.mode == "video2video":
-        frames = media.fit_to_bucket(request.conditioning_video(), request.width, request.height)
-        kwargs["video"] = [media.load_image(frame) for frame in frames]
-        if request.condition_frames is not None:
-            kwargs["condition_frame_indexes_vision"] = list(request.condition_frames)
-        if request.condition_video_keep is not None:
-            kwargs["condition_video_keep"] = request.condition_video_keep
+        kwargs.update(video_kwargs(request))
     return kwargs
 
 
@@ -113,7 +100,7 @@ def counting_steps(pipe, on_step: Callable[[int], None]) -> Iterator[None]:
 
     def counted(*args: Any, **kwargs: Any):
         out = step(*args, **kwargs)
-        on_step(scheduler.step_index or 0)
+        on_step((scheduler.step_index or 1) - 1)  # the index of the step just taken
         return out
 
     scheduler.step = counted
@@ -123,11 +110,11 @@ def counting_steps(pipe, on_step: Callable[[int], None]) -> Iterator[None]:
         del scheduler.step  # the class's method again
 
 
-def denoise(pipe, request: GenerationRequest, on_step: Callable[[int], None]):
-    """Run one request; returns the frames (``output_type='np'``) and the schedule's timesteps."""
+def denoise(pipe, request: GenerationRequest, kwargs: dict[str, Any], on_step: Callable[[int], None]):
+    """Run one request with its :func:`call_kwargs`; returns the frames (``output_type='np'``) and the timesteps."""
     import torch
 
     with counting_steps(pipe, on_step), torch.inference_mode():
-        frames = pipe(**call_kwargs(request), generator=torch.Generator("cpu").manual_seed(request.seed),
+        frames = pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(request.seed),
                       output="videos", output_type="np")
     return frames, [round(float(t), 3) for t in pipe.scheduler.timesteps]

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import media
-from ..request import GenerationRequest
+from ... import media
+from ...request import GenerationRequest
 
 
 def call_kwargs(request: GenerationRequest) -> dict[str, Any]:

@@ -18,9 +18,9 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ..errors import ValidationError
-from ..protocol import step_cache as facts
-from ..step_cache import SeaCache, StepCache, check_for_backend, describe
+from ...errors import ValidationError
+from ...protocol import step_cache as facts
+from ...step_cache import SeaCache, StepCache, check_for_backend, describe
 
 _DIFFUSERS_NAMES = {ours: names[0] for ours, names in facts.FIELDS.items()}
 

@@ -23,11 +23,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import media
-from ..prompts import with_templates
-from ..protocol import framework as fw
-from ..protocol import variants
-from ..request import GenerationRequest
+from ... import media
+from ...prompts import with_templates
+from ...protocol import framework as fw
+from ...protocol import variants
+from ...request import GenerationRequest
 
 
 def edit(pipe, request: GenerationRequest, on_step: Callable[[int], None]) -> tuple[np.ndarray, list[float]]:

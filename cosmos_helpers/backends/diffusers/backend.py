@@ -1,0 +1,263 @@
+"""``DiffusersBackend``: Cosmos3 in the notebook's own process through ``diffusers.Cosmos3OmniPipeline``.
+
+The model comes from the request (its profile, or ``model=``): ``"tiny"`` (the embedded model), a hub id such as
+``nvidia/Cosmos3-Nano`` or a local folder. Weights are loaded once per model, device and dtype and shared by every
+backend in the process (:mod:`.loading`); what differs between backends (scheduler, fast path on or off, guidance
+interval, step cache) is lent to the pipeline for one call (:mod:`.runner`). bf16 on CUDA, fp32 on CPU.
+
+``gpus=N`` (with ``cfg_parallel=`` / ``ulysses=``, ``serve_command``'s names) runs each call on N worker processes,
+one per GPU (:mod:`cosmos_helpers.parallel`). ``memory="24GB"|"48GB"|"80GB"`` fits the pipeline on a card of that
+size (:mod:`cosmos_helpers.backends.memory`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from ...errors import ValidationError
+from ...fast import FastOptions
+from ...limits import check_backend_mode
+from ...parallel.plan import ParallelPlan
+from ...presets import model_for
+from ...progress import progress_bar
+from ...request import GenerationRequest
+from ...result import Generation
+from ...schedules import configure_scheduler
+from ..base import Backend, ProgressCallback
+from ..memory import MemorySettings, apply_memory, plan_memory, resolve_memory
+from . import distilled
+from .cache import check_request_cache
+from .guardrails import Guardrails
+from .loading import SHARED, Builder, Loaded, load_pipeline, resolve_source
+from .loops import loop_for
+from .runner import CallRun
+
+NAME = "diffusers"
+
+
+class DiffusersBackend(Backend):
+    """Generate with diffusers in-process.
+
+    Args:
+        device: ``"cuda"``, ``"cpu"``, ...; default CUDA when available.
+        dtype: ``"bfloat16"``/``"float32"``/a torch dtype; default bf16 on CUDA, fp32 on CPU.
+        fast: run through ``cosmos_helpers.fast`` (same outputs, less work per step). ``True`` uses the defaults; a
+            ``FastOptions`` picks switches, e.g. ``FastOptions(compile=False)`` to skip kernel compilation.
+        gpus, cfg_parallel, ulysses: GPUs per call (default 1: in this process); more start one worker process per
+            GPU. ``cfg_parallel=2`` runs the two guidance branches on two GPU groups (vLLM-Omni's
+            ``--cfg-parallel-size``), ``ulysses`` splits each pass's tokens over that many GPUs (``--ulysses-degree``).
+            Without degrees, ``gpus=2`` is CFG-parallel and ``gpus=4`` is 2 x 2.
+        memory: the card size to fit, ``"24GB"``, ``"48GB"`` or ``"80GB"`` (offloading and VAE tiling, chosen for the
+            model's size); ``offload`` (``"group"``, ``"model"``, ``False``), ``vae_tiling`` and ``fp8`` (FP8 weight
+            storage) are explicit settings, which win over ``memory``.
+        scheduler: a diffusers flow-matching scheduler class or instance to use instead of flow UniPC.
+        progress: show a denoising progress bar (tqdm.auto: a widget in Jupyter, text under papermill).
+        safety_checker: an object with ``check_text_safety(str) -> bool`` and ``check_video_safety(frames)
+            -> frames | None``; default: ``cosmos_guardrail.CosmosSafetyChecker`` when requested and installed.
+        token: a Hugging Face token for gated hub checkpoints.
+        device_map: passed to ``from_pretrained`` for multi-GPU hosts (then the pipeline is not moved).
+        builder: a :class:`~.loading.Builder` that makes the pipeline instead of loading the request's model
+            (random weights at real shapes, for benchmarks).
+        worker_timeout: seconds a multi-GPU call may go without a word from its workers (model load included).
+
+    The model is not an argument: it is the request's (``GenerationRequest(profile=..., model=...)``).
+    """
+
+    name = NAME
+
+    def __init__(self, *, device: str | None = None, dtype: Any = None, fast: bool | FastOptions = False,
+                 gpus: int | None = None, cfg_parallel: int | None = None, ulysses: int | None = None,
+                 memory: str | None = None, offload: str | bool | None = None, vae_tiling: bool | None = None,
+                 fp8: bool | None = None, scheduler: Any = None, progress: bool = True, safety_checker: Any = None,
+                 token: str | None = None, device_map: str | dict | None = None, builder: Builder | None = None,
+                 worker_timeout: float = 1800.0) -> None:
+        import torch
+
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.dtype = _dtype(dtype, self.device)
+        self.fast, self.scheduler, self.progress, self.token = fast, scheduler, progress, token
+        self.device_map, self.builder, self.worker_timeout = device_map, builder, worker_timeout
+        self.guardrails = Guardrails(safety_checker)
+        self.memory_kwargs = {k: v for k, v in dict(memory=memory, offload=offload, vae_tiling=vae_tiling,
+                                                    fp8=fp8).items() if v is not None}
+        self.memory: MemorySettings | None = resolve_memory(**self.memory_kwargs, device_map=device_map, fast=fast,
+                                                            device=self.device)
+        self.plan = ParallelPlan.build(gpus, cfg_parallel=cfg_parallel, ulysses=ulysses)
+        self._workers = None
+        _check_options(self.plan, fast, device, device_map)
+
+    def __repr__(self) -> str:
+        extra = f", gpus={self.plan.gpus}" if self.plan.parallel else ""
+        extra += f", memory={self.memory.preset!r}" if self.memory and self.memory.preset else ""
+        return f"DiffusersBackend(device={self.device!r}, fast={bool(self.fast)}{extra})"
+
+    # 1. What this backend refuses, before any work ----------------------------------------------------------------
+
+    def check(self, request: GenerationRequest) -> None:
+        check_backend_mode(request, self.name)
+        check_request_cache(request.step_cache, gpus=self.plan.gpus)
+        if distilled.is_distilled_model(request.model):
+            if self.plan.parallel:
+                raise ValidationError("gpus", f"the distilled few-step path runs in this process, on one GPU "
+                                      f"(gpus={self.plan.gpus} was given).",
+                                      "use DiffusersBackend(gpus=1) for a distilled model.")
+            distilled.check_request(request, scheduler=self.scheduler, fast=self.fast)
+            return
+        distilled.check_base_request(request)
+        if self.scheduler is not None:  # a scheduler the request cannot go with is refused before loading
+            configure_scheduler({}, self.scheduler, request.flow_shift, shift_given=request.explicit("flow_shift"))
+        if request.mode == "image2image":
+            if self.plan.parallel:
+                raise ValidationError("gpus", f"image2image runs in this process, on one GPU (gpus={self.plan.gpus} "
+                                      "was given).", "use DiffusersBackend(gpus=1) for image editing.")
+            if self.fast:
+                raise ValidationError("fast", "the fast path is built for the pipeline's own loop, not the edit loop.",
+                                      "use DiffusersBackend(fast=False) for image editing.")
+        if self.plan.parallel:
+            self.plan.check_request(request)
+            self._check_heads(request.model)
+
+    # 2. Generation: the checks above, then the call's steps (:meth:`CallRun.run`) -------------------------------
+
+    def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
+        """Run one request. ``progress(step, total)`` is called after every denoising step."""
+        self.check(request)
+        if self.plan.parallel:
+            return self._generate_on_workers(request, progress)
+        return CallRun(self, request, progress).run()
+
+    def pipeline_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
+        """The exact arguments the call for ``request`` passes to the pipeline (no generator or callback)."""
+        return loop_for(request).call_kwargs(request)
+
+    def output_settings(self) -> dict[str, Any]:
+        """What, besides the request, shapes this backend's outputs, so that a rerun with other settings is not
+        taken for finished work: the dtype, a scheduler of the user's, and the memory settings that change the
+        numbers (FP8 weights, VAE tiling; offloading only moves them)."""
+        scheduler = self.scheduler
+        if scheduler is not None and not isinstance(scheduler, type):
+            scheduler = {type(scheduler).__name__: {k: v for k, v in scheduler.config.items() if not k.startswith("_")}}
+        return {"dtype": str(self.dtype).replace("torch.", ""),
+                "scheduler": scheduler.__name__ if isinstance(scheduler, type) else scheduler,
+                **{k: v for k, v in self.memory_kwargs.items() if k != "offload"}}
+
+    def guardrail_checker(self, guardrails: bool = True):
+        """The Cosmos guardrail checker this backend's generations use (loaded once), or ``None`` when
+        ``guardrails`` is off; other in-process workflows (audio) check their prompt and video with the same one."""
+        return self.guardrails.get(guardrails)
+
+    # 3. The shared pipeline ---------------------------------------------------------------------------------------
+
+    def pipeline(self, model: str | None = None):
+        """The loaded ``Cosmos3OmniPipeline`` for ``model`` (default: the default profile's), shared by every
+        backend of this device and dtype."""
+        return self._loaded(model_for(model=model)).pipe
+
+    @contextlib.contextmanager
+    def borrowed(self, model: str | None = None) -> Iterator[Any]:
+        """The shared pipeline for ``model``, held under its lock for a caller that changes state on it for one call
+        (transfer's attention processors): no other call runs on it meanwhile."""
+        loaded = self._loaded(model_for(model=model))
+        with loaded.lock:
+            yield loaded.pipe
+
+    def _loaded(self, model: str) -> Loaded:
+        key = (str(model), self.device, str(self.dtype), repr(self.device_map), repr(self.builder),
+               self.memory.key() if self.memory else None)
+        return SHARED.get(key, lambda: self._load(str(model)))
+
+    def _load(self, model: str) -> Loaded:
+        """Load (or build) the pipeline and place it: moved to the device, or fitted by the memory settings."""
+        pipe = self.builder(self.device, self.dtype) if self.builder is not None else load_pipeline(
+            model, dtype=self.dtype, device_map=self.device_map, token=self.token)
+        pipe.set_progress_bar_config(disable=True)
+        if self.memory is not None:
+            weights = sum(p.numel() * p.element_size() for p in pipe.transformer.parameters())
+            return Loaded(pipe, apply_memory(pipe, plan_memory(self.memory, weights, fast=self.fast), self.device))
+        if self.device_map is None:
+            pipe = pipe.to(self.device)
+        return Loaded(pipe)
+
+    # 4. Several GPUs: the same request on worker processes --------------------------------------------------------
+
+    def _worker_group(self):
+        """The running worker group of this backend, started on first use (or again after a failure)."""
+        from ...parallel.workers import WorkerGroup
+
+        if self._workers is not None and self._workers.alive:
+            return self._workers
+        spec = {"device": "cuda" if self.device.startswith("cuda") else "cpu",
+                "dtype": str(self.dtype).replace("torch.", ""), "fast": self.fast, "memory_kwargs": self.memory_kwargs,
+                "scheduler": self.scheduler, "token": self.token, "builder": self.builder}
+        self._workers = WorkerGroup(self.plan, spec, step_timeout=self.worker_timeout).start()
+        return self._workers
+
+    def close(self) -> None:
+        """Stop this backend's worker processes (multi-GPU); a later call starts them again."""
+        if self._workers is not None:
+            self._workers.stop()
+            self._workers = None
+
+    def _check_heads(self, model: str) -> None:
+        """Refuse a Ulysses degree that the model's heads cannot be split by before starting any worker, when the
+        model's config is on disk (tiny, a local folder); otherwise each worker checks it after loading."""
+        if self.plan.ulysses == 1 or self.builder is not None:
+            return
+        config = Path(resolve_source(model)) / "transformer" / "config.json"
+        if config.is_file():
+            self.plan.check_model(json.loads(config.read_text()))
+
+    def _generate_on_workers(self, request: GenerationRequest, progress: ProgressCallback | None) -> Generation:
+        started = time.perf_counter()
+        checker = self.guardrails.check_prompt(bool(request.guardrails), request.prompt_text())
+        bar = progress_bar(request.num_inference_steps, f"{request.mode} denoising on {self.plan.gpus} GPUs", "step",
+                           enabled=self.progress)
+
+        def on_step(step: int, total: int) -> None:
+            if bar is not None:
+                bar.update(step - bar.n)
+            if progress is not None:
+                progress(step, total)
+
+        try:
+            group = self._worker_group()
+            start_s = time.perf_counter() - started
+            generation = group.generate(request.replace(guardrails=False), on_step)
+        finally:
+            if bar is not None:
+                bar.close()
+        generation.request = request
+        generation.timings.update(workers_start_s=start_s, total_s=time.perf_counter() - started)
+        generation.frames = self.guardrails.check_frames(checker, generation.frames)
+        generation.settings = self.output_settings()
+        return generation
+
+
+def _dtype(dtype: Any, device: str):
+    import torch
+
+    if dtype is None:
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return getattr(torch, dtype) if isinstance(dtype, str) else dtype
+
+
+def _check_options(plan: ParallelPlan, fast: Any, device: str | None, device_map: Any) -> None:
+    """The backend's own options that cannot go together, refused when it is made."""
+    if plan.parallel:
+        plan.check_placement(device, device_map)
+    if isinstance(fast, FastOptions):
+        from ...fast.attention import check_backend  # imports torch: only when options are given
+
+        check_backend(fast.attention)
+    if plan.ulysses > 1 and isinstance(fast, FastOptions) and (fast.batch_cfg or fast.cuda_graphs):
+        name = "batch_cfg" if fast.batch_cfg else "cuda_graphs"
+        raise ValidationError("fast", f"FastOptions({name}=True) cannot run under ulysses={plan.ulysses}: each worker "
+                              "holds a share of the tokens and exchanges them every layer, so branches are not batched "
+                              "and passes are not graphed there.", f"leave {name} unset, or use ulysses=1.")
+    if plan.cfg_parallel > 1 and isinstance(fast, FastOptions) and fast.batch_cfg:
+        raise ValidationError("fast", "FastOptions(batch_cfg=True) runs both guidance branches on one GPU, and "
+                              "cfg_parallel=2 runs them on two.", "leave batch_cfg unset, or use cfg_parallel=1.")

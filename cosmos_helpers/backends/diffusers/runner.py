@@ -1,0 +1,114 @@
+"""One in-process call, whatever its loop: the shared pipeline borrowed, progress reported, time taken, a Generation.
+
+The pipeline is shared by every backend of the process, so what a backend changes on it for one call (its scheduler,
+its guidance interval, the fast path switched on, a step cache) is lent under the pipeline's lock and taken back
+after, however the call ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Callable, Iterator
+
+from ...fast import FastOptions, enable_fast_path, fast_path_active, installed_forward
+from ...progress import progress_bar
+from ...request import GenerationRequest
+from ...result import Generation
+from ...schedules import configure_scheduler
+from .cache import call_cache
+from .guardrails import guardrail_errors
+from .loading import Loaded
+from .loops import Denoised, StockLoop, loop_for
+
+
+class CallRun:
+    """One call of ``backend`` for ``request``, as numbered steps (:meth:`run`): its bar and callback, its timings
+    (load, first step, denoise, decode), the pipeline lent for it."""
+
+    def __init__(self, backend: Any, request: GenerationRequest, progress: Callable[[int, int], None] | None) -> None:
+        self.backend, self.request, self.callback = backend, request, progress
+        self.loop = loop_for(request)
+        self.fast = backend.fast if self.loop.lends else False
+        self.started = time.perf_counter()
+        self.marks: list[float] = []
+        self.load_s = self.call_start = 0.0
+        self.bar = None
+
+    def run(self) -> Generation:
+        """1. the prompt through the guardrails, 2. the shared pipeline, 3. the call's arguments, 4. denoise on the
+        lent pipeline, 5. the Generation (frames through the guardrails, the backend's settings recorded)."""
+        request, backend = self.request, self.backend
+        checker = backend.guardrails.check_prompt(bool(request.guardrails), request.prompt_text())  # 1
+        start = time.perf_counter()
+        loaded = backend._loaded(request.model)  # 2
+        self.load_s = time.perf_counter() - start
+        kwargs = self.loop.call_kwargs(request)  # 3
+        denoised, provenance = self._denoise(loaded, kwargs)  # 4
+        generation = Generation(  # 5
+            frames=denoised.frames, fps=request.fps, seed=request.seed, request=request, sound=denoised.sound,
+            sample_rate=denoised.sample_rate, backend=backend.name, model=request.model, timings=self._timings(),
+            provenance=provenance, actions=denoised.actions)
+        generation.frames = backend.guardrails.check_frames(checker, generation.frames)  # uint8 by now
+        generation.settings = backend.output_settings()
+        return generation
+
+    def on_step(self, index: int) -> None:
+        """After each denoising step (0-based ``index``): mark it, move the bar, tell the caller."""
+        self.marks.append(time.perf_counter())
+        if self.bar is not None:
+            self.bar.update(1)
+        if self.callback is not None:
+            self.callback(index + 1, self.request.num_inference_steps)
+
+    def _denoise(self, loaded: Loaded, kwargs: dict[str, Any]) -> tuple[Denoised, dict[str, Any]]:
+        """The loop's denoise on the lent pipeline; what ran, for the manifest."""
+        request, loop = self.request, self.loop
+        label = f"{request.mode} denoising" + (f" ({loop.what})" if loop.what else "")
+        self.bar = progress_bar(request.num_inference_steps, label, "step", enabled=self.backend.progress)
+        try:
+            with loaded.lock, guardrail_errors(), self._lent(loaded.pipe) as pipe:
+                fast = installed_forward(pipe) if self.fast else None
+                with call_cache(pipe.transformer, request.step_cache, fast) as cache:
+                    self.call_start = time.perf_counter()
+                    on_device = bool(fast) and isinstance(loop, StockLoop) and pipe.device.type == "cuda"
+                    denoised = loop.denoise(pipe, request, kwargs, self.on_step, on_device=on_device)
+                provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
+                              **({"memory": loaded.memory} if loaded.memory else {}),
+                              "scheduler": type(pipe.scheduler).__name__, "fast": bool(self.fast),
+                              **loop.provenance, "timesteps": denoised.timesteps, **cache.provenance()}
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+        return denoised, provenance
+
+    def _timings(self) -> dict[str, float]:
+        end = time.perf_counter()
+        timings = {"load_s": self.load_s, "total_s": end - self.started, "pipeline_s": end - self.call_start}
+        marks = self.marks
+        if marks:
+            timings.update(first_step_s=marks[0] - self.call_start, denoise_s=marks[-1] - self.call_start,
+                           decode_s=end - marks[-1])
+            if len(marks) > 1:
+                timings["step_s"] = (marks[-1] - marks[0]) / (len(marks) - 1)
+        return timings
+
+    @contextlib.contextmanager
+    def _lent(self, pipe) -> Iterator[Any]:
+        """The shared pipeline with this call's scheduler, fast-path switch and guidance interval (a loop that runs
+        the checkpoint's own schedule borrows it as it is)."""
+        if not self.loop.lends:
+            yield pipe
+            return
+        request = self.request
+        scheduler, interval = pipe.scheduler, getattr(pipe, "guidance_interval", None)
+        pipe.scheduler = configure_scheduler(scheduler.config, self.backend.scheduler, request.flow_shift,
+                                             shift_given=request.explicit("flow_shift"))
+        pipe.guidance_interval = request.guidance_interval
+        if self.fast:  # installed once, at rest switched off: the shared pipeline runs stock code for the others
+            enable_fast_path(pipe, self.fast if isinstance(self.fast, FastOptions) else None, active=False)
+        try:
+            with fast_path_active(pipe, bool(self.fast)):  # without a fast path installed: nothing to switch
+                yield pipe
+        finally:
+            pipe.scheduler, pipe.guidance_interval = scheduler, interval

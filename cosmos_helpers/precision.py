@@ -174,9 +174,26 @@ def vllm_serve_flags(value: Precision, *, force_cutlass: bool = False, kv_cache_
     return flags
 
 
-def framework_flags(value: Precision) -> list[str]:
-    """The framework's flags for ``value``: ``--quantization-method`` for a runtime method; nothing for FP8 (the
-    framework takes a ModelOpt checkpoint by its folder) or the default."""
+def framework_flags(value: Precision, model: str) -> list[str]:
+    """The framework's flags for ``value`` with ``model``, refusing what it would run otherwise than asked: a runtime
+    method is ``--quantization-method``; FP8 is a ModelOpt checkpoint the framework takes by its local folder (marked
+    by ``hf_quant_config.json``, nothing on the command line), which also means such a folder is FP8 whatever the
+    request says."""
+    from pathlib import Path
+
+    check_for_backend(value, "framework")
+    folder = Path(str(model)).expanduser()
+    modelopt = folder.is_dir() and (folder / facts.FRAMEWORK_FP8_MARKER).is_file()
+    if isinstance(value, FP8) and not modelopt:
+        raise ValidationError("precision", f"the Cosmos Framework runs ModelOpt FP8 from a local checkpoint folder "
+                              f"with {facts.FRAMEWORK_FP8_MARKER}; {model!r} is not one (a hub name loads the bf16 "
+                              "weights).", "download the FP8 checkpoint and pass model='/path/to/it', or run "
+                              "precision='fp8' on DiffusersBackend.")
+    if modelopt and not isinstance(value, FP8):
+        what = f"{facts.FRAMEWORK_QUANTIZATION_FLAG} {value}" if value else "the bf16 default"
+        raise ValidationError("precision", f"{model} is a ModelOpt FP8 checkpoint ({facts.FRAMEWORK_FP8_MARKER}), "
+                              f"which the framework runs at W8A8 whatever the request says; it asks for {what}.",
+                              "use precision=FP8(mixed=False) with this folder, or point model= at a bf16 checkpoint.")
     return [facts.FRAMEWORK_QUANTIZATION_FLAG, value] if isinstance(value, str) else []
 
 

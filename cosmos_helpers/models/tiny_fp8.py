@@ -32,7 +32,7 @@ QUANT_CFG: dict[str, Any] = {
                   "*layers.*input_quantizer": {"num_bits": (4, 3), "axis": None}},
     "algorithm": "max",
 }
-CALIBRATION = {"text2video": 8, "image2video": 4}  # requests per mode, training-split captions (never held out)
+CALIBRATION = {"text2video": 6, "image2video": 2}  # requests per mode, training-split captions (never held out)
 
 
 def tiny_fp8_path(root: str | Path | None = None, weights: str | Path = WEIGHTS) -> Path:
@@ -47,22 +47,38 @@ def tiny_fp8_path(root: str | Path | None = None, weights: str | Path = WEIGHTS)
 def build(out: str | Path, weights: str | Path = WEIGHTS, policy: dict[str, Any] | None = None) -> Path:
     """Quantize the trained tiny pipeline and save it as a ModelOpt FP8 checkpoint at ``out`` with ``policy``
     (default: the published :data:`~cosmos_helpers.protocol.fp8.OFFICIAL_POLICY`) in its transformer config."""
-    import modelopt.torch.opt as mto
-    import modelopt.torch.quantization as mtq
     import torch
-    from diffusers import Cosmos3OmniPipeline, NVIDIAModelOptConfig
+    from diffusers import Cosmos3OmniPipeline
 
     pipe = Cosmos3OmniPipeline.from_pretrained(str(trained_tiny_path(weights=weights)), dtype=torch.float32,
                                                enable_safety_checker=False)
     pipe.set_progress_bar_config(disable=True)
-    mtq.quantize(pipe.transformer, QUANT_CFG, forward_loop=lambda _model: calibrate(pipe))
+    quantize(pipe, lambda: calibrate(pipe, calibration_requests()), policy)
+    return save(pipe, out)
+
+
+def quantize(pipe: Any, calibration: Any, policy: dict[str, Any] | None = None) -> None:
+    """Quantize ``pipe``'s transformer in place the way the revision is (:data:`QUANT_CFG`, activation scales from
+    ``calibration()``, then real FP8 weights) and record its ``quantization_config`` with ``policy``."""
+    import modelopt.torch.quantization as mtq
+    from diffusers import NVIDIAModelOptConfig
+
+    mtq.quantize(pipe.transformer, QUANT_CFG, forward_loop=lambda _model: calibration())
     mtq.compress(pipe.transformer)
     config = NVIDIAModelOptConfig(quant_type=facts.QUANT_TYPE, weight_only=False, modelopt_config=QUANT_CFG).to_dict()
     config["runtime"] = {"diffusion_step_policy": json.loads(json.dumps(dict(policy or facts.OFFICIAL_POLICY)))}
     pipe.transformer.register_to_config(quantization_config=config)
+
+
+def save(pipe: Any, out: str | Path) -> Path:
+    """``pipe`` (quantized) saved under ModelOpt's checkpointing, as diffusers' own pipeline class."""
+    import modelopt.torch.opt as mto
+    from diffusers import Cosmos3OmniPipeline
+
     mto.enable_huggingface_checkpointing()
+    plain = pipe if type(pipe) is Cosmos3OmniPipeline else Cosmos3OmniPipeline(**pipe.components)
     out = Path(out)
-    pipe.save_pretrained(out)
+    plain.save_pretrained(out)
     return out
 
 
@@ -82,13 +98,13 @@ def calibration_requests() -> list[Any]:
     return requests
 
 
-def calibrate(pipe: Any) -> None:
-    """Run the calibration requests through the pipeline's own call, as a generation sends them."""
+def calibrate(pipe: Any, requests: list[Any]) -> None:
+    """Run ``requests`` through the pipeline's own call, as a generation sends them (latents only)."""
     import torch
 
     from ..backends.diffusers.loops import StockLoop
 
     with torch.inference_mode():
-        for request in calibration_requests():
+        for request in requests:
             kwargs = StockLoop().call_kwargs(request)
             pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(request.seed), output_type="latent")

@@ -153,7 +153,11 @@ def diffusers_call_kwargs(value: Precision) -> dict[str, Any]:
 
 def vllm_serve_flags(value: Precision, *, force_cutlass: bool = False, kv_cache_fp8: bool = False) -> list[str]:
     """The ``vllm serve`` flags that load ``value``: ``--revision fp8`` and, for given schedule fields,
-    ``--additional-config '{"cosmos3_mixed_precision": {...}}'``; the server's kernels on request."""
+    ``--additional-config '{"cosmos3_mixed_precision": {...}}'``; the server's kernels on request.
+
+    vLLM-Omni's override replaces the checkpoint's policy as a whole, its missing fields taking vLLM-Omni's defaults
+    (3, 3, a16: the published policy's values), where diffusers overrides field by field; for the published
+    checkpoints the two agree."""
     if isinstance(value, str):
         check_for_backend(value, "vllm-omni")
     if not isinstance(value, FP8):

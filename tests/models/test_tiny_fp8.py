@@ -145,3 +145,14 @@ def test_meaning_rates_stay_within_five_points_of_bf16(backend):
     for name in ("fp8", "w8a8"):
         for key in ("t2v_colour", "t2v_direction"):
             assert abs(rates[name][key] - rates["bf16"][key]) <= 0.05 + 1e-9, (name, key, rates)
+
+
+def test_fp8_composes_with_diffusers_step_cache(backend):
+    from cosmos_helpers import SeaCache
+
+    request = GenerationRequest(mode="t2v", prompt=PROMPT, precision="fp8", num_inference_steps=12,
+                                step_cache=SeaCache(threshold=0.5))
+    generation = backend.generate(request)
+    assert generation.provenance["precision"]["steps"] == "3 W8A16, 6 W8A8, 3 W8A16"
+    cache = generation.provenance["step_cache"]
+    assert cache["method"] == "sea_cache" and cache["passes_computed"] < cache["passes"]

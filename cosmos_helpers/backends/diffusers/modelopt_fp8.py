@@ -174,7 +174,7 @@ def provenance(pipe: Any, request: GenerationRequest, gemm: str | None = None) -
     trace = list(getattr(pipe, "_mixed_precision_trace", None) or [])
     config = getattr(pipe, "_mixed_precision_config", None)
     out.update(steps=_runs(trace), steps_w8a16=[i for i, name in enumerate(trace) if name == facts.TRACE_HIGH],
-               w8a8_gemm=gemm)
+               w8a8_gemm=gemm if gemm == CPU_GEMM else _gemm_chosen(pipe))
     if config is not None:
         out["resolved"] = {"format": config.format, "first_steps": config.first_steps, "last_steps": config.last_steps,
                            "reasoner": config.reasoner_policy}
@@ -190,3 +190,11 @@ def _runs(trace: list[str]) -> str:
         else:
             runs.append([1, name])
     return ", ".join(f"{n} {name}" for n, name in runs)
+
+
+def _gemm_chosen(pipe: Any) -> str:
+    """What ModelOpt chose for the W8A8 products (it caches its choice on a layer at the layer's first W8A8 call)."""
+    for layer in fp8_linears(pipe.transformer):
+        if "_real_quant_gemm_impl" in layer.__dict__:
+            return CUDA_GEMM if layer._real_quant_gemm_impl is not None else "none: ModelOpt's fallback forward"
+    return "no W8A8 product has run yet"

@@ -12,7 +12,8 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
   and CUDA torch); everything else is read with ``ast``, never executed.
 * **Cosmos Framework** (a checkout given by path, and an interpreter that imports it: Python >= 3.12 with the
   framework's dependencies, e.g. the checkout's ``uv`` environment): the JSON schema of the sample-override
-  model every input file is validated with, the per-mode default files, the model configs' defaults, the
+  model every input file is validated with (written into the package, ``cosmos_helpers/protocol/data/``: the
+  framework stand-in validates its inputs with it), the per-mode default files, the model configs' defaults, the
   checkpoint names, the command-line flags (from ``--help``) and the example inputs ``inputs/omni/*.json``.
 * **diffusers** (the installed version): ``Cosmos3OmniPipeline`` call defaults and config defaults.
 * **prompting** (a framework checkout, or a bare git repository with ``--framework-git-dir``; nothing of it
@@ -45,7 +46,8 @@ Run it from the repository root; it rewrites the fixtures it was asked for::
     python scripts/refresh_contracts.py --only action --framework-git-dir ~/cosmos-framework/.git
 
 Nothing here is imported by the package or the tests; the fixtures are data with the upstream version in their
-file name and inside (and ``cosmos_helpers/protocol/prompting.py`` is generated data).
+file name and inside (and ``cosmos_helpers/protocol/prompting.py`` and ``cosmos_helpers/protocol/data/`` are
+generated data).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ from typing import Any
 
 VLLM_OMNI_VERSION = "0.30.0"
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "contracts" / "fixtures"
+# Generated facts the installed package itself reads (protocol.framework.sample_overrides_schema).
+PACKAGE_DATA = Path(__file__).resolve().parents[1] / "cosmos_helpers" / "protocol" / "data"
 
 # ---------------------------------------------------------------------------------------------- vLLM-Omni
 
@@ -959,6 +963,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--framework CHECKOUT is needed for the framework fixture (or --only another)")
         python = args.framework_python or str(args.framework / ".venv/bin/python")
         data = framework_contract(args.framework.resolve(), python, args.framework_commit)
+        # the sample schema ships with the package (the framework stand-in validates inputs with it): one home there
+        _write(f"framework_sample_schema-{data['commit']}", data.pop("sample_overrides_schema"), PACKAGE_DATA)
         _write(f"cosmos_framework-{data['commit']}", data, args.out)
     if wanted & {"prompting", "framework-controls", "variants", "image-edit"}:
         if args.framework is None and args.framework_git_dir is None:

@@ -20,8 +20,13 @@ own defaults apply (its negative caption file, its templates). :meth:`FrameworkB
 without launching, for tests and for jobs submitted elsewhere.
 
 The interpreter is ``python=``, else ``$COSMOS_FRAMEWORK_PYTHON``, else the checkout's ``.venv/bin/python`` (what
-``uv sync`` creates), else this Python. ``module=`` / ``$COSMOS_FRAMEWORK_MODULE`` replace the module name; tests
-use that to point the backend at a stand-in program with the same command-line contract.
+``uv sync`` creates), else this Python. ``module=`` / ``$COSMOS_FRAMEWORK_MODULE`` replace the module name.
+
+Without a checkout, :meth:`FrameworkBackend.standin` runs the same contract through the stand-in program that ships
+with this package (:mod:`cosmos_helpers.standins.framework_cli`) on the embedded tiny model, from any folder. It
+takes the tiny models under their own names (``profile="tiny"``), and every output it makes says so: the manifest's
+``standin`` record names the framework it stands in for and the model that really ran (the stand-in's
+``standin.json``), ``model`` is that model, and galleries show ``framework (stand-in)``.
 """
 
 from __future__ import annotations
@@ -29,7 +34,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
-import math
 import os
 import re
 import shlex
@@ -48,19 +52,21 @@ from .. import media
 from ..errors import BackendUnavailableError, FrameworkRunError, ValidationError
 from ..models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
 from ..models.tiny_edge import MODEL_NAME as TINY_EDGE
-from ..presets import SOUND_SAMPLE_RATE, bucket_of
+from ..presets import SOUND_SAMPLE_RATE
 from ..progress import progress_bar
-from ..protocol import action as ap
 from ..protocol import framework as fw
 from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
-from ..trajectories import save_trajectory
+from ..standins import STANDIN_FILE
+from ..standins.framework_cli import MODULE as STANDIN_MODULE
+from .framework_log import StepProgress
+from .framework_payload import request_payload
 
 NAME = "framework"
 PYTHON_ENV = "COSMOS_FRAMEWORK_PYTHON"
 MODULE_ENV = "COSMOS_FRAMEWORK_MODULE"
 LOG_TAIL_LINES = 40
-_STEP_PATTERN = re.compile(r"(?<![\d.])(\d{1,5})\s*/\s*(\d{1,5})(?![\d.])")
+STANDIN_MODELS = ("tiny", TINY_DISTILLED, TINY_EDGE)  # what FrameworkBackend.standin() runs under their own names
 
 INSTALL_HELP = (
     "The Cosmos Framework is not usable at {where}. It runs on a Linux host with NVIDIA GPUs: "
@@ -154,7 +160,7 @@ class FrameworkBackend:
         if parallelism_preset is not None and parallelism_preset not in fw.PARALLELISM_PRESETS:
             raise ValidationError("parallelism_preset", f"unknown preset {parallelism_preset!r}.",
                                   f"use one of {', '.join(fw.PARALLELISM_PRESETS)}, or None for the framework's.")
-        self.checkout = Path(checkout).expanduser().resolve()
+        self.checkout: Path | None = Path(checkout).expanduser().resolve()
         self.gpus, self.parallelism_preset = gpus, parallelism_preset
         self._python = None if python is None else str(python)
         self.extra_args = tuple(str(a) for a in extra_args)
@@ -162,8 +168,25 @@ class FrameworkBackend:
                          else self.checkout / "outputs" / "cosmos_helpers")
         self.module = module or os.environ.get(MODULE_ENV) or fw.MODULE
         self.progress, self.env, self.timeout = progress, dict(env or {}), timeout
+        self.is_standin = False
+
+    @classmethod
+    def standin(cls, *, work_dir: str | os.PathLike[str] | None = None, gpus: int = 1,
+                parallelism_preset: str | None = None, extra_args: Sequence[str] = (), progress: bool = True,
+                env: dict[str, str] | None = None, timeout: float | None = None) -> "FrameworkBackend":
+        """A backend that runs the framework CLI's stand-in (:mod:`cosmos_helpers.standins.framework_cli`) with
+        this Python, from any folder: no checkout. ``work_dir`` holds the run folders (default
+        ``./outputs/cosmos_helpers``). Requests may name the tiny models (``profile="tiny"``); the manifest of each
+        output records that a stand-in made it and which model really ran."""
+        backend = cls(Path.cwd(), gpus=gpus, parallelism_preset=parallelism_preset, python=sys.executable,
+                      extra_args=extra_args, work_dir=work_dir or Path("outputs") / "cosmos_helpers",
+                      module=STANDIN_MODULE, progress=progress, env=env, timeout=timeout)
+        backend.checkout, backend.is_standin = None, True
+        return backend
 
     def __repr__(self) -> str:
+        if self.is_standin:
+            return f"FrameworkBackend.standin(work_dir={str(self.work_dir)!r}, gpus={self.gpus})"
         return f"FrameworkBackend({str(self.checkout)!r}, gpus={self.gpus}, module={self.module!r})"
 
     # Command line -----------------------------------------------------------------------------------
@@ -177,6 +200,11 @@ class FrameworkBackend:
             return os.environ[PYTHON_ENV]
         venv = self.checkout / ".venv" / "bin" / "python"
         return str(venv) if venv.exists() else sys.executable
+
+    def checkpoint_for(self, model: str) -> str:
+        """The ``--checkpoint-path`` of ``model`` (:func:`checkpoint_for`); the stand-in also runs the tiny models,
+        named as themselves."""
+        return str(model) if self.is_standin and str(model) in STANDIN_MODELS else checkpoint_for(model)
 
     def launcher(self) -> list[str]:
         """``[python, -m, module]`` or ``[torchrun, --nproc-per-node, G, -m, module]``."""
@@ -196,7 +224,7 @@ class FrameworkBackend:
             raise ValidationError("resolution", f"the framework knows the tiers {', '.join(fw.TIERS)}, not {tier!r}.",
                                   "override the resolution with a framework tier (128 is this project's CPU tier).")
         cmd = [*self.launcher(), flags["input"], str(input_file), flags["output"], str(out_dir),
-               flags["checkpoint"], checkpoint_for(model)]
+               flags["checkpoint"], self.checkpoint_for(model)]
         for key, value in (overrides or {}).items():
             if value is not None:
                 cmd += [flags[key], str(value)]
@@ -208,23 +236,35 @@ class FrameworkBackend:
     def check_available(self) -> None:
         """Raise :class:`BackendUnavailableError` (with install steps) unless the checkout can run the module."""
         python = self.python
-        if not self.checkout.is_dir():
+        if self.checkout is not None and not self.checkout.is_dir():
             raise self._unavailable("no such folder")
         if shutil.which(python) is None and not Path(python).exists():
             raise self._unavailable(f"interpreter {python} not found")
         probe = subprocess.run(
             [python, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)",
-             self.module], cwd=self.checkout, env=self._env(), capture_output=True, text=True, timeout=120)
+             self.module], cwd=self._cwd(), env=self._env(), capture_output=True, text=True, timeout=120)
         if probe.returncode != 0:
             raise self._unavailable(f"{python} cannot import {self.module}")
 
     def _unavailable(self, reason: Any) -> BackendUnavailableError:
+        if self.is_standin:
+            return BackendUnavailableError(f"the framework stand-in cannot run ({reason}); it needs this package "
+                                           "installed in the Python running it.")
         return BackendUnavailableError(INSTALL_HELP.format(where=f"{self.checkout} ({reason})", env=PYTHON_ENV))
+
+    def _cwd(self) -> Path:
+        """Where runs start: the checkout (the framework reads its files relative to it); the stand-in needs none,
+        so its runs start in the work folder."""
+        if self.checkout is not None:
+            return self.checkout
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        return self.work_dir
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(self.env)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.checkout), env.get("PYTHONPATH", "")) if p)
+        if self.checkout is not None:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.checkout), env.get("PYTHONPATH", "")) if p)
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
@@ -237,7 +277,7 @@ class FrameworkBackend:
         The input file is named after the sample, so a sample without ``name`` gets that name from the framework
         (it names samples after their file) and the payload stays exactly the input.
         """
-        checkpoint_for(model)  # refuse a model the framework cannot run before anything is written
+        self.checkpoint_for(model)  # refuse a model the framework cannot run before anything is written
         folder = self._new_run_dir(name)
         input_file = folder / f"{name}.json"
         out_dir = folder / "out"
@@ -324,8 +364,10 @@ class FrameworkBackend:
         return self._generation(run, path, started, workflow=workflow, model=model)
 
     def output_settings(self) -> dict[str, Any]:
-        """What, besides the request, shapes this backend's outputs: the extra flags and the parallelism preset."""
-        return {"extra_args": list(self.extra_args), "parallelism_preset": self.parallelism_preset}
+        """What, besides the request, shapes this backend's outputs: the extra flags and the parallelism preset,
+        and for the stand-in the program (so a stand-in's output never passes for the real framework's)."""
+        settings = {"extra_args": list(self.extra_args), "parallelism_preset": self.parallelism_preset}
+        return {**settings, "standin": self.module} if self.is_standin else settings
 
     def _generation(self, run: FrameworkRun, path: Path, started: float, *, workflow: str, model: str) -> Generation:
         """A finished sample's output read back, with where it came from."""
@@ -335,13 +377,24 @@ class FrameworkBackend:
         else:
             frames, fps, sound, rate = media.read_image(path)[None], float(run.payload.get("fps") or 24), None, None
         controls = {p.stem.removeprefix("control_"): str(p) for p in sorted(path.parent.glob("control_*"))}
+        standin = self._standin_record(path.parent)
         return Generation(actions=predicted_actions(path.parent), settings=self.output_settings(),
-            frames=frames, fps=fps, seed=run.seed, sound=sound,
-            sample_rate=rate or SOUND_SAMPLE_RATE, backend=self.name, model=str(model),
+            frames=frames, fps=fps, seed=run.seed, sound=sound, standin=standin,
+            sample_rate=rate or SOUND_SAMPLE_RATE, backend=self.name,
+            model=str(standin["model_run"] if standin else model),
             timings={"total_s": time.perf_counter() - started}, finished=FinishedFile(path.suffix, path=path),
             provenance={"workflow": workflow, "payload": dict(run.payload), "output": str(path), "controls": controls,
                         "command": shlex.join(run.command), "run_folder": str(run.folder),
-                        "checkout": str(self.checkout)})
+                        "checkout": str(self.checkout) if self.checkout else None})
+
+    def _standin_record(self, sample_dir: Path) -> dict[str, Any] | None:
+        """What the stand-in says it is and ran (its ``standin.json``); ``None`` for the real framework."""
+        if not self.is_standin:
+            return None
+        path = sample_dir / STANDIN_FILE
+        if not path.is_file():
+            raise FrameworkRunError(f"the framework stand-in wrote no {path}, so what made the output is unknown.")
+        return json.loads(path.read_text(encoding="utf-8"))
 
     def _new_run_dir(self, name: str) -> Path:
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "run"
@@ -357,10 +410,10 @@ class FrameworkBackend:
     def _stream(self, cmd: list[str], log_path: Path, steps: Sequence[int], name: str) -> None:
         """Run ``cmd``, writing its log and moving a bar over ``steps`` (each sample's step count, if known)."""
         bar = progress_bar(sum(steps) or None, f"framework {name}", "step", enabled=bool(self.progress))
-        counter = _StepProgress(bar, steps)
+        counter = StepProgress(bar, steps)
         tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
         try:
-            process = subprocess.Popen(cmd, cwd=self.checkout, env=self._env(), stdout=subprocess.PIPE,
+            process = subprocess.Popen(cmd, cwd=self._cwd(), env=self._env(), stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace")
         except OSError as exc:
             raise self._unavailable(exc) from exc
@@ -409,149 +462,6 @@ def _collect(run: FrameworkRun, log_path: Path) -> Path:
         if run.out_dir.is_dir() else []
     raise FrameworkRunError(f"the run finished but wrote no {run.sample_dir}/vision.mp4 or vision.jpg (it wrote: "
                             f"{', '.join(found[:10]) or 'nothing'}; full log: {log_path}).")
-
-
-def request_payload(request: GenerationRequest, *, name: str, image_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The framework sample of a :class:`GenerationRequest`: what the request says, and nothing it leaves unset.
-
-    Sizes must be a framework bucket; a ``guidance_interval`` (inclusive here) becomes the framework's strict
-    ``(lo, hi)`` with the same timesteps (``protocol.framework.to_strict``); conditioning arrays are written to
-    ``image_dir``.
-    """
-    if request.is_action:
-        return _action_payload(request, name=name, folder=Path(image_dir))
-    bucket = _check_request(request)
-    payload: dict[str, Any] = {"name": name, "model_mode": request.mode,
-                               "prompt": request.caption if isinstance(request.caption, str) else
-                               json.dumps(request.caption, ensure_ascii=False)}
-    negative = request.negative_prompt_text()
-    if negative is not None:
-        payload["negative_prompt"] = negative
-    if bucket is not None:  # else an edit keeping its input's shape: the framework's default without either
-        payload.update(resolution=bucket[0], aspect_ratio=bucket[1])
-    payload.update(fps=int(request.fps), num_steps=request.num_inference_steps, guidance=request.guidance_scale,
-                   shift=request.flow_shift, seed=request.seed)
-    if not request.is_image:
-        payload["num_frames"] = request.num_frames
-    if request.sound:
-        payload["enable_sound"] = True
-    if request.guidance_interval is not None:
-        payload["guidance_interval"] = list(fw.to_strict(request.guidance_interval))
-    if request.mode in ("image2video", "image2image"):
-        payload["vision_path"] = _media_path(request.image, request, Path(image_dir), ".png")
-    if request.mode == "video2video":
-        payload["vision_path"] = _media_path(request.video, request, Path(image_dir), ".mp4")
-        if request.explicit("condition_frames"):
-            payload["condition_frame_indexes_vision"] = list(request.condition_frames)
-        if request.explicit("condition_video_keep"):
-            payload["condition_video_keep"] = request.condition_video_keep
-    return payload
-
-
-def _action_payload(request: GenerationRequest, *, name: str, folder: Path) -> dict[str, Any]:
-    """An action request as the framework's action sample (inputs/omni/action_*.json): ``image_size`` is the action
-    tier, the trajectory a ``[T][D]`` JSON file (inference/action.py:56-58), policy is ``wam``."""
-    if not float(request.fps).is_integer():
-        raise ValidationError("fps", f"the framework's fps is an integer, not {request.fps:g}.",
-                              f"use fps={math.floor(request.fps)} or {math.ceil(request.fps)}.")
-    if request.use_system_prompt is not None:
-        raise ValidationError("use_system_prompt", "the framework's system prompt is a model-config setting, not a "
-                              "sample field.", "leave use_system_prompt out on the framework backend.")
-    payload: dict[str, Any] = {
-        "name": name, "model_mode": ap.FRAMEWORK_MODES[request.mode], "prompt": request.prompt_text(),
-        "domain_name": request.embodiment, "action_chunk_size": request.num_frames - 1,
-        "image_size": int(request.tier), "fps": int(request.fps), "num_steps": request.num_inference_steps,
-        "guidance": request.guidance_scale, "shift": request.flow_shift, "seed": request.seed}
-    if request.negative_prompt is not None:
-        raise ValidationError("negative_prompt", "the framework's action batch has no negative caption (inference.py "
-                              "get_sample_data: get_action_sample_data takes none), so it would be ignored.",
-                              "leave negative_prompt out, or run the request on diffusers.")
-    if request.guidance_interval is not None:  # read for every sample, actions too (inference.py:1709)
-        payload["guidance_interval"] = list(fw.to_strict(request.guidance_interval))
-    if request.view_point is not None:
-        payload["view_point"] = request.view_point
-    if request.video is not None:
-        payload["vision_path"] = _media_path(request.video, request, folder, ".mp4")
-    else:
-        payload["vision_path"] = _media_path(request.image, request, folder, ".png")
-    if request.actions is not None:
-        target = folder / f"{request.fingerprint()}-actions.json"
-        if not target.exists():
-            save_trajectory(target, request.actions)
-        payload["action_path"] = str(target)
-    return payload
-
-
-def _check_request(request: GenerationRequest) -> tuple[str, str] | None:
-    """The request's framework bucket ``(tier, aspect)`` (``None``: an edit keeping its input's shape); refuses what
-    the framework cannot run as asked."""
-    bucket = (request.tier, request.aspect_ratio) if request.tier else bucket_of(request.width, request.height)
-    if request.keeps_image_size:
-        bucket = None
-    elif bucket is None or bucket[0] not in fw.TIERS:
-        what = f"tier {bucket[0]} (this project's CPU tier)" if bucket else f"{request.width}x{request.height}"
-        raise ValidationError("tier" if bucket else "width", f"the framework generates its buckets only "
-                              f"({', '.join(fw.TIERS)} x {', '.join(fw.ASPECT_RATIOS)}), not {what}.",
-                              "use tier= and aspect_ratio= with a framework tier (e.g. tier='480'), or a profile "
-                              "other than 'tiny'; or run on diffusers.")
-    if not float(request.fps).is_integer():
-        raise ValidationError("fps", f"the framework's fps is an integer, not {request.fps:g}.",
-                              f"use fps={math.floor(request.fps)} or {math.ceil(request.fps)}.")
-    if request.use_system_prompt is not None:
-        raise ValidationError("use_system_prompt", "the framework's system prompt is a model-config setting "
-                              "(Nano/Super/Edge: off), not a sample field.",
-                              "leave use_system_prompt out on the framework backend, or run on diffusers/vLLM-Omni.")
-    for name in ("add_resolution_template", "add_duration_template"):
-        if getattr(request, name) is False:
-            raise ValidationError(name, "the framework always appends its sentence templates to a plain-text prompt.",
-                                  f"leave {name} out on the framework backend, or use a structured (JSON) caption.")
-    return bucket
-
-
-def _media_path(source: Any, request: GenerationRequest, folder: Path, suffix: str) -> str:
-    """A conditioning input as a file the framework can read: its own path, or an array written once by content."""
-    if isinstance(source, (str, os.PathLike)):
-        return str(Path(source).expanduser().resolve())
-    target = folder / f"{request.fingerprint()}{suffix}"
-    if not target.exists():
-        if suffix == ".png":
-            media.write_png(target, np.asarray(request.conditioning_image()))
-        else:
-            media.write_mp4(target, request.conditioning_video(), request.fps)
-    return str(target)
-
-
-class _StepProgress:
-    """Moves a bar by the run log's step counters (the last ``done/total`` of a line).
-
-    One sample: the bar follows whatever counter the log shows. A batch (``steps``: each sample's step count, in
-    order): the samples run one after another and each counts its own steps from the start, so the bar covers
-    them all; a counter that goes back is the next sample's, and counters of another size (loading) are skipped.
-    """
-
-    def __init__(self, bar: Any, steps: Sequence[int] = ()) -> None:
-        self.bar, self.steps = bar, list(steps)
-        self.done_before = self.last = self.last_total = 0
-        if bar is not None and len(self.steps) > 1:
-            bar.total = sum(self.steps)
-
-    def update(self, line: str) -> None:
-        for done, total in _STEP_PATTERN.findall(line)[-1:] if self.bar is not None else ():
-            done_i, total_i = int(done), int(total)
-            if not (0 < total_i < 10000 and 0 <= done_i <= total_i):
-                continue
-            if len(self.steps) <= 1:
-                if self.bar.total != total_i:
-                    self.bar.total, self.bar.n = total_i, 0
-                self.bar.n = done_i
-            elif total_i in self.steps:
-                if done_i < self.last:
-                    self.done_before += self.last_total
-                self.last, self.last_total = done_i, total_i
-                self.bar.n = min(self.done_before + done_i, self.bar.total)
-            else:
-                continue
-            self.bar.refresh()
 
 
 __all__ = ["FrameworkBackend", "FrameworkRun", "INSTALL_HELP", "checkpoint_for", "request_payload"]

@@ -37,6 +37,7 @@ from ..protocol import action
 from ..protocol import vllm_omni as proto
 from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
+from ..standins import MODEL_CARD_KEY
 from .vllm_serve import curl_command
 from .vllm_wire import (API_KEY_ENV, BACKEND_NAME, DEFAULT_URL, Call, Files, RetryPolicy, Upload, check_action,
                         check_response_format,
@@ -178,6 +179,7 @@ class BaseVllmClient:
         self.progress = bool(progress)
         self.image_response_format = image_response_format
         self.served_model: str | None = None
+        self.standin: dict[str, Any] | None = None  # what a stand-in server says it is (its /v1/models card)
         self._transport = transport
         self._models: list[dict[str, Any]] | None = None
         self._client: Any = None  # the sender's httpx client, made on first use
@@ -253,6 +255,8 @@ class BaseVllmClient:
         cards = models.get("data") if isinstance(models, dict) else None
         self._models = [c for c in cards or [] if isinstance(c, dict) and c.get("id")]
         self.served_model = str(self._models[0]["id"]) if self._models else None
+        record = self._models[0].get(MODEL_CARD_KEY) if self._models else None
+        self.standin = dict(record) if isinstance(record, Mapping) else None
 
     def _match_model(self, wanted: str | None, request: GenerationRequest | None = None) -> str:
         """The served name for a request's model; refuses (before any generation) a model the server lacks,
@@ -285,6 +289,7 @@ class BaseVllmClient:
         if video is not None:
             fps, provenance = float(fps or video.fps or 24.0), {**provenance, "mp4_bytes": len(data)}
         generation = Generation(frames=frames, fps=fps, seed=seed, request=request, backend=BACKEND_NAME, model=served,
+                                standin=dict(self.standin) if self.standin else None,
                                 finished=FinishedFile(suffix, data=data), sound=video.sound if video else None,
                                 sample_rate=int((video and video.sample_rate) or SOUND_SAMPLE_RATE))
         generation.timings.update({"request_s": total, "total_s": total, **timings})

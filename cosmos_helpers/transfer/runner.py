@@ -274,7 +274,7 @@ class SpecRunner:
     def _start_server(self) -> str:
         """A loopback server this process starts for its own inputs: it may open them by path (server_paths), and its
         guardrail switch is on, so each request's own choice (the run's, in extra_params) decides."""
-        from ..server.local import ThreadedServer  # FastAPI and uvicorn load on first use
+        from ..standins.vllm_omni.local import ThreadedServer  # FastAPI and uvicorn load on first use
 
         model = model_for(self.profile, self.model)
         self._server = ThreadedServer(model=model, warmup=False, guardrails=True,

@@ -162,6 +162,7 @@ def test_served_name_or_root_is_accepted_and_the_list_is_read_once():
     first = client.generate(req(model="nvidia/Cosmos3-Nano"))
     second = client.generate(req("text2image", model="cosmos"))
     assert first.model == second.model == "cosmos"  # the served name
+    assert first.standin is None and first.manifest()["standin"] is None  # a real server's card says nothing more
     assert len(server.calls("GET", proto.MODELS)) == 1
     fields = request_form(server.calls("POST", proto.VIDEOS_SYNC)[0])[0]
     assert "model" not in fields

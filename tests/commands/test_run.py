@@ -34,7 +34,7 @@ def printed(capsys) -> Path:
 
 
 def test_diffusers_and_vllm_omni_run_the_same_file(tmp_path, capsys):
-    from cosmos_helpers.server.local import ThreadedServer
+    from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
     from cosmos_helpers.transfer.vllm import make_transfer_runner
 
     spec = blur_input(tmp_path)

@@ -37,10 +37,11 @@ from fastapi import APIRouter, Body, Depends, Form, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from .. import media
-from ..errors import GuardrailError
-from ..protocol.vllm_omni import (GUARDRAIL_MESSAGE, HEALTH, IMAGES, MODELS, SYNC_TIMEOUT_S, VIDEO_ENCODER, VIDEO_FILES,
-                                  VIDEOS, VIDEOS_SYNC)
+from ... import media
+from ...errors import GuardrailError
+from ...protocol.vllm_omni import (GUARDRAIL_MESSAGE, HEALTH, IMAGES, MODELS, SYNC_TIMEOUT_S, VERSION,
+                                   VIDEO_ENCODER, VIDEO_FILES, VIDEOS, VIDEOS_SYNC)
+from .. import MODEL_CARD_KEY
 from . import action_task, translate
 from .errors import ApiError, bad_request
 from .jobs import Job, JobStore, new_record
@@ -84,6 +85,10 @@ class ServerState:
     @property
     def storage(self) -> Path:
         return self.jobs.storage_dir
+
+    def standin_record(self) -> dict[str, Any]:
+        """What this server is and runs, in its ``/v1/models`` card (the client records it in every manifest)."""
+        return {"of": "vllm-omni", "version": VERSION, "program": __package__, "model_run": self.model}
 
     @property
     def upload_dir(self) -> Path:
@@ -132,7 +137,8 @@ async def models(state: State):
                   "organization": "*", "group": None, "is_blocking": False}
     return {"object": "list", "data": [{"id": state.served_model_name, "object": "model", "created": created,
                                         "owned_by": "vllm", "root": state.model, "parent": None,
-                                        "max_model_len": None, "permission": [permission]}]}
+                                        "max_model_len": None, "permission": [permission],
+                                        MODEL_CARD_KEY: state.standin_record()}]}
 
 
 def json_only(request: Request) -> None:

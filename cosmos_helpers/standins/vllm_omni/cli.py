@@ -15,10 +15,10 @@ import sys
 import time
 from typing import Any
 
-from ..backends.vllm_wire import API_KEY_ENV
-from ..errors import ValidationError
-from ..presets import PROFILES, get_profile, model_for
-from ..protocol.vllm_omni import SYNC_TIMEOUT_S
+from ...backends.vllm_wire import API_KEY_ENV
+from ...errors import ValidationError
+from ...presets import PROFILES, get_profile, model_for
+from ...protocol.vllm_omni import SYNC_TIMEOUT_S
 from .limits import MiB, ServerLimits, binding_warning
 
 
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace, backend: Any = None) -> int:
 def _transfer_runner(model: str, guardrails: bool):
     """Transfer on diffusers (:mod:`cosmos_helpers.transfer.vllm`); without its optional dependencies, none."""
     try:
-        from ..transfer.vllm import make_transfer_runner
+        from ...transfer.vllm import make_transfer_runner
     except ImportError as exc:
         print(f"transfer disabled: {exc}", file=sys.stderr, flush=True)
         return None

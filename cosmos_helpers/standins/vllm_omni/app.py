@@ -24,9 +24,9 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..backends.diffusers import DiffusersBackend
-from ..presets import model_for
-from ..protocol.vllm_omni import IMAGES, SYNC_TIMEOUT_S, VERSION
+from ...backends.diffusers import DiffusersBackend
+from ...presets import model_for
+from ...protocol.vllm_omni import IMAGES, SYNC_TIMEOUT_S, VERSION
 from . import errors
 from .errors import ApiError, envelope
 from .jobs import JobStore

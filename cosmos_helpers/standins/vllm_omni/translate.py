@@ -8,7 +8,7 @@ top-level ones; Cosmos3 applies ``bool()`` to its switches (``"false"`` is true)
 ``seconds`` mean one frame; counts round up to 4k+1; text-to-image guides only for t in [400, 1000] unless the
 request says otherwise; image2video / video2video without a size take the reference's aspect at 1280x720's
 area. What the stand-in accepts but cannot reproduce, and where it answers differently, is listed in
-:mod:`cosmos_helpers.server` (the package docstring).
+:mod:`cosmos_helpers.standins.vllm_omni` (the package docstring).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from PIL import Image
 
-from ..prompts import parse_caption
-from ..protocol import vllm_omni as vo
-from ..request import GenerationRequest
+from ...prompts import parse_caption
+from ...protocol import vllm_omni as vo
+from ...request import GenerationRequest
 from . import action_task, references
 from .distilled import as_served
 from .errors import bad_request, value_error

@@ -53,5 +53,5 @@ _HOMES = {"LocalServer": ".local", "ThreadedServer": ".local", "create_app": ".a
 
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
-        raise AttributeError(f"module 'cosmos_helpers.server' has no attribute {name!r}")
+        raise AttributeError(f"module 'cosmos_helpers.standins.vllm_omni' has no attribute {name!r}")
     return getattr(importlib.import_module(_HOMES[name], __name__), name)

@@ -39,6 +39,12 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
 
     python scripts/refresh_contracts.py --only image-edit --framework-git-dir ~/cosmos-framework/.git
 
+* **step caching** (``--only step-cache``; the wheel, the installed diffusers and a checkout or
+  ``--framework-git-dir``; one fixture ``step_cache-<diffusers>-<framework>-<vllm-omni>``): each stack's SeaCache
+  switches, keys and defaults (``scripts/contracts_step_cache.py``)::
+
+    python scripts/refresh_contracts.py --only step-cache --framework-git-dir ~/cosmos-framework/.git
+
 Run it from the repository root; it rewrites the fixtures it was asked for::
 
     python scripts/refresh_contracts.py --framework ~/cosmos-framework \
@@ -947,7 +953,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework-rev", default="HEAD")
     parser.add_argument("--better-profanity-wheel", type=Path, help="default: pip download it")
     parser.add_argument("--only", choices=("vllm-omni", "framework", "framework-controls", "diffusers", "prompting",
-                                              "variants", "action", "image-edit"),
+                                              "variants", "action", "image-edit", "step-cache"),
                         action="append", help="framework-controls: update only the control facts of the existing "
                         "framework fixture (read with ast: no framework interpreter needed)")
     parser.add_argument("--out", type=Path, default=FIXTURES)
@@ -966,7 +972,7 @@ def main(argv: list[str] | None = None) -> int:
         # the sample schema ships with the package (the framework stand-in validates inputs with it): one home there
         _write(f"framework_sample_schema-{data['commit']}", data.pop("sample_overrides_schema"), PACKAGE_DATA)
         _write(f"cosmos_framework-{data['commit']}", data, args.out)
-    if wanted & {"prompting", "framework-controls", "variants", "image-edit"}:
+    if wanted & {"prompting", "framework-controls", "variants", "image-edit", "step-cache"}:
         if args.framework is None and args.framework_git_dir is None:
             parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting, control, "
                          "variant and action facts")
@@ -990,6 +996,14 @@ def main(argv: list[str] | None = None) -> int:
     if "image-edit" in wanted:  # files only, and three pure functions of them run here
         data = image_edit_contract(files)
         _write(f"image_edit-{data['commit']}", data, args.out)
+    if "step-cache" in wanted:  # files only (ast) and the installed diffusers
+        from contracts_step_cache import step_cache_contract  # beside this script
+
+        with tempfile.TemporaryDirectory() as folder:
+            wheel = args.vllm_omni_wheel or _download_wheel(Path(folder))
+            data = step_cache_contract(wheel, files.read, files.commit())
+        _write(f"step_cache-{data['diffusers']['version']}-{data['framework']['commit']}-"
+               f"{data['vllm_omni']['version']}", data, args.out)
     return 0
 
 

@@ -6,7 +6,8 @@ launches::
     python -m cosmos_framework.scripts.inference -i <run>/<name>.json -o <run>/out --checkpoint-path Cosmos3-Nano
 
 (``torchrun --nproc-per-node G -m ...`` for ``gpus > 1``; ``--guardrails`` or ``--no-guardrails`` as the request
-or the run says, never the framework's default silently) in the checkout, streams the log with a progress bar
+or the run says, never the framework's default silently; the request's step cache as ``--[no-]diffusion-cache``
+and its settings, or no flag for the CLI's default, SeaCache on) in the checkout, streams the log with a progress bar
 (step counters such as ``12/35`` are parsed when the framework prints them), and takes the framework's own output,
 ``<run>/out/<name>/vision.mp4`` (``vision.jpg`` for one frame), as the result's finished file, byte for byte.
 
@@ -31,7 +32,6 @@ takes the tiny models under their own names (``profile="tiny"``), and every outp
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
 import os
@@ -40,13 +40,11 @@ import shlex
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 
 from .. import media
 from ..errors import BackendUnavailableError, FrameworkRunError, ValidationError
@@ -57,15 +55,15 @@ from ..progress import progress_bar
 from ..protocol import framework as fw
 from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
-from ..standins import STANDIN_FILE
 from ..standins.framework_cli import MODULE as STANDIN_MODULE
-from .framework_log import StepProgress
-from .framework_payload import request_payload
+from ..protocol.step_cache import RESIDUAL_ORDERS
+from ..step_cache import SeaCache, StepCache, check_for_backend, describe, step_cache_record
+from .framework_run import StepProgress, collect, predicted_actions, read_output, standin_record, stream
+from .framework_payload import CACHE_FLAGS, cache_flags, checkpoint_for, request_payload
 
 NAME = "framework"
 PYTHON_ENV = "COSMOS_FRAMEWORK_PYTHON"
 MODULE_ENV = "COSMOS_FRAMEWORK_MODULE"
-LOG_TAIL_LINES = 40
 STANDIN_MODELS = ("tiny", TINY_DISTILLED, TINY_EDGE)  # what FrameworkBackend.standin() runs under their own names
 
 INSTALL_HELP = (
@@ -76,24 +74,6 @@ INSTALL_HELP = (
     "(it runs the checkout's .venv/bin/python), or set {env} to the interpreter that imports cosmos_framework. "
     "Without a GPU host, use DiffusersBackend or VllmOmniBackend instead."
 )
-
-
-def checkpoint_for(model: str) -> str:
-    """The ``--checkpoint-path`` of a model: a framework checkpoint name, or a local folder's absolute path."""
-    model = str(model)
-    if model in ("tiny", TINY_DISTILLED, TINY_EDGE):
-        raise ValidationError("model", f"the framework cannot run this project's embedded {model} model (diffusers' "
-                              "format, not a framework checkpoint).", "use profile 'nano', 'super' or 'edge' (or a "
-                              "model such as nvidia/Cosmos3-Nano), or run on diffusers.")
-    if model in fw.CHECKPOINTS:
-        return fw.CHECKPOINTS[model]
-    if model in fw.CHECKPOINTS.values():
-        return model
-    path = Path(model).expanduser()
-    if path.is_dir():
-        return str(path.resolve())
-    raise ValidationError("model", f"{model!r} is neither a framework checkpoint nor a local folder.",
-                          f"use one of {', '.join(fw.CHECKPOINTS)} or a checkpoint folder.")
 
 
 @dataclass(frozen=True)
@@ -107,6 +87,7 @@ class FrameworkRun:
     command: tuple[str, ...]
     payload: Mapping[str, Any] = field(repr=False)
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    step_cache: StepCache = None  # the run's --[no-]diffusion-cache choice (None: the CLI's default)
 
     @property
     def seed(self) -> int:
@@ -129,17 +110,20 @@ class FrameworkBackend:
         parallelism_preset: ``latency`` or ``throughput``; ``None`` leaves the framework's default.
         python: interpreter that imports ``cosmos_framework`` (default: see the module docstring).
         guardrails: ``False`` adds ``--no-guardrails`` (as does a request with ``guardrails=False``).
-        extra_args: more CLI flags, e.g. ``("--no-diffusion-cache",)`` for the exact sampler.
+        extra_args: more CLI flags, e.g. ``("--sampler", "edm")``; not the diffusion cache's, which are the request's
+            (``GenerationRequest(step_cache="off" | SeaCache(...))``; left out: the CLI's default, SeaCache on).
         work_dir: where run folders go (default ``<checkout>/outputs/cosmos_helpers``).
         module: the module to run (default ``cosmos_framework.scripts.inference`` or ``$COSMOS_FRAMEWORK_MODULE``).
         progress: show a progress bar while the run streams its log.
         env: extra environment variables for the run; timeout: seconds before a run is killed.
 
-    The model and the guardrails are not arguments: they are the request's (``GenerationRequest(profile=...,
-    model=..., guardrails=...)``) or the run's (``run_spec(..., guardrails=...)``), as on every backend.
+    The model, the guardrails and the step cache are not arguments: they are the request's
+    (``GenerationRequest(profile=..., model=..., guardrails=..., step_cache=...)``) or the run's (``run_spec(...,
+    guardrails=..., step_cache=...)``), as on every backend.
     """
 
     name = NAME
+    is_standin = False  # FrameworkBackend.standin() makes one that runs the package's stand-in
 
     def __init__(self, checkout: str | os.PathLike[str], *, gpus: int = 1, parallelism_preset: str | None = None,
                  python: str | os.PathLike[str] | None = None, extra_args: Sequence[str] = (),
@@ -160,6 +144,12 @@ class FrameworkBackend:
         if parallelism_preset is not None and parallelism_preset not in fw.PARALLELISM_PRESETS:
             raise ValidationError("parallelism_preset", f"unknown preset {parallelism_preset!r}.",
                                   f"use one of {', '.join(fw.PARALLELISM_PRESETS)}, or None for the framework's.")
+        cache_flag = next((a for a in map(str, extra_args) if a.split("=")[0] in CACHE_FLAGS), None)
+        if cache_flag is not None:
+            raise ValidationError("extra_args", f"{cache_flag} sets the framework's diffusion cache, which is each "
+                                  "request's choice here (so the manifest can say what ran).",
+                                  "drop it, and set GenerationRequest(..., step_cache='off' or SeaCache(...)) or "
+                                  "run_spec(..., step_cache=...) (`cosmos-helpers run --step-cache`).")
         self.checkout: Path | None = Path(checkout).expanduser().resolve()
         self.gpus, self.parallelism_preset = gpus, parallelism_preset
         self._python = None if python is None else str(python)
@@ -168,7 +158,6 @@ class FrameworkBackend:
                          else self.checkout / "outputs" / "cosmos_helpers")
         self.module = module or os.environ.get(MODULE_ENV) or fw.MODULE
         self.progress, self.env, self.timeout = progress, dict(env or {}), timeout
-        self.is_standin = False
 
     @classmethod
     def standin(cls, *, work_dir: str | os.PathLike[str] | None = None, gpus: int = 1,
@@ -215,9 +204,11 @@ class FrameworkBackend:
         return [*head, "--nproc-per-node", str(self.gpus), "-m", self.module]
 
     def command(self, input_file: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, model: str,
-                guardrails: bool, overrides: Mapping[str, Any] | None = None) -> list[str]:
+                guardrails: bool, overrides: Mapping[str, Any] | None = None,
+                step_cache: StepCache = None) -> list[str]:
         """The exact command line of one run; ``overrides`` are sample fields given as the framework's own flags;
-        ``guardrails`` is always said (``--guardrails`` / ``--no-guardrails``)."""
+        ``guardrails`` is always said (``--guardrails`` / ``--no-guardrails``); ``step_cache`` as
+        :func:`cache_flags` says (``None``: no flag, the CLI's own default)."""
         flags = fw.CLI_FLAGS
         tier = (overrides or {}).get("resolution")
         if tier is not None and str(tier) not in fw.TIERS:
@@ -231,7 +222,7 @@ class FrameworkBackend:
         if self.parallelism_preset:
             cmd += [flags["parallelism"], self.parallelism_preset]
         cmd.append(flags["guardrails"] if guardrails else flags["no_guardrails"])
-        return cmd + list(self.extra_args)
+        return cmd + cache_flags(step_cache) + list(self.extra_args)
 
     def check_available(self) -> None:
         """Raise :class:`BackendUnavailableError` (with install steps) unless the checkout can run the module."""
@@ -271,36 +262,38 @@ class FrameworkBackend:
     # Runs -------------------------------------------------------------------------------------------
 
     def prepare(self, payload: Mapping[str, Any], *, name: str, model: str, guardrails: bool,
-                overrides: Mapping[str, Any] | None = None) -> FrameworkRun:
+                overrides: Mapping[str, Any] | None = None, step_cache: StepCache = None) -> FrameworkRun:
         """Write a run folder (``<name>.json`` holding ``payload`` as it is, ``command.txt``) without launching.
 
         The input file is named after the sample, so a sample without ``name`` gets that name from the framework
         (it names samples after their file) and the payload stays exactly the input.
         """
         self.checkpoint_for(model)  # refuse a model the framework cannot run before anything is written
+        self._check_cache(step_cache)
         folder = self._new_run_dir(name)
         input_file = folder / f"{name}.json"
         out_dir = folder / "out"
-        command = self.command(input_file, out_dir, model=model, overrides=overrides, guardrails=guardrails)
+        command = self.command(input_file, out_dir, model=model, overrides=overrides, guardrails=guardrails,
+                               step_cache=step_cache)
         media.write_bytes_atomic(input_file, (json.dumps(dict(payload), indent=2, ensure_ascii=False) + "\n").encode())
         media.write_bytes_atomic(folder / "command.txt", (shlex.join(command) + "\n").encode())
         given = {k: v for k, v in (overrides or {}).items() if v is not None}
         return FrameworkRun(folder=folder, input_file=input_file, out_dir=out_dir, name=name, command=tuple(command),
-                            payload=dict(payload), overrides=given)
+                            payload=dict(payload), overrides=given, step_cache=step_cache)
 
     def launch(self, run: FrameworkRun, *, expected_steps: int | None = None) -> Path:
         """Run a prepared folder; returns the framework's ``vision.mp4`` / ``vision.jpg``."""
         self.check_available()
         log_path = run.folder / "run.log"
         self._stream(list(run.command), log_path, [expected_steps] if expected_steps else [], run.name)
-        return _collect(run, log_path)
+        return collect(run.sample_dir, run.out_dir, log_path)
 
     def prepare_sample(self, sample_run: Any) -> FrameworkRun:
         """The run folder of one framework input sample, unchanged (a ``specs.SampleRun``: the sample, its resolved
         model and guardrails, the command-line overrides), without launching."""
         r = sample_run.resolved
         return self.prepare(sample_run.sample.payload(), name=sample_run.sample.name, model=r.model,
-                            guardrails=r.guardrails, overrides=sample_run.overrides)
+                            guardrails=r.guardrails, overrides=sample_run.overrides, step_cache=sample_run.step_cache)
 
     def run_sample(self, sample_run: Any) -> Generation:
         """Run one framework input sample unchanged (see :meth:`prepare_sample`)."""
@@ -310,12 +303,30 @@ class FrameworkBackend:
 
     def generate(self, request: GenerationRequest, *, name: str | None = None) -> Generation:
         """Run a :class:`GenerationRequest` (t2i / t2v / i2v / v2v, with or without sound, or an action mode)."""
+        self.check(request)
         name = name or f"{request.mode}_{request.fingerprint()[:8]}"
         payload = request_payload(request, name=name, image_dir=self.work_dir / "inputs")
-        run = self.prepare(payload, name=name, model=request.model, guardrails=bool(request.guardrails))
+        run = self.prepare(payload, name=name, model=request.model, guardrails=bool(request.guardrails),
+                           step_cache=request.step_cache)
         generation = self._run(run, request.num_inference_steps, workflow=request.mode, model=request.model)
         generation.request = request
         return generation
+
+    def check(self, request: GenerationRequest) -> None:
+        """Refuse, before anything is written, what this backend cannot run as asked: a model the framework has no
+        checkpoint of, a step cache setting it has no flag for."""
+        self.checkpoint_for(request.model)
+        self._check_cache(request.step_cache)
+
+    def _check_cache(self, step_cache: StepCache) -> None:
+        """A setting the framework has no flag for; on the stand-in also one diffusers' hooks cannot run (the
+        program would refuse it too, once started)."""
+        check_for_backend(step_cache, NAME)
+        if self.is_standin and isinstance(step_cache, SeaCache) and step_cache.residual_order is not None and \
+                step_cache.residual_order not in RESIDUAL_ORDERS["diffusers"]:
+            raise ValidationError("step_cache.residual_order", f"the framework stand-in runs diffusers' SeaCache, "
+                                  f"which has no residual order {step_cache.residual_order} (the real framework has).",
+                                  "use residual_order=0 or 1 on the stand-in, or a framework checkout.")
 
     def generate_many(self, requests: Sequence[GenerationRequest], *,
                       names: Sequence[str] | None = None) -> list[Generation]:
@@ -324,8 +335,11 @@ class FrameworkBackend:
 
         On a GPU host loading a checkpoint takes minutes, so a notebook that makes several clips with one model
         should pay for it once. One command line runs one checkpoint with one guardrails setting, so requests that
-        differ there are refused before anything is written. Each result is what :meth:`generate` would return,
-        with the shared run folder in its provenance.
+        differ there are refused before anything is written. It also runs one diffusion-cache setting: requests
+        with different ``step_cache`` run in one framework run per setting, in the order of their first request
+        (comparing a cached and an uncached clip is the common case, and the checkpoint loads once per setting, as
+        it would in separate calls). Each result is what :meth:`generate` would return, with its run folder in its
+        provenance.
         """
         requests = list(requests)
         settings = {(r.model, bool(r.guardrails)) for r in requests}
@@ -337,22 +351,41 @@ class FrameworkBackend:
         if not requests or len(names) != len(requests) or len(set(names)) != len(names):
             raise ValidationError("names", f"{len(requests)} requests need as many distinct sample names, got "
                                   f"{names}.", "give one distinct name per request, or leave names out.")
+        for request in requests:
+            self.check(request)
         payloads = [request_payload(r, name=n, image_dir=self.work_dir / "inputs") for r, n in zip(requests, names)]
+        groups: dict[str, list[int]] = {}
+        for index, request in enumerate(requests):
+            groups.setdefault(json.dumps(step_cache_record(request.step_cache), sort_keys=True), []).append(index)
+        generations: list[Generation] = [None] * len(requests)  # type: ignore[list-item]
+        for indexes in groups.values():
+            batch = self._run_batch([requests[i] for i in indexes], [names[i] for i in indexes],
+                                    [payloads[i] for i in indexes])
+            for index, generation in zip(indexes, batch):
+                generations[index] = generation
+        return generations
+
+    def _run_batch(self, requests: list[GenerationRequest], names: list[str],
+                   payloads: list[dict[str, Any]]) -> list[Generation]:
+        """One framework run of checked requests that share a checkpoint, guardrails and step cache."""
+        first = requests[0]
         folder = self._new_run_dir(f"batch_{len(requests)}_{names[0]}")
         input_file, out_dir = folder / "samples.jsonl", folder / "out"
-        command = self.command(input_file, out_dir, model=requests[0].model, guardrails=bool(requests[0].guardrails))
+        command = self.command(input_file, out_dir, model=first.model, guardrails=bool(first.guardrails),
+                               step_cache=first.step_cache)
         lines = "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in payloads)
         media.write_bytes_atomic(input_file, lines.encode())
         media.write_bytes_atomic(folder / "command.txt", (shlex.join(command) + "\n").encode())
         runs = [FrameworkRun(folder=folder, input_file=input_file, out_dir=out_dir, name=n, command=tuple(command),
-                             payload=p) for n, p in zip(names, payloads)]
+                             payload=p, step_cache=first.step_cache) for n, p in zip(names, payloads)]
         started = time.perf_counter()
         self.check_available()
         log_path = folder / "run.log"
         self._stream(command, log_path, [r.num_inference_steps for r in requests], f"{len(runs)} samples")
         generations = []
         for run, request in zip(runs, requests):
-            generation = self._generation(run, _collect(run, log_path), started, workflow=request.mode,
+            generation = self._generation(run, collect(run.sample_dir, run.out_dir, log_path), started,
+                                          workflow=request.mode,
                                           model=request.model)
             generation.request = request
             generations.append(generation)
@@ -371,13 +404,10 @@ class FrameworkBackend:
 
     def _generation(self, run: FrameworkRun, path: Path, started: float, *, workflow: str, model: str) -> Generation:
         """A finished sample's output read back, with where it came from."""
-        if path.suffix == ".mp4":
-            video = media.read_video(path, with_audio=True)
-            frames, fps, sound, rate = video.frames, float(video.fps), video.sound, video.sample_rate
-        else:
-            frames, fps, sound, rate = media.read_image(path)[None], float(run.payload.get("fps") or 24), None, None
+        frames, fps, sound, rate = read_output(path, float(run.payload.get("fps") or 24))
         controls = {p.stem.removeprefix("control_"): str(p) for p in sorted(path.parent.glob("control_*"))}
-        standin = self._standin_record(path.parent)
+        standin = standin_record(path.parent) if self.is_standin else None
+        cache = {**describe(run.step_cache, NAME), **((standin or {}).get("step_cache") or {})}
         return Generation(actions=predicted_actions(path.parent), settings=self.output_settings(),
             frames=frames, fps=fps, seed=run.seed, sound=sound, standin=standin,
             sample_rate=rate or SOUND_SAMPLE_RATE, backend=self.name,
@@ -385,16 +415,22 @@ class FrameworkBackend:
             timings={"total_s": time.perf_counter() - started}, finished=FinishedFile(path.suffix, path=path),
             provenance={"workflow": workflow, "payload": dict(run.payload), "output": str(path), "controls": controls,
                         "command": shlex.join(run.command), "run_folder": str(run.folder),
-                        "checkout": str(self.checkout) if self.checkout else None})
+                        "checkout": str(self.checkout) if self.checkout else None, "step_cache": cache})
 
-    def _standin_record(self, sample_dir: Path) -> dict[str, Any] | None:
-        """What the stand-in says it is and ran (its ``standin.json``); ``None`` for the real framework."""
-        if not self.is_standin:
-            return None
-        path = sample_dir / STANDIN_FILE
-        if not path.is_file():
-            raise FrameworkRunError(f"the framework stand-in wrote no {path}, so what made the output is unknown.")
-        return json.loads(path.read_text(encoding="utf-8"))
+    def _stream(self, cmd: list[str], log_path: Path, steps: Sequence[int], name: str) -> None:
+        """Run ``cmd`` in the run's folder and environment, its log to ``log_path`` and its steps to a bar."""
+        bar = progress_bar(sum(steps) or None, f"framework {name}", "step", enabled=bool(self.progress))
+        try:
+            code, tail = stream(cmd, cwd=self._cwd(), env=self._env(), log_path=log_path,
+                                counter=StepProgress(bar, steps), timeout=self.timeout)
+        except OSError as exc:
+            raise self._unavailable(exc) from exc
+        finally:
+            if bar is not None:
+                bar.close()
+        if code != 0:
+            raise FrameworkRunError(f"the Cosmos Framework run exited with code {code} (full log: {log_path}). "
+                                    "Log tail:\n" + "\n".join(tail))
 
     def _new_run_dir(self, name: str) -> Path:
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "run"
@@ -406,62 +442,6 @@ class FrameworkBackend:
                 run_dir.mkdir()
                 return run_dir
         raise FrameworkRunError(f"could not create a run folder under {self.work_dir}")
-
-    def _stream(self, cmd: list[str], log_path: Path, steps: Sequence[int], name: str) -> None:
-        """Run ``cmd``, writing its log and moving a bar over ``steps`` (each sample's step count, if known)."""
-        bar = progress_bar(sum(steps) or None, f"framework {name}", "step", enabled=bool(self.progress))
-        counter = StepProgress(bar, steps)
-        tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
-        try:
-            process = subprocess.Popen(cmd, cwd=self._cwd(), env=self._env(), stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace")
-        except OSError as exc:
-            raise self._unavailable(exc) from exc
-        timer = threading.Timer(self.timeout or 0, process.kill)
-        if self.timeout:
-            timer.start()
-        try:
-            with open(log_path, "w", encoding="utf-8") as log:
-                assert process.stdout is not None
-                for line in process.stdout:
-                    log.write(line)
-                    log.flush()
-                    tail.append(line.rstrip("\n"))
-                    counter.update(line)
-            code = process.wait()
-        finally:
-            timer.cancel()
-            if bar is not None:
-                bar.close()
-        if code != 0:
-            raise FrameworkRunError(f"the Cosmos Framework run exited with code {code} (full log: {log_path}). "
-                                    "Log tail:\n" + "\n".join(tail))
-
-
-def predicted_actions(sample_dir: Path) -> np.ndarray | None:
-    """The trajectory an action sample predicted: ``sample_outputs.json`` ``outputs[0].content.action``, already cut
-    to the embodiment's width (inference.py:1796-1806)."""
-    path = sample_dir / fw.SAMPLE_OUTPUTS
-    if not path.is_file():
-        return None
-    outputs = json.loads(path.read_text(encoding="utf-8")).get("outputs") or [{}]
-    action = (outputs[0].get("content") or {}).get("action")
-    if action is None:
-        return None
-    array = np.asarray(action, dtype=np.float32)
-    return array.reshape(-1, array.shape[-1])
-
-
-def _collect(run: FrameworkRun, log_path: Path) -> Path:
-    """The framework's output by its layout: ``<out>/<name>/vision.mp4`` or ``vision.jpg`` (args.py:437)."""
-    for frames in (2, 1):
-        path = run.sample_dir / fw.vision_file(frames)
-        if path.is_file():
-            return path
-    found = sorted(p.relative_to(run.out_dir).as_posix() for p in run.out_dir.rglob("*") if p.is_file()) \
-        if run.out_dir.is_dir() else []
-    raise FrameworkRunError(f"the run finished but wrote no {run.sample_dir}/vision.mp4 or vision.jpg (it wrote: "
-                            f"{', '.join(found[:10]) or 'nothing'}; full log: {log_path}).")
 
 
 __all__ = ["FrameworkBackend", "FrameworkRun", "INSTALL_HELP", "checkpoint_for", "request_payload"]

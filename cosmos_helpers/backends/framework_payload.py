@@ -1,5 +1,6 @@
 """The framework sample a :class:`~cosmos_helpers.request.GenerationRequest` becomes (``FrameworkBackend``'s wire
-format): what the request says, and nothing it leaves unset, so the framework's own defaults apply."""
+format): what the request says, and nothing it leaves unset, so the framework's own defaults apply; and the
+command-line flags of its step cache, a setup option of the run rather than a sample field."""
 
 from __future__ import annotations
 
@@ -13,11 +14,54 @@ import numpy as np
 
 from .. import media
 from ..errors import ValidationError
+from ..models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
+from ..models.tiny_edge import MODEL_NAME as TINY_EDGE
 from ..presets import bucket_of
 from ..protocol import action as ap
 from ..protocol import framework as fw
+from ..protocol import step_cache as cache_facts
 from ..request import GenerationRequest
+from ..step_cache import OFF, SeaCache, StepCache
 from ..trajectories import save_trajectory
+
+# Every flag of the framework's diffusion cache (none of them may come from anywhere but the request).
+CACHE_FLAGS = frozenset({cache_facts.FRAMEWORK_ON_FLAG, cache_facts.FRAMEWORK_OFF_FLAG,
+                         *(names[2] for names in cache_facts.FIELDS.values() if names[2])})
+
+
+def cache_flags(step_cache: StepCache) -> list[str]:
+    """The framework's flags for a step cache: none for ``None`` (the CLI's own default: SeaCache on, 0.35),
+    ``--no-diffusion-cache`` for ``"off"``, ``--diffusion-cache`` and a flag per given field it has one for for a
+    :class:`SeaCache` (``check_for_backend`` refused the fields it has none for, unless they ask for its own value)."""
+    if step_cache is None:
+        return []
+    if step_cache == OFF:
+        return [cache_facts.FRAMEWORK_OFF_FLAG]
+    assert isinstance(step_cache, SeaCache)
+    flags = [cache_facts.FRAMEWORK_ON_FLAG]
+    for name, value in step_cache.given().items():
+        flag = cache_facts.FIELDS[name][2]
+        if flag is not None:
+            flags += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return flags
+
+
+def checkpoint_for(model: str) -> str:
+    """The ``--checkpoint-path`` of a model: a framework checkpoint name, or a local folder's absolute path."""
+    model = str(model)
+    if model in ("tiny", TINY_DISTILLED, TINY_EDGE):
+        raise ValidationError("model", f"the framework cannot run this project's embedded {model} model (diffusers' "
+                              "format, not a framework checkpoint).", "use profile 'nano', 'super' or 'edge' (or a "
+                              "model such as nvidia/Cosmos3-Nano), or run on diffusers.")
+    if model in fw.CHECKPOINTS:
+        return fw.CHECKPOINTS[model]
+    if model in fw.CHECKPOINTS.values():
+        return model
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    raise ValidationError("model", f"{model!r} is neither a framework checkpoint nor a local folder.",
+                          f"use one of {', '.join(fw.CHECKPOINTS)} or a checkpoint folder.")
 
 
 def request_payload(request: GenerationRequest, *, name: str, image_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -130,4 +174,4 @@ def _media_path(source: Any, request: GenerationRequest, folder: Path, suffix: s
     return str(target)
 
 
-__all__ = ["request_payload"]
+__all__ = ["CACHE_FLAGS", "cache_flags", "checkpoint_for", "request_payload"]

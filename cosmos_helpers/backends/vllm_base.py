@@ -38,10 +38,12 @@ from ..protocol import vllm_omni as proto
 from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
 from ..standins import MODEL_CARD_KEY
+from ..step_cache import describe
 from .vllm_serve import curl_command
 from .vllm_wire import (API_KEY_ENV, BACKEND_NAME, DEFAULT_URL, Call, Files, RetryPolicy, Upload, check_action,
                         check_response_format,
-                        error_from_response, form_parts, guardrail_error, image_body, parse_json, server_metrics,
+                        error_from_response, form_parts, guardrail_error, image_body, parse_json, refuse_request_cache,
+                        server_metrics,
                         timings_from_headers, timings_from_job)
 
 
@@ -296,6 +298,8 @@ class BaseVllmClient:
         generation.provenance.update({"url": self.url, "served_model": served, "seed_recorded_client_side": True,
                                       **provenance})
         generation.provenance["served_model"] = served  # the name checked, over the name an answer reported
+        server = (self.standin or {}).get("step_cache")  # only a stand-in says what its server caches
+        generation.provenance["step_cache"] = {**describe(None, BACKEND_NAME), **({"server": server} if server else {})}
         return generation
 
     def _image_generation(self, request: GenerationRequest, response: httpx.Response, decoded: tuple, *,
@@ -343,6 +347,7 @@ def check_request(request: Any, *, job: bool = False) -> None:
         raise ValidationError("request", f"expected a GenerationRequest, got {type(request).__name__}.",
                               "build one with GenerationRequest(mode=..., prompt=...).")
     check_backend_mode(request, BACKEND_NAME)
+    refuse_request_cache(request.step_cache)
     if job and request.mode == "text2image":
         raise ValidationError("mode", f"asynchronous jobs make videos; text2image uses {proto.IMAGES}.",
                               "call generate() for images.")

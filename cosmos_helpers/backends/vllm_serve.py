@@ -11,11 +11,13 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..errors import ValidationError
+from ..protocol import step_cache as cache_facts
 from ..protocol import vllm_omni as proto
 from ..request import GenerationRequest
+from ..step_cache import OFF, SeaCache, StepCache, check_for_backend, check_step_cache
 from .vllm_wire import API_KEY_ENV, image_body, video_fields
 
 DOCKER_IMAGE = "vllm/vllm-omni:cosmos3"
@@ -48,7 +50,8 @@ class ServeCommand:
 def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_parallel: int | None = None,
                   cfg_parallel: int | None = None, ulysses: int | None = None, layerwise_offload: bool = False,
                   init_timeout: int = 1800, api_key: str | None = None, docker: bool = False,
-                  served_model_name: str | None = None, guardrails: bool = True) -> ServeCommand:
+                  served_model_name: str | None = None, guardrails: bool = True,
+                  step_cache: StepCache = None) -> ServeCommand:
     """The ``vllm serve <model> --omni`` command for a Cosmos3 checkpoint on ``gpus`` GPUs.
 
     GPUs per request = tensor_parallel x cfg_parallel x ulysses; that product must fit ``gpus``. With
@@ -56,6 +59,9 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
     ``api_key`` is written as ``$COSMOS3_VLLM_API_KEY`` in the printed command, never in clear.
     ``docker=True`` makes ``str(command)`` the ``docker run`` form (``.argv`` stays the bare command).
     Only flags vLLM-Omni 0.30.0 reads for Cosmos3 are used (``protocol.vllm_omni.SERVE_FLAGS``).
+    ``step_cache``: the step cache of every request the server serves (vLLM-Omni takes it at start, not per request):
+    a :class:`~cosmos_helpers.SeaCache` gives ``--cache-backend sea_cache --cache-config '{...}'`` with vLLM-Omni's
+    keys for the fields it sets, ``"off"`` gives ``--cache-backend none`` (vLLM-Omni's default); ``None`` adds nothing.
     """
     if not isinstance(model, str) or not model.strip():
         raise ValidationError("model", f"expected a model id or folder, got {model!r}.", "e.g. 'nvidia/Cosmos3-Nano'.")
@@ -92,7 +98,27 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
         argv.append("--no-guardrails")
     if api_key:
         argv += ["--api-key", f"${API_KEY_ENV}"]
-    return ServeCommand(argv=argv, port=port, gpus=gpus, use_docker=docker)
+    return ServeCommand(argv=argv + cache_flags(step_cache), port=port, gpus=gpus, use_docker=docker)
+
+
+def cache_flags(step_cache: StepCache) -> list[str]:
+    """``vllm serve``'s flags for a step cache (see :func:`serve_command`), checked against what vLLM-Omni can set."""
+    step_cache = check_step_cache(step_cache)
+    check_for_backend(step_cache, "vllm-omni")
+    if step_cache is None:
+        return []
+    if step_cache == OFF:
+        return [cache_facts.VLLM_CACHE_BACKEND_FLAG, "none"]
+    flags = [cache_facts.VLLM_CACHE_BACKEND_FLAG, cache_facts.VLLM_SEA_CACHE]
+    config = cache_config(step_cache)
+    return flags + ([cache_facts.VLLM_CACHE_CONFIG_FLAG, json.dumps(config, sort_keys=True)] if config else [])
+
+
+def cache_config(step_cache: SeaCache) -> dict[str, Any]:
+    """``--cache-config``'s object: the fields ``step_cache`` sets, under vLLM-Omni's keys (its defaults for the rest;
+    a field vLLM-Omni has no key for was refused by ``check_for_backend`` unless it asks for vLLM-Omni's own value)."""
+    return {cache_facts.FIELDS[name][1]: value for name, value in step_cache.given().items()
+            if cache_facts.FIELDS[name][1] is not None}
 
 
 def curl_command(url: str, request: GenerationRequest, *, api_key: str | None = None, async_job: bool = False,

@@ -42,11 +42,13 @@ def fake_framework(tmp_path) -> FrameworkBackend:
 
 
 def test_command_line_uses_the_frameworks_flags(tmp_path, monkeypatch):
-    backend = FrameworkBackend(tmp_path, python="/opt/fw/bin/python", extra_args=("--no-diffusion-cache",))
+    backend = FrameworkBackend(tmp_path, python="/opt/fw/bin/python", extra_args=("--sampler", "edm"))
     cmd = backend.command("in.json", "out", model="nvidia/Cosmos3-Nano", guardrails=False,
-                          overrides={"seed": 7, "num_steps": None})
+                          overrides={"seed": 7, "num_steps": None}, step_cache="off")
     assert cmd == ["/opt/fw/bin/python", "-m", "cosmos_framework.scripts.inference", "-i", "in.json", "-o", "out",
-                   "--checkpoint-path", "Cosmos3-Nano", "--seed", "7", "--no-guardrails", "--no-diffusion-cache"]
+                   "--checkpoint-path", "Cosmos3-Nano", "--seed", "7", "--no-guardrails", "--no-diffusion-cache",
+                   "--sampler", "edm"]
+    assert {"--sampler", "--no-diffusion-cache"} <= set(CONTRACT["cli_flags"])
     multi = FrameworkBackend(tmp_path, python="/opt/fw/bin/python", gpus=4, parallelism_preset="throughput")
     cmd = multi.command("in.json", "out", model="nvidia/Cosmos3-Super", guardrails=True,
                         overrides={"resolution": "480"})
@@ -209,6 +211,7 @@ def test_tiny_is_refused_on_the_framework_before_anything_is_written(tmp_path):
     assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_the_standin_runs_from_any_folder_and_says_what_really_ran(tmp_path, monkeypatch):
     """No checkout, no repository on the path: the stand-in ships with the package. It takes the tiny model under its
     own name, and the manifest and the gallery say a stand-in made the output, and with which model."""
@@ -227,8 +230,9 @@ def test_the_standin_runs_from_any_folder_and_says_what_really_ran(tmp_path, mon
     assert "--checkpoint-path tiny" in generation.provenance["command"]
     manifest = json.loads((tmp_path / "out" / "still.json").read_text())
     assert manifest["backend"] == "framework" and manifest["model"] == "tiny"
-    assert manifest["standin"] == {"of": "framework", "version": fw.VERSION, "checkpoint": "tiny", "model_run": "tiny",
-                                   "program": "cosmos_helpers.standins.framework_cli"}
+    said = {"of": "framework", "version": fw.VERSION, "checkpoint": "tiny", "model_run": "tiny",
+            "program": "cosmos_helpers.standins.framework_cli"}
+    assert {k: v for k, v in manifest["standin"].items() if k != "step_cache"} == said
     assert "framework (stand-in)" in repr(generation)
     again = generate_and_save(backend, request, tmp_path / "out" / "still")  # a rerun on the stand-in: skipped
     assert again.provenance["skipped"] and again.standin == manifest["standin"]
@@ -236,6 +240,7 @@ def test_the_standin_runs_from_any_folder_and_says_what_really_ran(tmp_path, mon
     assert "<td>framework (stand-in)</td><td>tiny</td>" in page
 
 
+@pytest.mark.slow
 def test_a_standins_output_never_passes_for_the_real_frameworks(tmp_path):
     """A Nano request the stand-in ran (on the tiny weights) is not finished work for the real framework."""
     from cosmos_helpers import generate_and_save

@@ -14,7 +14,10 @@ every output naming the framework it stands in for and the model that really ran
 * flags: a subset of the real ones (checked against ``tests/contracts/fixtures``): ``-i/--input-files`` (files),
   ``-o/--output-dir``, ``--checkpoint-path``, the sample overrides ``--seed``, ``--resolution``, ``--num-steps``,
   ``--parallelism-preset``, ``--[no-]guardrails`` (on by default, as there: the tiny run then needs
-  ``cosmos_guardrail``), ``--[no-]diffusion-cache``; any other flag is an error, as in the real CLI;
+  ``cosmos_guardrail``), ``--[no-]diffusion-cache`` (on by default, as there), ``--diffusion-cache-thresh``,
+  ``--diffusion-cache-residual-order``; any other flag is an error, as in the real CLI;
+* the diffusion cache: SeaCache with the framework's values through diffusers' own hooks (:mod:`.cache` says where
+  it differs); the guidance passes it computed are in its log and in ``standin.json``;
 * inputs: read as the framework reads them (a ``.json`` file holds one sample, a ``.jsonl`` one per line; a sample
   without ``name`` is named after its file) and validated against the real ``OmniSampleOverrides`` JSON schema
   (generated from the framework, shipped in ``cosmos_helpers/protocol/data``), so an unknown field fails here as it

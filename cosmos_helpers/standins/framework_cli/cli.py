@@ -1,7 +1,7 @@
 """The framework CLI stand-in's program: flags, inputs, one run per sample, the framework's output layout.
 
-See the package docstring for what it is and is not. Heavy imports (torch, diffusers) happen per run, so
-``--help`` and a bad flag answer at once.
+See the package docstring for what it is and is not (its diffusion cache: :mod:`.cache`). Heavy imports (torch,
+diffusers) happen per run, so ``--help``, a bad flag and a bad cache setting answer at once.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ...protocol import framework as fw
 from ...protocol import variants
 from .. import STANDIN_FILE
 from . import MODULE
+from .cache import cache_summary, check_cache_for, standin_cache
 
 BANNER = ("[framework stand-in] cosmos_helpers.standins.framework_cli, NOT the NVIDIA Cosmos Framework: it runs the "
           "embedded tiny weights whatever --checkpoint-path says")
@@ -39,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     for flag in ("guardrails", "diffusion-cache"):
         parser.add_argument(f"--{flag}", dest=flag.replace("-", "_"), action="store_true", default=None)
         parser.add_argument(f"--no-{flag}", dest=flag.replace("-", "_"), action="store_false")
+    parser.add_argument("--diffusion-cache-thresh", type=float, default=None)
+    parser.add_argument("--diffusion-cache-residual-order", type=int, default=None)
     return parser
 
 
@@ -75,7 +78,7 @@ def model_run(checkpoint: str) -> tuple[str, str]:
     return hub, TINY_DISTILLED if hub in variants.DISTILLED_CHECKPOINTS else "tiny"
 
 
-def run_one(item: dict, path: Path, name: str, args: argparse.Namespace) -> Path:
+def run_one(item: dict, path: Path, name: str, args: argparse.Namespace, cache: Any) -> Path:
     from ...backends.diffusers import DiffusersBackend
     from ...specs import Sample
     from ...specs.runs import SampleRun, check_backend, given_fields, localize
@@ -88,20 +91,23 @@ def run_one(item: dict, path: Path, name: str, args: argparse.Namespace) -> Path
     # guardrails: the flag given, else the framework's default (on): the tiny diffusers run honours them too
     resolved = sample.resolved(model=model, overrides=overrides, output_dir=folder, guardrails=args.guardrails)
     check_backend(sample, resolved, "diffusers", given_fields(sample, overrides))
+    check_cache_for(cache, resolved.model_mode)
     resolved = localize(resolved, progress=False)
     if weights == TINY_DISTILLED:  # the framework samples a distilled checkpoint on its fixed schedule with
         # guidance 1, whatever the sample says (inference.py:1575-1580)
         resolved = dataclasses.replace(resolved, num_steps=len(variants.DISTILLED_T_LIST),
                                        guidance=variants.DISTILLED_GUIDANCE, shift=variants.DISTILLED_SHIFT)
     resolved = dataclasses.replace(resolved, model=weights, profile=weights)
-    run = SampleRun.create(sample, resolved, overrides)
+    run = SampleRun.create(sample, resolved, overrides, step_cache=cache)
 
     def step(done: int, total: int) -> None:
         print(f"step {done}/{total}", flush=True)
 
     generation = execute(run, _Progress(DiffusersBackend(progress=False), step), progress=step)  # saved as there
     target = save_outputs(generation, item, folder)
-    write_record(folder, checkpoint=args.checkpoint_path, weights=weights)
+    ran = cache_summary(cache, generation.provenance.get("step_cache") or {})
+    print(f"[framework stand-in] {name}: diffusion cache {ran['text']}", flush=True)
+    write_record(folder, checkpoint=args.checkpoint_path, weights=weights, step_cache=ran["record"])
     return target
 
 
@@ -125,10 +131,11 @@ def save_outputs(generation: Any, item: dict, folder: Path) -> Path:
     return target
 
 
-def write_record(folder: Path, *, checkpoint: str, weights: str) -> None:
-    """``standin.json`` beside the output: what made it (the real framework writes no such file)."""
+def write_record(folder: Path, *, checkpoint: str, weights: str, step_cache: dict[str, Any]) -> None:
+    """``standin.json`` beside the output: what made it and how many passes its cache computed (the real framework
+    writes no such file)."""
     record = {"of": "framework", "version": fw.VERSION, "program": MODULE, "checkpoint": checkpoint,
-              "model_run": weights}
+              "model_run": weights, "step_cache": step_cache}
     (folder / STANDIN_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
@@ -150,12 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     print(BANNER, flush=True)
     os.environ.setdefault("COSMOS_HELPERS_NO_PROGRESS", "1")
     try:
+        cache = standin_cache(args)  # a setting the stand-in cannot run fails before any input is read
         if os.environ.get("OMP_NUM_THREADS"):
             import torch
 
             torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
         for item, path, name in read_inputs(args.input_files):
-            print(f"saved {run_one(item, path, name, args)}", flush=True)
+            print(f"saved {run_one(item, path, name, args, cache)}", flush=True)
     except Exception as exc:  # the framework logs the error and exits non-zero
         traceback.print_exc(file=sys.stdout)
         message = getattr(exc, "message", None) or str(exc)

@@ -43,6 +43,7 @@ from ...protocol.vllm_omni import (GUARDRAIL_MESSAGE, HEALTH, IMAGES, MODELS, SY
                                    VIDEO_ENCODER, VIDEO_FILES, VIDEOS, VIDEOS_SYNC)
 from .. import MODEL_CARD_KEY
 from . import action_task, translate
+from .cache import describe_server
 from .errors import ApiError, bad_request
 from .jobs import Job, JobStore, new_record
 from .limits import ServerLimits
@@ -80,6 +81,7 @@ class ServerState:
     step_progress: bool = False
     transfer_runner: TransferRunner | None = None
     warmup: bool = True
+    step_cache: Any = None  # the server's --cache-backend / --cache-config, given to every request
     started_at: float = field(default_factory=time.time)
 
     @property
@@ -88,7 +90,8 @@ class ServerState:
 
     def standin_record(self) -> dict[str, Any]:
         """What this server is and runs, in its ``/v1/models`` card (the client records it in every manifest)."""
-        return {"of": "vllm-omni", "version": VERSION, "program": __package__, "model_run": self.model}
+        return {"of": "vllm-omni", "version": VERSION, "program": __package__, "model_run": self.model,
+                "step_cache": describe_server(self.step_cache)}
 
     @property
     def upload_dir(self) -> Path:

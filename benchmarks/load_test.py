@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the outcomes as JSON here")
     args = parser.parse_args(argv)
 
-    from cosmos_helpers.server.local import LocalServer
+    from cosmos_helpers.standins.vllm_omni.local import LocalServer
 
     server = LocalServer(threads=args.threads, progress=False, ready_timeout=300,
                          extra_args=["--max-queue", str(args.max_queue), "--job-ttl", "600", "--log-level", "warning"])

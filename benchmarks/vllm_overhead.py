@@ -31,7 +31,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     from cosmos_helpers import DiffusersBackend, GenerationRequest
     from cosmos_helpers.backends.vllm_omni import VllmOmniBackend
-    from cosmos_helpers.server.local import ThreadedServer
+    from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
 
     request = GenerationRequest(mode="text2video", prompt="a small robot crosses a workshop", width=160, height=96,
                                 num_frames=9, num_inference_steps=args.steps, sound=args.sound, seed=0)

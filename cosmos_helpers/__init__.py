@@ -32,7 +32,7 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
     "parallel": "ParallelPlan WorkerError",
     "backends.vllm_omni": "VllmOmniBackend AsyncVllmOmniBackend",
     "backends.vllm_serve": "serve_command",
-    "server.local": "LocalServer connect_vllm_omni",
+    "standins.vllm_omni.local": "LocalServer connect_vllm_omni",
     "backends.framework": "FrameworkBackend",
     "models.tiny": "tiny_model_path",
     "models.tiny_trained": "trained_tiny_path",
@@ -91,7 +91,7 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .step_cache import SeaCache
     from .precision import FP8
     from .result import Generation, find_saved
-    from .server.local import LocalServer, connect_vllm_omni
+    from .standins.vllm_omni.local import LocalServer, connect_vllm_omni
     from .sweeps import SweepResult, sweep
     from .views.joins import join_plot
     from .trajectories import load_trajectory, save_trajectory

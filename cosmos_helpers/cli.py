@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("cosmos_helpers.commands.sweep", "run a notebook once per parameter set (papermill), in parallel"),
     "lab": ("cosmos_helpers.commands.lab", "open the cookbooks in JupyterLab with this environment as the kernel"),
     "tiny": ("cosmos_helpers.commands.tiny", "build (or locate) the embedded tiny Cosmos3 model"),
-    "serve": ("cosmos_helpers.server.cli", "start a local vLLM-Omni-compatible server"),
+    "serve": ("cosmos_helpers.standins.vllm_omni.cli", "start a local vLLM-Omni-compatible server"),
     "run": ("cosmos_helpers.commands.run", "run a Cosmos Framework input file (any mode) on any backend"),
     "transfer": ("cosmos_helpers.commands.run", "alias of `run` (framework input files, transfer included)"),
     "controls": ("cosmos_helpers.commands.controls", "compute depth / seg control videos of a clip with a named model"),

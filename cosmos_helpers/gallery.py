@@ -7,7 +7,8 @@
   a thumbnail (``<stem>.thumb.jpg``) and, for videos, a ``<video>`` player on the small preview transcode
   (``<stem>.preview.mp4``, H.264 + AAC), with links to the full-resolution file and the manifest; an action
   result's given and predicted trajectories drawn below it (``<stem>.trajectory.png``);
-* a table of runs: mode, size, frames, steps, guidance, seed, sound, backend, model, total seconds.
+* a table of runs: mode, size, frames, steps, guidance, seed, sound, backend, model, total seconds; an output a
+  stand-in made shows ``framework (stand-in)`` (or ``vllm-omni (stand-in)``) and the model that really ran.
 
 Links are relative, so the folder can be zipped, copied or served as is (``python -m http.server``).
 Every file is written atomically; previews, thumbnails and notebook pages are rebuilt only when stale.
@@ -22,7 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from . import media
-from .result import MANIFEST_SCHEMA, read_manifest
+from .result import MANIFEST_SCHEMA, backend_label, read_manifest
 from .views import preview
 from .views.items import as_item, request_details
 
@@ -216,7 +217,8 @@ def _table(root: Path, runs: list[dict[str, Any]]) -> str:
             _esc(m.get("num_frames")),
             _esc(f"{m.get('fps'):g}" if isinstance(m.get("fps"), (int, float)) else m.get("fps")),
             _esc(request["steps"]), _esc(request["guidance"]), _esc(request["shift"]),
-            _esc(m.get("seed")), "yes" if m.get("sound") else "no", _esc(m.get("backend")), _esc(m.get("model")),
+            _esc(m.get("seed")), "yes" if m.get("sound") else "no",
+            _esc(backend_label(m.get("backend"), m.get("standin"))), _esc(m.get("model")),
             _esc(f"{float(total):.2f}" if total is not None else ""), _esc(m.get("created")),
         ]
         numeric = {3, 4, 5, 6, 7, 8, 12}
@@ -238,7 +240,8 @@ def list_outputs(folder: str | Path, *, display: bool = True) -> list[dict[str, 
         media_path = manifest_path.with_name(manifest["media"])
         rows.append({"name": media_path.relative_to(root).as_posix(), "kind": manifest.get("kind"),
                      "size": f"{manifest.get('width')}x{manifest.get('height')}",
-                     "frames": manifest.get("num_frames"), "backend": manifest.get("backend"),
+                     "frames": manifest.get("num_frames"),
+                     "backend": backend_label(manifest.get("backend"), manifest.get("standin")),
                      "bytes": media_path.stat().st_size if media_path.is_file() else None})
     if display:
         for row in rows:

@@ -109,11 +109,12 @@ class GenerationRequest:
             fixes ``D`` and the model's action weights. Action modes only.
         view_point: the camera's viewpoint sentence of the action caption (``"ego_view"``, ...); ``None`` keeps the
             backend's default.
-        step_cache: step caching: ``None`` keeps the backend's default (off in diffusers and vLLM-Omni, SeaCache 0.35
-            in the Cosmos Framework's CLI; the manifest records it), ``"off"`` runs every step in full, and
-            ``SeaCache(...)`` (``"sea"``: its defaults) skips steps whose input barely changed
-            (:mod:`cosmos_helpers.step_cache`). It changes the pictures, so a cached result never serves an uncached
-            request or the other way round.
+        step_cache: step caching: ``None`` keeps the backend's default (off in diffusers, SeaCache 0.35 in the
+            Cosmos Framework's CLI, the server's ``--cache-backend`` on vLLM-Omni; the manifest records it), ``"off"``
+            runs every step in full, and ``SeaCache(...)`` (``"sea"``: its defaults) skips steps whose input barely
+            changed (:mod:`cosmos_helpers.step_cache`); vLLM-Omni sets it when its server starts, so there it stays
+            ``None``. It changes the pictures, so a cached result never serves an uncached request or the other way
+            round.
         precision: ``None`` (the checkpoint's bf16 weights), ``"fp8"`` / ``FP8(...)`` (NVIDIA's ModelOpt FP8 revision
             with its per-step W8A16/W8A8 policy, or overrides of it), ``"mxfp8"`` / ``"nvfp4"`` (the Cosmos
             Framework's load-time quantization, Blackwell only); a backend that cannot run it refuses

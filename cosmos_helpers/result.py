@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 import numpy as np
 
@@ -72,7 +72,9 @@ class Generation:
     file, when it made one (saved as it is); ``crf`` is the H.264 quality frames made here are saved at (the
     framework's ``video_save_quality`` maps to one); ``actions`` is the trajectory an action mode predicted,
     float32 ``(T, D)`` (:mod:`cosmos_helpers.trajectories`), or ``None``; ``settings`` is what, besides the
-    request, the backend made it with that shapes an output (its ``output_settings()``: dtype, scheduler, ...).
+    request, the backend made it with that shapes an output (its ``output_settings()``: dtype, scheduler, ...);
+    ``standin`` says, for an output a stand-in made (:mod:`cosmos_helpers.standins`), which backend it stands in for
+    (``of``), the program and the model that really ran (``model_run``, also ``model``); ``None`` otherwise.
     """
 
     frames: np.ndarray
@@ -90,6 +92,7 @@ class Generation:
     crf: int = media.DEFAULT_CRF
     actions: np.ndarray | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    standin: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         frames = media.to_uint8(np.asarray(self.frames))
@@ -145,7 +148,8 @@ class Generation:
     def __repr__(self) -> str:
         kind = "image" if self.is_image else f"{self.num_frames} frames @ {self.fps:g} fps"
         sound = f", sound {self.sound.shape[1] / self.sample_rate:.2f} s" if self.sound is not None else ""
-        return f"Generation({self.width}x{self.height} {kind}{sound}, seed {self.seed}, {self.backend}:{self.model})"
+        return (f"Generation({self.width}x{self.height} {kind}{sound}, seed {self.seed}, "
+                f"{backend_label(self.backend, self.standin)}:{self.model})")
 
     def save(self, stem: str | Path, *, overwrite: bool = False) -> Path:
         """Write ``<stem>.<suffix>`` and ``<stem>.json``; return the media path.
@@ -214,6 +218,7 @@ class Generation:
             "seed": self.seed,
             "actions": None if self.actions is None else np.asarray(self.actions, dtype=np.float32).tolist(),
             "backend": self.backend,
+            "standin": self.standin,
             "settings": json_safe(self.settings),
             "model": self.model,
             "as_delivered": self.finished is not None,
@@ -240,7 +245,7 @@ class Generation:
                          seed=int(manifest.get("seed", 0)), sound=video.sound,
                          sample_rate=video.sample_rate or SOUND_SAMPLE_RATE,
                          backend=manifest.get("backend", ""), model=manifest.get("model", ""),
-                         settings=dict(manifest.get("settings") or {}),
+                         settings=dict(manifest.get("settings") or {}), standin=manifest.get("standin"),
                          timings=dict(manifest.get("timings", {})),
                          provenance={"loaded_from": str(media_path), "manifest": manifest},
                          finished=FinishedFile(media_path.suffix, path=media_path),
@@ -248,6 +253,11 @@ class Generation:
                                                                                          dtype=np.float32))
         generation.paths = {"media": media_path, "manifest": manifest_path}
         return generation
+
+
+def backend_label(backend: str | None, standin: Mapping[str, Any] | None = None) -> str:
+    """How galleries and captions name the backend of an output: ``framework (stand-in)`` for a stand-in's."""
+    return f"{backend or (standin or {}).get('of', '')} (stand-in)" if standin else str(backend or "")
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

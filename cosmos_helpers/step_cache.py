@@ -28,7 +28,7 @@ class SeaCache:
         threshold: accumulated relative-L1 budget of the vision indicator before a step runs in full again (larger:
             more steps skipped, faster, further from the uncached result). diffusers / vLLM-Omni 0.25, framework 0.35.
         residual_order: 0 reuses the last computed residual, 1 extrapolates linearly from the last two (2,
-            quadratic, on the framework only).
+            quadratic, on the framework and vLLM-Omni; the stand-ins run diffusers, so 0 or 1).
         max_consecutive: at most this many skipped steps in a row per guidance branch (0: no limit, the framework's
             only setting); diffusers / vLLM-Omni 2.
         retention_steps / cache_end_steps: steps at the start / end that always run in full (1 everywhere; only
@@ -58,6 +58,9 @@ class SeaCache:
         if self.residual_order is not None and self.residual_order > 2:
             raise ValidationError("step_cache.residual_order", f"{self.residual_order} is not 0, 1 or 2.",
                                   "use 0 (reuse the last residual) or 1 (extrapolate linearly).")
+
+    def __repr__(self) -> str:  # the fields given, as a user would write them (it goes into fixes and captions)
+        return f"SeaCache({', '.join(f'{k}={v!r}' for k, v in self.given().items())})"
 
     def given(self) -> dict[str, Any]:
         """The fields set here (what the request asks for; the rest is each backend's own)."""
@@ -147,7 +150,12 @@ def check_for_backend(value: StepCache, backend: str) -> None:
     if value.residual_order is not None and value.residual_order not in orders:
         raise ValidationError("step_cache.residual_order", f"the {backend} backend extrapolates with order "
                               f"{' or '.join(map(str, orders))}, not {value.residual_order}.",
-                              f"use residual_order={orders[-1]}, or the framework backend for order 2.")
+                              f"use residual_order={orders[-1]}, or a backend that runs order {value.residual_order} "
+                              f"({_order_takers(value.residual_order)}).")
+
+
+def _order_takers(order: int) -> str:
+    return ", ".join(backend for backend, orders in facts.RESIDUAL_ORDERS.items() if order in orders)
 
 
 def _takers(name: str) -> str:

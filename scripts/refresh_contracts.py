@@ -12,7 +12,8 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
   and CUDA torch); everything else is read with ``ast``, never executed.
 * **Cosmos Framework** (a checkout given by path, and an interpreter that imports it: Python >= 3.12 with the
   framework's dependencies, e.g. the checkout's ``uv`` environment): the JSON schema of the sample-override
-  model every input file is validated with, the per-mode default files, the model configs' defaults, the
+  model every input file is validated with (written into the package, ``cosmos_helpers/protocol/data/``: the
+  framework stand-in validates its inputs with it), the per-mode default files, the model configs' defaults, the
   checkpoint names, the command-line flags (from ``--help``) and the example inputs ``inputs/omni/*.json``.
 * **diffusers** (the installed version): ``Cosmos3OmniPipeline`` call defaults and config defaults.
 * **prompting** (a framework checkout, or a bare git repository with ``--framework-git-dir``; nothing of it
@@ -45,6 +46,12 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
 
     python scripts/refresh_contracts.py --only fp8 --framework-git-dir ~/cosmos-framework/.git
 
+* **step caching** (``--only step-cache``; the wheel, the installed diffusers and a checkout or
+  ``--framework-git-dir``; one fixture ``step_cache-<diffusers>-<framework>-<vllm-omni>``): each stack's SeaCache
+  switches, keys and defaults (``scripts/contracts_step_cache.py``)::
+
+    python scripts/refresh_contracts.py --only step-cache --framework-git-dir ~/cosmos-framework/.git
+
 Run it from the repository root; it rewrites the fixtures it was asked for::
 
     python scripts/refresh_contracts.py --framework ~/cosmos-framework \
@@ -52,7 +59,8 @@ Run it from the repository root; it rewrites the fixtures it was asked for::
     python scripts/refresh_contracts.py --only action --framework-git-dir ~/cosmos-framework/.git
 
 Nothing here is imported by the package or the tests; the fixtures are data with the upstream version in their
-file name and inside (and ``cosmos_helpers/protocol/prompting.py`` is generated data).
+file name and inside (and ``cosmos_helpers/protocol/prompting.py`` and ``cosmos_helpers/protocol/data/`` are
+generated data).
 """
 
 from __future__ import annotations
@@ -74,6 +82,8 @@ from typing import Any
 
 VLLM_OMNI_VERSION = "0.30.0"
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "contracts" / "fixtures"
+# Generated facts the installed package itself reads (protocol.framework.sample_overrides_schema).
+PACKAGE_DATA = Path(__file__).resolve().parents[1] / "cosmos_helpers" / "protocol" / "data"
 
 # ---------------------------------------------------------------------------------------------- vLLM-Omni
 
@@ -950,7 +960,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework-rev", default="HEAD")
     parser.add_argument("--better-profanity-wheel", type=Path, help="default: pip download it")
     parser.add_argument("--only", choices=("vllm-omni", "framework", "framework-controls", "diffusers", "prompting",
-                                              "variants", "action", "image-edit", "fp8"),
+                                              "variants", "action", "image-edit", "fp8", "step-cache"),
                         action="append", help="framework-controls: update only the control facts of the existing "
                         "framework fixture (read with ast: no framework interpreter needed)")
     parser.add_argument("--out", type=Path, default=FIXTURES)
@@ -966,8 +976,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--framework CHECKOUT is needed for the framework fixture (or --only another)")
         python = args.framework_python or str(args.framework / ".venv/bin/python")
         data = framework_contract(args.framework.resolve(), python, args.framework_commit)
+        # the sample schema ships with the package (the framework stand-in validates inputs with it): one home there
+        _write(f"framework_sample_schema-{data['commit']}", data.pop("sample_overrides_schema"), PACKAGE_DATA)
         _write(f"cosmos_framework-{data['commit']}", data, args.out)
-    if wanted & {"prompting", "framework-controls", "variants", "image-edit", "fp8"}:
+    if wanted & {"prompting", "framework-controls", "variants", "image-edit", "fp8", "step-cache"}:
         if args.framework is None and args.framework_git_dir is None:
             parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting, control, "
                          "variant and action facts")
@@ -997,6 +1009,14 @@ def main(argv: list[str] | None = None) -> int:
             wheel = args.vllm_omni_wheel or _download_wheel(Path(folder))
             data = fp8_facts.fp8_contract(wheel, files)
         _write("fp8-" + "-".join(data["versions"].values()), data, args.out)
+    if "step-cache" in wanted:  # files only (ast) and the installed diffusers
+        from contracts_step_cache import step_cache_contract  # beside this script
+
+        with tempfile.TemporaryDirectory() as folder:
+            wheel = args.vllm_omni_wheel or _download_wheel(Path(folder))
+            data = step_cache_contract(wheel, files.read, files.commit())
+        _write(f"step_cache-{data['diffusers']['version']}-{data['framework']['commit']}-"
+               f"{data['vllm_omni']['version']}", data, args.out)
     return 0
 
 

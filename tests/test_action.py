@@ -210,7 +210,6 @@ def test_an_action_sample_runs_unchanged_through_the_framework_backend(tmp_path,
     from cosmos_helpers.transfer.runner import run_spec
     from cosmos_helpers.backends.framework import FrameworkBackend
 
-    repo = Path(__file__).resolve().parents[1]
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     video = tmp_path / "robot.mp4"
     from cosmos_helpers import media
@@ -219,8 +218,7 @@ def test_an_action_sample_runs_unchanged_through_the_framework_backend(tmp_path,
     sample = {"action_chunk_size": 16, "domain_name": "bridge_orig_lerobot", "fps": 5, "image_size": 480,
               "model_mode": "wam", "name": "policy_robot", "prompt": "Put the pot to the left of the purple item.",
               "seed": 0, "vision_path": str(video), "num_steps": 1, "view_point": "ego_view"}
-    backend = FrameworkBackend(repo, python=sys.executable, module="tests.framework_standin",
-                               work_dir=tmp_path / "runs", progress=False)
+    backend = FrameworkBackend.standin(work_dir=tmp_path / "runs", progress=False)
     generation = run_spec(sample, backend=backend, profile="nano", guardrails=False, out=tmp_path / "out")
     assert generation.frames.shape == (17, 48, 64, 3)
     assert generation.actions.shape == (16, 10)
@@ -284,7 +282,7 @@ def test_the_vllm_client_refuses_what_the_server_cannot_honour():
 
 def test_the_stand_in_server_serves_every_action_mode(tmp_path, diffusers_backend):
     from cosmos_helpers.backends.vllm_omni import VllmOmniBackend
-    from cosmos_helpers.server.local import ThreadedServer
+    from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
 
     with ThreadedServer(diffusers_backend, storage_dir=tmp_path, guardrails=False) as server, \
             VllmOmniBackend(server.url, progress=False, poll_interval=0.05, timeout=120) as client:
@@ -301,9 +299,8 @@ def test_action_requests_become_valid_framework_samples(tmp_path):
     import jsonschema
 
     from cosmos_helpers.backends.framework import request_payload
-    from tests.contracts.conftest import load
 
-    schema = load("cosmos_framework")["sample_overrides_schema"]
+    schema = fw.sample_overrides_schema()
     for request in _action_requests():
         request = request.replace(profile="nano", model=None, fps=10, num_frames=9)
         payload = request_payload(request, name=request.mode, image_dir=tmp_path)

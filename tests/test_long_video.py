@@ -16,7 +16,6 @@ from cosmos_helpers.errors import OutputExistsError, ValidationError
 from cosmos_helpers.longvideo import chunk_starts
 
 PROMPT = "A red ball rolls slowly to the right across a grey floor."  # a caption of the tiny model's world
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +251,7 @@ def test_bad_inputs_are_refused_before_any_work(call, field, tmp_path):
 
 @pytest.mark.slow
 def test_chaining_on_the_vllm_omni_standin_server(tmp_path):
-    from cosmos_helpers.server.local import LocalServer
+    from cosmos_helpers.standins.vllm_omni.local import LocalServer
 
     with LocalServer(threads=1, progress=False, ready_timeout=120) as server, server.client() as backend:
         joined = long_video(PROMPT, backend, chunks=2, out=tmp_path, sound=True, progress=False)
@@ -268,11 +267,11 @@ def test_chaining_on_the_vllm_omni_standin_server(tmp_path):
 def test_chaining_on_the_framework_standin(tmp_path):
     from cosmos_helpers.backends.framework import FrameworkBackend
 
-    backend = FrameworkBackend(REPO, python=sys.executable, module="tests.framework_standin",
-                               work_dir=tmp_path / "runs", progress=False)
+    real = FrameworkBackend(tmp_path, python=sys.executable, work_dir=tmp_path / "runs", progress=False)
     with pytest.raises(ValidationError) as tiny:  # the framework runs checkpoints, not tiny: refused before any run
-        long_video(PROMPT, backend, chunks=2, out=tmp_path / "refused", progress=False)
+        long_video(PROMPT, real, chunks=2, out=tmp_path / "refused", progress=False)
     assert tiny.value.field == "model" and tiny.value.fix and not (tmp_path / "runs").exists()
+    backend = FrameworkBackend.standin(work_dir=tmp_path / "runs", progress=False)
     joined = long_video(PROMPT, backend, chunks=2, out=tmp_path / "out", profile="nano", tier="256",
                         num_frames=9, num_inference_steps=1, guardrails=False, progress=False)
     assert joined.num_frames == 13 and (joined.width, joined.height) == (320, 192) and joined.backend == "framework"

@@ -14,10 +14,9 @@ from cosmos_helpers.backends.vllm_omni import VllmOmniBackend
 from cosmos_helpers.errors import ValidationError
 from cosmos_helpers.protocol import framework as fw
 
-from .contracts.conftest import load
 
 IMAGE = np.full((96, 160, 3), 128, dtype=np.uint8)  # 16:9
-SCHEMA = load("cosmos_framework")["sample_overrides_schema"]
+SCHEMA = fw.sample_overrides_schema()
 
 
 def refused(field: str, **kwargs) -> ValidationError:

@@ -38,10 +38,13 @@ from ..protocol import vllm_omni as proto
 from ..precision import check_for_backend as check_precision_for
 from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
+from ..standins import MODEL_CARD_KEY
+from ..step_cache import describe
 from .vllm_serve import curl_command
 from .vllm_wire import (API_KEY_ENV, BACKEND_NAME, DEFAULT_URL, Call, Files, RetryPolicy, Upload, check_action,
                         check_response_format,
-                        error_from_response, form_parts, guardrail_error, image_body, parse_json, server_metrics,
+                        error_from_response, form_parts, guardrail_error, image_body, parse_json, refuse_request_cache,
+                        server_metrics,
                         timings_from_headers, timings_from_job)
 
 
@@ -179,6 +182,7 @@ class BaseVllmClient:
         self.progress = bool(progress)
         self.image_response_format = image_response_format
         self.served_model: str | None = None
+        self.standin: dict[str, Any] | None = None  # what a stand-in server says it is (its /v1/models card)
         self._transport = transport
         self._models: list[dict[str, Any]] | None = None
         self._client: Any = None  # the sender's httpx client, made on first use
@@ -254,6 +258,8 @@ class BaseVllmClient:
         cards = models.get("data") if isinstance(models, dict) else None
         self._models = [c for c in cards or [] if isinstance(c, dict) and c.get("id")]
         self.served_model = str(self._models[0]["id"]) if self._models else None
+        record = self._models[0].get(MODEL_CARD_KEY) if self._models else None
+        self.standin = dict(record) if isinstance(record, Mapping) else None
 
     def _match_model(self, wanted: str | None, request: GenerationRequest | None = None) -> str:
         """The served name for a request's model; refuses (before any generation) a model the server lacks,
@@ -286,12 +292,15 @@ class BaseVllmClient:
         if video is not None:
             fps, provenance = float(fps or video.fps or 24.0), {**provenance, "mp4_bytes": len(data)}
         generation = Generation(frames=frames, fps=fps, seed=seed, request=request, backend=BACKEND_NAME, model=served,
+                                standin=dict(self.standin) if self.standin else None,
                                 finished=FinishedFile(suffix, data=data), sound=video.sound if video else None,
                                 sample_rate=int((video and video.sample_rate) or SOUND_SAMPLE_RATE))
         generation.timings.update({"request_s": total, "total_s": total, **timings})
         generation.provenance.update({"url": self.url, "served_model": served, "seed_recorded_client_side": True,
                                       **provenance})
         generation.provenance["served_model"] = served  # the name checked, over the name an answer reported
+        server = (self.standin or {}).get("step_cache")  # only a stand-in says what its server caches
+        generation.provenance["step_cache"] = {**describe(None, BACKEND_NAME), **({"server": server} if server else {})}
         return generation
 
     def _image_generation(self, request: GenerationRequest, response: httpx.Response, decoded: tuple, *,
@@ -340,6 +349,7 @@ def check_request(request: Any, *, job: bool = False) -> None:
                               "build one with GenerationRequest(mode=..., prompt=...).")
     check_backend_mode(request, BACKEND_NAME)
     check_precision_for(request.precision, BACKEND_NAME)  # chosen when the server starts (serve_command)
+    refuse_request_cache(request.step_cache)
     if job and request.mode == "text2image":
         raise ValidationError("mode", f"asynchronous jobs make videos; text2image uses {proto.IMAGES}.",
                               "call generate() for images.")

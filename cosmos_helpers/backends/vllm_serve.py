@@ -15,8 +15,10 @@ from typing import Any, Sequence
 
 from ..errors import ValidationError
 from ..precision import check_precision, vllm_serve_flags
+from ..protocol import step_cache as cache_facts
 from ..protocol import vllm_omni as proto
 from ..request import GenerationRequest
+from ..step_cache import OFF, SeaCache, StepCache, check_for_backend, check_step_cache
 from .vllm_wire import API_KEY_ENV, image_body, video_fields
 
 DOCKER_IMAGE = "vllm/vllm-omni:cosmos3"
@@ -50,7 +52,8 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
                   cfg_parallel: int | None = None, ulysses: int | None = None, layerwise_offload: bool = False,
                   init_timeout: int = 1800, api_key: str | None = None, docker: bool = False,
                   served_model_name: str | None = None, guardrails: bool = True, precision: Any = None,
-                  force_cutlass_fp8: bool = False, kv_cache_fp8: bool = False) -> ServeCommand:
+                  force_cutlass_fp8: bool = False, kv_cache_fp8: bool = False,
+                  step_cache: StepCache = None) -> ServeCommand:
     """The ``vllm serve <model> --omni`` command for a Cosmos3 checkpoint on ``gpus`` GPUs.
 
     GPUs per request = tensor_parallel x cfg_parallel x ulysses; that product must fit ``gpus``. With
@@ -61,6 +64,9 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
     ``precision="fp8"`` / ``FP8(...)`` serves the checkpoint's ModelOpt FP8 revision (``--revision fp8``, schedule
     overrides as ``--additional-config``; ``force_cutlass_fp8`` its CUTLASS kernels), ``kv_cache_fp8`` attention in FP8
     (``--diffusion-kv-cache-dtype fp8``): :func:`cosmos_helpers.precision.vllm_serve_flags`.
+    ``step_cache``: the step cache of every request the server serves (vLLM-Omni takes it at start, not per request):
+    a :class:`~cosmos_helpers.SeaCache` gives ``--cache-backend sea_cache --cache-config '{...}'`` with vLLM-Omni's
+    keys for the fields it sets, ``"off"`` gives ``--cache-backend none`` (vLLM-Omni's default); ``None`` adds nothing.
     """
     if not isinstance(model, str) or not model.strip():
         raise ValidationError("model", f"expected a model id or folder, got {model!r}.", "e.g. 'nvidia/Cosmos3-Nano'.")
@@ -100,7 +106,27 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
     argv += precision_flags
     if api_key:
         argv += ["--api-key", f"${API_KEY_ENV}"]
-    return ServeCommand(argv=argv, port=port, gpus=gpus, use_docker=docker)
+    return ServeCommand(argv=argv + cache_flags(step_cache), port=port, gpus=gpus, use_docker=docker)
+
+
+def cache_flags(step_cache: StepCache) -> list[str]:
+    """``vllm serve``'s flags for a step cache (see :func:`serve_command`), checked against what vLLM-Omni can set."""
+    step_cache = check_step_cache(step_cache)
+    check_for_backend(step_cache, "vllm-omni")
+    if step_cache is None:
+        return []
+    if step_cache == OFF:
+        return [cache_facts.VLLM_CACHE_BACKEND_FLAG, "none"]
+    flags = [cache_facts.VLLM_CACHE_BACKEND_FLAG, cache_facts.VLLM_SEA_CACHE]
+    config = cache_config(step_cache)
+    return flags + ([cache_facts.VLLM_CACHE_CONFIG_FLAG, json.dumps(config, sort_keys=True)] if config else [])
+
+
+def cache_config(step_cache: SeaCache) -> dict[str, Any]:
+    """``--cache-config``'s object: the fields ``step_cache`` sets, under vLLM-Omni's keys (its defaults for the rest;
+    a field vLLM-Omni has no key for was refused by ``check_for_backend`` unless it asks for vLLM-Omni's own value)."""
+    return {cache_facts.FIELDS[name][1]: value for name, value in step_cache.given().items()
+            if cache_facts.FIELDS[name][1] is not None}
 
 
 def curl_command(url: str, request: GenerationRequest, *, api_key: str | None = None, async_job: bool = False,

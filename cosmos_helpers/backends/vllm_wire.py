@@ -113,6 +113,18 @@ def check_action(request: GenerationRequest) -> None:
                               f"{request.embodiment!r}.", f"use one of {', '.join(sorted(action.VLLM_DOMAIN_ID))}.")
 
 
+def refuse_request_cache(step_cache: Any) -> None:
+    """vLLM-Omni picks its step cache when the server starts (``--cache-backend``, ``--cache-config``), for every
+    request it serves, and a request has no field for it: so a request that sets ``step_cache`` (``"off"`` too: the
+    client cannot tell what the server runs) is refused before it is sent."""
+    if step_cache is None:
+        return
+    raise ValidationError("step_cache", f"the vllm-omni backend cannot set a step cache per request: vLLM-Omni "
+                          f"{proto.VERSION} takes it when the server starts, for every request it serves.",
+                          f"leave step_cache out, and start the server with it: serve_command(model, "
+                          f"step_cache={step_cache!r}) prints the command.")
+
+
 def _sampling(request: GenerationRequest) -> dict[str, Any]:
     """What every route reads, as typed values; ``negative_prompt`` only when one was given."""
     fields = {"prompt": request.prompt_text(), "size": f"{request.width}x{request.height}",

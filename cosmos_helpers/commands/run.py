@@ -23,6 +23,7 @@ from ..presets import DEFAULT_PROFILE, PROFILES
 from ..specs.load import load_inputs
 from ..transfer.estimated import parse_compute_controls
 from ..transfer.runner import run_spec
+from .generate import add_step_cache_argument
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "named (e.g. depth=depth-anything/Depth-Anything-V2-Small-hf,seg=nvidia/segformer-b0-"
                         "finetuned-ade-512-512; tiny: offline stand-ins) and transfer with them")
     parser.add_argument("--control-device", default=None, help="where the control models run (default: CUDA if any)")
+    add_step_cache_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     for sample in samples:
         result = run_spec(sample, backend=backend, profile=args.profile, model=args.model, out=args.out,
                           overrides=overrides, guardrails=args.guardrails, overwrite=args.overwrite,
-                          dry_run=args.dry_run, compute_controls=compute, control_device=args.control_device)
+                          dry_run=args.dry_run, compute_controls=compute, control_device=args.control_device,
+                          step_cache=args.step_cache)
         if args.dry_run and getattr(result, "folder", None) is not None:  # a framework run folder; command on stderr
             print(result.folder)
             print("  " + " ".join(result.command), file=sys.stderr)

@@ -5,7 +5,7 @@ words found before a request is sent.
 * :func:`build_caption` / :func:`check_caption` / :func:`caption_schema` / :func:`blank_caption` (``captions``,
   ``schema``);
 * :func:`upsample` / :class:`Upsampler` (``upsample``), and :class:`ChatStandin`, an offline endpoint
-  (``chat_standin``, imported on first use: it needs FastAPI);
+  (:mod:`cosmos_helpers.standins.chat`, imported on first use: it needs FastAPI);
 * :func:`precheck` / :func:`precheck_request` / :func:`with_precheck` / :class:`Blocklist` (``precheck``,
   ``blocklist``).
 """
@@ -30,7 +30,7 @@ __all__ = ["Blocklist", "BlockedWord", "find_blocked", "CaptionCheck", "CaptionP
 
 def __getattr__(name: str) -> Any:
     if name in ("ChatStandin", "create_chat_app"):
-        from . import chat_standin
+        from ..standins import chat
 
-        return getattr(chat_standin, name)
+        return getattr(chat, name)
     raise AttributeError(f"module 'cosmos_helpers.prompting' has no attribute {name!r}")

@@ -1,5 +1,6 @@
 """Prompt upsampling: a plain sentence becomes a structured Cosmos3 caption through any OpenAI-compatible chat
-endpoint (``POST /v1/chat/completions``: vLLM, a hosted API, or the offline stand-in in :mod:`.chat_standin`).
+endpoint (``POST /v1/chat/completions``: vLLM, a hosted API, or the offline stand-in
+:mod:`cosmos_helpers.standins.chat`).
 
 The request is the one the framework's own upsampler sends (``cosmos_framework/inference/prompt_upsampling.py``):
 its system message, and as the user turn its instruction template for the caption kind with the framework's

@@ -9,9 +9,12 @@ silently different run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import math
 import os
+from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -204,6 +207,22 @@ DOWNLOAD_CACHE_ENV = "COSMOS_DOWNLOAD_CACHE_DIR"
 # inference.py:1800-1806: each sample's record, with an action sample's predicted actions in
 # ``outputs[0].content.action``.
 SAMPLE_OUTPUTS = "sample_outputs.json"
+
+
+# The JSON schema of ``OmniSampleOverrides`` (inference/args.py), the model every input file is validated with:
+# generated data, written by ``scripts/refresh_contracts.py --framework CHECKOUT`` from the real pydantic model.
+# It ships with the package (the framework stand-in validates its inputs with it; the tests check ours with it).
+SAMPLE_SCHEMA_FILE = f"framework_sample_schema-{VERSION}.json"
+
+
+def sample_overrides_schema() -> dict[str, Any]:
+    """The framework's sample JSON schema (a fresh copy: callers may change theirs)."""
+    return json.loads(_sample_schema_text())
+
+
+@functools.lru_cache(maxsize=1)
+def _sample_schema_text() -> str:
+    return resources.files(__package__).joinpath("data", SAMPLE_SCHEMA_FILE).read_text(encoding="utf-8")
 
 
 def vision_file(num_frames: int) -> str:

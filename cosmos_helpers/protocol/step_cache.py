@@ -44,9 +44,16 @@ FRAMEWORK_DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "threshold": 0.35, "residual_order": 1, "max_consecutive": 0, "retention_steps": 1, "cache_end_steps": 1,
     "power_exp": 3.0})
 
-# Residual orders each backend accepts (diffusers: 0 or 1; the framework extrapolates up to quadratic).
+# Residual orders each backend runs: diffusers checks for 0 or 1; vLLM-Omni and the framework take any order >= 0
+# (a Newton polynomial through the last order + 1 residuals; the framework documents 0, 1, 2), and a SeaCache here
+# goes up to 2, quadratic. The stand-ins run diffusers' hooks, so they run 0 and 1 only.
 RESIDUAL_ORDERS: Mapping[str, tuple[int, ...]] = MappingProxyType({
-    "diffusers": (0, 1), "vllm-omni": (0, 1), "framework": (0, 1, 2)})
+    "diffusers": (0, 1), "vllm-omni": (0, 1, 2), "framework": (0, 1, 2)})
+
+# The framework's DiffusionCache.Config name of each field (its Config has no limit on skips in a row: None).
+FRAMEWORK_CONFIG_NAMES: Mapping[str, str | None] = MappingProxyType({
+    "threshold": "diffusion_cache_thresh", "residual_order": "residual_order", "max_consecutive": None,
+    "retention_steps": "ret_steps", "cache_end_steps": "cutoff_from_end", "power_exp": "power_exp"})
 
 # What each backend does when the request leaves step_cache out.
 BACKEND_DEFAULT: Mapping[str, str] = MappingProxyType({

@@ -6,7 +6,7 @@ sampling settings are different per mode on every backend, so they get a row per
 
 from __future__ import annotations
 
-from . import diffusers, framework, vllm_omni
+from . import diffusers, framework, step_cache, vllm_omni
 
 _HEADER = ("| setting left out of the request | Diffusers (in process) | vLLM-Omni server | Cosmos Framework |\n"
            "| --- | --- | --- | --- |")
@@ -14,6 +14,16 @@ _HEADER = ("| setting left out of the request | Diffusers (in process) | vLLM-Om
 
 def _sampling(steps: int, guidance: float, shift: float) -> str:
     return f"{steps} steps, guidance {guidance:g}, shift {shift:g}"
+
+
+def _step_cache_row() -> tuple[str, str, str, str]:
+    d, f = step_cache.DIFFUSERS_DEFAULTS, step_cache.FRAMEWORK_DEFAULTS
+    return ("`step_cache`",
+            f"off (`SeaCache()`: threshold {d['threshold']:g}, at most {d['max_consecutive']} passes skipped in a row)",
+            f"the server's `{step_cache.VLLM_CACHE_BACKEND_FLAG}`, set when it starts (vLLM-Omni's default: none, so "
+            "off); a request cannot change it",
+            f"on: SeaCache, threshold {f['threshold']:g}, residual order {f['residual_order']}, no limit on skips in "
+            f"a row (`{step_cache.FRAMEWORK_OFF_FLAG}` turns it off)")
 
 
 def defaults_table() -> str:
@@ -56,6 +66,7 @@ def defaults_table() -> str:
          "required (the pipeline refuses a call without it)" if call["num_frames"] is None else str(call["num_frames"]),
          "1 (a one-frame video: always send it)",
          f"{t2v['num_frames']} (Edge: {framework.MODEL_CONFIGS['Cosmos3-Edge']['num_frames']})"),
+        _step_cache_row(),
     ]
     return "\n".join([_HEADER, *("| " + " | ".join(row) + " |" for row in rows)])
 

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from . import framework
+from .step_cache import VLLM_CACHE_BACKEND_FLAG, VLLM_CACHE_CONFIG_FLAG
 # The server rounds a video's frame count up to 4k+1 (24 -> 25) exactly as the framework does
 # (pipeline_cosmos3.py:210-216 `_ceil_video_num_frames`, applied at :3848); one function for both.
 from .framework import round_up_frames  # noqa: E402,F401
@@ -42,7 +43,8 @@ EDGE_REFUSES: tuple[str, ...] = ("sound", "video2video", "transfer")
 PIPELINE_CLASS = "Cosmos3OmniDiffusersPipeline"
 SERVE_FLAGS: tuple[str, ...] = ("--omni", "--model-class-name", "--port", "--init-timeout", "--tensor-parallel-size",
                                 "--cfg-parallel-size", "--ulysses-degree", "--enable-layerwise-offload",
-                                "--served-model-name", "--no-guardrails", "--api-key")
+                                "--served-model-name", "--no-guardrails", "--api-key",
+                                VLLM_CACHE_BACKEND_FLAG, VLLM_CACHE_CONFIG_FLAG)  # step caching: protocol.step_cache
 
 # The fields of protocol/images.py ImageGenerationRequest this project sends (it ignores unknown keys).
 IMAGE_FIELDS: tuple[str, ...] = ("prompt", "model", "n", "size", "response_format", "negative_prompt",

@@ -41,6 +41,7 @@ from ..protocol import variants
 from ..protocol import vllm_omni as vo
 from ..request import GenerationRequest
 from ..result import record_fingerprint
+from ..step_cache import StepCache, check_step_cache, step_cache_record
 from .load import Sample
 from .resolve import ResolvedSample, builtin_defaults
 
@@ -179,8 +180,9 @@ def _check_model(sample: Sample, r: ResolvedSample) -> None:
                               f"run it with --model {named} (or the profile of that model), or remove model.")
 
 
-def generation_request(r: ResolvedSample, given: set[str]) -> GenerationRequest:
-    """The :class:`GenerationRequest` of a resolved generation sample (local media paths).
+def generation_request(r: ResolvedSample, given: set[str], step_cache: StepCache = None) -> GenerationRequest:
+    """The :class:`GenerationRequest` of a resolved generation sample (local media paths), with the run's
+    ``step_cache`` (not a sample field: the framework takes it on its command line).
 
     What to generate is always concrete (the sample's resolved values, its model and guardrails); backend options
     are set only when the input sets them: ``negative_prompt``, the sentence templates (the framework's own
@@ -188,7 +190,7 @@ def generation_request(r: ResolvedSample, given: set[str]) -> GenerationRequest:
     same timesteps, ``protocol.framework.to_inclusive``).
     """
     if r.model_mode in fw.ACTION_MODES:
-        return action_request(r, given)
+        return action_request(r, given, step_cache)
     video = r.model_mode not in fw.IMAGE_MODES
     options: dict[str, Any] = {}
     tier, aspect = r.resolution, r.aspect_ratio  # an edit has both or neither (check_backend)
@@ -211,10 +213,11 @@ def generation_request(r: ResolvedSample, given: set[str]) -> GenerationRequest:
         mode=r.model_mode, prompt=r.prompt, model=r.model, guardrails=r.guardrails,
         tier=tier, aspect_ratio=aspect, num_frames=r.num_frames if video else None, fps=r.fps,
         num_inference_steps=r.num_steps, guidance_scale=r.guidance, flow_shift=r.shift, seed=int(r.seed),
-        sound=r.enable_sound, **options)
+        sound=r.enable_sound, step_cache=step_cache, **options)
 
 
-def action_request(r: ResolvedSample, given: set[str] = frozenset()) -> GenerationRequest:
+def action_request(r: ResolvedSample, given: set[str] = frozenset(), step_cache: StepCache = None
+                   ) -> GenerationRequest:
     """The request of an action sample. The framework reads ``action_chunk_size + 1`` frames of ``vision_path``
     and conditions forward dynamics and policy on the first (inference/action.py:202); the action file is a
     ``[T][D]`` JSON array (:56-58); ``image_size`` is the action tier; ``wam`` is the policy task. Its guidance
@@ -241,7 +244,7 @@ def action_request(r: ResolvedSample, given: set[str] = frozenset()) -> Generati
     return GenerationRequest(
         mode=mode, prompt=r.prompt, model=r.model, guardrails=r.guardrails, tier=str(r.image_size),
         num_frames=frames, fps=r.fps, num_inference_steps=r.num_steps, guidance_scale=r.guidance, flow_shift=r.shift,
-        seed=int(r.seed), embodiment=r.domain_name, **options)
+        seed=int(r.seed), embodiment=r.domain_name, step_cache=step_cache, **options)
 
 
 def localize(r: ResolvedSample, *, progress: bool = True) -> ResolvedSample:
@@ -312,16 +315,18 @@ def _offline(url: str, field: str, target: Path, reason: str) -> ValidationError
 
 @dataclass(frozen=True)
 class SampleRun:
-    """What one output is made from; ``Generation.request`` of every output of ``run_spec``."""
+    """What one output is made from; ``Generation.request`` of every output of ``run_spec``. ``step_cache`` is the
+    run's (``None``: the backend's own default), as the framework's command line sets it for every sample."""
 
     sample: Sample
     resolved: ResolvedSample
     overrides: Mapping[str, Any] = field(default_factory=dict)
     files: Mapping[str, Any] = field(default_factory=dict)
+    step_cache: StepCache = None
 
     @classmethod
-    def create(cls, sample: Sample, resolved: ResolvedSample, overrides: Mapping[str, Any] | None = None
-               ) -> SampleRun:
+    def create(cls, sample: Sample, resolved: ResolvedSample, overrides: Mapping[str, Any] | None = None,
+               step_cache: StepCache = None) -> SampleRun:
         """Record the content of every local input file (URLs: the cached copy the run uses)."""
         files: dict[str, Any] = {}
         paths = {**sample.path_fields(), "vision_path": resolved.vision_path, "sound_path": resolved.sound_path,
@@ -331,7 +336,8 @@ class SampleRun:
             local = sample.path(value)  # URLs and None as they are
             if local is not None:
                 files[key] = media.file_sha256(local) if not fw.is_url(local) and Path(local).is_file() else local
-        return cls(sample=sample, resolved=resolved, overrides=dict(overrides or {}), files=files)
+        return cls(sample=sample, resolved=resolved, overrides=dict(overrides or {}), files=files,
+                   step_cache=check_step_cache(step_cache))
 
     @property
     def given(self) -> set[str]:
@@ -344,6 +350,8 @@ class SampleRun:
         record.pop("sources", None)
         record.update(input=json.loads(json.dumps(dict(self.sample.data))), overrides=dict(self.overrides),
                       files=dict(self.files))
+        if self.step_cache is not None:  # left out otherwise, so earlier outputs keep their fingerprints
+            record["step_cache"] = step_cache_record(self.step_cache)
         return record
 
     def fingerprint(self) -> str:

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 from .. import media
 from ..backends import backend_by_name
 from ..backends.diffusers.distilled import is_distilled_model
+from ..backends.vllm_wire import refuse_request_cache
 from ..controls.estimation import check_models
 from ..controls.videos import write_control_videos
 from ..errors import OutputExistsError, ValidationError
@@ -36,6 +37,7 @@ from ..workflow import output_settings
 from ..specs.load import Sample, as_sample
 from ..specs.resolve import ResolvedSample
 from ..specs.runs import SampleRun, check_backend, generation_request, given_fields, localize
+from ..step_cache import StepCache, check_for_backend, check_step_cache
 from .estimated import control_folder, with_computed_controls
 from .vllm import BACKEND as VLLM
 from .vllm import check_transfer, make_transfer_runner, transfer_form
@@ -49,7 +51,7 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
              overrides: Mapping[str, Any] | None = None, guardrails: bool | None = None, overwrite: bool = False,
              progress: bool = True, checkout: str | os.PathLike[str] | None = None, url: str | None = None,
              server_paths: bool = False, dry_run: bool = False, compute_controls: Mapping[str, str] | None = None,
-             control_device: str | None = None) -> Any:
+             control_device: str | None = None, step_cache: StepCache = None) -> Any:
     """Run one sample and save it as ``<out>/<name>/vision.*``; a finished identical run is loaded instead.
 
     Args:
@@ -67,6 +69,9 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
             ``transformers`` models named (``"tiny"``: the offline stand-ins) into ``<out>/<name>/estimated_<kind>.mp4``
             and run with them as supplied controls (:mod:`cosmos_helpers.transfer.estimated`); ``control_device``
             is where those models run (default CUDA when there is one).
+        step_cache: ``None`` (the backend's own default: on in the framework's command line, off elsewhere),
+            ``"off"`` or a :class:`~cosmos_helpers.SeaCache`: on the framework its ``--[no-]diffusion-cache`` flags,
+            on diffusers its SeaCache hooks; vLLM-Omni takes it when its server starts, so there it is refused.
         dry_run: do no work: return the framework's written run folder (a ``FrameworkRun``: input file and
             command, for a job submitted elsewhere) or, on the other backends, the checked :class:`SampleRun`
             (URL inputs are not downloaded).
@@ -77,6 +82,7 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
     if compute_controls:
         check_models(compute_controls)  # the kinds first: a sample gets an empty hint of each
     sample = as_sample(spec, computed=tuple(compute_controls or ()))
+    step_cache = check_step_cache(step_cache)
     runner = backend_by_name(backend, checkout=checkout, url=url, progress=progress) if isinstance(
         backend, str) else backend
     name = runner.name
@@ -93,6 +99,7 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
                                output_dir=folder if name != "framework" else None, fill=name != "framework")
     given = given_fields(sample, overrides, resolved)
     check_backend(sample, resolved, name, given)
+    check_run_cache(step_cache, name, resolved)
     _check_scheduler(runner, resolved, given)
     if name != "framework" and not dry_run:
         resolved = localize(resolved, progress=progress)
@@ -103,7 +110,7 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
     if compute_controls and not dry_run:
         write_control_videos(resolved.vision_path, compute_controls, folder, max_frames=resolved.max_frames,
                              device=control_device, overwrite=overwrite, progress=progress)
-    run = SampleRun.create(sample, resolved, overrides)
+    run = SampleRun.create(sample, resolved, overrides, step_cache)
     if dry_run:
         return runner.prepare_sample(run) if name == "framework" else run
     stem = folder / STEM
@@ -145,16 +152,30 @@ def _check_scheduler(runner: Any, r: ResolvedSample, given: set[str]) -> None:
                               "scheduler with this shift.") from None
 
 
+def check_run_cache(step_cache: StepCache, backend: str, r: ResolvedSample) -> None:
+    """Refuse, before any work, a run's step cache the backend cannot honour for this sample."""
+    if step_cache is None:
+        return
+    if backend == VLLM:
+        refuse_request_cache(step_cache)
+    check_for_backend(step_cache, backend)
+    if backend == "diffusers" and r.model_mode in fw.SOUND_CONDITION_MODES:
+        raise ValidationError("step_cache", f"the experimental {r.model_mode} loop on diffusers runs every step: it "
+                              "has no step cache.", "leave step_cache out (--step-cache), or run the sample on the "
+                              "framework.")
+
+
 def execute(run: SampleRun, backend: Any, *, progress: bool = True, server_paths: bool = False) -> Generation:
     """Make the output of a checked run on a backend object (no saving): the dispatch by mode and backend."""
     r = run.resolved
     if backend.name == "framework":
         return backend.run_sample(run)
+    check_run_cache(run.step_cache, backend.name, r)
     if r.is_transfer:
         if backend.name == "diffusers":
             from .diffusers_transfer import run_transfer  # OpenCV and the modular blocks load on first use
 
-            return framework_file(run_transfer(r, backend=backend, progress=progress), r)
+            return framework_file(run_transfer(r, backend=backend, progress=progress, step_cache=run.step_cache), r)
         fields, files = transfer_form(r, run.given, server_paths=server_paths)
         return backend.send_video_form(fields, files, what="transfer", model=r.model)  # checks the server's model
     if r.model_mode in fw.SOUND_CONDITION_MODES:
@@ -164,7 +185,7 @@ def execute(run: SampleRun, backend: Any, *, progress: bool = True, server_paths
     if r.model_mode not in MODES + fw.ACTION_MODES:  # check_backend refuses the others first; keep the dispatch total
         raise ValidationError("model_mode", f"{r.model_mode} does not run on {backend.name}.",
                               "use the framework backend.")
-    generation = backend.generate(generation_request(r, run.given))
+    generation = backend.generate(generation_request(r, run.given, run.step_cache))
     return framework_file(generation, r) if backend.name == "diffusers" else generation
 
 
@@ -274,7 +295,7 @@ class SpecRunner:
     def _start_server(self) -> str:
         """A loopback server this process starts for its own inputs: it may open them by path (server_paths), and its
         guardrail switch is on, so each request's own choice (the run's, in extra_params) decides."""
-        from ..server.local import ThreadedServer  # FastAPI and uvicorn load on first use
+        from ..standins.vllm_omni.local import ThreadedServer  # FastAPI and uvicorn load on first use
 
         model = model_for(self.profile, self.model)
         self._server = ThreadedServer(model=model, warmup=False, guardrails=True,

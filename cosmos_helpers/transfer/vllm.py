@@ -135,14 +135,14 @@ def _hint_block(hint: ResolvedHint, given: set[str], *, uploaded: bool) -> Any:
     return block or True
 
 
-def make_transfer_runner(model: str | None = None, *, backend: Any = None, guardrails: bool = False
-                         ) -> TransferRunner:
+def make_transfer_runner(model: str | None = None, *, backend: Any = None, guardrails: bool = False,
+                         step_cache: Any = None) -> TransferRunner:
     """The local server's ``transfer_runner``: ``runner(form_fields, extra_params, rgb_video_path, control_paths)``.
 
     It runs the transfer the request describes, with vLLM-Omni's semantics (module docstring), on diffusers with
     ``model`` (default: the default profile's) and ``backend`` (a ``DiffusersBackend`` for device and dtype;
     default ``DiffusersBackend()``). ``guardrails`` is the server's own switch, as vLLM-Omni's ``--no-guardrails``:
-    off, no request turns them on.
+    off, no request turns them on. ``step_cache`` is the server's (``--cache-backend``), as for every request.
     """
     model = model_for(model=model)
 
@@ -154,7 +154,7 @@ def make_transfer_runner(model: str | None = None, *, backend: Any = None, guard
         r, aspect, fps = vllm_transfer(form_fields, extra_params, rgb_video_path, control_paths, model=model,
                                        guardrails=guardrails)
         prepared = prepare_transfer(r, aspect_ratio=aspect, fps=fps, emit_warnings=False)
-        return run_transfer(prepared, backend=backend, progress=False)
+        return run_transfer(prepared, backend=backend, progress=False, step_cache=step_cache)
 
     return runner
 

@@ -16,7 +16,7 @@ import numpy as np
 from .. import media
 from ..presets import SOUND_SAMPLE_RATE
 from ..prompts import caption_summary
-from ..result import MANIFEST_SCHEMA, Generation, read_manifest
+from ..result import MANIFEST_SCHEMA, Generation, backend_label, read_manifest
 
 SEP = " \u00b7 "
 
@@ -145,7 +145,8 @@ def _cached_passes(provenance: dict[str, Any]) -> tuple[int, int] | None:
 def _from_generation(gen, label: str | None) -> Item:
     record = gen.request.to_dict() if gen.request is not None else (
         (gen.provenance.get("manifest") or {}).get("request") or {})
-    summary, details = request_details(record, seed=gen.seed, backend=gen.backend, model=gen.model,
+    summary, details = request_details(record, seed=gen.seed, backend=backend_label(gen.backend, gen.standin),
+                                       model=gen.model,
                                        total_s=gen.total_seconds if gen.timings else None,
                                        passes=_cached_passes(gen.provenance))
     path = gen.paths.get("media") if gen.paths else None
@@ -186,7 +187,8 @@ def _from_path(path: Path, label: str | None) -> Item:
     if manifest:
         item.is_output = True
         item.summary, item.details = request_details(
-            manifest.get("request") or {}, seed=manifest.get("seed"), backend=manifest.get("backend"),
+            manifest.get("request") or {}, seed=manifest.get("seed"),
+            backend=backend_label(manifest.get("backend"), manifest.get("standin")),
             model=manifest.get("model"), total_s=(manifest.get("timings") or {}).get("total_s"),
             passes=_cached_passes(manifest.get("provenance") or {}))
         item.fps = float(manifest.get("fps") or item.fps)

@@ -13,6 +13,7 @@ from cosmos_helpers import DiffusersBackend, GenerationRequest
 from cosmos_helpers.backends.diffusers import edit as diffusers_edit
 from cosmos_helpers.backends.framework import request_payload
 from cosmos_helpers.errors import ValidationError
+from cosmos_helpers.protocol import framework as fw
 from cosmos_helpers.protocol import variants
 
 from ..contracts.conftest import load
@@ -138,7 +139,7 @@ def test_what_the_edit_loop_cannot_honour_is_refused_before_loading():
 
 
 def test_the_framework_gets_no_size_for_an_edit_that_keeps_its_inputs_shape(tmp_path):
-    schema = load("cosmos_framework")["sample_overrides_schema"]
+    schema = fw.sample_overrides_schema()
     native = request_payload(GenerationRequest(mode="i2i", prompt="p", image=IMAGE, profile="nano"), name="e",
                              image_dir=tmp_path)
     jsonschema.validate(native, schema)

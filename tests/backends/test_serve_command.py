@@ -145,3 +145,30 @@ def test_printed_curl_sends_what_the_client_sends(recorder, assets, tmp_path, mo
     # the one difference, said in the printed note: the client crops the image to the output aspect first
     assert files["input_reference"][1] == (assets / "images/rolling_ball.png").read_bytes()
     assert "crop the image to 160:96" in curl_command(url, i2v)
+
+
+# step caching: a server setting, printed with vLLM-Omni 0.30.0's own flags and keys --------------------------------
+
+
+def test_the_step_cache_is_vllm_omnis_cache_backend_and_config():
+    from cosmos_helpers import SeaCache
+
+    from ..contracts.conftest import load
+
+    real = load("step_cache")["vllm_omni"]
+    command = serve_command("nvidia/Cosmos3-Nano", step_cache=SeaCache(threshold=0.3, residual_order=0,
+                                                                        max_consecutive=3, power_exp=2.5))
+    argv = command.argv
+    assert argv[argv.index("--cache-backend") + 1] == "sea_cache" and "sea_cache" in real["cache_backends"]
+    config = json.loads(argv[argv.index("--cache-config") + 1])
+    assert config == {"sea_threshold": 0.3, "sea_residual_order": 0, "sea_max_consecutive_cached": 3,
+                      "sea_power_exp": 2.5}
+    assert set(config) == set(real["sea_cache_keys"])  # exactly the keys the SeaCache adapter reads
+    assert shlex.split(command.shell()) == argv and set(p for p in argv if p.startswith("--")) <= set(proto.SERVE_FLAGS)
+    plain = serve_command("nvidia/Cosmos3-Nano", step_cache=SeaCache()).argv  # vLLM-Omni's defaults: no config
+    assert plain[-2:] == ["--cache-backend", "sea_cache"] and "--cache-config" not in plain
+    assert serve_command("nvidia/Cosmos3-Nano", step_cache="off").argv[-2:] == ["--cache-backend", "none"]
+    assert "--cache-backend" not in serve_command("nvidia/Cosmos3-Nano").argv
+    with pytest.raises(ValidationError) as caught:  # vLLM-Omni always computes its first step
+        serve_command("nvidia/Cosmos3-Nano", step_cache=SeaCache(retention_steps=2))
+    assert caught.value.field == "step_cache.retention_steps"

@@ -74,14 +74,11 @@ def test_backend_options_the_distilled_pipeline_cannot_take_are_refused(option):
 def test_the_framework_stand_in_runs_a_4step_checkpoint_on_its_fixed_schedule(tmp_path):
     """FrameworkBackend end to end: the input file names the 4-step checkpoint; the stand-in runs the tiny
     distilled weights on the fixed schedule, as the framework runs the real checkpoint."""
-    import sys
     from pathlib import Path
 
     from cosmos_helpers import FrameworkBackend
 
-    repo = Path(__file__).resolve().parents[2]
-    backend = FrameworkBackend(repo, python=sys.executable, module="tests.framework_standin",
-                               work_dir=tmp_path / "runs", progress=False)
+    backend = FrameworkBackend.standin(work_dir=tmp_path / "runs", progress=False)
     request = GenerationRequest(mode="t2i", prompt="a red cube", profile="super-t2i-4step", tier="256",
                                 guardrails=False)
     generation = backend.generate(request)

@@ -162,6 +162,7 @@ def test_served_name_or_root_is_accepted_and_the_list_is_read_once():
     first = client.generate(req(model="nvidia/Cosmos3-Nano"))
     second = client.generate(req("text2image", model="cosmos"))
     assert first.model == second.model == "cosmos"  # the served name
+    assert first.standin is None and first.manifest()["standin"] is None  # a real server's card says nothing more
     assert len(server.calls("GET", proto.MODELS)) == 1
     fields = request_form(server.calls("POST", proto.VIDEOS_SYNC)[0])[0]
     assert "model" not in fields
@@ -409,3 +410,15 @@ def test_no_transfer_method_and_no_transfer_import():
         assert imports and not [line for line in imports if "transfer" in line], module
 
 
+
+
+@pytest.mark.parametrize("cache", ["off", "sea"])
+def test_a_step_cache_is_the_servers_and_a_request_for_one_is_refused_before_sending(cache):
+    server = FakeServer()
+    with pytest.raises(ValidationError) as caught:
+        client_for(server).generate(req(step_cache=cache))
+    assert caught.value.field == "step_cache" and "vllm-omni" in caught.value.problem
+    assert "serve_command(model, step_cache=" in caught.value.fix
+    assert server.requests == []  # nothing sent, not even the model list
+    generation = client_for(server).generate(req())
+    assert generation.provenance["step_cache"]["source"].startswith("vllm-omni default: the server's --cache-backend")

@@ -105,11 +105,7 @@ def lab(browser_tools, tmp_path_factory, artifacts) -> Lab:
     if COOKBOOKS.is_dir():
         shutil.copytree(COOKBOOKS, root / "cookbooks", ignore=shutil.ignore_patterns(
             "outputs", ".ipynb_checkpoints", "*.html", "*.preview*.mp4"))
-        # the framework stand-in and the framework facts it validates inputs with, where the notebooks find them
-        # in a clone (``python -m tests.framework_standin``)
-        for part in ("framework_standin", "contracts/fixtures"):
-            shutil.copytree(REPO / "tests" / part, root / "tests" / part, ignore=shutil.ignore_patterns("__pycache__"))
-        (root / "tests" / "__init__.py").touch()
+        # nothing else: the stand-ins the notebooks run ship with the package (cosmos_helpers.standins)
     state = tmp_path_factory.mktemp("lab-state")
     port, token = free_port(), secrets.token_hex(16)
     log = artifacts / "jupyterlab.log"

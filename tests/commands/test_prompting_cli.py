@@ -8,7 +8,7 @@ import pytest
 
 from cosmos_helpers import cli
 from cosmos_helpers.prompting import blank_caption, check_caption
-from cosmos_helpers.prompting.chat_standin import ChatStandin
+from cosmos_helpers.standins.chat import ChatStandin
 
 
 def _main(capsys, *args):

@@ -34,7 +34,7 @@ def printed(capsys) -> Path:
 
 
 def test_diffusers_and_vllm_omni_run_the_same_file(tmp_path, capsys):
-    from cosmos_helpers.server.local import ThreadedServer
+    from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
     from cosmos_helpers.transfer.vllm import make_transfer_runner
 
     spec = blur_input(tmp_path)
@@ -202,3 +202,29 @@ def test_spec_runner_builds_its_backend_by_name_and_checks_it_now(tmp_path):
             backend_by_name(name, **options)
         assert refused.value.field == field and refused.value.fix
     assert backend_by_name("diffusers", gpus=2, progress=False).plan.gpus == 2
+
+
+def test_the_step_cache_of_a_run_on_every_backend(tmp_path, capsys):
+    """``--step-cache``: the framework's flags on its command line, diffusers' hooks in process (and in the
+    fingerprint: a cached output never serves an uncached rerun), refused on vLLM-Omni, whose server holds it."""
+    still = write_input(tmp_path, {"name": "still", "model_mode": "text2image", "prompt": "a robot", "num_steps": 12,
+                                   "seed": 2}, "still.json")
+    fw = ["run", "--input", str(still), "--backend", "framework", "--checkout", str(tmp_path), "--profile", "nano",
+          "--no-guardrails", "--dry-run", "--out", str(tmp_path / "fw")]
+    for choice, flags in (("off", ["--no-diffusion-cache"]), (None, []),
+                          ("sea:0.5", ["--diffusion-cache", "--diffusion-cache-thresh", "0.5"])):
+        assert main(fw + (["--step-cache", choice] if choice else [])) == 0
+        command = capsys.readouterr().err.split()  # the dry run's command line
+        assert command[command.index("--no-guardrails") + 1:] == flags
+    out = tmp_path / "out"
+    assert main(["run", "--input", str(still), "--out", str(out), "--step-cache", "sea:0.5"]) == 0
+    manifest = json.loads(printed(capsys).with_suffix(".json").read_text())
+    assert manifest["request"]["step_cache"] == {"sea_cache": {"threshold": 0.5}}
+    record = manifest["provenance"]["step_cache"]
+    assert record["choice"] == "sea_cache" and 0 < record["passes_computed"] < record["passes"]
+    assert main(["run", "--input", str(still), "--out", str(out)]) == 1  # uncached: another output, refused
+    assert "different run" in capsys.readouterr().err
+    assert main(["run", "--input", str(still), "--backend", "vllm-omni", "--url", "http://127.0.0.1:9",
+                 "--step-cache", "sea", "--out", str(tmp_path / "served")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "step_cache" in err and "serve_command" in err

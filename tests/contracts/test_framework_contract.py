@@ -50,7 +50,7 @@ def _normalize(node, defs):
 
 
 def test_our_field_model_has_the_frameworks_schema_field_by_field():
-    real = CONTRACT["sample_overrides_schema"]
+    real = fw.sample_overrides_schema()
     ours = SampleFields.model_json_schema()
     assert ours["additionalProperties"] is False and set(ours["properties"]) == set(real["properties"]) == \
         set(fw.ALL_FIELDS)
@@ -62,7 +62,7 @@ def test_our_field_model_has_the_frameworks_schema_field_by_field():
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_every_example_input_is_valid_and_loads_as_written(tmp_path, name):
     example = EXAMPLES[name]
-    jsonschema.validate(example, CONTRACT["sample_overrides_schema"])
+    jsonschema.validate(example, fw.sample_overrides_schema())
     path = tmp_path / name
     path.write_text(json.dumps(example))
     (sample,) = load_inputs(path)
@@ -133,7 +133,7 @@ def test_the_frameworks_default_checkpoint_and_hint_presets():
     assert fw.CHECKPOINTS[fw.MODEL_CONFIGS[fw.DEFAULT_CHECKPOINT]["hub"]] == CONTRACT["default_checkpoint"]
     assert {kind: {fw.PRESET_FIELDS[kind]: preset} for kind, preset in fw.HINT_PRESET_DEFAULTS.items()} == \
         CONTRACT["transfer_hint_defaults"]
-    schema = CONTRACT["sample_overrides_schema"]
+    schema = fw.sample_overrides_schema()
     for key, value in fw.SAMPLE_FALLBACKS.items():  # what a sample gets when nothing sets it: a valid value
         jsonschema.validate({key: value}, schema)
     r = _minimal("text2video").resolved()
@@ -151,7 +151,7 @@ def test_interval_conversion_keeps_the_timesteps_of_the_frameworks_strict_test()
     for inclusive in ((100.0, 1000.0), (400.0, 400.0), (0.5, 700.0)):
         lo, hi = fw.to_strict(inclusive)
         assert [t for t in timesteps if lo < t < hi] == [t for t in timesteps if inclusive[0] <= t <= inclusive[1]]
-        jsonschema.validate({"guidance_interval": [lo, hi]}, CONTRACT["sample_overrides_schema"])
+        jsonschema.validate({"guidance_interval": [lo, hi]}, fw.sample_overrides_schema())
     assert fw.to_strict((0.0, 1000.0))[0] == 0.0  # the framework's bounds are non-negative (no step runs at t = 0)
 
 
@@ -251,7 +251,7 @@ def test_the_framework_gets_the_example_unchanged(examples_dir, name):
                           overrides={"seed": 3})
     written = json.loads(run.input_file.read_text())
     assert written == EXAMPLES[name]
-    jsonschema.validate(written, CONTRACT["sample_overrides_schema"])
+    jsonschema.validate(written, fw.sample_overrides_schema())
     assert run.input_file.stem == sample.name  # the framework names an unnamed sample after its file
     flags = [arg for arg in run.command[3:] if arg.startswith("-")]
     assert set(flags) <= set(CONTRACT["cli_flags"]) and "--seed" in flags

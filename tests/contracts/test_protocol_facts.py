@@ -37,7 +37,7 @@ def _enum(schema: dict, field: str) -> list:
 
 
 def test_framework_sizes_tiers_aspects_and_modes(framework_contract):
-    schema = framework_contract["sample_overrides_schema"]
+    schema = fw.sample_overrides_schema()
     real = framework_contract["video_res_size_info"]  # some tiers list more aspects than a sample may ask for
     assert _sizes(fw.SIZES) == {t: {a: real[t][a] for a in fw.ASPECT_RATIOS} for t in fw.TIERS}
     assert list(fw.TIERS) == _enum(schema, "resolution")
@@ -46,7 +46,7 @@ def test_framework_sizes_tiers_aspects_and_modes(framework_contract):
 
 
 def test_framework_sample_fields_are_exactly_the_real_ones(framework_contract):
-    schema = framework_contract["sample_overrides_schema"]
+    schema = fw.sample_overrides_schema()
     assert schema["additionalProperties"] is False  # an unknown key fails the framework's validation
     assert fw.ALL_FIELDS == set(schema["properties"])
     grouped = [name for group in fw.SAMPLE_FIELDS.values() for name in group]
@@ -77,7 +77,7 @@ def test_framework_model_configs_and_checkpoints(framework_contract):
 
 
 def test_framework_transfer_defaults_and_hints(framework_contract):
-    schema = framework_contract["sample_overrides_schema"]
+    schema = fw.sample_overrides_schema()
     assert dict(fw.TRANSFER_SAMPLE_DEFAULTS) == framework_contract["transfer_sample_defaults"]
     assert {k: dict(v) for k, v in fw.HINT_TUNED_DEFAULTS.items()} == framework_contract["transfer_tuned_defaults"]
     assert {k: {f: "medium"} for k, f in fw.PRESET_FIELDS.items()} == framework_contract["transfer_hint_defaults"]

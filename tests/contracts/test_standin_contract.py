@@ -38,7 +38,7 @@ class Backend:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from cosmos_helpers.server.local import ThreadedServer
+    from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
 
     with ThreadedServer(Backend(), storage_dir=tmp_path_factory.mktemp("contract"), guardrails=True,
                         max_queue=0) as running, httpx.Client(base_url=running.url, timeout=30) as http:
@@ -150,8 +150,8 @@ def _route_body(app, path: str, media_type: str) -> str:
 
 
 def test_video_form_fields_are_a_subset_of_the_real_form(vllm_contract):
-    from cosmos_helpers.server.app import create_app
-    from cosmos_helpers.server.models import VideoForm
+    from cosmos_helpers.standins.vllm_omni.app import create_app
+    from cosmos_helpers.standins.vllm_omni.models import VideoForm
 
     app = create_app(Backend(), warmup=False)
     for path in ("/v1/videos", "/v1/videos/sync"):
@@ -182,8 +182,8 @@ def _assert_subset_of_real_model(ours: dict, components: dict, real: dict) -> No
 
 
 def test_image_body_is_a_subset_of_the_real_request(vllm_contract):
-    from cosmos_helpers.server.app import create_app
-    from cosmos_helpers.server.models import ImageRequest
+    from cosmos_helpers.standins.vllm_omni.app import create_app
+    from cosmos_helpers.standins.vllm_omni.models import ImageRequest
 
     app = create_app(Backend(), warmup=False)
     assert _route_body(app, "/v1/images/generations", "application/json") == "ImageRequest"
@@ -192,7 +192,7 @@ def test_image_body_is_a_subset_of_the_real_request(vllm_contract):
 
 
 def test_video_request_model_is_a_subset_of_the_real_request(vllm_contract):
-    from cosmos_helpers.server.models import VideoRequest
+    from cosmos_helpers.standins.vllm_omni.models import VideoRequest
 
     ours = VideoRequest.model_json_schema()
     real = vllm_contract["schemas"]["VideoGenerationRequest"]

@@ -9,8 +9,6 @@ the control ignored) fails here even though it runs.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -22,7 +20,6 @@ from cosmos_helpers.world.scenes import caption, sample_scenes
 from tests.conftest import load_script
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +127,7 @@ def test_the_fast_path_means_the_same(tiny_backend):
 
 
 def test_the_vllm_omni_stand_in_means_the_same(tiny_backend):
-    from cosmos_helpers.server.local import LocalServer
+    from cosmos_helpers.standins.vllm_omni.local import LocalServer
 
     with LocalServer(threads=1, progress=False, ready_timeout=120) as server, server.client() as backend:
         served = _colour_rate(backend.generate)
@@ -143,8 +140,7 @@ def test_the_framework_stand_in_means_the_same(tmp_path):
     the 256 tier at 16:9 was part of training."""
     from cosmos_helpers import FrameworkBackend
 
-    backend = FrameworkBackend(REPO, python=sys.executable, module="tests.framework_standin",
-                               work_dir=tmp_path / "runs", progress=False)
+    backend = FrameworkBackend.standin(work_dir=tmp_path / "runs", progress=False)
     rate = _colour_rate(backend.generate, n=5, profile="nano", tier="256", aspect_ratio="16,9", num_frames=9,
                         num_inference_steps=4, guardrails=False)
     assert rate >= 0.6, rate

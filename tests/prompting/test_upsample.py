@@ -9,7 +9,7 @@ import pytest
 
 from cosmos_helpers.errors import ConnectionLostError, ServerError, ValidationError
 from cosmos_helpers.prompting import UpsampleError, Upsampler, chat_request, check_caption, upsample
-from cosmos_helpers.prompting.chat_standin import STANDIN_MODEL, ChatStandin, answer, instance
+from cosmos_helpers.standins.chat import STANDIN_MODEL, ChatStandin, answer, instance
 from cosmos_helpers.prompting.schema import caption_schema
 
 SENTENCE = "A robot arm sorts parcels on a conveyor belt."

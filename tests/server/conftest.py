@@ -110,7 +110,7 @@ def guarded_tiny_backend():
 @pytest.fixture(scope="module")
 def server(storage):
     """The stand-in serving the tiny model, guardrails on, its guardrail blocking ``BLOCK_WORD``."""
-    from cosmos_helpers.server.local import ThreadedServer
+    from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
 
     with ThreadedServer(guarded_tiny_backend(), storage_dir=storage, guardrails=True, sync_timeout=120) as running:
         yield running
@@ -126,7 +126,7 @@ def http(server):
 
 def instant_server(tmp_path, backend=None, **options):
     """A ThreadedServer on the model-free double (fast tests of the HTTP layer)."""
-    from cosmos_helpers.server.local import ThreadedServer
+    from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
 
     from .doubles import InstantBackend
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cosmos_helpers.server import cli
+from cosmos_helpers.standins.vllm_omni import cli
 
 from .doubles import Guarded, Holding, InstantBackend, SlowLoading, WordChecker
 

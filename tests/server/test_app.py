@@ -23,6 +23,7 @@ def test_health_and_models(http):
     entry = models["data"][0]
     assert entry["id"] == "tiny" and entry["object"] == "model" and entry["owned_by"] == "vllm"
     assert entry["root"] == "tiny" and entry["parent"] is None and isinstance(entry["permission"], list)
+    assert entry["cosmos_helpers_standin"]["model_run"] == "tiny"  # a key real vLLM-Omni cards do not have
 
 
 def test_unknown_routes_and_methods_use_the_envelope(http):

@@ -41,6 +41,10 @@ def test_the_client_generates_every_mode(client, rgb_image):
     assert sound.frames.shape == (9, 96, 160, 3) and sound.sound is not None and sound.sound.shape[0] == 2
     job = client.generate_async_job(small_request(seed=3))
     assert job.frames.shape == (9, 96, 160, 3)
+    said = {"of": "vllm-omni", "version": "0.30.0", "program": "cosmos_helpers.standins.vllm_omni", "model_run": "tiny",
+            "step_cache": {"cache_backend": "none"}}
+    assert video.standin == job.standin == said  # the server says it is a stand-in; every manifest records it
+    assert video.manifest()["standin"] == said and "vllm-omni (stand-in):tiny" in repr(video)
 
 
 def test_the_client_sees_the_guardrail(client):

@@ -40,7 +40,7 @@ def test_text2video_and_sound_get_the_pipelines_refusal(tmp_path):
 
 
 def test_the_tiny_distilled_model_through_the_stand_in_server_and_the_client(tmp_path):
-    from cosmos_helpers.server.local import ThreadedServer
+    from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
 
     with ThreadedServer(DiffusersBackend(progress=False), storage_dir=tmp_path, model="tiny-distilled",
                         guardrails=False) as server, VllmOmniBackend(server.url) as client:

@@ -19,7 +19,7 @@ import pytest
 from cosmos_helpers import Generation, media
 from cosmos_helpers.backends.vllm_omni import VllmOmniBackend
 from cosmos_helpers.errors import ConnectionLostError, ServerError
-from cosmos_helpers.server.local import LocalServer, ThreadedServer
+from cosmos_helpers.standins.vllm_omni.local import LocalServer, ThreadedServer
 from cosmos_helpers.workflow import generate_and_save
 
 from .conftest import DOUBLES, HOLD, ROOT, small_request

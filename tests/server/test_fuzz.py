@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
-from cosmos_helpers.server.app import create_app
+from cosmos_helpers.standins.vllm_omni.app import create_app
 
 from .doubles import Guarded, InstantBackend
 
@@ -35,10 +35,10 @@ schema.config.generation.update(modes=[GenerationMode.POSITIVE, GenerationMode.N
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    from cosmos_helpers.server.local import ThreadedServer
+    from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
 
     server = ThreadedServer.__new__(ThreadedServer)  # reuse the module's app (the schema came from it)
-    from cosmos_helpers.server.local import free_port
+    from cosmos_helpers.standins.vllm_omni.local import free_port
 
     server.host, server.port, server.app, server.ready_timeout = "127.0.0.1", free_port(), APP, 60
     server._server, server._thread = None, None

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from cosmos_helpers import Generation, media
-from cosmos_helpers.server.limits import ServerLimits, binding_warning, is_loopback
-from cosmos_helpers.server.local import ThreadedServer
+from cosmos_helpers.standins.vllm_omni.limits import ServerLimits, binding_warning, is_loopback
+from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
 
 from .doubles import InstantBackend
 
@@ -308,7 +308,7 @@ def test_a_server_without_a_storage_folder_cleans_up_its_own(monkeypatch, tmp_pa
 
 
 def test_job_ids_are_validated_before_touching_files(tmp_path):
-    from cosmos_helpers.server.jobs import JobStore
+    from cosmos_helpers.standins.vllm_omni.jobs import JobStore
 
     store = JobStore(tmp_path)
     for bad in ["../etc/passwd", "video_gen_" + "0" * 31, "video_gen_" + "G" * 32, "video_gen_" + "0" * 32 + "/x",
@@ -350,7 +350,7 @@ def test_loopback_default_and_loud_warning(capsys, monkeypatch):
     monkeypatch.delenv("COSMOS3_VLLM_API_KEY", raising=False)
     args = parser.parse_args(["serve", "--host", "0.0.0.0", "--port", "1", "--max-queue", "3", "--job-ttl", "5",
                               "--allowed-local-media-path", "/tmp", "--api-key", ""])
-    from cosmos_helpers.server.cli import run
+    from cosmos_helpers.standins.vllm_omni.cli import run
 
     assert run(args) == 0
     captured = capsys.readouterr()

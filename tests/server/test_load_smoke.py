@@ -4,7 +4,7 @@ Retry-After, none lost, no job left behind, memory bounded), not the timings."""
 
 from __future__ import annotations
 
-from cosmos_helpers.server.local import LocalServer
+from cosmos_helpers.standins.vllm_omni.local import LocalServer
 from tests.conftest import load_script
 
 

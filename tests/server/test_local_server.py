@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from cosmos_helpers.errors import ConnectionLostError
-from cosmos_helpers.server.local import LocalServer, free_port
+from cosmos_helpers.standins.vllm_omni.local import LocalServer, free_port
 from cosmos_helpers.workflow import generate_and_save
 
 from .conftest import DOUBLES, HOLD, ROOT, small_request

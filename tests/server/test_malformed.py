@@ -28,7 +28,7 @@ RESULTS: list[tuple[str, int]] = []
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from cosmos_helpers.server.local import ThreadedServer
+    from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
 
     from .doubles import InstantBackend
 

@@ -68,8 +68,7 @@ def test_diffusers_transfers_with_depth_and_seg_computed_from_the_clip(tmp_path,
 
 
 def test_the_framework_reads_the_computed_controls_from_its_input_file(tmp_path, clip):
-    backend = FrameworkBackend(REPO, python=sys.executable, module="tests.framework_standin",
-                               work_dir=tmp_path / "runs", progress=False)
+    backend = FrameworkBackend.standin(work_dir=tmp_path / "runs", progress=False)
     generation = run_spec(sample(), backend=backend, profile="nano", guardrails=False, out=tmp_path / "out",
                           compute_controls={"depth": "tiny"}, progress=False)
     written = json.loads((Path(generation.provenance["run_folder"]) / "own.json").read_text())

@@ -1,7 +1,7 @@
 """FrameworkBackend against the framework's contract (``tests/contracts/fixtures``): its command line, the model
 from the request, the sample a request becomes (validated by the framework's own schema; unset fields left
 unset), what it refuses, and runs collected by the framework's output layout through the STAND-IN program
-(``tests/framework_standin``, a test double of the CLI, not the framework)."""
+(``cosmos_helpers.standins.framework_cli``, which speaks the CLI's contract, not the framework)."""
 
 from __future__ import annotations
 
@@ -16,19 +16,18 @@ import pytest
 from cosmos_helpers import GenerationRequest, media
 from cosmos_helpers.backends.framework import FrameworkBackend, checkpoint_for, request_payload
 from cosmos_helpers.errors import BackendUnavailableError, FrameworkRunError, ValidationError
+from cosmos_helpers.protocol import framework as fw
 from cosmos_helpers.samples import rolling_ball_clip
 from cosmos_helpers.transfer.runner import run_spec
 
 from ..contracts.conftest import load
 
-REPO = Path(__file__).resolve().parents[2]
 CONTRACT = load("cosmos_framework")
-SCHEMA = CONTRACT["sample_overrides_schema"]
+SCHEMA = fw.sample_overrides_schema()
 
 
 def standin(tmp_path) -> FrameworkBackend:
-    return FrameworkBackend(REPO, python=sys.executable, module="tests.framework_standin", work_dir=tmp_path / "runs",
-                            progress=False)
+    return FrameworkBackend.standin(work_dir=tmp_path / "runs", progress=False)
 
 
 def fake_framework(tmp_path) -> FrameworkBackend:
@@ -43,11 +42,13 @@ def fake_framework(tmp_path) -> FrameworkBackend:
 
 
 def test_command_line_uses_the_frameworks_flags(tmp_path, monkeypatch):
-    backend = FrameworkBackend(tmp_path, python="/opt/fw/bin/python", extra_args=("--no-diffusion-cache",))
+    backend = FrameworkBackend(tmp_path, python="/opt/fw/bin/python", extra_args=("--sampler", "edm"))
     cmd = backend.command("in.json", "out", model="nvidia/Cosmos3-Nano", guardrails=False,
-                          overrides={"seed": 7, "num_steps": None})
+                          overrides={"seed": 7, "num_steps": None}, step_cache="off")
     assert cmd == ["/opt/fw/bin/python", "-m", "cosmos_framework.scripts.inference", "-i", "in.json", "-o", "out",
-                   "--checkpoint-path", "Cosmos3-Nano", "--seed", "7", "--no-guardrails", "--no-diffusion-cache"]
+                   "--checkpoint-path", "Cosmos3-Nano", "--seed", "7", "--no-guardrails", "--no-diffusion-cache",
+                   "--sampler", "edm"]
+    assert {"--sampler", "--no-diffusion-cache"} <= set(CONTRACT["cli_flags"])
     multi = FrameworkBackend(tmp_path, python="/opt/fw/bin/python", gpus=4, parallelism_preset="throughput")
     cmd = multi.command("in.json", "out", model="nvidia/Cosmos3-Super", guardrails=True,
                         overrides={"resolution": "480"})
@@ -203,15 +204,59 @@ def test_an_unseeded_sample_gets_the_seed_the_framework_derives(tmp_path):
     assert seeded.seed == 9 and seeded.command[-3:-1] == ("--seed", "9")
 
 
-def test_tiny_is_refused_before_anything_is_written(tmp_path):
+def test_tiny_is_refused_on_the_framework_before_anything_is_written(tmp_path):
+    backend = FrameworkBackend(tmp_path, python=sys.executable, work_dir=tmp_path / "runs", progress=False)
     with pytest.raises(ValidationError, match="tiny model"):
-        run_spec({"prompt": "p", "model_mode": "text2image"}, backend=standin(tmp_path), profile="tiny",
-                 out=tmp_path / "out")
+        run_spec({"prompt": "p", "model_mode": "text2image"}, backend=backend, profile="tiny", out=tmp_path / "out")
     assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
+def test_the_standin_runs_from_any_folder_and_says_what_really_ran(tmp_path, monkeypatch):
+    """No checkout, no repository on the path: the stand-in ships with the package. It takes the tiny model under its
+    own name, and the manifest and the gallery say a stand-in made the output, and with which model."""
+    from cosmos_helpers import generate_and_save
+    from cosmos_helpers.gallery import write_gallery
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    backend = FrameworkBackend.standin(progress=False)
+    assert backend.checkout is None and backend.work_dir == elsewhere / "outputs" / "cosmos_helpers"
+    request = GenerationRequest(mode="text2image", prompt="A red ball on a grey floor.", profile="tiny", tier="256",
+                                num_inference_steps=1, seed=1)
+    generation = generate_and_save(backend, request, tmp_path / "out" / "still")
+    assert "--checkpoint-path tiny" in generation.provenance["command"]
+    manifest = json.loads((tmp_path / "out" / "still.json").read_text())
+    assert manifest["backend"] == "framework" and manifest["model"] == "tiny"
+    said = {"of": "framework", "version": fw.VERSION, "checkpoint": "tiny", "model_run": "tiny",
+            "program": "cosmos_helpers.standins.framework_cli"}
+    assert {k: v for k, v in manifest["standin"].items() if k != "step_cache"} == said
+    assert "framework (stand-in)" in repr(generation)
+    again = generate_and_save(backend, request, tmp_path / "out" / "still")  # a rerun on the stand-in: skipped
+    assert again.provenance["skipped"] and again.standin == manifest["standin"]
+    page = write_gallery(tmp_path / "out", convert_notebooks=False).read_text()
+    assert "<td>framework (stand-in)</td><td>tiny</td>" in page
+
+
+@pytest.mark.slow
+def test_a_standins_output_never_passes_for_the_real_frameworks(tmp_path):
+    """A Nano request the stand-in ran (on the tiny weights) is not finished work for the real framework."""
+    from cosmos_helpers import generate_and_save
+    from cosmos_helpers.errors import OutputExistsError
+
+    request = _small("text2image").replace(num_inference_steps=1)
+    made = generate_and_save(standin(tmp_path), request, tmp_path / "out" / "still")
+    assert made.model == "tiny" and made.standin["checkpoint"] == "Cosmos3-Nano" and made.standin["model_run"] == "tiny"
+    real = FrameworkBackend(tmp_path, python=sys.executable, work_dir=tmp_path / "real", progress=False)
+    with pytest.raises(OutputExistsError, match="other framework settings"):
+        generate_and_save(real, request, tmp_path / "out" / "still")
+    assert not (tmp_path / "real").exists()
+
+
 def test_the_standins_flags_are_the_real_clis():
-    from tests.framework_standin.__main__ import build_parser
+    from cosmos_helpers.standins.framework_cli.cli import build_parser
 
     flags = {option for action in build_parser()._actions for option in action.option_strings}
     assert flags <= set(CONTRACT["cli_flags"]), flags - set(CONTRACT["cli_flags"])
@@ -325,7 +370,7 @@ def test_a_batchs_progress_bar_covers_every_samples_steps(tmp_path, monkeypatch)
     backend.generate_many(requests, names=["clip", "still"])
     (bar,) = bars
     assert bar.seen == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
-    counter = framework._StepProgress(Bar(None), [4])  # one sample: the bar follows the log's own counter
+    counter = framework.StepProgress(Bar(None), [4])  # one sample: the bar follows the log's own counter
     for line in ("Loading shards 1/2", "step 1/4", "step 4/4"):
         counter.update(line)
     assert counter.bar.seen == [(1, 2), (1, 4), (4, 4)]

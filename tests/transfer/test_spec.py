@@ -135,10 +135,8 @@ def test_relative_paths_resolve_against_the_input_files_folder(spec_dir: Path) -
 def test_the_cookbook_specs_are_framework_inputs_the_profile_can_size(path: Path) -> None:
     from cosmos_helpers.transfer.assets import NEGATIVE_PROMPT
 
-    from ..contracts.conftest import load
-
     data = json.loads(path.read_text())
-    jsonschema.validate(data, load("cosmos_framework")["sample_overrides_schema"])
+    jsonschema.validate(data, fw.sample_overrides_schema())
     computed = tuple(k for k in fw.ESTIMATED_HINTS if k in data and "control_path" not in data[k])  # compute_controls
     r = load_spec(path, computed=computed).resolved(profile="tiny")  # every file it names exists
     assert not {"resolution", "num_steps"} & set(data)  # explicit values win, so these would pin the CPU run

@@ -1,24 +1,7 @@
-"""STAND-IN for ``python -m cosmos_framework.scripts.inference`` -- NOT the NVIDIA Cosmos Framework.
+"""The framework CLI stand-in's program: flags, inputs, one run per sample, the framework's output layout.
 
-A test double of the inference CLI's *command-line contract*, so :class:`cosmos_helpers.backends.framework.
-FrameworkBackend` can be driven end to end on a CPU machine without a framework checkout. It is honest about what
-it is: it always runs the embedded **tiny** weights, whatever ``--checkpoint-path`` names (its banner says
-so), with that checkpoint's defaults (a distilled 4-step checkpoint: the tiny weights in the distilled format, on
-the fixed schedule with guidance 1, as the framework runs one), and it never shrinks what an input asks for
-(tests give it small inputs).
-
-* flags: a subset of the real ones (checked against ``tests/contracts/fixtures``): ``-i/--input-files`` (files),
-  ``-o/--output-dir``, ``--checkpoint-path``, the sample overrides ``--seed``, ``--resolution``, ``--num-steps``,
-  ``--parallelism-preset``, ``--[no-]guardrails`` (on by default, as there: the tiny run then needs
-  ``cosmos_guardrail``), ``--[no-]diffusion-cache``; any other flag is an error, as in the real CLI;
-* inputs: read as the framework reads them (a ``.json`` file holds one sample, a ``.jsonl`` one per line; a sample
-  without ``name`` is named after its file) and validated against the real ``OmniSampleOverrides`` JSON schema
-  from the contract fixture, so an unknown field fails here as it fails there;
-* outputs, the framework's layout: ``<out>/<name>/vision.mp4`` (``vision.jpg`` for one frame),
-  ``control_<hint>.mp4`` for transfer, an action sample's predicted actions in ``sample_outputs.json``;
-  ``step k/N`` progress lines; on a bad input an ``ERROR: ...`` line and exit code 1.
-
-Run it as ``python -m tests.framework_standin -i input.json -o out/`` from the repository root.
+See the package docstring for what it is and is not (its diffusion cache: :mod:`.cache`). Heavy imports (torch,
+diffusers) happen per run, so ``--help``, a bad flag and a bad cache setting answer at once.
 """
 
 from __future__ import annotations
@@ -30,17 +13,26 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
-BANNER = ("[framework stand-in] a cosmos_helpers test double, NOT the NVIDIA Cosmos Framework: it runs the embedded "
-          "tiny weights whatever --checkpoint-path says")
-FIXTURE = Path(__file__).resolve().parents[1] / "contracts" / "fixtures" / "cosmos_framework-5eee9ed.json"
+from ...models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
+from ...models.tiny_edge import MODEL_NAME as TINY_EDGE
+from ...protocol import framework as fw
+from ...protocol import variants
+from .. import STANDIN_FILE
+from . import MODULE
+from .cache import cache_summary, check_cache_for, standin_cache
+
+BANNER = ("[framework stand-in] cosmos_helpers.standins.framework_cli, NOT the NVIDIA Cosmos Framework: it runs the "
+          "embedded tiny weights whatever --checkpoint-path says")
+TINY_MODELS = ("tiny", TINY_DISTILLED, TINY_EDGE)  # the embedded weights, named as themselves
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="framework_standin", description=BANNER, allow_abbrev=False)
     parser.add_argument("-i", "--input-files", nargs="+", required=True, type=Path)
     parser.add_argument("-o", "--output-dir", required=True, type=Path)
-    parser.add_argument("--checkpoint-path", default="Cosmos3-Nano")
+    parser.add_argument("--checkpoint-path", default=fw.DEFAULT_CHECKPOINT)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--resolution", default=None)
     parser.add_argument("--num-steps", type=int, default=None)
@@ -48,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     for flag in ("guardrails", "diffusion-cache"):
         parser.add_argument(f"--{flag}", dest=flag.replace("-", "_"), action="store_true", default=None)
         parser.add_argument(f"--no-{flag}", dest=flag.replace("-", "_"), action="store_false")
+    parser.add_argument("--diffusion-cache-thresh", type=float, default=None)
+    parser.add_argument("--diffusion-cache-residual-order", type=int, default=None)
     return parser
 
 
@@ -60,7 +54,7 @@ def read_inputs(paths: list[Path]) -> list[tuple[dict, Path, str]]:
     """``(sample, input file, name)`` as the framework's ``from_files`` reads them."""
     import jsonschema
 
-    schema = json.loads(FIXTURE.read_text(encoding="utf-8"))["sample_overrides_schema"]
+    schema = fw.sample_overrides_schema()
     samples = []
     for path in sorted(set(paths)):
         if path.suffix == ".jsonl":
@@ -74,34 +68,53 @@ def read_inputs(paths: list[Path]) -> list[tuple[dict, Path, str]]:
     return samples
 
 
-def run_one(item: dict, path: Path, name: str, args: argparse.Namespace) -> Path:
-    from cosmos_helpers import DiffusersBackend, media
-    from cosmos_helpers.protocol import framework as fw
-    from cosmos_helpers.protocol import variants
-    from cosmos_helpers.specs import Sample
-    from cosmos_helpers.specs.runs import SampleRun, check_backend, given_fields, localize
-    from cosmos_helpers.transfer.runner import execute
+def model_run(checkpoint: str) -> tuple[str, str]:
+    """``(model the run is resolved for, embedded weights that run)`` for ``--checkpoint-path``: the tiny weights
+    under their own names, a distilled checkpoint as the tiny weights in the distilled format, anything else as
+    the tiny weights with that checkpoint's defaults."""
+    if checkpoint in TINY_MODELS:
+        return checkpoint, checkpoint
+    hub = {v: k for k, v in fw.CHECKPOINTS.items()}.get(checkpoint, checkpoint)
+    return hub, TINY_DISTILLED if hub in variants.DISTILLED_CHECKPOINTS else "tiny"
+
+
+def run_one(item: dict, path: Path, name: str, args: argparse.Namespace, cache: Any) -> Path:
+    from ...backends.diffusers import DiffusersBackend
+    from ...specs import Sample
+    from ...specs.runs import SampleRun, check_backend, given_fields, localize
+    from ...transfer.runner import execute
 
     sample = Sample.from_dict(item, base_dir=path.parent, name=name, source=path)
     overrides = {"seed": args.seed, "resolution": args.resolution, "num_steps": args.num_steps}
     folder = args.output_dir / name
-    hub = {v: k for k, v in fw.CHECKPOINTS.items()}.get(args.checkpoint_path, args.checkpoint_path)
+    model, weights = model_run(args.checkpoint_path)
     # guardrails: the flag given, else the framework's default (on): the tiny diffusers run honours them too
-    resolved = sample.resolved(model=hub, overrides=overrides, output_dir=folder, guardrails=args.guardrails)
+    resolved = sample.resolved(model=model, overrides=overrides, output_dir=folder, guardrails=args.guardrails)
     check_backend(sample, resolved, "diffusers", given_fields(sample, overrides))
-    if hub in variants.DISTILLED_CHECKPOINTS:  # the tiny weights in the distilled format; the framework samples a
-        # distilled checkpoint on its fixed schedule with guidance 1, whatever the sample says (inference.py:1575-1580)
-        resolved = dataclasses.replace(localize(resolved, progress=False), model="tiny-distilled",
-                                       profile="tiny-distilled", num_steps=len(variants.DISTILLED_T_LIST),
+    check_cache_for(cache, resolved.model_mode)
+    resolved = localize(resolved, progress=False)
+    if weights == TINY_DISTILLED:  # the framework samples a distilled checkpoint on its fixed schedule with
+        # guidance 1, whatever the sample says (inference.py:1575-1580)
+        resolved = dataclasses.replace(resolved, num_steps=len(variants.DISTILLED_T_LIST),
                                        guidance=variants.DISTILLED_GUIDANCE, shift=variants.DISTILLED_SHIFT)
-    else:
-        resolved = dataclasses.replace(localize(resolved, progress=False), model="tiny", profile="tiny")
-    run = SampleRun.create(sample, resolved, overrides)
+    resolved = dataclasses.replace(resolved, model=weights, profile=weights)
+    run = SampleRun.create(sample, resolved, overrides, step_cache=cache)
 
     def step(done: int, total: int) -> None:
         print(f"step {done}/{total}", flush=True)
 
     generation = execute(run, _Progress(DiffusersBackend(progress=False), step), progress=step)  # saved as there
+    target = save_outputs(generation, item, folder)
+    ran = cache_summary(cache, generation.provenance.get("step_cache") or {})
+    print(f"[framework stand-in] {name}: diffusion cache {ran['text']}", flush=True)
+    write_record(folder, checkpoint=args.checkpoint_path, weights=weights, step_cache=ran["record"])
+    return target
+
+
+def save_outputs(generation: Any, item: dict, folder: Path) -> Path:
+    """The framework's files for one sample: ``vision.*``, an action sample's ``sample_outputs.json``, controls."""
+    from ... import media
+
     target = folder / fw.vision_file(generation.num_frames)
     if generation.finished is not None:
         generation.finished.publish(target, overwrite=True)
@@ -116,6 +129,14 @@ def run_one(item: dict, path: Path, name: str, args: argparse.Namespace) -> Path
         media.write_mp4(folder / fw.CONTROL_FILE.format(hint=kind, suffix=".mp4"), frames, generation.fps,
                         overwrite=True)
     return target
+
+
+def write_record(folder: Path, *, checkpoint: str, weights: str, step_cache: dict[str, Any]) -> None:
+    """``standin.json`` beside the output: what made it and how many passes its cache computed (the real framework
+    writes no such file)."""
+    record = {"of": "framework", "version": fw.VERSION, "program": MODULE, "checkpoint": checkpoint,
+              "model_run": weights, "step_cache": step_cache}
+    (folder / STANDIN_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
 class _Progress:
@@ -136,19 +157,16 @@ def main(argv: list[str] | None = None) -> int:
     print(BANNER, flush=True)
     os.environ.setdefault("COSMOS_HELPERS_NO_PROGRESS", "1")
     try:
+        cache = standin_cache(args)  # a setting the stand-in cannot run fails before any input is read
         if os.environ.get("OMP_NUM_THREADS"):
             import torch
 
             torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
         for item, path, name in read_inputs(args.input_files):
-            print(f"saved {run_one(item, path, name, args)}", flush=True)
+            print(f"saved {run_one(item, path, name, args, cache)}", flush=True)
     except Exception as exc:  # the framework logs the error and exits non-zero
         traceback.print_exc(file=sys.stdout)
         message = getattr(exc, "message", None) or str(exc)
         print(f"ERROR: {type(exc).__name__}: {message.splitlines()[0] if message else ''}", flush=True)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

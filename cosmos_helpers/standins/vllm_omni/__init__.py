@@ -31,6 +31,8 @@ Where it differs from vLLM-Omni 0.30.0 (the README lists these too):
   1-frame default when ``num_frames`` and ``seconds`` are omitted; a 1-frame text2video works and returns a
   1-frame MP4).
 * ``n`` > 1 images use seeds ``seed, seed+1, ...`` (upstream: one generator for the batch).
+* Step caching (``--cache-backend`` / ``--cache-config``, :mod:`.cache`): ``none`` or ``sea_cache`` only, run by
+  diffusers' hooks (residual order 0 or 1); unknown config keys are refused at start (vLLM-Omni ignores them).
 * Guardrails are off unless the server is started with them (``guardrails=True`` / ``--guardrails``); upstream
   turns them on by default and will not start without the ``cosmos_guardrail`` package.
 * Hardening the real server does not have: a bounded queue (429 + ``Retry-After``; ``--max-queue 0`` queues
@@ -53,5 +55,5 @@ _HOMES = {"LocalServer": ".local", "ThreadedServer": ".local", "create_app": ".a
 
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
-        raise AttributeError(f"module 'cosmos_helpers.server' has no attribute {name!r}")
+        raise AttributeError(f"module 'cosmos_helpers.standins.vllm_omni' has no attribute {name!r}")
     return getattr(importlib.import_module(_HOMES[name], __name__), name)

@@ -8,7 +8,7 @@ top-level ones; Cosmos3 applies ``bool()`` to its switches (``"false"`` is true)
 ``seconds`` mean one frame; counts round up to 4k+1; text-to-image guides only for t in [400, 1000] unless the
 request says otherwise; image2video / video2video without a size take the reference's aspect at 1280x720's
 area. What the stand-in accepts but cannot reproduce, and where it answers differently, is listed in
-:mod:`cosmos_helpers.server` (the package docstring).
+:mod:`cosmos_helpers.standins.vllm_omni` (the package docstring).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from PIL import Image
 
-from ..prompts import parse_caption
-from ..protocol import vllm_omni as vo
-from ..request import GenerationRequest
+from ...prompts import parse_caption
+from ...protocol import vllm_omni as vo
+from ...request import GenerationRequest
 from . import action_task, references
 from .distilled import as_served
 from .errors import bad_request, value_error
@@ -100,6 +100,7 @@ def video_task(req: VideoRequest, files: dict[str, bytes], form_fields: dict[str
         if action_task.is_action(extra):
             generation = action_task.generation(req, prompt, negative, extra, reference, state.model,
                                                 state.guardrails and bool(extra.get("guardrails", True)))
+            generation = generation.replace(step_cache=state.step_cache)  # the server's cache, as for every request
         else:
             generation = _generation(req, prompt, negative, extra, num_frames, reference, state)
         return VideoTask(req, generation, None, uploads)
@@ -282,7 +283,7 @@ def _shared(req: ImageRequest | VideoRequest, prompt: str, negative: str, extra:
         "guidance_scale": _given(req.guidance_scale, defaults["guidance_scale"]),
         "guidance_interval": defaults["guidance_interval"] if value is None else references.interval(
             value, "guidance_interval"),
-        "guardrails": state.guardrails and bool(extra.get("guardrails", True)),
+        "guardrails": state.guardrails and bool(extra.get("guardrails", True)), "step_cache": state.step_cache,
         "use_system_prompt": bool(extra["use_system_prompt"]) if extra.get("use_system_prompt") is not None
         else vo.use_system_prompt_default(mode)}
     for key, name in (("use_resolution_template", "add_resolution_template"),

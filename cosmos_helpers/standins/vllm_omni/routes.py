@@ -37,11 +37,13 @@ from fastapi import APIRouter, Body, Depends, Form, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from .. import media
-from ..errors import GuardrailError
-from ..protocol.vllm_omni import (GUARDRAIL_MESSAGE, HEALTH, IMAGES, MODELS, SYNC_TIMEOUT_S, VIDEO_ENCODER, VIDEO_FILES,
-                                  VIDEOS, VIDEOS_SYNC)
+from ... import media
+from ...errors import GuardrailError
+from ...protocol.vllm_omni import (GUARDRAIL_MESSAGE, HEALTH, IMAGES, MODELS, SYNC_TIMEOUT_S, VERSION,
+                                   VIDEO_ENCODER, VIDEO_FILES, VIDEOS, VIDEOS_SYNC)
+from .. import MODEL_CARD_KEY
 from . import action_task, translate
+from .cache import describe_server
 from .errors import ApiError, bad_request
 from .jobs import Job, JobStore, new_record
 from .limits import ServerLimits
@@ -79,11 +81,17 @@ class ServerState:
     step_progress: bool = False
     transfer_runner: TransferRunner | None = None
     warmup: bool = True
+    step_cache: Any = None  # the server's --cache-backend / --cache-config, given to every request
     started_at: float = field(default_factory=time.time)
 
     @property
     def storage(self) -> Path:
         return self.jobs.storage_dir
+
+    def standin_record(self) -> dict[str, Any]:
+        """What this server is and runs, in its ``/v1/models`` card (the client records it in every manifest)."""
+        return {"of": "vllm-omni", "version": VERSION, "program": __package__, "model_run": self.model,
+                "step_cache": describe_server(self.step_cache)}
 
     @property
     def upload_dir(self) -> Path:
@@ -132,7 +140,8 @@ async def models(state: State):
                   "organization": "*", "group": None, "is_blocking": False}
     return {"object": "list", "data": [{"id": state.served_model_name, "object": "model", "created": created,
                                         "owned_by": "vllm", "root": state.model, "parent": None,
-                                        "max_model_len": None, "permission": [permission]}]}
+                                        "max_model_len": None, "permission": [permission],
+                                        MODEL_CARD_KEY: state.standin_record()}]}
 
 
 def json_only(request: Request) -> None:

@@ -16,8 +16,8 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError as PydanticValidationError
 from starlette.exceptions import HTTPException
 
-from ..errors import ValidationError
-from ..protocol.vllm_omni import error_body, validation_message
+from ...errors import ValidationError
+from ...protocol.vllm_omni import error_body, validation_message
 
 VALUE_ERROR = "BadRequestError"
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..protocol.vllm_omni import JOB_ID, VIDEO_DEFAULTS
+from ...protocol.vllm_omni import JOB_ID, VIDEO_DEFAULTS
 from .models import VideoJob, VideoList, VideoRequest
 
 

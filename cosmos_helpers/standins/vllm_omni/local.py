@@ -23,9 +23,9 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..backends.vllm_omni import VllmOmniBackend
-from ..backends.vllm_wire import API_KEY_ENV
-from ..errors import BackendUnavailableError
+from ...backends.vllm_omni import VllmOmniBackend
+from ...backends.vllm_wire import API_KEY_ENV
+from ...errors import BackendUnavailableError
 from .limits import binding_warning
 
 _LIVE: "weakref.WeakSet[LocalServer]" = weakref.WeakSet()

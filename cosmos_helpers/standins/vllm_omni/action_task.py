@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from .. import media
-from ..protocol import action as proto
-from ..protocol import vllm_omni as vo
-from ..request import GenerationRequest
+from ... import media
+from ...protocol import action as proto
+from ...protocol import vllm_omni as vo
+from ...request import GenerationRequest
 from .errors import value_error
 
 UNSUPPORTED = ("robot_obs", "observation")

@@ -24,9 +24,10 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..backends.diffusers import DiffusersBackend
-from ..presets import model_for
-from ..protocol.vllm_omni import IMAGES, SYNC_TIMEOUT_S, VERSION
+from ...backends.diffusers import DiffusersBackend
+from ...presets import model_for
+from ...protocol.vllm_omni import IMAGES, SYNC_TIMEOUT_S, VERSION
+from ...step_cache import StepCache, check_for_backend, check_step_cache
 from . import errors
 from .errors import ApiError, envelope
 from .jobs import JobStore
@@ -41,7 +42,8 @@ MAX_FILES, MAX_FIELDS = 8, 256  # multipart parts a video POST may carry (two fi
 def create_app(backend: Any = None, *, api_key: str | None = None, served_model_name: str | None = None,
                model: str | None = None, storage_dir: str | Path | None = None, sync_timeout: float = SYNC_TIMEOUT_S,
                guardrails: bool = False, transfer_runner: TransferRunner | None = None, step_progress: bool = False,
-               warmup: bool = True, limits: ServerLimits | None = None, **limit_options: Any) -> FastAPI:
+               warmup: bool = True, limits: ServerLimits | None = None, step_cache: StepCache = None,
+               **limit_options: Any) -> FastAPI:
     """The app serving ``model`` through ``backend``.
 
     Args:
@@ -60,11 +62,15 @@ def create_app(backend: Any = None, *, api_key: str | None = None, served_model_
             it a transfer request gets 400 "transfer is not enabled on this server".
         step_progress: job progress per denoising step (vLLM-Omni jumps from 0 to 100).
         warmup: load the model before serving (as the real server does before it binds its port).
+        step_cache: the cache every request runs (vLLM-Omni's ``--cache-backend``; :mod:`.cache`): ``None`` (none)
+            or a :class:`~cosmos_helpers.SeaCache`, run by the backend's hooks.
         limits: a :class:`~.limits.ServerLimits`; ``limit_options`` override single fields of it, e.g.
             ``create_app(max_queue=4, job_ttl=600, allowed_local_media_paths=["/data/media"])``.
     """
     limits = replace(limits or ServerLimits(), **limit_options)  # a TypeError names an unknown option
     model = model_for(model=model)
+    step_cache = check_step_cache(step_cache)
+    check_for_backend(step_cache, "diffusers")
     if backend is None:
         backend = DiffusersBackend(progress=False)
     scratch = None if storage_dir else tempfile.TemporaryDirectory(prefix="cosmos-vllm-server-")
@@ -72,7 +78,7 @@ def create_app(backend: Any = None, *, api_key: str | None = None, served_model_
     state = ServerState(backend=backend, model=str(model), served_model_name=served_model_name or str(model),
                         jobs=JobStore(storage), worker=SerialWorker(limits.max_queue), limits=limits,
                         guardrails=guardrails, sync_timeout=sync_timeout, step_progress=step_progress,
-                        transfer_runner=transfer_runner, warmup=warmup)
+                        transfer_runner=transfer_runner, warmup=warmup, step_cache=step_cache)
     app = FastAPI(title="cosmos-helpers vLLM-Omni stand-in", version=VERSION, lifespan=_lifespan,
                   description=f"A local stand-in for vLLM-Omni {VERSION} serving Cosmos3. Errors use vLLM's "
                               'envelope {"error": {"message", "type", "param", "code"}}; bad input is a 400.')

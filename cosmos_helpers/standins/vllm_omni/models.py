@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from fastapi import UploadFile
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from ..protocol import vllm_omni as vo
+from ...protocol import vllm_omni as vo
 from .errors import bad_request
 
 SizeStr = Annotated[str, StringConstraints(pattern=vo.SIZE_PATTERN.pattern)]

@@ -15,10 +15,11 @@ import sys
 import time
 from typing import Any
 
-from ..backends.vllm_wire import API_KEY_ENV
-from ..errors import ValidationError
-from ..presets import PROFILES, get_profile, model_for
-from ..protocol.vllm_omni import SYNC_TIMEOUT_S
+from ...backends.vllm_wire import API_KEY_ENV
+from ...errors import ValidationError
+from ...presets import PROFILES, get_profile, model_for
+from ...protocol.vllm_omni import SYNC_TIMEOUT_S
+from .cache import log_line, server_cache
 from .limits import MiB, ServerLimits, binding_warning
 
 
@@ -43,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="run the Cosmos guardrails (needs the cosmos_guardrail package and a GPU host); a "
                             "blocked prompt gets vLLM's 400. Off by default here (vLLM-Omni: on)")
     guard.add_argument("--no-guardrails", action="store_true", help="no guardrails (the default; vLLM's flag)")
+    parser.add_argument("--cache-backend", default="none", metavar="none|sea_cache",
+                        help="vLLM-Omni's step cache for every request: sea_cache runs SeaCache through diffusers' "
+                             "hooks (default: none, every step computed, as vLLM-Omni)")
+    parser.add_argument("--cache-config", default=None, metavar="JSON",
+                        help="SeaCache settings under vLLM-Omni's keys, e.g. '{\"sea_threshold\": 0.3}' "
+                             "(sea_threshold, sea_residual_order 0 or 1, sea_max_consecutive_cached, sea_power_exp); "
+                             "unknown keys are refused (vLLM-Omni ignores them)")
     parser.add_argument("--step-progress", action="store_true",
                         help="report per-step job progress (vLLM-Omni jumps from 0 to 100)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -118,6 +126,7 @@ def describe(limits: ServerLimits) -> str:
 def run(args: argparse.Namespace, backend: Any = None) -> int:
     """Build the app for ``args`` and run it under uvicorn until stopped (``backend``: default diffusers)."""
     limits = limits_from_args(args)  # a bad value fails before anything loads
+    step_cache = server_cache(args.cache_backend, args.cache_config)
     model = served_model(args)
     warning = binding_warning(args.host, args.api_key)
     if warning:
@@ -134,24 +143,25 @@ def run(args: argparse.Namespace, backend: Any = None) -> int:
     print(f"loading {model!r} ...", flush=True)
     app = create_app(backend, api_key=args.api_key or None, served_model_name=args.served_model_name, model=model,
                      storage_dir=args.storage_dir, sync_timeout=args.sync_timeout, guardrails=args.guardrails,
-                     step_progress=args.step_progress, transfer_runner=_transfer_runner(model, args.guardrails),
-                     limits=limits)
+                     step_progress=args.step_progress, limits=limits, step_cache=step_cache,
+                     transfer_runner=_transfer_runner(model, args.guardrails, step_cache))
     state = app.state.server
     print(f"serving {state.served_model_name!r} on http://{args.host}:{args.port} (storage {state.storage}; "
           f"guardrails {'on' if args.guardrails else 'off'}; imports took {time.perf_counter() - started:.1f} s)",
           flush=True)
     print(describe(limits), flush=True)
+    print(log_line(step_cache), flush=True)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                             timeout_graceful_shutdown=2, access_log=args.log_level == "debug")
     uvicorn.Server(config).run()
     return 0
 
 
-def _transfer_runner(model: str, guardrails: bool):
+def _transfer_runner(model: str, guardrails: bool, step_cache: Any = None):
     """Transfer on diffusers (:mod:`cosmos_helpers.transfer.vllm`); without its optional dependencies, none."""
     try:
-        from ..transfer.vllm import make_transfer_runner
+        from ...transfer.vllm import make_transfer_runner
     except ImportError as exc:
         print(f"transfer disabled: {exc}", file=sys.stderr, flush=True)
         return None
-    return make_transfer_runner(model=model, guardrails=guardrails)
+    return make_transfer_runner(model=model, guardrails=guardrails, step_cache=step_cache)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..presets import PROFILES
+from ...presets import PROFILES
 from .errors import value_error
 
 # what the pipeline ignores on a distilled checkpoint: the fixed schedule and the baked-in guidance replace them

@@ -32,8 +32,8 @@ import av
 import httpx
 from PIL import Image, UnidentifiedImageError
 
-from .. import media
-from ..protocol import vllm_omni as vo
+from ... import media
+from ...protocol import vllm_omni as vo
 from .errors import ApiError, bad_request, value_error
 from .limits import ServerLimits
 

@@ -22,7 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from ..errors import BackendUnavailableError
-from .schema import KINDS, RESOLUTION_TABLE, TIME_RANGE, caption_schema
+from ..prompting.schema import KINDS, RESOLUTION_TABLE, TIME_RANGE, caption_schema
 
 STANDIN_MODEL = "cosmos-caption-standin"
 _PROSE = {"description", "temporal_caption", "comprehensive_t2i_caption", "background_setting", "context"}
@@ -155,7 +155,7 @@ class ChatStandin:
 
     def __init__(self, model: str = STANDIN_MODEL, *, host: str = "127.0.0.1", port: int | None = None,
                  ready_timeout: float = 30.0) -> None:
-        from ..server.local import free_port
+        from .vllm_omni.local import free_port
 
         self.model, self.host = model, host
         self.port = port or free_port(host)

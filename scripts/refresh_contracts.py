@@ -38,6 +38,11 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
 
     python scripts/refresh_contracts.py --only image-edit --framework-git-dir ~/cosmos-framework/.git
 
+* **the framework's Ray Serve app** (``--only ray-serve``; a checkout or ``--framework-git-dir``): routes, reply and
+  deployment models' JSON schemas, setup defaults and the deploy configs (``scripts/ray_serve_contract.py``)::
+
+    python scripts/refresh_contracts.py --only ray-serve --framework-git-dir ~/cosmos-framework/.git
+
 Run it from the repository root; it rewrites the fixtures it was asked for::
 
     python scripts/refresh_contracts.py --framework ~/cosmos-framework \
@@ -943,7 +948,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework-rev", default="HEAD")
     parser.add_argument("--better-profanity-wheel", type=Path, help="default: pip download it")
     parser.add_argument("--only", choices=("vllm-omni", "framework", "framework-controls", "diffusers", "prompting",
-                                              "variants", "action", "image-edit"),
+                                              "variants", "action", "image-edit", "ray-serve"),
                         action="append", help="framework-controls: update only the control facts of the existing "
                         "framework fixture (read with ast: no framework interpreter needed)")
     parser.add_argument("--out", type=Path, default=FIXTURES)
@@ -960,7 +965,7 @@ def main(argv: list[str] | None = None) -> int:
         python = args.framework_python or str(args.framework / ".venv/bin/python")
         data = framework_contract(args.framework.resolve(), python, args.framework_commit)
         _write(f"cosmos_framework-{data['commit']}", data, args.out)
-    if wanted & {"prompting", "framework-controls", "variants", "image-edit"}:
+    if wanted & {"prompting", "framework-controls", "variants", "image-edit", "ray-serve"}:
         if args.framework is None and args.framework_git_dir is None:
             parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting, control, "
                          "variant and action facts")
@@ -984,6 +989,12 @@ def main(argv: list[str] | None = None) -> int:
     if "image-edit" in wanted:  # files only, and three pure functions of them run here
         data = image_edit_contract(files)
         _write(f"image_edit-{data['commit']}", data, args.out)
+    if "ray-serve" in wanted:  # files read with ast, models run alone under pydantic (scripts/ray_serve_contract.py)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from ray_serve_contract import ray_serve_contract
+
+        data = ray_serve_contract(files, f"cosmos_framework-{files.commit()}.json")
+        _write(f"ray_serve-{data['commit']}", data, args.out)
     return 0
 
 

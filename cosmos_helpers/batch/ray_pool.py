@@ -1,0 +1,131 @@
+"""Batch items as Ray tasks on a pool of actors, each keeping one ``DiffusersBackend`` (the model loads once per GPU).
+
+:class:`RayPool` joins Ray (``address``: a cluster, ``auto``, or a new local instance), starts one
+:class:`ItemWorker` actor per GPU of the cluster (``num_gpus=1``) or, on CPUs only, ``workers`` actors of
+``num_cpus`` each, and hands each actor one item at a time. Outputs are written by the actors, into ``out``, which must
+be a folder every node sees (as the framework's Ray app's ``output_dir`` must be): nothing large crosses the
+object store. Every wait has a deadline: an item that runs longer than ``item_timeout`` has its actor killed (Ray
+restarts it, once), and an actor that dies is reported for the item it held, which the runner retries once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Callable
+
+from .items import BatchItem
+from .plan import run_item
+
+
+class ItemWorker:
+    """One Ray actor: a ``DiffusersBackend`` in its process, with the batch profile's model loaded once and kept."""
+
+    def __init__(self, out: str, profile: str, threads: int) -> None:
+        import torch
+
+        from ..backends.diffusers import DiffusersBackend
+
+        from ..presets import model_for
+
+        torch.set_num_threads(max(1, threads))
+        self.out, self.profile = out, profile
+        self.backend = DiffusersBackend(progress=False)
+        self.backend.pipeline(model_for(profile))  # the batch profile's model, loaded once; others on first use
+
+    def describe(self) -> dict[str, Any]:
+        """Where this actor runs and the backend settings that shape its outputs (for the driver's plan)."""
+        import ray
+
+        gpus = [str(g) for g in ray.get_gpu_ids()]
+        label = f"{socket.gethostname()}:{os.getpid()}" + (f" gpu {','.join(gpus)}" if gpus else "")
+        return {"label": label, "settings": self.backend.output_settings()}
+
+    def run(self, item: dict[str, Any]) -> dict[str, Any]:
+        started = time.time()
+        generation = run_item(BatchItem.from_dict(item), self.backend, self.out, profile=self.profile)
+        return {"media": str(generation.paths["media"]), "skipped": bool(generation.provenance.get("skipped")),
+                "started": started, "finished": time.time()}
+
+
+class RayPool:
+    """The actors of one batch (see the module docstring)."""
+
+    def __init__(self, out: str, *, profile: str, address: str | None = None, workers: int | None = None,
+                 num_cpus: float = 1, item_timeout: float = 1800.0, start_timeout: float = 600.0) -> None:
+        from ..standins.ray_serve.local import join_ray
+
+        local_cpus = int(max(1, workers * num_cpus)) if workers and not address else None  # None: every core
+        self._started = join_ray(address, num_cpus=local_cpus)
+        import ray
+
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        count = workers or gpus or max(1, int(cpus // max(num_cpus, 1e-3)))
+        options = {"num_gpus": 1, "num_cpus": num_cpus} if gpus else {"num_cpus": num_cpus}
+        remote = ray.remote(max_restarts=1, max_task_retries=0, **options)(ItemWorker)
+        self.actors = [remote.remote(str(out), profile, max(1, int(num_cpus))) for _ in range(count)]
+        self.item_timeout, self.start_timeout = item_timeout, start_timeout
+        described = ray.get([a.describe.remote() for a in self.actors], timeout=start_timeout)
+        self.labels = [d["label"] for d in described]
+        self.settings = described[0]["settings"]
+        self.gpus = gpus
+        self.label = f"Ray: {count} workers on " + (f"{gpus} GPUs" if gpus else "CPUs")
+        from ..backends.diffusers import DiffusersBackend
+
+        self.backend = DiffusersBackend(progress=False)  # the driver's, for the checks before any work; loads nothing
+
+
+    def run(self, pending: list[BatchItem], started: Callable[[BatchItem, str], None],
+            finished: Callable[[BatchItem, str, dict[str, Any] | None, BaseException | None], bool]) -> None:
+        """Run ``pending`` (which ``finished`` may extend by returning True to retry) until none is left."""
+        import ray
+
+        free = list(range(len(self.actors)))
+        running: dict[Any, tuple[BatchItem, int, float]] = {}
+        while pending or running:
+            while pending and free:
+                item, slot = pending.pop(0), free.pop(0)
+                started(item, self.labels[slot])
+                running[self.actors[slot].run.remote(item.to_dict())] = (item, slot, time.monotonic())
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+            for ref in ready:
+                item, slot, _ = running.pop(ref)
+                free.append(slot)
+                try:
+                    outcome, error = ray.get(ref, timeout=self.start_timeout), None
+                except Exception as exc:  # the item's own error, or its actor died (RayActorError)
+                    outcome, error = None, _cause(exc)
+                if finished(item, self.labels[slot], outcome, error):
+                    pending.append(item)
+            self._expire(running, free, finished, pending)
+
+    def _expire(self, running: dict, free: list[int], finished: Callable, pending: list[BatchItem]) -> None:
+        """Kill the actor of an item past its deadline (Ray restarts it) and report the item as timed out."""
+        import ray
+
+        for ref, (item, slot, since) in list(running.items()):
+            if time.monotonic() - since > self.item_timeout:
+                ray.kill(self.actors[slot], no_restart=False)
+                running.pop(ref)
+                free.append(slot)
+                error = TimeoutError(f"{item.name} ran longer than {self.item_timeout:g} s on "
+                                     f"{self.labels[slot]}; its worker was restarted")
+                if finished(item, self.labels[slot], None, error):
+                    pending.append(item)
+
+    def close(self) -> None:
+        import ray
+
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+        self.actors = []
+        if self._started:
+            ray.shutdown()
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The item's own exception when a Ray task raised one (``RayTaskError`` wraps it), else the Ray error."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, BaseException) else exc

@@ -19,7 +19,7 @@ from .. import media
 
 # Errors that a second attempt cannot change: refused before any work, or by the server for the item itself.
 FINAL_ERRORS = ("ValidationError", "OutputExistsError", "RequestValidationError", "UnknownModelError",
-                "SampleSkippedError", "GuardrailError")
+                "SampleSkippedError", "GuardrailError", "NoWorkerError")
 COLUMNS = ("name", "kind", "mode", "status", "attempts", "seconds", "worker", "media", "error")
 
 

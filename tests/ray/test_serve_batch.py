@@ -91,30 +91,26 @@ def test_a_12_item_batch_survives_a_killed_driver_resumes_without_redoing_and_ma
     assert refused.posts() == []
 
 
-def test_killed_replicas_are_reported_and_their_items_retried_never_hung(standin, tmp_path):
+def test_a_killed_replica_is_reported_and_its_item_retried_on_the_other_never_hung(standin, tmp_path):
     requests = tmp_path / "requests.jsonl"
     write_items(requests, 2, mode="text2video", num_frames=9)
     since = time.time()
-    server_out = standin.output_dir
 
-    def started() -> bool:  # both items begun on the replicas (each writes its sample_args.json first)
-        return sum(p.stat().st_mtime > since for p in server_out.glob("generate_*/sample_args.json")) >= 2
+    def started() -> bool:  # both items begun, one on each replica (each writes its sample_args.json first)
+        return sum(p.stat().st_mtime > since for p in standin.output_dir.glob("generate_*/sample_args.json")) >= 2
 
     outcome: dict = {}
     worker = threading.Thread(target=lambda: outcome.update(result=run_batch(
         requests, tmp_path / "out", backend=standin.backend(timeout=180), gallery=False)), daemon=True)
     worker.start()
     wait_for(started, 60, "both items to start on the replicas")
-    replicas = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                if a["name"].startswith(f"SERVE_REPLICA::{rs.APP_NAME}#tiny#")]
+    replicas = sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                      if a["name"].startswith(f"SERVE_REPLICA::{rs.APP_NAME}#tiny#"))
     assert len(replicas) == 2
-    for name in replicas:
-        ray.kill(ray.get_actor(name, namespace="serve"))
+    ray.kill(ray.get_actor(replicas[0], namespace="serve"))  # as an out-of-memory kill would
     worker.join(timeout=240)
-    assert not worker.is_alive(), "the batch hung after its replicas were killed"
+    assert not worker.is_alive(), "the batch hung after a replica was killed"
     result = outcome["result"]
     assert result.ok, result.failed
-    for record in result.records:
-        assert record.status == "ok" and len(record.attempts) == 1, record
-        assert "HTTP 500" in record.attempts[0]["error"]
-    standin.wait_until_running()
+    (retried,) = [r for r in result.records if r.attempts]
+    assert "HTTP 500" in retried.attempts[0]["error"] and retried.status == "ok"

@@ -8,8 +8,8 @@
 
 from __future__ import annotations
 
-from .items import BatchItem, load_items
+from .items import BatchItem, load_items, write_items
 from .records import ItemRecord
 from .runner import BatchResult, run_batch
 
-__all__ = ["BatchItem", "BatchResult", "ItemRecord", "load_items", "run_batch"]
+__all__ = ["BatchItem", "BatchResult", "ItemRecord", "load_items", "run_batch", "write_items"]

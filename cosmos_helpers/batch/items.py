@@ -108,6 +108,17 @@ def load_items(source: str | os.PathLike[str] | Sequence[Mapping[str, Any]], *,
     return items
 
 
+def write_items(path: str | os.PathLike[str], objects: Sequence[Mapping[str, Any]]) -> Path:
+    """Write a batch file: one JSON object per line (requests with ``mode``, or framework samples), atomically;
+    every object is checked as :func:`load_items` will read it, before the file is written."""
+    from .. import media
+
+    path = Path(path)
+    load_items(objects, base_dir=path.parent)
+    text = "".join(json.dumps(dict(obj), ensure_ascii=False) + "\n" for obj in objects)
+    return media.write_bytes_atomic(path, text.encode("utf-8"), overwrite=True)
+
+
 def _parse(line: str, where: str, number: int) -> Any:
     try:
         return json.loads(line)

@@ -83,8 +83,14 @@ class LocalRayServe:
 
         cpus = int(max(1, self.options["num_cpus"] * self.options["replicas"]))
         self._started_ray = join_ray(self.address, num_cpus=cpus)
-        self._started_serve = not _serve_running()
-        serve.start(http_options={"host": self.host, "port": self.port})
+        running = _serve_client()
+        self._started_serve = running is None
+        if running is None:
+            serve.start(http_options={"host": self.host, "port": self.port})
+        else:  # Serve already runs on this cluster: its proxy keeps its own address, so the app is there
+            config = running.http_config
+            self.port = int(config.port)
+            self.host = self.host if config.host in ("0.0.0.0", "::") else str(config.host)
         serve._run(build_app(self.output_dir, **self.options), _blocking=False, name=rs.APP_NAME,
                    route_prefix="/")
         self.wait_until_running()
@@ -132,11 +138,9 @@ class LocalRayServe:
         self.stop()
 
 
-def _serve_running() -> bool:
-    try:
-        from ray import serve
+def _serve_client() -> Any:
+    """The running Serve controller's client, or ``None`` when this cluster runs no Serve yet (asking Serve's
+    public ``status()`` would start it, with the default HTTP options)."""
+    from ray.serve.context import _get_global_client
 
-        serve.status()
-        return True
-    except Exception:  # no Serve controller on this cluster yet
-        return False
+    return _get_global_client(raise_if_no_controller_running=False)

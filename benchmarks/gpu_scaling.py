@@ -231,7 +231,7 @@ def memory(run: Run, args) -> None:
             made = _diffusers_backends(size, "cuda", None, False, None, memory=memory)
             stock = made["stock"]
             if fp8:  # the same random weights, stored in FP8 (layerwise casting), computed in bf16
-                stock = type(stock)(device="cuda", progress=False, memory=memory, fp8=True)
+                stock = type(stock)(device="cuda", progress=False, memory=memory, weight_storage="fp8")
             try:
                 build_s = placed(stock, cap_gib)
                 result = cold_warm(stock, run_case, steps, reference if size == "nano" else {}, warm=False)

@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {name: module for module, names in {
     "request": "GenerationRequest",
     "step_cache": "SeaCache",
+    "precision": "FP8",
     "presets": "MODES PROFILES Profile get_profile size_for VIDEO_SIZES ASPECT_RATIOS",
     "result": "Generation find_saved",
     "workflow": "generate_and_save generate_and_save_all",
@@ -95,6 +96,7 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .prompts import caption_summary, compact, load_caption
     from .request import GenerationRequest
     from .step_cache import SeaCache
+    from .precision import FP8
     from .result import Generation, find_saved
     from .server.local import LocalServer, connect_vllm_omni
     from .standins.ray_serve import LocalRayServe

@@ -43,6 +43,7 @@ from .prompts import Caption, PromptLike, compact, load_caption, parse_caption, 
 from .protocol import variants
 from .protocol.framework import detect_aspect_ratio
 from .result import record_fingerprint
+from .precision import Precision, check_precision, precision_record
 from .step_cache import StepCache, check_step_cache, step_cache_record
 
 MODE_ALIASES: Mapping[str, str] = {
@@ -113,6 +114,10 @@ class GenerationRequest:
             ``SeaCache(...)`` (``"sea"``: its defaults) skips steps whose input barely changed
             (:mod:`cosmos_helpers.step_cache`). It changes the pictures, so a cached result never serves an uncached
             request or the other way round.
+        precision: ``None`` (the checkpoint's bf16 weights), ``"fp8"`` / ``FP8(...)`` (NVIDIA's ModelOpt FP8 revision
+            with its per-step W8A16/W8A8 policy, or overrides of it), ``"mxfp8"`` / ``"nvfp4"`` (the Cosmos
+            Framework's load-time quantization, Blackwell only); a backend that cannot run it refuses
+            (:mod:`cosmos_helpers.precision`). It changes the numbers, so it is in the fingerprint.
 
     Action modes (``forward_dynamics``, ``inverse_dynamics``, ``policy``) take ``image`` (the start frame) or, for
     inverse dynamics, ``video``; their size comes from that media and ``tier`` (an action tier: 256, 480, 704, 720).
@@ -147,6 +152,7 @@ class GenerationRequest:
     embodiment: str | None = None
     view_point: str | None = None
     step_cache: StepCache = None
+    precision: Precision = None
     _caption: Caption = field(init=False, repr=False)
     _negative: Caption | None = field(init=False, repr=False)
     _inputs: dict = field(init=False, repr=False)
@@ -234,6 +240,10 @@ class GenerationRequest:
                 if value is None:  # the backend's default, as every request was before the option existed
                     continue
                 value = step_cache_record(value)
+            elif f.name == "precision":
+                if value is None:  # the checkpoint's own weights, as every request was before the option existed
+                    continue
+                value = precision_record(value)
             out[f.name] = value
         out["prompt"] = self.prompt_text()
         out["negative_prompt"] = self.negative_prompt_text()
@@ -456,6 +466,7 @@ class GenerationRequest:
 
     def _resolve_backend_options(self) -> None:
         self._set("step_cache", check_step_cache(self.step_cache))
+        self._set("precision", check_precision(self.precision))
         for name in ("use_system_prompt", "add_resolution_template", "add_duration_template", "guardrails", "sound"):
             value = getattr(self, name)
             if value is None and name != "sound":

@@ -38,6 +38,13 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
 
     python scripts/refresh_contracts.py --only image-edit --framework-git-dir ~/cosmos-framework/.git
 
+* **FP8** (``--only fp8``; diffusers installed, the vllm-omni wheel, a checkout or ``--framework-git-dir``; one fixture
+  ``fp8-<diffusers>-<vllm-omni>-<framework>``): the ModelOpt FP8 revision's policy fields, diffusers' mixed-precision
+  call arguments and the schedules it resolves, vLLM-Omni's serve flags and ``cosmos3_mixed_precision`` keys, the
+  framework's ``--quantization-method`` values and ModelOpt checkpoint marker (``scripts/fp8_facts.py``)::
+
+    python scripts/refresh_contracts.py --only fp8 --framework-git-dir ~/cosmos-framework/.git
+
 * **the framework's Ray Serve app** (``--only ray-serve``; a checkout or ``--framework-git-dir``): routes, reply and
   deployment models' JSON schemas, setup defaults and the deploy configs (``scripts/ray_serve_contract.py``)::
 
@@ -948,7 +955,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework-rev", default="HEAD")
     parser.add_argument("--better-profanity-wheel", type=Path, help="default: pip download it")
     parser.add_argument("--only", choices=("vllm-omni", "framework", "framework-controls", "diffusers", "prompting",
-                                              "variants", "action", "image-edit", "ray-serve"),
+                                              "variants", "action", "image-edit", "fp8", "ray-serve"),
                         action="append", help="framework-controls: update only the control facts of the existing "
                         "framework fixture (read with ast: no framework interpreter needed)")
     parser.add_argument("--out", type=Path, default=FIXTURES)
@@ -965,7 +972,7 @@ def main(argv: list[str] | None = None) -> int:
         python = args.framework_python or str(args.framework / ".venv/bin/python")
         data = framework_contract(args.framework.resolve(), python, args.framework_commit)
         _write(f"cosmos_framework-{data['commit']}", data, args.out)
-    if wanted & {"prompting", "framework-controls", "variants", "image-edit", "ray-serve"}:
+    if wanted & {"prompting", "framework-controls", "variants", "image-edit", "fp8", "ray-serve"}:
         if args.framework is None and args.framework_git_dir is None:
             parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting, control, "
                          "variant and action facts")
@@ -989,11 +996,15 @@ def main(argv: list[str] | None = None) -> int:
     if "image-edit" in wanted:  # files only, and three pure functions of them run here
         data = image_edit_contract(files)
         _write(f"image_edit-{data['commit']}", data, args.out)
+    if "fp8" in wanted:  # diffusers computes its own schedules; the wheel and the framework are read with ast
+        fp8_facts = _load("fp8_facts", Path(__file__).with_name("fp8_facts.py"))
+        with tempfile.TemporaryDirectory() as folder:
+            wheel = args.vllm_omni_wheel or _download_wheel(Path(folder))
+            data = fp8_facts.fp8_contract(wheel, files)
+        _write("fp8-" + "-".join(data["versions"].values()), data, args.out)
     if "ray-serve" in wanted:  # files read with ast, models run alone under pydantic (scripts/ray_serve_contract.py)
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from ray_serve_contract import ray_serve_contract
-
-        data = ray_serve_contract(files, f"cosmos_framework-{files.commit()}.json")
+        ray_facts = _load("ray_serve_contract", Path(__file__).with_name("ray_serve_contract.py"))
+        data = ray_facts.ray_serve_contract(files, f"cosmos_framework-{files.commit()}.json")
         _write(f"ray_serve-{data['commit']}", data, args.out)
     return 0
 

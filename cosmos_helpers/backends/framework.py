@@ -48,6 +48,8 @@ from .. import media
 from ..errors import BackendUnavailableError, FrameworkRunError, ValidationError
 from ..models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
 from ..models.tiny_edge import MODEL_NAME as TINY_EDGE
+from ..precision import describe as describe_precision
+from ..precision import framework_flags, precision_record
 from ..presets import SOUND_SAMPLE_RATE, bucket_of
 from ..progress import progress_bar
 from ..protocol import action as ap
@@ -187,10 +189,11 @@ class FrameworkBackend:
         return [*head, "--nproc-per-node", str(self.gpus), "-m", self.module]
 
     def command(self, input_file: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, model: str,
-                guardrails: bool, overrides: Mapping[str, Any] | None = None) -> list[str]:
+                guardrails: bool, overrides: Mapping[str, Any] | None = None, flags: Sequence[str] = ()) -> list[str]:
         """The exact command line of one run; ``overrides`` are sample fields given as the framework's own flags;
-        ``guardrails`` is always said (``--guardrails`` / ``--no-guardrails``)."""
-        flags = fw.CLI_FLAGS
+        ``guardrails`` is always said (``--guardrails`` / ``--no-guardrails``); ``flags`` are the request's own
+        (``--quantization-method``, :func:`cosmos_helpers.precision.framework_flags`)."""
+        request_flags, flags = list(flags), fw.CLI_FLAGS
         tier = (overrides or {}).get("resolution")
         if tier is not None and str(tier) not in fw.TIERS:
             raise ValidationError("resolution", f"the framework knows the tiers {', '.join(fw.TIERS)}, not {tier!r}.",
@@ -203,7 +206,7 @@ class FrameworkBackend:
         if self.parallelism_preset:
             cmd += [flags["parallelism"], self.parallelism_preset]
         cmd.append(flags["guardrails"] if guardrails else flags["no_guardrails"])
-        return cmd + list(self.extra_args)
+        return cmd + request_flags + list(self.extra_args)
 
     def check_available(self) -> None:
         """Raise :class:`BackendUnavailableError` (with install steps) unless the checkout can run the module."""
@@ -231,7 +234,7 @@ class FrameworkBackend:
     # Runs -------------------------------------------------------------------------------------------
 
     def prepare(self, payload: Mapping[str, Any], *, name: str, model: str, guardrails: bool,
-                overrides: Mapping[str, Any] | None = None) -> FrameworkRun:
+                overrides: Mapping[str, Any] | None = None, flags: Sequence[str] = ()) -> FrameworkRun:
         """Write a run folder (``<name>.json`` holding ``payload`` as it is, ``command.txt``) without launching.
 
         The input file is named after the sample, so a sample without ``name`` gets that name from the framework
@@ -241,7 +244,8 @@ class FrameworkBackend:
         folder = self._new_run_dir(name)
         input_file = folder / f"{name}.json"
         out_dir = folder / "out"
-        command = self.command(input_file, out_dir, model=model, overrides=overrides, guardrails=guardrails)
+        command = self.command(input_file, out_dir, model=model, overrides=overrides, guardrails=guardrails,
+                               flags=flags)
         media.write_bytes_atomic(input_file, (json.dumps(dict(payload), indent=2, ensure_ascii=False) + "\n").encode())
         media.write_bytes_atomic(folder / "command.txt", (shlex.join(command) + "\n").encode())
         given = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -271,10 +275,12 @@ class FrameworkBackend:
     def generate(self, request: GenerationRequest, *, name: str | None = None) -> Generation:
         """Run a :class:`GenerationRequest` (t2i / t2v / i2v / v2v, with or without sound, or an action mode)."""
         name = name or f"{request.mode}_{request.fingerprint()[:8]}"
+        flags = framework_flags(request.precision, request.model)  # refused before anything is written
         payload = request_payload(request, name=name, image_dir=self.work_dir / "inputs")
-        run = self.prepare(payload, name=name, model=request.model, guardrails=bool(request.guardrails))
+        run = self.prepare(payload, name=name, model=request.model, guardrails=bool(request.guardrails), flags=flags)
         generation = self._run(run, request.num_inference_steps, workflow=request.mode, model=request.model)
         generation.request = request
+        generation.provenance["precision"] = describe_precision(request.precision, self.name)
         return generation
 
     def generate_many(self, requests: Sequence[GenerationRequest], *,
@@ -288,11 +294,13 @@ class FrameworkBackend:
         with the shared run folder in its provenance.
         """
         requests = list(requests)
-        settings = {(r.model, bool(r.guardrails)) for r in requests}
+        settings = {(r.model, bool(r.guardrails), json.dumps(precision_record(r.precision))) for r in requests}
         if len(settings) > 1:
-            raise ValidationError("requests", f"one framework run loads one checkpoint with one guardrails setting; "
-                                  f"these ask for {sorted(settings)} (model, guardrails).",
-                                  "group the requests by model and guardrails, one generate_many call per group.")
+            raise ValidationError("requests", f"one framework run loads one checkpoint with one guardrails setting "
+                                  f"and one precision; these ask for {sorted(settings)} (model, guardrails, "
+                                  "precision).", "group the requests by model, guardrails and precision, one "
+                                  "generate_many call per group.")
+        flags = framework_flags(requests[0].precision, requests[0].model) if requests else []
         names = list(names) if names is not None else [f"{r.mode}_{r.fingerprint()[:8]}" for r in requests]
         if not requests or len(names) != len(requests) or len(set(names)) != len(names):
             raise ValidationError("names", f"{len(requests)} requests need as many distinct sample names, got "
@@ -300,7 +308,8 @@ class FrameworkBackend:
         payloads = [request_payload(r, name=n, image_dir=self.work_dir / "inputs") for r, n in zip(requests, names)]
         folder = self._new_run_dir(f"batch_{len(requests)}_{names[0]}")
         input_file, out_dir = folder / "samples.jsonl", folder / "out"
-        command = self.command(input_file, out_dir, model=requests[0].model, guardrails=bool(requests[0].guardrails))
+        command = self.command(input_file, out_dir, model=requests[0].model, guardrails=bool(requests[0].guardrails),
+                               flags=flags)
         lines = "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in payloads)
         media.write_bytes_atomic(input_file, lines.encode())
         media.write_bytes_atomic(folder / "command.txt", (shlex.join(command) + "\n").encode())
@@ -315,6 +324,7 @@ class FrameworkBackend:
             generation = self._generation(run, _collect(run, log_path), started, workflow=request.mode,
                                           model=request.model)
             generation.request = request
+            generation.provenance["precision"] = describe_precision(request.precision, self.name)
             generations.append(generation)
         return generations
 

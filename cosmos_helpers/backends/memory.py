@@ -11,11 +11,17 @@ once the transformer's weight size is known:
 * the VAE decodes in tiles (``vae.enable_tiling()``), so a 720p clip's decode does not need the whole clip's
   activations at once.
 
-FP8 weight storage (``fp8=True``: diffusers' layerwise casting, weights stored as ``float8_e4m3fn`` and cast to
-bf16 per layer) halves the weights but changes outputs, so no preset turns it on: a user asks for it.
-Explicit ``offload=``, ``vae_tiling=`` and ``fp8=`` always win over the preset. Outputs with offloading and
+FP8 weight *storage* (``weight_storage="fp8"``: diffusers' layerwise casting, weights stored as ``float8_e4m3fn`` and
+cast to the compute dtype layer by layer, so every product still runs in bf16) halves the resident weights but changes
+outputs, so no preset turns it on: a user asks for it. It is not NVIDIA's FP8 checkpoint: that one is
+``GenerationRequest(precision="fp8")`` (ModelOpt FP8 weights and activations with a per-step policy,
+:mod:`cosmos_helpers.precision`), and the two do not go together. The old spelling ``fp8=True`` is refused with a
+pointer to both (:data:`RENAMED`). On an H200 the casting made Nano's 24 GB preset 362 s instead of 432 s (less to
+stream), while on a card that holds the bf16 weights it is slower than bf16 (a cast per layer per pass).
+
+Explicit ``offload=``, ``vae_tiling=`` and ``weight_storage=`` always win over the preset. Outputs with offloading and
 tiling equal the resident pipeline's up to kernel choice; the fast path needs the whole transformer resident and
-unhooked, so it is refused together with offloading or FP8 (it would silently run stock code).
+unhooked, so it is refused together with offloading or FP8 storage (it would silently run stock code).
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ from ..errors import ValidationError
 PRESETS = {"24GB": 24, "48GB": 48, "80GB": 80}
 HEADROOM_GIB = 16  # activations + VAE at 720p 189f beside resident weights (stock Nano: 41.0 GiB peak, 28.2 weights)
 OFFLOADS = ("group", "model")
+STORAGES = ("fp8",)  # weight_storage values: the weights kept in FP8 between layers (None: the model's dtype)
+RENAMED = ("fp8", "fp8=True was FP8 weight *storage* with bf16 compute (diffusers' layerwise casting), which its name "
+           "made look like NVIDIA's FP8 checkpoint.",
+           "use weight_storage='fp8' for the same thing, or GenerationRequest(precision='fp8') for NVIDIA's ModelOpt "
+           "FP8 revision (FP8 weights and activations, the checkpoint's per-step policy).")
 
 
 @dataclass(frozen=True)
@@ -37,12 +48,12 @@ class MemorySettings:
     preset: str | None = None
     offload: str | None = None  # "group" | "model" | "none"
     vae_tiling: bool | None = None
-    fp8: bool | None = None
+    weight_storage: str | None = None
     blocks_per_group: int = 1
 
     @property
     def hooks_transformer(self) -> bool:
-        return self.offload in OFFLOADS or bool(self.fp8)
+        return self.offload in OFFLOADS or bool(self.weight_storage)
 
     def key(self) -> tuple:
         return tuple(asdict(self).values())
@@ -58,10 +69,12 @@ def normalize_preset(memory: Any) -> str:
 
 
 def resolve_memory(memory: Any = None, *, offload: Any = None, vae_tiling: bool | None = None,
-                   fp8: bool | None = None, device_map: Any = None, device: str | None = None,
-                   fast: Any = False) -> MemorySettings | None:
+                   weight_storage: str | None = None, device_map: Any = None, device: str | None = None,
+                   fast: Any = False, fp8: Any = None) -> MemorySettings | None:
     """Validate the memory arguments of a backend (before any model loads); ``None`` when none is given."""
-    if memory is None and offload is None and vae_tiling is None and fp8 is None:
+    if fp8 is not None:
+        raise ValidationError(*RENAMED)
+    if memory is None and offload is None and vae_tiling is None and weight_storage is None:
         return None
     preset = normalize_preset(memory) if memory is not None else None
     if offload is False:
@@ -70,9 +83,11 @@ def resolve_memory(memory: Any = None, *, offload: Any = None, vae_tiling: bool 
         raise ValidationError("offload", f"{offload!r} is not an offload mode.",
                               "use 'group' (layers stream from CPU memory), 'model' (whole components move in "
                               "and out) or False.")
-    for name, value in (("vae_tiling", vae_tiling), ("fp8", fp8)):
-        if value is not None and not isinstance(value, bool):
-            raise ValidationError(name, f"expected True or False, got {value!r}.", f"pass {name}=True.")
+    if vae_tiling is not None and not isinstance(vae_tiling, bool):
+        raise ValidationError("vae_tiling", f"expected True or False, got {vae_tiling!r}.", "pass vae_tiling=True.")
+    if weight_storage not in (None, *STORAGES):
+        raise ValidationError("weight_storage", f"{weight_storage!r} is not a storage dtype.",
+                              "pass weight_storage='fp8' (weights stored in FP8, computed in bf16), or leave it out.")
     if device_map is not None:
         field = "memory" if preset else "offload" if offload not in (None, "none") else None
         if field:
@@ -82,9 +97,9 @@ def resolve_memory(memory: Any = None, *, offload: Any = None, vae_tiling: bool 
     if preset and device is not None and not str(device).startswith("cuda"):
         raise ValidationError("memory", f"memory presets fit a CUDA card; device={device!r} has none to fit.",
                               "drop memory=, or run on a CUDA device.")
-    settings = MemorySettings(preset=preset, offload=offload, vae_tiling=vae_tiling, fp8=fp8)
-    if fast and (offload in OFFLOADS or fp8):
-        what = f"offload={offload!r}" if offload in OFFLOADS else "fp8=True"
+    settings = MemorySettings(preset=preset, offload=offload, vae_tiling=vae_tiling, weight_storage=weight_storage)
+    if fast and (offload in OFFLOADS or weight_storage):
+        what = f"offload={offload!r}" if offload in OFFLOADS else f"weight_storage={weight_storage!r}"
         raise ValidationError("fast", f"the fast path needs the whole transformer resident in its own dtype, "
                               f"which {what} does not give.", f"drop fast=True, or drop {what}.")
     return settings
@@ -93,7 +108,7 @@ def resolve_memory(memory: Any = None, *, offload: Any = None, vae_tiling: bool 
 def plan_memory(settings: MemorySettings, weight_bytes: int, *, fast: Any = False) -> MemorySettings:
     """The settings with the preset's choices made for a transformer of ``weight_bytes`` (explicit ones kept)."""
     preset_gib = PRESETS.get(settings.preset or "", 0)
-    weights_gib = weight_bytes * (0.5 if settings.fp8 else 1.0) / 2**30
+    weights_gib = weight_bytes * (0.5 if settings.weight_storage else 1.0) / 2**30
     offload = settings.offload
     if offload is None:
         if not preset_gib:
@@ -103,7 +118,7 @@ def plan_memory(settings: MemorySettings, weight_bytes: int, *, fast: Any = Fals
         else:
             offload = "model" if preset_gib < 80 else "none"
     vae_tiling = settings.vae_tiling if settings.vae_tiling is not None else bool(preset_gib)
-    planned = replace(settings, offload=offload, vae_tiling=vae_tiling, fp8=bool(settings.fp8))
+    planned = replace(settings, offload=offload, vae_tiling=vae_tiling)
     if fast and planned.hooks_transformer:
         raise ValidationError("fast", f"memory={settings.preset!r} needs offload={offload!r} for a transformer "
                               f"of {weights_gib:.1f} GiB, and the fast path needs it resident.",
@@ -117,9 +132,9 @@ def apply_memory(pipe, settings: MemorySettings, device: str) -> dict[str, Any]:
     import torch
 
     done: dict[str, Any] = {"preset": settings.preset, "offload": settings.offload, "vae_tiling": settings.vae_tiling,
-                            "fp8": settings.fp8}
+                            "weight_storage": settings.weight_storage}
     dev = torch.device(device)
-    if settings.fp8:
+    if settings.weight_storage:
         pipe.transformer.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn,
                                                   compute_dtype=pipe.transformer.dtype)
     if settings.offload == "group":

@@ -35,6 +35,7 @@ from ..limits import check_backend_mode
 from ..presets import PROFILES, SOUND_SAMPLE_RATE
 from ..protocol import action
 from ..protocol import vllm_omni as proto
+from ..precision import check_for_backend as check_precision_for
 from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
 from .vllm_serve import curl_command
@@ -338,6 +339,7 @@ def check_request(request: Any, *, job: bool = False) -> None:
         raise ValidationError("request", f"expected a GenerationRequest, got {type(request).__name__}.",
                               "build one with GenerationRequest(mode=..., prompt=...).")
     check_backend_mode(request, BACKEND_NAME)
+    check_precision_for(request.precision, BACKEND_NAME)  # chosen when the server starts (serve_command)
     if job and request.mode == "text2image":
         raise ValidationError("mode", f"asynchronous jobs make videos; text2image uses {proto.IMAGES}.",
                               "call generate() for images.")

@@ -11,9 +11,10 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..errors import ValidationError
+from ..precision import check_precision, vllm_serve_flags
 from ..protocol import vllm_omni as proto
 from ..request import GenerationRequest
 from .vllm_wire import API_KEY_ENV, image_body, video_fields
@@ -48,7 +49,8 @@ class ServeCommand:
 def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_parallel: int | None = None,
                   cfg_parallel: int | None = None, ulysses: int | None = None, layerwise_offload: bool = False,
                   init_timeout: int = 1800, api_key: str | None = None, docker: bool = False,
-                  served_model_name: str | None = None, guardrails: bool = True) -> ServeCommand:
+                  served_model_name: str | None = None, guardrails: bool = True, precision: Any = None,
+                  force_cutlass_fp8: bool = False, kv_cache_fp8: bool = False) -> ServeCommand:
     """The ``vllm serve <model> --omni`` command for a Cosmos3 checkpoint on ``gpus`` GPUs.
 
     GPUs per request = tensor_parallel x cfg_parallel x ulysses; that product must fit ``gpus``. With
@@ -56,9 +58,14 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
     ``api_key`` is written as ``$COSMOS3_VLLM_API_KEY`` in the printed command, never in clear.
     ``docker=True`` makes ``str(command)`` the ``docker run`` form (``.argv`` stays the bare command).
     Only flags vLLM-Omni 0.30.0 reads for Cosmos3 are used (``protocol.vllm_omni.SERVE_FLAGS``).
+    ``precision="fp8"`` / ``FP8(...)`` serves the checkpoint's ModelOpt FP8 revision (``--revision fp8``, schedule
+    overrides as ``--additional-config``; ``force_cutlass_fp8`` its CUTLASS kernels), ``kv_cache_fp8`` attention in FP8
+    (``--diffusion-kv-cache-dtype fp8``): :func:`cosmos_helpers.precision.vllm_serve_flags`.
     """
     if not isinstance(model, str) or not model.strip():
         raise ValidationError("model", f"expected a model id or folder, got {model!r}.", "e.g. 'nvidia/Cosmos3-Nano'.")
+    precision_flags = vllm_serve_flags(check_precision(precision), force_cutlass=force_cutlass_fp8,
+                                       kv_cache_fp8=kv_cache_fp8)
     degrees = {"gpus": gpus, "tensor_parallel": tensor_parallel, "cfg_parallel": cfg_parallel, "ulysses": ulysses,
                "port": port, "init_timeout": init_timeout}
     for name, value in degrees.items():
@@ -90,6 +97,7 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
         argv += ["--served-model-name", served_model_name]
     if not guardrails:
         argv.append("--no-guardrails")
+    argv += precision_flags
     if api_key:
         argv += ["--api-key", f"${API_KEY_ENV}"]
     return ServeCommand(argv=argv, port=port, gpus=gpus, use_docker=docker)

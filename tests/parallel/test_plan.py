@@ -80,7 +80,10 @@ def test_cfg_parallel_refuses_guidance_one_before_starting_workers():
     (dict(offload="group", device_map="balanced"), "device_map"),
     (dict(offload="disk"), "offload"),
     (dict(offload="group", fast=True), "fast"),
-    (dict(fp8=True, fast=True), "fast"),
+    (dict(weight_storage="fp8", fast=True), "fast"),
+    (dict(weight_storage="fp4"), "weight_storage"),
+    (dict(fp8=True), "fp8"),  # renamed: refused with a pointer to weight_storage and to precision='fp8'
+    (dict(fp8=False), "fp8"),
     (dict(vae_tiling="yes"), "vae_tiling"),
     (dict(gpus=2, device="cpu", fast=FastOptions(batch_cfg=True)), "fast"),
     (dict(gpus=2, ulysses=2, device="cpu", fast=FastOptions(batch_cfg=True)), "fast"),
@@ -106,14 +109,14 @@ def test_more_gpus_than_visible_is_refused(monkeypatch):
 ])
 def test_presets_choose_offloading_by_card_and_model_size(memory, weights, offload):
     planned = plan_memory(resolve_memory(memory, device="cuda"), weights)
-    assert (planned.offload, planned.vae_tiling, planned.fp8) == (offload, True, False)
+    assert (planned.offload, planned.vae_tiling, planned.weight_storage) == (offload, True, None)
 
 
 def test_explicit_memory_settings_win_over_the_preset():
     planned = plan_memory(resolve_memory("24GB", offload=False, vae_tiling=False, device="cuda"), NANO_BYTES)
     assert (planned.offload, planned.vae_tiling) == ("none", False)
-    planned = plan_memory(resolve_memory("48GB", fp8=True, device="cuda"), NANO_BYTES)
-    assert (planned.offload, planned.fp8) == ("model", True)
+    planned = plan_memory(resolve_memory("48GB", weight_storage="fp8", device="cuda"), NANO_BYTES)
+    assert (planned.offload, planned.weight_storage) == ("model", "fp8")
     with pytest.raises(ValidationError) as info:  # a preset that must offload this model cannot run the fast path
         plan_memory(resolve_memory("24GB", device="cuda"), NANO_BYTES, fast=True)
     assert info.value.field == "fast"

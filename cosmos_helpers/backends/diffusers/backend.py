@@ -22,14 +22,16 @@ from ...errors import ValidationError
 from ...fast import FastOptions
 from ...limits import check_backend_mode
 from ...parallel.plan import ParallelPlan
+from ...precision import FP8, check_for_backend
 from ...presets import model_for
+from ...protocol.fp8 import REVISION
 from ...progress import progress_bar
 from ...request import GenerationRequest
 from ...result import Generation
 from ...schedules import configure_scheduler
 from ..base import Backend, ProgressCallback
 from ..memory import MemorySettings, apply_memory, plan_memory, resolve_memory
-from . import distilled
+from . import distilled, modelopt_fp8
 from .cache import check_request_cache
 from .guardrails import Guardrails
 from .loading import SHARED, Builder, Loaded, load_pipeline, resolve_source
@@ -52,8 +54,9 @@ class DiffusersBackend(Backend):
             ``--cfg-parallel-size``), ``ulysses`` splits each pass's tokens over that many GPUs (``--ulysses-degree``).
             Without degrees, ``gpus=2`` is CFG-parallel and ``gpus=4`` is 2 x 2.
         memory: the card size to fit, ``"24GB"``, ``"48GB"`` or ``"80GB"`` (offloading and VAE tiling, chosen for the
-            model's size); ``offload`` (``"group"``, ``"model"``, ``False``), ``vae_tiling`` and ``fp8`` (FP8 weight
-            storage) are explicit settings, which win over ``memory``.
+            model's size); ``offload`` (``"group"``, ``"model"``, ``False``), ``vae_tiling`` and ``weight_storage``
+            (``"fp8"``: weights stored in FP8, computed in bf16) are explicit settings, which win over ``memory``.
+            NVIDIA's FP8 checkpoint is the request's ``precision="fp8"``; ``fp8=`` is refused (renamed).
         scheduler: a diffusers flow-matching scheduler class or instance to use instead of flow UniPC.
         progress: show a denoising progress bar (tqdm.auto: a widget in Jupyter, text under papermill).
         safety_checker: an object with ``check_text_safety(str) -> bool`` and ``check_video_safety(frames)
@@ -72,9 +75,9 @@ class DiffusersBackend(Backend):
     def __init__(self, *, device: str | None = None, dtype: Any = None, fast: bool | FastOptions = False,
                  gpus: int | None = None, cfg_parallel: int | None = None, ulysses: int | None = None,
                  memory: str | None = None, offload: str | bool | None = None, vae_tiling: bool | None = None,
-                 fp8: bool | None = None, scheduler: Any = None, progress: bool = True, safety_checker: Any = None,
-                 token: str | None = None, device_map: str | dict | None = None, builder: Builder | None = None,
-                 worker_timeout: float = 1800.0) -> None:
+                 weight_storage: str | None = None, scheduler: Any = None, progress: bool = True,
+                 safety_checker: Any = None, token: str | None = None, device_map: str | dict | None = None,
+                 builder: Builder | None = None, worker_timeout: float = 1800.0, fp8: Any = None) -> None:
         import torch
 
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -83,9 +86,9 @@ class DiffusersBackend(Backend):
         self.device_map, self.builder, self.worker_timeout = device_map, builder, worker_timeout
         self.guardrails = Guardrails(safety_checker)
         self.memory_kwargs = {k: v for k, v in dict(memory=memory, offload=offload, vae_tiling=vae_tiling,
-                                                    fp8=fp8).items() if v is not None}
+                                                    weight_storage=weight_storage).items() if v is not None}
         self.memory: MemorySettings | None = resolve_memory(**self.memory_kwargs, device_map=device_map, fast=fast,
-                                                            device=self.device)
+                                                            device=self.device, fp8=fp8)
         self.plan = ParallelPlan.build(gpus, cfg_parallel=cfg_parallel, ulysses=ulysses)
         self._workers = None
         _check_options(self.plan, fast, device, device_map)
@@ -100,6 +103,7 @@ class DiffusersBackend(Backend):
     def check(self, request: GenerationRequest) -> None:
         check_backend_mode(request, self.name)
         check_request_cache(request.step_cache, gpus=self.plan.gpus)
+        self._check_precision(request)
         if distilled.is_distilled_model(request.model):
             if self.plan.parallel:
                 raise ValidationError("gpus", f"the distilled few-step path runs in this process, on one GPU "
@@ -121,6 +125,17 @@ class DiffusersBackend(Backend):
             self.plan.check_request(request)
             self._check_heads(request.model)
 
+    def _check_precision(self, request: GenerationRequest) -> None:
+        """The request's precision, as this backend runs it (:mod:`.modelopt_fp8`), refused before loading."""
+        check_for_backend(request.precision, self.name)
+        if modelopt_fp8.is_fp8(request) and (self.plan.parallel or distilled.is_distilled_model(request.model)):
+            where = f"gpus={self.plan.gpus}" if self.plan.parallel else f"the distilled {request.model}"
+            raise ValidationError("precision", f"the ModelOpt FP8 revision runs here on one GPU through the base "
+                                  f"pipeline's own call, not on {where}.",
+                                  "use DiffusersBackend(gpus=1) with a base checkpoint for precision='fp8', or a "
+                                  "vLLM-Omni server (serve_command(model, precision='fp8')).")
+        modelopt_fp8.check_request(request, fast=self.fast, weight_storage=self.memory and self.memory.weight_storage)
+
     # 2. Generation: the checks above, then the call's steps (:meth:`CallRun.run`) -------------------------------
 
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
@@ -137,7 +152,7 @@ class DiffusersBackend(Backend):
     def output_settings(self) -> dict[str, Any]:
         """What, besides the request, shapes this backend's outputs, so that a rerun with other settings is not
         taken for finished work: the dtype, a scheduler of the user's, and the memory settings that change the
-        numbers (FP8 weights, VAE tiling; offloading only moves them)."""
+        numbers (FP8 weight storage, VAE tiling; offloading only moves them)."""
         scheduler = self.scheduler
         if scheduler is not None and not isinstance(scheduler, type):
             scheduler = {type(scheduler).__name__: {k: v for k, v in scheduler.config.items() if not k.startswith("_")}}
@@ -165,22 +180,26 @@ class DiffusersBackend(Backend):
         with loaded.lock:
             yield loaded.pipe
 
-    def _loaded(self, model: str) -> Loaded:
-        key = (str(model), self.device, str(self.dtype), repr(self.device_map), repr(self.builder),
+    def _loaded(self, model: str, precision: Any = None) -> Loaded:
+        """The shared entry of ``model`` (at the revision ``precision`` names: the FP8 weights are another model)."""
+        name = f"{model}@{REVISION}" if isinstance(precision, FP8) else str(model)
+        key = (name, self.device, str(self.dtype), repr(self.device_map), repr(self.builder),
                self.memory.key() if self.memory else None)
-        return SHARED.get(key, lambda: self._load(str(model)))
+        return SHARED.get(key, lambda: self._load(str(model), precision))
 
-    def _load(self, model: str) -> Loaded:
+    def _load(self, model: str, precision: Any = None) -> Loaded:
         """Load (or build) the pipeline and place it: moved to the device, or fitted by the memory settings."""
         pipe = self.builder(self.device, self.dtype) if self.builder is not None else load_pipeline(
-            model, dtype=self.dtype, device_map=self.device_map, token=self.token)
+            model, dtype=self.dtype, device_map=self.device_map, token=self.token, precision=precision)
         pipe.set_progress_bar_config(disable=True)
+        gemm = modelopt_fp8.place(pipe, self.device) if isinstance(precision, FP8) else None
         if self.memory is not None:
             weights = sum(p.numel() * p.element_size() for p in pipe.transformer.parameters())
-            return Loaded(pipe, apply_memory(pipe, plan_memory(self.memory, weights, fast=self.fast), self.device))
+            return Loaded(pipe, apply_memory(pipe, plan_memory(self.memory, weights, fast=self.fast), self.device),
+                          w8a8_gemm=gemm)
         if self.device_map is None:
             pipe = pipe.to(self.device)
-        return Loaded(pipe)
+        return Loaded(pipe, w8a8_gemm=gemm)
 
     # 4. Several GPUs: the same request on worker processes --------------------------------------------------------
 

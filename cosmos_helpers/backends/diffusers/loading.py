@@ -24,7 +24,8 @@ from ...models.tiny_distilled import tiny_distilled_path
 from ...models.tiny_edge import MODEL_NAME as TINY_EDGE
 from ...models.tiny_edge import tiny_edge_path
 from ...models.tiny_trained import trained_tiny_path
-from . import distilled
+from ...precision import FP8
+from . import distilled, modelopt_fp8
 
 
 @dataclass
@@ -33,6 +34,7 @@ class Loaded:
 
     pipe: Any
     memory: dict[str, Any] | None = None
+    w8a8_gemm: str | None = None  # a ModelOpt FP8 checkpoint: what runs its W8A8 products (modelopt_fp8.place)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
@@ -76,9 +78,10 @@ def collect_garbage() -> None:
         torch.cuda.empty_cache()
 
 
-def load_pipeline(model: str, *, dtype: Any, device_map: Any = None, token: str | None = None):
+def load_pipeline(model: str, *, dtype: Any, device_map: Any = None, token: str | None = None, precision: Any = None):
     """``model`` loaded from disk or the hub as this package's pipeline class (a distilled checkpoint: diffusers'
-    modular distilled blocks); on the CPU until placed."""
+    modular distilled blocks); on the CPU until placed. ``precision`` an ``FP8``: its ModelOpt FP8 revision
+    (:mod:`.modelopt_fp8`: ModelOpt's restore on, then the same ``from_pretrained`` at ``revision="fp8"``)."""
     try:
         import torch  # noqa: F401
         from diffusers.utils import logging as diffusers_logging
@@ -93,12 +96,18 @@ def load_pipeline(model: str, *, dtype: Any, device_map: Any = None, token: str 
         kwargs["device_map"] = device_map
     if token:
         kwargs["token"] = token
+    source = None
+    if isinstance(precision, FP8):
+        modelopt_fp8.enable_modelopt()
+        source, revision = modelopt_fp8.source(model)
+        kwargs.update(revision)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
             if distilled.is_distilled_model(model):
                 return distilled.load(resolve_source(model), **kwargs)
-            return pipeline_class().from_pretrained(resolve_source(model), enable_safety_checker=False, **kwargs)
+            return pipeline_class().from_pretrained(source or resolve_source(model), enable_safety_checker=False,
+                                                    **kwargs)
     except OSError as exc:
         raise BackendUnavailableError(
             f"could not load {model!r} ({exc}). A hub id needs network access to the Hugging Face hub and, "

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...presets import SOUND_SAMPLE_RATE
 from ...request import GenerationRequest
-from . import action, distilled, edit
+from . import action, distilled, edit, modelopt_fp8
 from .arguments import prompt_options, video_kwargs
 
 OnStep = Callable[[int], None]  # called after every denoising step with its 0-based index
@@ -48,7 +48,7 @@ class StockLoop:
         (``request.prompt_text()``), so the sentence templates are off for it, as on the other backends.
         """
         if request.is_action:
-            return action.call_kwargs(request)
+            return {**action.call_kwargs(request), **modelopt_fp8.call_kwargs(request)}
         kwargs: dict[str, Any] = dict(
             prompt=request.prompt_text(), negative_prompt=request.negative_prompt_text(),
             num_frames=request.num_frames, height=request.height, width=request.width, fps=request.fps,
@@ -59,6 +59,7 @@ class StockLoop:
             kwargs["image"] = request.conditioning_image()
         elif request.mode == "video2video":
             kwargs.update(video_kwargs(request))
+        kwargs.update(modelopt_fp8.call_kwargs(request))  # the FP8 schedule's overrides (none: the checkpoint's)
         return kwargs
 
     def denoise(self, pipe, request: GenerationRequest, kwargs: dict, on_step: OnStep, *, on_device: bool = False

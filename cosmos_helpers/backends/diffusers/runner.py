@@ -17,6 +17,7 @@ from ...request import GenerationRequest
 from ...result import Generation
 from ...schedules import configure_scheduler
 from .cache import call_cache
+from . import modelopt_fp8
 from .guardrails import guardrail_errors
 from .loading import Loaded
 from .loops import Denoised, StockLoop, loop_for
@@ -41,7 +42,7 @@ class CallRun:
         request, backend = self.request, self.backend
         checker = backend.guardrails.check_prompt(bool(request.guardrails), request.prompt_text())  # 1
         start = time.perf_counter()
-        loaded = backend._loaded(request.model)  # 2
+        loaded = backend._loaded(request.model, request.precision)  # 2
         self.load_s = time.perf_counter() - start
         kwargs = self.loop.call_kwargs(request)  # 3
         denoised, provenance = self._denoise(loaded, kwargs)  # 4
@@ -76,7 +77,8 @@ class CallRun:
                 provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
                               **({"memory": loaded.memory} if loaded.memory else {}),
                               "scheduler": type(pipe.scheduler).__name__, "fast": bool(self.fast),
-                              **loop.provenance, "timesteps": denoised.timesteps, **cache.provenance()}
+                              **loop.provenance, "timesteps": denoised.timesteps, **cache.provenance(),
+                              **modelopt_fp8.provenance(pipe, request, loaded.w8a8_gemm)}
         finally:
             if self.bar is not None:
                 self.bar.close()

@@ -1,0 +1,200 @@
+"""NVIDIA's ModelOpt FP8 checkpoints in process: where the weights come from, ModelOpt's restore and GEMMs, what ran.
+
+``GenerationRequest(precision="fp8")`` on :class:`DiffusersBackend` loads the checkpoint's FP8 revision the way the
+hub revision is loaded everywhere: ``modelopt.torch.opt.enable_huggingface_checkpointing()`` (so ``from_pretrained``
+restores ``transformer/modelopt_state.pth``), then ``from_pretrained(hub_id, revision="fp8")``; a local folder (the
+downloaded revision, or the embedded ``tiny`` model's FP8 build, :mod:`cosmos_helpers.models.tiny_fp8`) is the same
+call without a revision. diffusers' own ``__call__`` then runs the checkpoint's per-step policy; the request's
+:class:`~cosmos_helpers.precision.FP8` overrides go in as its ``mixed_precision_*`` arguments.
+
+ModelOpt 0.47.0 registers no FP8 GEMM by itself (its ``fp8_per_tensor_gemm`` module is never imported), and without
+one a restored FP8 linear fails in its fallback forward (the restored weight is a plain ``float8_e4m3fn`` tensor, which
+the fallback tries to quantize again). :func:`enable_modelopt` imports ModelOpt's own FP8 GEMM (``torch._scaled_mm`` on
+CUDA SM89+), so the W8A8 steps are native FP8 products there. A device without an FP8 GEMM (a CPU, an older GPU) cannot
+run ModelOpt's real-quant path at all (it opens an NVTX range, which a CPU build of torch lacks), so :func:`place`
+gives each FP8 linear :func:`emulated_w8a8` as its W8A8 forward: the activation quantized to E4M3 with the checkpoint's
+static scale as ``fp8_per_tensor_gemm`` does, both operands dequantized, one product in the compute dtype. diffusers'
+W8A16 steps wrap whichever forward the layer has, so the schedule is diffusers' own either way; the manifest says
+which W8A8 ran.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import types
+from pathlib import Path
+from typing import Any
+
+from ...errors import BackendUnavailableError, ValidationError
+from ...models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
+from ...models.tiny_edge import MODEL_NAME as TINY_EDGE
+from ...precision import FP8, describe, diffusers_call_kwargs
+from ...protocol import fp8 as facts
+from ...request import GenerationRequest
+
+INSTALL = f"pip install 'nvidia-modelopt=={facts.MODELOPT_VERSION}' (or pip install -e '.[fp8]')"
+CUDA_GEMM = "torch._scaled_mm (ModelOpt fp8_per_tensor_gemm)"
+CPU_GEMM = "emulated: E4M3 activation with the static scale, dequantized product (no FP8 GEMM on this device)"
+
+
+def is_fp8(request: GenerationRequest) -> bool:
+    return isinstance(request.precision, FP8)
+
+
+def checkpoint_quantization(folder: str | Path) -> dict[str, Any] | None:
+    """The ``quantization_config`` of a local checkpoint's ``transformer/config.json`` (``None``: none)."""
+    config = Path(folder).expanduser() / "transformer" / "config.json"
+    if not config.is_file():
+        return None
+    return json.loads(config.read_text(encoding="utf-8")).get("quantization_config")
+
+
+def is_modelopt_fp8(quantization: dict[str, Any] | None) -> bool:
+    return bool(quantization) and quantization.get("quant_method") == facts.QUANT_METHOD and \
+        str(quantization.get("quant_type", "")).upper().startswith(facts.QUANT_TYPE)
+
+
+def check_request(request: GenerationRequest, *, fast: Any, weight_storage: str | None) -> None:
+    """Refuse, before loading, what this backend cannot run as the request's precision says."""
+    model = request.model
+    local = Path(model).expanduser()
+    quantization = checkpoint_quantization(local) if local.is_dir() else None
+    if not is_fp8(request):
+        if is_modelopt_fp8(quantization):
+            raise ValidationError("precision", f"{model} is a ModelOpt FP8 checkpoint, and the request leaves "
+                                  "precision at the bf16 default, so the manifest would say bf16 for an FP8 run.",
+                                  "add precision='fp8' to the request (or point model= at the bf16 checkpoint).")
+        return
+    if fast:
+        raise ValidationError("fast", "the fast path cannot run a ModelOpt FP8 checkpoint: its stacked projections "
+                              "read each linear's raw .weight (FP8 bytes without ModelOpt's scales), and its CUDA "
+                              "graphs would freeze the per-step W8A16/W8A8 switch.",
+                              "use DiffusersBackend(fast=False) for precision='fp8' (diffusers' own loop runs the "
+                              "checkpoint's schedule), or the bf16 checkpoint with fast=True.")
+    if weight_storage:
+        raise ValidationError("weight_storage", "the ModelOpt FP8 checkpoint already stores its weights in FP8; "
+                              "layerwise casting would cast ModelOpt's layers a second time.",
+                              "drop weight_storage= for precision='fp8'.")
+    if model in (TINY_DISTILLED, TINY_EDGE):
+        raise ValidationError("precision", f"the embedded {model} stand-in has no FP8 revision.",
+                              "use profile 'tiny' (its FP8 build) or a hub checkpoint with precision='fp8'.")
+    if local.is_dir() and not is_modelopt_fp8(quantization):
+        raise ValidationError("model", f"{model} is not a ModelOpt FP8 checkpoint (its transformer/config.json has no "
+                              "quantization_config with quant_method 'modelopt', quant_type 'FP8').",
+                              "point model= at the downloaded FP8 revision (hf download <repo> --revision fp8 "
+                              "--local-dir DIR), or use the hub id, which loads revision='fp8'.")
+    if request.mode == "image2image" and not request.precision.native_throughout:
+        raise ValidationError("precision", "image editing runs the transformer outside the pipeline's denoising loop, "
+                              "where diffusers applies the per-step policy.",
+                              "use precision=FP8(mixed=False) (W8A8 on every step) for image2image.")
+    modelopt_available()
+
+
+def modelopt_available() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("modelopt") is None:
+        raise BackendUnavailableError(f"loading a ModelOpt FP8 checkpoint needs NVIDIA ModelOpt: {INSTALL}.")
+
+
+def source(model: str) -> tuple[str | None, dict[str, Any]]:
+    """``(folder, from_pretrained kwargs)`` of ``model``'s FP8 weights: the embedded tiny model's FP8 build, a local
+    FP8 folder as it is, or a hub id at ``revision="fp8"`` (folder ``None``: resolve the model as usual)."""
+    if model == "tiny":
+        from ...models.tiny_fp8 import tiny_fp8_path
+
+        return str(tiny_fp8_path()), {}
+    if Path(model).expanduser().is_dir():
+        return None, {}
+    return None, {"revision": facts.REVISION}
+
+
+@functools.lru_cache(maxsize=None)
+def enable_modelopt() -> None:
+    """ModelOpt's checkpoint restore for diffusers and its FP8 GEMM (once per process)."""
+    modelopt_available()
+    import modelopt.torch.opt as mto
+    import modelopt.torch.quantization.backends.fp8_per_tensor_gemm  # noqa: F401  registers ModelOpt's FP8 GEMM
+
+    mto.enable_huggingface_checkpointing()
+
+
+def fp8_linears(module: Any) -> list[Any]:
+    """The restored ModelOpt FP8 linears of ``module``: an E4M3 weight with one scale, an enabled input quantizer."""
+    import torch
+
+    return [m for m in module.modules() if hasattr(m, "_should_run_real_quant_gemm")
+            and getattr(m, "weight", None) is not None and m.weight.dtype == torch.float8_e4m3fn
+            and m.input_quantizer.is_enabled and m.input_quantizer.amax is not None
+            and getattr(m.weight_quantizer, "_scale", None) is not None and m.weight_quantizer._scale.numel() == 1]
+
+
+def place(pipe: Any, device: str) -> str:
+    """Before the pipeline moves to ``device``: the W8A8 GEMM its FP8 linears will use (ModelOpt's ``_scaled_mm``
+    where the device has FP8 tensor cores, else :func:`emulated_w8a8` installed as their forward)."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (8, 9):
+        return CUDA_GEMM
+    for layer in fp8_linears(pipe.transformer):
+        layer.forward = types.MethodType(_emulated_forward, layer)
+    return CPU_GEMM
+
+
+def _emulated_forward(self, input, *args, **kwargs):
+    return emulated_w8a8(self, input, self.weight, self.bias)
+
+
+def emulated_w8a8(module, input, weight, bias=None):
+    """W8A8 with ModelOpt's numbers where no FP8 GEMM exists: ``x`` to E4M3 with the static input scale (amax/448,
+    clamped, as ``fp8_per_tensor_gemm`` does), the E4M3 weight with its scale, one product in ``x``'s dtype."""
+    import torch
+    import torch.nn.functional as F
+
+    finfo = torch.finfo(torch.float8_e4m3fn)
+    scale_a = module.input_quantizer.amax.float().to(input.device) / finfo.max
+    x8 = (input.float() / scale_a).clamp(finfo.min, finfo.max).to(torch.float8_e4m3fn)
+    x = (x8.float() * scale_a).to(input.dtype)
+    w = (weight.data.float() * module.weight_quantizer._scale.float().to(weight.device)).to(input.dtype)
+    return F.linear(x, w, None if bias is None else bias.to(input.dtype))
+
+
+def call_kwargs(request: GenerationRequest) -> dict[str, Any]:
+    """The request's schedule overrides as diffusers' ``__call__`` arguments (none: the checkpoint's policy)."""
+    return diffusers_call_kwargs(request.precision)
+
+
+def provenance(pipe: Any, request: GenerationRequest, gemm: str | None = None) -> dict[str, Any]:
+    """What ran, for the manifest: the choice and, for FP8, diffusers' own per-step trace and the W8A8 GEMM."""
+    out = describe(request.precision, "diffusers")
+    if not is_fp8(request):
+        return {"precision": out}
+    trace = list(getattr(pipe, "_mixed_precision_trace", None) or [])
+    config = getattr(pipe, "_mixed_precision_config", None)
+    out.update(steps=_runs(trace), steps_w8a16=[i for i, name in enumerate(trace) if name == facts.TRACE_HIGH],
+               w8a8_gemm=gemm if gemm == CPU_GEMM else _gemm_chosen(pipe))
+    if config is not None:
+        out["resolved"] = {"format": config.format, "first_steps": config.first_steps, "last_steps": config.last_steps,
+                           "reasoner": config.reasoner_policy}
+    return {"precision": out}
+
+
+def _runs(trace: list[str]) -> str:
+    """``"3 W8A16, 29 W8A8, 3 W8A16"``: the trace as runs."""
+    runs: list[list[Any]] = []
+    for name in trace:
+        if runs and runs[-1][1] == name:
+            runs[-1][0] += 1
+        else:
+            runs.append([1, name])
+    return ", ".join(f"{n} {name}" for n, name in runs)
+
+
+def _gemm_chosen(pipe: Any) -> str:
+    """What ModelOpt chose for the W8A8 products (it caches its choice on a layer at the layer's first W8A8 call)."""
+    for layer in fp8_linears(pipe.transformer):
+        if "_real_quant_gemm_impl" in layer.__dict__:
+            return CUDA_GEMM if layer._real_quant_gemm_impl is not None else "none: ModelOpt's fallback forward"
+    return "no W8A8 product has run yet"

@@ -1,0 +1,209 @@
+"""Numeric precision as one request option: ``GenerationRequest(precision=None | "fp8" | FP8(...) | "mxfp8")``.
+
+Why a request field and not ``nano-fp8`` profiles: the FP8 weights are another revision of the *same* checkpoint, so
+the switch composes with every profile and ``model=`` (Nano, Super, the distilled ones, a local folder) instead of
+doubling the profile list; its schedule overrides need a home anyway; and as a request field it is in every
+manifest and fingerprint, so an FP8 result never serves a bf16 request.
+
+* ``None`` (or ``"bf16"``, the same): the checkpoint as named, its bf16 weights.
+* ``"fp8"`` = ``FP8()``: NVIDIA's ModelOpt FP8 revision (``revision="fp8"``), run with the checkpoint's own per-step
+  policy (W8A16 on the first and last steps, W8A8 between, the reasoner at W8A16); ``FP8(first_steps=...,
+  last_steps=..., reasoner=..., mixed=...)`` overrides it through each backend's own knobs.
+* ``"mxfp8"`` / ``"nvfp4"``: the Cosmos Framework's load-time quantization of the bf16 weights
+  (``--quantization-method``; Blackwell GPUs only).
+
+Each backend honours a value with its own implementation or refuses it before any work
+(:func:`check_for_backend`), naming the field, the backend and the fix. The facts are in
+:mod:`cosmos_helpers.protocol.fp8`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Union
+
+from .errors import ValidationError
+from .protocol import fp8 as facts
+
+RUNTIME_METHODS: tuple[str, ...] = facts.FRAMEWORK_QUANTIZATION_METHODS
+_BACKENDS = ("diffusers", "vllm-omni", "framework")
+
+
+@dataclass(frozen=True)
+class FP8:
+    """NVIDIA's ModelOpt FP8 revision of the request's checkpoint; a field left ``None`` keeps the checkpoint's policy.
+
+    Args:
+        mixed: ``None`` follows the checkpoint's ``diffusion_step_policy``; ``False`` runs native W8A8 on every step
+            (what a checkpoint without a policy, e.g. a distilled one, does); ``True`` applies the first/last schedule
+            even where the checkpoint declares none.
+        first_steps / last_steps: how many denoising steps at the start / end run W8A16 (FP8 weights, 16-bit
+            activations); the published video checkpoints say 3 and 3.
+        reasoner: ``"a16"`` (the text pathway at W8A16, the published choice) or ``"native"`` (W8A8).
+    """
+
+    mixed: bool | None = None
+    first_steps: int | None = None
+    last_steps: int | None = None
+    reasoner: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mixed is not None and not isinstance(self.mixed, bool):
+            raise ValidationError("precision.mixed", f"expected True, False or None, got {self.mixed!r}.",
+                                  "leave it out (the checkpoint's policy), or False for W8A8 on every step.")
+        for name in ("first_steps", "last_steps"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValidationError(f"precision.{name}", f"{value!r} is not a whole number of at least 0.",
+                                      f"pass e.g. FP8({name}=3), or leave it out for the checkpoint's policy.")
+        if self.reasoner is not None and self.reasoner not in facts.REASONER_MODES:
+            raise ValidationError("precision.reasoner", f"{self.reasoner!r} is not one of "
+                                  f"{', '.join(facts.REASONER_MODES)}.",
+                                  "use 'a16' (text pathway at 16-bit activations) or 'native' (W8A8).")
+        if self.mixed is False and any(v is not None for v in (self.first_steps, self.last_steps, self.reasoner)):
+            raise ValidationError("precision.mixed", "mixed=False runs W8A8 on every step, so a W8A16 schedule "
+                                  "cannot go with it.", "drop mixed=False, or drop first_steps/last_steps/reasoner.")
+
+    def given(self) -> dict[str, Any]:
+        """The fields set here (what the request asks for; the rest is the checkpoint's policy)."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+    @property
+    def native_throughout(self) -> bool:
+        """W8A8 on every step: ``mixed=False``, or no W8A16 step and the reasoner native."""
+        return self.mixed is False or (self.first_steps == 0 and self.last_steps == 0 and self.reasoner == "native")
+
+
+Precision = Union[None, str, FP8]
+
+
+def check_precision(value: Any) -> Precision:
+    """The request's ``precision`` as stored: ``None``, an :class:`FP8`, or a runtime method name."""
+    if value is None or isinstance(value, FP8):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower().replace("-", "")
+        if text in ("bf16", "bfloat16"):
+            return None
+        if text == facts.REVISION:
+            return FP8()
+        if text in RUNTIME_METHODS:
+            return text
+    raise ValidationError("precision", f"{value!r} is not a precision choice.",
+                          "pass None (the checkpoint's bf16 weights), 'fp8' or FP8(...) (NVIDIA's ModelOpt FP8 "
+                          "revision; from cosmos_helpers import FP8), or 'mxfp8' / 'nvfp4' (the Cosmos Framework "
+                          "on a Blackwell GPU).")
+
+
+def precision_record(value: Precision) -> Any:
+    """The JSON form in a request's record (and so its fingerprint): ``{"fp8": {given}}`` or the method name;
+    ``None`` is left out of the record, as it always was before the option existed."""
+    return {facts.REVISION: value.given()} if isinstance(value, FP8) else value
+
+
+def describe(value: Precision, backend: str) -> dict[str, Any]:
+    """What ``backend`` runs for ``value``, for the manifest: the choice, where it came from, the settings."""
+    if value is None:
+        return {"choice": "default", "source": f"{backend} default: {facts.BACKEND_DEFAULT[backend]}"}
+    if isinstance(value, FP8):
+        return {"choice": facts.REVISION, "source": "request", "revision": facts.REVISION,
+                "schedule": value.given() or "the checkpoint's diffusion_step_policy"}
+    return {"choice": value, "source": "request", "method": value}
+
+
+def check_for_backend(value: Precision, backend: str) -> None:
+    """Refuse, before any work, a precision ``backend`` cannot run as asked (what a backend can run beyond this, e.g.
+    the framework's local-folder rule, its own check adds)."""
+    assert backend in _BACKENDS, backend
+    if value is None:
+        return
+    if isinstance(value, str) and backend != "framework":
+        raise ValidationError("precision", f"{value!r} is the Cosmos Framework's load-time quantization "
+                              f"({facts.FRAMEWORK_QUANTIZATION_FLAG}); the {backend} backend has no such method.",
+                              "run it on FrameworkBackend (Blackwell GPUs), or use precision='fp8' (NVIDIA's FP8 "
+                              "checkpoint) here.")
+    if backend == "vllm-omni":
+        raise ValidationError("precision", "vLLM-Omni loads the checkpoint's revision and its precision policy when "
+                              "the server starts, so a request cannot choose them.",
+                              f"start the server with serve_command(model, precision={_spelling(value)}) and leave "
+                              "precision out of the request (the manifest records the server's), or run on "
+                              "DiffusersBackend.")
+    if backend == "framework" and isinstance(value, FP8) and not value.native_throughout:
+        raise ValidationError("precision", f"the Cosmos Framework at {facts.FRAMEWORK_COMMIT} runs a ModelOpt FP8 "
+                              "checkpoint at W8A8 on every step: it has no per-step precision policy.",
+                              "use precision=FP8(mixed=False) with model= a local FP8 checkpoint folder, or run the "
+                              "official schedule on DiffusersBackend or a vLLM-Omni server.")
+
+
+def diffusers_call_kwargs(value: Precision) -> dict[str, Any]:
+    """The ``Cosmos3OmniPipeline.__call__`` arguments of an :class:`FP8`'s given fields (none: the checkpoint's
+    policy, diffusers' own default)."""
+    if not isinstance(value, FP8):
+        return {}
+    out: dict[str, Any] = {}
+    for name, given in value.given().items():
+        if name == "mixed":
+            given = facts.DIFFUSERS_FORMATS[given]
+        elif name == "reasoner":
+            given = facts.DIFFUSERS_REASONER[given]
+        out[facts.DIFFUSERS_CALL_ARGS[name]] = given
+    return out
+
+
+def vllm_serve_flags(value: Precision, *, force_cutlass: bool = False, kv_cache_fp8: bool = False) -> list[str]:
+    """The ``vllm serve`` flags that load ``value``: ``--revision fp8`` and, for given schedule fields,
+    ``--additional-config '{"cosmos3_mixed_precision": {...}}'``; the server's kernels on request.
+
+    vLLM-Omni's override replaces the checkpoint's policy as a whole, its missing fields taking vLLM-Omni's defaults
+    (3, 3, a16: the published policy's values), where diffusers overrides field by field; for the published
+    checkpoints the two agree."""
+    if isinstance(value, str):
+        check_for_backend(value, "vllm-omni")
+    if not isinstance(value, FP8):
+        if force_cutlass:
+            raise ValidationError("force_cutlass_fp8", "it picks the kernels of a ModelOpt FP8 checkpoint, and this "
+                                  "server loads the bf16 weights.", "add precision='fp8', or drop force_cutlass_fp8.")
+        return [facts.VLLM_KV_CACHE_DTYPE_FLAG, "fp8"] if kv_cache_fp8 else []
+    flags = [facts.VLLM_REVISION_FLAG, facts.REVISION]
+    given = value.given()
+    if given:
+        override = {facts.VLLM_MIXED_FIELDS[name]: v for name, v in given.items()}
+        flags += [facts.VLLM_ADDITIONAL_CONFIG_FLAG, json.dumps({facts.VLLM_MIXED_KEY: override},
+                                                                separators=(",", ":"))]
+    if force_cutlass:
+        flags.append(facts.VLLM_FORCE_CUTLASS_FLAG)
+    if kv_cache_fp8:
+        flags += [facts.VLLM_KV_CACHE_DTYPE_FLAG, "fp8"]
+    return flags
+
+
+def framework_flags(value: Precision, model: str) -> list[str]:
+    """The framework's flags for ``value`` with ``model``, refusing what it would run otherwise than asked: a runtime
+    method is ``--quantization-method``; FP8 is a ModelOpt checkpoint the framework takes by its local folder (marked
+    by ``hf_quant_config.json``, nothing on the command line), which also means such a folder is FP8 whatever the
+    request says."""
+    from pathlib import Path
+
+    check_for_backend(value, "framework")
+    folder = Path(str(model)).expanduser()
+    modelopt = folder.is_dir() and (folder / facts.FRAMEWORK_FP8_MARKER).is_file()
+    if isinstance(value, FP8) and not modelopt:
+        raise ValidationError("precision", f"the Cosmos Framework runs ModelOpt FP8 from a local checkpoint folder "
+                              f"with {facts.FRAMEWORK_FP8_MARKER}; {model!r} is not one (a hub name loads the bf16 "
+                              "weights).", "download the FP8 checkpoint and pass model='/path/to/it', or run "
+                              "precision='fp8' on DiffusersBackend.")
+    if modelopt and not isinstance(value, FP8):
+        what = f"{facts.FRAMEWORK_QUANTIZATION_FLAG} {value}" if value else "the bf16 default"
+        raise ValidationError("precision", f"{model} is a ModelOpt FP8 checkpoint ({facts.FRAMEWORK_FP8_MARKER}), "
+                              f"which the framework runs at W8A8 whatever the request says; it asks for {what}.",
+                              "use precision=FP8(mixed=False) with this folder, or point model= at a bf16 checkpoint.")
+    return [facts.FRAMEWORK_QUANTIZATION_FLAG, value] if isinstance(value, str) else []
+
+
+def _spelling(value: Precision) -> str:
+    return "'fp8'" if value == FP8() else repr(value)
+
+
+__all__ = ["FP8", "Precision", "check_for_backend", "check_precision", "describe", "diffusers_call_kwargs",
+           "framework_flags", "precision_record", "vllm_serve_flags"]

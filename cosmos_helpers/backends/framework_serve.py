@@ -12,9 +12,9 @@ What a request cannot ask for here is refused before anything is sent:
 
 * a model the server does not run (checked against ``GET /models``; the deployment name of a hub id is its
   framework checkpoint name, ``nvidia/Cosmos3-Nano`` -> ``Cosmos3-Nano``, as in the framework's serve configs);
-* ``step_cache`` and ``guardrails=True``: both are the deployment's setup (``models.<name>.setup`` of the serve
-  config: ``diffusion_cache`` off by default there, guardrails off in the framework's own configs), not sample
-  fields; left out, the server's setting applies and the manifest says so;
+* ``step_cache``, ``precision`` and ``guardrails=True``: the deployment's setup (``models.<name>.setup`` of the serve
+  config: ``diffusion_cache`` off by default there, the checkpoint and its ``quantization_method``, guardrails off in
+  the framework's own configs), not sample fields; left out, the server's setting applies and the manifest says so;
 * local media (a conditioning image or video, a sample's local paths) unless the server reads this machine's files
   (``shared_files=True``: the same host, or a filesystem every node mounts): the app has no upload route, it
   opens paths and downloads URLs itself.
@@ -201,6 +201,12 @@ class FrameworkServeBackend(Backend):
                                   f"{request.step_cache!r}.",
                                   "leave step_cache out (the manifest records the server's setting), set "
                                   "diffusion_cache under models.<name>.setup of the serve config, or use "
+                                  "FrameworkBackend / DiffusersBackend.")
+        if request.precision is not None:
+            raise ValidationError("precision", "the Ray Serve app loads its checkpoint (and any quantization_method) "
+                                  f"as its deployment's setup says; a sample cannot ask for {request.precision!r}.",
+                                  "leave precision out (the served checkpoint decides), set checkpoint_path / "
+                                  "quantization_method under models.<name>.setup of the serve config, or use "
                                   "FrameworkBackend / DiffusersBackend.")
         self._check_guardrails(bool(request.guardrails), "GenerationRequest(..., guardrails=False)")
         for field in ("image", "video"):

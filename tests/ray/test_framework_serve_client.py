@@ -154,7 +154,8 @@ def test_a_generation_is_sent_once_and_a_timeout_says_so_while_reads_are_retried
 
 
 @pytest.mark.parametrize("options, field", [({"step_cache": "off"}, "step_cache"), ({"step_cache": "sea"},
-                                            "step_cache"), ({"guardrails": True}, "guardrails")])
+                                            "step_cache"), ({"guardrails": True}, "guardrails"),
+                                            ({"precision": "fp8"}, "precision")])
 def test_what_is_the_deployments_setup_is_refused_before_any_call(options, field):
     app = App()
     backend, _ = client(app)

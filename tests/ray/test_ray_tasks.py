@@ -37,7 +37,7 @@ def test_items_run_as_ray_tasks_on_two_workers_a_killed_worker_is_reported_and_i
     deadline, victim = time.monotonic() + 120, None
     while victim is None and time.monotonic() < deadline and driver.is_alive():
         victim = busy_worker()
-        time.sleep(0.02)
+        time.sleep(0.1)
     assert victim is not None, "no Ray worker ever ran an item"
     victim.send_signal(signal.SIGKILL)
     driver.join(timeout=240)

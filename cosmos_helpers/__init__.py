@@ -2,7 +2,8 @@
 
 Describe a generation once with :class:`GenerationRequest`, run it on any backend
 (:class:`DiffusersBackend` in-process, :class:`VllmOmniBackend` over HTTP, :class:`FrameworkBackend` through
-the Cosmos Framework CLI), and get a :class:`Generation` back that saves atomically with a manifest.
+the Cosmos Framework CLI, :class:`FrameworkServeBackend` on the framework's Ray Serve app), and get a
+:class:`Generation` back that saves atomically with a manifest.
 
 Importing this package is cheap: torch, diffusers and the HTTP stack load only when first used.
 """
@@ -34,6 +35,10 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
     "backends.vllm_serve": "serve_command",
     "standins.vllm_omni.local": "LocalServer connect_vllm_omni",
     "backends.framework": "FrameworkBackend",
+    "backends.framework_serve": "FrameworkServeBackend",
+    "standins.ray_serve": "LocalRayServe",
+    "batch": "run_batch BatchResult",
+    "views.timeline": "batch_timeline",
     "models.tiny": "tiny_model_path",
     "models.tiny_trained": "trained_tiny_path",
     "controls.estimation": "estimate_controls",
@@ -68,6 +73,8 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the same names as _EXPORTS
     from .backends.diffusers import DiffusersBackend, free_pipeline
     from .backends.framework import FrameworkBackend
+    from .backends.framework_serve import FrameworkServeBackend
+    from .batch import BatchResult, run_batch
     from .backends.vllm_omni import AsyncVllmOmniBackend, VllmOmniBackend
     from .backends.vllm_serve import serve_command
     from .chaining import extend
@@ -92,8 +99,10 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .precision import FP8
     from .result import Generation, find_saved
     from .standins.vllm_omni.local import LocalServer, connect_vllm_omni
+    from .standins.ray_serve import LocalRayServe
     from .sweeps import SweepResult, sweep
     from .views.joins import join_plot
+    from .views.timeline import batch_timeline
     from .trajectories import load_trajectory, save_trajectory
     from .views.trajectory import trajectory_error_plot, trajectory_plot
     from .widgets import GenerateForm, compare, frame_strip, grid, show, sound_plot

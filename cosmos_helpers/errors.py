@@ -86,3 +86,24 @@ class JobFailedError(CosmosHelpersError):
 
 class FrameworkRunError(CosmosHelpersError, RuntimeError):
     """A Cosmos Framework inference run exited non-zero; the message ends with its log tail."""
+
+
+class UnknownModelError(ServerError, LookupError):
+    """The server runs no deployment of the requested model (HTTP 404); ``models`` lists those it runs."""
+
+    def __init__(self, status: int, message: str, *, models: list[str] | None = None, **kwargs: Any) -> None:
+        self.models = list(models or [])
+        super().__init__(status, message, **kwargs)
+
+
+class SampleFailedError(CosmosHelpersError):
+    """A sample came back with ``status`` ``"error"`` (or ``"skip"``: :class:`SampleSkippedError`); carries the
+    server's message and stack trace."""
+
+    def __init__(self, name: str, status: str, message: str | None, *, stack_trace: str | None = None) -> None:
+        self.name, self.status, self.server_message, self.stack_trace = name, status, message, stack_trace
+        super().__init__(f"sample {name!r}: {status}: {message or 'no message'}")
+
+
+class SampleSkippedError(SampleFailedError):
+    """The server skipped the sample: its model does not support what the sample asks for (``status="skip"``)."""

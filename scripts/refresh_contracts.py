@@ -52,6 +52,11 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
 
     python scripts/refresh_contracts.py --only step-cache --framework-git-dir ~/cosmos-framework/.git
 
+* **the framework's Ray Serve app** (``--only ray-serve``; a checkout or ``--framework-git-dir``): routes, reply and
+  deployment models' JSON schemas, setup defaults and the deploy configs (``scripts/ray_serve_contract.py``)::
+
+    python scripts/refresh_contracts.py --only ray-serve --framework-git-dir ~/cosmos-framework/.git
+
 Run it from the repository root; it rewrites the fixtures it was asked for::
 
     python scripts/refresh_contracts.py --framework ~/cosmos-framework \
@@ -960,7 +965,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework-rev", default="HEAD")
     parser.add_argument("--better-profanity-wheel", type=Path, help="default: pip download it")
     parser.add_argument("--only", choices=("vllm-omni", "framework", "framework-controls", "diffusers", "prompting",
-                                              "variants", "action", "image-edit", "fp8", "step-cache"),
+                                              "variants", "action", "image-edit", "fp8", "step-cache", "ray-serve"),
                         action="append", help="framework-controls: update only the control facts of the existing "
                         "framework fixture (read with ast: no framework interpreter needed)")
     parser.add_argument("--out", type=Path, default=FIXTURES)
@@ -979,7 +984,7 @@ def main(argv: list[str] | None = None) -> int:
         # the sample schema ships with the package (the framework stand-in validates inputs with it): one home there
         _write(f"framework_sample_schema-{data['commit']}", data.pop("sample_overrides_schema"), PACKAGE_DATA)
         _write(f"cosmos_framework-{data['commit']}", data, args.out)
-    if wanted & {"prompting", "framework-controls", "variants", "image-edit", "fp8", "step-cache"}:
+    if wanted & {"prompting", "framework-controls", "variants", "image-edit", "fp8", "step-cache", "ray-serve"}:
         if args.framework is None and args.framework_git_dir is None:
             parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting, control, "
                          "variant and action facts")
@@ -1017,6 +1022,10 @@ def main(argv: list[str] | None = None) -> int:
             data = step_cache_contract(wheel, files.read, files.commit())
         _write(f"step_cache-{data['diffusers']['version']}-{data['framework']['commit']}-"
                f"{data['vllm_omni']['version']}", data, args.out)
+    if "ray-serve" in wanted:  # files read with ast, models run alone under pydantic (scripts/ray_serve_contract.py)
+        ray_facts = _load("ray_serve_contract", Path(__file__).with_name("ray_serve_contract.py"))
+        data = ray_facts.ray_serve_contract(files, f"cosmos_framework-{files.commit()}.json")
+        _write(f"ray_serve-{data['commit']}", data, args.out)
     return 0
 
 

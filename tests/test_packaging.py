@@ -39,6 +39,8 @@ def test_conda_environment_lists_the_same_packages_as_pyproject():
     listed = {line for line in lines if not line.startswith("-e")}
     assert listed == expected
     assert "-e ." in lines
+    extras = project["optional-dependencies"]
+    assert set(extras["ray"]) <= set(extras["test"]), "the Ray tests need the ray extra's packages"
 
 
 def test_every_public_name_resolves():

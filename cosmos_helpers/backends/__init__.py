@@ -1,4 +1,4 @@
-"""The three backends, and the one place that builds one from its name (the CLI and ``run_spec`` use it)."""
+"""The backends, and the one place that builds one from its name (the CLI and ``run_spec`` use it)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,36 @@ from typing import Any
 
 from ..errors import ValidationError
 
-NAMES: tuple[str, ...] = ("diffusers", "framework", "vllm-omni")
+NAMES: tuple[str, ...] = ("diffusers", "framework", "vllm-omni", "framework-serve")
+# Backends that run a framework input sample as written, with the framework's own defaults (``run_spec``).
+SAMPLE_BACKENDS: tuple[str, ...] = ("framework", "framework-serve")
+URL_BACKENDS: tuple[str, ...] = ("vllm-omni", "framework-serve")
 
 
 def backend_by_name(name: str, *, url: str | None = None, checkout: str | os.PathLike[str] | None = None,
                     gpus: int = 1, progress: bool = True) -> Any:
-    """``DiffusersBackend(gpus=)``, ``FrameworkBackend(checkout, gpus=)`` or ``VllmOmniBackend(url)``, checked
-    before any work: a ``url``, ``checkout`` or ``gpus`` the chosen backend cannot use is refused, not dropped.
+    """``DiffusersBackend(gpus=)``, ``FrameworkBackend(checkout, gpus=)``, ``VllmOmniBackend(url)`` or
+    ``FrameworkServeBackend(url)`` (the framework's Ray Serve app), checked before any work: a ``url``, ``checkout``
+    or ``gpus`` the chosen backend cannot use is refused, not dropped.
 
     Heavy libraries load only for the backend asked for.
     """
-    for option, value, owner in (("url", url, "vllm-omni"), ("checkout", checkout, "framework")):
-        if value and name != owner and name in NAMES:
-            raise ValidationError(option, f"{option} is for the {owner} backend; the {name} backend does not use it.",
-                                  f"drop {option}, or use backend '{owner}'.")
+    for option, value, owners in (("url", url, URL_BACKENDS), ("checkout", checkout, ("framework",))):
+        if value and name not in owners and name in NAMES:
+            raise ValidationError(option, f"{option} is for the {' and '.join(owners)} backends; the {name} backend "
+                                  "does not use it.", f"drop {option}, or use backend '{owners[0]}'.")
+    if name == "framework-serve":
+        if gpus != 1:
+            raise ValidationError("gpus", f"each replica of a Ray Serve deployment spans the world_size GPUs its "
+                                  f"serve config gives it; a client cannot ask for {gpus}.",
+                                  "set world_size under models.<name> of the serve config, and drop gpus.")
+        if not url:
+            raise ValidationError("url", "the framework-serve backend needs the Ray Serve app's URL.",
+                                  "pass url= (--url http://head-node:8000); start a local stand-in with "
+                                  "`cosmos-helpers serve-ray`.")
+        from .framework_serve import FrameworkServeBackend
+
+        return FrameworkServeBackend(url, progress=progress)
     if name == "vllm-omni" and gpus != 1:
         raise ValidationError("gpus", f"a vLLM-Omni server's GPUs are set when it starts; a client cannot ask for "
                               f"{gpus}.", "start the server on them (serve_command(model, gpus=...) prints its "

@@ -53,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_step_cache_argument(model)
     where = parser.add_argument_group("where")
     where.add_argument("--backend", choices=NAMES, default="diffusers")
-    where.add_argument("--url", default=None, help="vLLM-Omni server URL (with --backend vllm-omni)")
+    where.add_argument("--url", default=None, help="server URL (with --backend vllm-omni, or framework-serve: the "
+                       "Cosmos Framework's Ray Serve app)")
     where.add_argument("--checkout", default=None, help="NVIDIA/cosmos-framework checkout (with --backend framework)")
     where.add_argument("--gpus", type=int, default=1,
                        help="GPUs per run: diffusers workers (one per GPU), framework torchrun; 1 for vllm-omni")

@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None, help="override every sample's seed")
     parser.add_argument("--guardrails", action=argparse.BooleanOptionalAction, default=None,
                         help="run the Cosmos guardrails (default: the profile's choice)")
-    parser.add_argument("--url", default=None, help="vLLM-Omni server URL (--backend vllm-omni)")
+    parser.add_argument("--url", default=None, help="server URL (--backend vllm-omni, or framework-serve: the Cosmos "
+                        "Framework's Ray Serve app)")
     parser.add_argument("--checkout", default=None, help="NVIDIA/cosmos-framework checkout (--backend framework)")
     parser.add_argument("--gpus", type=int, default=1,
                         help="GPUs per run: diffusers workers (one per GPU), framework torchrun; 1 for vllm-omni")

@@ -20,6 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="vLLM-Omni servers, one worker each; the URL goes into --server-parameter")
     workers.add_argument("--gpus", metavar="0,1", help="GPUs, one worker each (CUDA_VISIBLE_DEVICES per run)")
     workers.add_argument("--jobs", type=int, default=None, help="local workers (default 1)")
+    parser.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
+                        help="run each notebook as a Ray task, one worker per GPU of the cluster at ADDRESS (auto, "
+                             "ray://head:10001), or of a local Ray instance without ADDRESS (--jobs workers on CPUs)")
     parser.add_argument("--server-parameter", default="server_url",
                         help="the notebook parameter that receives a worker's server URL (default server_url)")
     parser.add_argument("--output-parameter", default="output_dir",
@@ -45,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from ..sweeps import sweep
 
     result = sweep(args.notebook, args.grid, out=args.out, servers=args.servers, gpus=args.gpus, jobs=args.jobs,
+                   ray=args.ray,
                    parameters={name: _literal(value) for name, value in args.parameter},
                    server_parameter=args.server_parameter,
                    output_parameter=None if args.no_output_parameter else args.output_parameter,

@@ -60,6 +60,8 @@ BACKEND_DEFAULT: Mapping[str, str] = MappingProxyType({
     "diffusers": "off",  # SeaCache only after transformer.enable_cache(SeaCacheConfig())
     "vllm-omni": "the server's --cache-backend (vLLM-Omni's default: none)",
     "framework": "on: SeaCache 0.35",  # InferenceArgs.setup = OmniSetupOverrides(diffusion_cache=True)
+    # the Ray Serve app builds its setup from the serve config, which leaves diffusion_cache at False
+    "framework-serve": "the served setup's diffusion_cache (off unless the serve config turns it on)",
 })
 
 # vLLM-Omni's server flags: the cache is chosen when the server starts, for every request it serves.

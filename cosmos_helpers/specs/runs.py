@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .. import media
-from ..backends import NAMES
+from ..backends import NAMES, SAMPLE_BACKENDS
 from ..errors import ValidationError
 from ..presets import MODES
 from ..progress import progress_bar
@@ -80,7 +80,7 @@ def check_backend(sample: Sample, r: ResolvedSample, backend: str, given: set[st
         raise ValidationError("backend", f"unknown backend {backend!r}.", f"use one of {', '.join(NAMES)}.")
     _check_model(sample, r)
     _check_edit_size(r)
-    if backend == "framework":
+    if backend in SAMPLE_BACKENDS:  # the framework itself runs it (its CLI or its Ray Serve app)
         return
 
     def refuse(name: str, problem: str, fix: str | None = None) -> None:

@@ -2,9 +2,10 @@
 
 Each worker (a *slot*) takes the next pending run and executes it, one at a time. With several slots each
 has its own ``python -m cosmos_helpers.sweeps.worker`` process (see that module for why); a single slot runs
-here, in a thread of this process. A server slot injects its URL into the notebook's server parameter; a
-GPU slot sets ``CUDA_VISIBLE_DEVICES`` for the run's process and so for its kernel. The run manifest records
-the slot, so where each run ran can be checked afterwards.
+here, in a thread of this process; with ``ray`` each slot is a Ray actor on the cluster (:mod:`.ray_workers`).
+A server slot injects its URL into the notebook's server parameter; a GPU slot sets ``CUDA_VISIBLE_DEVICES`` for
+the run's process and so for its kernel (a Ray GPU slot gets it from Ray). The run manifest records the slot, so
+where each run ran can be checked afterwards.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Slot:
     index: int
     server_url: str | None = None
     gpu: str | None = None
+    ray: str | None = None  # "gpu" or "cpu": a Ray actor of the cluster
 
     def describe(self) -> dict[str, Any]:
         facts: dict[str, Any] = {"slot": self.index}
@@ -41,11 +43,15 @@ class Slot:
             facts["server_url"] = self.server_url
         if self.gpu is not None:
             facts["gpu"] = self.gpu
+        if self.ray is not None:
+            facts["ray"] = self.ray
         return facts
 
     def label(self) -> str:
         if self.server_url is not None:
             return self.server_url
+        if self.ray is not None:
+            return f"ray worker {self.index} ({self.ray})"
         return f"gpu {self.gpu}" if self.gpu is not None else f"worker {self.index}"
 
 
@@ -61,9 +67,18 @@ def _listed(value: str | Sequence[Any] | None, field: str) -> list[str]:
 
 
 def make_slots(*, servers: str | Sequence[str] | None = None, gpus: str | Sequence[Any] | None = None,
-               jobs: int | None = None) -> list[Slot]:
-    """One slot per server URL, per GPU, or ``jobs`` local slots (default 1); only one of the three."""
+               jobs: int | None = None, ray: Any = None) -> list[Slot]:
+    """One slot per server URL, per GPU, or ``jobs`` local slots (default 1); or, with ``ray`` (an address, or True
+    for a local instance), one per GPU of the Ray cluster (``jobs`` on CPUs)."""
     server_list, gpu_list = _listed(servers, "servers"), _listed(gpus, "gpus")
+    if ray:
+        if server_list or gpu_list:
+            raise ValidationError("ray", "was given with servers/gpus; Ray places each run on its cluster's GPUs.",
+                                  "drop servers/gpus with ray (or drop ray).")
+        from .ray_workers import ray_slot_count
+
+        count, on_gpus = ray_slot_count(ray, jobs)
+        return [Slot(index, ray="gpu" if on_gpus else "cpu") for index in range(count)]
     if server_list and gpu_list:
         raise ValidationError("servers/gpus", "both were given; a worker is either a server or a GPU.",
                               "pass servers= (vLLM-Omni URLs) or gpus= (device indices), not both.")
@@ -208,7 +223,14 @@ def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, tota
     for run in runs:
         pending.put(run)
     used = slots[:max(1, len(runs))]
-    workers = [InProcessWorker(used[0], dispatch)] if len(used) == 1 else [Worker(s, dispatch, log_dir) for s in used]
+    if used[0].ray is not None:
+        from .ray_workers import RayWorker
+
+        workers: list = [RayWorker(s, dispatch) for s in used]
+    elif len(used) == 1:
+        workers = [InProcessWorker(used[0], dispatch)]
+    else:
+        workers = [Worker(s, dispatch, log_dir) for s in used]
     stop, lock = threading.Event(), threading.Lock()
     bar = progress_bar(total=total, desc="sweep", unit="run")
     if bar is not None and total > len(runs):

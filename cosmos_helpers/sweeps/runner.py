@@ -69,7 +69,7 @@ class _Markdown(str):
 
 def sweep(notebook: str | Path, grid: Any, *, out: str | Path | None = None,
           servers: str | Sequence[str] | None = None, gpus: str | Sequence[Any] | None = None,
-          jobs: int | None = None, parameters: Mapping[str, Any] | None = None,
+          jobs: int | None = None, ray: Any = None, parameters: Mapping[str, Any] | None = None,
           server_parameter: str = "server_url", output_parameter: str | None = "output_dir",
           kernel: str = "python3", log_output: bool = False, write_report: bool = True) -> SweepResult:
     """Run ``notebook`` once per parameter set of ``grid`` with papermill, each run in its own folder.
@@ -80,7 +80,9 @@ def sweep(notebook: str | Path, grid: Any, *, out: str | Path | None = None,
             its parameters, and the report files.
         servers: vLLM-Omni URLs, one worker each; each run gets its worker's URL in ``server_parameter``.
         gpus: device indices, one worker each; each run's kernel sees only its worker's GPU.
-        jobs: local workers when neither is given (default 1).
+        jobs: local workers when neither is given (default 1); with ``ray`` on a cluster without GPUs, its workers.
+        ray: a Ray address (``"auto"``, ``"ray://head:10001"``) or ``True`` for a local instance: each run is a Ray
+            task on an actor per GPU of the cluster (the notebook and ``out`` on a filesystem every node sees).
         parameters: fixed values for every run (e.g. ``{"profile": "nano"}``); part of each run's identity.
         output_parameter: the notebook parameter that receives the run's output folder; ``None`` to run a
             notebook without one (its outputs then go wherever it writes them, and the gallery is empty).
@@ -91,7 +93,7 @@ def sweep(notebook: str | Path, grid: Any, *, out: str | Path | None = None,
     """
     notebook = Path(notebook).resolve()
     sets = load_grid(grid)
-    slots = make_slots(servers=servers, gpus=gpus, jobs=jobs)
+    slots = make_slots(servers=servers, gpus=gpus, jobs=jobs, ray=ray)
     fixed = dict(parameters or {})
     reserved = _reserved(slots, server_parameter, output_parameter)
     accepted = validate_sets(notebook, sets, reserved=reserved)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .. import media
-from ..backends import backend_by_name
+from ..backends import SAMPLE_BACKENDS, backend_by_name
 from ..backends.diffusers.distilled import is_distilled_model
 from ..backends.vllm_wire import refuse_request_cache
 from ..controls.estimation import check_models
@@ -86,6 +86,7 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
     runner = backend_by_name(backend, checkout=checkout, url=url, progress=progress) if isinstance(
         backend, str) else backend
     name = runner.name
+    unchanged = name in SAMPLE_BACKENDS  # the framework (its CLI or its Ray Serve app) runs the sample as written
     folder = Path(out) / sample.name
     if compute_controls:
         if dry_run and name == "framework":
@@ -94,14 +95,15 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
                                   "first (run_spec on any backend) and name them as control_path.")
         sample = with_computed_controls(sample, compute_controls, control_folder(out, sample.name))
     # The framework applies its own defaults to the sample: the profile only picks the model and the guardrails.
-    # An unseeded sample's seed comes from its output folder: ours here, the framework's run folder there.
+    # An unseeded sample's seed comes from its output folder: ours here, the framework's run folder (or the Ray
+    # Serve app's draw) there.
     resolved = sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
-                               output_dir=folder if name != "framework" else None, fill=name != "framework")
+                               output_dir=None if unchanged else folder, fill=not unchanged)
     given = given_fields(sample, overrides, resolved)
     check_backend(sample, resolved, name, given)
     check_run_cache(step_cache, name, resolved)
     _check_scheduler(runner, resolved, given)
-    if name != "framework" and not dry_run:
+    if not unchanged and not dry_run:
         resolved = localize(resolved, progress=progress)
         if name == VLLM and resolved.is_transfer and compute_controls:  # the form's checks, before the models run
             check_transfer(resolved, given, server_paths=server_paths)
@@ -112,7 +114,7 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
                              device=control_device, overwrite=overwrite, progress=progress)
     run = SampleRun.create(sample, resolved, overrides, step_cache)
     if dry_run:
-        return runner.prepare_sample(run) if name == "framework" else run
+        return runner.prepare_sample(run) if unchanged else run
     stem = folder / STEM
     if not overwrite:
         done = check_free(stem, run, backend=name, settings=output_settings(runner))
@@ -168,7 +170,7 @@ def check_run_cache(step_cache: StepCache, backend: str, r: ResolvedSample) -> N
 def execute(run: SampleRun, backend: Any, *, progress: bool = True, server_paths: bool = False) -> Generation:
     """Make the output of a checked run on a backend object (no saving): the dispatch by mode and backend."""
     r = run.resolved
-    if backend.name == "framework":
+    if backend.name in SAMPLE_BACKENDS:
         return backend.run_sample(run)
     check_run_cache(run.step_cache, backend.name, r)
     if r.is_transfer:

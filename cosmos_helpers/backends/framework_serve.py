@@ -1,0 +1,369 @@
+"""``FrameworkServeBackend``: Cosmos 3 on the Cosmos Framework's Ray Serve app, over HTTP.
+
+The framework's app (``cosmos_framework/inference/ray/serve.py``; facts in :mod:`cosmos_helpers.protocol.ray_serve`)
+takes one framework sample per ``POST /generate`` as ``OmniSampleOverrides`` JSON, routes it to a replica of the
+model's deployment anywhere on the Ray cluster, and answers ``SampleOutputs`` whose files are served under
+``/outputs/``. This client sends a :class:`GenerationRequest` as the framework sample the framework backend would
+write for it (``backends.framework.request_payload``: one translation, not two) or a framework input sample as
+written (``run_sample``, what ``run_spec`` calls), fetches the files and returns a ``Generation`` that keeps the
+server's bytes.
+
+What a request cannot ask for here is refused before anything is sent:
+
+* a model the server does not run (checked against ``GET /models``; the deployment name of a hub id is its
+  framework checkpoint name, ``nvidia/Cosmos3-Nano`` -> ``Cosmos3-Nano``, as in the framework's serve configs);
+* ``step_cache``, ``precision`` and ``guardrails=True``: the deployment's setup (``models.<name>.setup`` of the serve
+  config: ``diffusion_cache`` off by default there, the checkpoint and its ``quantization_method``, guardrails off in
+  the framework's own configs), not sample fields; left out, the server's setting applies and the manifest says so;
+* local media (a conditioning image or video, a sample's local paths) unless the server reads this machine's files
+  (``shared_files=True``: the same host, or a filesystem every node mounts): the app has no upload route, it
+  opens paths and downloads URLs itself.
+
+Errors keep the server's words: 404 :class:`~cosmos_helpers.errors.UnknownModelError` (with the served models),
+422 :class:`~cosmos_helpers.errors.RequestValidationError` naming the field, ``status`` error / skip
+:class:`~cosmos_helpers.errors.SampleFailedError` / ``SampleSkippedError``, a 500 (a failed sample when the setup's
+``keep_going`` is off, the framework's default) :class:`~cosmos_helpers.errors.ServerError`. Timeouts and retries
+are the vLLM-Omni client's (:class:`~cosmos_helpers.backends.vllm_wire.RetryPolicy`: only GETs are sent again).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping
+from urllib.parse import quote
+
+import httpx
+import numpy as np
+
+from ..errors import (ConnectionLostError, GenerationTimeoutError, RequestValidationError, SampleFailedError,
+                      SampleSkippedError, ServerError, UnknownModelError, ValidationError)
+from ..presets import SOUND_SAMPLE_RATE
+from ..protocol import framework as fw
+from ..protocol import ray_serve as rs
+from ..request import GenerationRequest
+from ..result import FinishedFile, Generation
+from ..step_cache import describe
+from .base import Backend, ProgressCallback
+from .framework import request_payload
+from .vllm_wire import Call, RetryPolicy, decode_mp4, error_from_response, parse_json
+
+NAME = "framework-serve"
+DEFAULT_URL = "http://127.0.0.1:8000"
+_GUARDRAILS_NOTE = ("the served setup's (models.<name>.setup.guardrails of the serve config; the framework's "
+                    "latency.yaml / throughput.yaml: off)")
+
+
+def deployment_name(model: str) -> str:
+    """The deployment a model is served under: a hub id's framework checkpoint name (the serve configs' keys), else
+    the name itself (``"tiny"`` on the stand-in)."""
+    return fw.CHECKPOINTS.get(str(model), str(model))
+
+
+@dataclass(frozen=True)
+class ServeRun:
+    """A sample ready to send (``run_spec(..., dry_run=True)`` on this backend): what would be posted, and the run it
+    records (its fingerprint is the run's, so a dry run can find finished work)."""
+
+    run: Any
+    payload: Mapping[str, Any]
+    deployment: str
+
+    def fingerprint(self) -> str:
+        return self.run.fingerprint()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.run.to_dict(), "payload": dict(self.payload), "deployment": self.deployment}
+
+
+class FrameworkServeBackend(Backend):
+    """A client of the Cosmos Framework's Ray Serve app; ``generate(request)`` like every backend.
+
+    Args:
+        url: the app's root, e.g. ``http://head-node:8000`` (``serve run .../throughput.yaml`` listens on 8000).
+        timeout: read timeout of a generation, in seconds (the app's own limit is 300 s per batch on the workers).
+        connect_timeout: seconds to wait for a connection on every call.
+        retries: attempts of idempotent calls (``/models``, ``/info``, file downloads); a generation is sent once.
+        shared_files: the server reads this machine's files (same host or a shared filesystem), so local media
+            may be sent as paths; otherwise only URLs are (the app downloads them).
+        work_dir: where a request's conditioning arrays are written for the server to read (with ``shared_files``).
+        transport: an ``httpx`` transport (tests, proxies).
+    """
+
+    name = NAME
+
+    def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 1800.0, connect_timeout: float = 5.0,
+                 retries: int = 3, shared_files: bool = False, work_dir: str | Path | None = None,
+                 progress: bool = True, transport: Any = None) -> None:
+        text = str(url).rstrip("/")
+        if not text.startswith(("http://", "https://")):
+            raise ValidationError("url", f"{text!r} is not an http(s) URL.", "pass e.g. 'http://127.0.0.1:8000'.")
+        for label, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValidationError(label, f"expected a positive number of seconds, got {value!r}.",
+                                      f"pass e.g. {label}=60.")
+        self.url, self.timeout, self.connect_timeout = text, float(timeout), float(connect_timeout)
+        self.retry, self.shared_files, self.progress = RetryPolicy(retries), bool(shared_files), progress
+        self.work_dir = Path(work_dir or Path("outputs") / "framework_serve_inputs").expanduser().resolve()
+        self._transport, self._client, self._models = transport, None, None
+
+    def __repr__(self) -> str:
+        return f"FrameworkServeBackend({self.url!r})"
+
+    # the connection ----------------------------------------------------------------------------------------
+
+    @property
+    def client(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client(base_url=self.url, transport=self._transport,
+                                        headers={"User-Agent": "cosmos-helpers"}, timeout=self._timeout(30.0))
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _timeout(self, read: float) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect_timeout, read=read, write=60.0, pool=self.connect_timeout)
+
+    def _send(self, call: Call) -> httpx.Response:
+        """``call`` under the retry policy; an error answer is returned (read) for the caller to interpret."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self.client.request(**call.kwargs())
+                wait = self.retry.after_status(call, attempt, response.status_code, response.headers)
+                if wait is None:
+                    return response
+            except httpx.TransportError as exc:
+                wait = self.retry.after_error(call, attempt)
+                if wait is None:
+                    raise self._transport_error(call, exc) from exc
+            time.sleep(wait)
+
+    def _transport_error(self, call: Call, exc: BaseException) -> Exception:
+        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+            return GenerationTimeoutError(f"{call.what} at {self.url}{call.path} timed out after {self.timeout:g} s "
+                                          f"({type(exc).__name__}); the server may still be working on it. Raise "
+                                          "timeout=, or check the app's replicas (serve status).")
+        return ConnectionLostError(f"lost the connection to {self.url} during {call.what} ({type(exc).__name__}: "
+                                   f"{exc or 'no detail'}); is the Ray Serve app still running (serve status)?")
+
+    def _get(self, path: str, what: str, read: float = 30.0) -> httpx.Response:
+        response = self._send(Call("GET", path, what, self._timeout(read)))
+        if response.status_code >= 400:
+            raise error_from_response(response.status_code, response.content, response.headers)
+        return response
+
+    # the app's routes --------------------------------------------------------------------------------------
+
+    def models(self) -> list[str]:
+        """``GET /models``: the deployment names (remembered for the model check)."""
+        names = parse_json(self._get(rs.MODELS, "model list", 10.0).content)
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ServerError(200, f"{rs.MODELS} did not answer a list of names", body=names)
+        self._models = names
+        return list(names)
+
+    def info(self) -> dict[str, Any]:
+        """``GET /info``: ``environment``, ``models``, ``output_dir`` (a stand-in adds ``standin``)."""
+        answer = parse_json(self._get(rs.INFO, "server info", 10.0).content)
+        if not isinstance(answer, dict):
+            raise ServerError(200, f"{rs.INFO} did not answer a JSON object", body=answer)
+        return answer
+
+    def served(self, model: str) -> str:
+        """The deployment that runs ``model``; refused (before anything is sent) when the server has none."""
+        name = deployment_name(model)
+        models = self._models if self._models is not None else self.models()
+        if name not in models:
+            raise ValidationError("model", f"the Ray Serve app at {self.url} serves {models}, not {name!r} "
+                                  f"(the request's model {model!r}); a server's model is never swapped silently.",
+                                  f"send it to an app that serves {name!r} (a models.{name} entry of its serve "
+                                  f"config), or ask for one of {models}.")
+        return name
+
+    # checks ------------------------------------------------------------------------------------------------
+
+    def check(self, request: GenerationRequest) -> None:
+        if not isinstance(request, GenerationRequest):
+            raise ValidationError("request", f"expected a GenerationRequest, got {type(request).__name__}.",
+                                  "build one with GenerationRequest(mode=..., prompt=...), or run a framework "
+                                  "sample with run_spec(sample, backend=this).")
+        if request.step_cache is not None:
+            raise ValidationError("step_cache", f"the framework's Ray Serve app caches steps as its deployment's "
+                                  f"setup says ({rs.STEP_CACHE_DEFAULT}); a sample cannot ask for "
+                                  f"{request.step_cache!r}.",
+                                  "leave step_cache out (the manifest records the server's setting), set "
+                                  "diffusion_cache under models.<name>.setup of the serve config, or use "
+                                  "FrameworkBackend / DiffusersBackend.")
+        if request.precision is not None:
+            raise ValidationError("precision", "the Ray Serve app loads its checkpoint (and any quantization_method) "
+                                  f"as its deployment's setup says; a sample cannot ask for {request.precision!r}.",
+                                  "leave precision out (the served checkpoint decides), set checkpoint_path / "
+                                  "quantization_method under models.<name>.setup of the serve config, or use "
+                                  "FrameworkBackend / DiffusersBackend.")
+        self._check_guardrails(bool(request.guardrails), "GenerationRequest(..., guardrails=False)")
+        for field in ("image", "video"):
+            if getattr(request, field) is not None and not self.shared_files:
+                raise self._local_media(field)
+        request_payload(request, name="check", image_dir=self.work_dir)  # the framework backend's own refusals
+
+    def _check_guardrails(self, wanted: bool, fix: str) -> None:
+        if wanted:
+            raise ValidationError("guardrails", f"the Ray Serve app runs the guardrails of its setup, "
+                                  f"{_GUARDRAILS_NOTE}; a sample cannot turn them on.",
+                                  f"{fix} accepts the server's setting (recorded in the manifest); for checked "
+                                  "outputs, serve with guardrails: true in the config, or use FrameworkBackend.")
+
+    def _local_media(self, field: str) -> ValidationError:
+        return ValidationError(field, f"the Ray Serve app has no upload route: it opens local paths on its own "
+                               f"filesystem (and downloads URLs), so {self.url} cannot read this machine's media.",
+                               "give the input as an http(s) URL in a framework sample, or use "
+                               "FrameworkServeBackend(url, shared_files=True) when the server shares this "
+                               "filesystem (the same host, or a mount every node has).")
+
+    # generation --------------------------------------------------------------------------------------------
+
+    def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None,
+                 name: str | None = None) -> Generation:
+        """Send ``request`` as the framework sample the framework backend would write for it; ``progress`` is not
+        called (the app reports no steps)."""
+        self.check(request)
+        served = self.served(request.model)
+        name = name or f"{request.mode}_{request.fingerprint()[:8]}"
+        payload = {**request_payload(request, name=name, image_dir=self.work_dir), "model": served}
+        generation = self._run(payload, served, workflow=request.mode, request_model=request.model)
+        generation.request = request
+        return generation
+
+    def prepare_sample(self, sample_run: Any) -> "ServeRun":
+        """A framework input sample (``specs.SampleRun``) as it would be sent, checked, without sending: the sample
+        as written (local paths absolute), the command-line overrides merged in as ``submit.py`` merges its
+        ``--overrides``, and its model's deployment."""
+        r = sample_run.resolved
+        self._check_guardrails(bool(r.guardrails), "--no-guardrails (run_spec(..., guardrails=False))")
+        for key, value in sorted(sample_run.sample.path_fields().items()):
+            if not fw.is_url(value) and not self.shared_files:
+                raise self._local_media(key)
+        served = self.served(r.model)
+        payload = sample_run.sample.payload()
+        payload.update({k: v for k, v in sample_run.overrides.items() if v is not None})
+        payload.update(name=sample_run.sample.name, model=served)
+        return ServeRun(sample_run, payload, served)
+
+    def run_sample(self, sample_run: Any) -> Generation:
+        """Send a framework input sample as written (see :meth:`prepare_sample`)."""
+        r, prepared = sample_run.resolved, self.prepare_sample(sample_run)
+        return self._run(prepared.payload, prepared.deployment,
+                         workflow="transfer" if r.is_transfer else r.model_mode, request_model=r.model)
+
+    def _run(self, payload: dict[str, Any], served: str, *, workflow: str, request_model: str) -> Generation:
+        started = time.perf_counter()
+        reply = self.send(payload)
+        sent = time.perf_counter()
+        files = [PurePosixPath(p) for output in reply.get("outputs") or [] for p in output.get("files") or []]
+        if not files:
+            raise ServerError(200, f"sample {payload.get('name')!r} succeeded without a file", body=reply)
+        data = self.fetch(files[0])
+        generation = _generation(files[0].suffix.lower(), data, reply, fps=payload.get("fps"))
+        generation.backend, generation.model = NAME, served
+        generation.timings.update(request_s=sent - started, download_s=time.perf_counter() - sent,
+                                  total_s=time.perf_counter() - started)
+        content = (reply.get("outputs") or [{}])[0].get("content") or {}
+        generation.provenance.update(
+            url=self.url, endpoint=rs.GENERATE, workflow=workflow, deployment=served, request_model=request_model,
+            payload=payload, files=[str(p) for p in files], status=reply.get("status"),
+            server_args=reply.get("args"), content=content, guardrails=_GUARDRAILS_NOTE,
+            step_cache=describe(None, NAME))
+        if "standin" in content:
+            generation.provenance["standin"] = content["standin"]
+        if content.get("action") is not None:
+            generation.actions = np.asarray(content["action"], dtype=np.float32)
+        return generation
+
+    def send(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /generate`` with one sample; the ``SampleOutputs`` of a success, else this package's error."""
+        call = Call("POST", rs.GENERATE, "generation", self._timeout(self.timeout), json=dict(payload))
+        response = self._send(call)
+        status = response.status_code
+        if status == rs.UNKNOWN_MODEL_STATUS:
+            raise UnknownModelError(status, f"{_detail(response)} (the app's deployments are its serve config's "
+                                    "models; GET /models lists them)", models=self._safe_models(),
+                                    body=parse_json(response.content))
+        if status == 422:
+            raise RequestValidationError(status, _validation_message(response), body=parse_json(response.content))
+        if status >= 400:
+            raise ServerError(status, f"{_detail(response)} (a sample that fails is an HTTP 500 when the setup's "
+                              "keep_going is off, the framework's default: the app's log has the traceback)",
+                              body=parse_json(response.content))
+        reply = parse_json(response.content)
+        if not isinstance(reply, dict) or not isinstance(reply.get("args"), dict) \
+                or reply.get("status", "success") not in rs.STATUSES:
+            raise ServerError(status, "the answer is not SampleOutputs (args, status, outputs)", body=reply)
+        name = str(reply["args"].get("name", payload.get("name")))
+        if reply.get("status") == "skip":
+            raise SampleSkippedError(name, "skip", reply.get("message"))
+        if reply.get("status") == "error":
+            raise SampleFailedError(name, "error", reply.get("message"), stack_trace=reply.get("stack_trace"))
+        return reply
+
+    def fetch(self, path: str | PurePosixPath) -> bytes:
+        """A file of an answer (relative to the app's output folder) from ``GET /outputs/<path>``."""
+        return self._get(f"{rs.OUTPUTS}/{quote(str(path))}", "download", 120.0).content
+
+    def _safe_models(self) -> list[str]:
+        try:
+            return self.models()
+        except Exception:  # the 404 is the error to report; an unreachable /models only loses the list
+            return []
+
+
+def _detail(response: httpx.Response) -> str:
+    body = parse_json(response.content)
+    detail = body.get("detail") if isinstance(body, dict) else None
+    if isinstance(detail, str) and detail:
+        return detail
+    return response.content.decode("utf-8", "replace").strip()[:500] or f"HTTP {response.status_code}"
+
+
+def _validation_message(response: httpx.Response) -> str:
+    """FastAPI's 422 as ``field: problem. Fix: ...`` for each problem (``loc`` is ``["body", field, ...]``)."""
+    body = parse_json(response.content)
+    problems = body.get("detail") if isinstance(body, dict) else None
+    if not isinstance(problems, list) or not problems:
+        return _detail(response)
+    lines = []
+    for problem in problems:
+        loc = [str(p) for p in (problem.get("loc") or []) if p != "body"]
+        field = ".".join(loc) or "body"
+        fix = ("remove it (the fields are the framework's OmniSampleOverrides)" if problem.get("type") ==
+               "extra_forbidden" else f"write {field} as the framework's sample model types it")
+        lines.append(f"{field}: {problem.get('msg')} (got {json.dumps(problem.get('input'))[:80]}). Fix: {fix}.")
+    return " ".join(lines)
+
+
+def _generation(suffix: str, data: bytes, reply: Mapping[str, Any], *, fps: Any) -> Generation:
+    """The fetched file as a ``Generation`` keeping its bytes; the seed the server ran with (it draws one when the
+    sample has none)."""
+    seed = int(reply["args"].get("seed") or 0)
+    if suffix == ".mp4":
+        video = decode_mp4(data)
+        return Generation(frames=video.frames, fps=float(video.fps or fps or 24.0), seed=seed, sound=video.sound,
+                          sample_rate=int(video.sample_rate or SOUND_SAMPLE_RATE), finished=FinishedFile(".mp4", data))
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            frames = np.asarray(image.convert("RGB"))[None]
+    except Exception as exc:  # PIL raises several types for bad bytes
+        raise ServerError(200, f"the server's {suffix} could not be decoded ({exc})") from None
+    return Generation(frames=frames, fps=float(fps or 24.0), seed=seed, finished=FinishedFile(suffix, data))
+
+
+__all__ = ["DEFAULT_URL", "FrameworkServeBackend", "NAME", "ServeRun", "deployment_name"]

@@ -1,0 +1,193 @@
+"""Batch items as Ray tasks on a pool of actors, each keeping one ``DiffusersBackend`` (the model loads once per GPU).
+
+:class:`RayPool` joins Ray (``address``: a cluster, ``auto``, or a new local instance), starts one
+:class:`ItemWorker` actor per GPU of the cluster (``num_gpus=1``) or, on CPUs only, ``workers`` actors of
+``num_cpus`` each, and hands each actor one item at a time. Outputs are written by the actors, into ``out``, which must
+be a folder every node sees (as the framework's Ray app's ``output_dir`` must be): nothing large crosses the
+object store. Every wait has a deadline: an item that runs longer than ``item_timeout`` has its actor killed (Ray
+restarts it, once), and an actor that dies is reported for the item it held, which the runner retries once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Callable
+
+from .items import BatchItem
+from .plan import run_item
+
+
+class ItemWorker:
+    """One Ray actor: a ``DiffusersBackend`` in its process, with the batch profile's model loaded once and kept."""
+
+    def __init__(self, out: str, profile: str, threads: int) -> None:
+        import torch
+
+        from ..backends.diffusers import DiffusersBackend
+
+        from ..presets import model_for
+
+        torch.set_num_threads(max(1, threads))
+        self.out, self.profile = out, profile
+        self.backend = DiffusersBackend(progress=False)
+        self.backend.pipeline(model_for(profile))  # the batch profile's model, loaded once; others on first use
+
+    def describe(self) -> dict[str, Any]:
+        """Where this actor runs and the backend settings that shape its outputs (for the driver's plan)."""
+        import ray
+
+        gpus = [str(g) for g in ray.get_gpu_ids()]
+        label = f"{socket.gethostname()}:{os.getpid()}" + (f" gpu {','.join(gpus)}" if gpus else "")
+        return {"label": label, "settings": self.backend.output_settings()}
+
+    def run(self, item: dict[str, Any]) -> dict[str, Any]:
+        started = time.time()
+        generation = run_item(BatchItem.from_dict(item), self.backend, self.out, profile=self.profile)
+        return {"media": str(generation.paths["media"]), "skipped": bool(generation.provenance.get("skipped")),
+                "started": started, "finished": time.time()}
+
+
+class RayPool:
+    """The actors of one batch (see the module docstring)."""
+
+    def __init__(self, out: str, *, profile: str, address: str | None = None, workers: int | None = None,
+                 num_cpus: float = 1, item_timeout: float = 1800.0, start_timeout: float = 600.0) -> None:
+        from ..standins.ray_serve.local import join_ray
+
+        local_cpus = int(max(1, workers * num_cpus)) if workers and not address else None  # None: every core
+        self._started = join_ray(address, num_cpus=local_cpus)
+        import ray
+
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        count = workers or gpus or max(1, int(cpus // max(num_cpus, 1e-3)))
+        options = {"num_gpus": 1, "num_cpus": num_cpus} if gpus else {"num_cpus": num_cpus}
+        remote = ray.remote(max_restarts=1, max_task_retries=0, **options)(ItemWorker)
+        self.actors = [remote.remote(str(out), profile, max(1, int(num_cpus))) for _ in range(count)]
+        self.item_timeout, self.start_timeout = item_timeout, start_timeout
+        described = ray.get([a.describe.remote() for a in self.actors], timeout=start_timeout)
+        self.labels = [d["label"] for d in described]
+        self.settings = described[0]["settings"]
+        self.gpus = gpus
+        self.label = f"Ray: {count} workers on " + (f"{gpus} GPUs" if gpus else "CPUs")
+        from ..backends.diffusers import DiffusersBackend
+
+        self.backend = DiffusersBackend(progress=False)  # the driver's, for the checks before any work; loads nothing
+
+
+    def run(self, pending: list[BatchItem], started: Callable[[BatchItem, str], None],
+            finished: Callable[[BatchItem, str, dict[str, Any] | None, BaseException | None], bool]) -> None:
+        """Run ``pending`` (which ``finished`` may extend by returning True to retry) until none is left.
+
+        A worker whose actor died is probed until Ray has restarted it (its items go to the others meanwhile); one
+        that does not come back within ``start_timeout`` is dropped, and with none left the rest fail."""
+        import ray
+
+        free, recovering = list(range(len(self.actors))), _Recovery(self.actors, self.start_timeout)
+        running: dict[Any, tuple[BatchItem, int, float]] = {}
+        while pending or running:
+            while pending and free:
+                item, slot = pending.pop(0), free.pop(0)
+                started(item, self.labels[slot])
+                running[self.actors[slot].run.remote(item.to_dict())] = (item, slot, time.monotonic())
+            if pending and not free and not running and not recovering.slots:
+                for item in pending:  # every worker is gone: nothing can run them
+                    finished(item, "no worker", None, NoWorkerError("every Ray worker of the batch died"))
+                return
+            ready, _ = ray.wait(list(running) + recovering.refs(), num_returns=1, timeout=0.5)
+            for ref in ready:
+                if ref not in running:
+                    free.extend(recovering.answered(ref))
+                    continue
+                item, slot, _ = running.pop(ref)
+                try:
+                    outcome, error = ray.get(ref, timeout=self.start_timeout), None
+                    free.append(slot)
+                except ray.exceptions.RayActorError as exc:  # the worker died (or is restarting)
+                    outcome, error = None, WorkerLostError(f"the Ray worker {self.labels[slot]} died while running "
+                                                           f"{item.name} ({type(exc).__name__}: {exc})")
+                    recovering.add(slot)
+                except Exception as exc:  # the item's own error (RayTaskError wraps it)
+                    outcome, error = None, _cause(exc)
+                    free.append(slot)
+                if finished(item, self.labels[slot], outcome, error):
+                    pending.append(item)
+            free.extend(recovering.tick())
+            self._expire(running, recovering, finished, pending)
+
+    def _expire(self, running: dict, recovering: "_Recovery", finished: Callable, pending: list[BatchItem]) -> None:
+        """Kill the actor of an item past its deadline (Ray restarts it) and report the item as timed out."""
+        import ray
+
+        for ref, (item, slot, since) in list(running.items()):
+            if time.monotonic() - since > self.item_timeout:
+                ray.kill(self.actors[slot], no_restart=False)
+                running.pop(ref)
+                recovering.add(slot)
+                error = TimeoutError(f"{item.name} ran longer than {self.item_timeout:g} s on "
+                                     f"{self.labels[slot]}; its worker was restarted")
+                if finished(item, self.labels[slot], None, error):
+                    pending.append(item)
+
+    def close(self) -> None:
+        import ray
+
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+        self.actors = []
+        if self._started:
+            ray.shutdown()
+
+
+class WorkerLostError(RuntimeError):
+    """The actor running an item died (killed, out of memory, its node lost); Ray restarts it once."""
+
+
+class NoWorkerError(RuntimeError):
+    """Every worker of the pool died and none came back: the items left cannot run."""
+
+
+class _Recovery:
+    """Workers whose actor died, probed (``describe``) every half second until Ray has restarted them."""
+
+    def __init__(self, actors: list, timeout: float) -> None:
+        self.actors, self.timeout = actors, timeout
+        self.slots: dict[int, tuple[float, Any]] = {}  # slot -> (give up at, probe in flight or None)
+
+    def add(self, slot: int) -> None:
+        self.slots[slot] = (time.monotonic() + self.timeout, None)
+
+    def refs(self) -> list:
+        return [probe for _, probe in self.slots.values() if probe is not None]
+
+    def tick(self) -> list[int]:
+        """Start probes where none is in flight; drop workers past their deadline. Returns none (see answered)."""
+        for slot, (deadline, probe) in list(self.slots.items()):
+            if time.monotonic() > deadline:
+                del self.slots[slot]
+            elif probe is None:
+                self.slots[slot] = (deadline, self.actors[slot].describe.remote())
+        return []
+
+    def answered(self, ref: Any) -> list[int]:
+        """The slot back in service when its probe succeeded; a failed probe is sent again (after a pause)."""
+        import ray
+
+        slot = next(s for s, (_, probe) in self.slots.items() if probe == ref)
+        deadline = self.slots[slot][0]
+        try:
+            ray.get(ref, timeout=self.timeout)
+        except ray.exceptions.RayActorError:
+            time.sleep(0.5)  # still restarting: ask again on the next tick
+            self.slots[slot] = (deadline, None)
+            return []
+        del self.slots[slot]
+        return [slot]
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The item's own exception when a Ray task raised one (``RayTaskError`` wraps it), else the Ray error."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, BaseException) else exc

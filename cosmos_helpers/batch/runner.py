@@ -1,0 +1,238 @@
+"""``run_batch(requests, out)``: many items, resumably, on this machine, a server, or a Ray cluster.
+
+Where the items run:
+
+* ``ray=ADDRESS`` (``"auto"``, ``"ray://head:10001"``, or ``True`` for a new local instance): each item is a Ray task
+  on a pool of actors that each keep a ``DiffusersBackend`` (:mod:`.ray_pool`): one actor per GPU, or ``workers``
+  actors of ``num_cpus`` CPUs;
+* ``backend="framework-serve"`` / ``"vllm-omni"`` with ``url=``: each item is a request to that server, ``concurrency``
+  at a time, so a Ray Serve app (or vLLM-Omni) spreads them over its replicas; or a backend object you made;
+* otherwise this process, one item after another, on ``DiffusersBackend`` (the local path as it always was).
+
+Before anything runs every line is parsed and checked on its backend, and every item's folder is checked
+(:mod:`.plan`): finished items are skipped, a folder holding another request's output stops the batch. Items then
+run with one progress bar over them; a failure is recorded with its error and, unless a second attempt cannot change
+it (:func:`.records.retryable`), the item is tried once more. At the end ``summary.csv``, ``batch.json`` and the
+gallery (``index.html``) are written in ``out``. Nothing is raised for failed items: see :attr:`BatchResult.failed`.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import ValidationError
+from ..progress import progress_bar
+from .items import BatchItem, load_items
+from .plan import plan, run_item
+from .records import ItemRecord, markdown, retryable, write_reports
+
+ATTEMPTS = 2  # an item is tried at most twice
+
+
+@dataclass
+class BatchResult:
+    """The items of a batch and what became of them; shown in a notebook as a table."""
+
+    out: Path
+    records: list[ItemRecord]
+    where: str
+    files: dict[str, Path] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.records)
+
+    @property
+    def failed(self) -> list[ItemRecord]:
+        return [r for r in self.records if not r.ok]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [r.row() for r in self.records]
+
+    def _repr_markdown_(self) -> str:
+        done = sum(r.ok for r in self.records)
+        return f"**Batch** on {self.where}: {done} of {len(self.records)} ok in {self.seconds:.1f} s\n\n" + \
+            markdown(self.records)
+
+    def __repr__(self) -> str:
+        return f"BatchResult({sum(r.ok for r in self.records)}/{len(self.records)} ok on {self.where}, out={self.out})"
+
+
+class Tracker:
+    """The records, the progress bar and the retry decision, shared by every worker thread (one lock)."""
+
+    def __init__(self, items: Sequence[BatchItem], records: dict[str, ItemRecord], origin: float) -> None:
+        self.records, self.origin, self.lock = records, origin, threading.Lock()
+        self.bar = progress_bar(total=len(records), desc="batch", unit="item")
+        finished = len(records) - len(items)
+        if self.bar is not None and finished:
+            self.bar.update(finished)
+
+    def started(self, item: BatchItem, worker: str) -> None:
+        with self.lock:
+            record = self.records[item.name]
+            record.status, record.worker, record.started = "running", worker, time.time() - self.origin
+
+    def finished(self, item: BatchItem, worker: str, outcome: Mapping[str, Any] | None,
+                 error: BaseException | None) -> bool:
+        """Record an attempt; True when the item should be tried again."""
+        with self.lock:
+            record = self.records[item.name]
+            record.finished, record.worker = time.time() - self.origin, str((outcome or {}).get("worker") or worker)
+            if outcome is not None and "started" in outcome:  # the worker's own clock: no queueing counted
+                record.started = float(outcome["started"]) - self.origin
+                record.finished = float(outcome["finished"]) - self.origin
+            if error is None:
+                record.status, record.media, record.error = ("skipped" if outcome.get("skipped") else "ok",
+                                                             outcome.get("media"), None)
+                self._tick(record)
+                return False
+            kind = type(error).__name__
+            record.attempts.append({"worker": record.worker, "error": f"{kind}: {error}"})
+            again = retryable(kind) and len(record.attempts) < ATTEMPTS
+            record.status, record.error = ("retrying" if again else "failed"), f"{kind}: {error}"
+            print(f"{item.name} failed on {record.worker}: {kind}: {error}" + ("; trying once more" if again else ""),
+                  flush=True)
+            if not again:
+                self._tick(record)
+            return again
+
+    def _tick(self, record: ItemRecord) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix_str(f"{record.name} {record.status}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class ThreadPool:
+    """Items on one backend object from ``concurrency`` threads of this process (a server's client, or the local
+    ``DiffusersBackend`` with one thread)."""
+
+    def __init__(self, backend: Any, out: Path, *, profile: str, concurrency: int, label: str) -> None:
+        self.backend, self.out, self.profile, self.concurrency, self.label = backend, out, profile, concurrency, label
+        self.settings = backend.output_settings()
+
+    def run(self, pending: list[BatchItem], started: Callable, finished: Callable) -> None:
+        work: "queue.Queue[BatchItem]" = queue.Queue()
+        for item in pending:
+            work.put(item)
+        busy = [0]
+        lock = threading.Lock()
+
+        def worker(slot: int) -> None:
+            label = f"{self.label} slot {slot}" if self.concurrency > 1 else self.label
+            while True:
+                with lock:
+                    if work.empty() and not busy[0]:
+                        return
+                    item = None if work.empty() else work.get()
+                    busy[0] += item is not None
+                if item is None:
+                    time.sleep(0.05)  # another slot may still hand an item back for its retry
+                    continue
+                started(item, label)
+                outcome, error = self._one(item, label)
+                again = finished(item, label, outcome, error)
+                with lock:
+                    if again:
+                        work.put(item)
+                    busy[0] -= 1
+
+        threads = [threading.Thread(target=worker, args=(slot,), daemon=True) for slot in range(self.concurrency)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+
+    def _one(self, item: BatchItem, label: str) -> tuple[dict[str, Any] | None, BaseException | None]:
+        began = time.time()
+        try:
+            generation = run_item(item, self.backend, self.out, profile=self.profile)
+        except Exception as exc:  # recorded per item; the others go on
+            return None, exc
+        replica = (generation.provenance.get("standin") or {}).get("replica") or {}
+        worker = f"replica {replica.get('host')}:{replica.get('pid')}" if replica.get("pid") else label
+        return {"media": str(generation.paths["media"]), "skipped": bool(generation.provenance.get("skipped")),
+                "worker": worker, "started": began, "finished": time.time()}, None
+
+    def close(self) -> None:
+        pass
+
+
+def run_batch(requests: str | os.PathLike[str] | Sequence[Mapping[str, Any]], out: str | os.PathLike[str], *,
+              backend: Any = "diffusers", url: str | None = None, ray: Any = None, workers: int | None = None,
+              num_cpus: float = 1, concurrency: int | None = None, profile: str = "tiny", item_timeout: float = 1800.0,
+              gallery: bool = True) -> BatchResult:
+    """Run every item of ``requests`` (a JSONL path or a list of objects) into ``out`` (module docstring).
+
+    Args:
+        backend: ``"diffusers"`` (in this process, or on Ray workers with ``ray``), ``"framework-serve"`` or
+            ``"vllm-omni"`` (with ``url``), or a backend object.
+        ray: a Ray address (``"auto"``, ``"ray://head:10001"``, ``"host:6379"``) or ``True`` for a local instance.
+        workers / num_cpus: Ray actors without GPUs, and the CPUs each asks for (default: one per CPU).
+        concurrency: items in flight at once: default 2 for a server (one per replica of the stand-in), 1 in this
+            process.
+        profile: fills what framework samples leave unset (``tiny``: CPU sizes); request lines carry their own.
+        item_timeout: seconds an item may run on a Ray worker before the worker is restarted.
+    """
+    out = Path(out).expanduser().resolve()
+    items = load_items(requests)
+    pool = _pool(backend, url=url, ray=ray, out=out, profile=profile, workers=workers, num_cpus=num_cpus,
+                 concurrency=concurrency, item_timeout=item_timeout)
+    origin = time.time()
+    try:
+        todo, done = plan(items, pool.backend, out, profile=profile, settings=pool.settings)
+        records = {i.name: ItemRecord(i.name, i.kind, str(i.data.get("mode") or i.data.get("model_mode") or ""))
+                   for i in items}
+        for name, media in done.items():
+            records[name].status, records[name].media = "skipped", str(media)
+        if done:
+            print(f"{len(done)} of {len(items)} items already finished in {out}; running {len(todo)}", flush=True)
+        tracker = Tracker(todo, records, origin)
+        try:
+            pool.run(list(todo), tracker.started, tracker.finished)
+        finally:
+            tracker.close()
+    finally:
+        pool.close()
+    result = BatchResult(out, [records[i.name] for i in items], pool.label, seconds=time.time() - origin)
+    out.mkdir(parents=True, exist_ok=True)
+    result.files = write_reports(out, result.records, {"where": pool.label, "seconds": result.seconds,
+                                                        "origin": origin, "items": len(items)})
+    if gallery:
+        from ..gallery import write_gallery
+
+        result.files["gallery"] = write_gallery(out, title=f"Batch: {out.name}", convert_notebooks=False)
+    return result
+
+
+def _pool(backend: Any, *, url: str | None, ray: Any, out: Path, profile: str, workers: int | None, num_cpus: float,
+          concurrency: int | None, item_timeout: float) -> Any:
+    if ray:
+        if backend != "diffusers" or url:
+            raise ValidationError("ray", "Ray workers run the items on DiffusersBackend; a server spreads them over "
+                                  "its own replicas.", "drop ray= to send the items to the server, or drop "
+                                  "backend= / url= to run them as Ray tasks.")
+        from .ray_pool import RayPool
+
+        return RayPool(str(out), profile=profile, address=None if ray is True else str(ray), workers=workers,
+                       num_cpus=num_cpus, item_timeout=item_timeout)
+    from ..backends import URL_BACKENDS, backend_by_name
+
+    runner = backend_by_name(backend, url=url, progress=False) if isinstance(backend, str) else backend
+    concurrency = concurrency or (2 if runner.name in URL_BACKENDS else 1)  # a client may overlap; in-process not
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValidationError("concurrency", f"{concurrency!r} is not a positive integer.", "pass e.g. 2.")
+    label = repr(runner) if runner.name in URL_BACKENDS else "this process"
+    return ThreadPool(runner, out, profile=profile, concurrency=concurrency, label=label)

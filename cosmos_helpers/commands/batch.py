@@ -1,0 +1,53 @@
+"""``cosmos-helpers batch REQUESTS.jsonl --out DIR``: many requests or framework samples, resumable, anywhere.
+
+One JSON object per line: a ``GenerationRequest`` (a line with ``mode``) or a Cosmos Framework input sample. Without
+``--ray`` or ``--url`` the items run here on ``DiffusersBackend``, one after another; ``--ray [ADDRESS]`` runs each as
+a Ray task on a pool of actors (one per GPU, the model loaded once each); ``--backend framework-serve|vllm-omni --url
+URL`` sends them to that server, ``--concurrency`` at a time. A rerun skips finished items. No heavy imports here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..presets import DEFAULT_PROFILE, PROFILES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("requests", type=Path, help="a .jsonl file: one request (with 'mode') or framework sample "
+                        "per line")
+    parser.add_argument("--out", type=Path, required=True, help="output folder: <out>/<name>/vision.*, summary.csv, "
+                        "batch.json, index.html")
+    parser.add_argument("--backend", choices=("diffusers", "framework-serve", "vllm-omni"), default="diffusers",
+                        help="where the items run (default diffusers: here, or on Ray workers with --ray)")
+    parser.add_argument("--url", default=None, help="the server of --backend framework-serve / vllm-omni")
+    parser.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
+                        help="run each item as a Ray task: a cluster address (auto, ray://head:10001, head:6379), or "
+                             "nothing for a local Ray instance")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="Ray workers on CPUs (default one per CPU; with GPUs always one per GPU)")
+    parser.add_argument("--num-cpus", type=float, default=1, help="CPUs per Ray worker (default 1)")
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="requests in flight to the server (default 2)")
+    parser.add_argument("--profile", choices=tuple(PROFILES), default=DEFAULT_PROFILE,
+                        help=f"fills what framework samples leave unset (default {DEFAULT_PROFILE}); request lines "
+                             "carry their own")
+    parser.add_argument("--item-timeout", type=float, default=1800.0,
+                        help="seconds an item may run on a Ray worker before the worker is restarted")
+    parser.add_argument("--no-gallery", action="store_true", help="skip index.html")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..batch import run_batch
+
+    result = run_batch(args.requests, args.out, backend=args.backend, url=args.url, ray=args.ray,
+                       workers=args.workers, num_cpus=args.num_cpus, concurrency=args.concurrency,
+                       profile=args.profile, item_timeout=args.item_timeout, gallery=not args.no_gallery)
+    print(result._repr_markdown_())
+    for name, path in result.files.items():
+        print(f"{name}: {path}")
+    for record in result.failed:
+        print(f"{record.name} failed: {record.error}", file=sys.stderr)
+    return 1 if result.failed else 0

@@ -1,0 +1,73 @@
+"""The Cosmos Framework's Ray Serve app (cosmos-framework 5eee9ed ``inference/ray/serve.py``), as this package uses it.
+
+One router deployment (FastAPI ingress) in front of one autoscaling deployment per model, each replica a placement
+group of ``world_size`` GPU workers running the framework's inference. The HTTP contract:
+
+* ``POST /generate``: an ``OmniSampleOverrides`` JSON body (the fields of the framework's input files; ``model``
+  picks the deployment, the first one when left out) answered by ``SampleOutputs`` (``args``, ``status``
+  success/error/skip, ``message``, ``stack_trace``, ``outputs``: ``content`` and ``files`` relative to the app's
+  ``output_dir``); an unknown model is a 404 that lists the served ones; a missing seed is drawn on the server
+  (``random.randint(0, 10000)``); each request gets its own folder ``generate_<timestamp>_<4 hex>``;
+* ``GET /models`` (the deployment names), ``GET /info`` (``environment``, ``models``, ``output_dir``);
+* ``GET /outputs/<path>``: the files, served from ``output_dir`` (``StaticFiles``).
+
+The setup (checkpoint, guardrails, parallelism, the diffusion cache) belongs to the deployment, not to a sample:
+``OmniSetupOverrides`` under ``models.<name>.setup`` of the serve config. Its ``diffusion_cache`` defaults to off
+there (the inference CLI turns it on; the Ray app builds the setup from the config, which leaves it unset), and its
+``keep_going`` defaults to off, so a sample that fails is an HTTP 500 rather than ``status: "error"``.
+
+Checked against ``tests/contracts/fixtures/ray_serve-5eee9ed.json`` (``scripts/refresh_contracts.py --only
+ray-serve``), whose sample schema is the framework fixture's of the same commit.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Mapping
+
+COMMIT = "5eee9ed"
+APP_NAME = "cosmos3_omni"
+MODELS, INFO, GENERATE, OUTPUTS = "/models", "/info", "/generate", "/outputs"
+ROUTES: tuple[tuple[str, str], ...] = (("GET", MODELS), ("GET", INFO), ("POST", GENERATE))
+STATUSES: tuple[str, ...] = ("success", "error", "skip")
+INFO_KEYS: tuple[str, ...] = ("environment", "models", "output_dir")
+ENVIRONMENT_KEYS: tuple[str, ...] = ("cosmos3_version", "commit_sha")
+UNKNOWN_MODEL_STATUS = 404
+SEED_RANGE: tuple[int, int] = (0, 10000)  # random.randint(0, 10000) for a sample without a seed
+OUTPUT_FOLDER_PREFIX = "generate_"  # generate_<%Y%m%d_%H%M%S>_<uuid4 hex[:4]>, under the app's output_dir
+TIMESTAMP_FORMAT = "%Y%m%d_%H%M%S"
+# What the deployments are given in serve.py (and what the stand-in sizes the same way where it can).
+MAX_BATCH_SIZE = 1
+BATCH_WAIT_TIMEOUT_S = 0.01
+BATCH_TIMEOUT_S = 300.0  # asyncio.wait_for around one batch on the workers
+HEALTH_CHECK_TIMEOUT_S = 300
+WORKER_BUNDLE: Mapping[str, int] = MappingProxyType({"GPU": 1, "CPU": 1})  # one per rank of world_size
+# The setup defaults that decide what a request cannot ask for itself (OmniSetupOverrides and its bases).
+SETUP_DEFAULTS: Mapping[str, object] = MappingProxyType({
+    "diffusion_cache": False, "guardrails": True, "keep_going": False, "skip_invalid_samples": False})
+# The deploy configs shipped with the framework: both serve Cosmos3-Nano without guardrails.
+CONFIGS: tuple[str, ...] = ("latency.yaml", "throughput.yaml")
+CONFIG_DIR = "cosmos_framework/inference/ray/configs"
+CONFIG_MODEL = "Cosmos3-Nano"
+CONFIG_SETUP: Mapping[str, Mapping[str, object]] = MappingProxyType({
+    "latency.yaml": MappingProxyType({"checkpoint_path": "Cosmos3-Nano", "guardrails": False,
+                                      "parallelism_preset": "latency"}),
+    "throughput.yaml": MappingProxyType({"checkpoint_path": "Cosmos3-Nano", "guardrails": False,
+                                         "parallelism_preset": "throughput"})})
+CONFIG_OUTPUT_DIR = "outputs/ray_serve"
+SUBMIT_MODULE = "cosmos_framework.inference.ray.submit"
+SUBMIT_PORT = 8000
+SUBMIT_TIMEOUT_S = 600
+STEP_CACHE_DEFAULT = ("the served setup's diffusion_cache (OmniSetupOverrides default: off; the framework's "
+                      "latency.yaml / throughput.yaml leave it unset)")
+
+
+def cluster_commands(config: str = "throughput.yaml", *, head: str = "HEAD_HOST", port: int = 6379) -> list[str]:
+    """The command lines of a real multi-node run of the framework's app, in order (run in a framework checkout)."""
+    if config not in CONFIGS:
+        raise ValueError(f"{config!r} is not one of the framework's serve configs {CONFIGS}")
+    return [f"ray start --head --port {port}                     # on the head node",
+            f"ray start --address {head}:{port}                  # on every other GPU node",
+            f"serve run {CONFIG_DIR}/{config}   # on the head node: one replica per world_size GPUs",
+            f"python -m {SUBMIT_MODULE} -i inputs/omni/t2v.json -o outputs/submitted --host {head} --port "
+            f"{SUBMIT_PORT}"]

@@ -1,0 +1,146 @@
+"""Start the stand-in app on a Ray instance (a local one by default) and stop it; every wait has a deadline.
+
+``LocalRayServe(output_dir).start()`` joins Ray (``ray.init``: a local instance sized ``num_cpus``, or
+``address=`` an existing cluster), starts Serve's HTTP proxy on loopback, deploys :func:`.app.build_app` and waits
+until every replica has loaded its model, then ``.url`` is the app's root and ``.backend()`` a
+:class:`~cosmos_helpers.backends.framework_serve.FrameworkServeBackend` for it (``shared_files=True``: the stand-in
+runs on this filesystem). ``stop()`` deletes the app, and shuts Serve and Ray down when this object started them.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from ...errors import BackendUnavailableError
+from ...protocol import ray_serve as rs
+
+INSTALL_HINT = "pip install 'cosmos-helpers[ray]' (ray[serve] 2.60)"
+
+
+def require_ray() -> Any:
+    """``ray`` itself, or an error that says how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise BackendUnavailableError(f"Ray is not installed: {INSTALL_HINT}.") from exc
+    return ray
+
+
+def join_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool:
+    """Connect this process to Ray: ``address`` (``auto``, ``ray://host:10001``, ``host:6379``) or a new local
+    instance of ``num_cpus`` CPUs. Returns whether this call started it (and so should shut it down)."""
+    ray = require_ray()
+    if ray.is_initialized():
+        return False
+    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if address:
+        ray.init(address=address, **options)
+    else:
+        ray.init(num_cpus=num_cpus, **options)
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalRayServe:
+    """The stand-in Ray Serve app on this machine's Ray instance (or ``address``'s cluster).
+
+    Args:
+        output_dir: the app's output folder (every request's files; served under ``/outputs``).
+        replicas: model replicas (each ``num_cpus`` CPUs, ``num_gpus`` GPUs, one sample at a time).
+        port / host: where Serve's HTTP proxy listens (default a free port on loopback).
+        address: an existing Ray cluster; default a local instance of ``num_cpus * replicas`` CPUs.
+        timeout: seconds to wait for Ray, the proxy and every replica's model load.
+    """
+
+    def __init__(self, output_dir: str | Path, *, profile: str = "tiny", replicas: int = 2, num_cpus: float = 1,
+                 num_gpus: float = 0, port: int | None = None, host: str = "127.0.0.1", address: str | None = None,
+                 keep_going: bool = False, skip_invalid_samples: bool = False, timeout: float = 300.0) -> None:
+        self.output_dir = Path(output_dir).expanduser().resolve()
+        self.options = {"profile": profile, "replicas": int(replicas), "num_cpus": num_cpus, "num_gpus": num_gpus,
+                        "keep_going": keep_going, "skip_invalid_samples": skip_invalid_samples}
+        self.host, self.port, self.address, self.timeout = host, port or free_port(host), address, float(timeout)
+        self._started_ray = self._started_serve = False
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __repr__(self) -> str:
+        return f"LocalRayServe({self.url!r}, output_dir={str(self.output_dir)!r})"
+
+    def start(self) -> "LocalRayServe":
+        from ray import serve
+
+        from .app import build_app
+
+        cpus = int(max(1, self.options["num_cpus"] * self.options["replicas"]))
+        self._started_ray = join_ray(self.address, num_cpus=cpus)
+        running = _serve_client()
+        self._started_serve = running is None
+        if running is None:
+            serve.start(http_options={"host": self.host, "port": self.port})
+        else:  # Serve already runs on this cluster: its proxy keeps its own address, so the app is there
+            config = running.http_config
+            self.port = int(config.port)
+            self.host = self.host if config.host in ("0.0.0.0", "::") else str(config.host)
+        serve._run(build_app(self.output_dir, **self.options), _blocking=False, name=rs.APP_NAME,
+                   route_prefix="/")
+        self.wait_until_running()
+        return self
+
+    def wait_until_running(self) -> None:
+        """Until the app reports RUNNING (every replica loaded); its failure or the deadline raises."""
+        from ray import serve
+
+        deadline, state = time.monotonic() + self.timeout, "not deployed"
+        while time.monotonic() < deadline:
+            app = serve.status().applications.get(rs.APP_NAME)
+            state = str(getattr(app, "status", state))
+            if state.endswith("RUNNING"):
+                return
+            if "FAIL" in state:
+                raise BackendUnavailableError(f"the stand-in app failed to deploy: {app.message or state}")
+            time.sleep(0.25)
+        raise BackendUnavailableError(f"the stand-in app was not running after {self.timeout:g} s (last status: "
+                                      f"{state}); is Ray short of CPUs for {self.options['replicas']} replicas?")
+
+    def backend(self, **kwargs: Any) -> Any:
+        """A client for this app (it shares this filesystem, so local inputs are sent as paths)."""
+        from ...backends.framework_serve import FrameworkServeBackend
+
+        return FrameworkServeBackend(self.url, shared_files=True, **kwargs)
+
+    def stop(self) -> None:
+        import ray
+        from ray import serve
+
+        if not ray.is_initialized():
+            return
+        if self._started_serve:
+            serve.shutdown()
+        else:
+            serve.delete(rs.APP_NAME)
+        if self._started_ray:
+            ray.shutdown()
+
+    def __enter__(self) -> "LocalRayServe":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def _serve_client() -> Any:
+    """The running Serve controller's client, or ``None`` when this cluster runs no Serve yet (asking Serve's
+    public ``status()`` would start it, with the default HTTP options)."""
+    from ray.serve.context import _get_global_client
+
+    return _get_global_client(raise_if_no_controller_running=False)

@@ -1,0 +1,97 @@
+"""Sweep runs as Ray tasks: one actor per GPU of the cluster (or ``jobs`` on CPUs), each running notebooks.
+
+``sweep(..., ray=ADDRESS)`` (``cosmos-helpers sweep ... --ray [ADDRESS]``) makes one slot per actor instead of per
+local process. An actor is a long-lived Ray worker asked for ``num_gpus=1`` where the cluster has GPUs (Ray then sets
+its ``CUDA_VISIBLE_DEVICES``, which the notebook's kernel inherits) and runs one notebook at a time with papermill,
+in the run's folder, with the slot's environment, as a local sweep worker does. The notebook and the sweep folder
+must be on a filesystem every node sees. An actor that dies mid-run (killed, out of memory, its node lost) is
+reported for that run, restarted by Ray (once), and the run is tried once more on it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+from ..errors import ValidationError
+
+RETRY_WAIT_S = 600.0  # how long a restarted actor may take to come back
+
+
+class NotebookWorker:
+    """One Ray actor of a sweep: executes runs as ``cosmos_helpers.sweeps.worker`` does, one at a time."""
+
+    def __init__(self, environment: dict[str, str]) -> None:
+        os.environ.update(environment)
+
+    def describe(self) -> str:
+        import ray
+
+        gpus = ",".join(str(g) for g in ray.get_gpu_ids())
+        return f"{socket.gethostname()}:{os.getpid()}" + (f" gpu {gpus}" if gpus else "")
+
+    def run(self, task: dict[str, Any]) -> dict[str, Any]:
+        from ..notebooks import execute_notebook
+
+        seconds, error = execute_notebook(task["notebook"], task["executed"], task["parameters"],
+                                          kernel=task["kernel"], log_output=task["log_output"])
+        return {"seconds": seconds, "error": error}
+
+
+def ray_slot_count(address: Any, jobs: int | None) -> tuple[int, bool]:
+    """``(slots, on GPUs)``: one per GPU of the cluster, else ``jobs`` (default: one per CPU)."""
+    from ..standins.ray_serve.local import join_ray
+
+    join_ray(None if address is True else str(address), num_cpus=None)
+    import ray
+
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    if gpus and jobs is not None:
+        raise ValidationError("jobs", f"the Ray cluster has {gpus} GPUs, one worker each.", "drop jobs with --ray.")
+    return (gpus, True) if gpus else (jobs or max(1, int(ray.cluster_resources().get("CPU", 1))), False)
+
+
+class RayWorker:
+    """A sweep slot served by one Ray actor (``run``/``close`` as the local workers have them)."""
+
+    def __init__(self, slot: Any, dispatch: Any, log_dir: Any = None) -> None:
+        import ray
+
+        self.slot, self.dispatch = slot, dispatch
+        options = {"num_gpus": 1} if slot.ray == "gpu" else {"num_cpus": 1}
+        actor = ray.remote(max_restarts=1, max_task_retries=0, **options)(NotebookWorker)
+        self.actor = actor.remote(dispatch.environment(slot))
+
+    def run(self, task: dict[str, Any]) -> dict[str, Any]:
+        import ray
+
+        for attempt in (1, 2):
+            try:
+                return ray.get(self.actor.run.remote(task))
+            except ray.exceptions.RayActorError as exc:
+                error = f"the Ray worker of slot {self.slot.index} died during the run ({type(exc).__name__}: {exc})"
+                print(error + ("; trying once more" if attempt == 1 else ""), flush=True)
+                if attempt == 2 or not self._back():
+                    return {"seconds": None, "error": error}
+        return {"seconds": None, "error": "unreachable"}
+
+    def _back(self) -> bool:
+        """Wait (with a deadline) until Ray has restarted the actor."""
+        import ray
+
+        deadline = time.monotonic() + RETRY_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                ray.get(self.actor.describe.remote(), timeout=RETRY_WAIT_S)
+                return True
+            except ray.exceptions.RayActorError:
+                time.sleep(0.5)
+        return False
+
+    def close(self, *, kill: bool = False) -> None:
+        import ray
+
+        if ray.is_initialized():
+            ray.kill(self.actor, no_restart=True)

@@ -19,8 +19,8 @@ Read from one framework revision (a checkout or a bare git repository, through `
 * both deploy configs ``inference/ray/configs/{latency,throughput}.yaml`` as parsed YAML;
 * ``AutoscalingConfig()``'s defaults from the installed ray (the framework's ``serve`` extra does not pin ray).
 
-The sample model (``OmniSampleOverrides``, the ``/generate`` body) is not derived again: its schema is the
-``sample_overrides_schema`` of the framework fixture of the same commit, which the fixture names.
+The sample model (``OmniSampleOverrides``, the ``/generate`` body) is not derived again: its schema is the package
+data file of the framework's sample schema of the same commit, which the fixture names.
 """
 
 from __future__ import annotations
@@ -46,18 +46,18 @@ _SETUP_CLASSES = ("OmniSetupOverrides", "SetupOverrides", "CheckpointOverrides",
                   "ParallelismOverrides", "QuantizationOverrides", "GuardrailOverrides")
 
 
-def ray_serve_contract(files: Any, framework_fixture: str) -> dict[str, Any]:
-    """The fixture's data (see the module docstring); ``framework_fixture`` names the fixture holding the sample
+def ray_serve_contract(files: Any, sample_schema: str) -> dict[str, Any]:
+    """The fixture's data (see the module docstring); ``sample_schema`` names the package data file holding the sample
     schema of the same commit."""
     import ray
 
     serve = files.tree(SERVE)
     commit = files.commit()
-    if not framework_fixture.endswith(f"-{commit}.json"):
-        raise ValueError(f"{framework_fixture} is not of commit {commit}: refresh the framework fixture first")
+    if not sample_schema.endswith(f"-{commit}.json"):
+        raise ValueError(f"{sample_schema} is not of commit {commit}: refresh the framework fixture first")
     return {
         "package": "cosmos-framework", "commit": commit, "source": SERVE, "ray_version": ray.__version__,
-        "sample_overrides_schema": {"fixture": framework_fixture, "key": "sample_overrides_schema"},
+        "sample_overrides_schema": {"package_data": sample_schema},
         "routes": _routes(serve), "info_keys": _info_keys(serve), "unknown_model": _unknown_model(serve),
         "seed_drawn": _seed_range(serve), "output_folder": _output_folder(serve),
         "deployment": _deployment(serve), "app_name": _app_name(serve),

@@ -1024,7 +1024,7 @@ def main(argv: list[str] | None = None) -> int:
                f"{data['vllm_omni']['version']}", data, args.out)
     if "ray-serve" in wanted:  # files read with ast, models run alone under pydantic (scripts/ray_serve_contract.py)
         ray_facts = _load("ray_serve_contract", Path(__file__).with_name("ray_serve_contract.py"))
-        data = ray_facts.ray_serve_contract(files, f"cosmos_framework-{files.commit()}.json")
+        data = ray_facts.ray_serve_contract(files, f"framework_sample_schema-{files.commit()}.json")
         _write(f"ray_serve-{data['commit']}", data, args.out)
     return 0
 

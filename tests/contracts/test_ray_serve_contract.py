@@ -7,10 +7,11 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
+from cosmos_helpers.protocol import framework as fw
 from cosmos_helpers.protocol import ray_serve as rs
 from cosmos_helpers.protocol import step_cache
 
-from .conftest import FIXTURES, load
+from .conftest import load
 
 
 @pytest.fixture(scope="module")
@@ -18,11 +19,12 @@ def ray_contract() -> dict:
     return load("ray_serve")
 
 
-def test_the_fixture_is_of_the_commit_the_facts_name_and_reuses_the_framework_fixtures_sample_schema(ray_contract):
+def test_the_fixture_is_of_the_commit_the_facts_name_and_reuses_the_framework_sample_schema(ray_contract):
     assert ray_contract["commit"] == rs.COMMIT == step_cache.FRAMEWORK_COMMIT
     reference = ray_contract["sample_overrides_schema"]
-    assert reference == {"fixture": f"cosmos_framework-{rs.COMMIT}.json", "key": "sample_overrides_schema"}
-    assert (FIXTURES / reference["fixture"]).is_file()
+    assert reference == {"package_data": f"framework_sample_schema-{rs.COMMIT}.json"} == {"package_data":
+                                                                                           fw.SAMPLE_SCHEMA_FILE}
+    assert fw.sample_overrides_schema()["title"] == "OmniSampleOverrides"
     assert "pydantic" in ray_contract["derivation"] and "not imported" in ray_contract["derivation"]
 
 
@@ -54,7 +56,7 @@ def test_deployment_settings_and_the_setup_a_sample_cannot_change(ray_contract):
     assert ray_contract["app_name"] == rs.APP_NAME
     defaults = ray_contract["setup_overrides_defaults"]
     assert {k: defaults[k] for k in rs.SETUP_DEFAULTS} == dict(rs.SETUP_DEFAULTS)
-    sample_fields = set(load("cosmos_framework")["sample_overrides_schema"]["properties"])
+    sample_fields = set(fw.sample_overrides_schema()["properties"])
     assert not {"diffusion_cache", "guardrails", "diffusion_cache_thresh"} & sample_fields  # setup only
 
 

@@ -2,7 +2,8 @@
 
 ``tests/contracts/fixtures/ray_serve-5eee9ed.json`` (``scripts/refresh_contracts.py --only ray-serve``) holds the
 reply models' schemas and the routes; the ``/generate`` body's schema is the framework fixture's
-``sample_overrides_schema`` of the same commit, which the ray fixture names. :class:`Recorder` wraps any httpx
+sample schema of the same commit (package data, ``protocol.framework.sample_overrides_schema``), which the ray
+fixture names. :class:`Recorder` wraps any httpx
 transport and checks every exchange against them as it happens.
 """
 
@@ -14,10 +15,12 @@ from pathlib import Path
 import httpx
 import jsonschema
 
+from cosmos_helpers.protocol import framework as fw
+
 FIXTURES = Path(__file__).resolve().parents[1] / "contracts" / "fixtures"
 RAY = json.loads((FIXTURES / "ray_serve-5eee9ed.json").read_text(encoding="utf-8"))
-_REF = RAY["sample_overrides_schema"]
-SAMPLE_SCHEMA = json.loads((FIXTURES / _REF["fixture"]).read_text(encoding="utf-8"))[_REF["key"]]
+assert RAY["sample_overrides_schema"] == {"package_data": fw.SAMPLE_SCHEMA_FILE}  # the same commit's schema
+SAMPLE_SCHEMA = fw.sample_overrides_schema()
 OUTPUTS_SCHEMA = RAY["schemas"]["SampleOutputs"]
 ROUTES = {(r["method"], r["path"]) for r in RAY["routes"]}
 

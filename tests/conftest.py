@@ -43,11 +43,62 @@ def pytest_configure(config):
     torch.set_num_threads(1)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the items
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist's ``--dist loadgroup`` (``make test``), a module whose tests use a module-scoped fixture
+    (a server, a model, a report; some also count what its earlier tests did) goes to one worker whole, in its
+    order, so the fixture is built once; every other test is handed out on its own. An ``xdist_group`` mark of the
+    test's own wins."""
+    shared = {item.module.__name__ for item in items if _uses_a_module_fixture(item)}
+    for item in items:
+        if getattr(item, "module", None) is not None and item.module.__name__ in shared \
+                and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def pytest_collection_finish(session):
+    """Groups that pytest-xdist silently dropped (pytest-xdist#1386, on pytest 9.2) would run the browser and the
+    shared fixtures on every worker at once: stop before any test runs instead."""
+    if not (os.environ.get("PYTEST_XDIST_WORKER") and session.config.getvalue("loadgroup")):
+        return
+    lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(f"pytest-xdist did not group {lost[0]} (and {len(lost) - 1} more): "
+                                "install the pytest this project pins (pip install -e '.[test]')")
+
+
+def _uses_a_module_fixture(item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return getattr(item, "module", None) is not None and info is not None and any(
+        defs[-1].scope == "module" for defs in info.name2fixturedefs.values() if defs)
+
+
 @pytest.fixture(scope="session")
 def tiny_backend():
     from cosmos_helpers import DiffusersBackend
 
     return DiffusersBackend(progress=False)
+
+
+@pytest.fixture(scope="session")
+def cookbook_runs(tmp_path_factory):
+    """Each cookbook executed once per test run, shared by every check that reads it (``tests/cookbooks/runs.py``)."""
+    from tests.cookbooks.runs import CookbookRuns, shared_folder
+
+    return CookbookRuns(shared_folder(tmp_path_factory.getbasetemp()))
+
+
+@pytest.fixture(scope="session")
+def local_vllm_omni_server():
+    """``LocalServer()``: the stand-in serving the tiny model in its own process, for tests that only send it requests.
+    Its tests carry ``xdist_group("vllm-omni-server")``, so one worker starts it once per test run."""
+    from cosmos_helpers.server.local import LocalServer
+
+    with LocalServer(threads=1, progress=False, ready_timeout=120) as server:
+        yield server
+
+
+# Ray tests: a session-scoped Ray fixture goes here, beside the other shared servers (its tests in one xdist group).
 
 
 @pytest.fixture(scope="session")

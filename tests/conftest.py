@@ -45,14 +45,19 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the items
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist's ``--dist loadgroup`` (``make test``), a module whose tests use a module-scoped fixture
-    (a server, a model, a report; some also count what its earlier tests did) goes to one worker whole, in its
-    order, so the fixture is built once; every other test is handed out on its own. An ``xdist_group`` mark of the
-    test's own wins."""
+    """Under pytest-xdist's ``--dist loadgroup`` (``make test``), what would otherwise be built twice or waited for
+    goes to one worker. The tests that read the executed cookbooks join the browser tests (group ``cookbooks``, the
+    largest, so it starts first): one worker executes each cookbook as it is first asked for, and never waits for
+    the other. A module whose tests use a module-scoped fixture (a server, a model, a report; some also count what
+    its earlier tests did) goes to one worker whole, in its order, so the fixture is built once. Every other test is
+    handed out on its own. An ``xdist_group`` mark of the test's own wins."""
     shared = {item.module.__name__ for item in items if _uses_a_module_fixture(item)}
     for item in items:
-        if getattr(item, "module", None) is not None and item.module.__name__ in shared \
-                and not item.get_closest_marker("xdist_group"):
+        if item.get_closest_marker("xdist_group"):
+            continue
+        if "cookbook_runs" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("cookbooks"))
+        elif getattr(item, "module", None) is not None and item.module.__name__ in shared:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 

@@ -37,7 +37,7 @@ lab: setup
 	$(BIN)/cosmos-helpers lab $(LAB)
 
 test: setup-test
-	COSMOS_HELPERS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest --nbmake tests cookbooks
+	COSMOS_HELPERS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest tests
 
 clean:
 	rm -rf $(VENV) $(OUT)

@@ -43,11 +43,67 @@ def pytest_configure(config):
     torch.set_num_threads(1)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the items
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist's ``--dist loadgroup`` (``make test``), what would otherwise be built twice or waited for
+    goes to one worker. The tests that read the executed cookbooks join the browser tests (group ``cookbooks``, the
+    largest, so it starts first): one worker executes each cookbook as it is first asked for, and never waits for
+    the other. A module whose tests use a module-scoped fixture (a server, a model, a report; some also count what
+    its earlier tests did) goes to one worker whole, in its order, so the fixture is built once; the tests on the
+    local Ray instance (``ray_instance``) share one worker too. Every other test is handed out on its own. An ``xdist_group`` mark of the test's own wins."""
+    shared = {item.module.__name__ for item in items if _uses_a_module_fixture(item)}
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        if "cookbook_runs" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("cookbooks"))
+        elif "ray_instance" in getattr(item, "fixturenames", ()):  # one local Ray instance (tests/ray/conftest.py)
+            item.add_marker(pytest.mark.xdist_group("ray"))
+        elif getattr(item, "module", None) is not None and item.module.__name__ in shared:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def pytest_collection_finish(session):
+    """Groups that pytest-xdist silently dropped (pytest-xdist#1386, on pytest 9.2) would run the browser and the
+    shared fixtures on every worker at once: stop before any test runs instead."""
+    if not (os.environ.get("PYTEST_XDIST_WORKER") and session.config.getvalue("loadgroup")):
+        return
+    lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(f"pytest-xdist did not group {lost[0]} (and {len(lost) - 1} more): "
+                                "install the pytest this project pins (pip install -e '.[test]')")
+
+
+def _uses_a_module_fixture(item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return getattr(item, "module", None) is not None and info is not None and any(
+        defs[-1].scope == "module" for defs in info.name2fixturedefs.values() if defs)
+
+
 @pytest.fixture(scope="session")
 def tiny_backend():
     from cosmos_helpers import DiffusersBackend
 
     return DiffusersBackend(progress=False)
+
+
+@pytest.fixture(scope="session")
+def cookbook_runs(tmp_path_factory):
+    """Each cookbook executed once per test run, shared by every check that reads it (``tests/cookbooks/runs.py``)."""
+    from tests.cookbooks.runs import CookbookRuns, shared_folder
+
+    return CookbookRuns(shared_folder(tmp_path_factory.getbasetemp()))
+
+
+@pytest.fixture(scope="session")
+def local_vllm_omni_server():
+    """``LocalServer()``: the stand-in serving the tiny model in its own process, for tests that only send it requests.
+    Its tests carry ``xdist_group("vllm-omni-server")``, so one worker starts it once per test run."""
+    from cosmos_helpers.standins.vllm_omni.local import LocalServer
+
+    with LocalServer(threads=1, progress=False, ready_timeout=120) as server:
+        yield server
+
 
 
 @pytest.fixture(scope="session")

@@ -206,6 +206,7 @@ def test_each_mode_runs_on_the_tiny_model(diffusers_backend, mode):
         assert generation.manifest()["actions"] == generation.actions.tolist()
 
 
+@pytest.mark.slow
 def test_an_action_sample_runs_unchanged_through_the_framework_backend(tmp_path, monkeypatch):
     from cosmos_helpers.transfer.runner import run_spec
     from cosmos_helpers.backends.framework import FrameworkBackend

@@ -21,6 +21,7 @@ def test_case_parsing():
         Case.parse("x2y:256", 9)
 
 
+@pytest.mark.slow
 def test_bench_tiny_writes_table_and_chart(tmp_path):
     result = run_benchmark(profile="tiny", cases="t2i:128,t2v:128:5,i2v:128:5,t2v+sound:128:5", steps=1,
                            repeats=1, out_dir=tmp_path, log=None)
@@ -46,6 +47,7 @@ def test_bench_tiny_writes_table_and_chart(tmp_path):
     assert len(data["rows"]) == 8 and data["settings"]["steps"] == 1
 
 
+@pytest.mark.slow
 def test_bench_builds_the_action_modes_media(tmp_path):
     """Action cases start from the package's rendered drive (and play its trajectory, for forward dynamics)."""
     assert Case.parse("fd:256:17", 9) == Case("forward_dynamics", "256", 17)

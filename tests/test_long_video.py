@@ -250,10 +250,9 @@ def test_bad_inputs_are_refused_before_any_work(call, field, tmp_path):
 
 
 @pytest.mark.slow
-def test_chaining_on_the_vllm_omni_standin_server(tmp_path):
-    from cosmos_helpers.standins.vllm_omni.local import LocalServer
-
-    with LocalServer(threads=1, progress=False, ready_timeout=120) as server, server.client() as backend:
+@pytest.mark.xdist_group("vllm-omni-server")
+def test_chaining_on_the_vllm_omni_standin_server(local_vllm_omni_server, tmp_path):
+    with local_vllm_omni_server.client() as backend:
         joined = long_video(PROMPT, backend, chunks=2, out=tmp_path, sound=True, progress=False)
         chunk = Generation.load(tmp_path / "long_video_chunks" / "chunk_01.mp4")
         assert chunk.provenance["manifest"]["request"]["condition_video_keep"] == "last"

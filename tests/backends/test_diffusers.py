@@ -100,6 +100,7 @@ def test_a_scheduler_instance_keeps_its_own_settings_or_is_refused_before_loadin
     assert refused.value.field == "scheduler"
 
 
+@pytest.mark.slow
 def test_a_scheduler_instances_settings_read_the_same_in_every_process():
     """Recorded in manifests and compared by reruns in new processes: no set order (hash seed) may leak in."""
     import subprocess
@@ -210,6 +211,7 @@ def test_guidance_interval_skips_the_negative_pass_outside_it(tiny_backend):
     assert inside == 4
 
 
+@pytest.mark.slow
 def test_high_step_counts_with_a_large_shift_run_to_the_end(tiny_backend):
     """At 200 steps and shift 10 neighbouring timesteps round to the same integer; diffusers' UniPC then started
     one step late and failed on the last one (``assert self.this_order > 0``)."""

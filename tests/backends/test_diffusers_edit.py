@@ -87,6 +87,7 @@ def test_a_json_caption_gets_metadata_without_an_aspect_ratio_and_the_negative_t
     assert "This image is of 384x512 resolution." in pipe.text_tokenizer.decode(uncond)
 
 
+@pytest.mark.slow
 def test_an_edit_runs_on_the_tiny_model_and_follows_its_input():
     backend = DiffusersBackend(progress=False)
     request = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, num_inference_steps=3)

@@ -71,6 +71,7 @@ def test_backend_options_the_distilled_pipeline_cannot_take_are_refused(option):
     assert caught.value.field == next(iter(option))
 
 
+@pytest.mark.slow
 def test_the_framework_stand_in_runs_a_4step_checkpoint_on_its_fixed_schedule(tmp_path):
     """FrameworkBackend end to end: the input file names the 4-step checkpoint; the stand-in runs the tiny
     distilled weights on the fixed schedule, as the framework runs the real checkpoint."""

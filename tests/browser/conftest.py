@@ -93,9 +93,27 @@ class Lab:
     root: Path
     log: Path
     proc: subprocess.Popen = field(repr=False)
+    notary: Path = field(repr=False)  # the signatures folder the server trusts (NotebookNotary.data_dir)
 
     def notebook_url(self, relative: str) -> str:
         return f"{self.url}/lab/tree/{relative}?token={self.token}&reset"
+
+    def add_executed(self, run) -> str:
+        """Place an executed cookbook (a ``tests.cookbooks.runs.CookbookRun``) under ``executed/`` in the lab's root,
+        signed as trusted, and return its path there.
+
+        Signed because its outputs are what a kernel of this test run produced, as a notebook run in the lab is:
+        JupyterLab renders trusted HTML output as it is (the players, the slider's ``oninput``) and sanitises the
+        rest."""
+        import nbformat
+        from nbformat.sign import NotebookNotary
+
+        relative = f"executed/{run.notebook}"
+        notebook = nbformat.read(run.executed, as_version=4)
+        NotebookNotary(data_dir=str(self.notary)).sign(notebook)
+        (self.root / relative).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, str(self.root / relative))
+        return relative
 
 
 @pytest.fixture(scope="session")
@@ -107,6 +125,7 @@ def lab(browser_tools, tmp_path_factory, artifacts) -> Lab:
             "outputs", ".ipynb_checkpoints", "*.html", "*.preview*.mp4"))
         # nothing else: the stand-ins the notebooks run ship with the package (cosmos_helpers.standins)
     state = tmp_path_factory.mktemp("lab-state")
+    (state / "notary").mkdir()
     port, token = free_port(), secrets.token_hex(16)
     log = artifacts / "jupyterlab.log"
     env = kernel_env(JUPYTERLAB_WORKSPACES_DIR=str(state / "workspaces"), JUPYTER_RUNTIME_DIR=str(state / "runtime"),
@@ -116,14 +135,14 @@ def lab(browser_tools, tmp_path_factory, artifacts) -> Lab:
     command = lab_command(root, ip="127.0.0.1", port=port, token=token, browser=False, extra=[
         "--ServerApp.port_retries=0", "--LabApp.news_url=", "--ServerApp.allow_remote_access=False",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
-        "--ServerApp.terminals_enabled=False"])
+        "--ServerApp.terminals_enabled=False", f"--NotebookNotary.data_dir={state / 'notary'}"])
     handle = open(log, "w")
     proc = subprocess.Popen(command, cwd=root, env=env, stdout=handle, stderr=subprocess.STDOUT,
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_http(f"{url}/api/status?token={token}", proc, timeout=90)
-        yield Lab(url=url, token=token, root=root, log=log, proc=proc)
+        yield Lab(url=url, token=token, root=root, log=log, proc=proc, notary=state / "notary")
     finally:
         _stop(proc)
         handle.close()

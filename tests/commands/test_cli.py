@@ -27,6 +27,7 @@ def test_missing_command_prints_help():
     assert cli.main([]) == 2
 
 
+@pytest.mark.slow
 def test_generate_writes_media_and_manifest(tmp_path):
     result = cosmos("generate", "--mode", "t2v", "--prompt", "a red ball", "--sound", "--steps", "2",
                     "--seed", "4", "--out", str(tmp_path), "--name", "ball")
@@ -40,6 +41,7 @@ def test_generate_writes_media_and_manifest(tmp_path):
     assert json.loads((tmp_path / "ball.json").read_text())["seed"] == 4
 
 
+@pytest.mark.slow
 def test_tiny_prints_the_model_folder(tmp_path):
     """The trained default, or the random-weight model of a seed: two folders, both loadable checkpoints."""
     trained = cosmos("tiny", "--out", str(tmp_path))
@@ -51,17 +53,18 @@ def test_tiny_prints_the_model_folder(tmp_path):
 
 
 @pytest.mark.slow
-def test_run_cookbooks_puts_everything_in_one_folder(tmp_path):
-    result = cosmos("run-cookbooks", "--only", "run_with_diffusers", "--out", str(tmp_path), "-p", "seed", "3")
-    assert result.returncode == 0, result.stdout + result.stderr
-    folder = tmp_path / "audiovisual" / "run_with_diffusers"
-    assert (tmp_path / "audiovisual" / "run_with_diffusers.ipynb").is_file()
+def test_run_cookbooks_puts_everything_in_one_folder(cookbook_runs):
+    # the suite's run of this cookbook: `run-cookbooks --only audiovisual/run_with_diffusers.ipynb --out OUT -p seed 3`
+    run = cookbook_runs.get("audiovisual/run_with_diffusers.ipynb")
+    assert run.ok, run.error
+    folder = run.out / "audiovisual" / "run_with_diffusers"
+    assert (run.out / "audiovisual" / "run_with_diffusers.ipynb").is_file()
     assert (folder / "text2image.png").is_file()
     assert json.loads((folder / "text2video_sound.json").read_text())["sound"]["sample_rate"] == 48000
     assert json.loads((folder / "video2video.json").read_text())["seed"] == 3
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert [run["ok"] for run in summary] == [True]
-    assert "| audiovisual/run_with_diffusers.ipynb | ok |" in result.stdout
+    summary = json.loads((run.out / "summary.json").read_text())
+    assert [entry["ok"] for entry in summary] == [True]
+    assert (run.out / "index.html").is_file() and "| audiovisual/run_with_diffusers.ipynb | ok |" in run.printed
 
 
 @pytest.fixture

@@ -49,6 +49,7 @@ def _kernel_command(pid: int, deadline: float) -> list[str]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the kernel's command line from /proc")
+@pytest.mark.slow
 def test_lab_serves_the_cookbooks_with_this_environments_kernel(tmp_path):
     port, token = _free_port(), "cookbook-test"
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),

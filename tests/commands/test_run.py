@@ -33,6 +33,7 @@ def printed(capsys) -> Path:
     return Path(capsys.readouterr().out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_diffusers_and_vllm_omni_run_the_same_file(tmp_path, capsys):
     from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
     from cosmos_helpers.transfer.vllm import make_transfer_runner
@@ -60,6 +61,7 @@ def test_diffusers_and_vllm_omni_run_the_same_file(tmp_path, capsys):
     assert manifest["backend"] == "vllm-omni" and manifest["as_delivered"]
 
 
+@pytest.mark.slow
 def test_an_explicit_resolution_wins_over_the_profile(tmp_path, capsys):
     spec = blur_input(tmp_path)
     assert main(["transfer", "--spec", str(spec), "--profile", "tiny", "--resolution", "256",
@@ -164,6 +166,7 @@ def test_spec_runner_is_run_spec_with_one_backend_and_folder(tmp_path):
     assert [row["name"] for row in list_outputs(tmp_path / "out", display=False)] == ["still/vision.jpg"]
 
 
+@pytest.mark.slow
 def test_spec_runner_starts_a_local_vllm_omni_server_that_reads_further_controls_by_path(tmp_path):
     from cosmos_helpers.transfer import SpecRunner, edge_map
 

@@ -223,8 +223,8 @@ def test_example_runs_unchanged_on_diffusers_tiny(examples_dir, capsys, name):
         assert probe["audio_rate"] is None
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if EXAMPLES[name]["action_chunk_size"] > 16
-                                  else name for name in ACTION])  # slow: 61 frames
+@pytest.mark.slow  # 17 or 61 frames each
+@pytest.mark.parametrize("name", ACTION)
 def test_action_example_runs_unchanged_on_diffusers_tiny(examples_dir, capsys, name):
     example, out = EXAMPLES[name], examples_dir / "out"
     assert load_spec(examples_dir / name).mode in fw.ACTION_MODES

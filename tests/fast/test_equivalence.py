@@ -201,6 +201,7 @@ def test_compile_failure_falls_back_with_a_warning(pipe):
     assert _max_rel(fast["latents"], stock["latents"]) <= TOL
 
 
+@pytest.mark.slow
 def test_fused_kernels_compile_once_for_single_and_batched_passes(pipe):
     """The first call compiles each fused kernel once per head layout; later calls (single passes at step 1,
     batched pairs after) compile nothing. A rotary slice handed over as a view (storage offset = text length) made

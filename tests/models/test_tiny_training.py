@@ -156,6 +156,7 @@ def test_trained_weights_round_trip(tmp_path):
         tiny_trained.build_trained_pipeline(tiny_trained.save_weights(build_tiny_pipeline(0), tmp_path / "x", {}))
 
 
+@pytest.mark.slow
 def test_the_training_script_runs_and_records_its_recipe(tmp_path):
     """A two-step smoke run of ``scripts/train_tiny.py`` (on the CPU): it writes weights the default loader takes,
     a model card with the command that made them, and the recipe (mix, motion weight) in the file itself."""

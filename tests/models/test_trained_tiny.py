@@ -126,10 +126,9 @@ def test_the_fast_path_means_the_same(tiny_backend):
     assert fast >= 0.6 and abs(fast - stock) <= 0.1, (fast, stock)
 
 
-def test_the_vllm_omni_stand_in_means_the_same(tiny_backend):
-    from cosmos_helpers.standins.vllm_omni.local import LocalServer
-
-    with LocalServer(threads=1, progress=False, ready_timeout=120) as server, server.client() as backend:
+@pytest.mark.xdist_group("vllm-omni-server")
+def test_the_vllm_omni_stand_in_means_the_same(tiny_backend, local_vllm_omni_server):
+    with local_vllm_omni_server.client() as backend:
         served = _colour_rate(backend.generate)
     stock = _colour_rate(tiny_backend.generate)
     assert served >= 0.6 and abs(served - stock) <= 0.1, (served, stock)

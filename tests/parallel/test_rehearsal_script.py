@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXACT = {"max_rel": 0.0, "rel_l2": 0.0}
 
 
+@pytest.mark.slow
 def test_the_rehearsal_script_runs_both_plans_and_reports_exact_latents(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
                                                                                         os.environ.get("PYTHONPATH")])))

@@ -110,6 +110,7 @@ PARALLEL = {"parallel_steps": 2, "serial_calls": 2, "kept_hits": 2, "kept_misses
 PARALLEL_INTERVAL = {"parallel_steps": 1, "serial_calls": 3, "kept_hits": 1, "kept_misses": 0}
 
 
+@pytest.mark.slow
 def test_cfg_parallel_and_ulysses_on_two_processes_equal_one(reference, tmp_path):
     plans = [ParallelPlan.build(2, ulysses=2), ParallelPlan.build(2, cfg_parallel=2),
              ParallelPlan.build(2, cfg_parallel=2)]
@@ -117,6 +118,7 @@ def test_cfg_parallel_and_ulysses_on_two_processes_equal_one(reference, tmp_path
     _check(plans, [reference, reference, _latents(_pipe(INTERVAL))], tmp_path, [None, PARALLEL, PARALLEL_INTERVAL])
 
 
+@pytest.mark.slow
 def test_the_fast_path_under_ulysses_on_two_processes_equals_one(reference, tmp_path):
     """Each rank runs the fast generation stack (cached text keys/values, the fused layer code, stacked products) on
     its half of the generation tokens, exchanging them for heads around attention; no pass falls back to stock."""
@@ -165,6 +167,7 @@ def _attention_rank(rank: int, port: int, out: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_ulysses_fast_attention_equals_whole_attention(tmp_path):
     """Heads split evenly (Nano: 8 key/value heads over 2 ranks) and repeated to the query heads (the tiny model's
     single key/value head), with 9 tokens (padding on the last rank)."""

@@ -55,6 +55,7 @@ def backend():
     backend.close()
 
 
+@pytest.mark.slow
 def test_two_workers_match_one_process_and_leave_multicast_off(backend, tiny_backend):
     steps = []
     generation = backend.generate(REQUEST, progress=lambda step, total: steps.append((step, total)))
@@ -72,6 +73,7 @@ def test_two_workers_match_one_process_and_leave_multicast_off(backend, tiny_bac
         assert group.worker_env[rank]["env"] == MULTICAST_OFF
 
 
+@pytest.mark.slow
 def test_the_workers_run_the_backends_own_scheduler(tiny_backend):
     """A scheduler given to the backend reaches every worker (it was dropped: workers ran flow UniPC)."""
     from diffusers import FlowMatchEulerDiscreteScheduler
@@ -88,6 +90,7 @@ def test_the_workers_run_the_backends_own_scheduler(tiny_backend):
     assert not np.array_equal(alone.frames, tiny_backend.generate(REQUEST).frames)
 
 
+@pytest.mark.slow
 def test_a_stalled_worker_times_out_and_no_process_is_left(backend):
     group = backend._workers
     pids = group.pids()

@@ -93,7 +93,7 @@ def wait_status(http, job_id: str, wanted: set[str], timeout: float = 60) -> dic
     raise AssertionError(f"{job_id} never reached {wanted}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def storage(tmp_path_factory):
     return tmp_path_factory.mktemp("server-storage")
 
@@ -107,16 +107,17 @@ def guarded_tiny_backend():
     return DiffusersBackend(progress=False, safety_checker=WordChecker(BLOCK_WORD))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(storage):
-    """The stand-in serving the tiny model, guardrails on, its guardrail blocking ``BLOCK_WORD``."""
+    """The stand-in serving the tiny model, guardrails on, its guardrail blocking ``BLOCK_WORD``: one per test run
+    (per pytest-xdist worker), shared by the modules that only talk to it."""
     from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
 
     with ThreadedServer(guarded_tiny_backend(), storage_dir=storage, guardrails=True, sync_timeout=120) as running:
         yield running
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def http(server):
     import httpx
 

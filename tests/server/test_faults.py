@@ -30,6 +30,7 @@ def leftovers(folder) -> list[str]:
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
 
 
+@pytest.mark.slow
 def test_server_killed_mid_job_then_restarted(tmp_path):
     """An async job in progress when the server dies: the waiting client gets ConnectionLostError; after a
     restart the job is unknown (404 'Video not found': records are process-local, as on vLLM-Omni); a

@@ -254,6 +254,7 @@ def test_unbounded_queue_like_vllm(tmp_path):
             httpx.delete(f"{server.url}/v1/videos/{response.json()['id']}", timeout=10)
 
 
+@pytest.mark.slow
 def test_job_files_removed_on_delete_and_expired_after_ttl(tmp_path):
     storage = tmp_path / "store"
     storage.mkdir()

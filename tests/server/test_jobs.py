@@ -79,6 +79,7 @@ def test_queued_and_running_jobs_are_deleted(tmp_path):
         assert not (tmp_path / f"{running['id']}.mp4").exists()
 
 
+@pytest.mark.slow
 def test_a_job_that_does_not_stop_answers_409_then_deletes(tmp_path):
     backend = Gated()
     with instant_server(tmp_path, backend) as server, httpx.Client(base_url=server.url, timeout=30) as http:

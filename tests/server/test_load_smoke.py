@@ -4,6 +4,8 @@ Retry-After, none lost, no job left behind, memory bounded), not the timings."""
 
 from __future__ import annotations
 
+import pytest
+
 from cosmos_helpers.standins.vllm_omni.local import LocalServer
 from tests.conftest import load_script
 
@@ -12,6 +14,7 @@ def load_module():
     return load_script("benchmarks/load_test.py")
 
 
+@pytest.mark.slow
 def test_load_smoke():
     load_test = load_module()
     server = LocalServer(threads=1, progress=False, ready_timeout=120,

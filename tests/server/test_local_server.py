@@ -17,6 +17,8 @@ from cosmos_helpers.workflow import generate_and_save
 
 from .conftest import DOUBLES, HOLD, ROOT, small_request
 
+pytestmark = pytest.mark.slow  # the module's server takes 3 s to load, by design, in its own process
+
 
 @pytest.fixture(scope="module")
 def marker(tmp_path_factory) -> Path:

@@ -21,6 +21,7 @@ def _record(run_folder):
     return json.loads((run_folder / "outputs" / "record.json").read_text())
 
 
+@pytest.mark.slow
 def test_gpu_workers_failure_then_resume(echo, tmp_path):
     marker = tmp_path / "fail-while"
     marker.write_text("")
@@ -62,6 +63,7 @@ def test_gpu_workers_failure_then_resume(echo, tmp_path):
         sweep(echo, grid, out=out, parameters={"label": "y"}, gpus="0")
 
 
+@pytest.mark.slow
 def test_cli_with_csv_grid_and_servers(echo, tmp_path, capsys):
     grid = tmp_path / "grid.csv"
     grid.write_text("seed,label\n0,a\n1,b\n")

@@ -38,6 +38,7 @@ def sample(**fields) -> dict:
             "num_steps": 1, "num_video_frames_per_chunk": 5, **fields}
 
 
+@pytest.mark.slow
 def test_diffusers_transfers_with_depth_and_seg_computed_from_the_clip(tmp_path, clip, tiny_backend):
     spec = tmp_path / "own.json"
     spec.write_text(json.dumps(sample(seg={"weight": 0.5})))
@@ -67,6 +68,7 @@ def test_diffusers_transfers_with_depth_and_seg_computed_from_the_clip(tmp_path,
                      compute_controls=TINY)
 
 
+@pytest.mark.slow
 def test_the_framework_reads_the_computed_controls_from_its_input_file(tmp_path, clip):
     backend = FrameworkBackend.standin(work_dir=tmp_path / "runs", progress=False)
     generation = run_spec(sample(), backend=backend, profile="nano", guardrails=False, out=tmp_path / "out",
@@ -137,6 +139,7 @@ def test_what_the_vllm_omni_form_cannot_send_is_refused_before_the_control_model
     assert not (tmp_path / "out").exists()  # no control video was computed
 
 
+@pytest.mark.slow
 def test_the_vllm_omni_stand_in_runs_a_transfer_with_computed_controls(tmp_path, clip):
     from cosmos_helpers.transfer import SpecRunner
 

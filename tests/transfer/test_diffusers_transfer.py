@@ -40,6 +40,7 @@ def run(folder, **fields):
     return run_transfer(resolved(folder, **fields), progress=False)
 
 
+@pytest.mark.slow
 def test_control_longer_than_one_chunk_gives_two_chunks_and_the_full_length(clip_dir):
     from cosmos_helpers.transfer.diffusers_transfer import run_transfer
 

@@ -271,6 +271,7 @@ def test_the_standin_rejects_unknown_fields_as_the_framework_does(tmp_path):
     assert "NOT the NVIDIA Cosmos Framework" in (run.folder / "run.log").read_text()
 
 
+@pytest.mark.slow
 def test_an_image_sample_comes_back_as_the_frameworks_vision_jpg(tmp_path):
     sample = {"name": "still", "model_mode": "text2image", "prompt": "a robot", "resolution": "256", "num_steps": 1,
               "seed": 4}
@@ -284,6 +285,7 @@ def test_an_image_sample_comes_back_as_the_frameworks_vision_jpg(tmp_path):
     assert manifest["as_delivered"] and manifest["request"]["input"] == sample
 
 
+@pytest.mark.slow
 def test_an_edit_request_runs_through_the_framework_at_the_frameworks_edit_size(tmp_path):
     still = rolling_ball_clip(1, 64, 48)[0]
     request = GenerationRequest(mode="i2i", prompt="Paint the ball blue.", image=still, profile="nano",
@@ -296,6 +298,7 @@ def test_an_edit_request_runs_through_the_framework_at_the_frameworks_edit_size(
     assert sample["model_mode"] == "image2image" and "resolution" not in sample
 
 
+@pytest.mark.slow
 def test_a_transfer_sample_runs_unchanged_and_its_controls_are_collected(tmp_path):
     media.write_mp4(tmp_path / "rgb.mp4", rolling_ball_clip(9, 320, 180), 24)
     sample = {"name": "edge_run", "prompt": "a red ball", "vision_path": "rgb.mp4", "edge": {}, "seed": 2,
@@ -335,6 +338,7 @@ def _small(mode: str, **values) -> GenerationRequest:
                              tier="256", num_inference_steps=2, guardrails=False, seed=3, **frames, **values)
 
 
+@pytest.mark.slow
 def test_several_requests_run_in_one_framework_process_as_they_would_alone(tmp_path):
     backend = standin(tmp_path)
     requests = [_small("text2video"), _small("text2image")]
@@ -348,6 +352,7 @@ def test_several_requests_run_in_one_framework_process_as_they_would_alone(tmp_p
     assert (alone.frames == video.frames).all()
 
 
+@pytest.mark.slow
 def test_a_batchs_progress_bar_covers_every_samples_steps(tmp_path, monkeypatch):
     """The samples of one run follow one another in its log, each counting its steps from 1: one bar over all."""
     from cosmos_helpers.backends import framework
@@ -386,6 +391,7 @@ def test_several_requests_need_one_checkpoint_and_distinct_names(tmp_path):
     assert not (tmp_path / "runs").exists()  # refused before anything was written
 
 
+@pytest.mark.slow
 def test_generate_and_save_all_loads_what_is_done_and_runs_the_rest_together(tmp_path):
     from cosmos_helpers import generate_and_save, generate_and_save_all
     from cosmos_helpers.errors import OutputExistsError

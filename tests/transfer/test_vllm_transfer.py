@@ -141,6 +141,7 @@ def test_the_server_hook_runs_guardrails_when_the_server_does_and_the_request_al
     assert vllm_transfer(on, {**edge, "guardrails": True}, rgb, {}, guardrails=False)[0].guardrails is False
 
 
+@pytest.mark.slow
 def test_the_same_sample_through_the_form_and_the_hook_equals_the_diffusers_transfer(media_dir):
     from cosmos_helpers.transfer.diffusers_transfer import run_transfer
 

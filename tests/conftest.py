@@ -50,7 +50,8 @@ def pytest_collection_modifyitems(config, items):
     largest, so it starts first): one worker executes each cookbook as it is first asked for, and never waits for
     the other. A module whose tests use a module-scoped fixture (a server, a model, a report; some also count what
     its earlier tests did) goes to one worker whole, in its order, so the fixture is built once; the tests on the
-    local Ray instance (``ray_instance``) share one worker too. Every other test is handed out on its own. An ``xdist_group`` mark of the test's own wins."""
+    local Ray instance (``ray_instance``) share one worker too. Every other test is handed out on its own. An
+    ``xdist_group`` mark of the test's own wins."""
     shared = {item.module.__name__ for item in items if _uses_a_module_fixture(item)}
     for item in items:
         if item.get_closest_marker("xdist_group"):

@@ -31,6 +31,7 @@ weight storage 362 s). Run it as its own command (it reuses ``--work`` when an e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -253,6 +254,38 @@ def cap24(a, out: Path, report: dict) -> None:
     (out / "fp8_cap24.json").write_text(json.dumps(report, indent=1, default=str))
 
 
+def pick_attention(choice: str, cuda: bool) -> str | None:
+    """The diffusers attention backend every row runs with (the same for bf16 and FP8, so the rows compare).
+
+    ``auto``: the first of diffusers' native backends whose scaled-dot-product kernel takes a Nano-sized
+    grouped-query attention (32 query heads over 8 key/value heads) without materialising the score matrix; on some
+    machines torch's default dispatch falls back to the math kernel there, which needs tens of GiB at 480p.
+    """
+    if choice != "auto" or not cuda:
+        return None if choice in ("auto", "default") else choice
+    import torch
+    from diffusers.models.attention_dispatch import attention_backend, dispatch_attention_fn
+
+    q = torch.randn(1, 18720, 32, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, 19023, 8, 128, device="cuda", dtype=torch.bfloat16)
+    for name in ("native", "_native_cudnn", "_native_efficient"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        try:
+            with attention_backend(name):
+                dispatch_attention_fn(q, k, k, enable_gqa=True)
+            torch.cuda.synchronize()
+        except Exception as exc:  # a kernel that refuses the shape: the next candidate
+            log(f"attention {name}: {type(exc).__name__}: {str(exc)[:120]}")
+            continue
+        extra = (torch.cuda.max_memory_allocated() - base) / 2**30
+        log(f"attention {name}: {extra:.2f} GiB beyond its inputs")
+        if extra < 2:
+            return None if name == "native" else name
+    return None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "outputs/fp8"))
@@ -262,6 +295,9 @@ def main() -> int:
     ap.add_argument("--cap24", action="store_true", help="only the 24 GiB, 720p run (its own command)")
     ap.add_argument("--cap24-steps", type=int, default=None, help="default 35 (smoke 4)")
     ap.add_argument("--smoke", action="store_true", help="the tiny model on CPU: checks the script, times nothing")
+    ap.add_argument("--attention", default="default", help="diffusers attention backend for every row: default "
+                    "(torch's own dispatch), auto (the first native one that takes Nano's GQA without the math "
+                    "kernel), or a diffusers backend name")
     a = ap.parse_args()
     log(f"python {sys.version.split()[0]} ({sys.version})")
     missing = missing_modules()
@@ -281,10 +317,15 @@ def main() -> int:
               "quantization": "ModelOpt FP8 E4M3 per-tensor weights + static per-tensor inputs, decoder layers",
               "rows": []}
     started = time.perf_counter()
-    if a.cap24:
-        cap24(a, out, report)
-    else:
-        main_rows(a, out, report)
+    attention = pick_attention(a.attention, torch.cuda.is_available() and not a.smoke)
+    report["environment"]["attention_backend"] = attention or "default"
+    from diffusers.models.attention_dispatch import attention_backend
+
+    with attention_backend(attention) if attention else contextlib.nullcontext():
+        if a.cap24:
+            cap24(a, out, report)
+        else:
+            main_rows(a, out, report)
     log(f"done in {time.perf_counter() - started:.0f} s")
     return 0
 

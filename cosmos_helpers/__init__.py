@@ -30,7 +30,7 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
                  "ChatStandin",
     "backends.diffusers": "DiffusersBackend free_pipeline",
     "fast": "FastOptions",
-    "parallel": "ParallelPlan WorkerError",
+    "backends.diffusers.parallel": "ParallelPlan WorkerError",
     "backends.vllm_omni": "VllmOmniBackend AsyncVllmOmniBackend",
     "backends.vllm_serve": "serve_command",
     "standins.vllm_omni.local": "LocalServer connect_vllm_omni",
@@ -89,7 +89,7 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .longvideo import long_video
     from .models.tiny import tiny_model_path
     from .models.tiny_trained import trained_tiny_path
-    from .parallel import ParallelPlan, WorkerError
+    from .backends.diffusers.parallel import ParallelPlan, WorkerError
     from .presets import ASPECT_RATIOS, MODES, PROFILES, VIDEO_SIZES, Profile, get_profile, size_for
     from .prompting import (Blocklist, ChatStandin, build_caption, caption_schema, check_caption, precheck_request,
                             upsample, with_precheck)

@@ -8,7 +8,7 @@ from cosmos_helpers import DiffusersBackend, FastOptions, GenerationRequest
 from cosmos_helpers.backends.memory import MemorySettings, plan_memory, resolve_memory
 from cosmos_helpers.backends.vllm_serve import serve_command
 from cosmos_helpers.errors import ValidationError
-from cosmos_helpers.parallel import ParallelPlan
+from cosmos_helpers.backends.diffusers.parallel import ParallelPlan
 
 NANO_BYTES = 15_160_000_000 * 2  # bf16 weights of Nano's transformer
 SUPER_BYTES = 64_000_000_000 * 2

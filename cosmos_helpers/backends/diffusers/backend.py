@@ -6,7 +6,7 @@ backend in the process (:mod:`.loading`); what differs between backends (schedul
 interval, step cache) is lent to the pipeline for one call (:mod:`.runner`). bf16 on CUDA, fp32 on CPU.
 
 ``gpus=N`` (with ``cfg_parallel=`` / ``ulysses=``, ``serve_command``'s names) runs each call on N worker processes,
-one per GPU (:mod:`cosmos_helpers.parallel`). ``memory="24GB"|"48GB"|"80GB"`` fits the pipeline on a card of that
+one per GPU (:mod:`.parallel`). ``memory="24GB"|"48GB"|"80GB"`` fits the pipeline on a card of that
 size (:mod:`cosmos_helpers.backends.memory`).
 """
 
@@ -21,7 +21,7 @@ from typing import Any, Iterator
 from ...errors import ValidationError
 from ...fast import FastOptions
 from ...limits import check_backend_mode
-from ...parallel.plan import ParallelPlan
+from .parallel.plan import ParallelPlan
 from ...precision import FP8, check_for_backend
 from ...presets import model_for
 from ...protocol.fp8 import REVISION
@@ -205,7 +205,7 @@ class DiffusersBackend(Backend):
 
     def _worker_group(self):
         """The running worker group of this backend, started on first use (or again after a failure)."""
-        from ...parallel.workers import WorkerGroup
+        from .parallel.workers import WorkerGroup
 
         if self._workers is not None and self._workers.alive:
             return self._workers

@@ -10,13 +10,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_MODULES: dict[str, str] = {
-    "prepare": "BlurParameters blur_map blur_parameters bucket_for compute_control edge_map load_control mirror_pad "
-               "mirror_pad_indices PreparedTransfer check_control_consistency chunk_length control_directive "
-               "format_transfer_prompt plan_chunks prepare_transfer",
-    "diffusers_transfer": "TransferGeneration run_transfer",
+_MODULES: dict[str, str] = {  # relative to this package: ".x" is cosmos_helpers.x
+    ".controls.maps": "BlurParameters blur_map blur_parameters compute_control edge_map",
+    ".specs.transfer": "bucket_for load_control mirror_pad mirror_pad_indices PreparedTransfer "
+                       "check_control_consistency chunk_length control_directive format_transfer_prompt plan_chunks "
+                       "prepare_transfer",
+    ".backends.diffusers.transfer": "TransferGeneration run_transfer",
     "runner": "SpecRunner run_spec",
-    "vllm": "make_transfer_runner",
+    ".standins.vllm_omni.transfer": "make_transfer_runner",
 }
 _EXPORTS: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names.split()}
 

@@ -40,7 +40,7 @@ from ..specs.runs import SampleRun, check_backend, generation_request, given_fie
 from ..step_cache import StepCache, check_for_backend, check_step_cache
 from .estimated import control_folder, with_computed_controls
 from .vllm import BACKEND as VLLM
-from .vllm import check_transfer, make_transfer_runner, transfer_form
+from .vllm import check_transfer, transfer_form
 
 STEM = "vision"
 _CONTROL_SUFFIXES = (".mp4", ".jpg")  # the framework saves a control like the output (args.py vision_extension)
@@ -175,13 +175,13 @@ def execute(run: SampleRun, backend: Any, *, progress: bool = True, server_paths
     check_run_cache(run.step_cache, backend.name, r)
     if r.is_transfer:
         if backend.name == "diffusers":
-            from .diffusers_transfer import run_transfer  # OpenCV and the modular blocks load on first use
+            from ..backends.diffusers.transfer import run_transfer  # OpenCV and the modular blocks load on first use
 
             return framework_file(run_transfer(r, backend=backend, progress=progress, step_cache=run.step_cache), r)
         fields, files = transfer_form(r, run.given, server_paths=server_paths)
         return backend.send_video_form(fields, files, what="transfer", model=r.model)  # checks the server's model
     if r.model_mode in fw.SOUND_CONDITION_MODES:
-        from .audio import run_audio_sample  # scipy and the sound tokenizer load on first use
+        from ..backends.diffusers.audio import run_audio_sample  # scipy and the sound tokenizer load on first use
 
         return framework_file(run_audio_sample(r, backend=backend, progress=progress), r)
     if r.model_mode not in MODES + fw.ACTION_MODES:  # check_backend refuses the others first; keep the dispatch total
@@ -298,6 +298,7 @@ class SpecRunner:
         """A loopback server this process starts for its own inputs: it may open them by path (server_paths), and its
         guardrail switch is on, so each request's own choice (the run's, in extra_params) decides."""
         from ..standins.vllm_omni.local import ThreadedServer  # FastAPI and uvicorn load on first use
+        from ..standins.vllm_omni.transfer import make_transfer_runner
 
         model = model_for(self.profile, self.model)
         self._server = ThreadedServer(model=model, warmup=False, guardrails=True,

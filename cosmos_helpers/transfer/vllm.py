@@ -1,46 +1,24 @@
-"""vLLM-Omni 0.30.0 transfer, both sides: the request a framework transfer sample becomes, and the local stand-in
-server's hook that runs such a request on diffusers.
+"""The vLLM-Omni 0.30.0 transfer request a framework transfer sample becomes (:func:`transfer_form`, sent with
+``VllmOmniBackend.send_video_form``), and what vLLM-Omni would refuse or run differently (:func:`check_transfer`).
 
-vLLM-Omni's transfer (``diffusion/models/cosmos3/``) differs from the framework's:
-
-* the bucket is the one nearest the RGB input's shape (else the first control's) at ``extra_params.resolution``
-  (default 720; tiers 256/480/704/720 only), by ``protocol.vllm_omni.closest_bucket``;
-* the model runs at the input video's fps, else ``extra_params.fps``, else the request's ``fps``, else 24 (one wsm
-  hint: ``extra_params.fps`` first; pipeline_cosmos3.py:3465-3471), and a request ``fps`` re-times the encoded MP4
-  (``serving_video.py:499``);
-* the request's ``num_frames`` caps the length (omitted, it is 1); ``guidance_interval`` is not applied to
-  transfer; intervals are inclusive ``[lo, hi]`` (``protocol.framework.to_inclusive`` / ``to_strict`` convert the
-  framework's strict ``(lo, hi)``, holding the same timesteps);
-* the inputs are videos only; one control file is uploaded per request (others must be paths on the server);
-* a single hint gets its tuned defaults; every other key its ``protocol.vllm_omni.TRANSFER_EXTRA`` default.
-
-Client side (:func:`transfer_form`, sent with ``VllmOmniBackend.send_video_form``): the RGB clip is
-``input_reference``, the first precomputed control ``control_reference`` + ``control_type``, every hint an
-``extra_params`` block; no ``fps`` field is sent (``extra_params.fps`` is the framework's output fps: the input's,
-else the sample's) and ``num_frames`` is the first control's length, so the server runs what the framework would.
-
-Server side (:func:`make_transfer_runner`): the transfer a request describes, rebuilt with vLLM-Omni's semantics;
-guardrails run when the server runs them (``guardrails=`` of the factory) and the request does not turn them off.
+The RGB clip is ``input_reference``, the first precomputed control ``control_reference`` + ``control_type``, every
+hint an ``extra_params`` block. No ``fps`` field is sent (``extra_params.fps`` is the framework's output fps: the
+input's, else the sample's) and ``num_frames`` is the first control's length, so the server runs what the framework
+would. How vLLM-Omni's transfer differs from the framework's is in :mod:`cosmos_helpers.standins.vllm_omni.transfer`.
 """
 
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
-from typing import Any, Callable, Mapping
-
-import numpy as np
+from typing import Any
 
 from .. import media
 from ..errors import ValidationError
-from ..presets import model_for
 from ..protocol import framework as fw
 from ..protocol import vllm_omni as vo
-from ..result import Generation
 from ..specs.resolve import ResolvedHint, ResolvedSample
 
-TransferRunner = Callable[[dict, dict, "Path | None", dict], Generation]
 Files = dict[str, tuple[str, bytes, str]]
 BACKEND = "vllm-omni"
 
@@ -135,140 +113,3 @@ def _hint_block(hint: ResolvedHint, given: set[str], *, uploaded: bool) -> Any:
     return block or True
 
 
-def make_transfer_runner(model: str | None = None, *, backend: Any = None, guardrails: bool = False,
-                         step_cache: Any = None) -> TransferRunner:
-    """The local server's ``transfer_runner``: ``runner(form_fields, extra_params, rgb_video_path, control_paths)``.
-
-    It runs the transfer the request describes, with vLLM-Omni's semantics (module docstring), on diffusers with
-    ``model`` (default: the default profile's) and ``backend`` (a ``DiffusersBackend`` for device and dtype;
-    default ``DiffusersBackend()``). ``guardrails`` is the server's own switch, as vLLM-Omni's ``--no-guardrails``:
-    off, no request turns them on. ``step_cache`` is the server's (``--cache-backend``), as for every request.
-    """
-    model = model_for(model=model)
-
-    def runner(form_fields: dict[str, str], extra_params: dict, rgb_video_path: Path | None,
-               control_paths: dict[str, Path]) -> Generation:
-        from .diffusers_transfer import run_transfer
-        from .prepare import prepare_transfer
-
-        r, aspect, fps = vllm_transfer(form_fields, extra_params, rgb_video_path, control_paths, model=model,
-                                       guardrails=guardrails)
-        prepared = prepare_transfer(r, aspect_ratio=aspect, fps=fps, emit_warnings=False)
-        return run_transfer(prepared, backend=backend, progress=False, step_cache=step_cache)
-
-    return runner
-
-
-def vllm_transfer(form: Mapping[str, str], extra: Mapping[str, Any], rgb_video_path: Path | None,
-                  control_paths: Mapping[str, Path], *, model: str | None = None, guardrails: bool = False
-                  ) -> tuple[ResolvedSample, str, float]:
-    """``(resolved sample, bucket aspect, model fps)`` of a vLLM-Omni transfer request, by vLLM-Omni's rules."""
-    hints = _server_hints(extra, control_paths)
-    if not hints:
-        raise ValidationError("extra_params", "no control hint in the transfer request.",
-                              "add edge/blur/depth/seg/wsm.")
-    tuned = dict(vo.HINT_TUNED_DEFAULTS[hints[0].kind]) if len(hints) == 1 else {}
-    x = _Extra(extra, form, tuned)
-    source = rgb_video_path or next((Path(p) for p in control_paths.values()), None) or next(
-        Path(h.control_path) for h in hints if h.control_path)
-    probe = media.read_media(source, max_frames=1, field="input_reference")  # the RGB input, else the first control
-    tier, aspect = _bucket(x, probe.frames[0])
-    input_fps = float(probe.fps or fw.IMAGE_FPS) if rgb_video_path is not None else None
-    fps = _model_fps(form, extra, input_fps, tuned, wsm_only=[h.kind for h in hints] == ["wsm"])
-    cap = int(form.get("num_frames") or vo.VIDEO_DEFAULTS["num_frames"])
-    interval = x.get("control_guidance_interval")
-    if isinstance(interval, str):
-        interval = [float(v) for v in interval.split(",")]
-    templates = {key: x.flag(f"use_{key}_template") for key in ("duration", "resolution")}
-    r = ResolvedSample(
-        name="vllm_transfer", model=model_for(model=model), profile=None, model_mode="video2video",
-        prompt=form.get("prompt") or "", negative_prompt=form.get("negative_prompt") or None,
-        vision_path=str(rgb_video_path) if rgb_video_path else None, sound_path=None, resolution=tier,
-        aspect_ratio=aspect, fps=round(fps), num_frames=cap,
-        num_steps=int(form.get("num_inference_steps") or vo.VIDEO_DEFAULTS["num_inference_steps"]),
-        guidance=float(x.get("guidance_scale", "guidance", form_key="guidance_scale")
-                       or vo.VIDEO_DEFAULTS["guidance_scale"]),
-        guidance_interval=None,  # not applied to transfer (pipeline_cosmos3.py:3613-3629)
-        shift=float(x.get("flow_shift", "shift", form_key="flow_shift") or vo.VIDEO_DEFAULTS["flow_shift"]),
-        normalize_cfg=False, seed=int(form["seed"]) if form.get("seed") else secrets.randbelow(vo.VIDEO_SEED_MAX + 1),
-        duration_template=fw.PROMPT_DEFAULTS["duration_template"] if templates["duration"] else None,
-        resolution_template=fw.RESOLUTION_TEMPLATES["video"] if templates["resolution"] else None,
-        **{key: fw.PROMPT_DEFAULTS[key] for key in ("sigma_max", "inverse_duration_template",  # no such options
-                                                    "inverse_resolution_template", "video_save_quality",
-                                                    "image_save_quality")},
-        negative_metadata_mode=str(x.get("negative_metadata_mode")), negative_prompt_keep_metadata=False,
-        enable_sound=False, condition_frame_indexes_vision=(), condition_video_keep="first", num_outputs=1,
-        control_guidance=float(x.get("control_guidance")),
-        control_guidance_interval=None if interval is None else fw.to_strict(interval),
-        hints=hints, num_video_frames_per_chunk=int(x.get("num_video_frames_per_chunk")),
-        num_conditional_frames=int(x.get("num_conditional_frames")),
-        num_first_chunk_conditional_frames=int(x.get("num_first_chunk_conditional_frames")),
-        max_frames=min(cap, int(x.get("max_frames"))),
-        share_vision_temporal_positions=x.flag("share_vision_temporal_positions"),
-        emphasize_control_in_prompt=x.flag("emphasize_control_in_prompt"),
-        show_control_condition=x.flag("show_control_condition"), show_input=x.flag("show_input"),
-        guardrails=guardrails and x.flag("guardrails", default=vo.GENERATION_EXTRA["guardrails"]),
-        sources={}, notes=())
-    return r, aspect, fps
-
-
-class _Extra:
-    """``extra_params`` read as vLLM-Omni reads them: the first key given, else the single hint's tuned default,
-    else the pipeline's default (``protocol.vllm_omni.TRANSFER_EXTRA``)."""
-
-    def __init__(self, extra: Mapping[str, Any], form: Mapping[str, str], tuned: Mapping[str, Any]) -> None:
-        self.extra, self.form, self.tuned = extra, form, tuned
-
-    def get(self, *names: str, form_key: str | None = None) -> Any:
-        for name in names:
-            if self.extra.get(name) not in (None, ""):
-                return self.extra[name]
-        if form_key is not None and self.form.get(form_key) not in (None, ""):
-            return self.form[form_key]
-        for name in names:
-            if name in self.tuned:
-                return self.tuned[name]
-        return vo.TRANSFER_EXTRA.get(names[0])
-
-    def flag(self, name: str, *, default: bool | None = None) -> bool:
-        value = self.extra.get(name)
-        if value is None:
-            return bool(vo.TRANSFER_EXTRA[name] if default is None else default)
-        if isinstance(value, str):
-            return value.strip().lower() in ("1", "true", "yes", "on")
-        return bool(value)
-
-
-def _bucket(x: _Extra, probe: np.ndarray) -> tuple[str, str]:
-    """``(tier, aspect)``: the bucket at ``resolution`` nearest the shape of the ``probe`` frame."""
-    tier = str(x.get("resolution", "image_size"))
-    if tier not in vo.TIERS:
-        raise ValidationError("extra_params.resolution", f"Unknown Cosmos3 transfer resolution {tier!r}.",
-                              f"use one of {', '.join(vo.TIERS)}.")
-    width, height = vo.closest_bucket(probe.shape[1], probe.shape[0], tier)
-    return tier, next(a for a, size in vo.SIZES[tier].items() if size == (width, height))
-
-
-def _server_hints(extra: Mapping[str, Any], control_paths: Mapping[str, Path]) -> tuple[ResolvedHint, ...]:
-    """The hints of a request; a preset left out is ``medium`` there too (cosmos3/transfer.py:268-269)."""
-    hints = []
-    for kind in fw.HINT_KINDS:
-        raw = extra.get(kind)
-        if raw is None and kind not in control_paths:
-            continue
-        raw = {} if raw is True or raw is None else {"control_path": str(raw)} if isinstance(raw, str) else dict(raw)
-        path = str(control_paths[kind]) if kind in control_paths else raw.get("control_path")
-        preset = fw.PRESET_FIELDS.get(kind)
-        hints.append(ResolvedHint(kind=kind, control_path=path, weight=float(raw.get("control_weight", 1.0)),
-                                  preset=str(raw.get(preset) or fw.HINT_PRESET_DEFAULTS[kind]) if preset else None))
-    return tuple(hints)
-
-
-def _model_fps(form: Mapping[str, str], extra: Mapping[str, Any], input_fps: float | None,
-               tuned: Mapping[str, Any], *, wsm_only: bool) -> float:
-    """The frame rate the model runs at (pipeline_cosmos3.py:3465-3471)."""
-    configured = next((float(extra[k]) for k in ("resolved_frame_rate", "frame_rate", "fps") if extra.get(k)), None)
-    configured = configured or (float(form["fps"]) if form.get("fps") else None) or tuned.get("fps")
-    request = float(form["fps"]) if form.get("fps") else None
-    order = (configured, input_fps) if wsm_only else (input_fps, configured)
-    return float(next((v for v in (*order, request) if v), vo.VIDEO_DEFAULTS["fps"]))

@@ -35,14 +35,14 @@ def resolved(folder, **fields):
 
 
 def run(folder, **fields):
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
+    from cosmos_helpers.backends.diffusers.transfer import run_transfer
 
     return run_transfer(resolved(folder, **fields), progress=False)
 
 
 @pytest.mark.slow
 def test_control_longer_than_one_chunk_gives_two_chunks_and_the_full_length(clip_dir):
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
+    from cosmos_helpers.backends.diffusers.transfer import run_transfer
 
     steps = []
     out = run_transfer(resolved(clip_dir, vision_path="rgb.mp4", edge={}, num_frames=13),
@@ -117,7 +117,7 @@ def test_strict_guidance_intervals_switch_passes_off(clip_dir):
 
 def test_progress_in_a_static_run_reports_chunks(clip_dir, monkeypatch, capsys):
     """What ``run-cookbooks`` (papermill) sees: one plain summary line naming the last chunk."""
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
+    from cosmos_helpers.backends.diffusers.transfer import run_transfer
 
     monkeypatch.delenv("COSMOS_HELPERS_NO_PROGRESS", raising=False)
     monkeypatch.setenv("COSMOS_HELPERS_STATIC", "1")

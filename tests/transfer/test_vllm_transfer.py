@@ -15,7 +15,8 @@ from cosmos_helpers.protocol import framework as fw
 from cosmos_helpers.protocol import vllm_omni as vo
 from cosmos_helpers.samples import rolling_ball_clip
 from cosmos_helpers.specs import Sample, given_fields
-from cosmos_helpers.transfer.vllm import make_transfer_runner, transfer_form, vllm_transfer
+from cosmos_helpers.standins.vllm_omni.transfer import make_transfer_runner, vllm_transfer
+from cosmos_helpers.transfer.vllm import transfer_form
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +144,7 @@ def test_the_server_hook_runs_guardrails_when_the_server_does_and_the_request_al
 
 @pytest.mark.slow
 def test_the_same_sample_through_the_form_and_the_hook_equals_the_diffusers_transfer(media_dir):
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
+    from cosmos_helpers.backends.diffusers.transfer import run_transfer
 
     r, given = form(media_dir, vision_path="rgb9.mp4", edge={"preset_edge_threshold": "low"},
                     overrides={"num_steps": 1})

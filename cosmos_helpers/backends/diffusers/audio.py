@@ -32,15 +32,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import media
-from ..backends.diffusers import DiffusersBackend
-from ..errors import BackendUnavailableError, GuardrailError, ValidationError
-from ..presets import DEFAULT_PROFILE, SOUND_SAMPLE_RATE, VIDEO_SIZES, get_profile, model_for, size_for
-from ..result import Generation
-from ..schedules import native_flow_scheduler
-from ..specs.resolve import ResolvedSample
-from .diffusers_transfer import StepProgress
-from .prepare import format_transfer_prompt
+from ... import media
+from ...errors import BackendUnavailableError, GuardrailError, ValidationError
+from ...presets import DEFAULT_PROFILE, SOUND_SAMPLE_RATE, VIDEO_SIZES, get_profile, model_for, size_for
+from ...result import Generation
+from ...schedules import native_flow_scheduler
+from ...specs.resolve import ResolvedSample
+from ...specs.transfer import format_transfer_prompt
+from .backend import DiffusersBackend
+from .clock import StepClock
 
 WAV_EXTENSIONS = frozenset({".wav", ".wave"})
 EXPERIMENTAL_NOTE = ("EXPERIMENTAL: audio-conditioned generation on diffusers packs the clip as clean sound tokens; "
@@ -193,12 +193,13 @@ def run_audio_call(call: AudioCall, *, model: str | None = None, backend: Any = 
     checker = backend.guardrail_checker(call.guardrails)
     if checker is not None and not checker.check_text_safety(call.prompt):
         raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
-    steps = StepProgress(call.num_steps, "audio->video (experimental)", progress, started)
-    with steps, backend.borrowed(model) as pipe:
+    clock = StepClock(call.num_steps, "audio->video (experimental)", bar=progress is True,
+                      callback=progress if callable(progress) else None, started=started)
+    with clock, backend.borrowed(model) as pipe:
         load_s = time.perf_counter() - started
-        call_start = time.perf_counter()
-        video, sound_frames, device = _generate(pipe, call, steps.step)
-    timings = steps.timings(load_s, call_start)
+        clock.call_start = time.perf_counter()
+        video, sound_frames, device = _generate(pipe, call, lambda _: clock.step())
+    timings = clock.timings(load_s)
     frames = media.to_uint8(video)
     if checker is not None:
         checked = checker.check_video_safety(frames)

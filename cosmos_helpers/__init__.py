@@ -26,8 +26,8 @@ _EXPORTS: dict[str, str] = {name: module for module, names in {
     "longvideo": "long_video",
     "views.joins": "join_plot",
     "prompts": "load_caption compact caption_summary",
-    "prompting": "build_caption check_caption caption_schema upsample precheck_request with_precheck Blocklist "
-                 "ChatStandin",
+    "prompting": "build_caption check_caption caption_schema upsample precheck_request with_precheck Blocklist",
+    "standins.chat": "ChatStandin",
     "backends.diffusers": "DiffusersBackend free_pipeline",
     "fast": "FastOptions",
     "backends.diffusers.parallel": "ParallelPlan WorkerError",
@@ -91,8 +91,9 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .models.tiny_trained import trained_tiny_path
     from .backends.diffusers.parallel import ParallelPlan, WorkerError
     from .presets import ASPECT_RATIOS, MODES, PROFILES, VIDEO_SIZES, Profile, get_profile, size_for
-    from .prompting import (Blocklist, ChatStandin, build_caption, caption_schema, check_caption, precheck_request,
-                            upsample, with_precheck)
+    from .prompting import (Blocklist, build_caption, caption_schema, check_caption, precheck_request, upsample,
+                            with_precheck)
+    from .standins.chat import ChatStandin
     from .prompts import caption_summary, compact, load_caption
     from .request import GenerationRequest
     from .step_cache import SeaCache

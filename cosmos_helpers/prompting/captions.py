@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ValidationError
+from ..media import write_bytes_atomic
 from ..prompts import load_caption
 from .schema import FREE_KEY, METADATA_KEYS, caption_schema, check_kind, resolution_pairs, template
 
@@ -153,8 +154,6 @@ def save_caption(caption: Mapping[str, Any], path: str | Path, *, overwrite: boo
     different one is never replaced unless ``overwrite``.
     """
     import hashlib
-
-    from ..media import write_bytes_atomic
 
     data = (json.dumps(dict(caption), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     target = Path(path)

@@ -156,7 +156,7 @@ class ResolvedSample:
     @property
     def bucket_size(self) -> tuple[int, int] | None:
         """(width, height) of ``resolution`` x ``aspect_ratio``; a transfer without ``vision_path`` takes its
-        aspect from the first control instead (see ``transfer.prepare``)."""
+        aspect from the first control instead (see ``specs.transfer``)."""
         if self.resolution is None or self.aspect_ratio is None:
             return None
         return VIDEO_SIZES[self.resolution][self.aspect_ratio]

@@ -9,7 +9,7 @@ picture (reference ``cosmos3-transfer.md`` §12); each is closed here or in the 
 a      ``set_timesteps(N)``: sigmas start at 1                the native sigmas ``linspace(0.999, 0, N+1)[:-1]``
                                                               with the sample's ``shift`` (``schedules``)
 b      prompt tokenised verbatim                              JSON metadata / templates, negative metadata mode,
-                                                              control directive (``prepare.format_transfer_prompt``)
+                                                              control directive (``specs.transfer``)
 c      all controls in one joint attention, no weights        weighted attention for N > 1
 d      controls *stretched* to ``height x width``             controls fitted (cover + centre-crop) first
 e      chunk = whole video, ``num_frames`` caps, fps 24       chunk, fps and size always passed; the length is
@@ -22,12 +22,10 @@ h      safety checker required                                the sample's ``gua
 =====  =====================================================  ==============================================
 
 (c) is :class:`WeightedMultiControlAttnProcessor`; (f) and (g) are the chunk loop and denoiser of
-:func:`transfer_pipeline`, thin subclasses of the stock blocks that carry one call's settings (:class:`CallSettings`)
-and also report progress. The blocks, the pipeline object and its scheduler are made per call (a few
-milliseconds); only the weights are shared, taken from :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend`'s
-pipeline for the model. The one shared thing a call changes, the transformer's attention processors, is changed
-only while the caller holds that pipeline's lock (``DiffusersBackend.borrowed``) and restored before it is
-released. Importing this module does not import diffusers.
+:mod:`.transfer_blocks`. The blocks, the pipeline object and its scheduler are made per call (a few milliseconds);
+only the weights are shared, borrowed from the backend's pipeline for the model. The one shared thing a call changes,
+the transformer's attention processors, is changed only under that pipeline's lock (``DiffusersBackend.borrowed``)
+and restored before it is released. Importing this module does not import diffusers.
 """
 
 from __future__ import annotations

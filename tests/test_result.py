@@ -5,8 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from cosmos_helpers import Generation, GenerationRequest, OutputExistsError, find_saved, generate_and_save
-from cosmos_helpers import media
+from cosmos_helpers import Generation, GenerationRequest, generate_and_save, media
+from cosmos_helpers.errors import OutputExistsError
+from cosmos_helpers.result import find_saved
 
 
 def make_generation(sound=True, seed=0, frames=9):

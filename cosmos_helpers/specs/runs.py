@@ -294,16 +294,11 @@ def _download(url: str, target: Path, progress: bool) -> None:
             "GET", url, follow_redirects=True, timeout=TIMEOUT_S) as response:
         response.raise_for_status()
         total = int(response.headers.get("content-length") or 0) or None
-        bar = progress_bar(total, f"download {Path(url).name}", "B", enabled=progress, unit_scale=True)
-        try:
-            with open(tmp, "wb") as handle:
-                for chunk in response.iter_bytes():
-                    handle.write(chunk)
-                    if bar is not None:
-                        bar.update(len(chunk))
-        finally:
-            if bar is not None:
-                bar.close()
+        with progress_bar(total, f"download {Path(url).name}", "B", enabled=progress, unit_scale=True) as bar, \
+                open(tmp, "wb") as handle:
+            for chunk in response.iter_bytes():
+                handle.write(chunk)
+                bar.update(len(chunk))
 
 
 def _offline(url: str, field: str, target: Path, reason: str) -> ValidationError:

@@ -213,6 +213,18 @@ class Worker:
             self.process.wait()
 
 
+def _workers(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, log_dir: Path) -> list:
+    """One worker per slot that has a run: Ray actors, this process (a single slot) or worker processes."""
+    used = slots[:max(1, len(runs))]
+    if used[0].ray is not None:
+        from .ray_workers import RayWorker
+
+        return [RayWorker(s, dispatch) for s in used]
+    if len(used) == 1:
+        return [InProcessWorker(used[0], dispatch)]
+    return [Worker(s, dispatch, log_dir) for s in used]
+
+
 def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, total: int, log_dir: Path,
             on_done: Callable[[SweepRun], None] | None = None) -> None:
     """Execute ``runs`` over ``slots`` (each slot one run at a time); returns when all are done.
@@ -222,19 +234,8 @@ def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, tota
     pending: "queue.Queue[SweepRun]" = queue.Queue()
     for run in runs:
         pending.put(run)
-    used = slots[:max(1, len(runs))]
-    if used[0].ray is not None:
-        from .ray_workers import RayWorker
-
-        workers: list = [RayWorker(s, dispatch) for s in used]
-    elif len(used) == 1:
-        workers = [InProcessWorker(used[0], dispatch)]
-    else:
-        workers = [Worker(s, dispatch, log_dir) for s in used]
+    workers = _workers(runs, slots, dispatch, log_dir)
     stop, lock = threading.Event(), threading.Lock()
-    bar = progress_bar(total=total, desc="sweep", unit="run")
-    if bar is not None and total > len(runs):
-        bar.update(total - len(runs))
 
     def work(worker: Worker | InProcessWorker) -> None:
         while not stop.is_set():
@@ -253,26 +254,26 @@ def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, tota
                 if stop.is_set():
                     return
                 print(f"{'ok' if run.ok else 'FAILED'} {run.name} in {run.seconds or 0:.1f} s", flush=True)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix_str(f"{run.name} {run.status}")
+                bar.update(1)
+                bar.set_postfix_str(f"{run.name} {run.status}")
                 if on_done is not None:
                     on_done(run)
 
     threads = [threading.Thread(target=work, args=(worker,), daemon=True) for worker in workers]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(0.2)
-    except KeyboardInterrupt:
-        stop.set()
-        for worker in workers:
-            worker.close(kill=True)
-        raise
-    finally:
-        for worker in workers:
-            worker.close()
-        if bar is not None:
-            bar.close()
+    with progress_bar(total=total, desc="sweep", unit="run") as bar:
+        if total > len(runs):
+            bar.update(total - len(runs))
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+        except KeyboardInterrupt:
+            stop.set()
+            for worker in workers:
+                worker.close(kill=True)
+            raise
+        finally:
+            for worker in workers:
+                worker.close()

@@ -86,8 +86,7 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None
     steps = StepProgress(r.num_steps * len(prepared.chunks), "transfer", progress, started)
 
     def on_chunk(chunk_id: int, num_chunks: int) -> None:
-        if steps.bar is not None:
-            steps.bar.set_description(f"transfer chunk {chunk_id + 1}/{num_chunks}")
+        steps.bar.set_description(f"transfer chunk {chunk_id + 1}/{num_chunks}")
 
     settings = CallSettings(seed=prepared.seed, guidance=r.guidance, control_guidance=r.control_guidance,
                             guidance_interval=r.guidance_interval,
@@ -128,8 +127,7 @@ class StepProgress:
 
     def step(self, *_: int) -> None:
         self.marks.append(time.perf_counter())
-        if self.bar is not None:
-            self.bar.update(1)
+        self.bar.update(1)
         if callable(self.progress):
             self.progress(len(self.marks), self.total)
 
@@ -137,8 +135,7 @@ class StepProgress:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.close()
 
     def timings(self, load_s: float, call_start: float) -> dict[str, float]:
         end = time.perf_counter()

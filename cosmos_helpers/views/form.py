@@ -20,7 +20,7 @@ from ..presets import ASPECT_RATIOS, DEFAULT_PROFILE, MODES, TIERS, get_profile
 from ..protocol import action
 from ..request import IMAGE_MODES, MAX_GUIDANCE, MAX_STEPS, GenerationRequest
 from ..step_cache import parse_step_cache
-from .context import is_static
+from ..display import is_static
 from .viewers import show
 
 INPUT_SIZE = "input"  # the tier of an edit that keeps its input's shape

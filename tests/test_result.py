@@ -70,7 +70,7 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
     def explode(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(media, "_encode", explode)
+    monkeypatch.setattr(media.encode, "_encode", explode)
     with pytest.raises(OSError):
         make_generation().save(tmp_path / "clip")
     assert list(tmp_path.iterdir()) == []

@@ -20,6 +20,8 @@ from typing import Any, Sequence
 
 from ..protocol import framework as fw
 from ..result import Generation, check_free, find_saved
+from ..transfer.runner import run_spec
+from ..workflow import generate_and_save
 from .items import BatchItem
 
 
@@ -29,8 +31,6 @@ def record(item: BatchItem, backend: Any, out: str | os.PathLike[str], *, profil
         request = item.request()
         backend.check(request)
         return request
-    from ..transfer.runner import run_spec
-
     return run_spec(item.sample(), backend=backend, profile=profile, out=out, dry_run=True, progress=False)
 
 
@@ -55,11 +55,7 @@ def plan(items: Sequence[BatchItem], backend: Any, out: str | os.PathLike[str], 
 def run_item(item: BatchItem, backend: Any, out: str | os.PathLike[str], *, profile: str) -> Generation:
     """Make (or find) one item's output at ``<out>/<name>/vision.*`` on a backend object."""
     if item.kind == "request":
-        from ..workflow import generate_and_save
-
         return generate_and_save(backend, item.request(), item.stem(out))
-    from ..transfer.runner import run_spec
-
     return run_spec(item.sample(), backend=backend, profile=profile, out=out, progress=False)
 
 

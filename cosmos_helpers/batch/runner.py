@@ -26,10 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ..backends import URL_BACKENDS, backend_by_name
 from ..errors import ValidationError
+from ..gallery import write_gallery
 from ..progress import progress_bar
 from .items import BatchItem, load_items
 from .plan import plan, run_item
+from .ray_pool import RayPool
 from .records import ItemRecord, markdown, retryable, write_reports
 
 ATTEMPTS = 2  # an item is tried at most twice
@@ -211,8 +214,6 @@ def run_batch(requests: str | os.PathLike[str] | Sequence[Mapping[str, Any]], ou
     result.files = write_reports(out, result.records, {"where": pool.label, "seconds": result.seconds,
                                                         "origin": origin, "items": len(items)})
     if gallery:
-        from ..gallery import write_gallery
-
         result.files["gallery"] = write_gallery(out, title=f"Batch: {out.name}", convert_notebooks=False)
     return result
 
@@ -224,12 +225,8 @@ def _pool(backend: Any, *, url: str | None, ray: Any, out: Path, profile: str, w
             raise ValidationError("ray", "Ray workers run the items on DiffusersBackend; a server spreads them over "
                                   "its own replicas.", "drop ray= to send the items to the server, or drop "
                                   "backend= / url= to run them as Ray tasks.")
-        from .ray_pool import RayPool
-
         return RayPool(str(out), profile=profile, address=None if ray is True else str(ray), workers=workers,
                        num_cpus=num_cpus, item_timeout=item_timeout)
-    from ..backends import URL_BACKENDS, backend_by_name
-
     runner = backend_by_name(backend, url=url, progress=False) if isinstance(backend, str) else backend
     concurrency = concurrency or (2 if runner.name in URL_BACKENDS else 1)  # a client may overlap; in-process not
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import ValidationError
+from ..notebooks import execute_notebook
 from ..progress import progress_bar
 from .owners import in_flight, now, this_process
+from .ray_workers import RayWorker, ray_slot_count
 from .runs import SweepRun
 
 LOG_DIR = ".workers"
@@ -75,8 +77,6 @@ def make_slots(*, servers: str | Sequence[str] | None = None, gpus: str | Sequen
         if server_list or gpu_list:
             raise ValidationError("ray", "was given with servers/gpus; Ray places each run on its cluster's GPUs.",
                                   "drop servers/gpus with ray (or drop ray).")
-        from .ray_workers import ray_slot_count
-
         count, on_gpus = ray_slot_count(ray, jobs)
         return [Slot(index, ray="gpu" if on_gpus else "cpu") for index in range(count)]
     if server_list and gpu_list:
@@ -151,8 +151,6 @@ class InProcessWorker:
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
         from unittest.mock import patch
 
-        from ..notebooks import execute_notebook
-
         with patch.dict(os.environ, self.dispatch.environment(self.slot)):  # restored afterwards, as it was
             seconds, error = execute_notebook(task["notebook"], task["executed"], task["parameters"],
                                               kernel=task["kernel"], log_output=task["log_output"])
@@ -217,8 +215,6 @@ def _workers(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, log_di
     """One worker per slot that has a run: Ray actors, this process (a single slot) or worker processes."""
     used = slots[:max(1, len(runs))]
     if used[0].ray is not None:
-        from .ray_workers import RayWorker
-
         return [RayWorker(s, dispatch) for s in used]
     if len(used) == 1:
         return [InProcessWorker(used[0], dispatch)]

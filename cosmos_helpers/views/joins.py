@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from ..chaining import join_continuity
 from ..display import present_figure
+from ..longvideo import chunk_starts
 
 SIDE = 2  # frames shown on each side of a join
 
@@ -25,9 +27,6 @@ def join_plot(generation: Any, *, side: int = SIDE, figsize: tuple[float, float]
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-
-    from ..chaining import join_continuity
-    from ..longvideo import chunk_starts
 
     starts = chunk_starts(generation)
     frames = generation.frames

@@ -7,6 +7,7 @@ import pytest
 
 from cosmos_helpers import Generation, GenerationRequest, OutputExistsError, find_saved, generate_and_save
 from cosmos_helpers import media
+from cosmos_helpers.backends.base import Backend
 
 
 def make_generation(sound=True, seed=0, frames=9):
@@ -101,7 +102,7 @@ def test_load_reads_back_frames_sound_and_manifest(tmp_path):
     assert loaded.fps == 24.0 and loaded.backend == "test"
 
 
-class CountingBackend:
+class CountingBackend(Backend):
     name = "counting"
 
     def __init__(self):

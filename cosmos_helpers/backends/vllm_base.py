@@ -42,9 +42,9 @@ from ..standins import MODEL_CARD_KEY
 from ..specs.resolve import ResolvedSample
 from ..specs.runs import SampleSupport
 from ..step_cache import describe
-from ..transfer.vllm import check_transfer
 from .base import Backend
 from .vllm_serve import curl_command
+from .vllm_transfer import check_transfer
 from .vllm_wire import (API_KEY_ENV, BACKEND_NAME, DEFAULT_URL, Call, Files, RetryPolicy, Upload, check_action,
                         check_response_format, error_from_response, form_parts, image_body, parse_json,
                         refuse_request_cache, server_metrics, timings_from_headers, timings_from_job, video_fields)

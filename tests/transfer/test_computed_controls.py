@@ -20,7 +20,7 @@ from cosmos_helpers.specs import Sample, given_fields
 from cosmos_helpers.specs.load import load_inputs
 from cosmos_helpers.transfer.estimated import parse_compute_controls, with_computed_controls
 from cosmos_helpers.transfer.runner import plan_spec, run_spec
-from cosmos_helpers.transfer.vllm import transfer_form
+from cosmos_helpers.backends.vllm_transfer import transfer_form
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = {"depth": "tiny", "seg": "tiny"}

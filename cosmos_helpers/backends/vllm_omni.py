@@ -23,13 +23,13 @@ from ..request import GenerationRequest
 from ..errors import ValidationError
 from ..result import Generation
 from ..specs.runs import SampleRun
+from .base import ProgressCallback
 from .vllm_base import BaseVllmClient, check_content, check_request, output_path
 from .vllm_transfer import transfer_form
 from .vllm_watch import JobWatch, ReadyWatch, download_progress, progress_display
 from .vllm_wire import (Call, check_form, check_mp4_reply, decode_image_reply, decode_mp4, input_reference, parse_json,
                         refuse_sync_action, upload_files, video_fields)
 
-ProgressCallback = Callable[[int, int], None]
 CHUNK = 1 << 16
 
 __all__ = ["VllmOmniBackend", "AsyncVllmOmniBackend"]

@@ -8,6 +8,7 @@ import pytest
 from cosmos_helpers import Generation, GenerationRequest, generate_and_save, media
 from cosmos_helpers.errors import OutputExistsError
 from cosmos_helpers.result import find_saved
+from cosmos_helpers.backends.base import Backend
 
 
 def make_generation(sound=True, seed=0, frames=9):
@@ -102,7 +103,7 @@ def test_load_reads_back_frames_sound_and_manifest(tmp_path):
     assert loaded.fps == 24.0 and loaded.backend == "test"
 
 
-class CountingBackend:
+class CountingBackend(Backend):
     name = "counting"
 
     def __init__(self):

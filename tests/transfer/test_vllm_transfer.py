@@ -15,7 +15,8 @@ from cosmos_helpers.protocol import framework as fw
 from cosmos_helpers.protocol import vllm_omni as vo
 from cosmos_helpers.samples import rolling_ball_clip
 from cosmos_helpers.specs import Sample, given_fields
-from cosmos_helpers.transfer.vllm import make_transfer_runner, transfer_form, vllm_transfer
+from cosmos_helpers.backends.vllm_transfer import transfer_form
+from cosmos_helpers.transfer.vllm import make_transfer_runner, vllm_transfer
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ tests) but never on CUDA kernels. This script runs it on one H200: the plan's tw
 share GPU 0 and exchange tensors through gloo (NCCL refuses two ranks on one GPU). Each rank builds the same
 random-weight Nano pipeline, installs the fast path with the options a real worker would use on that plan
 (:func:`~cosmos_helpers.backends.diffusers.parallel.worker.rank_fast_options`) and then the plan
-(:func:`~cosmos_helpers.backends.diffusers.parallel.worker.install_plan`, the worker's own code), and generates final latents.
+(:func:`~cosmos_helpers.backends.diffusers.parallel.worker.install_plan`, the worker's own code), and generates
+final latents.
 
 Compared, per case (t2v 256p, guidance 6, 200-token prompts, seed 0, final latents), against one process on the
 same GPU: stock; the kernel-swap yardstick (stock with FlashAttention-2 instead of the default kernel); the fast

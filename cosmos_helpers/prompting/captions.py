@@ -104,7 +104,8 @@ def _as_dict(caption: Any) -> dict[str, Any]:
             caption = json.loads(caption)
         except json.JSONDecodeError as exc:
             raise ValidationError("caption", f"this text is not a JSON caption ({exc.msg} at column {exc.colno}).",
-                                  "pass a dict, a JSON object string, or a plain sentence to upsample().") from None
+                                  "pass a dict, a JSON object string, or a plain sentence to upsample_prompt()."
+                                  ) from None
     if not isinstance(caption, Mapping):
         raise ValidationError("caption", f"expected a JSON object (a dict), got {type(caption).__name__}.",
                               "build it with build_caption(kind, ...) or load it from a .json file.")

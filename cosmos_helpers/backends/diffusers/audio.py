@@ -39,7 +39,6 @@ from ...result import Generation
 from ...schedules import native_flow_scheduler
 from ...specs.resolve import ResolvedSample
 from ...specs.transfer import format_transfer_prompt
-from .backend import DiffusersBackend
 from .clock import StepClock
 
 WAV_EXTENSIONS = frozenset({".wav", ".wave"})
@@ -146,14 +145,15 @@ def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str],
                         negative_prompt: str | None = None, sample_rate: int | None = None, width: int | None = None,
                         height: int | None = None, num_frames: int | None = None, fps: float | None = None,
                         num_steps: int | None = None, guidance: float | None = None, shift: float | None = None,
-                        seed: int = 0, model: str | None = None, guardrails: bool = False, backend: Any = None,
+                        seed: int = 0, model: str | None = None, guardrails: bool = False, backend: Any,
                         templates: bool = False, progress: bool | Callable[[int, int], None] = True) -> Generation:
     """EXPERIMENTAL. Generate a video conditioned on a sound clip (and optionally a first-frame image).
 
     ``prompt``/``negative_prompt`` are tokenised as given (``templates=True`` appends diffusers' duration and
     resolution sentences). ``sound`` is a path or float ``(channels, samples)`` at ``sample_rate``. Sizes and
     sampling left out are the default profile's image2video defaults, and ``model`` the default profile's.
-    ``backend`` is the :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend` whose shared weights to use.
+    ``backend`` (required) is the :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend` whose shared
+    weights to use.
     The result's ``sound`` is the conditioning clip as used (stereo at ``presets.SOUND_SAMPLE_RATE``,
     trimmed/padded), so the saved MP4 carries it.
     """
@@ -183,13 +183,12 @@ def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str],
     return run_audio_call(call, model=model, backend=backend, progress=progress)
 
 
-def run_audio_call(call: AudioCall, *, model: str | None = None, backend: Any = None,
+def run_audio_call(call: AudioCall, *, backend: Any, model: str | None = None,
                    progress: bool | Callable[[int, int], None] = True) -> Generation:
     """Run one :class:`AudioCall` on the shared pipeline of ``model`` (default: the default profile's), held under
     its lock for the call; with ``call.guardrails`` the backend's guardrail checks the prompt and the video."""
     started = time.perf_counter()
     model = model_for(model=model)
-    backend = backend or DiffusersBackend(progress=False)
     checker = backend.guardrail_checker(call.guardrails)
     if checker is not None and not checker.check_text_safety(call.prompt):
         raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
@@ -314,7 +313,7 @@ def _decode(pipe, latents) -> np.ndarray:
     return ((video.permute(1, 2, 3, 0) + 1.0) / 2.0).cpu().numpy()
 
 
-def run_audio_sample(r: ResolvedSample, *, backend: Any = None,
+def run_audio_sample(r: ResolvedSample, *, backend: Any,
                      progress: bool | Callable[[int, int], None] = True) -> Generation:
     """EXPERIMENTAL. Run a resolved ``audio_image2video`` sample (``sound_path`` + image ``vision_path``).
 

@@ -31,7 +31,7 @@ from ...result import Generation
 from ...schedules import configure_scheduler
 from ..base import Backend, ProgressCallback
 from ..memory import MemorySettings, apply_memory, plan_memory, resolve_memory
-from . import distilled, modelopt_fp8
+from . import distilled, modelopt_fp8, samples
 from .cache import check_request_cache
 from .guardrails import Guardrails
 from .loading import SHARED, Builder, Loaded, load_pipeline, resolve_source
@@ -214,6 +214,19 @@ class DiffusersBackend(Backend):
                 "scheduler": self.scheduler, "token": self.token, "builder": self.builder}
         self._workers = WorkerGroup(self.plan, spec, step_timeout=self.worker_timeout).start()
         return self._workers
+
+    # 3. Framework input samples (run_spec): as requests, transfer and audio through their own loops ----------------
+
+    sample_support = samples.SUPPORT
+
+    def check_sample(self, sample: Any, r: Any, given: set[str], step_cache: Any = None) -> None:
+        """As a request (:mod:`.samples`), with the run's step cache and the backend's scheduler checked against it."""
+        super().check_sample(sample, r, given)
+        samples.check_cache(step_cache, r)
+        samples.check_scheduler(self.scheduler, r, given)
+
+    def run_sample(self, run: Any, *, progress: Any = True, server_paths: bool = False) -> Generation:
+        return samples.run_sample(self, run, progress)
 
     def close(self) -> None:
         """Stop this backend's worker processes (multi-GPU); a later call starts them again."""

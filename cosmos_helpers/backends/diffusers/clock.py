@@ -25,8 +25,7 @@ class StepClock:
     def step(self, done: int | None = None) -> None:
         """One step taken; ``done`` is the caller's count (default: the steps counted here)."""
         self.marks.append(time.perf_counter())
-        if self.bar is not None:
-            self.bar.update(1)
+        self.bar.update(1)
         if self.callback is not None:
             self.callback(len(self.marks) if done is None else done, self.total)
 
@@ -34,8 +33,7 @@ class StepClock:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.close()
 
     def timings(self, load_s: float) -> dict[str, float]:
         end, marks = time.perf_counter(), self.marks

@@ -44,7 +44,6 @@ from ...result import Generation
 from ...specs.resolve import ResolvedSample
 from ...specs.transfer import PreparedTransfer, mirror_pad, prepare_transfer
 from ...step_cache import StepCache
-from .backend import DiffusersBackend
 from .cache import call_cache, check_request_cache
 from .clock import StepClock
 from .guardrails import GUARDRAIL_HELP, guardrail_errors
@@ -61,15 +60,16 @@ class TransferGeneration(Generation):
     input_frames: np.ndarray | None = None
 
 
-def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None,
+def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any,
                  progress: bool | ProgressCallback = True, step_cache: StepCache = None) -> TransferGeneration:
     """Run a resolved transfer sample on diffusers; returns uint8 frames with the controls they followed.
 
     Args:
         spec: a :class:`ResolvedSample` (local paths) or an already :class:`PreparedTransfer`.
         backend: the :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend` whose shared weights to use
-            (device, dtype); default ``DiffusersBackend()``. The model is the sample's (``spec.model``), and so is
-            whether the Cosmos guardrails run (``spec.guardrails``; they need ``cosmos_guardrail``).
+            (device, dtype; required: its loaded pipelines are what a transfer reuses). The model is the sample's
+            (``spec.model``), and so is whether the Cosmos guardrails run (``spec.guardrails``; they need
+            ``cosmos_guardrail``).
         progress: a tqdm bar (``True``), nothing (``False``), or ``callback(step, total)`` over all chunks.
         step_cache: ``None`` (diffusers' default: off), ``"off"`` or a :class:`~cosmos_helpers.SeaCache`: diffusers'
             SeaCache on the transformer for this call (the modular denoiser enters a cache context per pass and
@@ -80,13 +80,11 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None
     started = time.perf_counter()
     prepared = spec if isinstance(spec, PreparedTransfer) else prepare_transfer(spec)
     r = prepared.spec
-    backend = backend or DiffusersBackend(progress=False)
     clock = StepClock(r.num_steps * len(prepared.chunks), "transfer", bar=progress is True,
                       callback=progress if callable(progress) else None, started=started)
 
     def on_chunk(chunk_id: int, num_chunks: int) -> None:
-        if clock.bar is not None:
-            clock.bar.set_description(f"transfer chunk {chunk_id + 1}/{num_chunks}")
+        clock.bar.set_description(f"transfer chunk {chunk_id + 1}/{num_chunks}")
 
     settings = CallSettings(seed=prepared.seed, guidance=r.guidance, control_guidance=r.control_guidance,
                             guidance_interval=r.guidance_interval,

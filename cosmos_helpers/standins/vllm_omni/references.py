@@ -38,6 +38,7 @@ from ...specs.download import TooLarge, download
 from .errors import ApiError, bad_request, value_error
 from .limits import ServerLimits
 
+
 @dataclass
 class Uploads:
     """Files a request wrote under the upload folder; ``discard`` removes them (idempotent)."""

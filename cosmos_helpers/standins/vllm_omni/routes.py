@@ -37,14 +37,33 @@ from starlette.concurrency import run_in_threadpool
 
 from ... import media
 from ...errors import GuardrailError
-from ...protocol.vllm_omni import (GUARDRAIL_MESSAGE, HEALTH, IMAGES, MODELS, VIDEO_ENCODER, VIDEO_FILES, VIDEOS,
-                                   VIDEOS_SYNC)
+from ...protocol.vllm_omni import (
+    GUARDRAIL_MESSAGE,
+    HEALTH,
+    IMAGES,
+    MODELS,
+    VIDEO_ENCODER,
+    VIDEO_FILES,
+    VIDEOS,
+    VIDEOS_SYNC,
+)
 from .. import MODEL_CARD_KEY
 from . import action_task, translate
 from .errors import ApiError, bad_request
 from .jobs import Job, new_record
-from .models import (IMAGE_EXAMPLES, VIDEO_EXAMPLES, ErrorEnvelope, ImageData, ImageRequest, ImageResponse,
-                     VideoDeleted, VideoError, VideoForm, VideoJob, VideoList)
+from .models import (
+    IMAGE_EXAMPLES,
+    VIDEO_EXAMPLES,
+    ErrorEnvelope,
+    ImageData,
+    ImageRequest,
+    ImageResponse,
+    VideoDeleted,
+    VideoError,
+    VideoForm,
+    VideoJob,
+    VideoList,
+)
 from .references import TransferRunner
 from .state import ServerState, State
 from .translate import ImageTask, VideoTask

@@ -48,13 +48,15 @@ def make_transfer_runner(model: str | None = None, *, backend: Any = None, guard
 
     def runner(form_fields: dict[str, str], extra_params: dict, rgb_video_path: Path | None,
                control_paths: dict[str, Path]) -> Generation:
+        from ...backends.diffusers import DiffusersBackend
         from ...backends.diffusers.transfer import run_transfer  # OpenCV and the modular blocks load on first use
         from ...specs.transfer import prepare_transfer
 
         r, aspect, fps = vllm_transfer(form_fields, extra_params, rgb_video_path, control_paths, model=model,
                                        guardrails=guardrails)
         prepared = prepare_transfer(r, aspect_ratio=aspect, fps=fps, emit_warnings=False)
-        return run_transfer(prepared, backend=backend, progress=False, step_cache=step_cache)
+        return run_transfer(prepared, backend=backend or DiffusersBackend(progress=False), progress=False,
+                            step_cache=step_cache)
 
     return runner
 

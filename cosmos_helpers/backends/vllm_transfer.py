@@ -1,10 +1,10 @@
-"""The vLLM-Omni 0.30.0 transfer request a framework transfer sample becomes (:func:`transfer_form`, sent with
-``VllmOmniBackend.send_video_form``), and what vLLM-Omni would refuse or run differently (:func:`check_transfer`).
+"""A framework transfer sample as vLLM-Omni 0.30.0's transfer form (the client half; the local server's hook that
+runs one is :mod:`cosmos_helpers.standins.vllm_omni.transfer`, with vLLM-Omni's transfer rules).
 
 The RGB clip is ``input_reference``, the first precomputed control ``control_reference`` + ``control_type``, every
-hint an ``extra_params`` block. No ``fps`` field is sent (``extra_params.fps`` is the framework's output fps: the
+hint an ``extra_params`` block; no ``fps`` field is sent (``extra_params.fps`` is the framework's output fps: the
 input's, else the sample's) and ``num_frames`` is the first control's length, so the server runs what the framework
-would. How vLLM-Omni's transfer differs from the framework's is in :mod:`cosmos_helpers.standins.vllm_omni.transfer`.
+would. What vLLM-Omni would reject, or run otherwise than the sample says, is refused first (:func:`check_transfer`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from ..errors import ValidationError
 from ..protocol import framework as fw
 from ..protocol import vllm_omni as vo
 from ..specs.resolve import ResolvedHint, ResolvedSample
+from .vllm_wire import BACKEND_NAME as BACKEND
 
 Files = dict[str, tuple[str, bytes, str]]
-BACKEND = "vllm-omni"
 
 
 def check_transfer(r: ResolvedSample, given: set[str], *, server_paths: bool = False) -> None:
@@ -111,5 +111,3 @@ def _hint_block(hint: ResolvedHint, given: set[str], *, uploaded: bool) -> Any:
     if preset and f"{hint.kind}.{preset}" in given:
         block[preset] = hint.preset
     return block or True
-
-

@@ -34,6 +34,9 @@ class NotebookRun:
     error: str | None = None
 
 
+SKIPPED_FOLDERS = frozenset({"outputs", ".ipynb_checkpoints"})  # what runs leave beside the cookbooks
+
+
 def repo_root(start: str | Path | None = None) -> Path:
     """The checkout that holds ``cookbooks/``: searched upward from ``start`` (or cwd), then from this file."""
     for origin in (Path(start or Path.cwd()).resolve(), Path(__file__).resolve().parent):
@@ -44,8 +47,11 @@ def repo_root(start: str | Path | None = None) -> Path:
 
 
 def find_cookbooks(root: str | Path | None = None, only: Iterable[str] = ()) -> list[Path]:
+    """The cookbooks under ``cookbooks/``, not the executed copies an interactive run leaves in its ``outputs/``
+    folder (a sweep writes one notebook per run there) or Jupyter's checkpoints."""
     base = repo_root(root) / COOKBOOK_DIR
-    notebooks = sorted(p for p in base.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    notebooks = sorted(p for p in base.rglob("*.ipynb")
+                       if not SKIPPED_FOLDERS.intersection(p.relative_to(base).parts[:-1]))
     patterns = list(only)
     if patterns:
         notebooks = [p for p in notebooks if any(pattern in str(p.relative_to(base)) for pattern in patterns)]

@@ -37,6 +37,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from cosmos_helpers.notebooks import find_cookbooks
+
 from .conftest import COOKBOOKS, REPO, kernel_env, watch_console
 
 # one pytest-xdist worker drives the one JupyterLab and Chromium and executes the cookbooks (tests/conftest.py)
@@ -90,8 +92,7 @@ def write_demo(path: Path) -> Path:
 
 
 def cookbook_notebooks() -> list[str]:
-    found = sorted(p for p in (COOKBOOKS / "cosmos3" / "generator").rglob("*.ipynb")
-                   if ".ipynb_checkpoints" not in p.parts) if COOKBOOKS.is_dir() else []
+    found = find_cookbooks(REPO) if COOKBOOKS.is_dir() else []
     return [p.relative_to(REPO).as_posix() for p in found]
 
 

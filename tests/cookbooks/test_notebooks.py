@@ -19,6 +19,16 @@ def test_the_expected_cookbooks_exist():
     assert "run_with_diffusers.ipynb" in names
 
 
+def test_executed_copies_in_output_folders_are_not_cookbooks(tmp_path):
+    """An interactive run leaves executed notebooks in ``outputs/`` beside the cookbooks (a sweep, one per run):
+    ``run-cookbooks`` and the tests take the cookbooks only."""
+    base = tmp_path / "cookbooks" / "cosmos3" / "generator"
+    for relative in ("sweeps/seed.ipynb", "sweeps/outputs/sweep/seed=1/seed.ipynb", "a/.ipynb_checkpoints/x.ipynb"):
+        (base / relative).parent.mkdir(parents=True, exist_ok=True)
+        (base / relative).write_text("{}")
+    assert find_cookbooks(tmp_path) == [base / "sweeps" / "seed.ipynb"]
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
 def test_committed_notebooks_carry_no_outputs_and_one_tagged_parameters_cell(notebook):
     cells = json.loads(notebook.read_text())["cells"]

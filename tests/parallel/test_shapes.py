@@ -41,3 +41,19 @@ def test_random_builder_takes_the_size_and_builds_in_the_target_dtype(size):
     assert pipe.transformer.layers[0].mlp.gate_proj.weight.dtype == torch.bfloat16
     assert next(pipe.transformer.time_embedder.parameters()).dtype == torch.float32
     assert torch.get_default_dtype() == torch.float32
+
+
+def test_a_builders_pipeline_keeps_its_dtypes_through_the_backend():
+    """A builder's bf16 pipeline runs in bf16: the backend's own class is put on the same components without the
+    float32 cast diffusers' ``from_pipe`` applies (an H100 run's "bf16" row computed in float32 before this)."""
+    from cosmos_helpers.backends.diffusers import Builder, DiffusersBackend
+
+    builder = Builder.of("cosmos_helpers.models.random_nano:build_random_nano_pipeline", transformer_overrides=dict(
+        SMALL, num_attention_heads=4), vae_overrides=dict(base_dim=4, decoder_base_dim=4, num_res_blocks=1))
+    backend = DiffusersBackend(device="cpu", dtype="bfloat16", progress=False, builder=builder)
+    pipe = backend.pipeline("nvidia/Cosmos3-Nano")
+    assert type(pipe).__name__ == "Cosmos3GuidedPipeline"
+    assert pipe.transformer.layers[0].mlp.gate_proj.weight.dtype == torch.bfloat16
+    assert next(pipe.transformer.time_embedder.parameters()).dtype == torch.float32
+    assert next(pipe.vae.parameters()).dtype == torch.bfloat16
+    backend.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import inspect
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -186,6 +187,10 @@ def as_guided(pipe):
     cls = pipeline_class()
     if isinstance(pipe, cls) or not isinstance(pipe, cls.__mro__[1]):
         return pipe
-    guided = cls.from_pipe(pipe)
+    # Not ``cls.from_pipe``: it casts every component to its ``dtype`` argument (float32 when none is given), which
+    # turned a bf16 builder's pipeline into float32 and lost the timestep embedder's float32 otherwise.
+    accepted = inspect.signature(cls.__init__).parameters
+    options = {k: v for k, v in pipe.config.items() if k in accepted and k not in pipe.components}
+    guided = cls(**pipe.components, **options)
     guided.set_progress_bar_config(disable=True)
     return guided

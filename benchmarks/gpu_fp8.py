@@ -166,7 +166,8 @@ def request(case, steps, request_for, **changes):
 def main_rows(a, out: Path, report: dict) -> None:
     import torch
 
-    from cosmos_helpers import FP8, DiffusersBackend, free_pipeline
+    from cosmos_helpers import FP8, DiffusersBackend
+    from cosmos_helpers.backends.diffusers import free_pipeline
     from cosmos_helpers.bench import Case, _timed
 
     cases = [Case.parse(c, 189) for c in (a.cases or ("t2v:128:9" if a.smoke else "t2v:480:189,t2v:720:189"))
@@ -217,7 +218,8 @@ def cap24(a, out: Path, report: dict) -> None:
     """The FP8 revision under the 24GB preset and a 24 GiB cap, Nano t2v 720p, ``--cap24-steps`` steps."""
     import torch
 
-    from cosmos_helpers import DiffusersBackend, free_pipeline
+    from cosmos_helpers import DiffusersBackend
+    from cosmos_helpers.backends.diffusers import free_pipeline
     from cosmos_helpers.bench import Case, _timed
     from cosmos_helpers.protocol.fp8 import policy_schedule
 

@@ -4,8 +4,9 @@ No two-GPU machine has been lent to this project, so the plans' sharding code ha
 tests) but never on CUDA kernels. This script runs it on one H200: the plan's two ranks are two processes that
 share GPU 0 and exchange tensors through gloo (NCCL refuses two ranks on one GPU). Each rank builds the same
 random-weight Nano pipeline, installs the fast path with the options a real worker would use on that plan
-(:func:`~cosmos_helpers.parallel.worker.rank_fast_options`) and then the plan
-(:func:`~cosmos_helpers.parallel.worker.install_plan`, the worker's own code), and generates final latents.
+(:func:`~cosmos_helpers.backends.diffusers.parallel.worker.rank_fast_options`) and then the plan
+(:func:`~cosmos_helpers.backends.diffusers.parallel.worker.install_plan`, the worker's own code), and generates
+final latents.
 
 Compared, per case (t2v 256p, guidance 6, 200-token prompts, seed 0, final latents), against one process on the
 same GPU: stock; the kernel-swap yardstick (stock with FlashAttention-2 instead of the default kernel); the fast
@@ -43,7 +44,7 @@ import torch  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 from gpu_offload_equivalence import call_kwargs, distance  # noqa: E402
 
-from cosmos_helpers.parallel.plan import ParallelPlan  # noqa: E402
+from cosmos_helpers.backends.diffusers.parallel.plan import ParallelPlan  # noqa: E402
 
 PLANS = {"cfg": ParallelPlan.build(2, cfg_parallel=2), "ulysses": ParallelPlan.build(2, ulysses=2)}
 
@@ -101,7 +102,7 @@ def references(frames_by_plan: dict[str, int], args) -> tuple[dict, dict]:
 
     from cosmos_helpers.fast import disable_fast_path, enable_fast_path, fast_path_stats
     from cosmos_helpers.fast.attention import StockProcessorWithKernel
-    from cosmos_helpers.parallel.worker import rank_fast_options
+    from cosmos_helpers.backends.diffusers.parallel.worker import rank_fast_options
 
     pipe = build(args.smoke)
     latents, info = {}, {}
@@ -135,7 +136,7 @@ def references(frames_by_plan: dict[str, int], args) -> tuple[dict, dict]:
 def rank_main(rank: int, name: str, frames: int, args, port: int) -> None:
     """One rank: join the gloo group on GPU 0, build, install the fast path and the plan, generate ``calls`` times."""
     from cosmos_helpers.fast import fast_path_stats, set_fast_path_active
-    from cosmos_helpers.parallel.worker import install_plan, join_group, rank_fast_options
+    from cosmos_helpers.backends.diffusers.parallel.worker import install_plan, join_group, rank_fast_options
 
     if not args.smoke:
         torch.cuda.set_device(0)

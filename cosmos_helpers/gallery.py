@@ -16,16 +16,16 @@ Every file is written atomically; previews, thumbnails and notebook pages are re
 
 from __future__ import annotations
 
-import html
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from . import media
 from .result import MANIFEST_SCHEMA, backend_label, read_manifest
-from .views import preview
+from .views import pages, preview
 from .views.items import as_item, request_details
+from .views.pages import esc, href
+from .views.trajectory import trajectory_png
 
 GALLERY_NAME = "index.html"
 THUMB_SIDE = 320
@@ -135,38 +135,22 @@ def _trajectory(manifest_path: Path, media_path: Path, manifest: dict[str, Any])
         return None
     target = media_path.with_name(f"{media_path.stem}.trajectory.png")
     if not preview.fresh(target, manifest_path):
-        from .views.trajectory import trajectory_png
-
         media.write_bytes_atomic(target, trajectory_png(given, predicted), overwrite=True)
     return target
 
 
-def _href(root: Path, path: Path) -> str:
-    try:
-        rel = path.resolve().relative_to(root.resolve())
-    except ValueError:  # a preview that had to go to the cache folder: link by file URL as a last resort
-        return path.resolve().as_uri()
-    return quote(rel.as_posix())
-
-
-def _esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
-
-
 def _page(root: Path, title: str, notebooks: list, runs: list[dict[str, Any]]) -> str:
-    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><meta name='viewport' "
-             f"content='width=device-width,initial-scale=1'><title>{_esc(title)}</title><style>{_CSS}</style></head><body>",
-             f"<h1>{_esc(title)}</h1><div class='muted'>{len(runs)} result(s), {len(notebooks)} notebook(s) &middot; "
-             f"written {_esc(time.strftime('%Y-%m-%d %H:%M:%S'))} &middot; videos play small previews; "
+    parts = [f"<h1>{esc(title)}</h1><div class='muted'>{len(runs)} result(s), {len(notebooks)} notebook(s) &middot; "
+             f"written {esc(time.strftime('%Y-%m-%d %H:%M:%S'))} &middot; videos play small previews; "
              "follow &ldquo;full resolution&rdquo; for the original file</div>"]
     if notebooks:
         parts.append("<h2>Notebooks</h2><ul class='notebooks'>")
         for notebook, page in notebooks:
-            name, raw = _esc(notebook.relative_to(root).as_posix()), f"<a href='{_href(root, notebook)}'>.ipynb</a>"
+            name, raw = esc(notebook.relative_to(root).as_posix()), f"<a href='{href(root, notebook)}'>.ipynb</a>"
             if isinstance(page, Path):
-                parts.append(f"<li><a href='{_href(root, page)}'>{name}</a> ({raw})</li>")
+                parts.append(f"<li><a href='{href(root, page)}'>{name}</a> ({raw})</li>")
             else:
-                parts.append(f"<li>{name} ({raw}) <span class='muted'>{_esc(page or 'not converted')}</span></li>")
+                parts.append(f"<li>{name} ({raw}) <span class='muted'>{esc(page or 'not converted')}</span></li>")
         parts.append("</ul>")
     parts.append("<h2>Results</h2>")
     if not runs:
@@ -174,28 +158,23 @@ def _page(root: Path, title: str, notebooks: list, runs: list[dict[str, Any]]) -
     else:
         parts.append("<div class='cards'>" + "".join(_card(root, run) for run in runs) + "</div>")
         parts.append("<h2>Runs</h2>" + _table(root, runs))
-    parts.append("</body></html>")
-    return "".join(parts)
+    return pages.page(title, _CSS, "".join(parts))
 
 
 def _card(root: Path, run: dict[str, Any]) -> str:
     name = run["media"].relative_to(root).as_posix()
-    links = (f"<a href='{_href(root, run['media'])}'>full resolution</a> &middot; "
-             f"<a href='{_href(root, run['manifest'])}'>manifest</a>")
+    links = (f"<a href='{href(root, run['media'])}'>full resolution</a> &middot; "
+             f"<a href='{href(root, run['manifest'])}'>manifest</a>")
     if run["error"]:
-        return (f"<div class='card'><div class='name'>{_esc(name)}</div><div style='color:#b42318'>"
-                f"{_esc(run['error'])}</div><div>{links}</div></div>")
+        return (f"<div class='card'><div class='name'>{esc(name)}</div><div style='color:#b42318'>"
+                f"{esc(run['error'])}</div><div>{links}</div></div>")
     item = run["item"]
-    thumb = _href(root, run["thumb"])
-    if run["preview"] is not None:
-        view = (f"<video controls preload='metadata' playsinline poster='{thumb}' width='{item.width}' "
-                f"height='{item.height}'><source src='{_href(root, run['preview'])}' type='video/mp4'></video>")
-    else:
-        view = f"<a href='{_href(root, run['media'])}'><img src='{thumb}' alt='{_esc(name)}' loading='lazy'></a>"
+    view = pages.media_view(root, run["media"], preview=run["preview"], poster=run["thumb"],
+                            size=(item.width, item.height))
     if run.get("trajectory") is not None:
-        view += f"<img src='{_href(root, run['trajectory'])}' alt='trajectory of {_esc(name)}' loading='lazy'>"
-    return (f"<div class='card'>{view}<div class='name'>{_esc(name)}</div>"
-            f"<div class='summary'>{_esc(item.summary)}</div><div class='muted'>{_esc(' · '.join(item.facts()))}</div>"
+        view += f"<img src='{href(root, run['trajectory'])}' alt='trajectory of {esc(name)}' loading='lazy'>"
+    return (f"<div class='card'>{view}<div class='name'>{esc(name)}</div>"
+            f"<div class='summary'>{esc(item.summary)}</div><div class='muted'>{esc(' · '.join(item.facts()))}</div>"
             f"<div>{links}</div></div>")
 
 
@@ -211,20 +190,20 @@ def _table(root: Path, runs: list[dict[str, Any]]) -> str:
         timings = m.get("timings") or {}
         total = timings.get("total_s")
         cells = [
-            f"<a href='{_href(root, run['media'])}'>{_esc(run['media'].relative_to(root).as_posix())}</a>",
-            _esc(request["mode"] or m.get("kind")),
-            _esc(f"{m.get('width')}×{m.get('height')}"),
-            _esc(m.get("num_frames")),
-            _esc(f"{m.get('fps'):g}" if isinstance(m.get("fps"), (int, float)) else m.get("fps")),
-            _esc(request["steps"]), _esc(request["guidance"]), _esc(request["shift"]),
-            _esc(m.get("seed")), "yes" if m.get("sound") else "no",
-            _esc(backend_label(m.get("backend"), m.get("standin"))), _esc(m.get("model")),
-            _esc(f"{float(total):.2f}" if total is not None else ""), _esc(m.get("created")),
+            f"<a href='{href(root, run['media'])}'>{esc(run['media'].relative_to(root).as_posix())}</a>",
+            esc(request["mode"] or m.get("kind")),
+            esc(f"{m.get('width')}×{m.get('height')}"),
+            esc(m.get("num_frames")),
+            esc(f"{m.get('fps'):g}" if isinstance(m.get("fps"), (int, float)) else m.get("fps")),
+            esc(request["steps"]), esc(request["guidance"]), esc(request["shift"]),
+            esc(m.get("seed")), "yes" if m.get("sound") else "no",
+            esc(backend_label(m.get("backend"), m.get("standin"))), esc(m.get("model")),
+            esc(f"{float(total):.2f}" if total is not None else ""), esc(m.get("created")),
         ]
         numeric = {3, 4, 5, 6, 7, 8, 12}
         rows.append("<tr>" + "".join(f"<td class='num'>{c}</td>" if i in numeric else f"<td>{c}</td>"
                                      for i, c in enumerate(cells)) + "</tr>")
-    head = "".join(f"<th>{_esc(c)}</th>" for c in _COLUMNS)
+    head = "".join(f"<th>{esc(c)}</th>" for c in _COLUMNS)
     return f"<table class='runs'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 

@@ -12,7 +12,6 @@ overwritten without ``overwrite=True``).
 
 from __future__ import annotations
 
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from .presets import DEFAULT_SEED, MODES
 from .progress import progress_bar
 from .request import MAX_SEED, MODE_ALIASES, GenerationRequest
 from .result import MANIFEST_SUFFIX, MEDIA_SUFFIXES, Generation, find_saved, read_manifest, record_fingerprint
-from .workflow import Backend, output_settings
+from .workflow import Backend
 
 WORKFLOW = "long_video"
 JOIN_RULE = ("each continuation's first conditioning_frames frames (its re-creation of the previous chunk's last "
@@ -123,21 +122,11 @@ def long_video(prompts: Any, backend: Backend, *, chunks: int | None = None, out
     return _save_joined(plan, fingerprint, saved, overwrite, time.perf_counter() - started)
 
 
-def check_backend(backend: Any, requests: Sequence[GenerationRequest]) -> None:
-    """Refuse, before any work, what the backend would refuse only once a chunk is under way."""
-    name = getattr(backend, "name", None)
+def check_backend(backend: Backend, requests: Sequence[GenerationRequest]) -> None:
+    """Refuse, before any work, what the backend would refuse only once a chunk is under way (its ``check``: on a
+    vLLM-Omni server that asks for the served model)."""
     for request in requests:
-        if name == "framework":
-            from .backends.framework import checkpoint_for, request_payload
-
-            checkpoint_for(request.model)
-            with tempfile.TemporaryDirectory(prefix="cosmos-long-video-") as folder:
-                request_payload(request, name="check", image_dir=folder)
-        elif name == "vllm-omni":
-            from .backends.vllm_wire import video_fields
-
-            video_fields(request)
-            backend._served(request.model, request)  # the served model and what its pipeline refuses
+        backend.check(request)
 
 
 def _plan(prompts: Any, backend: Any, *, chunks: int | None, out: str | Path, name: str, seed: int,
@@ -163,7 +152,7 @@ def _plan(prompts: Any, backend: Any, *, chunks: int | None, out: str | Path, na
         raise ValidationError("name", f"{name!r} is not a file name.", "pass a plain name such as 'long_video'.")
     folder = Path(out)
     return _Plan(prompt_list, seed_list, first, options, frames, folder / f"{name}_chunks", folder / name,
-                 getattr(backend, "name", type(backend).__name__), output_settings(backend))
+                 backend.name, backend.output_settings())
 
 
 def _prompt_list(prompts: Any, chunks: int | None) -> list[Any]:

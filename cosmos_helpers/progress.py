@@ -1,10 +1,11 @@
 """One progress-bar factory for denoising, server waits, job polling and framework logs.
 
 In a live Jupyter kernel a tqdm widget is nicest. In papermill/nbconvert/nbmake runs (see
-``views.context.is_static``) a widget would be saved as an unrenderable placeholder and a text bar as a
+``display.is_static``) a widget would be saved as an unrenderable placeholder and a text bar as a
 pile of half-drawn bars on stderr, so there progress is a plain log line every ``STATIC_INTERVAL_S``
 seconds and one summary line at the end: readable in the executed notebook, and still a heartbeat for
-a long GPU batch run. ``COSMOS_HELPERS_NO_PROGRESS=1`` turns progress off entirely (tests, logs).
+a long GPU batch run. ``COSMOS_HELPERS_NO_PROGRESS=1`` turns progress off entirely (tests, logs): callers still get
+a bar, one that shows nothing.
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ import sys
 import time
 from typing import Any
 
-from .views.context import is_static
+from .display import is_static
 
 STATIC_INTERVAL_S = 30.0
 
 
 def progress_bar(total: float | None = None, desc: str = "", unit: str = "it", *, enabled: bool = True,
                  leave: bool = False, **kwargs: Any):
-    """A tqdm bar in a live notebook or terminal, a log-line reporter in static runs, or ``None`` when off."""
+    """A tqdm bar in a live notebook or terminal, a log-line reporter in static runs, or a :class:`NullProgress`
+    when off: always a bar with tqdm's methods that callers use, and a context manager that closes it."""
     if not enabled or os.environ.get("COSMOS_HELPERS_NO_PROGRESS"):
-        return None
+        return NullProgress(total=total, desc=desc, unit=unit)
     if is_static() and not sys.stderr.isatty():
         return LineProgress(total=total, desc=desc, unit=unit)
     from tqdm.auto import tqdm
@@ -31,15 +33,13 @@ def progress_bar(total: float | None = None, desc: str = "", unit: str = "it", *
     return tqdm(total=total, desc=desc, unit=unit, leave=leave, **kwargs)
 
 
-class LineProgress:
-    """The subset of tqdm's interface our callers use, reported as occasional plain lines on stdout."""
+class NullProgress:
+    """The subset of tqdm's interface our callers use, counting and showing nothing (progress turned off)."""
 
     def __init__(self, total: float | None = None, desc: str = "", unit: str = "it") -> None:
         self.total, self.desc, self.unit = total, desc, unit
         self.n: float = 0
         self.postfix = ""
-        self._start = self._last = time.monotonic()
-        self._closed = False
 
     def update(self, amount: float = 1) -> None:
         self.n += amount
@@ -57,6 +57,27 @@ class LineProgress:
         self._maybe_report()
 
     def _maybe_report(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "NullProgress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class LineProgress(NullProgress):
+    """Progress reported as occasional plain lines on stdout, and one summary line when closed."""
+
+    def __init__(self, total: float | None = None, desc: str = "", unit: str = "it") -> None:
+        super().__init__(total, desc, unit)
+        self._start = self._last = time.monotonic()
+        self._closed = False
+
+    def _maybe_report(self) -> None:
         now = time.monotonic()
         if now - self._last >= STATIC_INTERVAL_S:
             self._last = now
@@ -71,9 +92,3 @@ class LineProgress:
         if not self._closed:
             self._closed = True
             print(self._line(time.monotonic()), flush=True)
-
-    def __enter__(self) -> "LineProgress":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

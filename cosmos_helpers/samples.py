@@ -19,6 +19,9 @@ import numpy as np
 
 from . import media
 from .presets import SOUND_SAMPLE_RATE
+from .prompting.captions import save_caption
+from .world import caption, caption_json, render_uint8
+from .world.scenes import place
 
 
 def rolling_ball_clip(num_frames: int = 33, width: int = 320, height: int = 180, seed: int = 7) -> np.ndarray:
@@ -99,9 +102,6 @@ def write_world_samples(folder: str | Path, *, overwrite: bool = False, fps: flo
                         frames: int = 9, width: int = 320, height: int = 180) -> dict[str, Path]:
     """Prompts (a sentence each, and a structured caption with sound for two of them), the image-to-video image
     and the video-to-video clip, for :data:`WORLD_SAMPLES`, into ``folder``."""
-    from .prompting.captions import save_caption
-    from .world import caption, caption_json, render_uint8
-    from .world.scenes import place
 
     folder, paths = Path(folder), {}
     for mode, (name, key) in WORLD_SAMPLES.items():

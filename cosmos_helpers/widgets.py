@@ -22,7 +22,7 @@ Importing this module does not import torch, ipywidgets or matplotlib.
 
 from __future__ import annotations
 
-from .views.context import is_static
+from .display import is_static
 from .views.form import GenerateForm
 from .views.plots import frame_strip, sound_plot
 from .views.preview import ensure_preview, preview_path_for

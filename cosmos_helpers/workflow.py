@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 
+from .backends.base import Backend
 from .errors import OutputExistsError
 from .request import GenerationRequest
 from .result import Generation, check_free
-
-
-class Backend(Protocol):
-    name: str
-
-    def generate(self, request: GenerationRequest) -> Generation: ...
-
-
-def output_settings(backend: Any) -> dict[str, Any]:
-    """What, besides the request, shapes ``backend``'s outputs (its ``output_settings()``; none for a backend that
-    has no such settings, e.g. a client whose server holds them)."""
-    settings = getattr(backend, "output_settings", None)
-    return settings() if callable(settings) else {}
 
 
 def generate_and_save(backend: Backend, request: GenerationRequest, stem: str | Path, *,
@@ -46,8 +34,8 @@ def generate_and_save_all(backend: Backend, jobs: Mapping[str | Path, Generation
                           overwrite: bool = False) -> dict[Path, Generation]:
     """:func:`generate_and_save` for several ``{stem: request}`` at once, keyed by stem.
 
-    Finished outputs of the same requests are loaded, as there; the rest go to the backend together when it can
-    run them in one go (``generate_many``: the Cosmos Framework then loads its checkpoint once, not per request),
+    Finished outputs of the same requests are loaded, as there; the rest go to the backend's ``generate_many``,
+    which runs them in one go where it can (the Cosmos Framework then loads its checkpoint once, not per request),
     else one after another. Every stem is checked before anything runs, so a clash fails before any work.
     """
     stems = {Path(stem): request for stem, request in jobs.items()}
@@ -55,9 +43,8 @@ def generate_and_save_all(backend: Backend, jobs: Mapping[str | Path, Generation
                if (done := _finished(backend, request, stem, overwrite)) is not None}
     todo = [stem for stem in stems if stem not in results]
     names = [s.name for s in todo]
-    many = getattr(backend, "generate_many", None)
-    made = many([stems[s] for s in todo], names=names if len(set(names)) == len(names) else None) \
-        if many and len(todo) > 1 else [backend.generate(stems[s]) for s in todo]
+    made = backend.generate_many([stems[s] for s in todo], names=names if len(set(names)) == len(names) else None) \
+        if len(todo) > 1 else [backend.generate(stems[s]) for s in todo]
     for stem, generation in zip(todo, made):
         generation.save(stem, overwrite=overwrite)
         results[stem] = generation
@@ -68,7 +55,7 @@ def _finished(backend: Backend, request: GenerationRequest, stem: str | Path, ov
     """This request's finished output at ``stem``, loaded and marked ``provenance["skipped"]``; ``None`` when
     there is none or ``overwrite``. Another request's output there raises (``check_free``): nothing is reused for
     a different request."""
-    done = None if overwrite else check_free(stem, request, backend=backend.name, settings=output_settings(backend))
+    done = None if overwrite else check_free(stem, request, backend=backend.name, settings=backend.output_settings())
     if done is None:
         return None
     generation = Generation.load(done)

@@ -193,7 +193,7 @@ def _token_ids(pipe, kind: str, text: str, frames: int, width: int, height: int,
                hint: str | None = None) -> tuple[list[int], list[int]]:
     """(prompt ids, unconditioned ids) as inference makes them for this kind of run."""
     if kind == "transfer":
-        from cosmos_helpers.transfer.prepare import format_transfer_prompt
+        from cosmos_helpers.specs.transfer import format_transfer_prompt
 
         prompt, negative = format_transfer_prompt(text, None, _transfer_sample(hint), width, height, frames, fps)
         return transfer_token_ids(pipe, prompt), transfer_token_ids(pipe, negative or "")

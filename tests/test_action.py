@@ -348,7 +348,8 @@ def test_the_form_runs_action_modes_and_the_gallery_draws_trajectories(tmp_path,
 
 
 def test_framework_action_samples_are_checked_per_backend(tmp_path):
-    from cosmos_helpers.specs import Sample, check_backend, given_fields
+    from cosmos_helpers.specs import Sample, given_fields
+    from tests.sample_checks import check_backend
 
     def check(backend, **changes):
         data = {"model_mode": "wam", "prompt": "p", "vision_path": "https://example.com/a.mp4",

@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cosmos_helpers import Generation, GenerationRequest, extend, long_video
-from cosmos_helpers.chaining import DEFAULT_CONDITIONING_FRAMES, join, join_sound, latent_indexes, overlap_of
+from cosmos_helpers import Generation, GenerationRequest
+from cosmos_helpers.backends.base import Backend
+from cosmos_helpers.chaining import DEFAULT_CONDITIONING_FRAMES, extend, join, join_sound, latent_indexes, overlap_of
 from cosmos_helpers.errors import OutputExistsError, ValidationError
-from cosmos_helpers.longvideo import chunk_starts
+from cosmos_helpers.longvideo import chunk_starts, long_video
 
 PROMPT = "A red ball rolls slowly to the right across a grey floor."  # a caption of the tiny model's world
 
@@ -234,7 +235,7 @@ def test_extend_continues_a_video_on_its_last_frames(tiny_backend, tmp_path):
                          mode="text2video"), "mode"),
 ])
 def test_bad_inputs_are_refused_before_any_work(call, field, tmp_path):
-    class Untouchable:
+    class Untouchable(Backend):
         name = "diffusers"
 
         def generate(self, request):

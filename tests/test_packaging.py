@@ -58,8 +58,32 @@ def test_the_type_checking_imports_name_exactly_the_exports():
 
     tree = ast.parse((ROOT / "cosmos_helpers" / "__init__.py").read_text())
     block = next(node for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))
-    imported = {alias.name for node in ast.walk(block) if isinstance(node, ast.ImportFrom) for alias in node.names}
-    assert imported == set(cosmos_helpers._EXPORTS)
+    imported = {alias.asname or alias.name for node in ast.walk(block) if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert imported == set(cosmos_helpers.__all__) - {"__version__"}
+
+
+def test_the_top_level_is_a_short_list_and_the_rest_has_named_homes():
+    """At most 30 names at the top; moved names are reachable from their subpackages, not from the root."""
+    import importlib
+
+    import cosmos_helpers
+
+    assert len(set(cosmos_helpers.__all__) - {"__version__"}) <= 30
+    homes = {"presets": "MODES PROFILES Profile size_for", "result": "find_saved", "prompts": "load_caption",
+             "prompting": "Blocklist check_caption upsample_prompt with_precheck", "errors": "OutputExistsError",
+             "actions": "sample_trajectory render_drive load_trajectory trajectory_plot",
+             "controls": "estimate_controls write_control_videos", "batch": "BatchResult", "sweeps": "SweepResult",
+             "transfer": "SpecRunner estimate_controls read_video", "fast": "FastOptions",
+             "backends.diffusers": "free_pipeline", "backends.vllm_omni": "AsyncVllmOmniBackend",
+             "standins.vllm_omni": "LocalServer", "standins.ray_serve": "LocalRayServe",
+             "views.timeline": "batch_timeline", "models.tiny": "tiny_model_path"}
+    for module, names in homes.items():
+        package = importlib.import_module(f"cosmos_helpers.{module}")
+        for name in names.split():
+            assert getattr(package, name) is not None, f"cosmos_helpers.{module}.{name}"
+    for old in ("long_video", "extend", "upsample", "compact", "ChatStandin", "free_pipeline", "VIDEO_SIZES"):
+        assert not hasattr(cosmos_helpers, old), old
 
 
 def test_the_scripts_and_benchmarks_import_names_that_exist():

@@ -24,11 +24,16 @@ def test_long_static_runs_report_a_heartbeat(monkeypatch, capsys):
     assert "job: 40/100 % in" in capsys.readouterr().out and "in_progress" in bar._line(0)
 
 
-def test_progress_can_be_turned_off(monkeypatch):
+def test_progress_can_be_turned_off(monkeypatch, capsys):
+    """Off is still a bar (callers need no ``None`` checks) that counts, closes and prints nothing."""
     monkeypatch.setenv("COSMOS_HELPERS_NO_PROGRESS", "1")
-    assert progress.progress_bar(10, "x") is None
+    with progress.progress_bar(10, "x") as bar:
+        bar.update(3)
+        bar.set_postfix_str("busy")
+    assert type(bar) is progress.NullProgress and bar.n == 3
     monkeypatch.delenv("COSMOS_HELPERS_NO_PROGRESS")
-    assert progress.progress_bar(10, "x", enabled=False) is None
+    assert type(progress.progress_bar(10, "x", enabled=False)) is progress.NullProgress
+    assert capsys.readouterr() == ("", "")
 
 
 def test_line_progress_has_every_method_the_package_calls_on_a_bar():
@@ -45,8 +50,9 @@ def test_line_progress_has_every_method_the_package_calls_on_a_bar():
         called |= set(re.findall(r"\bbar\.([a-z_]+)\(", path.read_text()))
     called -= {"get_x", "get_width", "get_height"}  # matplotlib bars in the benchmark chart
     assert called, "the scan found no progress-bar calls: the pattern no longer matches the code"
-    missing = sorted(name for name in called if not callable(getattr(progress.LineProgress, name, None)))
-    assert not missing, f"LineProgress lacks {missing}"
+    for kind in (progress.LineProgress, progress.NullProgress):
+        missing = sorted(name for name in called if not callable(getattr(kind, name, None)))
+        assert not missing, f"{kind.__name__} lacks {missing}"
 
 
 def test_set_description_shows_in_the_summary_line(capsys):

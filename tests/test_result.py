@@ -5,8 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from cosmos_helpers import Generation, GenerationRequest, OutputExistsError, find_saved, generate_and_save
-from cosmos_helpers import media
+from cosmos_helpers import Generation, GenerationRequest, generate_and_save, media
+from cosmos_helpers.errors import OutputExistsError
+from cosmos_helpers.result import find_saved
+from cosmos_helpers.backends.base import Backend
 
 
 def make_generation(sound=True, seed=0, frames=9):
@@ -69,7 +71,7 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
     def explode(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(media, "_encode", explode)
+    monkeypatch.setattr(media.encode, "_encode", explode)
     with pytest.raises(OSError):
         make_generation().save(tmp_path / "clip")
     assert list(tmp_path.iterdir()) == []
@@ -101,7 +103,7 @@ def test_load_reads_back_frames_sound_and_manifest(tmp_path):
     assert loaded.fps == 24.0 and loaded.backend == "test"
 
 
-class CountingBackend:
+class CountingBackend(Backend):
     name = "counting"
 
     def __init__(self):

@@ -15,7 +15,7 @@ import pytest
 
 from cosmos_helpers import Generation, GenerationRequest, ValidationError
 from cosmos_helpers import widgets as W
-from cosmos_helpers.views import context
+from cosmos_helpers import display as context
 
 T, H, WIDTH, FPS, RATE = 9, 96, 160, 24.0, 48_000
 ASSETS = Path(__file__).resolve().parents[1] / "cookbooks/cosmos3/generator/audiovisual/assets"

@@ -8,8 +8,6 @@ from typing import Any
 from ..errors import ValidationError
 
 NAMES: tuple[str, ...] = ("diffusers", "framework", "vllm-omni", "framework-serve")
-# Backends that run a framework input sample as written, with the framework's own defaults (``run_spec``).
-SAMPLE_BACKENDS: tuple[str, ...] = ("framework", "framework-serve")
 URL_BACKENDS: tuple[str, ...] = ("vllm-omni", "framework-serve")
 
 

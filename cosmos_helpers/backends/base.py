@@ -2,16 +2,27 @@
 
 A backend translates a :class:`~cosmos_helpers.request.GenerationRequest` into its own call and the answer back into
 a :class:`~cosmos_helpers.result.Generation`. Everything that differs between backends lives in the backend (its
-refusals, its wire format, how it runs several requests at once, which of its settings shape an output), so code
-outside ``backends/`` never tests a backend's name or probes it with ``getattr``.
+refusals, its wire format, how it runs several requests at once, which of its settings shape an output, how it runs
+a framework input sample), so code outside ``backends/`` never tests a backend's name or probes it with
+``getattr``.
+
+Framework input samples (``run_spec``) go through five hooks, in this order: :meth:`Backend.resolve_sample`,
+:meth:`Backend.check_sample`, :meth:`Backend.localize`, then :meth:`Backend.dry_run` or :meth:`Backend.run_sample`.
+Their defaults run a sample as the :class:`GenerationRequest` it means, with the profile filling what the sample
+leaves unset; the framework's backends override them to run the sample as written.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Collection, Mapping, Sequence
 
+from ..errors import ValidationError
 from ..request import GenerationRequest
 from ..result import Generation
+from ..specs.load import Sample
+from ..specs.resolve import ResolvedSample
+from ..specs.runs import (PlannedRun, SampleRun, SampleSupport, check_as_request, check_portable, generation_request,
+                          localize)
 
 ProgressCallback = Callable[[int, int], None]  # (steps done, steps in all)
 
@@ -25,6 +36,8 @@ class Backend:
     """
 
     name: ClassVar[str] = ""
+    remote: ClassVar[bool] = False  # the work happens on a server: several calls may overlap
+    sample_support: ClassVar[SampleSupport] = SampleSupport()  # what a sample run as a request may ask here
 
     def check(self, request: GenerationRequest) -> None:
         """Raise :class:`~cosmos_helpers.errors.ValidationError` for anything in ``request`` this backend cannot run
@@ -55,3 +68,40 @@ class Backend:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    # Framework input samples (run_spec) --------------------------------------------------------------------------
+
+    def resolve_sample(self, sample: Sample, *, folder: Any, profile: str | None, model: str | None,
+                       overrides: Mapping[str, Any] | None, guardrails: bool | None) -> ResolvedSample:
+        """The values this backend runs ``sample`` with: the framework's defaults, the profile's where the sample
+        leaves a field unset, the overrides over both; an unseeded sample's seed comes from its output ``folder``."""
+        return sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
+                               output_dir=folder, fill=True)
+
+    def check_sample(self, sample: Sample, r: ResolvedSample, given: set[str], step_cache: Any = None) -> None:
+        """Every refusal of a sample run before any work (``given``: the fields the input or the command line set).
+        The default runs the sample as a request: what a request cannot say, or this backend's
+        :attr:`sample_support` does not cover, is refused; a run's step cache is refused unless overridden."""
+        check_portable(sample, r)
+        check_as_request(sample, r, given, self.name, self.sample_support)
+        if step_cache is not None:
+            raise ValidationError("step_cache", f"the {self.name} backend takes no step cache for a sample run.",
+                                  "leave step_cache out (--step-cache), or run the sample on the framework.")
+
+    def localize(self, r: ResolvedSample, given: set[str], *, progress: Any = True,
+                 server_paths: bool = False) -> ResolvedSample:
+        """``r`` with its inputs where this backend reads them (the default: URLs fetched into the framework's
+        download cache), and refused now where a check needs the files themselves (``server_paths``: the server
+        shares this filesystem)."""
+        return localize(r, progress=bool(progress))
+
+    def dry_run(self, run: SampleRun, *, pending: Collection[str] = ()) -> PlannedRun:
+        """What would run, without running it (``pending``: controls that would be computed first). The default
+        records the checked run; a backend that writes its input for elsewhere writes it here."""
+        return PlannedRun(run)
+
+    def run_sample(self, run: SampleRun, *, progress: Any = True, server_paths: bool = False) -> Generation:
+        """Make the output of a checked sample run (no saving). The default generates its request (a callable
+        ``progress`` gets the steps)."""
+        request = generation_request(run.resolved, run.given, run.step_cache)
+        return self.generate(request, progress=progress if callable(progress) else None)

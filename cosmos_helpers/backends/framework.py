@@ -32,19 +32,15 @@ takes the tiny models under their own names (``profile="tiny"``), and every outp
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
-
+from typing import Any, Collection, Mapping, Sequence
 
 from .. import media
 from ..errors import BackendUnavailableError, FrameworkRunError, ValidationError
@@ -57,53 +53,24 @@ from ..progress import progress_bar
 from ..protocol import framework as fw
 from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
+from ..specs.load import Sample
+from ..specs.resolve import ResolvedSample
+from ..specs.runs import PlannedRun, SampleRun, check_portable
 from ..standins.framework_cli import MODULE as STANDIN_MODULE
 from ..protocol.step_cache import RESIDUAL_ORDERS
 from ..step_cache import SeaCache, StepCache, check_for_backend, describe, step_cache_record
-from .framework_run import StepProgress, collect, predicted_actions, read_output, standin_record, stream
-from .framework_payload import CACHE_FLAGS, cache_flags, checkpoint_for, request_payload
+from .base import Backend, ProgressCallback
+from .framework_run import (INSTALL_HELP, FrameworkRun, StepProgress, collect, new_run_dir, predicted_actions,
+                            read_output, standin_record, stream)
+from .framework_payload import CACHE_FLAGS, cache_flags, check_request, checkpoint_for, request_payload
 
 NAME = "framework"
 PYTHON_ENV = "COSMOS_FRAMEWORK_PYTHON"
 MODULE_ENV = "COSMOS_FRAMEWORK_MODULE"
 STANDIN_MODELS = ("tiny", TINY_DISTILLED, TINY_EDGE)  # what FrameworkBackend.standin() runs under their own names
 
-INSTALL_HELP = (
-    "The Cosmos Framework is not usable at {where}. It runs on a Linux host with NVIDIA GPUs: "
-    "`git clone https://github.com/NVIDIA/cosmos-framework.git`, then inside the checkout "
-    "`GIT_LFS_SKIP_SMUDGE=1 uv sync --all-extras --group=cu128-train` (cu130-train on aarch64), and "
-    "`hf auth login` with access to the Cosmos3 checkpoints. Then use FrameworkBackend('/path/to/cosmos-framework') "
-    "(it runs the checkout's .venv/bin/python), or set {env} to the interpreter that imports cosmos_framework. "
-    "Without a GPU host, use DiffusersBackend or VllmOmniBackend instead."
-)
 
-
-@dataclass(frozen=True)
-class FrameworkRun:
-    """A written run folder: the input file, where the framework writes, and the exact command."""
-
-    folder: Path
-    input_file: Path
-    out_dir: Path
-    name: str
-    command: tuple[str, ...]
-    payload: Mapping[str, Any] = field(repr=False)
-    overrides: Mapping[str, Any] = field(default_factory=dict)
-    step_cache: StepCache = None  # the run's --[no-]diffusion-cache choice (None: the CLI's default)
-
-    @property
-    def seed(self) -> int:
-        """The seed the framework uses: ``--seed``, the sample's, else its fallback from name and output folder."""
-        seed = next((v for v in (self.overrides.get("seed"), self.payload.get("seed")) if v is not None), None)
-        return fw.fallback_seed(self.name, self.sample_dir.absolute()) if seed is None else int(seed)
-
-    @property
-    def sample_dir(self) -> Path:
-        """``<out>/<name>``: the framework's folder for the sample (``vision.mp4`` / ``vision.jpg``, controls)."""
-        return self.out_dir / self.name
-
-
-class FrameworkBackend:
+class FrameworkBackend(Backend):
     """Run framework input samples and :class:`GenerationRequest` s through ``cosmos_framework.scripts.inference``.
 
     Args:
@@ -263,7 +230,6 @@ class FrameworkBackend:
         return env
 
     # Runs -------------------------------------------------------------------------------------------
-
     def prepare(self, payload: Mapping[str, Any], *, name: str, model: str, guardrails: bool,
                 overrides: Mapping[str, Any] | None = None, flags: Sequence[str] = (),
                 step_cache: StepCache = None) -> FrameworkRun:
@@ -274,16 +240,25 @@ class FrameworkBackend:
         """
         self.checkpoint_for(model)  # refuse a model the framework cannot run before anything is written
         self._check_cache(step_cache)
-        folder = self._new_run_dir(name)
-        input_file = folder / f"{name}.json"
-        out_dir = folder / "out"
+        return self._write(name, f"{name}.json", [payload], [name], model=model, guardrails=guardrails,
+                           overrides=overrides, flags=flags, step_cache=step_cache)[0]
+
+    def _write(self, label: str, input_name: str, payloads: Sequence[Mapping[str, Any]], names: Sequence[str], *,
+               model: str, guardrails: bool, overrides: Mapping[str, Any] | None = None, flags: Sequence[str] = (),
+               step_cache: StepCache = None) -> list[FrameworkRun]:
+        """One run folder for ``payloads`` and its ``command.txt``: a ``.json`` input holds one sample as it is, a
+        ``.jsonl`` one a sample per line (as ``common/args.py`` ``_from_file`` reads it)."""
+        folder = new_run_dir(self.work_dir, label)
+        input_file, out_dir = folder / input_name, folder / "out"
         command = self.command(input_file, out_dir, model=model, overrides=overrides, guardrails=guardrails,
                                flags=flags, step_cache=step_cache)
-        media.write_bytes_atomic(input_file, (json.dumps(dict(payload), indent=2, ensure_ascii=False) + "\n").encode())
+        text = json.dumps(dict(payloads[0]), indent=2, ensure_ascii=False) + "\n" if input_file.suffix == ".json" \
+            else "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in payloads)
+        media.write_bytes_atomic(input_file, text.encode())
         media.write_bytes_atomic(folder / "command.txt", (shlex.join(command) + "\n").encode())
         given = {k: v for k, v in (overrides or {}).items() if v is not None}
-        return FrameworkRun(folder=folder, input_file=input_file, out_dir=out_dir, name=name, command=tuple(command),
-                            payload=dict(payload), overrides=given, step_cache=step_cache)
+        return [FrameworkRun(folder=folder, input_file=input_file, out_dir=out_dir, name=n, command=tuple(command),
+                             payload=dict(p), overrides=given, step_cache=step_cache) for n, p in zip(names, payloads)]
 
     def launch(self, run: FrameworkRun, *, expected_steps: int | None = None) -> Path:
         """Run a prepared folder; returns the framework's ``vision.mp4`` / ``vision.jpg``."""
@@ -292,37 +267,76 @@ class FrameworkBackend:
         self._stream(list(run.command), log_path, [expected_steps] if expected_steps else [], run.name)
         return collect(run.sample_dir, run.out_dir, log_path)
 
-    def prepare_sample(self, sample_run: Any) -> FrameworkRun:
-        """The run folder of one framework input sample, unchanged (a ``specs.SampleRun``: the sample, its resolved
-        model and guardrails, the command-line overrides), without launching."""
+    # Framework input samples: run as written --------------------------------------------------------
+
+    def resolve_sample(self, sample: Sample, *, folder: Any, profile: str | None, model: str | None,
+                       overrides: Mapping[str, Any] | None, guardrails: bool | None) -> ResolvedSample:
+        """The framework applies its own defaults: the profile only picks the model and the guardrails, and an
+        unseeded sample's seed comes from the framework's run folder."""
+        return sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
+                               output_dir=None, fill=False)
+
+    def check_sample(self, sample: Sample, r: ResolvedSample, given: set[str], step_cache: StepCache = None) -> None:
+        """What no backend runs as written, a model the framework has no checkpoint of, a step cache it has no
+        flag for."""
+        check_portable(sample, r)
+        self.checkpoint_for(r.model)
+        self._check_cache(step_cache)
+
+    def localize(self, r: ResolvedSample, given: set[str], *, progress: Any = True,
+                 server_paths: bool = False) -> ResolvedSample:
+        """``r`` as it is: the framework fetches URL inputs itself."""
+        return r
+
+    def dry_run(self, run: SampleRun, *, pending: Collection[str] = ()) -> PlannedRun:
+        """The run folder written for a job submitted elsewhere (input file and command), without launching."""
+        if pending:
+            raise ValidationError("compute_controls", "a framework dry run writes an input file for elsewhere, and the "
+                                  "controls it names are not computed yet.", "run without dry_run, or compute them "
+                                  "first (run_spec on any backend) and name them as control_path.")
+        written = self.prepare_sample(run)
+        return PlannedRun(run, folder=written.folder, input_file=written.input_file, command=written.command,
+                          payload=written.payload)
+
+    def prepare_sample(self, sample_run: SampleRun) -> FrameworkRun:
+        """The run folder of one framework input sample, unchanged (the sample, its resolved model and guardrails,
+        the command-line overrides), without launching."""
         r = sample_run.resolved
         return self.prepare(sample_run.sample.payload(), name=sample_run.sample.name, model=r.model,
                             guardrails=r.guardrails, overrides=sample_run.overrides, step_cache=sample_run.step_cache)
 
-    def run_sample(self, sample_run: Any) -> Generation:
-        """Run one framework input sample unchanged (see :meth:`prepare_sample`)."""
-        r = sample_run.resolved
-        return self._run(self.prepare_sample(sample_run), r.num_steps,
+    def run_sample(self, run: SampleRun, *, progress: Any = True, server_paths: bool = False) -> Generation:
+        """Run one framework input sample unchanged (see :meth:`prepare_sample`); its log moves this backend's bar."""
+        r = run.resolved
+        return self._run(self.prepare_sample(run), r.num_steps,
                          workflow="transfer" if r.is_transfer else r.model_mode, model=r.model)
 
-    def generate(self, request: GenerationRequest, *, name: str | None = None) -> Generation:
-        """Run a :class:`GenerationRequest` (t2i / t2v / i2v / v2v, with or without sound, or an action mode)."""
+    # Requests ---------------------------------------------------------------------------------------
+
+    def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None,
+                 name: str | None = None) -> Generation:
+        """Run a :class:`GenerationRequest` (t2i / t2v / i2v / v2v, with or without sound, or an action mode); the
+        run's log moves this backend's bar, and ``progress`` hears of the steps once the run is done."""
         self.check(request)
         name = name or f"{request.mode}_{request.fingerprint()[:8]}"
-        flags = framework_flags(request.precision, request.model)  # refused before anything is written
+        flags = framework_flags(request.precision, request.model)
         payload = request_payload(request, name=name, image_dir=self.work_dir / "inputs")
         run = self.prepare(payload, name=name, model=request.model, guardrails=bool(request.guardrails),
                            flags=flags, step_cache=request.step_cache)
         generation = self._run(run, request.num_inference_steps, workflow=request.mode, model=request.model)
         generation.request = request
         generation.provenance["precision"] = describe_precision(request.precision, self.name)
+        if progress is not None:
+            progress(request.num_inference_steps, request.num_inference_steps)
         return generation
 
     def check(self, request: GenerationRequest) -> None:
         """Refuse, before anything is written, what this backend cannot run as asked: a model the framework has no
-        checkpoint of, a step cache setting it has no flag for."""
+        checkpoint of, a step cache or precision it has no flag for, what its sample cannot say."""
         self.checkpoint_for(request.model)
         self._check_cache(request.step_cache)
+        framework_flags(request.precision, request.model)
+        check_request(request)
 
     def _check_cache(self, step_cache: StepCache) -> None:
         """A setting the framework has no flag for; on the stand-in also one diffusers' hooks cannot run (the
@@ -336,16 +350,13 @@ class FrameworkBackend:
 
     def generate_many(self, requests: Sequence[GenerationRequest], *,
                       names: Sequence[str] | None = None) -> list[Generation]:
-        """Run several requests in one framework run: one ``.jsonl`` input file (a sample per line, as
-        ``common/args.py`` ``_from_file`` reads it), one process, one checkpoint load.
+        """Run several requests in one framework run: one ``.jsonl`` input file, one process, one checkpoint load
+        (on a GPU host that takes minutes, so a notebook making several clips with one model pays for it once).
 
-        On a GPU host loading a checkpoint takes minutes, so a notebook that makes several clips with one model
-        should pay for it once. One command line runs one checkpoint with one guardrails setting, so requests that
-        differ there are refused before anything is written. It also runs one diffusion-cache setting: requests
-        with different ``step_cache`` run in one framework run per setting, in the order of their first request
-        (comparing a cached and an uncached clip is the common case, and the checkpoint loads once per setting, as
-        it would in separate calls). Each result is what :meth:`generate` would return, with its run folder in its
-        provenance.
+        One command line runs one checkpoint, guardrails setting and precision, so requests that differ there are
+        refused before anything is written; and one diffusion-cache setting, so requests with different
+        ``step_cache`` run in one framework run per setting, in the order of their first request. Each result is
+        what :meth:`generate` would return, with its run folder in its provenance.
         """
         requests = list(requests)
         settings = {(r.model, bool(r.guardrails), json.dumps(precision_record(r.precision))) for r in requests}
@@ -354,8 +365,6 @@ class FrameworkBackend:
                                   f"and one precision; these ask for {sorted(settings)} (model, guardrails, "
                                   "precision).", "group the requests by model, guardrails and precision, one "
                                   "generate_many call per group.")
-        if requests:  # a precision the framework cannot run is refused before anything is written
-            framework_flags(requests[0].precision, requests[0].model)
         names = list(names) if names is not None else [f"{r.mode}_{r.fingerprint()[:8]}" for r in requests]
         if not requests or len(names) != len(requests) or len(set(names)) != len(names):
             raise ValidationError("names", f"{len(requests)} requests need as many distinct sample names, got "
@@ -378,25 +387,18 @@ class FrameworkBackend:
                    payloads: list[dict[str, Any]]) -> list[Generation]:
         """One framework run of checked requests that share a checkpoint, guardrails and step cache."""
         first = requests[0]
-        folder = self._new_run_dir(f"batch_{len(requests)}_{names[0]}")
-        input_file, out_dir = folder / "samples.jsonl", folder / "out"
-        command = self.command(input_file, out_dir, model=first.model, guardrails=bool(first.guardrails),
-                               flags=framework_flags(first.precision, first.model),
-                               step_cache=first.step_cache)
-        lines = "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in payloads)
-        media.write_bytes_atomic(input_file, lines.encode())
-        media.write_bytes_atomic(folder / "command.txt", (shlex.join(command) + "\n").encode())
-        runs = [FrameworkRun(folder=folder, input_file=input_file, out_dir=out_dir, name=n, command=tuple(command),
-                             payload=p, step_cache=first.step_cache) for n, p in zip(names, payloads)]
+        runs = self._write(f"batch_{len(requests)}_{names[0]}", "samples.jsonl", payloads, names, model=first.model,
+                           guardrails=bool(first.guardrails), flags=framework_flags(first.precision, first.model),
+                           step_cache=first.step_cache)
         started = time.perf_counter()
         self.check_available()
-        log_path = folder / "run.log"
-        self._stream(command, log_path, [r.num_inference_steps for r in requests], f"{len(runs)} samples")
+        log_path = runs[0].folder / "run.log"
+        self._stream(list(runs[0].command), log_path, [r.num_inference_steps for r in requests],
+                     f"{len(runs)} samples")
         generations = []
         for run, request in zip(runs, requests):
             generation = self._generation(run, collect(run.sample_dir, run.out_dir, log_path), started,
-                                          workflow=request.mode,
-                                          model=request.model)
+                                          workflow=request.mode, model=request.model)
             generation.request = request
             generation.provenance["precision"] = describe_precision(request.precision, self.name)
             generations.append(generation)
@@ -442,17 +444,6 @@ class FrameworkBackend:
         if code != 0:
             raise FrameworkRunError(f"the Cosmos Framework run exited with code {code} (full log: {log_path}). "
                                     "Log tail:\n" + "\n".join(tail))
-
-    def _new_run_dir(self, name: str) -> Path:
-        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "run"
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        for index in range(1000):
-            run_dir = self.work_dir / (f"{stamp}-{safe}" + (f"-{index}" if index else ""))
-            with contextlib.suppress(FileExistsError):
-                run_dir.mkdir()
-                return run_dir
-        raise FrameworkRunError(f"could not create a run folder under {self.work_dir}")
 
 
 __all__ = ["FrameworkBackend", "FrameworkRun", "INSTALL_HELP", "checkpoint_for", "request_payload"]

@@ -71,9 +71,10 @@ def request_payload(request: GenerationRequest, *, name: str, image_dir: str | o
     ``(lo, hi)`` with the same timesteps (``protocol.framework.to_strict``); conditioning arrays are written to
     ``image_dir``.
     """
+    check_request(request)
     if request.is_action:
         return _action_payload(request, name=name, folder=Path(image_dir))
-    bucket = _check_request(request)
+    bucket = _bucket(request)
     payload: dict[str, Any] = {"name": name, "model_mode": request.mode,
                                "prompt": request.caption if isinstance(request.caption, str) else
                                json.dumps(request.caption, ensure_ascii=False)}
@@ -104,21 +105,11 @@ def request_payload(request: GenerationRequest, *, name: str, image_dir: str | o
 def _action_payload(request: GenerationRequest, *, name: str, folder: Path) -> dict[str, Any]:
     """An action request as the framework's action sample (inputs/omni/action_*.json): ``image_size`` is the action
     tier, the trajectory a ``[T][D]`` JSON file (inference/action.py:56-58), policy is ``wam``."""
-    if not float(request.fps).is_integer():
-        raise ValidationError("fps", f"the framework's fps is an integer, not {request.fps:g}.",
-                              f"use fps={math.floor(request.fps)} or {math.ceil(request.fps)}.")
-    if request.use_system_prompt is not None:
-        raise ValidationError("use_system_prompt", "the framework's system prompt is a model-config setting, not a "
-                              "sample field.", "leave use_system_prompt out on the framework backend.")
     payload: dict[str, Any] = {
         "name": name, "model_mode": ap.FRAMEWORK_MODES[request.mode], "prompt": request.prompt_text(),
         "domain_name": request.embodiment, "action_chunk_size": request.num_frames - 1,
         "image_size": int(request.tier), "fps": int(request.fps), "num_steps": request.num_inference_steps,
         "guidance": request.guidance_scale, "shift": request.flow_shift, "seed": request.seed}
-    if request.negative_prompt is not None:
-        raise ValidationError("negative_prompt", "the framework's action batch has no negative caption (inference.py "
-                              "get_sample_data: get_action_sample_data takes none), so it would be ignored.",
-                              "leave negative_prompt out, or run the request on diffusers.")
     if request.guidance_interval is not None:  # read for every sample, actions too (inference.py:1709)
         payload["guidance_interval"] = list(fw.to_strict(request.guidance_interval))
     if request.view_point is not None:
@@ -135,18 +126,10 @@ def _action_payload(request: GenerationRequest, *, name: str, folder: Path) -> d
     return payload
 
 
-def _check_request(request: GenerationRequest) -> tuple[str, str] | None:
-    """The request's framework bucket ``(tier, aspect)`` (``None``: an edit keeping its input's shape); refuses what
-    the framework cannot run as asked."""
-    bucket = (request.tier, request.aspect_ratio) if request.tier else bucket_of(request.width, request.height)
-    if request.keeps_image_size:
-        bucket = None
-    elif bucket is None or bucket[0] not in fw.TIERS:
-        what = f"tier {bucket[0]} (this project's CPU tier)" if bucket else f"{request.width}x{request.height}"
-        raise ValidationError("tier" if bucket else "width", f"the framework generates its buckets only "
-                              f"({', '.join(fw.TIERS)} x {', '.join(fw.ASPECT_RATIOS)}), not {what}.",
-                              "use tier= and aspect_ratio= with a framework tier (e.g. tier='480'), or a profile "
-                              "other than 'tiny'; or run on diffusers.")
+def check_request(request: GenerationRequest) -> None:
+    """Refuse, before anything is written, what the framework's sample cannot say as the request asks."""
+    if not request.is_action:
+        _bucket(request)
     if not float(request.fps).is_integer():
         raise ValidationError("fps", f"the framework's fps is an integer, not {request.fps:g}.",
                               f"use fps={math.floor(request.fps)} or {math.ceil(request.fps)}.")
@@ -154,10 +137,30 @@ def _check_request(request: GenerationRequest) -> tuple[str, str] | None:
         raise ValidationError("use_system_prompt", "the framework's system prompt is a model-config setting "
                               "(Nano/Super/Edge: off), not a sample field.",
                               "leave use_system_prompt out on the framework backend, or run on diffusers/vLLM-Omni.")
+    if request.is_action:
+        if request.negative_prompt is not None:
+            raise ValidationError("negative_prompt", "the framework's action batch has no negative caption "
+                                  "(inference.py get_sample_data: get_action_sample_data takes none), so it would be "
+                                  "ignored.", "leave negative_prompt out, or run the request on diffusers.")
+        return
     for name in ("add_resolution_template", "add_duration_template"):
         if getattr(request, name) is False:
             raise ValidationError(name, "the framework always appends its sentence templates to a plain-text prompt.",
                                   f"leave {name} out on the framework backend, or use a structured (JSON) caption.")
+
+
+def _bucket(request: GenerationRequest) -> tuple[str, str] | None:
+    """The request's framework bucket ``(tier, aspect)`` (``None``: an edit keeping its input's shape); refuses a
+    size the framework does not generate."""
+    bucket = (request.tier, request.aspect_ratio) if request.tier else bucket_of(request.width, request.height)
+    if request.keeps_image_size:
+        return None
+    if bucket is None or bucket[0] not in fw.TIERS:
+        what = f"tier {bucket[0]} (this project's CPU tier)" if bucket else f"{request.width}x{request.height}"
+        raise ValidationError("tier" if bucket else "width", f"the framework generates its buckets only "
+                              f"({', '.join(fw.TIERS)} x {', '.join(fw.ASPECT_RATIOS)}), not {what}.",
+                              "use tier= and aspect_ratio= with a framework tier (e.g. tier='480'), or a profile "
+                              "other than 'tiny'; or run on diffusers.")
     return bucket
 
 
@@ -174,4 +177,4 @@ def _media_path(source: Any, request: GenerationRequest, folder: Path, suffix: s
     return str(target)
 
 
-__all__ = ["CACHE_FLAGS", "cache_flags", "checkpoint_for", "request_payload"]
+__all__ = ["CACHE_FLAGS", "cache_flags", "check_request", "checkpoint_for", "request_payload"]

@@ -1,13 +1,17 @@
-"""One framework run as a process: its log streamed to a file (the step counters it prints move a progress bar,
-a timeout kills it) and its outputs found where the framework's layout puts them."""
+"""One framework run: its folder (:class:`FrameworkRun`), and the run as a process: its log streamed to a file (the
+step counters it prints move a progress bar, a timeout kills it) and its outputs found where the framework's layout
+puts them."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import re
 import subprocess
 import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -17,10 +21,44 @@ from .. import media
 from ..errors import FrameworkRunError
 from ..protocol import framework as fw
 from ..standins import STANDIN_FILE
+from ..step_cache import StepCache
 
 LOG_TAIL_LINES = 40
+INSTALL_HELP = (
+    "The Cosmos Framework is not usable at {where}. It runs on a Linux host with NVIDIA GPUs: "
+    "`git clone https://github.com/NVIDIA/cosmos-framework.git`, then inside the checkout "
+    "`GIT_LFS_SKIP_SMUDGE=1 uv sync --all-extras --group=cu128-train` (cu130-train on aarch64), and "
+    "`hf auth login` with access to the Cosmos3 checkpoints. Then use FrameworkBackend('/path/to/cosmos-framework') "
+    "(it runs the checkout's .venv/bin/python), or set {env} to the interpreter that imports cosmos_framework. "
+    "Without a GPU host, use DiffusersBackend or VllmOmniBackend instead."
+)
 
 _STEP_PATTERN = re.compile(r"(?<![\d.])(\d{1,5})\s*/\s*(\d{1,5})(?![\d.])")
+
+
+@dataclass(frozen=True)
+class FrameworkRun:
+    """A written run folder: the input file, where the framework writes, and the exact command."""
+
+    folder: Path
+    input_file: Path
+    out_dir: Path
+    name: str
+    command: tuple[str, ...]
+    payload: Mapping[str, Any] = field(repr=False)
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    step_cache: StepCache = None  # the run's --[no-]diffusion-cache choice (None: the CLI's default)
+
+    @property
+    def seed(self) -> int:
+        """The seed the framework uses: ``--seed``, the sample's, else its fallback from name and output folder."""
+        seed = next((v for v in (self.overrides.get("seed"), self.payload.get("seed")) if v is not None), None)
+        return fw.fallback_seed(self.name, self.sample_dir.absolute()) if seed is None else int(seed)
+
+    @property
+    def sample_dir(self) -> Path:
+        """``<out>/<name>``: the framework's folder for the sample (``vision.mp4`` / ``vision.jpg``, controls)."""
+        return self.out_dir / self.name
 
 
 class StepProgress:
@@ -79,6 +117,19 @@ def stream(cmd: list[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,
         return process.wait(), list(tail)
     finally:
         timer.cancel()
+
+
+def new_run_dir(work_dir: Path, name: str) -> Path:
+    """A fresh ``<work_dir>/<stamp>-<name>`` folder (``-1``, ``-2``... when several start in the same second)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "run"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for index in range(1000):
+        run_dir = work_dir / (f"{stamp}-{safe}" + (f"-{index}" if index else ""))
+        with contextlib.suppress(FileExistsError):
+            run_dir.mkdir()
+            return run_dir
+    raise FrameworkRunError(f"could not create a run folder under {work_dir}")
 
 
 def predicted_actions(sample_dir: Path) -> np.ndarray | None:

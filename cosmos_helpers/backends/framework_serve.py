@@ -31,9 +31,8 @@ from __future__ import annotations
 import io
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 from urllib.parse import quote
 
 import httpx
@@ -46,9 +45,12 @@ from ..protocol import framework as fw
 from ..protocol import ray_serve as rs
 from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
+from ..specs.load import Sample
+from ..specs.resolve import ResolvedSample
+from ..specs.runs import PlannedRun, SampleRun, check_portable
 from ..step_cache import describe
 from .base import Backend, ProgressCallback
-from .framework import request_payload
+from .framework_payload import check_request, request_payload
 from .vllm_wire import Call, RetryPolicy, decode_mp4, error_from_response, parse_json
 
 NAME = "framework-serve"
@@ -61,22 +63,6 @@ def deployment_name(model: str) -> str:
     """The deployment a model is served under: a hub id's framework checkpoint name (the serve configs' keys), else
     the name itself (``"tiny"`` on the stand-in)."""
     return fw.CHECKPOINTS.get(str(model), str(model))
-
-
-@dataclass(frozen=True)
-class ServeRun:
-    """A sample ready to send (``run_spec(..., dry_run=True)`` on this backend): what would be posted, and the run it
-    records (its fingerprint is the run's, so a dry run can find finished work)."""
-
-    run: Any
-    payload: Mapping[str, Any]
-    deployment: str
-
-    def fingerprint(self) -> str:
-        return self.run.fingerprint()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.run.to_dict(), "payload": dict(self.payload), "deployment": self.deployment}
 
 
 class FrameworkServeBackend(Backend):
@@ -94,6 +80,7 @@ class FrameworkServeBackend(Backend):
     """
 
     name = NAME
+    remote = True
 
     def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 1800.0, connect_timeout: float = 5.0,
                  retries: int = 3, shared_files: bool = False, work_dir: str | Path | None = None,
@@ -212,7 +199,7 @@ class FrameworkServeBackend(Backend):
         for field in ("image", "video"):
             if getattr(request, field) is not None and not self.shared_files:
                 raise self._local_media(field)
-        request_payload(request, name="check", image_dir=self.work_dir)  # the framework backend's own refusals
+        check_request(request)  # what the framework's sample cannot say, as the framework backend refuses it
 
     def _check_guardrails(self, wanted: bool, fix: str) -> None:
         if wanted:
@@ -242,26 +229,53 @@ class FrameworkServeBackend(Backend):
         generation.request = request
         return generation
 
-    def prepare_sample(self, sample_run: Any) -> "ServeRun":
-        """A framework input sample (``specs.SampleRun``) as it would be sent, checked, without sending: the sample
-        as written (local paths absolute), the command-line overrides merged in as ``submit.py`` merges its
-        ``--overrides``, and its model's deployment."""
-        r = sample_run.resolved
+    # framework input samples: sent as written ------------------------------------------------------------
+
+    def resolve_sample(self, sample: Sample, *, folder: Any, profile: str | None, model: str | None,
+                       overrides: Mapping[str, Any] | None, guardrails: bool | None) -> ResolvedSample:
+        """The framework applies its own defaults: the profile only picks the model and the guardrails, and the app
+        draws the seed of an unseeded sample."""
+        return sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
+                               output_dir=None, fill=False)
+
+    def check_sample(self, sample: Sample, r: ResolvedSample, given: set[str], step_cache: Any = None) -> None:
+        """What no backend runs as written, a step cache or guardrails the sample cannot ask of the deployment, and
+        local paths the server cannot read."""
+        check_portable(sample, r)
+        if step_cache is not None:
+            raise ValidationError("step_cache", f"the framework's Ray Serve app caches steps as its deployment's "
+                                  f"setup says ({rs.STEP_CACHE_DEFAULT}); a run cannot ask for {step_cache!r}.",
+                                  "leave step_cache out (--step-cache), or set diffusion_cache under "
+                                  "models.<name>.setup of the serve config, or use the framework backend.")
         self._check_guardrails(bool(r.guardrails), "--no-guardrails (run_spec(..., guardrails=False))")
-        for key, value in sorted(sample_run.sample.path_fields().items()):
+        for key, value in sorted(sample.path_fields().items()):
             if not fw.is_url(value) and not self.shared_files:
                 raise self._local_media(key)
-        served = self.served(r.model)
-        payload = sample_run.sample.payload()
-        payload.update({k: v for k, v in sample_run.overrides.items() if v is not None})
-        payload.update(name=sample_run.sample.name, model=served)
-        return ServeRun(sample_run, payload, served)
 
-    def run_sample(self, sample_run: Any) -> Generation:
-        """Send a framework input sample as written (see :meth:`prepare_sample`)."""
-        r, prepared = sample_run.resolved, self.prepare_sample(sample_run)
-        return self._run(prepared.payload, prepared.deployment,
-                         workflow="transfer" if r.is_transfer else r.model_mode, request_model=r.model)
+    def localize(self, r: ResolvedSample, given: set[str], *, progress: Any = True,
+                 server_paths: bool = False) -> ResolvedSample:
+        """``r`` as it is: the app fetches URL inputs itself."""
+        return r
+
+    def dry_run(self, run: SampleRun, *, pending: Collection[str] = ()) -> PlannedRun:
+        """What would be posted, and the deployment it would go to (checked against the server's models)."""
+        payload, served = self._sample_payload(run)
+        return PlannedRun(run, payload=payload, extra={"deployment": served})
+
+    def run_sample(self, run: SampleRun, *, progress: Any = True, server_paths: bool = False) -> Generation:
+        """Send a framework input sample as written: the command-line overrides merged in as ``submit.py`` merges
+        its ``--overrides``, local paths absolute, to its model's deployment."""
+        r = run.resolved
+        payload, served = self._sample_payload(run)
+        return self._run(payload, served, workflow="transfer" if r.is_transfer else r.model_mode,
+                         request_model=r.model)
+
+    def _sample_payload(self, run: SampleRun) -> tuple[dict[str, Any], str]:
+        served = self.served(run.resolved.model)
+        payload = run.sample.payload()
+        payload.update({k: v for k, v in run.overrides.items() if v is not None})
+        payload.update(name=run.sample.name, model=served)
+        return payload, served
 
     def _run(self, payload: dict[str, Any], served: str, *, workflow: str, request_model: str) -> Generation:
         started = time.perf_counter()
@@ -366,4 +380,4 @@ def _generation(suffix: str, data: bytes, reply: Mapping[str, Any], *, fps: Any)
     return Generation(frames=frames, fps=float(fps or 24.0), seed=seed, finished=FinishedFile(suffix, data))
 
 
-__all__ = ["DEFAULT_URL", "FrameworkServeBackend", "NAME", "ServeRun", "deployment_name"]
+__all__ = ["DEFAULT_URL", "FrameworkServeBackend", "NAME", "deployment_name"]

@@ -3,8 +3,9 @@
 :class:`BaseVllmClient` is to :class:`~cosmos_helpers.backends.vllm_omni.VllmOmniBackend` and its asyncio twin
 what httpx's ``BaseClient`` is to ``Client`` and ``AsyncClient``: it builds every call (route, body, timeout),
 checks the request's model against the server's, and turns answers into ``Generation`` objects that keep the
-server's bytes. The waits' bookkeeping (:class:`ReadyWatch`, :class:`JobWatch`) lives here too, so the two
-senders only send, sleep and show progress.
+server's bytes. The waits' bookkeeping is shared too (:mod:`.vllm_watch`), so the two senders only send, sleep and
+show progress. Both are :class:`~cosmos_helpers.backends.base.Backend` s and share :meth:`BaseVllmClient.check`
+(what can be refused without asking the server) and how a framework input sample is checked.
 
 What a request may ask that the real server cannot honour is refused here, before anything is sent: another
 model than the served one, and what the served checkpoint's pipeline refuses (Edge: sound, video2video).
@@ -23,14 +24,13 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import httpx
 import numpy as np
 
 from .. import media
-from ..errors import (BackendUnavailableError, ConnectionLostError, GenerationTimeoutError, JobFailedError,
-                      OutputExistsError, ServerError, ValidationError)
+from ..errors import (ConnectionLostError, GenerationTimeoutError, OutputExistsError, ServerError, ValidationError)
 from ..limits import check_backend_mode
 from ..presets import PROFILES, SOUND_SAMPLE_RATE
 from ..protocol import action
@@ -39,109 +39,18 @@ from ..precision import check_for_backend as check_precision_for
 from ..request import GenerationRequest
 from ..result import FinishedFile, Generation
 from ..standins import MODEL_CARD_KEY
+from ..specs.resolve import ResolvedSample
+from ..specs.runs import SampleSupport
 from ..step_cache import describe
+from .base import Backend
 from .vllm_serve import curl_command
+from .vllm_transfer import check_transfer
 from .vllm_wire import (API_KEY_ENV, BACKEND_NAME, DEFAULT_URL, Call, Files, RetryPolicy, Upload, check_action,
-                        check_response_format,
-                        error_from_response, form_parts, guardrail_error, image_body, parse_json, refuse_request_cache,
-                        server_metrics,
-                        timings_from_headers, timings_from_job)
+                        check_response_format, error_from_response, form_parts, image_body, parse_json,
+                        refuse_request_cache, server_metrics, timings_from_headers, timings_from_job, video_fields)
 
 
-# Waiting -------------------------------------------------------------------------------------------------
-
-
-class ReadyWatch:
-    """The bookkeeping of a readiness wait: deadline, last answer, and the server process, if we started it.
-
-    ``call`` is the ``/health`` probe; a sender performs it every ``interval`` seconds without the retry policy
-    (a refused connection, a timeout or a 503 only mean "not ready yet").
-    """
-
-    def __init__(self, client: "BaseVllmClient", timeout: float, process: Any, log: Any,
-                 interval: float | None) -> None:
-        self.url, self.timeout, self.process, self.log = client.url, float(timeout), process, log
-        self.interval = 2.0 if interval is None else interval
-        self.call = client._call(proto.HEALTH, "readiness check", min(5.0, max(self.interval, 1.0)))
-        self.bar = {"total": int(timeout), "desc": f"waiting for {self.url}", "unit": "s"}
-        self.start = time.monotonic()
-        self.state = "not started"
-
-    @property
-    def elapsed(self) -> float:
-        return time.monotonic() - self.start
-
-    def check_process(self) -> None:
-        if self.process is not None and self.process.poll() is not None:
-            raise BackendUnavailableError(
-                f"the server process exited with code {self.process.returncode} before it became ready. "
-                f"Last log lines:\n{log_tail(self.process, self.log)}")
-
-    def answered(self, response: httpx.Response) -> bool:
-        """Whether ``/health`` said ready; a wrong key will not get better by waiting, so it raises."""
-        if response.status_code in (401, 403):
-            raise error_from_response(response.status_code, response.content, response.headers)
-        self.state = f"HTTP {response.status_code}"
-        return response.status_code == 200
-
-    def failed(self, exc: BaseException) -> None:
-        refused = "refused" in str(exc).lower() or isinstance(exc, httpx.ConnectError)
-        self.state = "connection refused" if refused else type(exc).__name__
-
-    def check_deadline(self, show: Callable[[float, str], None]) -> None:
-        show(int(self.elapsed), self.state)
-        if self.elapsed >= self.timeout:
-            raise GenerationTimeoutError(
-                f"{self.url} was not ready after {self.timeout:g} s (last answer: {self.state}). A real Cosmos3 "
-                "server needs minutes to load (and longer to download); raise timeout= or check its log.")
-
-    def result(self, served_model: str | None) -> dict[str, Any]:
-        return {"status": "healthy", "served_model": served_model, "ready_after_s": self.elapsed}
-
-
-def log_tail(process: Any, log: Any, lines: int = 40) -> str:
-    """The server's last log lines: ``log()``, the file ``log``, else what the process wrote to its pipe."""
-    if callable(log):
-        return str(log())
-    try:
-        if isinstance(log, (str, Path)) and Path(log).is_file():
-            text = Path(log).read_text(errors="replace")
-        else:
-            data = process.stdout.read()
-            text = data.decode(errors="replace") if isinstance(data, bytes) else str(data)
-    except (AttributeError, OSError, ValueError):  # no pipe, or a closed one: no log to show
-        return "(no log captured)"
-    return "\n".join(text.splitlines()[-lines:])
-
-
-class JobWatch:
-    """The bookkeeping of a job's polls: deadline, progress shown (``progress`` may be a callable(job)), outcome."""
-
-    def __init__(self, client: "BaseVllmClient", job_id: str, timeout: float | None, interval: float | None,
-                 progress: Any) -> None:
-        self.timeout = client.timeout if timeout is None else timeout
-        self.interval = client.poll_interval if interval is None else interval
-        self.progress = progress
-        self.bar = {"total": 100, "desc": f"job {job_id[-8:]}", "unit": "%"}
-        self.start = time.monotonic()
-
-    def finished(self, job: Mapping[str, Any], show: Callable[[float, str], None]) -> bool:
-        """True once the job completed; raises when it failed or the wait ran out; False to keep polling."""
-        status, elapsed = job.get("status"), time.monotonic() - self.start
-        show(int(job.get("progress") or 0), f"{status}, {elapsed:.0f} s")
-        if callable(self.progress):
-            self.progress(job)
-        if status == "completed":
-            return True
-        if status == "failed":
-            raise guardrail_error(str((job.get("error") or {}).get("message", ""))) or JobFailedError(dict(job))
-        if elapsed >= self.timeout:
-            raise GenerationTimeoutError(f"job {job.get('id')} was still {status} after {self.timeout:g} s; it keeps "
-                                         "running on the server. Call wait() again, or delete() it.")
-        return False
-
-
-class BaseVllmClient:
+class BaseVllmClient(Backend):
     """Configuration, call building and reply reading shared by :class:`VllmOmniBackend` and its async twin.
 
     Args:
@@ -161,6 +70,9 @@ class BaseVllmClient:
     """
 
     name = BACKEND_NAME
+    remote = True
+    sample_support = SampleSupport(transfer=True, action_domains=action.VLLM_DOMAIN_ID, view_point=False,
+                                   encodes_itself=True)
 
     def __init__(self, url: str = DEFAULT_URL, api_key: str | None = None, *, timeout: float = 1800.0,
                  connect_timeout: float = 5.0, poll_interval: float = 2.0, retries: int = 3, progress: bool = True,
@@ -193,6 +105,31 @@ class BaseVllmClient:
     @property
     def retries(self) -> int:
         return self.retry.attempts
+
+    # what a request or a sample may ask ------------------------------------------------------------------
+
+    def check(self, request: GenerationRequest) -> None:
+        """What is refused without asking the server: not a request, a mode or option vLLM-Omni cannot take as
+        asked, a body it would reject (the blocking client then checks the served model too)."""
+        check_request(request)
+        if request.mode == "text2image":
+            image_body(request, self.image_response_format)
+        else:
+            video_fields(request)
+
+    def check_sample(self, sample: Any, r: ResolvedSample, given: set[str], step_cache: Any = None) -> None:
+        """A sample runs as its request (a transfer as vLLM-Omni's transfer form); a step cache is the server's,
+        chosen when it starts."""
+        super().check_sample(sample, r, given)
+        refuse_request_cache(step_cache)
+
+    def localize(self, r: ResolvedSample, given: set[str], *, progress: Any = True,
+                 server_paths: bool = False) -> ResolvedSample:
+        """URL inputs fetched; a transfer's form checked against them (before any control is computed for it)."""
+        r = super().localize(r, given, progress=progress, server_paths=server_paths)
+        if r.is_transfer:
+            check_transfer(r, given, server_paths=server_paths)
+        return r
 
     def curl(self, request: GenerationRequest, **kwargs: Any) -> str:
         """The equivalent ``curl`` command (the same fields this client sends; see :func:`curl_command`)."""

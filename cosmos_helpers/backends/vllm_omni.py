@@ -12,48 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import time
-from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any, Awaitable, Callable, Sequence
 
 import httpx
 
 from .. import media
-from ..progress import progress_bar
 from ..protocol import vllm_omni as proto
 from ..request import GenerationRequest
+from ..errors import ValidationError
 from ..result import Generation
-from .vllm_base import BaseVllmClient, JobWatch, ReadyWatch, check_content, check_request, output_path
+from ..specs.runs import SampleRun
+from .base import ProgressCallback
+from .vllm_base import BaseVllmClient, check_content, check_request, output_path
+from .vllm_transfer import transfer_form
+from .vllm_watch import JobWatch, ReadyWatch, download_progress, progress_display
 from .vllm_wire import (Call, check_form, check_mp4_reply, decode_image_reply, decode_mp4, input_reference, parse_json,
                         refuse_sync_action, upload_files, video_fields)
 
-ProgressCallback = Callable[[int, int], None]
 CHUNK = 1 << 16
 
 __all__ = ["VllmOmniBackend", "AsyncVllmOmniBackend"]
-
-
-@contextmanager
-def _progress(client: BaseVllmClient, show: Any, **kwargs: Any) -> Iterator[Callable[..., None]]:
-    """A progress display (``show`` overrides the client's setting) as ``update(n, text)``; shared by both senders."""
-    bar = progress_bar(enabled=bool(client.progress if show is None else show), **kwargs)
-
-    def update(n: float, text: str = "") -> None:
-        if bar is not None:
-            bar.n = min(n, bar.total) if bar.total else n
-            bar.set_postfix_str(text, refresh=True)
-
-    try:
-        yield update
-    finally:
-        if bar is not None:
-            bar.close()
-
-
-def _download_progress(client: BaseVllmClient, show: Any, path: Path,
-                       response: httpx.Response) -> AbstractContextManager[Callable[..., None]]:
-    total = int(response.headers.get("content-length") or 0) or None
-    return _progress(client, show, total=total, desc=f"download {path.name}", unit="B", unit_scale=True)
 
 
 class VllmOmniBackend(BaseVllmClient):
@@ -108,6 +87,21 @@ class VllmOmniBackend(BaseVllmClient):
             self.models()
         return self._match_model(model, request)
 
+    def check(self, request: GenerationRequest) -> None:
+        """:meth:`BaseVllmClient.check`, then the served model and what its pipeline refuses (the server's model
+        list is asked for once, and remembered)."""
+        super().check(request)
+        self._served(request.model, request)
+
+    def run_sample(self, run: SampleRun, *, progress: Any = True, server_paths: bool = False) -> Generation:
+        """A transfer sample as vLLM-Omni's transfer form (its model checked against the server's), any other as
+        its request."""
+        r = run.resolved
+        if not r.is_transfer:
+            return super().run_sample(run, progress=progress, server_paths=server_paths)
+        fields, files = transfer_form(r, run.given, server_paths=server_paths)
+        return self.send_video_form(fields, files, what="transfer", model=r.model)
+
     # the server ------------------------------------------------------------------------------------------
 
     def health(self) -> dict:
@@ -128,7 +122,7 @@ class VllmOmniBackend(BaseVllmClient):
         callable), if the server exits. Then reads the served model from ``/v1/models``.
         """
         watch = ReadyWatch(self, timeout, process, log, interval)
-        with _progress(self, progress, **watch.bar) as show:
+        with progress_display(self, progress, **watch.bar) as show:
             while True:
                 watch.check_process()
                 try:
@@ -212,7 +206,7 @@ class VllmOmniBackend(BaseVllmClient):
              interval: float | None = None) -> dict:
         """Poll a job until it completes (``JobFailedError`` if it fails); ``progress`` may be a callable(job)."""
         watch = JobWatch(self, job_id, timeout, interval, progress)
-        with _progress(self, progress, **watch.bar) as show:
+        with progress_display(self, progress, **watch.bar) as show:
             while not watch.finished(job := self.retrieve(job_id), show):
                 time.sleep(watch.interval)
         return job
@@ -223,7 +217,7 @@ class VllmOmniBackend(BaseVllmClient):
         path = output_path(path, overwrite)
 
         def save(response: httpx.Response) -> Path:
-            with (_download_progress(self, progress, path, response) as show,
+            with (download_progress(self, progress, path, response) as show,
                   media.atomic_path(path, overwrite=overwrite) as tmp, open(tmp, "wb") as handle):
                 for chunk in response.iter_bytes(CHUNK):
                     handle.write(chunk)
@@ -302,6 +296,17 @@ class AsyncVllmOmniBackend(BaseVllmClient):
             await self.models()
         return self._match_model(model, request)
 
+    def check_sample(self, sample: Any, r: Any, given: set[str], step_cache: Any = None) -> None:
+        raise ValidationError("backend", "framework input samples run on a blocking backend (run_spec waits for each "
+                              "output); this is the asyncio client.", "use VllmOmniBackend(url) for samples.")
+
+    async def generate_many(self, requests: Sequence[GenerationRequest], *,  # type: ignore[override]
+                            names: Sequence[str] | None = None) -> list[Generation]:
+        """Every request checked, then each awaited in turn."""
+        for request in requests:
+            self.check(request)
+        return [await self.generate(request) for request in requests]
+
     # the server ------------------------------------------------------------------------------------------
 
     async def health(self) -> dict:
@@ -315,7 +320,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
     async def wait_until_ready(self, timeout: float = 1800.0, *, process: Any = None, log: Any = None,
                                interval: float | None = None, progress: bool | None = None) -> dict:
         watch = ReadyWatch(self, timeout, process, log, interval)
-        with _progress(self, progress, **watch.bar) as show:
+        with progress_display(self, progress, **watch.bar) as show:
             while True:
                 watch.check_process()
                 try:
@@ -389,7 +394,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
     async def wait(self, job_id: str, timeout: float | None = None, progress: Any = None,
                    interval: float | None = None) -> dict:
         watch = JobWatch(self, job_id, timeout, interval, progress)
-        with _progress(self, progress, **watch.bar) as show:
+        with progress_display(self, progress, **watch.bar) as show:
             while not watch.finished(job := await self.retrieve(job_id), show):
                 await asyncio.sleep(watch.interval)
         return job
@@ -399,7 +404,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
         path = output_path(path, overwrite)
 
         async def save(response: httpx.Response) -> Path:
-            with (_download_progress(self, progress, path, response) as show,
+            with (download_progress(self, progress, path, response) as show,
                   media.atomic_path(path, overwrite=overwrite) as tmp, open(tmp, "wb") as handle):
                 async for chunk in response.aiter_bytes(CHUNK):
                     handle.write(chunk)

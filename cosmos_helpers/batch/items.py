@@ -20,8 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .. import media
 from ..errors import ValidationError
 from ..protocol import framework as fw
+from ..request import GenerationRequest
+from ..specs import Sample
 
 STEM = "vision"  # the framework's output name, which run_spec uses too
 _MEDIA = ("image", "video", "actions")
@@ -39,8 +42,6 @@ class BatchItem:
 
     def request(self) -> Any:
         """The :class:`GenerationRequest` of a request line (validated again: cheap, and the object is not shared)."""
-        from ..request import GenerationRequest
-
         values = {k: v for k, v in self.data.items() if k != "name"}
         for key in _MEDIA:
             if isinstance(values.get(key), str):
@@ -57,8 +58,6 @@ class BatchItem:
 
     def sample(self) -> Any:
         """The :class:`~cosmos_helpers.specs.Sample` of a sample line (paths relative to the batch file)."""
-        from ..specs import Sample
-
         return Sample.from_dict(self.data, base_dir=self.base_dir, name=self.name)
 
     def stem(self, out: str | os.PathLike[str]) -> Path:
@@ -111,8 +110,6 @@ def load_items(source: str | os.PathLike[str] | Sequence[Mapping[str, Any]], *,
 def write_items(path: str | os.PathLike[str], objects: Sequence[Mapping[str, Any]]) -> Path:
     """Write a batch file: one JSON object per line (requests with ``mode``, or framework samples), atomically;
     every object is checked as :func:`load_items` will read it, before the file is written."""
-    from .. import media
-
     path = Path(path)
     load_items(objects, base_dir=path.parent)
     text = "".join(json.dumps(dict(obj), ensure_ascii=False) + "\n" for obj in objects)

@@ -1,8 +1,8 @@
 """Before a batch works: every item checked on its backend, finished ones found, clashing outputs refused.
 
 An item's record is what its manifest will hold: the :class:`GenerationRequest` of a request line, or the sample's
-run as ``run_spec`` records it (``run_spec(..., dry_run=True)``, which applies every check the backend makes before
-any work). :func:`plan` then asks :func:`~cosmos_helpers.result.check_free` of each item's folder: finished by this
+run as ``run_spec`` records it (``plan_spec(...).run``, which applies every check the backend makes before any
+work). :func:`plan` then asks :func:`~cosmos_helpers.result.check_free` of each item's folder: finished by this
 very record on this backend with these settings (skipped), free (to do), or another request's output (refused, for
 the whole batch, before anything runs). A sample with URL inputs is recorded by the content of the copies it
 downloads, which a plan cannot know without downloading: such an item is only skipped when found, never refused here
@@ -20,6 +20,8 @@ from typing import Any, Sequence
 
 from ..protocol import framework as fw
 from ..result import Generation, check_free, find_saved
+from ..transfer.runner import plan_spec, run_spec
+from ..workflow import generate_and_save
 from .items import BatchItem
 
 
@@ -29,9 +31,7 @@ def record(item: BatchItem, backend: Any, out: str | os.PathLike[str], *, profil
         request = item.request()
         backend.check(request)
         return request
-    from ..transfer.runner import run_spec
-
-    return run_spec(item.sample(), backend=backend, profile=profile, out=out, dry_run=True, progress=False)
+    return plan_spec(item.sample(), backend=backend, profile=profile, out=out, progress=False).run
 
 
 def plan(items: Sequence[BatchItem], backend: Any, out: str | os.PathLike[str], *, profile: str,
@@ -55,11 +55,7 @@ def plan(items: Sequence[BatchItem], backend: Any, out: str | os.PathLike[str], 
 def run_item(item: BatchItem, backend: Any, out: str | os.PathLike[str], *, profile: str) -> Generation:
     """Make (or find) one item's output at ``<out>/<name>/vision.*`` on a backend object."""
     if item.kind == "request":
-        from ..workflow import generate_and_save
-
         return generate_and_save(backend, item.request(), item.stem(out))
-    from ..transfer.runner import run_spec
-
     return run_spec(item.sample(), backend=backend, profile=profile, out=out, progress=False)
 
 

@@ -15,6 +15,7 @@ import socket
 import time
 from typing import Any, Callable
 
+from ..presets import model_for
 from .items import BatchItem
 from .plan import run_item
 
@@ -26,8 +27,6 @@ class ItemWorker:
         import torch
 
         from ..backends.diffusers import DiffusersBackend
-
-        from ..presets import model_for
 
         torch.set_num_threads(max(1, threads))
         self.out, self.profile = out, profile

@@ -26,13 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ..backends import backend_by_name
 from ..errors import ValidationError
+from ..gallery import write_gallery
 from ..progress import progress_bar
 from .items import BatchItem, load_items
 from .plan import plan, run_item
+from .ray_pool import RayPool
 from .records import ItemRecord, markdown, retryable, write_reports
 
 ATTEMPTS = 2  # an item is tried at most twice
+RAY_BACKEND = "diffusers"  # the backend each Ray actor keeps (.ray_pool), and the batch's default
 
 
 @dataclass
@@ -171,7 +175,7 @@ class ThreadPool:
 
 
 def run_batch(requests: str | os.PathLike[str] | Sequence[Mapping[str, Any]], out: str | os.PathLike[str], *,
-              backend: Any = "diffusers", url: str | None = None, ray: Any = None, workers: int | None = None,
+              backend: Any = RAY_BACKEND, url: str | None = None, ray: Any = None, workers: int | None = None,
               num_cpus: float = 1, concurrency: int | None = None, profile: str = "tiny", item_timeout: float = 1800.0,
               gallery: bool = True) -> BatchResult:
     """Run every item of ``requests`` (a JSONL path or a list of objects) into ``out`` (module docstring).
@@ -211,8 +215,6 @@ def run_batch(requests: str | os.PathLike[str] | Sequence[Mapping[str, Any]], ou
     result.files = write_reports(out, result.records, {"where": pool.label, "seconds": result.seconds,
                                                         "origin": origin, "items": len(items)})
     if gallery:
-        from ..gallery import write_gallery
-
         result.files["gallery"] = write_gallery(out, title=f"Batch: {out.name}", convert_notebooks=False)
     return result
 
@@ -220,19 +222,15 @@ def run_batch(requests: str | os.PathLike[str] | Sequence[Mapping[str, Any]], ou
 def _pool(backend: Any, *, url: str | None, ray: Any, out: Path, profile: str, workers: int | None, num_cpus: float,
           concurrency: int | None, item_timeout: float) -> Any:
     if ray:
-        if backend != "diffusers" or url:
+        if backend != RAY_BACKEND or url:
             raise ValidationError("ray", "Ray workers run the items on DiffusersBackend; a server spreads them over "
                                   "its own replicas.", "drop ray= to send the items to the server, or drop "
                                   "backend= / url= to run them as Ray tasks.")
-        from .ray_pool import RayPool
-
         return RayPool(str(out), profile=profile, address=None if ray is True else str(ray), workers=workers,
                        num_cpus=num_cpus, item_timeout=item_timeout)
-    from ..backends import URL_BACKENDS, backend_by_name
-
     runner = backend_by_name(backend, url=url, progress=False) if isinstance(backend, str) else backend
-    concurrency = concurrency or (2 if runner.name in URL_BACKENDS else 1)  # a client may overlap; in-process not
+    concurrency = concurrency or (2 if runner.remote else 1)  # a client may overlap; in-process not
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValidationError("concurrency", f"{concurrency!r} is not a positive integer.", "pass e.g. 2.")
-    label = repr(runner) if runner.name in URL_BACKENDS else "this process"
+    label = repr(runner) if runner.remote else "this process"
     return ThreadPool(runner, out, profile=profile, concurrency=concurrency, label=label)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import sys
 from pathlib import Path
 
 from ..notebooks import run_cookbooks, summary_table
 from ..presets import DEFAULT_PROFILE, PROFILES
+from .params import add_notebook_arguments, parameters
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,27 +16,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default=DEFAULT_PROFILE, choices=tuple(PROFILES),
                         help=f"model and defaults every cookbook uses (default {DEFAULT_PROFILE}: the embedded model, "
                              "on a CPU)")
-    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                        help="inject a parameter into every notebook that declares it (VALUE as a Python literal "
-                             "or plain text); repeatable")
+    add_notebook_arguments(parser, parameter_help="inject a parameter into every notebook that declares it")
     parser.add_argument("--only", action="append", default=[], metavar="TEXT",
                         help="run only notebooks whose path contains TEXT; repeatable")
-    parser.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
     parser.add_argument("--no-gallery", action="store_true", help="skip writing index.html")
-    parser.add_argument("--log-output", action="store_true", help="stream the notebooks' output while they run")
-
-
-def _literal(text: str):
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
 
 
 def run(args: argparse.Namespace) -> int:
-    parameters = {name: _literal(value) for name, value in args.parameter}
-    runs = run_cookbooks(args.out, profile=args.profile, parameters=parameters, only=args.only, kernel=args.kernel,
-                         gallery=not args.no_gallery, log_output=args.log_output)
+    runs = run_cookbooks(args.out, profile=args.profile, parameters=parameters(args.parameter), only=args.only,
+                         kernel=args.kernel, gallery=not args.no_gallery, log_output=args.log_output)
     print("\n" + summary_table(runs))
     failed = [run for run in runs if not run.ok]
     for run in failed:

@@ -22,7 +22,7 @@ from ..backends import NAMES, backend_by_name
 from ..presets import DEFAULT_PROFILE, PROFILES
 from ..specs.load import load_inputs
 from ..transfer.estimated import parse_compute_controls
-from ..transfer.runner import run_spec
+from ..transfer.runner import plan_spec, run_spec
 from .generate import add_step_cache_argument
 
 
@@ -62,17 +62,18 @@ def run(args: argparse.Namespace) -> int:
     overrides = {"resolution": args.resolution, "num_steps": args.steps, "seed": args.seed}
     backend = backend_by_name(args.backend, url=args.url, checkout=args.checkout, gpus=args.gpus)
     for sample in samples:
-        result = run_spec(sample, backend=backend, profile=args.profile, model=args.model, out=args.out,
-                          overrides=overrides, guardrails=args.guardrails, overwrite=args.overwrite,
-                          dry_run=args.dry_run, compute_controls=compute, control_device=args.control_device,
-                          step_cache=args.step_cache)
-        if args.dry_run and getattr(result, "folder", None) is not None:  # a framework run folder; command on stderr
-            print(result.folder)
-            print("  " + " ".join(result.command), file=sys.stderr)
-        elif args.dry_run:  # the resolved values of a run elsewhere, one JSON line
-            print(json.dumps(result.to_dict(), default=str))
-        else:
-            if result.provenance.get("skipped"):
-                print(f"{sample.name}: already done", file=sys.stderr)
-            print(result.paths["media"])
+        how = dict(backend=backend, profile=args.profile, model=args.model, out=args.out, overrides=overrides,
+                   guardrails=args.guardrails, compute_controls=compute, step_cache=args.step_cache)
+        if args.dry_run:
+            planned = plan_spec(sample, **how)
+            if planned.folder is not None:  # a framework run folder; command on stderr
+                print(planned.folder)
+                print("  " + " ".join(planned.command or ()), file=sys.stderr)
+            else:  # the resolved values of a run elsewhere, one JSON line
+                print(json.dumps(planned.to_dict(), default=str))
+            continue
+        result = run_spec(sample, **how, overwrite=args.overwrite, control_device=args.control_device)
+        if result.provenance.get("skipped"):
+            print(f"{sample.name}: already done", file=sys.stderr)
+        print(result.paths["media"])
     return 0

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import sys
 from pathlib import Path
+
+from .params import add_notebook_arguments, parameters
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,19 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the notebook parameter that receives each run's output folder (default output_dir)")
     parser.add_argument("--no-output-parameter", action="store_true",
                         help="run a notebook that has no output folder parameter")
-    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                        help="a fixed parameter for every run (VALUE as a Python literal or plain text); repeatable")
-    parser.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
-    parser.add_argument("--log-output", action="store_true", help="stream the notebooks' output while they run")
+    add_notebook_arguments(parser, parameter_help="a fixed parameter for every run")
     parser.add_argument("--no-report", action="store_true",
                         help="skip the summary CSV, contact sheet, time plot and HTML page")
-
-
-def _literal(text: str):
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     result = sweep(args.notebook, args.grid, out=args.out, servers=args.servers, gpus=args.gpus, jobs=args.jobs,
                    ray=args.ray,
-                   parameters={name: _literal(value) for name, value in args.parameter},
+                   parameters=parameters(args.parameter),
                    server_parameter=args.server_parameter,
                    output_parameter=None if args.no_output_parameter else args.output_parameter,
                    kernel=args.kernel, log_output=args.log_output, write_report=not args.no_report)

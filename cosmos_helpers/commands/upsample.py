@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import OutputExistsError, ValidationError
-    from ..prompting import upsample
+    from ..prompting import upsample_prompt
 
     if not args.endpoint:
         raise ValidationError("--endpoint", "no chat endpoint given.",
@@ -43,10 +43,11 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None and args.out.exists():
         raise OutputExistsError(f"{args.out} exists; choose another --out or remove it.")
     video = {"duration": args.duration, "fps": args.fps} if args.kind == "video" else {}
-    caption = upsample(args.sentence, endpoint=args.endpoint, model=args.model, kind=args.kind,
-                       resolution=args.resolution, aspect_ratio=args.aspect_ratio, temperature=args.temperature,
-                       seed=args.seed, timeout=args.timeout, constrained=not args.unconstrained,
-                       api_key=os.environ.get("PROMPT_UPSAMPLER_API_TOKEN"), **video)
+    caption = upsample_prompt(args.sentence, endpoint=args.endpoint, model=args.model, kind=args.kind,
+                              resolution=args.resolution, aspect_ratio=args.aspect_ratio,
+                              temperature=args.temperature, seed=args.seed, timeout=args.timeout,
+                              constrained=not args.unconstrained,
+                              api_key=os.environ.get("PROMPT_UPSAMPLER_API_TOKEN"), **video)
     text = json.dumps(caption, indent=2)
     if args.out is None:
         print(text)

@@ -170,8 +170,8 @@ class ControlEstimator:
 
         height, width = frames.shape[1:3]
         out = np.empty(frames.shape[:3], dtype=np.float32 if self.kind == "depth" else np.int32)
-        bar = progress_bar(total=len(frames), desc=f"{self.kind} ({self.spec.name})", unit="frame", enabled=progress)
-        try:
+        with progress_bar(total=len(frames), desc=f"{self.kind} ({self.spec.name})", unit="frame",
+                          enabled=progress) as bar:
             for start in range(0, len(frames), batch_size):
                 batch = frames[start:start + batch_size]
                 inputs = self.processor(images=list(batch), return_tensors="pt").to(self.device)
@@ -186,11 +186,7 @@ class ControlEstimator:
                         logits = F.interpolate(output.logits[i][None].float(), size=(height, width),
                                                mode="bilinear", align_corners=False)
                         out[start + i] = logits[0].argmax(0).cpu().numpy()
-                if bar is not None:
-                    bar.update(len(batch))
-        finally:
-            if bar is not None:
-                bar.close()
+                bar.update(len(batch))
         return out
 
 

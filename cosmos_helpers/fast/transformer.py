@@ -18,8 +18,8 @@ forward instead:
    arguments are the very same objects. Otherwise it is computed normally. Attention stays per branch.
    Steps above ``batch_max_tokens`` run one branch at a time.
 
-Under Ulysses sequence parallelism (:mod:`cosmos_helpers.parallel.ulysses`) each rank runs the generation
-stack on its slice of the generation tokens and exchanges them for heads around attention; the text
+Under Ulysses sequence parallelism (:mod:`cosmos_helpers.backends.diffusers.parallel.ulysses`) each rank runs the
+generation stack on its slice of the generation tokens and exchanges them for heads around attention; the text
 keys/values are cached whole on every rank. Branches are not batched and passes are not graphed there.
 
 Under diffusers' SeaCache (``transformer.enable_cache(SeaCacheConfig())``) the skip decisions are diffusers' own,
@@ -42,33 +42,12 @@ from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransfo
 
 from ..models.cosmos3_attention import rope
 from . import attention as attention_mod
+from .arguments import DYNAMIC, same, same_kwargs, static
 from .graphs import GraphCache
 from .kernels import KERNELS, fusable
 from .projections import FusedProjections
 from .sea_cache import SeaCacheGate, hooked_modules, sea_cache_root
 from .text_cache import TextKVCache
-
-_DYNAMIC = ("vision_tokens", "vision_timesteps", "sound_tokens", "sound_timesteps", "action_tokens",
-            "action_timesteps")
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Identity for tensors, element-wise for lists/tuples, equality otherwise."""
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return a is b
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return a == b
-
-
-def _same_kwargs(a: dict, b: dict) -> bool:
-    return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-
-
-def _static(kw: dict) -> dict:
-    """The arguments that stay the same through a call's steps (everything but the noisy inputs)."""
-    return {k: v for k, v in kw.items() if k not in _DYNAMIC}
-
 
 def _has(kw: dict, modality: str) -> bool:
     """The pass carries ``modality`` ("sound", "action") tokens, as stock decides it."""
@@ -194,7 +173,7 @@ class FastForward:
         stashed, self._stash = self._stash, None
         if stashed is None:
             return None
-        if _same_kwargs(stashed.kwargs, kw):
+        if same_kwargs(stashed.kwargs, kw):
             self.stats["stash_hits"] += 1
             return stashed
         self.stats["stash_misses"] += 1
@@ -220,17 +199,17 @@ class FastForward:
         (a, _), (b, _) = self._history
         if a["input_ids"] is not kw["input_ids"] or b["input_ids"] is kw["input_ids"]:
             return None
-        if not all(_same(a.get(name), b.get(name)) for name in _DYNAMIC):
+        if not all(same(a.get(name), b.get(name)) for name in DYNAMIC):
             return None  # the previous two calls did not share their noisy inputs: not a CFG pair
-        if not _same_kwargs(_static(a), _static(kw)):
+        if not same_kwargs(static(a), static(kw)):
             return None
         n_gen = kw["sequence_length"] - kw["und_len"]
         if b["sequence_length"] - b["und_len"] != n_gen:
             return None
         if self.batch_max_tokens is not None and 2 * n_gen > self.batch_max_tokens:
             return None  # large passes: one branch at a time (same speed, less memory)
-        partner = _static(b)
-        partner.update({name: kw.get(name) for name in _DYNAMIC if name in kw})
+        partner = static(b)
+        partner.update({name: kw.get(name) for name in DYNAMIC if name in kw})
         return partner if partner.keys() == kw.keys() else None
 
     def _rotary_for(self, position_ids: torch.Tensor, und_len: int, dtype: torch.dtype, device) -> tuple:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ValidationError
+
 FRAMEWORK_COMMIT = "5eee9ed"
 _QWEN3_VL_COMMON: dict[str, Any] = dict(head_dim=128, num_key_value_heads=8, rope_axes_dim=[24, 20, 20],
                                         rope_theta=5_000_000.0, vocab_size=151936)
@@ -36,8 +38,6 @@ def transformer_shape(size: str) -> dict[str, Any]:
     try:
         return dict(TRANSFORMER_SHAPES[size.lower()])
     except KeyError:
-        from ..errors import ValidationError
-
         raise ValidationError("size", f"{size!r} has no recorded shape.",
                               f"use one of {sorted(TRANSFORMER_SHAPES)}.") from None
 

@@ -4,15 +4,13 @@ words found before a request is sent.
 
 * :func:`build_caption` / :func:`check_caption` / :func:`caption_schema` / :func:`blank_caption` (``captions``,
   ``schema``);
-* :func:`upsample` / :class:`Upsampler` (``upsample``), and :class:`ChatStandin`, an offline endpoint
-  (:mod:`cosmos_helpers.standins.chat`, imported on first use: it needs FastAPI);
+* :func:`upsample_prompt` / :class:`Upsampler` (``upsample``); an offline endpoint to try it on is
+  :class:`cosmos_helpers.standins.chat.ChatStandin`;
 * :func:`precheck` / :func:`precheck_request` / :func:`with_precheck` / :class:`Blocklist` (``precheck``,
   ``blocklist``).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from .blocklist import Blocklist, BlockedWord, find_blocked
 from .captions import (CaptionCheck, CaptionProblem, blank_caption, build_caption, check_caption,
@@ -20,17 +18,9 @@ from .captions import (CaptionCheck, CaptionProblem, blank_caption, build_captio
 from .precheck import (PrecheckedBackend, PrecheckReport, framework_negative_prompt, precheck, precheck_request,
                        with_precheck)
 from .schema import caption_schema
-from .upsample import Upsampler, UpsampleError, chat_request, upsample
+from .upsample import Upsampler, UpsampleError, chat_request, upsample_prompt
 
 __all__ = ["Blocklist", "BlockedWord", "find_blocked", "CaptionCheck", "CaptionProblem", "blank_caption",
            "build_caption", "save_caption", "check_caption", "PrecheckedBackend", "PrecheckReport", "precheck",
            "precheck_request", "framework_negative_prompt", "with_precheck", "caption_schema", "Upsampler",
-           "UpsampleError", "chat_request", "upsample", "ChatStandin", "create_chat_app"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("ChatStandin", "create_chat_app"):
-        from ..standins import chat
-
-        return getattr(chat, name)
-    raise AttributeError(f"module 'cosmos_helpers.prompting' has no attribute {name!r}")
+           "UpsampleError", "chat_request", "upsample_prompt"]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ValidationError
+from ..media import write_bytes_atomic
 from ..prompts import load_caption
 from .schema import FREE_KEY, METADATA_KEYS, caption_schema, check_kind, resolution_pairs, template
 
@@ -103,7 +104,8 @@ def _as_dict(caption: Any) -> dict[str, Any]:
             caption = json.loads(caption)
         except json.JSONDecodeError as exc:
             raise ValidationError("caption", f"this text is not a JSON caption ({exc.msg} at column {exc.colno}).",
-                                  "pass a dict, a JSON object string, or a plain sentence to upsample().") from None
+                                  "pass a dict, a JSON object string, or a plain sentence to upsample_prompt()."
+                                  ) from None
     if not isinstance(caption, Mapping):
         raise ValidationError("caption", f"expected a JSON object (a dict), got {type(caption).__name__}.",
                               "build it with build_caption(kind, ...) or load it from a .json file.")
@@ -153,8 +155,6 @@ def save_caption(caption: Mapping[str, Any], path: str | Path, *, overwrite: boo
     different one is never replaced unless ``overwrite``.
     """
     import hashlib
-
-    from ..media import write_bytes_atomic
 
     data = (json.dumps(dict(caption), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     target = Path(path)

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
+from ..backends.base import Backend
 from ..errors import GuardrailError, ValidationError
 from ..prompts import compact
 from ..protocol.prompting import FACTS
@@ -39,6 +40,9 @@ COVERAGE: dict[str, str] = {
 }
 STANDIN_NOTE = ("this project's stand-in server (LocalServer / cosmos-helpers serve) runs no guardrails unless "
                 "started with --guardrails.")
+# What to say of each backend's guardrails: its stack's coverage, and for vLLM-Omni the stand-in server's too.
+COVERAGE_NOTES: dict[str, tuple[str, ...]] = {
+    **{name: (note,) for name, note in COVERAGE.items()}, "vllm-omni": (COVERAGE["vllm-omni"], STANDIN_NOTE)}
 
 
 @dataclass
@@ -117,16 +121,11 @@ def precheck(prompt: Any = None, negative_prompt: Any = None, *, blocklist: Any 
 
 def guardrail_notes(request: Any, backend: Any = None) -> list[str]:
     """When the guardrails will not run for ``request`` on ``backend``, in words (empty: nothing to say)."""
-    name = getattr(backend, "name", None)
     notes = []
     if request.guardrails is False:
         notes.append("guardrails are OFF for this request (GenerationRequest(guardrails=False), or a profile that "
                      "turns them off, such as 'tiny'): no backend will check it. Pass guardrails=True to run them.")
-    if name == "vllm-omni":
-        notes += [COVERAGE["vllm-omni"], STANDIN_NOTE]
-    elif name in COVERAGE:
-        notes.append(COVERAGE[name])
-    return notes
+    return notes + list(COVERAGE_NOTES.get(backend.name if backend is not None else None, ()))
 
 
 def precheck_request(request: Any, blocklist: Any = None, *, backend: Any = None) -> PrecheckReport:
@@ -136,15 +135,17 @@ def precheck_request(request: Any, blocklist: Any = None, *, backend: Any = None
     return report
 
 
-class PrecheckedBackend:
-    """``backend`` with the blocklist pre-check before every ``generate``; the prompt is sent as it is.
+class PrecheckedBackend(Backend):
+    """``backend`` with the blocklist pre-check before every request it runs (``generate``, ``generate_many``, and
+    so ``generate_and_save`` / ``generate_and_save_all``); the prompt is sent as it is.
 
     ``on_flag="raise"`` refuses a flagged prompt with :class:`~cosmos_helpers.errors.GuardrailError` before
     anything is sent; ``"warn"`` warns and sends it. A flagged negative prompt warns in both modes unless
-    ``strict_negative`` (the framework and vLLM-Omni do not check it; TensorRT-LLM does).
+    ``strict_negative`` (the framework and vLLM-Omni do not check it; TensorRT-LLM does). Everything else (framework
+    input samples, settings, closing) is the wrapped backend's.
     """
 
-    def __init__(self, backend: Any, blocklist: Any = None, *, on_flag: str = "raise",
+    def __init__(self, backend: Backend, blocklist: Any = None, *, on_flag: str = "raise",
                  strict_negative: bool = False) -> None:
         if on_flag not in ("raise", "warn"):
             raise ValidationError("on_flag", f"{on_flag!r} is not 'raise' or 'warn'.", "pass on_flag='raise'.")
@@ -153,25 +154,62 @@ class PrecheckedBackend:
         self.last_report: PrecheckReport | None = None
 
     @property
-    def name(self) -> str:
+    def name(self) -> str:  # type: ignore[override]
         return self.backend.name  # manifests record the real backend
 
-    def __getattr__(self, attribute: str) -> Any:
-        if attribute == "backend":  # not set yet (copying, unpickling)
-            raise AttributeError(attribute)
-        return getattr(self.backend, attribute)
+    @property
+    def remote(self) -> bool:  # type: ignore[override]
+        return self.backend.remote
+
+    def __repr__(self) -> str:
+        return f"with_precheck({self.backend!r}, on_flag={self.on_flag!r})"
+
+    def check(self, request: Any) -> None:
+        """The pre-check (a refusal, or a warning), then the wrapped backend's own checks."""
+        self._precheck(request)
+        self.backend.check(request)
 
     def generate(self, request: Any, **kwargs: Any) -> Any:
+        self._precheck(request)
+        return self.backend.generate(request, **kwargs)
+
+    def generate_many(self, requests: Sequence[Any], *, names: Sequence[str] | None = None) -> list[Any]:
+        """Every request pre-checked before any is sent, then the wrapped backend's ``generate_many``."""
+        for request in requests:
+            self._precheck(request)
+        return self.backend.generate_many(requests, names=names)
+
+    def _precheck(self, request: Any) -> None:
         report = self.last_report = precheck_request(request, self.blocklist, backend=self.backend)
         refuse = report.flagged.get("prompt") or (self.strict_negative and report.flagged.get("negative_prompt"))
         if refuse and self.on_flag == "raise":
             raise GuardrailError(f"blocklisted words, nothing sent:\n{report.explain()}")
         if not report.ok:
-            warnings.warn(f"blocklisted words (sent as written):\n{report.explain()}", stacklevel=2)
-        return self.backend.generate(request, **kwargs)
+            warnings.warn(f"blocklisted words (sent as written):\n{report.explain()}", stacklevel=3)
+
+    def output_settings(self) -> dict[str, Any]:
+        return self.backend.output_settings()
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def resolve_sample(self, sample: Any, **how: Any) -> Any:
+        return self.backend.resolve_sample(sample, **how)
+
+    def check_sample(self, sample: Any, r: Any, given: set[str], step_cache: Any = None) -> None:
+        self.backend.check_sample(sample, r, given, step_cache)
+
+    def localize(self, r: Any, given: set[str], **how: Any) -> Any:
+        return self.backend.localize(r, given, **how)
+
+    def dry_run(self, run: Any, **how: Any) -> Any:
+        return self.backend.dry_run(run, **how)
+
+    def run_sample(self, run: Any, **how: Any) -> Any:
+        return self.backend.run_sample(run, **how)
 
 
-def with_precheck(backend: Any, blocklist: Any = None, *, on_flag: str = "raise",
+def with_precheck(backend: Backend, blocklist: Any = None, *, on_flag: str = "raise",
                   strict_negative: bool = False) -> PrecheckedBackend:
     """``backend`` running the blocklist pre-check before each generation (see :class:`PrecheckedBackend`)."""
     return PrecheckedBackend(backend, blocklist, on_flag=on_flag, strict_negative=strict_negative)

@@ -220,8 +220,8 @@ class Upsampler:
         return caption_from_answer(answer, kind, pinned)
 
 
-def upsample(sentence: str, *, endpoint: str, model: str | None = None, kind: str = "video", **options: Any
-             ) -> dict[str, Any]:
+def upsample_prompt(sentence: str, *, endpoint: str, model: str | None = None, kind: str = "video", **options: Any
+                    ) -> dict[str, Any]:
     """One sentence to one checked caption; see :class:`Upsampler` (``api_key``, ``timeout``, ``retries``) and
     :meth:`Upsampler.caption` (``resolution``, ``aspect_ratio``, ``duration``, ``fps``, ``temperature`` ...)."""
     client_options = {key: options.pop(key) for key in ("api_key", "timeout", "retries", "transport")

@@ -24,15 +24,13 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from ..errors import ValidationError
 from ..limits import check_mode
 from ..presets import MODES, VIDEO_SIZES, get_profile, model_for, normalize_tier
 from ..protocol import framework as fw
-
-if TYPE_CHECKING:
-    from .load import Sample
+from .fields import SampleFields
 
 OVERRIDABLE: tuple[str, ...] = ("resolution", "num_steps", "seed")  # what `cosmos-helpers run` may override
 # What every generation sample must end up with (OmniSampleArgs has no default for them).
@@ -48,6 +46,22 @@ _CASTS: Mapping[str, Callable[[Any], Any]] = {
     "tuple[int, ...]": lambda indexes: tuple(int(i) for i in indexes)}
 # The framework modes a profile has no defaults of, and the mode whose defaults stand in for them.
 PROFILE_MODES: Mapping[str, str] = MappingProxyType({"audio_image2video": "image2video", "wam": "policy"})
+
+
+class SampleLike(Protocol):
+    """What resolving reads of a :class:`.load.Sample` (typed here so that this module need not import ``load``)."""
+
+    fields: SampleFields
+    name: str
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def hint_kinds(self) -> tuple[str, ...]: ...
+    @property
+    def is_transfer(self) -> bool: ...
+    def given(self, name: str) -> bool: ...
+    def path(self, value: str | None) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -142,7 +156,7 @@ class ResolvedSample:
     @property
     def bucket_size(self) -> tuple[int, int] | None:
         """(width, height) of ``resolution`` x ``aspect_ratio``; a transfer without ``vision_path`` takes its
-        aspect from the first control instead (see ``transfer.prepare``)."""
+        aspect from the first control instead (see ``specs.transfer``)."""
         if self.resolution is None or self.aspect_ratio is None:
             return None
         return VIDEO_SIZES[self.resolution][self.aspect_ratio]
@@ -155,7 +169,7 @@ class ResolvedSample:
         return json.loads(json.dumps(out))
 
 
-def resolve(sample: Sample, *, profile: str | None = None, model: str | None = None,
+def resolve(sample: SampleLike, *, profile: str | None = None, model: str | None = None,
             overrides: Mapping[str, Any] | None = None, output_dir: str | Path | None = None,
             guardrails: bool | None = None, fill: bool = True) -> ResolvedSample:
     """The framework's effective values for ``sample`` (module docstring).
@@ -170,7 +184,7 @@ def resolve(sample: Sample, *, profile: str | None = None, model: str | None = N
 
 
 class _Resolver:
-    def __init__(self, sample: Sample, profile: str | None, model: str | None, overrides: dict[str, Any],
+    def __init__(self, sample: SampleLike, profile: str | None, model: str | None, overrides: dict[str, Any],
                  output_dir: str | Path | None, guardrails: bool | None, fill: bool) -> None:
         unknown = sorted(set(overrides) - set(OVERRIDABLE))
         if unknown:

@@ -2,9 +2,10 @@
 
 A framework input runs *unchanged* on the framework. On diffusers and vLLM-Omni it runs with the same meaning or
 not at all: a field a backend cannot honour is refused before any work, naming the field and the backend
-(:func:`check_backend`); fields the framework itself ignores are accepted and recorded. A generation sample
-becomes a :class:`~cosmos_helpers.request.GenerationRequest` whose backend options stay ``None`` (each backend's
-own default) unless the input sets them (:func:`generation_request`).
+(:func:`check_as_request`, with what the backend says it supports: :class:`SampleSupport`); fields the framework
+itself ignores are accepted and recorded. A generation sample becomes a
+:class:`~cosmos_helpers.request.GenerationRequest` whose backend options stay ``None`` (each backend's own default)
+unless the input sets them (:func:`generation_request`).
 
 :class:`SampleRun` is what an output is made from (the input as written, command-line overrides, profile and
 model, the resolved values, the content of every input file); its ``fingerprint()`` is what a rerun compares, so
@@ -30,7 +31,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .. import media
-from ..backends import NAMES, SAMPLE_BACKENDS
 from ..errors import ValidationError
 from ..presets import MODES
 from ..progress import progress_bar
@@ -74,15 +74,29 @@ def _set_by_files(r: ResolvedSample) -> set[str]:
     return chosen | ({"negative_prompt"} if negative_file and r.negative_prompt is not None else set())
 
 
-def check_backend(sample: Sample, r: ResolvedSample, backend: str, given: set[str]) -> None:
-    """Refuse, before any work, a sample ``backend`` cannot run as the framework would."""
-    if backend not in NAMES:
-        raise ValidationError("backend", f"unknown backend {backend!r}.", f"use one of {', '.join(NAMES)}.")
+@dataclass(frozen=True)
+class SampleSupport:
+    """What a backend that runs a sample as a request (not as written) supports beyond a request's fields; each
+    backend states its own (``Backend.sample_support``), so the checks below never ask which backend it is."""
+
+    transfer: bool = False  # runs transfer samples (its own transfer path)
+    sound_conditioning: bool = False  # runs audio_image2video (diffusers' experimental loop)
+    action_domains: Mapping[str, Any] = field(default_factory=dict)  # the action embodiments it knows
+    view_point: bool = True  # reads an action sample's camera viewpoint
+    encodes_itself: bool = False  # a server that encodes the output its own way (no save qualities)
+    always_shares_positions: bool = False  # its transfer always shares control and target positions
+
+
+def check_portable(sample: Sample, r: ResolvedSample) -> None:
+    """Refuse, before any work, what no backend runs as the framework would (the framework's own included)."""
     _check_model(sample, r)
     _check_edit_size(r)
-    if backend in SAMPLE_BACKENDS:  # the framework itself runs it (its CLI or its Ray Serve app)
-        return
 
+
+def check_as_request(sample: Sample, r: ResolvedSample, given: set[str], backend: str,
+                     support: SampleSupport) -> None:
+    """Refuse, before any work, a sample ``backend`` (its name, for messages and the facts tables) cannot run as
+    the framework would when it runs it as a request, with what ``support`` says it covers."""
     def refuse(name: str, problem: str, fix: str | None = None) -> None:
         origin = r.sources.get(name, "")
         where = f" (set by its {origin})" if origin.startswith(("defaults_file", "negative_prompt_file")) else ""
@@ -91,13 +105,16 @@ def check_backend(sample: Sample, r: ResolvedSample, backend: str, given: set[st
 
     mode = r.model_mode
     if mode == "image2image" and backend not in variants.IMAGE2IMAGE_BACKENDS:
-        refuse("model_mode", f"{variants.IMAGE2IMAGE_REFUSAL[backend]}.", "use --backend diffusers or framework.")
+        refuse("model_mode", f"{variants.IMAGE2IMAGE_REFUSAL.get(backend, 'it has no image-edit path')}.",
+               "use --backend diffusers or framework.")
     if mode in fw.ACTION_MODES:
-        _check_action(r, backend, given, refuse)
+        _check_action(r, backend, support, given, refuse)
         return
-    if mode in fw.SOUND_CONDITION_MODES and backend != "diffusers":
+    if mode in fw.SOUND_CONDITION_MODES and not support.sound_conditioning:
         refuse("model_mode", f"{mode}: vLLM-Omni {vo.VERSION} has no audio conditioning.",
                "run it on diffusers (experimental) or the framework.")
+    if r.is_transfer and not support.transfer:
+        refuse("model_mode", "it has no transfer path.", "run it on diffusers, vLLM-Omni or the framework.")
     if sample.fields.prompt_upsampling:
         refuse("prompt_upsampling", "prompt upsampling needs the framework's reasoner.")
     if r.num_outputs > 1:
@@ -107,15 +124,15 @@ def check_backend(sample: Sample, r: ResolvedSample, backend: str, given: set[st
         if name in given:
             refuse(name, f"{name} feeds the framework's own data loader.")
     if r.is_transfer:
-        if backend == "diffusers" and r.share_vision_temporal_positions is False:
-            refuse("share_vision_temporal_positions", "diffusers' transfer always shares the control and target "
+        if support.always_shares_positions and r.share_vision_temporal_positions is False:
+            refuse("share_vision_temporal_positions", f"{backend}' transfer always shares the control and target "
                    "positions (as the model was trained).")
     elif mode in fw.SOUND_CONDITION_MODES:
         for name in ("guidance_interval", "normalize_cfg"):
             if name in given:
                 refuse(name, f"the experimental {mode} loop applies guidance on every step, unnormalised.")
     elif mode in MODES:
-        _check_generation(r, given, refuse, encodes_itself=backend == "vllm-omni")
+        _check_generation(r, given, refuse, encodes_itself=support.encodes_itself)
 
 
 def _check_generation(r: ResolvedSample, given: set[str], refuse, *, encodes_itself: bool) -> None:
@@ -144,9 +161,9 @@ def _check_generation(r: ResolvedSample, given: set[str], refuse, *, encodes_its
             refuse(name, "the server encodes the output its own way.")
 
 
-def _check_action(r: ResolvedSample, backend: str, given: set[str], refuse) -> None:
+def _check_action(r: ResolvedSample, backend: str, support: SampleSupport, given: set[str], refuse) -> None:
     """Action samples: the embodiment must be one the backend knows, with the framework's width."""
-    domains = ap.DIFFUSERS_RAW_DIM if backend == "diffusers" else ap.VLLM_DOMAIN_ID
+    domains = support.action_domains
     name = (r.domain_name or "").strip().lower()
     if name not in domains or name not in ap.RAW_DIM:
         refuse("domain_name", f"{backend} knows no action embodiment {r.domain_name!r}.",
@@ -154,7 +171,7 @@ def _check_action(r: ResolvedSample, backend: str, given: set[str], refuse) -> N
     if r.raw_action_dim is not None and r.raw_action_dim != ap.RAW_DIM[name]:
         refuse("raw_action_dim", f"{name} actions have {ap.RAW_DIM[name]} values per step, not {r.raw_action_dim}.",
                "remove raw_action_dim (the embodiment fixes it).")
-    if backend == "vllm-omni" and r.view_point:
+    if not support.view_point and r.view_point:
         refuse("view_point", f"vLLM-Omni {vo.VERSION} reads no camera viewpoint for action requests.",
                "remove view_point, or run the sample on diffusers or the framework.")
     for field_name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg", *_TEMPLATES):
@@ -193,7 +210,7 @@ def generation_request(r: ResolvedSample, given: set[str], step_cache: StepCache
         return action_request(r, given, step_cache)
     video = r.model_mode not in fw.IMAGE_MODES
     options: dict[str, Any] = {}
-    tier, aspect = r.resolution, r.aspect_ratio  # an edit has both or neither (check_backend)
+    tier, aspect = r.resolution, r.aspect_ratio  # an edit has both or neither (check_portable)
     if "negative_prompt" in given:
         options["negative_prompt"] = r.negative_prompt
     structured = isinstance(parse_caption(r.prompt), dict)
@@ -294,16 +311,11 @@ def _download(url: str, target: Path, progress: bool) -> None:
             "GET", url, follow_redirects=True, timeout=TIMEOUT_S) as response:
         response.raise_for_status()
         total = int(response.headers.get("content-length") or 0) or None
-        bar = progress_bar(total, f"download {Path(url).name}", "B", enabled=progress, unit_scale=True)
-        try:
-            with open(tmp, "wb") as handle:
-                for chunk in response.iter_bytes():
-                    handle.write(chunk)
-                    if bar is not None:
-                        bar.update(len(chunk))
-        finally:
-            if bar is not None:
-                bar.close()
+        with progress_bar(total, f"download {Path(url).name}", "B", enabled=progress, unit_scale=True) as bar, \
+                open(tmp, "wb") as handle:
+            for chunk in response.iter_bytes():
+                handle.write(chunk)
+                bar.update(len(chunk))
 
 
 def _offline(url: str, field: str, target: Path, reason: str) -> ValidationError:
@@ -357,3 +369,24 @@ class SampleRun:
     def fingerprint(self) -> str:
         """What a rerun compares, hashed as a request's is (:func:`~cosmos_helpers.result.record_fingerprint`)."""
         return record_fingerprint(self.to_dict())
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """What ``run_spec`` would do, without doing it (``plan_spec``): the checked run it records, and what the backend
+    made of it for elsewhere: the framework's written run folder (``input_file``, ``command``), or the sample a
+    server would be sent (``payload``, and ``extra`` such as its deployment)."""
+
+    run: SampleRun
+    folder: Path | None = None
+    input_file: Path | None = None
+    command: tuple[str, ...] | None = None
+    payload: Mapping[str, Any] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def fingerprint(self) -> str:
+        return self.run.fingerprint()
+
+    def to_dict(self) -> dict[str, Any]:
+        sent = {} if self.payload is None else {"payload": dict(self.payload)}
+        return {**self.run.to_dict(), **sent, **self.extra}

@@ -14,15 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 import time
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from ..errors import BackendUnavailableError
 from ..prompting.schema import KINDS, RESOLUTION_TABLE, TIME_RANGE, caption_schema
+from .threaded import ThreadedApp
 
 STANDIN_MODEL = "cosmos-caption-standin"
 _PROSE = {"description", "temporal_caption", "comprehensive_t2i_caption", "background_setting", "context"}
@@ -149,52 +148,15 @@ def create_chat_app(model: str = STANDIN_MODEL) -> FastAPI:
     return app
 
 
-class ChatStandin:
-    """The stand-in under uvicorn in a background thread, on a free loopback port: ``with ChatStandin() as s:``
-    then ``upsample(..., endpoint=s.url, model=s.model)``."""
+class ChatStandin(ThreadedApp):
+    """The stand-in in a background thread, on a free loopback port: ``with ChatStandin() as s:`` then
+    ``upsample(..., endpoint=s.url, model=s.model)``."""
 
     def __init__(self, model: str = STANDIN_MODEL, *, host: str = "127.0.0.1", port: int | None = None,
                  ready_timeout: float = 30.0) -> None:
-        from .vllm_omni.local import free_port
-
-        self.model, self.host = model, host
-        self.port = port or free_port(host)
-        self.ready_timeout = ready_timeout
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self) -> "ChatStandin":
-        import uvicorn
-
-        config = uvicorn.Config(create_chat_app(self.model), host=self.host, port=self.port, log_level="warning",
-                                lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name=f"chat-standin-{self.port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + self.ready_timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise BackendUnavailableError(f"the chat stand-in did not start on port {self.port}")
-            time.sleep(0.02)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(10)
-        self._server = self._thread = None
-
-    def __enter__(self) -> "ChatStandin":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        self.model = model
+        super().__init__(create_chat_app(model), host=host, port=port, ready_timeout=ready_timeout, lifespan="off",
+                         name="chat-standin")
 
     def __repr__(self) -> str:
         return f"ChatStandin(model={self.model!r}, url={self.url!r})"

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import ValidationError
+from ..notebooks import execute_notebook
 from ..progress import progress_bar
 from .owners import in_flight, now, this_process
+from .ray_workers import RayWorker, ray_slot_count
 from .runs import SweepRun
 
 LOG_DIR = ".workers"
@@ -75,8 +77,6 @@ def make_slots(*, servers: str | Sequence[str] | None = None, gpus: str | Sequen
         if server_list or gpu_list:
             raise ValidationError("ray", "was given with servers/gpus; Ray places each run on its cluster's GPUs.",
                                   "drop servers/gpus with ray (or drop ray).")
-        from .ray_workers import ray_slot_count
-
         count, on_gpus = ray_slot_count(ray, jobs)
         return [Slot(index, ray="gpu" if on_gpus else "cpu") for index in range(count)]
     if server_list and gpu_list:
@@ -151,8 +151,6 @@ class InProcessWorker:
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
         from unittest.mock import patch
 
-        from ..notebooks import execute_notebook
-
         with patch.dict(os.environ, self.dispatch.environment(self.slot)):  # restored afterwards, as it was
             seconds, error = execute_notebook(task["notebook"], task["executed"], task["parameters"],
                                               kernel=task["kernel"], log_output=task["log_output"])
@@ -213,6 +211,16 @@ class Worker:
             self.process.wait()
 
 
+def _workers(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, log_dir: Path) -> list:
+    """One worker per slot that has a run: Ray actors, this process (a single slot) or worker processes."""
+    used = slots[:max(1, len(runs))]
+    if used[0].ray is not None:
+        return [RayWorker(s, dispatch) for s in used]
+    if len(used) == 1:
+        return [InProcessWorker(used[0], dispatch)]
+    return [Worker(s, dispatch, log_dir) for s in used]
+
+
 def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, total: int, log_dir: Path,
             on_done: Callable[[SweepRun], None] | None = None) -> None:
     """Execute ``runs`` over ``slots`` (each slot one run at a time); returns when all are done.
@@ -222,19 +230,8 @@ def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, tota
     pending: "queue.Queue[SweepRun]" = queue.Queue()
     for run in runs:
         pending.put(run)
-    used = slots[:max(1, len(runs))]
-    if used[0].ray is not None:
-        from .ray_workers import RayWorker
-
-        workers: list = [RayWorker(s, dispatch) for s in used]
-    elif len(used) == 1:
-        workers = [InProcessWorker(used[0], dispatch)]
-    else:
-        workers = [Worker(s, dispatch, log_dir) for s in used]
+    workers = _workers(runs, slots, dispatch, log_dir)
     stop, lock = threading.Event(), threading.Lock()
-    bar = progress_bar(total=total, desc="sweep", unit="run")
-    if bar is not None and total > len(runs):
-        bar.update(total - len(runs))
 
     def work(worker: Worker | InProcessWorker) -> None:
         while not stop.is_set():
@@ -253,26 +250,26 @@ def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, tota
                 if stop.is_set():
                     return
                 print(f"{'ok' if run.ok else 'FAILED'} {run.name} in {run.seconds or 0:.1f} s", flush=True)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix_str(f"{run.name} {run.status}")
+                bar.update(1)
+                bar.set_postfix_str(f"{run.name} {run.status}")
                 if on_done is not None:
                     on_done(run)
 
     threads = [threading.Thread(target=work, args=(worker,), daemon=True) for worker in workers]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(0.2)
-    except KeyboardInterrupt:
-        stop.set()
-        for worker in workers:
-            worker.close(kill=True)
-        raise
-    finally:
-        for worker in workers:
-            worker.close()
-        if bar is not None:
-            bar.close()
+    with progress_bar(total=total, desc="sweep", unit="run") as bar:
+        if total > len(runs):
+            bar.update(total - len(runs))
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+        except KeyboardInterrupt:
+            stop.set()
+            for worker in workers:
+                worker.close(kill=True)
+            raise
+        finally:
+            for worker in workers:
+                worker.close()

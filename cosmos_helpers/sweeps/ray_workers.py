@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from ..errors import ValidationError
+from ..notebooks import execute_notebook
 
 RETRY_WAIT_S = 600.0  # how long a restarted actor may take to come back
 
@@ -33,8 +34,6 @@ class NotebookWorker:
         return f"{socket.gethostname()}:{os.getpid()}" + (f" gpu {gpus}" if gpus else "")
 
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
-        from ..notebooks import execute_notebook
-
         seconds, error = execute_notebook(task["notebook"], task["executed"], task["parameters"],
                                           kernel=task["kernel"], log_output=task["log_output"])
         return {"seconds": seconds, "error": error}

@@ -15,7 +15,6 @@ sweep's report covers all its runs).
 from __future__ import annotations
 
 import csv
-import html
 import io
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,6 +22,10 @@ from urllib.parse import quote
 
 from .. import media
 from ..gallery import list_outputs
+from ..views import preview
+from ..views.items import as_item
+from ..views.pages import esc, href, media_view, page
+from ..views.sheet import labelled_sheet, write_png
 from .runs import SweepRun
 
 SUMMARY_CSV = "summary.csv"
@@ -31,8 +34,10 @@ TIME_PLOT = "times.png"
 PAGE = "sweep.html"
 TILE = 160
 PREVIEW_SIDE = 320
-GAP = 6
-TEXT_H = 14
+_CSS = ("body{font:14px system-ui,sans-serif;margin:24px} table{border-collapse:collapse}"
+        "td,th{border:1px solid #ddd;padding:3px 8px;vertical-align:top} th{background:#f3f3f3}"
+        "tr.failed td{color:#b42318} table.sheet img,table.sheet video{width:240px;display:block}"
+        ".note{color:#b42318;width:240px} img{max-width:100%}")
 
 
 def varying(runs: Sequence[SweepRun]) -> list[str]:
@@ -135,93 +140,50 @@ def sheet_layout(runs: Sequence[SweepRun]) -> tuple[list[str], list[str], dict[t
     return [label(run, names) for run in runs], columns, cells
 
 
-def _tile(path: Path | None, run: SweepRun):
+def _tile(path: Path | None, run: SweepRun) -> Any:
+    """The middle frame of ``path`` as a thumbnail, or a note saying why there is none."""
     from PIL import Image
-
-    from ..views.items import as_item
 
     if path is not None and path.is_file():
         try:
-            frame = as_item(path).frame()
-            image = Image.fromarray(media.to_uint8(frame)).convert("RGB")
+            image = Image.fromarray(media.to_uint8(as_item(path).frame())).convert("RGB")
             image.thumbnail((TILE, TILE))
-            return image, None
+            return image
         except Exception as exc:  # an unreadable file is shown as such, not fatal
-            return None, f"unreadable: {type(exc).__name__}"
-    return None, ("failed" if run.status == "failed" else "no output")
+            return f"unreadable: {type(exc).__name__}"
+    return "failed" if run.status == "failed" else "no output"
 
 
 def write_contact_sheet(out: Path, runs: Sequence[SweepRun]) -> Path:
     """One PNG: the middle frame of every output, labelled by its parameters (see :func:`sheet_layout`)."""
-    from PIL import Image, ImageDraw
-
     row_labels, col_labels, cells = sheet_layout(runs)
     label_w = min(320, max(60, 7 * max(len(text) for text in row_labels)))
-    cell_w, cell_h = TILE + GAP, TILE + GAP
-    width = label_w + len(col_labels) * cell_w + GAP
-    height = TEXT_H + GAP + len(row_labels) * cell_h + GAP
-    sheet = Image.new("RGB", (width, height), "white")
-    draw = ImageDraw.Draw(sheet)
-    for c, text in enumerate(col_labels):
-        text = text[:TILE // 6]
-        draw.text((label_w + c * cell_w + max(0, (TILE - draw.textlength(text)) // 2), 2), text, fill=(40, 40, 40))
-    for r, text in enumerate(row_labels):
-        y = TEXT_H + GAP + r * cell_h
-        draw.text((4, y + TILE // 2 - 6), text[:label_w // 6], fill=(40, 40, 40))
-        for c in range(len(col_labels)):
-            if (r, c) not in cells:
-                continue
-            run, path = cells[(r, c)]
-            x = label_w + c * cell_w
-            image, note = _tile(path, run)
-            if image is not None:
-                sheet.paste(image, (x + (TILE - image.width) // 2, y + (TILE - image.height) // 2))
-            else:
-                draw.rectangle((x, y, x + TILE, y + TILE), outline=(200, 200, 200), fill=(246, 246, 246))
-                draw.text((x + 8, y + TILE // 2 - 6), note or "", fill=(180, 30, 30))
-    buffer = io.BytesIO()
-    sheet.save(buffer, format="PNG")
-    return media.write_bytes_atomic(out / CONTACT_SHEET, buffer.getvalue(), overwrite=True)
-
-
-def _href(out: Path, path: Path) -> str:
-    try:
-        return quote(path.resolve().relative_to(out.resolve()).as_posix())
-    except ValueError:  # a preview that had to go to the cache folder
-        return path.resolve().as_uri()
-
-
-def _esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    rows = [(text, [_tile(cells[(r, c)][1], cells[(r, c)][0]) if (r, c) in cells else None
+                    for c in range(len(col_labels))]) for r, text in enumerate(row_labels)]
+    sheet = labelled_sheet(rows, label_width=label_w, columns=col_labels, cell=(TILE, TILE))
+    return write_png(sheet, out / CONTACT_SHEET, overwrite=True)
 
 
 def _media_html(out: Path, path: Path | None, run: SweepRun) -> str:
     """An image, or a player on the video's small preview (never the full-resolution file), linking the file."""
-    from ..views import preview
-    from ..views.items import as_item
-
     if path is None or not path.is_file():
         return f"<div class='note'>{'failed' if run.status == 'failed' else 'no output'}</div>"
     try:
         item = as_item(path)
-        if item.is_image:
-            view = f"<img src='{_href(out, path)}' alt='{_esc(path.name)}'>"
-        else:
-            view = (f"<video controls preload='metadata' playsinline "
-                    f"src='{_href(out, preview.ensure_preview(item, PREVIEW_SIDE))}'></video>")
+        view = media_view(out, path, preview=None if item.is_image else preview.ensure_preview(item, PREVIEW_SIDE))
     except Exception as exc:  # an unreadable file is reported in its cell
-        return f"<div class='note'>{_esc(path.name)}: {_esc(type(exc).__name__)}</div>"
-    return f"{view}<div><a href='{_href(out, path)}'>{_esc(path.name)}</a></div>"
+        return f"<div class='note'>{esc(path.name)}: {esc(type(exc).__name__)}</div>"
+    return f"{view}<div><a href='{href(out, path)}'>{esc(path.name)}</a></div>"
 
 
 def _matrix_html(out: Path, runs: Sequence[SweepRun]) -> str:
     row_labels, col_labels, cells = sheet_layout(runs)
-    head = "<th></th>" + "".join(f"<th>{_esc(text)}</th>" for text in col_labels)
+    head = "<th></th>" + "".join(f"<th>{esc(text)}</th>" for text in col_labels)
     body = []
     for r, text in enumerate(row_labels):
         row = "".join(f"<td>{_media_html(out, cells[(r, c)][1], cells[(r, c)][0])}</td>" if (r, c) in cells
                       else "<td></td>" for c in range(len(col_labels)))
-        body.append(f"<tr><th>{_esc(text)}</th>{row}</tr>")
+        body.append(f"<tr><th>{esc(text)}</th>{row}</tr>")
     return f"<table class='sheet'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
@@ -229,22 +191,17 @@ def write_page(out: Path, title: str, runs: Sequence[SweepRun], table: list[dict
     """``sweep.html``: the summary with links to each run's executed notebook and manifest, the outputs side by
     side by parameter (pictures, and videos as small previews), and the time plot."""
     columns = list(table[0]) if table else []
-    head = "".join(f"<th>{_esc(column)}</th>" for column in columns) + "<th>files</th>"
+    head = "".join(f"<th>{esc(column)}</th>" for column in columns) + "<th>files</th>"
     body = []
     for run, row in zip(runs, table):
-        links = [f"<a href='{_href(out, run.executed)}'>notebook</a>"] if run.executed.is_file() else []
+        links = [f"<a href='{href(out, run.executed)}'>notebook</a>"] if run.executed.is_file() else []
         if run.manifest_path.is_file():
-            links.append(f"<a href='{_href(out, run.manifest_path)}'>manifest</a>")
-        cells = "".join(f"<td>{_esc(row[column])}</td>" for column in columns)
-        body.append(f"<tr class='{_esc(run.status)}'>{cells}<td>{' &middot; '.join(links)}</td></tr>")
+            links.append(f"<a href='{href(out, run.manifest_path)}'>manifest</a>")
+        cells = "".join(f"<td>{esc(row[column])}</td>" for column in columns)
+        body.append(f"<tr class='{esc(run.status)}'>{cells}<td>{' &middot; '.join(links)}</td></tr>")
     sheet = f" (<a href='{quote(CONTACT_SHEET)}'>as one picture</a>)" if (out / CONTACT_SHEET).is_file() else ""
     plot = (f"<h2>Time per run</h2><img src='{quote(TIME_PLOT)}' alt='time per run'>"
             if (out / TIME_PLOT).is_file() else "")
-    page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_esc(title)}</title><style>"
-            "body{font:14px system-ui,sans-serif;margin:24px} table{border-collapse:collapse}"
-            "td,th{border:1px solid #ddd;padding:3px 8px;vertical-align:top} th{background:#f3f3f3}"
-            "tr.failed td{color:#b42318} table.sheet img,table.sheet video{width:240px;display:block}"
-            ".note{color:#b42318;width:240px} img{max-width:100%}</style></head><body>"
-            f"<h1>{_esc(title)}</h1><h2>Runs</h2><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
-            f"</tbody></table><h2>Outputs by parameter{sheet}</h2>{_matrix_html(out, runs)}{plot}</body></html>")
-    return media.write_bytes_atomic(out / PAGE, page.encode("utf-8"), overwrite=True)
+    text = page(title, _CSS, f"<h1>{esc(title)}</h1><h2>Runs</h2><table><thead><tr>{head}</tr></thead><tbody>"
+                f"{''.join(body)}</tbody></table><h2>Outputs by parameter{sheet}</h2>{_matrix_html(out, runs)}{plot}")
+    return media.write_bytes_atomic(out / PAGE, text.encode("utf-8"), overwrite=True)

@@ -2,31 +2,22 @@
 
 Names load on first use, so ``cosmos-helpers --help`` and ``import cosmos_helpers.transfer`` stay cheap (OpenCV
 and torch come in only when a control map or a transfer actually runs). Reading input files lives in
-:mod:`cosmos_helpers.specs`; reading and writing media in :mod:`cosmos_helpers.media`.
+:mod:`cosmos_helpers.specs`; reading and writing media in :mod:`cosmos_helpers.media`, computed depth and
+segmentation in :mod:`cosmos_helpers.controls`: the ones a transfer notebook uses are given here too.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_exports
 
-_MODULES: dict[str, str] = {
-    "prepare": "BlurParameters blur_map blur_parameters bucket_for compute_control edge_map load_control mirror_pad "
-               "mirror_pad_indices PreparedTransfer check_control_consistency chunk_length control_directive "
-               "format_transfer_prompt plan_chunks prepare_transfer",
-    "diffusers_transfer": "TransferGeneration run_transfer",
-    "runner": "SpecRunner run_spec",
-    "vllm": "make_transfer_runner",
-}
-_EXPORTS: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names.split()}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cosmos_helpers.transfer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "..controls.maps": "BlurParameters blur_map blur_parameters compute_control edge_map",
+    "..specs.transfer": "bucket_for load_control mirror_pad mirror_pad_indices PreparedTransfer "
+                        "check_control_consistency chunk_length control_directive format_transfer_prompt plan_chunks "
+                        "prepare_transfer",
+    "..backends.diffusers.transfer": "TransferGeneration run_transfer",
+    ".runner": "SpecRunner run_spec",
+    "..standins.vllm_omni.transfer": "make_transfer_runner",
+    "..controls.estimation": "estimate_controls",
+    "..media": "fit_to_bucket read_video",
+})

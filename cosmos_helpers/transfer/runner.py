@@ -7,7 +7,7 @@ writes ``<out>/<name>/vision.mp4`` (``vision.jpg`` for one frame) with its manif
 transfer on diffusers or the framework, ``control_<hint>.mp4`` (named in the manifest). The manifest's fingerprint
 covers the input as written, the overrides, profile, model and the content of every input file, so a rerun skips
 a finished output and never mistakes another input's output for it (:func:`~cosmos_helpers.result.check_free`).
-``dry_run=True`` stops before any work and returns what would run.
+:func:`plan_spec` makes the same checks, does no work and returns what would run.
 
 Generation modes become a :class:`~cosmos_helpers.request.GenerationRequest` on diffusers and vLLM-Omni; transfer
 runs the diffusers transfer or the vLLM-Omni transfer form; ``audio_image2video`` runs the experimental diffusers
@@ -23,24 +23,20 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .. import media
-from ..backends import SAMPLE_BACKENDS, backend_by_name
-from ..backends.diffusers.distilled import is_distilled_model
-from ..backends.vllm_wire import refuse_request_cache
+from ..backends import backend_by_name
+from ..backends.base import Backend
+from ..backends.vllm_wire import BACKEND_NAME as VLLM
 from ..controls.estimation import check_models
 from ..controls.videos import write_control_videos
-from ..errors import OutputExistsError, ValidationError
-from ..presets import DEFAULT_PROFILE, MODES, model_for
+from ..errors import OutputExistsError
+from ..presets import DEFAULT_PROFILE, model_for
 from ..protocol import framework as fw
-from ..schedules import configure_scheduler
-from ..result import MANIFEST_SUFFIX, FinishedFile, Generation, check_free, read_manifest
-from ..workflow import output_settings
+from ..result import MANIFEST_SUFFIX, Generation, check_free, read_manifest
 from ..specs.load import Sample, as_sample
 from ..specs.resolve import ResolvedSample
-from ..specs.runs import SampleRun, check_backend, generation_request, given_fields, localize
-from ..step_cache import StepCache, check_for_backend, check_step_cache
+from ..specs.runs import PlannedRun, SampleRun, given_fields
+from ..step_cache import StepCache, check_step_cache
 from .estimated import control_folder, with_computed_controls
-from .vllm import BACKEND as VLLM
-from .vllm import check_transfer, make_transfer_runner, transfer_form
 
 STEM = "vision"
 _CONTROL_SUFFIXES = (".mp4", ".jpg")  # the framework saves a control like the output (args.py vision_extension)
@@ -50,14 +46,14 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
              profile: str | None = DEFAULT_PROFILE, model: str | None = None, out: str | os.PathLike[str] = "outputs",
              overrides: Mapping[str, Any] | None = None, guardrails: bool | None = None, overwrite: bool = False,
              progress: bool = True, checkout: str | os.PathLike[str] | None = None, url: str | None = None,
-             server_paths: bool = False, dry_run: bool = False, compute_controls: Mapping[str, str] | None = None,
-             control_device: str | None = None, step_cache: StepCache = None) -> Any:
+             server_paths: bool = False, compute_controls: Mapping[str, str] | None = None,
+             control_device: str | None = None, step_cache: StepCache = None) -> Generation:
     """Run one sample and save it as ``<out>/<name>/vision.*``; a finished identical run is loaded instead.
 
     Args:
         spec: a :class:`~cosmos_helpers.specs.Sample`, a dict, or a one-sample input file.
-        backend: ``"diffusers"``, ``"framework"``, ``"vllm-omni"``, or a backend object (``DiffusersBackend``,
-            ``FrameworkBackend``, ``VllmOmniBackend``) to run on.
+        backend: ``"diffusers"``, ``"framework"``, ``"vllm-omni"``, ``"framework-serve"``, or a backend object
+            (``DiffusersBackend``, ``FrameworkBackend``, ``VllmOmniBackend``, ``FrameworkServeBackend``) to run on.
         profile: picks the model (unless ``model``) and the guardrails (unless ``guardrails``) and fills the tier,
             frames and steps the sample leaves unset (``tiny`` on a CPU); on the framework it only picks.
         overrides: ``resolution``, ``num_steps``, ``seed``: win over the sample (the framework's CLI flags).
@@ -72,134 +68,77 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
         step_cache: ``None`` (the backend's own default: on in the framework's command line, off elsewhere),
             ``"off"`` or a :class:`~cosmos_helpers.SeaCache`: on the framework its ``--[no-]diffusion-cache`` flags,
             on diffusers its SeaCache hooks; vLLM-Omni takes it when its server starts, so there it is refused.
-        dry_run: do no work: return the framework's written run folder (a ``FrameworkRun``: input file and
-            command, for a job submitted elsewhere) or, on the other backends, the checked :class:`SampleRun`
-            (URL inputs are not downloaded).
 
     Returns:
-        the saved (or reused) :class:`~cosmos_helpers.result.Generation`; with ``dry_run`` see above.
+        the saved (or reused) :class:`~cosmos_helpers.result.Generation`. :func:`plan_spec` checks the same run
+        without doing it.
     """
-    if compute_controls:
-        check_models(compute_controls)  # the kinds first: a sample gets an empty hint of each
-    sample = as_sample(spec, computed=tuple(compute_controls or ()))
-    step_cache = check_step_cache(step_cache)
-    runner = backend_by_name(backend, checkout=checkout, url=url, progress=progress) if isinstance(
-        backend, str) else backend
-    name = runner.name
-    unchanged = name in SAMPLE_BACKENDS  # the framework (its CLI or its Ray Serve app) runs the sample as written
-    folder = Path(out) / sample.name
-    if compute_controls:
-        if dry_run and name == "framework":
-            raise ValidationError("compute_controls", "a framework dry run writes an input file for elsewhere, and the "
-                                  "controls it names are not computed yet.", "run without dry_run, or compute them "
-                                  "first (run_spec on any backend) and name them as control_path.")
-        sample = with_computed_controls(sample, compute_controls, control_folder(out, sample.name))
-    # The framework applies its own defaults to the sample: the profile only picks the model and the guardrails.
-    # An unseeded sample's seed comes from its output folder: ours here, the framework's run folder (or the Ray
-    # Serve app's draw) there.
-    resolved = sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
-                               output_dir=None if unchanged else folder, fill=not unchanged)
-    given = given_fields(sample, overrides, resolved)
-    check_backend(sample, resolved, name, given)
-    check_run_cache(step_cache, name, resolved)
-    _check_scheduler(runner, resolved, given)
-    if not unchanged and not dry_run:
-        resolved = localize(resolved, progress=progress)
-        if name == VLLM and resolved.is_transfer and compute_controls:  # the form's checks, before the models run
-            check_transfer(resolved, given, server_paths=server_paths)
-    if compute_controls and not dry_run and not overwrite:
-        _check_same_input(folder / STEM, sample)
-    if compute_controls and not dry_run:
-        write_control_videos(resolved.vision_path, compute_controls, folder, max_frames=resolved.max_frames,
-                             device=control_device, overwrite=overwrite, progress=progress)
-    run = SampleRun.create(sample, resolved, overrides, step_cache)
-    if dry_run:
-        return runner.prepare_sample(run) if unchanged else run
+    runner = _backend(backend, checkout, url, progress)
+    run, folder = _checked_run(spec, runner, profile=profile, model=model, out=out, overrides=overrides,
+                               guardrails=guardrails, compute_controls=compute_controls, step_cache=step_cache,
+                               progress=progress, dry=False, server_paths=server_paths, overwrite=overwrite,
+                               control_device=control_device)
     stem = folder / STEM
     if not overwrite:
-        done = check_free(stem, run, backend=name, settings=output_settings(runner))
+        done = check_free(stem, run, backend=runner.name, settings=runner.output_settings())
         if done is not None:
             generation = Generation.load(done)
             generation.request, generation.provenance["skipped"] = run, True
             return generation
-        _check_controls_free(folder, resolved)
-    generation = execute(run, runner, progress=progress, server_paths=server_paths)
-    generation.request, generation.settings = run, output_settings(runner)
+        _check_controls_free(folder, run.resolved)
+    generation = runner.run_sample(run, progress=progress, server_paths=server_paths)
+    generation.request, generation.settings = run, runner.output_settings()
     _save_controls(generation, folder, overwrite)
     generation.save(stem, overwrite=overwrite)
     return generation
 
 
-def _check_scheduler(runner: Any, r: ResolvedSample, given: set[str]) -> None:
-    """A scheduler instance given to the diffusers backend, against the sample, before any work. Transfer and
-    audio samples run the framework's own sampler there (it would be left unused while the manifest named it); a
-    generation sample sends its shift, the framework's default where it sets none, which the instance must share."""
-    scheduler = getattr(runner, "scheduler", None)
-    if runner.name != "diffusers" or scheduler is None:
-        return
-    if r.is_transfer or r.model_mode in fw.SOUND_CONDITION_MODES:
-        raise ValidationError("scheduler", f"a {r.model_mode} sample runs the framework's own sampler (flow UniPC "
-                              "at the sample's shift) on diffusers; the backend's scheduler would not be used.",
-                              "run it on a DiffusersBackend made without scheduler=.")
-    if isinstance(scheduler, type) or is_distilled_model(r.model):
-        return  # a class takes the sample's shift; the distilled path refuses any scheduler itself
-    try:
-        configure_scheduler({}, scheduler, r.shift, shift_given=True)
-    except ValidationError as error:
-        if error.field != "flow_shift":
-            raise
-        whose = "the sample's shift" if "shift" in given else "the framework's default shift for this sample"
-        raise ValidationError("shift", f"{whose} is {r.shift:g}, and the backend's scheduler instance was built "
-                              "with another.", "set shift in the sample to the scheduler's, or build the "
-                              "scheduler with this shift.") from None
+def plan_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backend: Any = "diffusers",
+              profile: str | None = DEFAULT_PROFILE, model: str | None = None, out: str | os.PathLike[str] = "outputs",
+              overrides: Mapping[str, Any] | None = None, guardrails: bool | None = None, progress: bool = True,
+              checkout: str | os.PathLike[str] | None = None, url: str | None = None,
+              compute_controls: Mapping[str, str] | None = None, step_cache: StepCache = None) -> PlannedRun:
+    """:func:`run_spec`'s checks, and no work: what would run, as a :class:`~cosmos_helpers.specs.PlannedRun`
+    (its ``run`` is what the output's manifest would record). On the framework it writes the run folder (input
+    file and command, for a job submitted elsewhere); URL inputs are not downloaded, controls not computed."""
+    runner = _backend(backend, checkout, url, progress)
+    run, _ = _checked_run(spec, runner, profile=profile, model=model, out=out, overrides=overrides,
+                          guardrails=guardrails, compute_controls=compute_controls, step_cache=step_cache,
+                          progress=progress, dry=True)
+    return runner.dry_run(run, pending=tuple(compute_controls or ()))
 
 
-def check_run_cache(step_cache: StepCache, backend: str, r: ResolvedSample) -> None:
-    """Refuse, before any work, a run's step cache the backend cannot honour for this sample."""
-    if step_cache is None:
-        return
-    if backend == VLLM:
-        refuse_request_cache(step_cache)
-    check_for_backend(step_cache, backend)
-    if backend == "diffusers" and r.model_mode in fw.SOUND_CONDITION_MODES:
-        raise ValidationError("step_cache", f"the experimental {r.model_mode} loop on diffusers runs every step: it "
-                              "has no step cache.", "leave step_cache out (--step-cache), or run the sample on the "
-                              "framework.")
+def _backend(backend: Any, checkout: Any, url: str | None, progress: bool) -> Backend:
+    return backend_by_name(backend, checkout=checkout, url=url, progress=progress) if isinstance(
+        backend, str) else backend
 
 
-def execute(run: SampleRun, backend: Any, *, progress: bool = True, server_paths: bool = False) -> Generation:
-    """Make the output of a checked run on a backend object (no saving): the dispatch by mode and backend."""
-    r = run.resolved
-    if backend.name in SAMPLE_BACKENDS:
-        return backend.run_sample(run)
-    check_run_cache(run.step_cache, backend.name, r)
-    if r.is_transfer:
-        if backend.name == "diffusers":
-            from .diffusers_transfer import run_transfer  # OpenCV and the modular blocks load on first use
-
-            return framework_file(run_transfer(r, backend=backend, progress=progress, step_cache=run.step_cache), r)
-        fields, files = transfer_form(r, run.given, server_paths=server_paths)
-        return backend.send_video_form(fields, files, what="transfer", model=r.model)  # checks the server's model
-    if r.model_mode in fw.SOUND_CONDITION_MODES:
-        from .audio import run_audio_sample  # scipy and the sound tokenizer load on first use
-
-        return framework_file(run_audio_sample(r, backend=backend, progress=progress), r)
-    if r.model_mode not in MODES + fw.ACTION_MODES:  # check_backend refuses the others first; keep the dispatch total
-        raise ValidationError("model_mode", f"{r.model_mode} does not run on {backend.name}.",
-                              "use the framework backend.")
-    generation = backend.generate(generation_request(r, run.given, run.step_cache))
-    return framework_file(generation, r) if backend.name == "diffusers" else generation
-
-
-def framework_file(generation: Generation, r: ResolvedSample) -> Generation:
-    """Save an in-process result as the framework saves it: ``vision.jpg`` at ``image_save_quality``, ``vision.mp4``
-    at the CRF its ``video_save_quality`` gives (``protocol.framework.video_crf``)."""
-    if generation.is_image:
-        data = media.image_bytes(generation.frames[0], "JPEG", quality=r.image_save_quality)
-        generation.finished = FinishedFile(".jpg", data=data)
-    else:
-        generation.crf = fw.video_crf(r.video_save_quality)
-    return generation
+def _checked_run(spec: Any, runner: Backend, *, profile: str | None, model: str | None, out: Any,
+                 overrides: Mapping[str, Any] | None, guardrails: bool | None,
+                 compute_controls: Mapping[str, str] | None, step_cache: StepCache, progress: bool, dry: bool,
+                 server_paths: bool = False, overwrite: bool = False, control_device: str | None = None
+                 ) -> tuple[SampleRun, Path]:
+    """The sample read, resolved and checked by ``runner`` before any work; unless ``dry``, its inputs made local
+    (and checked where a check reads them) and its computed controls made, so the run records their content."""
+    if compute_controls:
+        check_models(compute_controls)  # the kinds first: a sample gets an empty hint of each
+    sample = as_sample(spec, computed=tuple(compute_controls or ()))
+    step_cache = check_step_cache(step_cache)
+    folder = Path(out) / sample.name
+    if compute_controls:
+        sample = with_computed_controls(sample, compute_controls, control_folder(out, sample.name))
+    resolved = runner.resolve_sample(sample, folder=folder, profile=profile, model=model, overrides=overrides,
+                                     guardrails=guardrails)
+    given = given_fields(sample, overrides, resolved)
+    runner.check_sample(sample, resolved, given, step_cache)
+    if not dry:
+        resolved = runner.localize(resolved, given, progress=progress, server_paths=server_paths)
+    if compute_controls and not dry:
+        if not overwrite:
+            _check_same_input(folder / STEM, sample)
+        write_control_videos(resolved.vision_path, compute_controls, folder, max_frames=resolved.max_frames,
+                             device=control_device, overwrite=overwrite, progress=progress)
+    return SampleRun.create(sample, resolved, overrides, step_cache), folder
 
 
 def _control_file(folder: Path, kind: str, suffix: str = ".mp4") -> Path:
@@ -261,7 +200,7 @@ class SpecRunner:
         self.overrides, self.overwrite, self.progress = dict(overrides or {}), overwrite, progress
         self._server = None
         # A local server starts at the first run; every other backend is built (and checked) now.
-        self._backend = None if backend == "vllm-omni" and not server_url else backend_by_name(
+        self._backend = None if backend == VLLM and not server_url else backend_by_name(
             backend, url=server_url, checkout=checkout, progress=progress)
         self.backend = backend
 
@@ -298,6 +237,7 @@ class SpecRunner:
         """A loopback server this process starts for its own inputs: it may open them by path (server_paths), and its
         guardrail switch is on, so each request's own choice (the run's, in extra_params) decides."""
         from ..standins.vllm_omni.local import ThreadedServer  # FastAPI and uvicorn load on first use
+        from ..standins.vllm_omni.transfer import make_transfer_runner
 
         model = model_for(self.profile, self.model)
         self._server = ThreadedServer(model=model, warmup=False, guardrails=True,

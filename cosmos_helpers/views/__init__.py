@@ -1,6 +1,6 @@
-"""The pieces behind :mod:`cosmos_helpers.widgets` (previews, HTML, plots, the generate form).
+"""The pieces behind :mod:`cosmos_helpers.widgets` (previews, HTML, plots, the generate form); whether output is
+live or static, and showing it once, is :mod:`cosmos_helpers.display`.
 
-``context``  live kernel or static document? one-shot display
 ``items``    turn a Generation, a file path or a frame array into one viewable item with its caption
 ``preview``  small browser-safe preview transcodes (H.264 yuv420p + AAC), posters, thumbnails, data URIs
 ``html``     static HTML (players, contact sheets, side-by-side, slider) that reads well in a saved notebook

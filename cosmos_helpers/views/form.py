@@ -15,12 +15,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ..display import is_static
 from ..errors import CosmosHelpersError, ValidationError
 from ..presets import ASPECT_RATIOS, DEFAULT_PROFILE, MODES, TIERS, get_profile
 from ..protocol import action
 from ..request import IMAGE_MODES, MAX_GUIDANCE, MAX_STEPS, GenerationRequest
 from ..step_cache import parse_step_cache
-from .context import is_static
 from .viewers import show
 
 INPUT_SIZE = "input"  # the tier of an edit that keeps its input's shape
@@ -29,6 +29,7 @@ DEFAULT_PROMPT = ("A small yellow robot rolls across a sunlit wooden workbench, 
 _FIELDS = ("prompt", "mode", "image", "embodiment", "actions", "tier", "aspect_ratio", "num_frames",
            "num_inference_steps", "guidance_scale", "seed", "sound", "step_cache")
 _CACHE_CHOICES = (("backend default", "default"), ("off", "off"), ("SeaCache", "sea"))
+_STYLE = {"description_width": "80px"}
 
 
 class GenerateForm:
@@ -57,10 +58,25 @@ class GenerateForm:
         self.history: list = []
         self.last_error: Exception | None = None
         self._counter = itertools.count(1)
-        d = self.defaults
+        self._fields(w, self.defaults)
+        self.button = w.Button(description="Generate", button_style="primary", icon="play",
+                               tooltip="build the request, validate it, and run it on the backend")
+        self.progress = w.IntProgress(value=0, min=0, max=max(1, self.num_inference_steps.value),
+                                      description="denoising", style=_STYLE)
+        self.status = w.HTML("")
+        self.output = w.Output()
+        self.button.on_click(lambda _button: self.generate())
+        self.mode.observe(lambda _change: self._sync_mode(), names="value")
+        self.step_cache.observe(lambda _change: self._sync_mode(), names="value")
+        self.tier.observe(lambda _change: self._sync_mode(), names="value")
+        self._sync_mode()
+        self.widget = self._layout(w, backend)
+
+    def _fields(self, w: Any, d: dict[str, Any]) -> None:
+        """One widget per request field, filled from ``d`` and then the profile's defaults for the mode."""
         profile = get_profile(d.get("profile", DEFAULT_PROFILE)).defaults(d.get("mode", "text2video"))
         wide = lambda: w.Layout(width="100%")  # noqa: E731 - one Layout per widget: hiding one must not hide another
-        style = {"description_width": "80px"}
+        style = _STYLE
         self.prompt = w.Textarea(value=str(d.get("prompt", DEFAULT_PROMPT)), description="prompt",
                                  rows=4, layout=wide(), style=style)
         self.mode = w.Dropdown(options=list(MODES), value=d.get("mode", "text2video"), description="mode", style=style)
@@ -90,19 +106,11 @@ class GenerateForm:
                                      value="default" if cache is None else "off" if cache == "off" else "sea")
         self.cache_threshold = w.Text(value="" if getattr(cache, "threshold", None) is None else str(cache.threshold),
                                       placeholder="backend's own", description="threshold", style=style)
-        self.button = w.Button(description="Generate", button_style="primary", icon="play",
-                               tooltip="build the request, validate it, and run it on the backend")
-        self.progress = w.IntProgress(value=0, min=0, max=max(1, self.num_inference_steps.value),
-                                      description="denoising", style=style)
-        self.status = w.HTML("")
-        self.output = w.Output()
-        self.button.on_click(lambda _button: self.generate())
-        self.mode.observe(lambda _change: self._sync_mode(), names="value")
-        self.step_cache.observe(lambda _change: self._sync_mode(), names="value")
-        self.tier.observe(lambda _change: self._sync_mode(), names="value")
-        self._sync_mode()
+
+    def _layout(self, w: Any, backend: Any) -> Any:
+        """The form's widgets in reading order; ``_sync_mode`` hides the ones the mode does not use."""
         row = lambda *children: w.HBox(list(children), layout=w.Layout(flex_flow="row wrap"))  # noqa: E731
-        self.widget = w.VBox([
+        widget = w.VBox([
             w.HTML(f"<b>Generate with {html.escape(_backend_name(backend))}</b>"),
             self.prompt,
             row(self.mode, self.tier, self.aspect_ratio),
@@ -116,7 +124,8 @@ class GenerateForm:
             self.status,
             self.output,
         ], layout=w.Layout(width="100%", max_width="900px"))
-        self.widget.add_class("cosmos-helpers-form")
+        widget.add_class("cosmos-helpers-form")
+        return widget
 
     def _sync_mode(self) -> None:
         mode = self.mode.value

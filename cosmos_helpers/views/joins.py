@@ -8,12 +8,13 @@ a chunk is a continuous join.
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import numpy as np
 
-from .context import present
+from ..chaining import join_continuity
+from ..display import present_figure
+from ..longvideo import chunk_starts
 
 SIDE = 2  # frames shown on each side of a join
 
@@ -22,13 +23,10 @@ def join_plot(generation: Any, *, side: int = SIDE, figsize: tuple[float, float]
               display: bool = True):
     """Frames around each join over the frame-to-frame difference curve of a long video (a matplotlib Figure).
 
-    ``generation``: what ``long_video`` returned, or ``Generation.load`` of its saved ``.mp4``.
+    ``generation``: what ``generate_long_video`` returned, or ``Generation.load`` of its saved ``.mp4``.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-
-    from ..chaining import join_continuity
-    from ..longvideo import chunk_starts
 
     starts = chunk_starts(generation)
     frames = generation.frames
@@ -60,11 +58,4 @@ def join_plot(generation: Any, *, side: int = SIDE, figsize: tuple[float, float]
     ax.set_xlabel("frame (a step is drawn between the two frames it compares)")
     ax.set_ylabel("mean |difference| (0-255)")
     ax.legend(fontsize=8, loc="upper right")
-    via = None
-    if display:
-        from IPython.display import Image
-
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=fig.dpi)
-        via = Image(data=buffer.getvalue(), format="png")
-    return present(fig, display=display, via=via)
+    return present_figure(fig, display=display)

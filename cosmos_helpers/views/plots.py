@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import numpy as np
 
-from .context import present
+from ..display import present, present_figure
 from .items import as_item
 
 STRIP_GAP = 4
@@ -94,11 +93,4 @@ def sound_plot(generation: Any, *, title: str | None = None, label: str | None =
     spec.set_ylabel("frequency (Hz)")
     spec.set_xlabel("time (s)")
     fig.colorbar(image, ax=spec, label="dB", pad=0.01)
-    via = None
-    if display:
-        from IPython.display import Image
-
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=fig.dpi)
-        via = Image(data=buffer.getvalue(), format="png")
-    return present(fig, display=display, via=via)
+    return present_figure(fig, display=display)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .trajectory import _canvas, _show
+from ..display import present_figure
+from .trajectory import _canvas
 
 _COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 
@@ -51,7 +52,7 @@ def batch_timeline(*results: Any, labels: Sequence[str] | None = None, figsize: 
     times.set_ylabel("seconds per item")
     times.set_title("time per item", fontsize=10)
     times.legend(fontsize=7)
-    return _show(fig, display)
+    return present_figure(fig, display=display)
 
 
 def _short(text: str, width: int = 34) -> str:

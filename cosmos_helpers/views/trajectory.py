@@ -9,9 +9,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..display import present_figure
 from ..protocol import action as proto
 from ..trajectories import integrate, step_errors
-from .context import present
 
 AXES = ("x", "y", "z")
 
@@ -56,7 +56,7 @@ def trajectory_plot(*trajectories: np.ndarray, labels: Sequence[str] | None = No
         fig.axes[3].set(title="grasp (mean)", xlabel="step")
     if title:
         fig.suptitle(title, fontsize=10)
-    return _show(fig, display)
+    return present_figure(fig, display=display)
 
 
 def trajectory_error_plot(predicted: np.ndarray, given: np.ndarray, *, title: str | None = None,
@@ -77,7 +77,7 @@ def trajectory_error_plot(predicted: np.ndarray, given: np.ndarray, *, title: st
         axis.set_xlabel("step")
     if title:
         fig.suptitle(title, fontsize=10)
-    return _show(fig, display)
+    return present_figure(fig, display=display)
 
 
 def trajectory_png(given: Any = None, predicted: Any = None, *, dpi: int = 72) -> bytes | None:
@@ -97,14 +97,3 @@ def _canvas(fig: Any) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
-
-
-def _show(fig: Any, display: bool):
-    via = None
-    if display:
-        from IPython.display import Image
-
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=fig.dpi)
-        via = Image(data=buffer.getvalue(), format="png")
-    return present(fig, display=display, via=via)

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from . import html as static
 from . import preview
-from .context import is_static, present
+from ..display import is_static, present
 from .items import Item, as_item
 
 

@@ -23,8 +23,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import media
+from ..request import GenerationRequest
+from ..specs import Sample
 from . import meaning
+from .render import render_uint8
 from .scenes import Scene, caption, sample_scenes
+from .sheet import contact_sheet
 
 Row = dict[str, Any]
 
@@ -77,8 +82,6 @@ class MeaningReport:
 
     def sheet(self, path: str | Path, *, per_check: int = 4, overwrite: bool = False) -> Path:
         """A contact sheet of the first ``per_check`` samples of each check, labelled with prompt and verdict."""
-        from .sheet import contact_sheet
-
         rows = []
         for check, samples in self.rows.items():
             for row in samples[:per_check]:
@@ -104,14 +107,10 @@ def _number(row: Row) -> str:
 
 
 def _request(mode: str, prompt: str, seed: int, profile: str, **inputs: Any):
-    from ..request import GenerationRequest
-
     return GenerationRequest(mode=mode, prompt=prompt, seed=seed, profile=profile, **inputs)
 
 
 def _clip(scene: Scene, width: int, height: int, frames: int) -> np.ndarray:
-    from .render import render_uint8
-
     return render_uint8([scene], width=width, height=height, frames=frames)[0]
 
 
@@ -162,9 +161,7 @@ def transfer(backend: Any, scenes: list[Scene], seed: int = 0, profile: str = "t
              size: tuple[int, int] = (160, 96), num_frames: int = 9, steps: int | None = None,
              step_cache: Any = None) -> list[Row]:
     """Edge F1 of transfer outputs against their own edge control and against the next sample's control."""
-    from .. import media
-    from ..specs import Sample
-    from ..transfer.diffusers_transfer import run_transfer
+    from ..backends.diffusers.transfer import run_transfer  # OpenCV and the modular blocks load on first use
 
     rng, outputs = np.random.default_rng(seed), []
     with tempfile.TemporaryDirectory() as tmp:

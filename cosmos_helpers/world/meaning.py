@@ -4,7 +4,7 @@ These are the measurements that say whether a generated clip shows what its capt
 simple and checkable: each pixel goes to its nearest colour among the object palette *and* the wall/floor tones
 (so background is never counted as an object), and only within a distance threshold (so blends and noise are
 left out). Motion is the least-squares slope of the object's centroid track, robust to a few bad frames. Edge
-agreement uses the project's own Canny (:func:`cosmos_helpers.transfer.prepare.edge_map`) and a tolerance in
+agreement uses the project's own Canny (:func:`cosmos_helpers.controls.maps.edge_map`) and a tolerance in
 pixels, as edge-detection benchmarks do. Frames are uint8 ``[T, H, W, 3]`` (or one ``[H, W, 3]`` frame). numpy
 only: no torch.
 """
@@ -164,7 +164,7 @@ def edge_f1(frames: Any, control_edges: Any, tolerance: int = 1) -> float:
     An edge pixel counts as matched when the other map has an edge within ``tolerance`` pixels. Both maps empty:
     1.0; one empty: 0.0.
     """
-    from ..transfer.prepare import edge_map
+    from ..controls.maps import edge_map  # OpenCV loads on first use
 
     array = _frames(frames)
     ours = _edges(edge_map(array))

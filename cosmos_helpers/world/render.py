@@ -109,10 +109,10 @@ def controls(frames_uint8: np.ndarray, kinds: Sequence[str] = ("edge", "blur"),
              presets: dict[str, str] | None = None) -> dict[str, np.ndarray]:
     """Transfer control videos of uint8 clips ``[T, H, W, 3]`` (or a batch ``[B, T, H, W, 3]``), by kind.
 
-    Computed by :func:`cosmos_helpers.transfer.prepare.compute_control`, the same maps a transfer request would
+    Computed by :func:`cosmos_helpers.controls.maps.compute_control`, the same maps a transfer request would
     build from these frames; each result has the input's shape.
     """
-    from ..transfer.prepare import compute_control
+    from ..controls.maps import compute_control  # OpenCV loads on first use
 
     array = np.asarray(frames_uint8)
     if array.ndim not in (4, 5):

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
+from ..prompting.captions import build_caption
 
 # Object colours: saturated hues far apart in RGB and far from every floor tone (see FLOORS), so that a nearest-
 # palette classification with a distance threshold separates them cleanly (meaning.colour_masks).
@@ -238,8 +239,6 @@ def parse_caption(text: str) -> dict[str, str | None]:
 
 def caption_json(scene: Scene, *, frames: int = DEFAULT_FRAMES, fps: float = 16.0) -> dict[str, Any]:
     """The same facts as a structured video caption valid for the framework's template (checked on return)."""
-    from ..prompting import build_caption
-
     if not fps > 0 or not frames >= 1:
         raise ValidationError("fps" if not fps > 0 else "frames", f"expected positive frames and fps, got "
                               f"frames={frames!r}, fps={fps!r}.", "pass e.g. frames=9, fps=16.")

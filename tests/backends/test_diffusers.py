@@ -5,7 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from cosmos_helpers import BackendUnavailableError, DiffusersBackend, GenerationRequest, GuardrailError, ValidationError
+from cosmos_helpers import DiffusersBackend, GenerationRequest, ValidationError
+from cosmos_helpers.errors import BackendUnavailableError, GuardrailError
 from cosmos_helpers.schedules import configure_scheduler
 
 SMALL = dict(num_inference_steps=2)

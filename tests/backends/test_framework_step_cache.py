@@ -146,7 +146,7 @@ def test_a_spec_runs_with_the_runs_cache_and_an_action_only_pack_bypasses_it(tmp
     assert record["request"]["step_cache"] == {"sea_cache": {"threshold": 0.5}}
     assert 0 < record["provenance"]["step_cache"]["passes_computed"] < record["provenance"]["step_cache"]["passes"]
     with pytest.raises(OutputExistsError, match="different run"):  # an uncached run is another output, not this
-        run_spec(sample, backend=backend, profile="tiny", out=tmp_path / "out", step_cache="off", dry_run=False)
+        run_spec(sample, backend=backend, profile="tiny", out=tmp_path / "out", step_cache="off")
     trajectory = sample_trajectory("av", 8)
     drive = tmp_path / "drive.mp4"
     media.write_mp4(drive, render_drive(trajectory, 64, 48), 10)

@@ -36,7 +36,7 @@ def printed(capsys) -> Path:
 @pytest.mark.slow
 def test_diffusers_and_vllm_omni_run_the_same_file(tmp_path, capsys):
     from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
-    from cosmos_helpers.transfer.vllm import make_transfer_runner
+    from cosmos_helpers.standins.vllm_omni.transfer import make_transfer_runner
 
     spec = blur_input(tmp_path)
     args = ["run", "--input", str(spec), "--resolution", "256"]  # a tier vLLM-Omni knows

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from cosmos_helpers import DiffusersBackend, FastOptions, GenerationRequest
+from cosmos_helpers import DiffusersBackend, GenerationRequest
 from cosmos_helpers.backends.memory import MemorySettings, plan_memory, resolve_memory
 from cosmos_helpers.backends.vllm_serve import serve_command
 from cosmos_helpers.errors import ValidationError
-from cosmos_helpers.parallel import ParallelPlan
+from cosmos_helpers.backends.diffusers.parallel import ParallelPlan
+from cosmos_helpers.fast import FastOptions
 
 NANO_BYTES = 15_160_000_000 * 2  # bf16 weights of Nano's transformer
 SUPER_BYTES = 64_000_000_000 * 2
@@ -165,7 +166,7 @@ def test_bench_cli_takes_gpus_memory_and_super(monkeypatch):
 
 
 def test_ulysses_degree_the_model_cannot_split_is_refused_before_workers_start():
-    from cosmos_helpers import tiny_model_path
+    from cosmos_helpers.models.tiny import tiny_model_path
 
     backend = DiffusersBackend(gpus=4, ulysses=4, device="cpu", progress=False)
     random_tiny = str(tiny_model_path(0))  # the random-weight tiny model: 2 attention heads

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 mp = pytest.importorskip("torch.multiprocessing")
 
-from cosmos_helpers.parallel.plan import ParallelPlan  # noqa: E402
+from cosmos_helpers.backends.diffusers.parallel.plan import ParallelPlan  # noqa: E402
 
 TOL = 1e-5
 INTERVAL = (0.0, 960.0)  # 3 steps at t = 999, 952, 833: step 1 unguided, steps 2 and 3 guided
@@ -46,7 +46,7 @@ def _latents(pipe):
 def _rank(rank: int, plans: list[ParallelPlan], port: int, out: str, intervals: tuple = (), fasts: tuple = ()) -> None:
     """Every plan in turn on this rank, each on its own pipeline (the first plan's world size); ``fasts[i]``: the
     fast path's options for plan ``i``."""
-    from cosmos_helpers.parallel.worker import join_group
+    from cosmos_helpers.backends.diffusers.parallel.worker import join_group
 
     spec = {"device": "cpu", "port": port, "collective_timeout": 120, "plan": plans[0].__dict__}
     _, groups = join_group(spec, rank, plans[0].gpus)
@@ -59,7 +59,7 @@ def _rank(rank: int, plans: list[ParallelPlan], port: int, out: str, intervals: 
 
 def _run_plans(rank: int, plans: list[ParallelPlan], groups: dict, out: str, intervals: tuple, fasts: tuple) -> None:
     from cosmos_helpers.fast import fast_path_stats, set_fast_path_active
-    from cosmos_helpers.parallel.worker import install_plan
+    from cosmos_helpers.backends.diffusers.parallel.worker import install_plan
 
     for index, plan in enumerate(plans):
         plan_groups = groups if index == 0 else {"cfg": groups["ulysses"], "ulysses": groups["ulysses"]}
@@ -148,7 +148,7 @@ def _attention_rank(rank: int, port: int, out: str) -> None:
     import torch.distributed as dist
 
     from cosmos_helpers.fast.attention import sdpa
-    from cosmos_helpers.parallel.ulysses import Ulysses
+    from cosmos_helpers.backends.diffusers.parallel.ulysses import Ulysses
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
                             timeout=timedelta(seconds=120))

@@ -24,7 +24,7 @@ pytest.importorskip("torch")
 pytest.importorskip("diffusers")
 
 from cosmos_helpers import DiffusersBackend, GenerationRequest  # noqa: E402
-from cosmos_helpers.parallel import MULTICAST_OFF, ParallelPlan, WorkerError, WorkerGroup  # noqa: E402
+from cosmos_helpers.backends.diffusers.parallel import MULTICAST_OFF, ParallelPlan, WorkerError, WorkerGroup  # noqa: E402
 
 REQUEST = GenerationRequest(mode="t2v", prompt="a robot stacks cubes", num_inference_steps=2, guardrails=False)
 SPEC = {"device": "cpu", "dtype": "float32", "fast": False, "memory_kwargs": {}}
@@ -117,7 +117,7 @@ def test_a_killed_worker_is_a_clear_error_and_no_process_is_left():
 def test_workers_die_with_a_killed_parent(tmp_path):
     script = textwrap.dedent("""
         import sys, time
-        from cosmos_helpers.parallel import ParallelPlan, WorkerGroup
+        from cosmos_helpers.backends.diffusers.parallel import ParallelPlan, WorkerGroup
         group = WorkerGroup(ParallelPlan.build(2), {"device": "cpu", "dtype": "float32", "fast": False,
                                                     "memory_kwargs": {}}).start()
         print(*group.pids(), flush=True)

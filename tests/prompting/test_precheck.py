@@ -7,7 +7,8 @@ import warnings
 import numpy as np
 import pytest
 
-from cosmos_helpers import GenerationRequest, generate_and_save
+from cosmos_helpers import GenerationRequest, generate_and_save, generate_and_save_all
+from cosmos_helpers.backends.base import Backend
 from cosmos_helpers.errors import GuardrailError, ValidationError
 from cosmos_helpers.prompting import Blocklist, precheck, precheck_request, with_precheck
 from cosmos_helpers.result import Generation
@@ -15,7 +16,7 @@ from cosmos_helpers.result import Generation
 WORDS = Blocklist.from_words(["bleeding", "lifeless"])
 
 
-class RecordingBackend:
+class RecordingBackend(Backend):
     """Records what reaches it; returns a one-pixel image."""
 
     name = "diffusers"
@@ -24,6 +25,7 @@ class RecordingBackend:
         self.requests: list = []
 
     def generate(self, request, **kwargs):
+        self.check(request)
         self.requests.append(request)
         return Generation(frames=np.zeros((1, 16, 16, 3), np.uint8), fps=1.0, seed=request.seed, request=request,
                           backend=self.name, model=request.model)
@@ -93,3 +95,21 @@ def test_wrapper_warn_mode_and_strict_negative():
         with_precheck(backend, WORDS).generate(_request("a calm street"))
     with pytest.raises(ValidationError, match="on_flag"):
         with_precheck(backend, WORDS, on_flag="ignore")
+
+
+def test_several_requests_are_each_prechecked_before_any_is_sent(tmp_path):
+    """``generate_and_save_all`` hands several requests to the backend's ``generate_many`` at once: the wrapper
+    checks every one of them first (it once passed them to the wrapped backend unchecked)."""
+    backend = RecordingBackend()
+    checked = with_precheck(backend, WORDS)
+    jobs = {tmp_path / "calm": _request("a calm street"), tmp_path / "flagged": _request("a lifeless street")}
+    with pytest.raises(GuardrailError, match="nothing sent"):
+        generate_and_save_all(checked, jobs)
+    with pytest.raises(GuardrailError, match="nothing sent"):
+        checked.generate_many(list(jobs.values()))
+    with pytest.raises(GuardrailError, match="nothing sent"):
+        checked.check(jobs[tmp_path / "flagged"])  # what long_video asks before its first chunk
+    assert backend.requests == [] and not list(tmp_path.iterdir())
+    made = generate_and_save_all(checked, {tmp_path / "a": _request("a calm street"),
+                                           tmp_path / "b": _request("a quiet road", seed=2)})
+    assert len(backend.requests) == 2 and all(g.backend == "diffusers" for g in made.values())

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from cosmos_helpers.errors import ConnectionLostError, ServerError, ValidationError
-from cosmos_helpers.prompting import UpsampleError, Upsampler, chat_request, check_caption, upsample
+from cosmos_helpers.prompting import UpsampleError, Upsampler, chat_request, check_caption, upsample_prompt
 from cosmos_helpers.standins.chat import STANDIN_MODEL, ChatStandin, answer, instance
 from cosmos_helpers.prompting.schema import caption_schema
 
@@ -100,7 +100,7 @@ def test_busy_server_is_retried_then_answers_and_a_400_is_not():
 
 def test_a_refused_connection_says_so():
     with pytest.raises(ConnectionLostError, match="is the server up"):
-        upsample(SENTENCE, endpoint="http://127.0.0.1:9", model="m", retries=1, timeout=2)
+        upsample_prompt(SENTENCE, endpoint="http://127.0.0.1:9", model="m", retries=1, timeout=2)
 
 
 @pytest.mark.parametrize("reply, words", [
@@ -126,9 +126,9 @@ def test_fenced_and_content_part_answers_are_read_and_metadata_is_pinned():
 
 
 def test_standin_end_to_end_is_deterministic_and_schema_valid(standin):
-    first = upsample(SENTENCE, endpoint=standin.url, kind="video", duration="8s", fps=30)  # model: the only one
-    again = upsample(SENTENCE, endpoint=standin.url + "/v1", model=STANDIN_MODEL, kind="video", duration="8s",
-                     fps=30)
+    first = upsample_prompt(SENTENCE, endpoint=standin.url, kind="video", duration="8s", fps=30)  # model: the only one
+    again = upsample_prompt(SENTENCE, endpoint=standin.url + "/v1", model=STANDIN_MODEL, kind="video", duration="8s",
+                            fps=30)
     assert first == again and first["temporal_caption"] == SENTENCE
     assert (first["duration"], first["fps"], first["resolution"]) == ("8s", 30, {"H": 480, "W": 832})
     assert check_caption(first, "video", require_metadata=True).ok

@@ -23,7 +23,8 @@ from cosmos_helpers.errors import (ConnectionLostError, GenerationTimeoutError, 
                                    SampleFailedError, SampleSkippedError, ServerError, UnknownModelError,
                                    ValidationError)
 from cosmos_helpers.specs import Sample
-from cosmos_helpers.transfer.runner import run_spec
+from cosmos_helpers.step_cache import SeaCache
+from cosmos_helpers.transfer.runner import plan_spec, run_spec
 
 from .contract import RAY, Recorder
 
@@ -200,7 +201,12 @@ def test_a_framework_sample_runs_as_written_through_run_spec_and_a_rerun_finds_i
     assert generation.paths["media"] == tmp_path / "out" / "i2v" / "vision.jpg"
     again = run_spec(url_sample, backend=backend, out=tmp_path / "out", overrides={"num_steps": 2})
     assert again.provenance.get("skipped") and len(recorder.posts()) == 1
-    assert run_spec(url_sample, backend=backend, out=tmp_path / "out", dry_run=True).payload["model"] == "tiny"
+    assert plan_spec(url_sample, backend=backend, out=tmp_path / "out").payload["model"] == "tiny"
+    for step_cache in ("off", SeaCache(threshold=0.5)):  # the deployment's setup: a run cannot ask for one
+        with pytest.raises(ValidationError, match="deployment's setup") as error:
+            run_spec(url_sample, backend=backend, out=tmp_path / "other", step_cache=step_cache)
+        assert error.value.field == "step_cache"
+    assert len(recorder.posts()) == 1 and not (tmp_path / "other").exists()
 
 
 def test_backend_by_name_builds_it_from_a_url_only():

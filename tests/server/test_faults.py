@@ -131,7 +131,7 @@ def test_save_disk_full_while_encoding(tmp_path, monkeypatch):
             handle.write(b"\0" * 1000)  # some bytes made it to disk before it filled up
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(media, "_encode", full)
+    monkeypatch.setattr(media.encode, "_encode", full)
     with pytest.raises(OSError, match="No space left"):
         generation().save(tmp_path / "clip")
     assert leftovers(tmp_path) == []  # neither the MP4 nor the manifest, no temporary file

@@ -35,14 +35,9 @@ schema.config.generation.update(modes=[GenerationMode.POSITIVE, GenerationMode.N
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
+    from cosmos_helpers.standins.threaded import ThreadedApp
 
-    server = ThreadedServer.__new__(ThreadedServer)  # reuse the module's app (the schema came from it)
-    from cosmos_helpers.standins.vllm_omni.local import free_port
-
-    server.host, server.port, server.app, server.ready_timeout = "127.0.0.1", free_port(), APP, 60
-    server._server, server._thread = None, None
-    with server:
+    with ThreadedApp(APP, ready_timeout=60) as server:  # the module's app: the schema came from it
         yield server
     print(f"\nfuzz: {STATS['requests']} requests, statuses {dict(sorted(STATS['by_status'].items()))}, "
           f"{BACKEND.calls} generations")

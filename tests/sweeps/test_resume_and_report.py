@@ -16,6 +16,7 @@ from cosmos_helpers.errors import OutputExistsError
 from cosmos_helpers.sweeps import report
 from cosmos_helpers.sweeps.runner import SweepResult, write_reports
 from cosmos_helpers.sweeps.runs import ATTEMPTS, SweepRun, plan, read_run_manifest
+from cosmos_helpers.views import sheet as sheet_geometry
 
 NOTEBOOK = "/nb/echo.ipynb"
 
@@ -217,7 +218,7 @@ def test_report_files_matrix_sheet_table_plot_and_page(tmp_path):
     sheet = Image.open(files["contact_sheet"]).convert("RGB")
     # the tile of seed=1, g=2 (value 42) sits in row 1, column 0
     x = min(320, max(60, 7 * len("seed=1"))) + report.TILE // 2
-    y = report.TEXT_H + report.GAP + (report.TILE + report.GAP) + report.TILE // 2
+    y = sheet_geometry.TEXT_H + sheet_geometry.GAP + (report.TILE + sheet_geometry.GAP) + report.TILE // 2
     assert sheet.getpixel((x, y)) == (42, 42, 42)
     assert Image.open(files["time_plot"]).size[0] > 300
     page = files["page"].read_text()

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from cosmos_helpers import media
+from cosmos_helpers import DiffusersBackend, media
 from cosmos_helpers.samples import chime_sound, rolling_ball_clip
-from cosmos_helpers.transfer.audio import conform_audio, load_audio_clip
+from cosmos_helpers.backends.diffusers.audio import conform_audio, load_audio_clip
 
 
 def test_resample_to_48k_stereo_and_trim_or_pad_to_the_clip_length():
@@ -39,10 +39,11 @@ def test_wav_and_the_audio_track_of_a_video_load(tmp_path):
 
 
 def test_video_depends_on_the_audio_and_the_image_pins_the_first_frame():
-    from cosmos_helpers.transfer.audio import generate_with_audio
+    from cosmos_helpers.backends.diffusers.audio import generate_with_audio
 
     image = rolling_ball_clip(1, 320, 180)[0]
-    kwargs = dict(image=image, sample_rate=48000, num_steps=1, seed=0, progress=False)  # tiny, 160x96, 9 frames
+    kwargs = dict(image=image, sample_rate=48000, num_steps=1, seed=0, progress=False,
+                  backend=DiffusersBackend(progress=False))  # tiny, 160x96, 9 frames
     chime = generate_with_audio("a ball bounces", chime_sound(1.0), **kwargs)
     noise = generate_with_audio("a ball bounces", np.random.default_rng(0).uniform(-1, 1, (2, 48000)).astype(
         np.float32), **kwargs)

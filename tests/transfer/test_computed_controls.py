@@ -19,8 +19,8 @@ from cosmos_helpers.samples import rolling_ball_clip
 from cosmos_helpers.specs import Sample, given_fields
 from cosmos_helpers.specs.load import load_inputs
 from cosmos_helpers.transfer.estimated import parse_compute_controls, with_computed_controls
-from cosmos_helpers.transfer.runner import run_spec
-from cosmos_helpers.transfer.vllm import transfer_form
+from cosmos_helpers.transfer.runner import plan_spec, run_spec
+from cosmos_helpers.backends.vllm_transfer import transfer_form
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = {"depth": "tiny", "seg": "tiny"}
@@ -113,8 +113,7 @@ def test_bad_requests_are_refused_before_any_work(tmp_path, clip, data, models, 
 def test_a_framework_dry_run_cannot_name_controls_not_yet_computed(tmp_path, clip):
     backend = FrameworkBackend(tmp_path, python=sys.executable, work_dir=tmp_path / "runs")
     with pytest.raises(ValidationError, match="dry run") as refused:
-        run_spec(sample(), backend=backend, profile="nano", out=tmp_path / "out", dry_run=True,
-                 compute_controls={"depth": "tiny"})
+        plan_spec(sample(), backend=backend, profile="nano", out=tmp_path / "out", compute_controls={"depth": "tiny"})
     assert refused.value.field == "compute_controls"
 
 

@@ -20,16 +20,8 @@ from cosmos_helpers import media
 from cosmos_helpers.errors import ValidationError
 from cosmos_helpers.media import fit_to_bucket
 from cosmos_helpers.protocol.framework import BLUR_PRESETS, EDGE_PRESETS
-from cosmos_helpers.transfer.prepare import (
-    blur_map,
-    blur_parameters,
-    bucket_for,
-    compute_control,
-    edge_map,
-    load_control,
-    mirror_pad,
-    mirror_pad_indices,
-)
+from cosmos_helpers.controls.maps import blur_map, blur_parameters, compute_control, edge_map
+from cosmos_helpers.specs.transfer import bucket_for, load_control, mirror_pad, mirror_pad_indices
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 REGENERATE_ENV = "COSMOS_REGENERATE_GOLDENS"

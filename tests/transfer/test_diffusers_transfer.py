@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cosmos_helpers import media
+from cosmos_helpers import DiffusersBackend, media
 from cosmos_helpers.samples import rolling_ball_clip
 from cosmos_helpers.specs import Sample
 from cosmos_helpers.transfer import edge_map
@@ -35,17 +35,18 @@ def resolved(folder, **fields):
 
 
 def run(folder, **fields):
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
+    from cosmos_helpers.backends.diffusers.transfer import run_transfer
 
-    return run_transfer(resolved(folder, **fields), progress=False)
+    return run_transfer(resolved(folder, **fields), backend=DiffusersBackend(progress=False), progress=False)
 
 
 @pytest.mark.slow
 def test_control_longer_than_one_chunk_gives_two_chunks_and_the_full_length(clip_dir):
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
+    from cosmos_helpers.backends.diffusers.transfer import run_transfer
 
     steps = []
     out = run_transfer(resolved(clip_dir, vision_path="rgb.mp4", edge={}, num_frames=13),
+                       backend=DiffusersBackend(progress=False),
                        progress=lambda done, total: steps.append((done, total)))
     assert out.frames.shape == (13, 96, 160, 3) and out.frames.dtype == np.uint8
     assert out.fps == 24.0 and out.seed == 3 and out.backend == "diffusers"
@@ -117,11 +118,12 @@ def test_strict_guidance_intervals_switch_passes_off(clip_dir):
 
 def test_progress_in_a_static_run_reports_chunks(clip_dir, monkeypatch, capsys):
     """What ``run-cookbooks`` (papermill) sees: one plain summary line naming the last chunk."""
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
+    from cosmos_helpers.backends.diffusers.transfer import run_transfer
 
     monkeypatch.delenv("COSMOS_HELPERS_NO_PROGRESS", raising=False)
     monkeypatch.setenv("COSMOS_HELPERS_STATIC", "1")
-    run_transfer(resolved(clip_dir, vision_path="rgb.mp4", edge={}, num_frames=13), progress=True)
+    run_transfer(resolved(clip_dir, vision_path="rgb.mp4", edge={}, num_frames=13), backend=DiffusersBackend(),
+                 progress=True)
     assert "transfer chunk 2/2: 4/4 step in " in capsys.readouterr().out
 
 

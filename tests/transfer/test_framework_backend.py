@@ -18,7 +18,7 @@ from cosmos_helpers.backends.framework import FrameworkBackend, checkpoint_for, 
 from cosmos_helpers.errors import BackendUnavailableError, FrameworkRunError, ValidationError
 from cosmos_helpers.protocol import framework as fw
 from cosmos_helpers.samples import rolling_ball_clip
-from cosmos_helpers.transfer.runner import run_spec
+from cosmos_helpers.transfer.runner import plan_spec, run_spec
 
 from ..contracts.conftest import load
 
@@ -323,7 +323,7 @@ def test_a_dry_run_writes_the_run_folder_with_the_runs_guardrails(tmp_path):
     for kwargs, model, flag in ((dict(profile="nano"), "Cosmos3-Nano", "--guardrails"),
                                 (dict(profile="super", guardrails=False), "Cosmos3-Super", "--no-guardrails"),
                                 (dict(profile="tiny", model="nvidia/Cosmos3-Edge"), "Cosmos3-Edge", "--no-guardrails")):
-        run = run_spec(sample, backend=backend, out=tmp_path / "out", dry_run=True, **kwargs)
+        run = plan_spec(sample, backend=backend, out=tmp_path / "out", **kwargs)
         assert flag in run.command and run.command[run.command.index("--checkpoint-path") + 1] == model
         assert json.loads(run.input_file.read_text()) == sample  # the profile's tier, frames, steps are not added
     assert not (tmp_path / "out").exists()

@@ -13,7 +13,8 @@ from cosmos_helpers import media
 from cosmos_helpers.errors import ValidationError
 from cosmos_helpers.protocol import framework as fw
 from cosmos_helpers.samples import chime_sound, rolling_ball_clip
-from cosmos_helpers.specs import Sample, SampleRun, check_backend, generation_request, given_fields
+from cosmos_helpers.specs import Sample, SampleRun, generation_request, given_fields
+from tests.sample_checks import check_backend
 
 
 @pytest.fixture()
@@ -236,7 +237,7 @@ def test_a_backend_scheduler_the_sample_cannot_use_is_refused_before_any_work(fo
     from diffusers import UniPCMultistepScheduler
 
     from cosmos_helpers import DiffusersBackend
-    from cosmos_helpers.transfer import run_spec
+    from cosmos_helpers.transfer.runner import plan_spec, run_spec
 
     mine = UniPCMultistepScheduler(flow_shift=3.0, use_flow_sigmas=True, prediction_type="flow_prediction")
     backend = DiffusersBackend(progress=False, scheduler=mine)
@@ -253,5 +254,5 @@ def test_a_backend_scheduler_the_sample_cannot_use_is_refused_before_any_work(fo
                  profile="tiny", out=out, progress=False)
     assert refused.value.field == "scheduler"
     assert not out.exists()  # refused before the output folder (or a model) was touched
-    dry = run_spec({**sample, "shift": 3.0}, backend=backend, profile="tiny", out=out, progress=False, dry_run=True)
+    dry = plan_spec({**sample, "shift": 3.0}, backend=backend, profile="tiny", out=out, progress=False).run
     assert generation_request(dry.resolved, dry.given).flow_shift == 3.0  # the same shift: accepted

@@ -16,7 +16,7 @@ import pytest
 from cosmos_helpers.errors import ValidationError
 from cosmos_helpers.protocol import framework as fw
 from cosmos_helpers.specs import Sample, load_inputs, load_spec
-from cosmos_helpers.transfer.prepare import check_control_consistency, control_directive, format_transfer_prompt, \
+from cosmos_helpers.specs.transfer import check_control_consistency, control_directive, format_transfer_prompt, \
     plan_chunks
 
 # A cookbook-style edge sample, deliberately with keys out of schema order and an int guidance.

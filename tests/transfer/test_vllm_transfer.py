@@ -9,13 +9,14 @@ import json
 import numpy as np
 import pytest
 
-from cosmos_helpers import media
+from cosmos_helpers import DiffusersBackend, media
 from cosmos_helpers.errors import ValidationError
 from cosmos_helpers.protocol import framework as fw
 from cosmos_helpers.protocol import vllm_omni as vo
 from cosmos_helpers.samples import rolling_ball_clip
 from cosmos_helpers.specs import Sample, given_fields
-from cosmos_helpers.transfer.vllm import make_transfer_runner, transfer_form, vllm_transfer
+from cosmos_helpers.backends.vllm_transfer import transfer_form
+from cosmos_helpers.standins.vllm_omni.transfer import make_transfer_runner, vllm_transfer
 
 
 @pytest.fixture(scope="module")
@@ -143,13 +144,13 @@ def test_the_server_hook_runs_guardrails_when_the_server_does_and_the_request_al
 
 @pytest.mark.slow
 def test_the_same_sample_through_the_form_and_the_hook_equals_the_diffusers_transfer(media_dir):
-    from cosmos_helpers.transfer.diffusers_transfer import run_transfer
+    from cosmos_helpers.backends.diffusers.transfer import run_transfer
 
     r, given = form(media_dir, vision_path="rgb9.mp4", edge={"preset_edge_threshold": "low"},
                     overrides={"num_steps": 1})
     fields, _ = transfer_form(r, given)
     served = make_transfer_runner("tiny")(fields, json.loads(fields["extra_params"]), media_dir / "rgb9.mp4", {})
-    local = run_transfer(r, progress=False)
+    local = run_transfer(r, backend=DiffusersBackend(progress=False), progress=False)
     assert served.frames.shape == local.frames.shape == (9, 192, 320, 3)
     assert np.array_equal(served.frames, local.frames)
     assert served.provenance["prompt"] == local.provenance["prompt"]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cosmos_helpers.errors import ValidationError
-from cosmos_helpers.transfer.prepare import blur_map, edge_map
+from cosmos_helpers.controls.maps import blur_map, edge_map
 from cosmos_helpers.world import (FLOORS, Scene, centroids, colour_masks, contact_sheet, controls, describe,
                                   direction, displacement, dominant_colour, edge_f1, psnr, render, render_uint8,
                                   sample_scenes)

@@ -6,7 +6,7 @@ backend in the process (:mod:`.loading`); what differs between backends (schedul
 interval, step cache) is lent to the pipeline for one call (:mod:`.runner`). bf16 on CUDA, fp32 on CPU.
 
 ``gpus=N`` (with ``cfg_parallel=`` / ``ulysses=``, ``serve_command``'s names) runs each call on N worker processes,
-one per GPU (:mod:`cosmos_helpers.parallel`). ``memory="24GB"|"48GB"|"80GB"`` fits the pipeline on a card of that
+one per GPU (:mod:`.parallel`). ``memory="24GB"|"48GB"|"80GB"`` fits the pipeline on a card of that
 size (:mod:`cosmos_helpers.backends.memory`).
 """
 
@@ -21,7 +21,7 @@ from typing import Any, Iterator
 from ...errors import ValidationError
 from ...fast import FastOptions
 from ...limits import check_backend_mode
-from ...parallel.plan import ParallelPlan
+from .parallel.plan import ParallelPlan
 from ...precision import FP8, check_for_backend
 from ...presets import model_for
 from ...protocol.fp8 import REVISION
@@ -31,7 +31,7 @@ from ...result import Generation
 from ...schedules import configure_scheduler
 from ..base import Backend, ProgressCallback
 from ..memory import MemorySettings, apply_memory, plan_memory, resolve_memory
-from . import distilled, modelopt_fp8
+from . import distilled, modelopt_fp8, samples
 from .cache import check_request_cache
 from .guardrails import Guardrails
 from .loading import SHARED, Builder, Loaded, load_pipeline, resolve_source
@@ -205,7 +205,7 @@ class DiffusersBackend(Backend):
 
     def _worker_group(self):
         """The running worker group of this backend, started on first use (or again after a failure)."""
-        from ...parallel.workers import WorkerGroup
+        from .parallel.workers import WorkerGroup
 
         if self._workers is not None and self._workers.alive:
             return self._workers
@@ -214,6 +214,19 @@ class DiffusersBackend(Backend):
                 "scheduler": self.scheduler, "token": self.token, "builder": self.builder}
         self._workers = WorkerGroup(self.plan, spec, step_timeout=self.worker_timeout).start()
         return self._workers
+
+    # 3. Framework input samples (run_spec): as requests, transfer and audio through their own loops ----------------
+
+    sample_support = samples.SUPPORT
+
+    def check_sample(self, sample: Any, r: Any, given: set[str], step_cache: Any = None) -> None:
+        """As a request (:mod:`.samples`), with the run's step cache and the backend's scheduler checked against it."""
+        super().check_sample(sample, r, given)
+        samples.check_cache(step_cache, r)
+        samples.check_scheduler(self.scheduler, r, given)
+
+    def run_sample(self, run: Any, *, progress: Any = True, server_paths: bool = False) -> Generation:
+        return samples.run_sample(self, run, progress)
 
     def close(self) -> None:
         """Stop this backend's worker processes (multi-GPU); a later call starts them again."""

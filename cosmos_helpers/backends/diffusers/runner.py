@@ -12,11 +12,11 @@ import time
 from typing import Any, Callable, Iterator
 
 from ...fast import FastOptions, enable_fast_path, fast_path_active, installed_forward
-from ...progress import progress_bar
 from ...request import GenerationRequest
 from ...result import Generation
 from ...schedules import configure_scheduler
 from .cache import call_cache
+from .clock import StepClock
 from . import modelopt_fp8
 from .guardrails import guardrail_errors
 from .loading import Loaded
@@ -32,9 +32,8 @@ class CallRun:
         self.loop = loop_for(request)
         self.fast = backend.fast if self.loop.lends else False
         self.started = time.perf_counter()
-        self.marks: list[float] = []
-        self.load_s = self.call_start = 0.0
-        self.bar = None
+        self.load_s = 0.0
+        self.clock: StepClock | None = None
 
     def run(self) -> Generation:
         """1. the prompt through the guardrails, 2. the shared pipeline, 3. the call's arguments, 4. denoise on the
@@ -48,30 +47,27 @@ class CallRun:
         denoised, provenance = self._denoise(loaded, kwargs)  # 4
         generation = Generation(  # 5
             frames=denoised.frames, fps=request.fps, seed=request.seed, request=request, sound=denoised.sound,
-            sample_rate=denoised.sample_rate, backend=backend.name, model=request.model, timings=self._timings(),
-            provenance=provenance, actions=denoised.actions)
+            sample_rate=denoised.sample_rate, backend=backend.name, model=request.model,
+            timings=self.clock.timings(self.load_s), provenance=provenance, actions=denoised.actions)
         generation.frames = backend.guardrails.check_frames(checker, generation.frames)  # uint8 by now
         generation.settings = backend.output_settings()
         return generation
 
     def on_step(self, index: int) -> None:
-        """After each denoising step (0-based ``index``): mark it, move the bar, tell the caller."""
-        self.marks.append(time.perf_counter())
-        if self.bar is not None:
-            self.bar.update(1)
-        if self.callback is not None:
-            self.callback(index + 1, self.request.num_inference_steps)
+        """After each denoising step (0-based ``index``)."""
+        self.clock.step(index + 1)
 
     def _denoise(self, loaded: Loaded, kwargs: dict[str, Any]) -> tuple[Denoised, dict[str, Any]]:
         """The loop's denoise on the lent pipeline; what ran, for the manifest."""
         request, loop = self.request, self.loop
         label = f"{request.mode} denoising" + (f" ({loop.what})" if loop.what else "")
-        self.bar = progress_bar(request.num_inference_steps, label, "step", enabled=self.backend.progress)
-        try:
+        with StepClock(request.num_inference_steps, label, bar=self.backend.progress, callback=self.callback,
+                       started=self.started) as clock:
+            self.clock = clock
             with loaded.lock, guardrail_errors(), self._lent(loaded.pipe) as pipe:
                 fast = installed_forward(pipe) if self.fast else None
                 with call_cache(pipe.transformer, request.step_cache, fast) as cache:
-                    self.call_start = time.perf_counter()
+                    clock.call_start = time.perf_counter()
                     on_device = bool(fast) and isinstance(loop, StockLoop) and pipe.device.type == "cuda"
                     denoised = loop.denoise(pipe, request, kwargs, self.on_step, on_device=on_device)
                 provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
@@ -79,21 +75,7 @@ class CallRun:
                               "scheduler": type(pipe.scheduler).__name__, "fast": bool(self.fast),
                               **loop.provenance, "timesteps": denoised.timesteps, **cache.provenance(),
                               **modelopt_fp8.provenance(pipe, request, loaded.w8a8_gemm)}
-        finally:
-            if self.bar is not None:
-                self.bar.close()
         return denoised, provenance
-
-    def _timings(self) -> dict[str, float]:
-        end = time.perf_counter()
-        timings = {"load_s": self.load_s, "total_s": end - self.started, "pipeline_s": end - self.call_start}
-        marks = self.marks
-        if marks:
-            timings.update(first_step_s=marks[0] - self.call_start, denoise_s=marks[-1] - self.call_start,
-                           decode_s=end - marks[-1])
-            if len(marks) > 1:
-                timings["step_s"] = (marks[-1] - marks[0]) / (len(marks) - 1)
-        return timings
 
     @contextlib.contextmanager
     def _lent(self, pipe) -> Iterator[Any]:

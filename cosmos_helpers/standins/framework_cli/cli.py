@@ -15,10 +15,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from ... import media
 from ...models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
 from ...models.tiny_edge import MODEL_NAME as TINY_EDGE
 from ...protocol import framework as fw
 from ...protocol import variants
+from ...specs import Sample
+from ...specs.runs import SampleRun, given_fields
 from .. import STANDIN_FILE
 from . import MODULE
 from .cache import cache_summary, check_cache_for, standin_cache
@@ -80,9 +83,6 @@ def model_run(checkpoint: str) -> tuple[str, str]:
 
 def run_one(item: dict, path: Path, name: str, args: argparse.Namespace, cache: Any) -> Path:
     from ...backends.diffusers import DiffusersBackend
-    from ...specs import Sample
-    from ...specs.runs import SampleRun, check_backend, given_fields, localize
-    from ...transfer.runner import execute
 
     sample = Sample.from_dict(item, base_dir=path.parent, name=name, source=path)
     overrides = {"seed": args.seed, "resolution": args.resolution, "num_steps": args.num_steps}
@@ -90,9 +90,10 @@ def run_one(item: dict, path: Path, name: str, args: argparse.Namespace, cache: 
     model, weights = model_run(args.checkpoint_path)
     # guardrails: the flag given, else the framework's default (on): the tiny diffusers run honours them too
     resolved = sample.resolved(model=model, overrides=overrides, output_dir=folder, guardrails=args.guardrails)
-    check_backend(sample, resolved, "diffusers", given_fields(sample, overrides))
+    backend, given = DiffusersBackend(progress=False), given_fields(sample, overrides)
+    backend.check_sample(sample, resolved, given)
     check_cache_for(cache, resolved.model_mode)
-    resolved = localize(resolved, progress=False)
+    resolved = backend.localize(resolved, given, progress=False)
     if weights == TINY_DISTILLED:  # the framework samples a distilled checkpoint on its fixed schedule with
         # guidance 1, whatever the sample says (inference.py:1575-1580)
         resolved = dataclasses.replace(resolved, num_steps=len(variants.DISTILLED_T_LIST),
@@ -103,7 +104,7 @@ def run_one(item: dict, path: Path, name: str, args: argparse.Namespace, cache: 
     def step(done: int, total: int) -> None:
         print(f"step {done}/{total}", flush=True)
 
-    generation = execute(run, _Progress(DiffusersBackend(progress=False), step), progress=step)  # saved as there
+    generation = backend.run_sample(run, progress=step)  # as the framework saves it; steps as log lines
     target = save_outputs(generation, item, folder)
     ran = cache_summary(cache, generation.provenance.get("step_cache") or {})
     print(f"[framework stand-in] {name}: diffusion cache {ran['text']}", flush=True)
@@ -113,8 +114,6 @@ def run_one(item: dict, path: Path, name: str, args: argparse.Namespace, cache: 
 
 def save_outputs(generation: Any, item: dict, folder: Path) -> Path:
     """The framework's files for one sample: ``vision.*``, an action sample's ``sample_outputs.json``, controls."""
-    from ... import media
-
     target = folder / fw.vision_file(generation.num_frames)
     if generation.finished is not None:
         generation.finished.publish(target, overwrite=True)
@@ -137,19 +136,6 @@ def write_record(folder: Path, *, checkpoint: str, weights: str, step_cache: dic
     record = {"of": "framework", "version": fw.VERSION, "program": MODULE, "checkpoint": checkpoint,
               "model_run": weights, "step_cache": step_cache}
     (folder / STANDIN_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-
-
-class _Progress:
-    """A DiffusersBackend whose generation requests report their steps as log lines (like the framework's)."""
-
-    def __init__(self, backend, step) -> None:
-        self._backend, self._step, self.name = backend, step, backend.name
-
-    def generate(self, request):
-        return self._backend.generate(request, progress=self._step)
-
-    def __getattr__(self, name):
-        return getattr(self._backend, name)
 
 
 def main(argv: list[str] | None = None) -> int:

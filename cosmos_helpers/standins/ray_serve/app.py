@@ -24,6 +24,7 @@ import fastapi
 from fastapi.staticfiles import StaticFiles
 from ray import serve
 
+from ...presets import model_for
 from ...protocol import ray_serve as rs
 from .samples import BANNER, SampleSetup, run_sample
 
@@ -37,7 +38,6 @@ class StandinModel:
         import torch
 
         from ...backends.diffusers import DiffusersBackend
-        from ...presets import model_for
 
         torch.set_num_threads(max(1, threads))
         self.setup, self.output_dir = setup, Path(output_dir)
@@ -55,7 +55,6 @@ class StandinModel:
 @serve.ingress(fastapi_app)
 class StandinRouter:
     """The router: the framework's routes, and where each request's files go."""
-
     def __init__(self, models: dict[str, Any], output_dir: str, setup: dict[str, Any]) -> None:
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -94,8 +93,6 @@ class StandinRouter:
 def build_app(output_dir: str | Path, *, profile: str = "tiny", replicas: int = 2, num_cpus: float = 1,
               num_gpus: float = 0, keep_going: bool = False, skip_invalid_samples: bool = False) -> Any:
     """The bound application: ``serve.run(build_app(...))`` deploys it on the Ray cluster this process joined."""
-    from ...presets import model_for
-
     model = model_for(profile)
     setup = SampleSetup(profile=profile, keep_going=keep_going, skip_invalid_samples=skip_invalid_samples)
     deployment = serve.deployment(StandinModel, name=model, num_replicas=replicas, max_ongoing_requests=1,

@@ -9,13 +9,13 @@ runs on this filesystem). ``stop()`` deletes the app, and shuts Serve and Ray do
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
 from typing import Any
 
 from ...errors import BackendUnavailableError
 from ...protocol import ray_serve as rs
+from ..threaded import free_port
 
 INSTALL_HINT = "pip install 'cosmos-helpers[ray]' (ray[serve] 2.60)"
 
@@ -41,12 +41,6 @@ def join_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool
     else:
         ray.init(num_cpus=num_cpus, **options)
     return True
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class LocalRayServe:

@@ -24,7 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ... import media
 from ...errors import ValidationError
+from ...specs import Sample
+from ...specs.fields import SampleFields
+from ...transfer.runner import run_spec
 
 BANNER = ("a cosmos_helpers stand-in of the Cosmos Framework's Ray Serve app (5eee9ed), NOT NVIDIA's framework: it "
           "runs the embedded tiny weights with diffusers, whatever model a client hoped for")
@@ -44,11 +48,6 @@ class SampleSetup:
 def run_sample(item: Mapping[str, Any], *, output_dir: str | Path, folder: str, backend: Any,
                setup: SampleSetup = SampleSetup()) -> dict[str, Any]:
     """Run ``item`` (the router's sample: name, seed and model filled in) into ``<output_dir>/<folder>/``."""
-    from ...specs import Sample
-    from ...transfer.runner import run_spec
-
-    from ... import media
-
     started = time.perf_counter()
     args = {k: v for k, v in item.items() if v is not None}
     # as the framework's workers do first (inference.py generate_batch): the sample's arguments in its folder
@@ -63,8 +62,8 @@ def run_sample(item: Mapping[str, Any], *, output_dir: str | Path, folder: str, 
         generation = run_spec(sample, backend=backend, profile=setup.profile, out=output_dir, progress=False)
     except Exception as exc:
         return _failed(args, exc, setup)
-    media = Path(generation.paths["media"])
-    files = [f"{folder}/{media.name}"] + [f"{folder}/{name}" for name in
+    output = Path(generation.paths["media"])
+    files = [f"{folder}/{output.name}"] + [f"{folder}/{name}" for name in
                                           (generation.provenance.get("control_files") or {}).values()]
     content: dict[str, Any] = {"standin": standin_note(setup, generation.model, time.perf_counter() - started)}
     if generation.actions is not None:
@@ -78,8 +77,6 @@ def validated(body: Any) -> dict[str, Any]:
     every field it gave; a bad one is FastAPI's 422 (``loc`` starting with ``body``), as the framework's router."""
     import pydantic
     from fastapi.exceptions import RequestValidationError
-
-    from ...specs.fields import SampleFields
 
     try:
         sample = SampleFields.model_validate_json(json.dumps(body))

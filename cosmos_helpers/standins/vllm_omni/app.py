@@ -33,7 +33,8 @@ from .errors import ApiError, envelope
 from .jobs import JobStore
 from .limits import ServerLimits
 from .references import TransferRunner
-from .routes import ServerState, router
+from .routes import router
+from .state import ServerState
 from .worker import SerialWorker
 
 MAX_FILES, MAX_FIELDS = 8, 256  # multipart parts a video POST may carry (two files are used)

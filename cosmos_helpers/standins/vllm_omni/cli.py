@@ -158,9 +158,9 @@ def run(args: argparse.Namespace, backend: Any = None) -> int:
 
 
 def _transfer_runner(model: str, guardrails: bool, step_cache: Any = None):
-    """Transfer on diffusers (:mod:`cosmos_helpers.transfer.vllm`); without its optional dependencies, none."""
+    """Transfer on diffusers (:mod:`.transfer`); without its optional dependencies, none."""
     try:
-        from ...transfer.vllm import make_transfer_runner
+        from .transfer import make_transfer_runner
     except ImportError as exc:
         print(f"transfer disabled: {exc}", file=sys.stderr, flush=True)
         return None

@@ -1,9 +1,9 @@
-"""Starting the local vLLM-Omni-compatible server: as a subprocess (``LocalServer``) or in a thread.
+"""Starting the local vLLM-Omni-compatible server: as a subprocess (``LocalServer``, what notebooks use) or in a
+thread (``ThreadedServer``).
 
-``LocalServer`` is what notebooks use: ``python -m cosmos_helpers.cli serve`` in its own process group on a
-free loopback port, a readiness wait that fails at once (with the log tail) if the process dies, and a
-clean stop (terminate the group, wait, kill) on exit, on error and at interpreter exit, so no server is
-left orphaned. ``ThreadedServer`` runs uvicorn inside the current process (tests, benchmarks).
+``LocalServer`` runs in its own process group, and its readiness wait fails at once (with the log tail) if the
+process dies; it is stopped (terminate the group, wait, kill) on exit, on error and at interpreter exit, so no
+server is left orphaned.
 """
 
 from __future__ import annotations
@@ -11,12 +11,9 @@ from __future__ import annotations
 import atexit
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 import warnings
 import weakref
 from dataclasses import KW_ONLY, dataclass, field
@@ -25,16 +22,10 @@ from typing import Any, Sequence
 
 from ...backends.vllm_omni import VllmOmniBackend
 from ...backends.vllm_wire import API_KEY_ENV
-from ...errors import BackendUnavailableError
+from ..threaded import ThreadedApp, free_port
 from .limits import binding_warning
 
 _LIVE: "weakref.WeakSet[LocalServer]" = weakref.WeakSet()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 @dataclass(eq=False, repr=False)  # eq=False: hashable, for the registry of live servers
@@ -205,58 +196,15 @@ def _stop_all() -> None:
             pass
 
 
-class ThreadedServer:
-    """The app under uvicorn in a background thread of this process, on a free loopback port.
-
-    ``ThreadedServer(backend, **create_app_options)``; ``.url``, ``.app``; a context manager. Generation runs
-    in the app's own worker thread.
-    """
+class ThreadedServer(ThreadedApp):
+    """``ThreadedServer(backend, **create_app_options)``: the app in a thread of this process (tests, benchmarks);
+    generation runs in the app's own worker thread."""
 
     def __init__(self, backend: Any = None, *, host: str = "127.0.0.1", port: int | None = None,
                  ready_timeout: float = 120.0, **app_options: Any) -> None:
-        from .app import create_app
+        from .app import create_app  # FastAPI and the backend load on first use
 
         warning = binding_warning(host, app_options.get("api_key"))
         if warning:
             warnings.warn(warning, stacklevel=2)
-        self.host = host
-        self.port = port or free_port(host)
-        self.app = create_app(backend, **app_options)
-        self.ready_timeout = ready_timeout
-        self._server = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self) -> "ThreadedServer":
-        import uvicorn
-
-        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning",
-                                timeout_graceful_shutdown=1, lifespan="on")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name=f"uvicorn-{self.port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + self.ready_timeout
-        while not self._server.started:
-            if not self._thread.is_alive():
-                raise BackendUnavailableError(f"the server thread on port {self.port} exited during startup")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise BackendUnavailableError(f"the server on port {self.port} did not start in {self.ready_timeout} s")
-            time.sleep(0.02)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(10)
-            self._thread = None
-
-    def __enter__(self) -> "ThreadedServer":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        super().__init__(create_app(backend, **app_options), host=host, port=port, ready_timeout=ready_timeout)

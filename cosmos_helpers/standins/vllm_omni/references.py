@@ -34,8 +34,10 @@ from PIL import Image, UnidentifiedImageError
 
 from ... import media
 from ...protocol import vllm_omni as vo
+from ...specs.download import TooLarge, download
 from .errors import ApiError, bad_request, value_error
 from .limits import ServerLimits
+
 
 @dataclass
 class Uploads:
@@ -168,19 +170,15 @@ def _download(url: str, name: str, limits: ServerLimits) -> bytes:
     if not limits.allow_url_fetch:
         raise bad_request(f"{name}: this server does not fetch URLs ({url}); upload the file as input_reference, "
                           "send a data: URL, or start the server with --allow-url-fetch", param=name)
-    chunks, size = [], 0
+    buffer = io.BytesIO()
     try:
-        with httpx.stream("GET", url, timeout=limits.fetch_timeout, follow_redirects=True) as response:
-            response.raise_for_status()
-            for chunk in response.iter_bytes(1 << 16):
-                size += len(chunk)
-                if size > limits.max_request_bytes:
-                    raise ApiError(413, f"{name}: {url} is larger than the upload limit of "
-                                        f"{limits.max_request_bytes} bytes")
-                chunks.append(chunk)
+        download(url, buffer, timeout=limits.fetch_timeout, max_bytes=limits.max_request_bytes)
+    except TooLarge:
+        raise ApiError(413, f"{name}: {url} is larger than the upload limit of {limits.max_request_bytes} "
+                            "bytes") from None
     except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
         raise bad_request(f"{name}: could not fetch {url} ({type(exc).__name__}: {exc})", param=name) from None
-    return b"".join(chunks)
+    return buffer.getvalue()
 
 
 def local_media(value: str, what: str, limits: ServerLimits) -> Path:

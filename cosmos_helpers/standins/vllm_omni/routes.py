@@ -1,9 +1,7 @@
-"""The routes of the stand-in (one router; OpenAPI tags per concern) and what they share.
+"""The routes of the stand-in (one router; OpenAPI tags per concern).
 
-``ServerState`` is what every route of one server shares: the backend, the served model, the worker, the job store
-and the limits (``app.state.server``, handed to routes as the ``State`` dependency). A video POST is parsed by
-``parse_video`` for both video routes: the form (FastAPI's form model) becomes the typed request, the uploads are
-read, and the work is described before anything is queued (429 first when the queue is full).
+A video POST is parsed by ``parse_video`` for both video routes: the form (FastAPI's form model) becomes the typed
+request, the uploads are read, and the work is described before anything is queued (429 first when the queue is full).
 
 * ``GET /health`` and ``GET /v1/models`` (api_server.py:1937-1979): ready means the model is loaded.
 * ``POST /v1/images/generations``: a JSON body, base64 images or the raw file (a zip for ``n`` > 1).
@@ -29,7 +27,7 @@ import time
 import uuid
 import zipfile
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterator, Literal
 
@@ -39,19 +37,37 @@ from starlette.concurrency import run_in_threadpool
 
 from ... import media
 from ...errors import GuardrailError
-from ...protocol.vllm_omni import (GUARDRAIL_MESSAGE, HEALTH, IMAGES, MODELS, SYNC_TIMEOUT_S, VERSION,
-                                   VIDEO_ENCODER, VIDEO_FILES, VIDEOS, VIDEOS_SYNC)
+from ...protocol.vllm_omni import (
+    GUARDRAIL_MESSAGE,
+    HEALTH,
+    IMAGES,
+    MODELS,
+    VIDEO_ENCODER,
+    VIDEO_FILES,
+    VIDEOS,
+    VIDEOS_SYNC,
+)
 from .. import MODEL_CARD_KEY
 from . import action_task, translate
-from .cache import describe_server
 from .errors import ApiError, bad_request
-from .jobs import Job, JobStore, new_record
-from .limits import ServerLimits
-from .models import (IMAGE_EXAMPLES, VIDEO_EXAMPLES, ErrorEnvelope, ImageData, ImageRequest, ImageResponse,
-                     VideoDeleted, VideoError, VideoForm, VideoJob, VideoList)
-from .references import TransferRunner, Uploads
+from .jobs import Job, new_record
+from .models import (
+    IMAGE_EXAMPLES,
+    VIDEO_EXAMPLES,
+    ErrorEnvelope,
+    ImageData,
+    ImageRequest,
+    ImageResponse,
+    VideoDeleted,
+    VideoError,
+    VideoForm,
+    VideoJob,
+    VideoList,
+)
+from .references import TransferRunner
+from .state import ServerState, State
 from .translate import ImageTask, VideoTask
-from .worker import Cancelled, SerialWorker, TaskContext
+from .worker import Cancelled, TaskContext
 
 router = APIRouter()
 DELETE_WAIT_S = 4.0  # VLLM_OMNI_ABORT_TIMEOUT (2 s) + 2 s of scheduling slack
@@ -68,50 +84,6 @@ MP4: dict[int | str, dict[str, Any]] = {200: {"content": {"video/mp4": {}}}, **E
 JOBS = ["video jobs"]
 
 
-@dataclass
-class ServerState:
-    backend: Any
-    model: str  # what the backend loads (``--model``)
-    served_model_name: str  # what clients may send as ``model``
-    jobs: JobStore
-    worker: SerialWorker
-    limits: ServerLimits
-    guardrails: bool = False
-    sync_timeout: float = SYNC_TIMEOUT_S
-    step_progress: bool = False
-    transfer_runner: TransferRunner | None = None
-    warmup: bool = True
-    step_cache: Any = None  # the server's --cache-backend / --cache-config, given to every request
-    started_at: float = field(default_factory=time.time)
-
-    @property
-    def storage(self) -> Path:
-        return self.jobs.storage_dir
-
-    def standin_record(self) -> dict[str, Any]:
-        """What this server is and runs, in its ``/v1/models`` card (the client records it in every manifest)."""
-        return {"of": "vllm-omni", "version": VERSION, "program": __package__, "model_run": self.model,
-                "step_cache": describe_server(self.step_cache)}
-
-    @property
-    def upload_dir(self) -> Path:
-        return self.storage / "uploads"
-
-    def submit(self, key: str, task: Callable[[TaskContext], Any], cleanup: Uploads | None = None) -> Future:
-        """Queue ``task``; a full queue is a 429 and the request's uploads are removed."""
-        try:
-            return self.worker.submit(key, task)
-        except ApiError:
-            if cleanup is not None:
-                cleanup.discard()
-            raise
-
-
-def server_state(request: Request) -> ServerState:
-    return request.app.state.server
-
-
-State = Annotated[ServerState, Depends(server_state)]
 
 
 async def wait(future: Future, timeout: float, what: str, total: float) -> Any:

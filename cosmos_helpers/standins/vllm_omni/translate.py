@@ -31,7 +31,7 @@ from .references import Reference, TransferInputs, Uploads
 
 if TYPE_CHECKING:
     from .models import ImageRequest, VideoRequest
-    from .routes import ServerState
+    from .state import ServerState
 
 TRANSFER_DISABLED = "transfer is not enabled on this server (start it with a transfer runner)"
 _EDGE_HUB = vo.EDGE_MODEL.rsplit("/", 1)[-1].lower()

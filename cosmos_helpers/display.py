@@ -1,4 +1,7 @@
-"""Where is this output going: a live Jupyter front end (widgets work) or a static document?
+"""Where is this output going: a live Jupyter front end (widgets work) or a static document? And showing one thing.
+
+A leaf module (no package imports), so :mod:`cosmos_helpers.progress` and :mod:`cosmos_helpers.views` can both use
+it without importing each other.
 
 Static means papermill, ``jupyter nbconvert --execute``, nbmake, a plain Python process or a terminal IPython:
 the output is read later as a file (or on GitHub), where ipywidgets render as nothing. There we emit
@@ -50,3 +53,16 @@ def present(obj: Any, *, display: bool = True, via: Any = None) -> Any:
 
     ipy_display(via if via is not None else obj)
     return None
+
+
+def present_figure(fig: Any, *, display: bool = True) -> Any:
+    """:func:`present` for a matplotlib figure, shown as a PNG: a figure made without pyplot has no live display."""
+    if not display or _ipython() is None:
+        return fig
+    import io
+
+    from IPython.display import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=fig.dpi)
+    return present(fig, via=Image(data=buffer.getvalue(), format="png"))

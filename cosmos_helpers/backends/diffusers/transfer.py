@@ -9,7 +9,7 @@ picture (reference ``cosmos3-transfer.md`` §12); each is closed here or in the 
 a      ``set_timesteps(N)``: sigmas start at 1                the native sigmas ``linspace(0.999, 0, N+1)[:-1]``
                                                               with the sample's ``shift`` (``schedules``)
 b      prompt tokenised verbatim                              JSON metadata / templates, negative metadata mode,
-                                                              control directive (``prepare.format_transfer_prompt``)
+                                                              control directive (``specs.transfer``)
 c      all controls in one joint attention, no weights        weighted attention for N > 1
 d      controls *stretched* to ``height x width``             controls fitted (cover + centre-crop) first
 e      chunk = whole video, ``num_frames`` caps, fps 24       chunk, fps and size always passed; the length is
@@ -22,12 +22,10 @@ h      safety checker required                                the sample's ``gua
 =====  =====================================================  ==============================================
 
 (c) is :class:`WeightedMultiControlAttnProcessor`; (f) and (g) are the chunk loop and denoiser of
-:func:`transfer_pipeline`, thin subclasses of the stock blocks that carry one call's settings (:class:`CallSettings`)
-and also report progress. The blocks, the pipeline object and its scheduler are made per call (a few
-milliseconds); only the weights are shared, taken from :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend`'s
-pipeline for the model. The one shared thing a call changes, the transformer's attention processors, is changed
-only while the caller holds that pipeline's lock (``DiffusersBackend.borrowed``) and restored before it is
-released. Importing this module does not import diffusers.
+:mod:`.transfer_blocks`. The blocks, the pipeline object and its scheduler are made per call (a few milliseconds);
+only the weights are shared, borrowed from the backend's pipeline for the model. The one shared thing a call changes,
+the transformer's attention processors, is changed only under that pipeline's lock (``DiffusersBackend.borrowed``)
+and restored before it is released. Importing this module does not import diffusers.
 """
 
 from __future__ import annotations
@@ -36,21 +34,20 @@ import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .. import media
-from ..backends.diffusers import GUARDRAIL_HELP, DiffusersBackend, guardrail_errors
-from ..backends.diffusers.cache import call_cache, check_request_cache
-from ..errors import BackendUnavailableError
-from ..progress import progress_bar
-from ..result import Generation
-from ..schedules import native_flow_scheduler
-from ..specs.resolve import ResolvedSample
-from ..step_cache import StepCache
-from .prepare import PreparedTransfer, mirror_pad, prepare_transfer
+from ... import media
+from ...errors import BackendUnavailableError
+from ...result import Generation
+from ...specs.resolve import ResolvedSample
+from ...specs.transfer import PreparedTransfer, mirror_pad, prepare_transfer
+from ...step_cache import StepCache
+from .cache import call_cache, check_request_cache
+from .clock import StepClock
+from .guardrails import GUARDRAIL_HELP, guardrail_errors
+from .transfer_blocks import CallSettings, transfer_pipeline
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -63,15 +60,16 @@ class TransferGeneration(Generation):
     input_frames: np.ndarray | None = None
 
 
-def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None,
+def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any,
                  progress: bool | ProgressCallback = True, step_cache: StepCache = None) -> TransferGeneration:
     """Run a resolved transfer sample on diffusers; returns uint8 frames with the controls they followed.
 
     Args:
         spec: a :class:`ResolvedSample` (local paths) or an already :class:`PreparedTransfer`.
         backend: the :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend` whose shared weights to use
-            (device, dtype); default ``DiffusersBackend()``. The model is the sample's (``spec.model``), and so is
-            whether the Cosmos guardrails run (``spec.guardrails``; they need ``cosmos_guardrail``).
+            (device, dtype; required: its loaded pipelines are what a transfer reuses). The model is the sample's
+            (``spec.model``), and so is whether the Cosmos guardrails run (``spec.guardrails``; they need
+            ``cosmos_guardrail``).
         progress: a tqdm bar (``True``), nothing (``False``), or ``callback(step, total)`` over all chunks.
         step_cache: ``None`` (diffusers' default: off), ``"off"`` or a :class:`~cosmos_helpers.SeaCache`: diffusers'
             SeaCache on the transformer for this call (the modular denoiser enters a cache context per pass and
@@ -82,23 +80,22 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None
     started = time.perf_counter()
     prepared = spec if isinstance(spec, PreparedTransfer) else prepare_transfer(spec)
     r = prepared.spec
-    backend = backend or DiffusersBackend(progress=False)
-    steps = StepProgress(r.num_steps * len(prepared.chunks), "transfer", progress, started)
+    clock = StepClock(r.num_steps * len(prepared.chunks), "transfer", bar=progress is True,
+                      callback=progress if callable(progress) else None, started=started)
 
     def on_chunk(chunk_id: int, num_chunks: int) -> None:
-        if steps.bar is not None:
-            steps.bar.set_description(f"transfer chunk {chunk_id + 1}/{num_chunks}")
+        clock.bar.set_description(f"transfer chunk {chunk_id + 1}/{num_chunks}")
 
     settings = CallSettings(seed=prepared.seed, guidance=r.guidance, control_guidance=r.control_guidance,
                             guidance_interval=r.guidance_interval,
                             control_guidance_interval=r.control_guidance_interval, normalize_cfg=r.normalize_cfg,
-                            on_step=steps.step, on_chunk=on_chunk)
+                            on_step=lambda *_: clock.step(), on_chunk=on_chunk)
     processor = None
     if len(prepared.controls) > 1:
         processor = WeightedMultiControlAttnProcessor(r.normalized_weights, _tokens_per_item(prepared))
     check_request_cache(step_cache)
     load_start = time.perf_counter()
-    with steps, backend.borrowed(r.model) as base:
+    with clock, backend.borrowed(r.model) as base:
         load_s = time.perf_counter() - load_start
         pipe = transfer_pipeline(base, settings, r.shift)
         if r.guardrails:
@@ -106,46 +103,15 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any = None
                 pipe.enable_safety_checker()
             except Exception as exc:  # cosmos_guardrail missing
                 raise BackendUnavailableError(GUARDRAIL_HELP) from exc
-        call_start = time.perf_counter()
+        clock.call_start = time.perf_counter()
         with guardrail_errors(), torch.inference_mode(), installed_processor(pipe.transformer, processor), \
                 call_cache(pipe.transformer, step_cache) as cache:
             video = pipe(**_call_kwargs(prepared))
         device = str(pipe.transformer.device)
     frames = media.to_uint8(video.permute(0, 2, 3, 1).float().cpu().numpy())[: prepared.total_frames]
-    generation = _result(prepared, frames, steps.timings(load_s, call_start), settings, device)
+    generation = _result(prepared, frames, clock.timings(load_s), settings, device)
     generation.provenance.update(cache.provenance())
     return generation
-
-
-class StepProgress:
-    """A run's denoising steps: reported to a bar (``progress=True``), a ``callback(step, total)`` or nothing, and
-    timed, so ``timings`` splits the pipeline call into denoising and decoding. A context manager closing the bar."""
-
-    def __init__(self, total: int, desc: str, progress: bool | ProgressCallback, started: float) -> None:
-        self.total, self.progress, self.started = total, progress, started
-        self.bar = progress_bar(total, desc, "step", enabled=progress is True)
-        self.marks: list[float] = []
-
-    def step(self, *_: int) -> None:
-        self.marks.append(time.perf_counter())
-        if self.bar is not None:
-            self.bar.update(1)
-        if callable(self.progress):
-            self.progress(len(self.marks), self.total)
-
-    def __enter__(self) -> StepProgress:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-    def timings(self, load_s: float, call_start: float) -> dict[str, float]:
-        end = time.perf_counter()
-        timings = {"load_s": load_s, "total_s": end - self.started, "pipeline_s": end - call_start}
-        if self.marks:
-            timings.update(denoise_s=self.marks[-1] - call_start, decode_s=end - self.marks[-1])
-        return timings
 
 
 def _tokens_per_item(prepared: PreparedTransfer, patch: int = 2, spatial: int = 16, temporal: int = 4) -> int:
@@ -199,25 +165,6 @@ def _result(prepared: PreparedTransfer, frames: np.ndarray, timings: dict[str, f
         input_frames=None if prepared.rgb is None else prepared.rgb[:total])
 
 
-@dataclass
-class CallSettings:
-    """One call's settings, read by the replaced blocks; ``passes`` records transformer passes per step."""
-
-    seed: int
-    guidance: float
-    control_guidance: float
-    guidance_interval: tuple[float, float] | None = None
-    control_guidance_interval: tuple[float, float] | None = None
-    normalize_cfg: bool = False
-    on_step: Callable[[int, int], None] | None = None
-    on_chunk: Callable[[int, int], None] | None = None
-    passes: list[int] = field(default_factory=list)
-
-    def __deepcopy__(self, memo: dict) -> CallSettings:
-        """Blocks are deep-copied into their pipeline; the call's settings (and what they record) stay one object."""
-        return self
-
-
 class WeightedMultiControlAttnProcessor:
     """Weighted multi-control attention, for ``N > 1`` controls.
 
@@ -241,7 +188,7 @@ class WeightedMultiControlAttnProcessor:
         import torch
         from diffusers.models.attention_dispatch import dispatch_attention_fn
 
-        from ..models.cosmos3_attention import project_qkv
+        from ...models.cosmos3_attention import project_qkv
 
         n, length = len(self.weights), self.tokens_per_item
         if n < 2 or gen_seq.shape[0] != (n + 1) * length:
@@ -281,104 +228,3 @@ def installed_processor(transformer, processor) -> Iterator[None]:
         yield
     finally:
         transformer.set_attn_processor(saved)
-
-
-@lru_cache(maxsize=None)
-def _block_classes() -> tuple[type, type, type]:
-    """Subclasses of three modular blocks (built on first use: importing this module must not import diffusers)."""
-    import torch
-    from diffusers.modular_pipelines.cosmos.denoise import Cosmos3TransferLoopDenoiser, Cosmos3TransferLoopSchedulerStep
-    from diffusers.modular_pipelines.cosmos.modular_blocks_cosmos3 import Cosmos3TransferChunkDenoiseStep
-
-    class ChunkLoop(Cosmos3TransferChunkDenoiseStep):
-        """The stock chunk loop, reseeding chunk ``c`` with ``seed + c`` and reporting chunk progress."""
-
-        settings: CallSettings
-
-        @torch.no_grad()
-        def __call__(self, components, state):
-            s = self.settings
-            num_chunks = state.get("num_chunks")
-            state.set("output_chunks", [])
-            state.set("previous_output", None)
-            for chunk_id in range(num_chunks):
-                if chunk_id > 0:
-                    components.transformer._reset_stateful_cache()
-                state.set("chunk_id", chunk_id)
-                state.set("generator", torch.Generator("cpu").manual_seed(s.seed + chunk_id))
-                if s.on_chunk is not None:
-                    s.on_chunk(chunk_id, num_chunks)
-                for _, block in self.sub_blocks.items():
-                    components, state = block(components, state)
-            return components, state
-
-    class Denoiser(Cosmos3TransferLoopDenoiser):
-        """Nested control/text guidance with the framework's gating: strict intervals, guidance iff ``!= 1``."""
-
-        settings: CallSettings
-
-        @torch.no_grad()
-        def __call__(self, components, block_state, i, t):
-            s, timestep = self.settings, float(t.item())
-
-            def active(interval):
-                return interval is None or (interval[0] < timestep < interval[1])
-
-            g = s.guidance if active(s.guidance_interval) else 1.0
-            cg = s.control_guidance if active(s.control_guidance_interval) else 1.0
-            fields = block_state.denoiser_input_fields
-            kwargs = dict(step=i, sigma=float(components.scheduler.sigmas[i]),
-                          num_inference_steps=components.scheduler.num_inference_steps)
-            v_full = self._forward(components, fields["cond_full_static"], block_state.vision_tokens_full,
-                                   block_state.vision_timesteps, "cond", **kwargs).float()
-            passes, v_c = 1, v_full
-            if cg != 1.0:
-                v_nc = self._forward(components, fields["cond_no_control_static"], block_state.vision_tokens_target,
-                                     block_state.vision_timesteps, "cond_no_control", **kwargs).float()
-                v_c, passes = v_nc + cg * (v_full - v_nc), passes + 1
-            velocity = v_c
-            if g != 1.0:
-                v_u = self._forward(components, fields["uncond_full_static"], block_state.vision_tokens_full,
-                                    block_state.vision_timesteps, "uncond", **kwargs).float()
-                velocity, passes = v_u + g * (v_c - v_u), passes + 1
-                if s.normalize_cfg:
-                    velocity = velocity * (v_c.norm() / (velocity.norm() + 1e-8)).clamp(0.0, 1.0)
-            s.passes.append(passes)
-            block_state.velocity = velocity * block_state.velocity_mask
-            return components, block_state
-
-    class SchedulerStep(Cosmos3TransferLoopSchedulerStep):
-        """The stock step and clean-frame re-pin, then a progress report."""
-
-        settings: CallSettings
-
-        @torch.no_grad()
-        def __call__(self, components, block_state, i, t):
-            components, block_state = super().__call__(components, block_state, i, t)
-            if self.settings.on_step is not None:
-                self.settings.on_step(i + 1, len(components.scheduler.timesteps))
-            return components, block_state
-
-    return ChunkLoop, Denoiser, SchedulerStep
-
-
-def transfer_pipeline(base: Any, settings: CallSettings, shift: float):
-    """A modular transfer pipeline for one call, sharing ``base``'s weights, with the native schedule at ``shift``:
-    ``Cosmos3OmniBlocks`` with the chunk loop, denoiser and scheduler step replaced, bound to ``settings``."""
-    from diffusers.modular_pipelines import Cosmos3OmniBlocks
-
-    blocks = Cosmos3OmniBlocks()
-    chunk, denoiser, step = (cls() for cls in _block_classes())
-    for block in (chunk, denoiser, step):
-        block.settings = settings
-    loop = chunk.sub_blocks["denoise"]
-    loop.sub_blocks["denoiser"] = denoiser
-    loop.sub_blocks["update_transfer"] = step
-    loop._progress_bar_config = {"disable": True}
-    blocks.sub_blocks["denoise"].sub_blocks["transfer"].sub_blocks["chunk_denoise"] = chunk
-    pipe = blocks.init_pipeline()
-    pipe.update_components(transformer=base.transformer, vae=base.vae, text_tokenizer=base.text_tokenizer,
-                           sound_tokenizer=base.sound_tokenizer,
-                           scheduler=native_flow_scheduler(base.scheduler.config, shift))
-    pipe.disable_safety_checker()
-    return pipe

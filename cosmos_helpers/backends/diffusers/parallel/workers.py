@@ -1,11 +1,9 @@
 """The worker processes of a multi-GPU plan, seen from the notebook: start, run a request, stop.
 
-One process per GPU (``python -m cosmos_helpers.parallel.worker``), each with an environment built here: its rank,
-the rendezvous port, and NVLink multicast switched off (:data:`MULTICAST_OFF`; on shared hosts NVLS can take the
-GPUs out of service). They talk to the notebook over an authenticated local connection. Nothing waits forever:
-start-up, each generation step and stopping have timeouts, a worker that exits is noticed within a second and
-reported with its exit code and the end of its log, and then the whole group is stopped (a half group cannot run a
-collective). Workers die with the notebook (see :mod:`.worker`); :meth:`WorkerGroup.stop` runs at exit too.
+One process per GPU (:mod:`.worker`), with its rank, the rendezvous port and NVLink multicast switched off
+(:data:`MULTICAST_OFF`: on shared hosts NVLS can take the GPUs out of service), over an authenticated local
+connection. Start-up, each step and stopping have timeouts; a worker that exits is reported (exit code, log tail)
+within a second and the whole group is stopped, because a half group cannot run a collective.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ from __future__ import annotations
 import atexit
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,7 +21,8 @@ from multiprocessing.connection import Connection, Listener, wait
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import CosmosHelpersError, ValidationError
+from ....errors import CosmosHelpersError, ValidationError
+from ....standins.threaded import free_port
 from .plan import ParallelPlan
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -33,12 +31,6 @@ _GROUPS: "weakref.WeakSet[WorkerGroup]" = weakref.WeakSet()
 
 class WorkerError(CosmosHelpersError, RuntimeError):
     """A worker process of a multi-GPU plan failed, exited or went silent; the group has been stopped."""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class WorkerGroup:
@@ -90,11 +82,11 @@ class WorkerGroup:
                 log = Path(self._log_dir.name) / f"rank{rank}.log"
                 self.logs.append(log)
                 with open(log, "wb") as out:
-                    self.procs.append(subprocess.Popen([sys.executable, "-m", "cosmos_helpers.parallel.worker"],
+                    self.procs.append(subprocess.Popen([sys.executable, "-m", f"{__package__}.worker"],
                                                        env=env, stdout=out, stderr=subprocess.STDOUT,
                                                        stdin=subprocess.DEVNULL))
             self._accept(listener)
-            spec = dict(self.spec, port=_free_port(), plan=self.plan.__dict__.copy())
+            spec = dict(self.spec, port=free_port(), plan=self.plan.__dict__.copy())
             spec.setdefault("collective_timeout", self.step_timeout)
             for conn in self.conns.values():
                 conn.send(("setup", spec))
@@ -230,7 +222,8 @@ class WorkerGroup:
 
 
 def _package_root() -> str:
-    return str(Path(__file__).resolve().parents[2])
+    """The folder holding ``cosmos_helpers`` (for the workers' ``PYTHONPATH``)."""
+    return str(Path(__file__).resolve().parents[__package__.count(".") + 1])
 
 
 @atexit.register

@@ -2,24 +2,16 @@
 
 This is the framework's reading of a transfer sample (``inference/transfer.py:378-480``): the RGB input is fitted to
 ``resolution`` x ``aspect_ratio``; without one, the first control sets the aspect; edge and blur maps are computed
-from the fitted RGB frames; the first control sets the length; the output fps is the RGB input's, else the
-sample's. No model is loaded here, so a bad control fails in milliseconds.
+(:mod:`cosmos_helpers.controls.maps`) from the fitted RGB frames; the first control sets the length; the output fps is
+the RGB input's, else the sample's. No model is loaded here, so a bad control fails in milliseconds. The bucket and
+temporal padding mirror ``inference/vision.py``, so a control prepared here lines up frame for frame with what the
+framework builds from the same file.
 
 Chunks (``inference/transfer.py:43-54``): one chunk when the video fits, else chunks of the 4k+1-rounded length
 that overlap by ``num_conditional_frames``. Prompts (``inference/inference.py:422-503``, ``transfer.py:470-476``):
 the metadata of a JSON caption or the sentence templates of plain text are written for *one chunk* at the output
 fps (an integer), the negative gets the same or inverse sentences per ``negative_metadata_mode``, then the control
-directive is appended. The metadata itself is :func:`cosmos_helpers.prompts.with_metadata` /
-:func:`~cosmos_helpers.prompts.with_templates`, the one home of that rule.
-
-Control videos (``inference/vision.py``, ``data/generator/augmentors/transfer_control_input/``): the edge and blur
-maps follow the framework's inference augmentors exactly (same OpenCV calls, same parameters:
-``protocol.framework.EDGE_THRESHOLDS``, ``BLUR_FACTORS``, ``BILATERAL``; same order), because the model was trained
-on those maps: a "similar" Canny or blur produces a different control signal and visibly different output. The
-bucket and temporal padding mirror ``inference/vision.py`` so a control prepared here lines up frame for frame with
-what the framework would build from the same file; reading, resizing and writing go through
-:mod:`cosmos_helpers.media`. Frames are numpy ``uint8`` arrays ``[T, H, W, 3]`` in RGB (a single ``[H, W, 3]`` frame
-is accepted by the map functions and returned in the same shape).
+directive is appended (the metadata rule itself lives in :mod:`cosmos_helpers.prompts`).
 """
 
 from __future__ import annotations
@@ -29,121 +21,18 @@ import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-import cv2
 import numpy as np
 
 from .. import media
+from ..controls.maps import compute_control
 from ..errors import ValidationError
 from ..presets import VIDEO_SIZES, normalize_aspect, normalize_tier
 from ..prompts import parse_caption, with_metadata, with_templates
-from ..protocol.framework import (BILATERAL, BLUR_FACTORS, BLUR_PRESETS, COMPUTABLE_HINTS, CONTROL_DIRECTIVE,
-                                  EDGE_PRESETS, EDGE_THRESHOLDS, HINT_KINDS, HINT_PRESET_DEFAULTS, IMAGE_FPS,
-                                  TRANSFER_SAMPLE_DEFAULTS, detect_aspect_ratio, round_up_frames)
-from ..specs.resolve import ResolvedSample
-
-
-class BlurParameters(NamedTuple):
-    """What a blur preset does to a ``width x height`` frame; ``down_up_size`` is (width, height)."""
-
-    k: int
-    d: int
-    sigma_color: float
-    sigma_space: float
-    down_up_size: tuple[int, int]
-
-
-def _as_frames(frames: np.ndarray, field_name: str = "frames") -> tuple[np.ndarray, bool]:
-    """``[T, H, W, 3]`` uint8 view of the input and whether it was a single ``[H, W, 3]`` frame."""
-    array = np.asarray(frames)
-    single = array.ndim == 3
-    if single:
-        array = array[None]
-    if array.ndim != 4 or array.shape[-1] != 3:
-        raise ValidationError(field_name, f"expected RGB frames [T, H, W, 3] or one frame [H, W, 3], got shape "
-                              f"{array.shape}.", "pass uint8 RGB frames (e.g. media.read_media(path).frames).")
-    if array.dtype != np.uint8:
-        raise ValidationError(field_name, f"expected uint8 frames, got {array.dtype}.",
-                              "convert with np.clip(x, 0, 255).astype(np.uint8).")
-    if array.shape[0] == 0:
-        raise ValidationError(field_name, "no frames.", "pass at least one frame.")
-    return array, single
-
-
-def edge_map(frames: np.ndarray, preset: str = HINT_PRESET_DEFAULTS["edge"]) -> np.ndarray:
-    """Canny edges of each RGB frame, replicated to 3 channels (0 or 255).
-
-    Canny runs on the 3-channel frame (OpenCV's multi-channel gradient), not on a grey conversion: that is
-    what the framework's inference augmentor does. (Its post-training dataset used grey Canny with random
-    thresholds; that is not what the model sees at inference.)
-    """
-    if preset not in EDGE_THRESHOLDS:
-        raise ValidationError("edge.preset_edge_threshold", f"unknown edge preset {preset!r}.",
-                              f"use one of {', '.join(EDGE_PRESETS)}.")
-    array, single = _as_frames(frames)
-    lower, upper = EDGE_THRESHOLDS[preset]
-    edges = np.stack([cv2.Canny(np.ascontiguousarray(frame), lower, upper) for frame in array])
-    out = np.repeat(edges[..., None], 3, axis=-1)
-    return out[0] if single else out
-
-
-def blur_parameters(width: int, height: int, preset: str) -> BlurParameters | None:
-    """The blur pipeline's parameters for a frame size; ``None`` for ``"none"`` (identity).
-
-    The bilateral filter is scaled by the longest side of the *downscaled* frame relative to 720 px, so
-    the blur looks the same at every resolution; ``d`` is rounded (Python's round), kept >= 1 and made
-    odd, sigmas are kept >= 1.
-    """
-    if preset not in BLUR_PRESETS:
-        raise ValidationError("blur.preset_blur_strength", f"unknown blur preset {preset!r}.",
-                              f"use one of {', '.join(BLUR_PRESETS)}.")
-    if preset == "none":
-        return None
-    k, f = BLUR_FACTORS[preset]
-    small_w, small_h = (max(1, width // k), max(1, height // k)) if k > 1 else (width, height)
-    scale = max(small_w, small_h) / BILATERAL["reference_side"]
-    d = max(1, round(BILATERAL["d"] * scale))
-    if d % 2 == 0:
-        d += 1
-    sigma_color = max(1.0, BILATERAL["sigma_color"] * scale)
-    sigma_space = max(1.0, BILATERAL["sigma_space"] * scale)
-    return BlurParameters(k, d, sigma_color, sigma_space, (max(1, int(width / f)), max(1, int(height / f))))
-
-
-def _blur_frame(frame: np.ndarray, params: BlurParameters) -> np.ndarray:
-    height, width = frame.shape[:2]
-    if params.k > 1:
-        frame = cv2.resize(frame, (max(1, width // params.k), max(1, height // params.k)), interpolation=cv2.INTER_AREA)
-    frame = cv2.bilateralFilter(frame, params.d, params.sigma_color, params.sigma_space)
-    if params.k > 1:
-        frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_LINEAR)
-    frame = cv2.resize(frame, params.down_up_size, interpolation=cv2.INTER_CUBIC)
-    return cv2.resize(frame, (width, height), interpolation=cv2.INTER_CUBIC)
-
-
-def blur_map(frames: np.ndarray, preset: str = HINT_PRESET_DEFAULTS["blur"]) -> np.ndarray:
-    """The framework's 4-stage blur: INTER_AREA down by k, bilateral, INTER_LINEAR up, INTER_CUBIC down-up by f.
-
-    ``"none"`` returns the frames unchanged (a copy).
-    """
-    array, single = _as_frames(frames)
-    params = blur_parameters(array.shape[2], array.shape[1], preset)
-    out = array.copy() if params is None else np.stack([_blur_frame(np.ascontiguousarray(f), params) for f in array])
-    return out[0] if single else out
-
-
-def compute_control(kind: str, rgb_frames: np.ndarray, preset: str | None = None) -> np.ndarray:
-    """Compute a control map from RGB frames; only edge and blur can be computed."""
-    if kind == "edge":
-        return edge_map(rgb_frames, preset or HINT_PRESET_DEFAULTS["edge"])
-    if kind == "blur":
-        return blur_map(rgb_frames, preset or HINT_PRESET_DEFAULTS["blur"])
-    if kind in HINT_KINDS:
-        only = ", ".join(COMPUTABLE_HINTS)
-        raise ValidationError(f"{kind}.control_path", f"{kind} maps cannot be computed from RGB here (only {only} "
-                              "can).", f"provide a precomputed {kind} video as control_path.")
-    raise ValidationError("kind", f"unknown hint {kind!r}.", f"use one of {', '.join(HINT_KINDS)}.")
+from ..protocol.framework import (CONTROL_DIRECTIVE, HINT_KINDS, IMAGE_FPS, TRANSFER_SAMPLE_DEFAULTS,
+                                  detect_aspect_ratio, round_up_frames)
+from .resolve import ResolvedSample
 
 
 def bucket_for(frames_or_size: np.ndarray | Sequence[int], resolution: str | int,
@@ -235,7 +124,7 @@ def prepare_transfer(r: ResolvedSample, *, aspect_ratio: str | None = None, fps:
     """Read and fit the media of a resolved transfer sample (local paths: URLs are fetched before this).
 
     ``aspect_ratio`` and ``fps`` replace the framework's rules for the bucket's aspect and the output fps (vLLM-Omni
-    picks both its own way; see ``transfer.vllm``).
+    picks both its own way; see :mod:`cosmos_helpers.standins.vllm_omni.transfer`).
     """
     if not r.is_transfer:
         raise ValidationError("model_mode", "this sample has no control hint, so it is not a transfer.",

@@ -1,5 +1,5 @@
-"""One rank of a multi-GPU Diffusers plan: ``python -m cosmos_helpers.parallel.worker`` (started by
-:class:`~.workers.WorkerGroup`, never by hand).
+"""One rank of a multi-GPU Diffusers plan: ``python -m cosmos_helpers.backends.diffusers.parallel.worker`` (started
+by :class:`~.workers.WorkerGroup`, never by hand).
 
 It dies with its parent (Linux parent-death signal, a watchdog on the parent's pid, and end-of-file on the
 control connection), joins ``torch.distributed`` (NCCL on CUDA, gloo on CPU; every collective has a timeout),
@@ -18,6 +18,13 @@ import time
 import traceback
 from dataclasses import replace
 from datetime import timedelta
+from multiprocessing.connection import Client
+
+from ....errors import ValidationError
+from ....fast import FastOptions, enable_fast_path, fast_path_stats
+from ..backend import DiffusersBackend
+from .plan import ParallelPlan
+from .workers import MULTICAST_OFF
 
 ADDRESS_ENV, AUTHKEY_ENV = "COSMOS_PARALLEL_ADDRESS", "COSMOS_PARALLEL_AUTHKEY"
 
@@ -47,8 +54,6 @@ def join_group(spec: dict, rank: int, world: int):
     import torch
     import torch.distributed as dist
 
-    from .plan import ParallelPlan
-
     cuda = spec["device"] == "cuda"
     if cuda:
         torch.cuda.set_device(rank)
@@ -67,9 +72,6 @@ def join_group(spec: dict, rank: int, world: int):
 
 def _backend(spec: dict, rank: int):
     """A one-GPU ``DiffusersBackend`` on this rank's device that loads (or builds) the pipeline the parent's would."""
-    from ..backends.diffusers import DiffusersBackend
-    from .plan import ParallelPlan
-
     fast = rank_fast_options(spec["fast"], ParallelPlan(**spec["plan"]))
     device = f"cuda:{rank}" if spec["device"] == "cuda" else "cpu"
     return DiffusersBackend(device=device, dtype=spec["dtype"], progress=False, fast=fast,
@@ -83,8 +85,6 @@ def rank_fast_options(fast, plan):
     A CFG-parallel rank sees one branch per step, so there is nothing to batch; a Ulysses rank exchanges tokens
     inside every layer, which a CUDA graph of the whole pass cannot hold. ``DiffusersBackend`` refuses an explicit
     ``True`` for either before any worker starts, so only unset options are decided here."""
-    from ..fast import FastOptions
-
     if not fast or not plan.parallel:
         return fast
     options = fast if isinstance(fast, FastOptions) else FastOptions()
@@ -98,7 +98,6 @@ def rank_fast_options(fast, plan):
 def install_plan(pipe, plan, groups: dict, rank: int, fast=None):
     """Install ``fast`` (``FastOptions``/``True``/falsy) and then the plan on ``pipe``: the plan wraps the fast path,
     the Ulysses seams sit inside the transformer. Returns the CFG-parallel forward (or ``None``)."""
-    from ..fast import FastOptions, enable_fast_path
     from .cfg import CfgParallelForward
     from .ulysses import install_ulysses
 
@@ -125,8 +124,6 @@ def _prepare(backend, model: str, plan, groups: dict, rank: int):
 
 
 def _serve(conn, spec: dict, rank: int, world: int) -> None:
-    from ..errors import ValidationError
-
     import torch
 
     plan, groups = join_group(spec, rank, world)
@@ -152,8 +149,6 @@ def _serve(conn, spec: dict, rank: int, world: int) -> None:
             if state is not None:
                 generation.provenance["cfg_parallel_stats"] = dict(state.stats)
             if backend.fast:  # whether the fast path ran inside the plan, or fell back to stock (Ulysses)
-                from ..fast import fast_path_stats
-
                 stats = fast_path_stats(_pipe)
                 generation.provenance["fast_stats"] = {k: stats.get(k) for k in ("calls", "stock_fallbacks",
                                                                                   "text_tower_runs")}
@@ -165,14 +160,10 @@ def _serve(conn, spec: dict, rank: int, world: int) -> None:
 
 
 def main() -> int:
-    from multiprocessing.connection import Client
-
     rank, world, parent = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["COSMOS_PARENT_PID"])
     _die_with_parent(parent)
     host, port = os.environ[ADDRESS_ENV].rsplit(":", 1)
     conn = Client((host, int(port)), authkey=bytes.fromhex(os.environ.pop(AUTHKEY_ENV)))
-    from .workers import MULTICAST_OFF
-
     conn.send(("hello", rank, {"pid": os.getpid(), "env": {k: os.environ.get(k) for k in MULTICAST_OFF}}))
     try:
         message = conn.recv()

@@ -32,15 +32,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import media
-from ..backends.diffusers import DiffusersBackend
-from ..errors import BackendUnavailableError, GuardrailError, ValidationError
-from ..presets import DEFAULT_PROFILE, SOUND_SAMPLE_RATE, VIDEO_SIZES, get_profile, model_for, size_for
-from ..result import Generation
-from ..schedules import native_flow_scheduler
-from ..specs.resolve import ResolvedSample
-from .diffusers_transfer import StepProgress
-from .prepare import format_transfer_prompt
+from ... import media
+from ...errors import BackendUnavailableError, GuardrailError, ValidationError
+from ...presets import DEFAULT_PROFILE, SOUND_SAMPLE_RATE, VIDEO_SIZES, get_profile, model_for, size_for
+from ...result import Generation
+from ...schedules import native_flow_scheduler
+from ...specs.resolve import ResolvedSample
+from ...specs.transfer import format_transfer_prompt
+from .clock import StepClock
 
 WAV_EXTENSIONS = frozenset({".wav", ".wave"})
 EXPERIMENTAL_NOTE = ("EXPERIMENTAL: audio-conditioned generation on diffusers packs the clip as clean sound tokens; "
@@ -146,14 +145,15 @@ def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str],
                         negative_prompt: str | None = None, sample_rate: int | None = None, width: int | None = None,
                         height: int | None = None, num_frames: int | None = None, fps: float | None = None,
                         num_steps: int | None = None, guidance: float | None = None, shift: float | None = None,
-                        seed: int = 0, model: str | None = None, guardrails: bool = False, backend: Any = None,
+                        seed: int = 0, model: str | None = None, guardrails: bool = False, backend: Any,
                         templates: bool = False, progress: bool | Callable[[int, int], None] = True) -> Generation:
     """EXPERIMENTAL. Generate a video conditioned on a sound clip (and optionally a first-frame image).
 
     ``prompt``/``negative_prompt`` are tokenised as given (``templates=True`` appends diffusers' duration and
     resolution sentences). ``sound`` is a path or float ``(channels, samples)`` at ``sample_rate``. Sizes and
     sampling left out are the default profile's image2video defaults, and ``model`` the default profile's.
-    ``backend`` is the :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend` whose shared weights to use.
+    ``backend`` (required) is the :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend` whose shared
+    weights to use.
     The result's ``sound`` is the conditioning clip as used (stereo at ``presets.SOUND_SAMPLE_RATE``,
     trimmed/padded), so the saved MP4 carries it.
     """
@@ -183,22 +183,22 @@ def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str],
     return run_audio_call(call, model=model, backend=backend, progress=progress)
 
 
-def run_audio_call(call: AudioCall, *, model: str | None = None, backend: Any = None,
+def run_audio_call(call: AudioCall, *, backend: Any, model: str | None = None,
                    progress: bool | Callable[[int, int], None] = True) -> Generation:
     """Run one :class:`AudioCall` on the shared pipeline of ``model`` (default: the default profile's), held under
     its lock for the call; with ``call.guardrails`` the backend's guardrail checks the prompt and the video."""
     started = time.perf_counter()
     model = model_for(model=model)
-    backend = backend or DiffusersBackend(progress=False)
     checker = backend.guardrail_checker(call.guardrails)
     if checker is not None and not checker.check_text_safety(call.prompt):
         raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
-    steps = StepProgress(call.num_steps, "audio->video (experimental)", progress, started)
-    with steps, backend.borrowed(model) as pipe:
+    clock = StepClock(call.num_steps, "audio->video (experimental)", bar=progress is True,
+                      callback=progress if callable(progress) else None, started=started)
+    with clock, backend.borrowed(model) as pipe:
         load_s = time.perf_counter() - started
-        call_start = time.perf_counter()
-        video, sound_frames, device = _generate(pipe, call, steps.step)
-    timings = steps.timings(load_s, call_start)
+        clock.call_start = time.perf_counter()
+        video, sound_frames, device = _generate(pipe, call, lambda _: clock.step())
+    timings = clock.timings(load_s)
     frames = media.to_uint8(video)
     if checker is not None:
         checked = checker.check_video_safety(frames)
@@ -313,7 +313,7 @@ def _decode(pipe, latents) -> np.ndarray:
     return ((video.permute(1, 2, 3, 0) + 1.0) / 2.0).cpu().numpy()
 
 
-def run_audio_sample(r: ResolvedSample, *, backend: Any = None,
+def run_audio_sample(r: ResolvedSample, *, backend: Any,
                      progress: bool | Callable[[int, int], None] = True) -> Generation:
     """EXPERIMENTAL. Run a resolved ``audio_image2video`` sample (``sound_path`` + image ``vision_path``).
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ValidationError
+from ....errors import ValidationError
 
 
 @dataclass(frozen=True)

@@ -20,22 +20,11 @@ on the same inputs.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 import torch
 import torch.distributed as dist
 
-_DYNAMIC = ("vision_tokens", "vision_timesteps", "sound_tokens", "sound_timesteps", "action_tokens",
-            "action_timesteps")
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return a is b
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return a == b
-
+from ....fast.arguments import DYNAMIC, same_kwargs, static
 
 def _flatten(result) -> tuple[torch.Tensor, list]:
     """(one flat tensor, how to rebuild) for a ``(vision, sound, action)`` tuple of tensor lists or ``None``."""
@@ -111,18 +100,17 @@ class CfgParallelForward:
             return self._compute(args, kwargs)
         if self.context == "uncond":
             kept, self.expected = self.expected, None
-            if kept is not None and kept[0].keys() == kwargs.keys() and all(_same(kept[0][k], kwargs[k])
-                                                                            for k in kwargs):
+            if kept is not None and same_kwargs(kept[0], kwargs):
                 self.stats["kept_hits"] += 1
                 return kept[1]
             if kept is not None:
                 self.stats["kept_misses"] += 1
-            self.uncond_static = {k: v for k, v in kwargs.items() if k not in _DYNAMIC}
+            self.uncond_static = static(kwargs)
             return self._compute(args, kwargs)
         self.expected = None
         if self.context != "cond" or self.uncond_static is None or not self.pipe.do_classifier_free_guidance:
             return self._compute(args, kwargs)
-        negative = dict(self.uncond_static, **{k: kwargs[k] for k in _DYNAMIC if k in kwargs})
+        negative = dict(self.uncond_static, **{k: kwargs[k] for k in DYNAMIC if k in kwargs})
         if negative.keys() != kwargs.keys():
             return self._compute(args, kwargs)
         mine = self._compute((), kwargs if self.branch == 0 else negative)

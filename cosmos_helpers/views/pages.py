@@ -1,0 +1,46 @@
+"""Linked HTML pages written beside the files they show (the output gallery, a sweep's report).
+
+Unlike :mod:`.html` (self-contained output kept inside a notebook) these pages link their media by relative paths,
+so the folder can be zipped, copied or served as is, and videos play their small preview transcode, never the
+full-resolution file.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+
+def href(root: Path, path: Path) -> str:
+    """``path`` relative to the page's folder ``root``, URL-quoted; a file outside it (a preview that had to go to
+    the cache folder) by file URL as a last resort."""
+    try:
+        return quote(path.resolve().relative_to(root.resolve()).as_posix())
+    except ValueError:
+        return path.resolve().as_uri()
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def page(title: str, css: str, body: str) -> str:
+    """One complete page: ``title``, one inline style sheet, no scripts."""
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><meta name='viewport' "
+            f"content='width=device-width,initial-scale=1'><title>{esc(title)}</title><style>{css}</style></head>"
+            f"<body>{body}</body></html>")
+
+
+def media_view(root: Path, path: Path, *, preview: Path | None = None, poster: Path | None = None,
+               size: tuple[int, int] | None = None) -> str:
+    """A player on a video's ``preview`` (with ``poster``), or the picture (``poster`` if given: a thumbnail) linked
+    to the full-resolution file."""
+    if preview is None:
+        picture = href(root, poster or path)
+        return f"<a href='{href(root, path)}'><img src='{picture}' alt='{esc(path.name)}' loading='lazy'></a>"
+    extra = f" poster='{href(root, poster)}'" if poster is not None else ""
+    extra += f" width='{size[0]}' height='{size[1]}'" if size is not None else ""
+    return (f"<video controls preload='metadata' playsinline{extra}><source src='{href(root, preview)}' "
+            "type='video/mp4'></video>")

@@ -29,7 +29,8 @@ def cases() -> dict[str, GenerationRequest]:
     start = render_drive(sample_trajectory("av", 8), 64, 48)
     return {
         "t2i": GenerationRequest(mode="t2i", prompt="a red cube on a table"),
-        "t2i_nano_caption": GenerationRequest(mode="text2image", prompt=ASSETS / "prompts/text2image/robot_workshop.json",
+        "t2i_nano_caption": GenerationRequest(mode="text2image",
+                                              prompt=ASSETS / "prompts/text2image/robot_workshop.json",
                                               profile="nano", tier="480", aspect_ratio="16:9"),
         "t2v_sound": GenerationRequest(mode="t2v", prompt=ASSETS / "prompts/text2video/kettle_robot_sound.json",
                                        sound=True, num_frames=17, fps=16, seed=7,

@@ -52,6 +52,19 @@ own code is the oracle our tests hold the client, the stand-ins and the spec loa
 
     python scripts/refresh_contracts.py --only step-cache --framework-git-dir ~/cosmos-framework/.git
 
+* **diffusers' behaviour** (``--only diffusers-behaviour``; the installed diffusers, CPU): what
+  ``Cosmos3OmniPipeline.__call__`` uses for the options left out (frames, size, fps, steps, guidance, negative
+  prompt, system prompt), measured by running it on the embedded tiny model (``scripts/diffusers_behaviour.py``;
+  the full-size run stops after ``prepare_latents``), one fixture ``diffusers_behaviour-<diffusers>``::
+
+    python scripts/refresh_contracts.py --only diffusers-behaviour
+
+* **edge/blur goldens** (``--only control-maps``; a checkout or ``--framework-git-dir``): the framework's own edge
+  and blur augmentors run on the test clip for every preset, written to
+  ``tests/transfer/golden/framework_maps-<commit>.npz`` (``scripts/framework_control_maps.py``)::
+
+    python scripts/refresh_contracts.py --only control-maps --framework-git-dir ~/cosmos-framework/.git
+
 * **the framework's Ray Serve app** (``--only ray-serve``; a checkout or ``--framework-git-dir``): routes, reply and
   deployment models' JSON schemas, setup defaults and the deploy configs (``scripts/ray_serve_contract.py``)::
 
@@ -965,7 +978,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework-rev", default="HEAD")
     parser.add_argument("--better-profanity-wheel", type=Path, help="default: pip download it")
     parser.add_argument("--only", choices=("vllm-omni", "framework", "framework-controls", "diffusers", "prompting",
-                                              "variants", "action", "image-edit", "fp8", "step-cache", "ray-serve"),
+                                              "variants", "action", "image-edit", "fp8", "step-cache", "ray-serve",
+                                              "diffusers-behaviour", "control-maps"),
                         action="append", help="framework-controls: update only the control facts of the existing "
                         "framework fixture (read with ast: no framework interpreter needed)")
     parser.add_argument("--out", type=Path, default=FIXTURES)
@@ -984,7 +998,8 @@ def main(argv: list[str] | None = None) -> int:
         # the sample schema ships with the package (the framework stand-in validates inputs with it): one home there
         _write(f"framework_sample_schema-{data['commit']}", data.pop("sample_overrides_schema"), PACKAGE_DATA)
         _write(f"cosmos_framework-{data['commit']}", data, args.out)
-    if wanted & {"prompting", "framework-controls", "variants", "image-edit", "fp8", "step-cache", "ray-serve"}:
+    if wanted & {"prompting", "framework-controls", "variants", "image-edit", "fp8", "step-cache", "ray-serve",
+                 "control-maps"}:
         if args.framework is None and args.framework_git_dir is None:
             parser.error("--framework CHECKOUT or --framework-git-dir REPO is needed for the prompting, control, "
                          "variant and action facts")
@@ -998,6 +1013,12 @@ def main(argv: list[str] | None = None) -> int:
     if "diffusers" in wanted:
         data = diffusers_contract()
         _write(f"diffusers-{data['version']}", data, args.out)
+    if "diffusers-behaviour" in wanted:  # the real pipeline run on the tiny model (scripts/diffusers_behaviour.py)
+        behaviour = _load("diffusers_behaviour", Path(__file__).with_name("diffusers_behaviour.py"))
+        data = behaviour.diffusers_behaviour_contract()
+        _write(f"diffusers_behaviour-{data['version']}", data, args.out)
+    if "control-maps" in wanted:  # the framework's edge/blur augmentors run on the test clip: the goldens
+        _load("framework_control_maps", Path(__file__).with_name("framework_control_maps.py")).write_goldens(files)
     if "variants" in wanted:  # files only: a bare repository (no framework interpreter) is enough
         with tempfile.TemporaryDirectory() as folder:
             wheel = args.vllm_omni_wheel or _download_wheel(Path(folder))

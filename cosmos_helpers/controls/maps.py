@@ -1,8 +1,9 @@
 """Edge and blur control maps computed from RGB frames, exactly as the framework's inference augmentors make them
 (``inference/vision.py``, ``data/generator/augmentors/transfer_control_input/``: the same OpenCV calls, parameters
 and order; ``protocol.framework.EDGE_THRESHOLDS``, ``BLUR_FACTORS``, ``BILATERAL``), because the model was trained on
-those maps: a "similar" Canny or blur is a different control signal and visibly different output. Frames are
-``uint8`` RGB ``[T, H, W, 3]``; a single ``[H, W, 3]`` frame comes back in the same shape.
+those maps: a "similar" Canny or blur is a different control signal and visibly different output (tests hold every
+preset to maps the framework's own augmentor code makes: ``tests/transfer/golden/framework_maps-5eee9ed.npz``).
+Frames are ``uint8`` RGB ``[T, H, W, 3]``; a single ``[H, W, 3]`` frame comes back in the same shape.
 """
 
 from __future__ import annotations

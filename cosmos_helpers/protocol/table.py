@@ -31,7 +31,7 @@ def defaults_table() -> str:
     image, video = vllm_omni.IMAGE_DEFAULTS, vllm_omni.VIDEO_DEFAULTS
     t2i, t2v = framework.MODE_DEFAULTS["text2image"], framework.MODE_DEFAULTS["text2video"]
     nano = framework.MODEL_CONFIGS["Cosmos3-Nano"]
-    call = diffusers.CALL_DEFAULTS
+    call, left = diffusers.CALL_DEFAULTS, diffusers.LEFT_OUT
     interval = "CFG only for t in [{:g}, {:g}]".format(*image["guidance_interval"])
     rows = [
         ("`use_system_prompt`",
@@ -50,20 +50,20 @@ def defaults_table() -> str:
         ("`guidance_interval`", "none: guidance on every step",
          f"text2image: {interval}; video: none; transfer: not applied", "none"),
         ("text2image steps / guidance / shift",
-         f"{call['num_inference_steps']} steps, guidance {call['guidance_scale']:g}, the checkpoint scheduler's "
+         f"{left['num_inference_steps']} steps, guidance {left['guidance_scale']:g}, the checkpoint scheduler's "
          "shift (the pipeline has no per-mode defaults)",
          _sampling(image["num_inference_steps"], image["guidance_scale"], image["flow_shift"])
          + f", {image['width']}x{image['height']}",
          _sampling(t2i["num_steps"], t2i["guidance"], t2i["shift"]) + f", aspect {t2i['aspect_ratio']}"),
         ("video steps / guidance / shift",
-         f"{call['num_inference_steps']} steps, guidance {call['guidance_scale']:g}, the checkpoint scheduler's "
+         f"{left['num_inference_steps']} steps, guidance {left['guidance_scale']:g}, the checkpoint scheduler's "
          "shift",
          _sampling(video["num_inference_steps"], video["guidance_scale"], video["flow_shift"])
          + f", {video['width']}x{video['height']}",
          _sampling(t2v["num_steps"], t2v["guidance"], t2v["shift"]) + f", {t2v['num_frames']} frames at "
          f"{t2v['fps']} fps, {nano['resolution']}p {t2v['aspect_ratio']}"),
         ("`num_frames` (video)",
-         "required (the pipeline refuses a call without it)" if call["num_frames"] is None else str(call["num_frames"]),
+         f"{left['num_frames']} at {left['width']}x{left['height']} (the pipeline fills in frames and size left out)",
          "1 (a one-frame video: always send it)",
          f"{t2v['num_frames']} (Edge: {framework.MODEL_CONFIGS['Cosmos3-Edge']['num_frames']})"),
         _step_cache_row(),

@@ -1,18 +1,21 @@
-"""Control maps against golden arrays, the blur parameter table, geometry, padding and reading controls.
+"""Control maps against the Cosmos Framework's own maps, the blur parameter table, geometry, padding and reading
+controls.
 
-Regenerate the goldens (only after a deliberate change to the maps, and say why in the commit):
+The goldens (``golden/framework_maps-<commit>.npz``) are written by the framework's edge and blur augmentors at that
+commit, run on ``control_clip.make_clip()`` for every preset (``scripts/framework_control_maps.py``)::
 
-    python -m tests.transfer.test_controls --regenerate
-    # or: COSMOS_REGENERATE_GOLDENS=1 python -m pytest tests/transfer/test_controls.py
+    python scripts/refresh_contracts.py --only control-maps --framework-git-dir ~/cosmos-framework/.git
+
+With ``use_random=False`` (what inference passes) the framework has no random element, so ours must equal them
+exactly.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import sys
+import json
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -23,62 +26,17 @@ from cosmos_helpers.protocol.framework import BLUR_PRESETS, EDGE_PRESETS
 from cosmos_helpers.controls.maps import blur_map, blur_parameters, compute_control, edge_map
 from cosmos_helpers.specs.transfer import bucket_for, load_control, mirror_pad, mirror_pad_indices
 
+from .control_clip import decode, encode, make_clip, sha256
+
 GOLDEN_DIR = Path(__file__).parent / "golden"
-REGENERATE_ENV = "COSMOS_REGENERATE_GOLDENS"
 GOLDEN_NAMES = [f"edge_{p}" for p in EDGE_PRESETS] + [f"blur_{p}" for p in BLUR_PRESETS]
-
-
-def make_clip() -> np.ndarray:
-    """3 frames of 96x160 RGB: flat shapes of high, medium and low contrast (so every Canny preset differs),
-    a moving disc and box, a gradient strip and a noise patch; flat areas keep the goldens small."""
-    rng = np.random.default_rng(0)
-    height, width = 96, 160
-    yy, xx = np.mgrid[0:height, 0:width]
-    clip = np.zeros((3, height, width, 3), np.uint8)
-    for t in range(3):
-        frame = np.full((height, width, 3), 90, np.int64)
-        frame[(xx - 40 - 6 * t) ** 2 + (yy - 44) ** 2 < 18**2] = [230, 60, 40]
-        frame[18:50, 96 + 4 * t : 136 + 4 * t] = [90, 122, 90]
-        frame[60:84, 100:140] = [104, 90, 96]
-        frame[86:96, :, 0] = xx[86:96] * 255 // width
-        frame[70:90, 10:34] += rng.integers(-40, 41, (20, 24, 3))
-        clip[t] = np.clip(frame, 0, 255).astype(np.uint8)
-    return clip
+FRAMEWORK_COMMIT = "5eee9ed"  # the revision every framework fixture is read from
 
 
 def compute_maps(clip: np.ndarray) -> dict[str, np.ndarray]:
     maps = {f"edge_{p}": edge_map(clip, p) for p in EDGE_PRESETS}
     maps.update({f"blur_{p}": blur_map(clip, p) for p in BLUR_PRESETS})
     return maps
-
-
-def _encode(name: str, array: np.ndarray) -> np.ndarray:
-    """Edge maps are stored as one channel; blur maps as left-to-right differences (mod 256), which
-    compress several times better than the smooth pixels themselves. Both decode exactly."""
-    if name.startswith("edge_"):
-        return array[..., 0]
-    return np.diff(array.astype(np.int16), axis=2, prepend=0).astype(np.uint8)
-
-
-def _decode(name: str, stored: np.ndarray) -> np.ndarray:
-    if name.startswith("edge_"):
-        return np.repeat(stored[..., None], 3, axis=-1)
-    return np.cumsum(stored, axis=2, dtype=np.uint8)
-
-
-def _sha256(array: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
-
-
-def regenerate() -> list[Path]:
-    GOLDEN_DIR.mkdir(parents=True, exist_ok=True)
-    clip = make_clip()
-    written = []
-    for name, array in compute_maps(clip).items():
-        path = GOLDEN_DIR / f"{name}.npz"
-        np.savez_compressed(path, map=_encode(name, array), clip_sha256=np.array(_sha256(clip)))
-        written.append(path)
-    return written
 
 
 @pytest.fixture(scope="module")
@@ -88,36 +46,54 @@ def clip() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def maps(clip: np.ndarray) -> dict[str, np.ndarray]:
-    if os.environ.get(REGENERATE_ENV) == "1":
-        regenerate()
     return compute_maps(clip)
+
+
+@pytest.fixture(scope="module")
+def framework(clip: np.ndarray) -> dict[str, np.ndarray]:
+    """The framework's maps, decoded; checks they describe this clip and came from the framework's code."""
+    (path,) = GOLDEN_DIR.glob("framework_maps-*.npz")
+    with np.load(path) as golden:
+        meta = json.loads(str(golden["meta"]))
+        assert meta["clip_sha256"] == sha256(clip), "the clip changed (numpy RNG stream?); refresh the goldens"
+        assert path.name == f"framework_maps-{meta['framework_commit']}.npz"
+        assert meta["framework_commit"] == FRAMEWORK_COMMIT
+        assert meta["writer"] == "scripts/framework_control_maps.py"
+        # built as inference/transfer.py builds them: no random thresholds, blur or down-up factors
+        assert all(kw["use_random"] is False for kw in meta["inference_keywords"].values())
+        return {name: decode(name, golden[name]) for name in GOLDEN_NAMES}
 
 
 # ---------------------------------------------------------------------- goldens
 
 
 @pytest.mark.parametrize("name", GOLDEN_NAMES)
-def test_maps_match_goldens(name: str, clip: np.ndarray, maps: dict[str, np.ndarray]) -> None:
-    path = GOLDEN_DIR / f"{name}.npz"
-    assert path.is_file(), f"missing golden {path}; run: python -m tests.transfer.test_controls --regenerate"
-    with np.load(path) as golden:
-        assert str(golden["clip_sha256"]) == _sha256(clip), (
-            "the synthetic clip changed (numpy RNG stream?); the goldens no longer describe it"
-        )
-        expected = _decode(name, golden["map"])
+def test_maps_equal_the_frameworks(name: str, clip: np.ndarray, maps: dict[str, np.ndarray],
+                                   framework: dict[str, np.ndarray]) -> None:
     assert maps[name].dtype == np.uint8 and maps[name].shape == clip.shape
-    np.testing.assert_array_equal(maps[name], expected)
+    assert framework[name].shape == clip.shape
+    np.testing.assert_array_equal(maps[name], framework[name])
+
+
+def test_the_framework_maps_tell_the_presets_apart(clip: np.ndarray, framework: dict[str, np.ndarray]) -> None:
+    """The clip is a real test: every preset gives a different map, and only blur "none" is the clip itself."""
+    for kind, presets in (("edge", EDGE_PRESETS), ("blur", BLUR_PRESETS)):
+        arrays = [framework[f"{kind}_{p}"].tobytes() for p in presets]
+        assert len(set(arrays)) == len(presets), kind
+    np.testing.assert_array_equal(framework["blur_none"], clip)
+    grey = np.stack([cv2.Canny(cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY), 100, 200) for frame in clip])
+    assert not np.array_equal(framework["edge_medium"][..., 0], grey)  # a grey Canny would fail the goldens
 
 
 def test_golden_encoding_round_trips(maps: dict[str, np.ndarray]) -> None:
     for name in ("edge_low", "blur_high"):
-        np.testing.assert_array_equal(_decode(name, _encode(name, maps[name])), maps[name])
+        np.testing.assert_array_equal(decode(name, encode(name, maps[name])), maps[name])
 
 
 def test_goldens_are_small() -> None:
-    sizes = {p.name: p.stat().st_size for p in GOLDEN_DIR.glob("*.npz")}
-    assert len(sizes) == len(GOLDEN_NAMES)
-    assert max(sizes.values()) < 32_000, sizes
+    sizes = {p.name: p.stat().st_size for p in GOLDEN_DIR.iterdir()}
+    assert list(sizes) == [f"framework_maps-{FRAMEWORK_COMMIT}.npz"], sizes
+    assert max(sizes.values()) < 150_000, sizes
 
 
 # ---------------------------------------------------------------------- edge
@@ -317,10 +293,3 @@ def test_an_image_control_is_one_frame_at_one_fps(tmp_path: Path, clip: np.ndarr
     assert fps == 1.0  # inference/vision.py read_media_frames
     np.testing.assert_array_equal(frames[0], clip[0])
 
-
-if __name__ == "__main__":
-    if "--regenerate" in sys.argv[1:]:
-        for written in regenerate():
-            print(f"wrote {written} ({written.stat().st_size} bytes)")
-    else:
-        print(__doc__)

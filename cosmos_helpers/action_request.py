@@ -46,7 +46,8 @@ def frames_from_actions(request: Any) -> int | None:
 
 
 def resolve(request: Any, defaults: Any) -> dict[str, Any]:
-    """Validate the action fields and media; return the resolved values to set on the request."""
+    """Validate the action fields and media; return their resolved values (``request``: the values resolving, the
+    frame count and the caption already resolved)."""
     embodiment = _embodiment(request.embodiment)
     values: dict[str, Any] = {"embodiment": embodiment}
     if request.view_point is not None:
@@ -116,7 +117,7 @@ def _conditioning_size(request: Any) -> tuple[int, int]:
         w, h = media.load_image(source).size
         return h, w
     media.check_video(source, field="video")
-    frames = media.load_video_frames(source)[0]
+    frames = media.load_video_frames(source, max_frames=request.num_frames)[0]  # enough to tell it is long enough
     if len(frames) < request.num_frames:
         longest = max(5, (len(frames) - 1) // 4 * 4 + 1)
         raise ValidationError("video", f"the video has {len(frames)} frames; inverse dynamics reads "

@@ -15,7 +15,6 @@ new one. The joined track stays exactly as long as the joined frames, without a 
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -23,7 +22,7 @@ import numpy as np
 
 from .errors import ValidationError
 from .protocol.framework import CONDITION_FRAMES, TEMPORAL_COMPRESSION, detect_aspect_ratio
-from .request import GenerationRequest
+from .request import GenerationRequest, ResolvedRequest
 from .result import Generation
 
 # Cosmos3's video2video default (latent frames (0, 1)) in pixel frames: 5.
@@ -92,7 +91,8 @@ def continuation_request(generation: Generation, prompt: Any, *, conditioning_fr
     request = GenerationRequest(mode="video2video", prompt=prompt, video=source, condition_frames=(0,),
                                 condition_video_keep="last", seed=generation.seed + 1 if seed is None else seed,
                                 **settings)
-    count = check_conditioning_frames(conditioning_frames, request.num_frames, available=generation.num_frames)
+    count = check_conditioning_frames(conditioning_frames, request.resolve().num_frames,
+                                      available=generation.num_frames)
     return request.replace(condition_frames=latent_indexes(count))
 
 
@@ -112,9 +112,10 @@ def extend(generation: Generation, prompt: Any, backend: Any, *, conditioning_fr
 
 def overlap_of(request: Any) -> int:
     """Pixel frames a chunk's request re-creates from the previous chunk (0 for the first chunk)."""
-    if not isinstance(request, GenerationRequest) or request.mode != "video2video":
+    if not isinstance(request, (GenerationRequest, ResolvedRequest)):
         return 0
-    return max(request.condition_frames) * TEMPORAL_COMPRESSION + 1
+    request = request.resolve()
+    return max(request.condition_frames) * TEMPORAL_COMPRESSION + 1 if request.mode == "video2video" else 0
 
 
 def join(chunks: Sequence[Generation], overlaps: Sequence[int]) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
@@ -183,11 +184,12 @@ def join_continuity(frames: np.ndarray, starts: Sequence[int]) -> dict[str, Any]
 
 
 def _inherited(generation: Generation, options: dict[str, Any]) -> dict[str, Any]:
-    """The settings of the clip continued: its request's, or (a loaded clip) its size, frame rate and sound."""
+    """The settings of the clip continued: what its request was given, or (a loaded clip) its size, frame rate and
+    sound."""
     request = generation.request
-    if isinstance(request, GenerationRequest):
-        inherited = {f.name: getattr(request, f.name) for f in fields(request)
-                     if f.init and f.name not in _NOT_INHERITED and request.explicit(f.name)}
+    if isinstance(request, (GenerationRequest, ResolvedRequest)):
+        resolved = request.resolve()
+        inherited = {name: getattr(resolved.request, name) for name in resolved.given.difference(_NOT_INHERITED)}
     else:
         # a loaded clip, or a joined long video: its picture and sound; the chunk length is the profile's
         inherited = {"width": generation.width, "height": generation.height, "fps": generation.fps,

@@ -28,7 +28,8 @@ def check_mode(profile: Profile, mode: str) -> None:
 
 
 def check_profile_limits(request: Any, profile: Profile) -> None:
-    """Refuse explicit values the profile's checkpoint cannot honour (``request`` is a ``GenerationRequest``)."""
+    """Refuse explicit values the profile's checkpoint cannot honour (``request``: the resolved values, with the
+    given ones in ``request.request``)."""
     if request.sound and not profile.sound:
         raise ValidationError("sound", f"profile {profile.name!r} ({profile.model}) has no sound pathway.",
                               "use sound=False, or profile 'nano' / 'super' (or 'tiny') for video with sound.")
@@ -44,14 +45,14 @@ def _check_distilled(request: Any, profile: Profile) -> None:
              "guidance_scale": (1.0, "classifier-free guidance is baked into its weights"),
              "flow_shift": (1.0, "its schedule's sigmas are used as they are (shift 1)")}
     for name, (value, why) in fixed.items():
-        given = request._inputs.get(name)
+        given = getattr(request.request, name)
         if given is not None and not (isinstance(given, (int, float)) and math.isclose(given, value)):
             raise ValidationError(name, f"{where}: {why}; {name}={given!r} cannot be honoured on any backend.",
                                   f"leave {name} out (it is {value:g}), or use a base profile such as 'super' or "
                                   "'tiny' to choose it.")
     for name, why in (("negative_prompt", "there is no unconditional pass to steer"),
                       ("guidance_interval", "there is no classifier-free guidance to limit")):
-        if request._inputs.get(name) is not None:
+        if getattr(request.request, name) is not None:
             raise ValidationError(name, f"{where}: {why}.",
                                   f"leave {name} out, or use a base profile such as 'super' or 'tiny'.")
 

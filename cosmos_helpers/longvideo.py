@@ -21,9 +21,9 @@ import numpy as np
 
 from .chaining import check_conditioning_frames, join, join_continuity, latent_indexes
 from .errors import OutputExistsError, ValidationError
-from .presets import DEFAULT_SEED, MODES
+from .presets import DEFAULT_SEED, normalize_mode
 from .progress import progress_bar
-from .request import MAX_SEED, MODE_ALIASES, GenerationRequest
+from .request import MAX_SEED, GenerationRequest, ResolvedRequest
 from .result import MANIFEST_SUFFIX, MEDIA_SUFFIXES, Generation, find_saved, read_manifest, record_fingerprint
 from .workflow import Backend
 
@@ -59,7 +59,7 @@ class _Plan:
 
     prompts: list[Any]
     seeds: list[int]
-    first: GenerationRequest
+    first: ResolvedRequest
     options: dict[str, Any]
     conditioning_frames: int
     folder: Path
@@ -74,15 +74,15 @@ class _Plan:
     def chunk_stem(self, index: int) -> Path:
         return self.folder / f"chunk_{index:02d}"
 
-    def request(self, index: int, previous: Path | np.ndarray | None = None) -> GenerationRequest:
+    def request(self, index: int, previous: Path | np.ndarray | None = None) -> ResolvedRequest:
         """Chunk ``index``'s request; a continuation is conditioned on ``previous`` (the saved chunk before)."""
         if index == 0:
             return self.first
         return GenerationRequest(mode="video2video", prompt=self.prompts[index], seed=self.seeds[index],
                                  video=previous, condition_frames=latent_indexes(self.conditioning_frames),
-                                 condition_video_keep="last", **self.options)
+                                 condition_video_keep="last", **self.options).resolve()
 
-    def fingerprint(self, probes: Sequence[GenerationRequest]) -> str:
+    def fingerprint(self, probes: Sequence[ResolvedRequest]) -> str:
         records = [self.first.to_dict()] + [{k: v for k, v in p.to_dict().items() if k != "video"} for p in probes]
         return record_fingerprint({"workflow": WORKFLOW, "backend": self.backend, "chunks": records})
 
@@ -141,12 +141,12 @@ def _plan(prompts: Any, backend: Any, *, chunks: int | None, out: str | Path, na
         raise ValidationError("video", "a long video starts from text or an image; continuing a video is extend().",
                               "drop video=, or call extend(generation, prompt, backend).")
     options.pop("video", None)
-    if isinstance(mode, str) and MODE_ALIASES.get(mode.strip().lower(), mode.strip().lower()) in MODES and \
-            MODE_ALIASES.get(mode.strip().lower(), mode.strip().lower()) not in _FIRST_MODES:
+    if mode is not None and normalize_mode(mode) not in _FIRST_MODES:
         raise ValidationError("mode", f"a long video starts with a text2video or image2video chunk, not {mode}.",
                               "use mode='text2video' (or 'image2video' with image=); to continue a video, extend().")
     first_mode = mode or ("image2video" if image is not None else "text2video")
-    first = GenerationRequest(mode=first_mode, prompt=prompt_list[0], seed=seed_list[0], image=image, **options)
+    first = GenerationRequest(mode=first_mode, prompt=prompt_list[0], seed=seed_list[0], image=image,
+                              **options).resolve()
     frames = check_conditioning_frames(conditioning_frames, first.num_frames)
     if not isinstance(name, str) or not name.strip() or Path(name).name != name:
         raise ValidationError("name", f"{name!r} is not a file name.", "pass a plain name such as 'long_video'.")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping
 
+from .errors import ValidationError
 from .protocol import action, framework, variants
 
 ASPECT_RATIOS: tuple[str, ...] = framework.ASPECT_RATIOS
@@ -28,6 +29,12 @@ VIDEO_SIZES: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType({
 TIERS: tuple[str, ...] = tuple(VIDEO_SIZES)
 MODES: tuple[str, ...] = ("text2image", "text2video", "image2video", "video2video", "image2image", *action.MODES)
 ACTION_MODES: tuple[str, ...] = action.MODES
+MODE_ALIASES: Mapping[str, str] = {
+    "t2i": "text2image", "t2v": "text2video", "i2v": "image2video", "v2v": "video2video", "i2i": "image2image",
+    "text_to_image": "text2image", "text_to_video": "text2video", "image_to_image": "image2image",
+    "image_to_video": "image2video", "video_to_video": "video2video",
+    "fd": "forward_dynamics", "id": "inverse_dynamics", "wam": "policy",
+}
 # An action run is sized by an action tier (protocol.action.RESOLUTION_BINS), its length by the action chunk:
 # the framework's defaults (image_size 256, action_chunk_size 16), the smallest tier for the tiny model.
 ACTION_TIER = str(framework.MODE_DEFAULTS["wam"]["image_size"])
@@ -43,6 +50,18 @@ def normalize_aspect(aspect: str) -> str:
     for sep in (":", "x", "/", "X"):
         text = text.replace(sep, ",")
     return text
+
+
+def normalize_mode(mode: object) -> str:
+    """The mode's canonical name (``"t2v"``, ``"Text-To-Video"`` -> ``"text2video"``), or a clear error."""
+    if not isinstance(mode, str):
+        raise ValidationError("mode", f"expected a mode name, got {mode!r}.", f"use one of {', '.join(MODES)}.")
+    key = mode.strip().lower().replace("-", "_")
+    key = MODE_ALIASES.get(key, key)
+    if key not in MODES:
+        raise ValidationError("mode", f"unknown mode {mode!r}.",
+                              f"use one of {', '.join(MODES)} (or t2i, t2v, i2v, v2v, fd, id, wam).")
+    return key
 
 
 def normalize_tier(tier: str | int) -> str:

@@ -59,6 +59,6 @@ def _finished(backend: Backend, request: GenerationRequest, stem: str | Path, ov
     if done is None:
         return None
     generation = Generation.load(done)
-    generation.request = request
+    generation.request = request.resolve()
     generation.provenance["skipped"] = True
     return generation

@@ -97,7 +97,7 @@ def _fd(**changes):
     values = dict(mode="forward_dynamics", prompt="drive ahead", image=START[0], embodiment="av",
                   actions=sample_trajectory("av", 8))
     values.update(changes)
-    return GenerationRequest(**values)
+    return GenerationRequest(**values).resolve()
 
 
 def test_a_trajectory_sets_the_length_and_the_start_image_the_size():
@@ -105,7 +105,7 @@ def test_a_trajectory_sets_the_length_and_the_start_image_the_size():
     assert (request.num_frames, request.tier, request.width, request.height) == (9, "256", 64, 48)
     assert request.actions.shape == (8, 9) and request.is_action
     assert _fd(actions=sample_trajectory("av", 16)).num_frames == 17
-    assert GenerationRequest(mode="wam", prompt="p", image=START[0], embodiment="umi").mode == "policy"
+    assert GenerationRequest(mode="wam", prompt="p", image=START[0], embodiment="umi").resolve().mode == "policy"
     defaults = PROFILES["nano"].defaults("policy")
     assert (defaults.num_inference_steps, defaults.guidance_scale, defaults.tier) == (30, 1.0, "256")
     assert set(ACTION_MODES) <= set(PROFILES["tiny"].modes)
@@ -276,7 +276,7 @@ def test_the_vllm_client_refuses_what_the_server_cannot_honour():
     with pytest.raises(ValidationError, match="view_point"):
         check_action(_fd(view_point="wrist_view"))
     with pytest.raises(ValidationError, match="embodiment"):
-        check_action(GenerationRequest(mode="policy", prompt="p", image=START[0], embodiment="robotwin"))
+        check_action(GenerationRequest(mode="policy", prompt="p", image=START[0], embodiment="robotwin").resolve())
     with pytest.raises(ValidationError, match="asynchronous job"):
         refuse_sync_action(_fd())
 
@@ -303,7 +303,7 @@ def test_action_requests_become_valid_framework_samples(tmp_path):
 
     schema = fw.sample_overrides_schema()
     for request in _action_requests():
-        request = request.replace(profile="nano", model=None, fps=10, num_frames=9)
+        request = request.replace(profile="nano", model=None, fps=10, num_frames=9).resolve()
         payload = request_payload(request, name=request.mode, image_dir=tmp_path)
         jsonschema.validate(payload, schema)
         assert payload["model_mode"] == proto.FRAMEWORK_MODES[request.mode] and payload["domain_name"] == "av"

@@ -112,7 +112,7 @@ def test_a_continuation_given_a_size_drops_the_inherited_aspect_ratio():
 
     clip = Generation(frames=np.zeros((9, 96, 160, 3), np.uint8), fps=24.0, seed=0, backend="test",
                       request=GenerationRequest(mode="t2v", prompt=PROMPT, aspect_ratio="16:9", num_frames=9))
-    square = continuation_request(clip, "next", width=64, height=64)
+    square = continuation_request(clip, "next", width=64, height=64).resolve()
     assert (square.width, square.height, square.aspect_ratio) == (64, 64, "1,1")
 
 
@@ -123,10 +123,10 @@ def test_a_continuation_given_a_tier_keeps_the_clips_aspect_ratio():
     clip = Generation(frames=np.zeros((9, 128, 128, 3), np.uint8), fps=24.0, seed=1, backend="test",
                       request=GenerationRequest(mode="t2v", prompt=PROMPT, tier="128", aspect_ratio="1:1",
                                                 num_frames=9))
-    larger = continuation_request(clip, "next", tier="256")
+    larger = continuation_request(clip, "next", tier="256").resolve()
     assert (larger.tier, larger.aspect_ratio, larger.width, larger.height) == ("256", "1,1", 256, 256)
     loaded = Generation(frames=np.zeros((9, 96, 96, 3), np.uint8), fps=24.0, seed=1)  # a clip with no request
-    larger = continuation_request(loaded, "next", tier="256")
+    larger = continuation_request(loaded, "next", tier="256").resolve()
     assert (larger.tier, larger.aspect_ratio, larger.width, larger.height) == ("256", "1,1", 256, 256)
 
 

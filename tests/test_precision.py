@@ -14,7 +14,8 @@ from cosmos_helpers.protocol import fp8 as facts
 
 
 def t2v(**changes):
-    return GenerationRequest(mode="t2v", prompt="A red ball rolls to the left across a grey floor.", **changes)
+    return GenerationRequest(mode="t2v", prompt="A red ball rolls to the left across a grey floor.",
+                             **changes).resolve()
 
 
 def test_precision_is_kept_and_is_part_of_the_fingerprint():

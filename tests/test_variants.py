@@ -27,14 +27,14 @@ def refused(field: str, **kwargs) -> ValidationError:
 
 
 def test_distilled_profiles_resolve_the_fixed_schedule():
-    t2i = GenerationRequest(mode="t2i", prompt="a cube", profile="super-t2i-4step")
+    t2i = GenerationRequest(mode="t2i", prompt="a cube", profile="super-t2i-4step").resolve()
     assert (t2i.num_inference_steps, t2i.guidance_scale, t2i.flow_shift) == (4, 1.0, 1.0)
     assert (t2i.width, t2i.height, t2i.model) == (1024, 1024, "nvidia/Cosmos3-Super-Text2Image-4Step")
-    i2v = GenerationRequest(mode="i2v", prompt="a cube", profile="super-i2v-4step", image=IMAGE)
+    i2v = GenerationRequest(mode="i2v", prompt="a cube", profile="super-i2v-4step", image=IMAGE).resolve()
     assert (i2v.tier, i2v.num_inference_steps) == ("480", 4)
     # the values the checkpoint uses anyway may be said explicitly
     assert GenerationRequest(mode="t2i", prompt="p", profile="tiny-distilled", num_inference_steps=4,
-                             guidance_scale=1.0, flow_shift=1.0).num_inference_steps == 4
+                             guidance_scale=1.0, flow_shift=1.0).resolve().num_inference_steps == 4
 
 
 @pytest.mark.parametrize("field, value", [("guidance_scale", 4.0), ("num_inference_steps", 8),
@@ -59,30 +59,30 @@ def test_checkpoints_without_a_sound_pathway_refuse_sound(profile):
 
 
 def test_tiny_edge_has_edges_defaults_at_the_cpu_tier():
-    edge = GenerationRequest(mode="t2v", prompt="p", profile="edge")
-    tiny = GenerationRequest(mode="t2v", prompt="p", profile="tiny-edge")
+    edge = GenerationRequest(mode="t2v", prompt="p", profile="edge").resolve()
+    tiny = GenerationRequest(mode="t2v", prompt="p", profile="tiny-edge").resolve()
     assert (edge.tier, edge.num_frames, edge.model) == ("480", 121, "nvidia/Cosmos3-Edge")
     assert (tiny.tier, tiny.num_frames, tiny.model) == ("128", 9, "tiny-edge")
     assert (tiny.guidance_scale, tiny.flow_shift) == (edge.guidance_scale, edge.flow_shift)
 
 
 def test_image2image_is_one_frame_from_an_image_at_the_images_aspect():
-    edit = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, profile="nano")
+    edit = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, profile="nano").resolve()
     assert (edit.mode, edit.num_frames, edit.aspect_ratio, edit.tier) == ("image2image", 1, None, None)
     assert (edit.width, edit.height) == (512, 288)  # the framework's default: the input's shape, longer side 512
-    given = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, profile="nano", tier="720")
+    given = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, profile="nano", tier="720").resolve()
     assert (given.aspect_ratio, given.tier, given.width) == ("16,9", "720", 1280)  # a tier: the bucket
     d = fw.MODE_DEFAULTS["image2image"]
     assert (edit.num_inference_steps, edit.guidance_scale, edit.flow_shift) == (d["num_steps"], d["guidance"],
                                                                                d["shift"])
-    assert GenerationRequest(mode="i2i", prompt="p", image=IMAGE, aspect_ratio="1:1").aspect_ratio == "1,1"
+    assert GenerationRequest(mode="i2i", prompt="p", image=IMAGE, aspect_ratio="1:1").resolve().aspect_ratio == "1,1"
     refused("image", mode="image2image", prompt="make it red")
     refused("sound", mode="image2image", prompt="p", image=IMAGE, sound=True)
     refused("num_frames", mode="image2image", prompt="p", image=IMAGE, num_frames=9)
 
 
 def test_image2image_runs_on_the_framework_and_diffusers_not_vllm_omni(tmp_path):
-    edit = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, profile="nano", tier="256")
+    edit = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, profile="nano", tier="256").resolve()
     payload = request_payload(edit, name="edit", image_dir=tmp_path)
     jsonschema.validate(payload, SCHEMA)  # the real framework's sample schema
     assert payload["model_mode"] == "image2image" and "num_frames" not in payload
@@ -94,7 +94,7 @@ def test_image2image_runs_on_the_framework_and_diffusers_not_vllm_omni(tmp_path)
 
 
 def test_distilled_requests_reach_the_framework_as_its_checkpoints(tmp_path):
-    request = GenerationRequest(mode="t2i", prompt="a cube", profile="super-t2i-4step", tier="256")
+    request = GenerationRequest(mode="t2i", prompt="a cube", profile="super-t2i-4step", tier="256").resolve()
     payload = request_payload(request, name="cube", image_dir=tmp_path)
     jsonschema.validate(payload, SCHEMA)
     assert (payload["num_steps"], payload["guidance"]) == (4, 1.0)  # what the framework uses anyway
@@ -135,7 +135,7 @@ def test_a_distilled_pipeline_runs_on_a_transformer_the_fast_path_is_installed_o
     enable_fast_path(base, active=False)
     assert set(inspect.signature(base.transformer.forward).parameters) == stock
     request = GenerationRequest(mode="text2image", profile="tiny-distilled", prompt="a red ball", seed=0,
-                                guardrails=False)
+                                guardrails=False).resolve()
     frames, timesteps = distilled.denoise(as_distilled(base), request, distilled.call_kwargs(request),
                                           lambda _step: None)
     assert np.asarray(frames).shape[-1] == 3 and np.isfinite(np.asarray(frames)).all() and len(timesteps) == 4

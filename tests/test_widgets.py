@@ -302,7 +302,7 @@ def test_form_builds_and_reports_validation_errors_in_place():
     form.mode.value = "image2image"  # an edit keeps its input's shape unless a tier is picked
     assert form.tier.value == "input" and form.aspect_ratio.disabled
     form.image.value = str(ASSETS / "images/rolling_ball.png")
-    assert form.request().keeps_image_size
+    assert form.request().resolve().keeps_image_size
     form.tier.value = "128"
     assert not form.aspect_ratio.disabled and form.request().tier == "128"
 
@@ -310,7 +310,7 @@ def test_form_builds_and_reports_validation_errors_in_place():
 def test_a_form_given_a_size_sends_no_aspect_ratio_of_its_own():
     """The size sets the ratio; the dropdown's value would contradict a square size (and be refused)."""
     form = W.GenerateForm(object(), defaults={"profile": "tiny", "width": 64, "height": 64})
-    request = form.request()
+    request = form.request().resolve()
     assert (request.width, request.height, request.aspect_ratio) == (64, 64, "1,1")
     form.mode.value = "forward_dynamics"  # an action mode with a size: refused as a ValidationError, not a crash
     form.image.value = str(ASSETS / "images/rolling_ball.png")

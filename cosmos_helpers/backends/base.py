@@ -41,16 +41,20 @@ class Backend:
 
     def check(self, request: GenerationRequest) -> None:
         """Raise :class:`~cosmos_helpers.errors.ValidationError` for anything in ``request`` this backend cannot run
-        as asked, before any model loads or any request leaves the machine. The default refuses nothing."""
+        as asked, before any model loads or any request leaves the machine. The default refuses nothing.
+        Overrides take either kind of request and read ``request.resolve()``."""
 
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
-        """Run one request; ``progress(step, total)`` after each denoising step where the backend can tell."""
+        """Run one request (a ``GenerationRequest`` or its ``resolve()``: a backend resolves it once, on entry, and
+        its helpers read the resolved values); ``progress(step, total)`` after each denoising step where the backend
+        can tell."""
         raise NotImplementedError
 
     def generate_many(self, requests: Sequence[GenerationRequest], *,
                       names: Sequence[str] | None = None) -> list[Generation]:
         """Several requests (``names``: a stem each, for backends that name their own output folders). Every one is
         checked before the first runs; the default then runs them one after another."""
+        requests = [request.resolve() for request in requests]
         for request in requests:
             self.check(request)
         return [self.generate(request) for request in requests]

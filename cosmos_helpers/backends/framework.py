@@ -317,7 +317,7 @@ class FrameworkBackend(Backend):
                  name: str | None = None) -> Generation:
         """Run a :class:`GenerationRequest` (t2i / t2v / i2v / v2v, with or without sound, or an action mode); the
         run's log moves this backend's bar, and ``progress`` hears of the steps once the run is done."""
-        self.check(request)
+        self.check(request := request.resolve())  # resolved once: what runs, is recorded and is returned
         name = name or f"{request.mode}_{request.fingerprint()[:8]}"
         flags = framework_flags(request.precision, request.model)
         payload = request_payload(request, name=name, image_dir=self.work_dir / "inputs")
@@ -333,6 +333,7 @@ class FrameworkBackend(Backend):
     def check(self, request: GenerationRequest) -> None:
         """Refuse, before anything is written, what this backend cannot run as asked: a model the framework has no
         checkpoint of, a step cache or precision it has no flag for, what its sample cannot say."""
+        request = request.resolve()
         self.checkpoint_for(request.model)
         self._check_cache(request.step_cache)
         framework_flags(request.precision, request.model)
@@ -358,7 +359,7 @@ class FrameworkBackend(Backend):
         ``step_cache`` run in one framework run per setting, in the order of their first request. Each result is
         what :meth:`generate` would return, with its run folder in its provenance.
         """
-        requests = list(requests)
+        requests = [request.resolve() for request in requests]
         settings = {(r.model, bool(r.guardrails), json.dumps(precision_record(r.precision))) for r in requests}
         if len(settings) > 1:
             raise ValidationError("requests", f"one framework run loads one checkpoint with one guardrails setting "

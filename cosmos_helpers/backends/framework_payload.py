@@ -71,6 +71,7 @@ def request_payload(request: GenerationRequest, *, name: str, image_dir: str | o
     ``(lo, hi)`` with the same timesteps (``protocol.framework.to_strict``); conditioning arrays are written to
     ``image_dir``.
     """
+    request = request.resolve()
     check_request(request)
     if request.is_action:
         return _action_payload(request, name=name, folder=Path(image_dir))

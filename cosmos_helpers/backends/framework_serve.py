@@ -43,7 +43,7 @@ from ..errors import (ConnectionLostError, GenerationTimeoutError, RequestValida
 from ..presets import SOUND_SAMPLE_RATE
 from ..protocol import framework as fw
 from ..protocol import ray_serve as rs
-from ..request import GenerationRequest
+from ..request import GenerationRequest, ResolvedRequest
 from ..result import FinishedFile, Generation
 from ..specs.load import Sample
 from ..specs.resolve import ResolvedSample
@@ -178,10 +178,11 @@ class FrameworkServeBackend(Backend):
     # checks ------------------------------------------------------------------------------------------------
 
     def check(self, request: GenerationRequest) -> None:
-        if not isinstance(request, GenerationRequest):
+        if not isinstance(request, (GenerationRequest, ResolvedRequest)):
             raise ValidationError("request", f"expected a GenerationRequest, got {type(request).__name__}.",
                                   "build one with GenerationRequest(mode=..., prompt=...), or run a framework "
                                   "sample with run_spec(sample, backend=this).")
+        request = request.resolve()
         if request.step_cache is not None:
             raise ValidationError("step_cache", f"the framework's Ray Serve app caches steps as its deployment's "
                                   f"setup says ({rs.STEP_CACHE_DEFAULT}); a sample cannot ask for "
@@ -221,6 +222,7 @@ class FrameworkServeBackend(Backend):
                  name: str | None = None) -> Generation:
         """Send ``request`` as the framework sample the framework backend would write for it; ``progress`` is not
         called (the app reports no steps)."""
+        request = request.resolve()
         self.check(request)
         served = self.served(request.model)
         name = name or f"{request.mode}_{request.fingerprint()[:8]}"

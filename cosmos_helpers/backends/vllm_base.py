@@ -36,7 +36,7 @@ from ..presets import PROFILES, SOUND_SAMPLE_RATE
 from ..protocol import action
 from ..protocol import vllm_omni as proto
 from ..precision import check_for_backend as check_precision_for
-from ..request import GenerationRequest
+from ..request import GenerationRequest, ResolvedRequest
 from ..result import FinishedFile, Generation
 from ..standins import MODEL_CARD_KEY
 from ..specs.resolve import ResolvedSample
@@ -279,11 +279,13 @@ class BaseVllmClient(Backend):
         return job
 
 
-def check_request(request: Any, *, job: bool = False) -> None:
-    """Refuse what is not a request, and an image as a job; the rest is refused against the served model."""
-    if not isinstance(request, GenerationRequest):
+def check_request(request: Any, *, job: bool = False) -> ResolvedRequest:
+    """Refuse what is not a request, and an image as a job; the rest is refused against the served model. Returns
+    the resolved request, which the caller sends."""
+    if not isinstance(request, (GenerationRequest, ResolvedRequest)):
         raise ValidationError("request", f"expected a GenerationRequest, got {type(request).__name__}.",
                               "build one with GenerationRequest(mode=..., prompt=...).")
+    request = request.resolve()
     check_backend_mode(request, BACKEND_NAME)
     check_precision_for(request.precision, BACKEND_NAME)  # chosen when the server starts (serve_command)
     refuse_request_cache(request.step_cache)
@@ -291,6 +293,7 @@ def check_request(request: Any, *, job: bool = False) -> None:
         raise ValidationError("mode", f"asynchronous jobs make videos; text2image uses {proto.IMAGES}.",
                               "call generate() for images.")
     check_action(request)
+    return request
 
 
 def check_checkpoint(request: GenerationRequest, names: set[Any]) -> None:

@@ -140,7 +140,7 @@ class VllmOmniBackend(BaseVllmClient):
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
         """Images through ``/v1/images/generations``, every video mode through ``/v1/videos/sync``; the action modes
         as an asynchronous job on ``/v1/videos`` (the predicted actions come in the job's record only)."""
-        check_request(request)
+        request = check_request(request)
         if request.is_action:
             generation = self.generate_async_job(request)
         else:
@@ -150,7 +150,7 @@ class VllmOmniBackend(BaseVllmClient):
         return generation
 
     def generate_image(self, request: GenerationRequest, *, response_format: str | None = None) -> Generation:
-        check_request(request)
+        request = check_request(request)
         call = self._image_call(request, response_format)
         served = self._served(request.model, request)
         started = time.perf_counter()
@@ -166,7 +166,7 @@ class VllmOmniBackend(BaseVllmClient):
         return self._from_sync(response, decode_mp4(response.content), started=started, **how)
 
     def generate_video(self, request: GenerationRequest) -> Generation:
-        check_request(request)
+        request = check_request(request)
         refuse_sync_action(request)
         fields = video_fields(request)
         served = self._served(request.model, request)
@@ -192,7 +192,7 @@ class VllmOmniBackend(BaseVllmClient):
 
     def submit(self, request: GenerationRequest) -> dict:
         """``POST /v1/videos``: queue a job and return its record (``status`` ``queued``)."""
-        check_request(request, job=True)
+        request = check_request(request, job=True)
         fields = video_fields(request)
         self._served(request.model, request)
         upload = input_reference(request)
@@ -238,6 +238,7 @@ class VllmOmniBackend(BaseVllmClient):
                            keep: bool = False) -> Generation:
         """submit + wait (with progress) + download + delete (unless ``keep``), as one call."""
         started = time.perf_counter()
+        request = request.resolve()
         job = self.wait(self.submit(request)["id"], timeout, progress)
         content = self._send(self._content_call(job["id"])).content  # read once: kept, and decoded from
         check_content(job["id"], len(content))
@@ -336,7 +337,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
     # generation ------------------------------------------------------------------------------------------
 
     async def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
-        check_request(request)
+        request = check_request(request)
         if request.is_action:
             generation = await self.generate_async_job(request)
         else:
@@ -346,7 +347,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
         return generation
 
     async def generate_image(self, request: GenerationRequest, *, response_format: str | None = None) -> Generation:
-        check_request(request)
+        request = check_request(request)
         call = self._image_call(request, response_format)
         served = await self._served(request.model, request)
         started = time.perf_counter()
@@ -363,7 +364,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
         return self._from_sync(response, video, started=started, **how)
 
     async def generate_video(self, request: GenerationRequest) -> Generation:
-        check_request(request)
+        request = check_request(request)
         refuse_sync_action(request)
         fields = video_fields(request)
         served = await self._served(request.model, request)
@@ -382,7 +383,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
     # jobs ------------------------------------------------------------------------------------------------
 
     async def submit(self, request: GenerationRequest) -> dict:
-        check_request(request, job=True)
+        request = check_request(request, job=True)
         fields = video_fields(request)
         await self._served(request.model, request)
         upload = await asyncio.to_thread(input_reference, request)
@@ -422,6 +423,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
 
     async def generate_async_job(self, request: GenerationRequest, *, timeout: float | None = None,
                                  progress: Any = None, keep: bool = False) -> Generation:
+        request = request.resolve()
         started = time.perf_counter()
         job = await self.wait((await self.submit(request))["id"], timeout, progress)
         content = (await self._send(self._content_call(job["id"]))).content  # read once: kept, and decoded from

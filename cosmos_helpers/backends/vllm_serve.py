@@ -139,6 +139,7 @@ def curl_command(url: str, request: GenerationRequest, *, api_key: str | None = 
     the reader: the client centre-crops an image2video image to the output aspect before sending it; curl
     sends the file named here as it is (the note at the end says so).
     """
+    request = request.resolve()
     base = url.rstrip("/")
     auth = ["-H", f"Authorization: Bearer ${API_KEY_ENV}"] if (api_key or os.environ.get(API_KEY_ENV)) else []
     if request.mode == "text2image":

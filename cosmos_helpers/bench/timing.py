@@ -189,7 +189,7 @@ def _time_case(case: Case, request: GenerationRequest, runners: dict[str, Any], 
             elif reference is not None and frames_out.shape == reference.shape:
                 row.max_abs_diff_vs_stock = float(abs(frames_out.astype(int) - reference.astype(int)).max())
             if name == "fast":
-                stats = fast_path_stats(backend.pipeline(request.model))
+                stats = fast_path_stats(backend.pipeline(request.resolve().model))
                 row.extra = {k: stats.get(k) for k in FAST_STATS}
             cache = timed.generation.provenance.get("step_cache")
             if request.step_cache is not None and cache:

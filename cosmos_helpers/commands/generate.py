@@ -90,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         from ..prompting import with_precheck
 
         backend = with_precheck(backend, args.blocklist, on_flag="raise" if args.precheck == "refuse" else "warn")
-    generation = generate_and_save(backend, request, args.out / (args.name or request.mode), overwrite=args.overwrite)
+    generation = generate_and_save(backend, request, args.out / (args.name or request.resolve().mode),
+                                   overwrite=args.overwrite)
     if generation.actions is not None:  # the predicted trajectory, beside the video
         target = generation.paths["media"].with_suffix(".actions.json")
         _save_actions(target, generation, overwrite=args.overwrite)

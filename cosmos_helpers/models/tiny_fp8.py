@@ -106,6 +106,6 @@ def calibrate(pipe: Any, requests: list[Any]) -> None:
     from ..backends.diffusers.loops import StockLoop
 
     with torch.inference_mode():
-        for request in requests:
+        for request in (request.resolve() for request in requests):
             kwargs = StockLoop().call_kwargs(request)
             pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(request.seed), output_type="latent")

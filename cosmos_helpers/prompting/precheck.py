@@ -122,7 +122,7 @@ def precheck(prompt: Any = None, negative_prompt: Any = None, *, blocklist: Any 
 def guardrail_notes(request: Any, backend: Any = None) -> list[str]:
     """When the guardrails will not run for ``request`` on ``backend``, in words (empty: nothing to say)."""
     notes = []
-    if request.guardrails is False:
+    if request.resolve().guardrails is False:
         notes.append("guardrails are OFF for this request (GenerationRequest(guardrails=False), or a profile that "
                      "turns them off, such as 'tiny'): no backend will check it. Pass guardrails=True to run them.")
     return notes + list(COVERAGE_NOTES.get(backend.name if backend is not None else None, ()))
@@ -130,6 +130,7 @@ def guardrail_notes(request: Any, backend: Any = None) -> list[str]:
 
 def precheck_request(request: Any, blocklist: Any = None, *, backend: Any = None) -> PrecheckReport:
     """:func:`precheck` on what ``request`` sends (the prompt with its metadata, the negative prompt, if any)."""
+    request = request.resolve()
     report = precheck(request.prompt_text(), request.negative_prompt_text(), blocklist=blocklist)
     report.notes += guardrail_notes(request, backend)
     return report

@@ -184,7 +184,7 @@ class GenerateForm:
         self._clear_marks()
         self.last_error = None
         try:
-            request = self.request()
+            request = self.request().resolve()
         except ValidationError as exc:
             return self._fail(exc)
         self.button.disabled = True

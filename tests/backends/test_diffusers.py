@@ -157,7 +157,8 @@ def test_guardrails_check_the_prompt_before_and_the_frames_after():
 
 
 def test_structured_prompts_reach_the_pipeline_with_metadata_and_no_templates(tiny_backend, assets):
-    request = GenerationRequest(mode="t2v", prompt=assets / "prompts/text2video/warehouse_robot.json", **SMALL)
+    request = GenerationRequest(mode="t2v", prompt=assets / "prompts/text2video/warehouse_robot.json",
+                                **SMALL).resolve()
     kwargs = tiny_backend.pipeline_kwargs(request)
     assert kwargs["prompt"] == request.prompt_text()
     assert kwargs["add_resolution_template"] is False and kwargs["add_duration_template"] is False

@@ -38,9 +38,9 @@ def test_the_edit_facts_are_the_frameworks():
 
 
 def test_a_request_without_a_size_keeps_the_inputs_shape_as_the_framework():
-    edit = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, profile="nano")
+    edit = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, profile="nano").resolve()
     assert edit.keeps_image_size and edit.tier is None and (edit.width, edit.height) == (512, 384)
-    bucket = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, profile="nano", tier="480")
+    bucket = GenerationRequest(mode="i2i", prompt="make it red", image=IMAGE, profile="nano", tier="480").resolve()
     assert not bucket.keeps_image_size and (bucket.tier, bucket.aspect_ratio) == ("480", "4,3")
 
 
@@ -66,7 +66,7 @@ def test_both_prompts_are_chats_under_the_edit_system_prompt_with_the_frameworks
     # negative_metadata_mode "none" + negative_prompt_keep_metadata: the framework's "same" mode (args.py:373-374)
     assert (defaults["negative_metadata_mode"], defaults["negative_prompt_keep_metadata"]) == ("none", True)
     sentence = defaults["resolution_template"].format(height=384, width=512)
-    request = GenerationRequest(mode="i2i", prompt="make the ball red.", image=IMAGE)
+    request = GenerationRequest(mode="i2i", prompt="make the ball red.", image=IMAGE).resolve()
     cond, uncond = diffusers_edit.token_ids(pipe, request)
     text, negative = pipe.text_tokenizer.decode(cond), pipe.text_tokenizer.decode(uncond)
     assert variants.EDIT_SYSTEM_PROMPT in text and f"make the ball red. {sentence}" in text
@@ -80,7 +80,7 @@ def test_both_prompts_are_chats_under_the_edit_system_prompt_with_the_frameworks
 
 def test_a_json_caption_gets_metadata_without_an_aspect_ratio_and_the_negative_the_sentence(pipe):
     caption = {"comprehensive_t2i_caption": "The ball is red."}
-    request = GenerationRequest(mode="i2i", prompt=caption, image=IMAGE)
+    request = GenerationRequest(mode="i2i", prompt=caption, image=IMAGE).resolve()
     assert request.aspect_ratio is None and '"aspect_ratio"' not in request.prompt_text()  # none for a native edit
     cond, uncond = diffusers_edit.token_ids(pipe, request)
     assert '"resolution": {"H": 384, "W": 512}' in pipe.text_tokenizer.decode(cond)

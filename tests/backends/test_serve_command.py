@@ -136,7 +136,7 @@ def test_printed_curl_sends_what_the_client_sends(recorder, assets, tmp_path, mo
         path, auth, content_type, body = seen[-1]
         sent = _client_sent(request)
         assert path == sent.url.path and auth == "Bearer secret-key"
-        if request.mode == "text2image":
+        if request.resolve().mode == "text2image":
             assert json.loads(body) == json.loads(sent.read())
             continue
         fields, files = parse_form(content_type, body)

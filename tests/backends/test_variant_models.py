@@ -48,7 +48,7 @@ def test_the_real_blocks_refuse_what_the_request_refuses(tiny_backend, t2i):
     from cosmos_helpers.backends.diffusers.distilled import call_kwargs
 
     pipe = tiny_backend.pipeline("tiny-distilled")
-    kwargs = call_kwargs(T2I)
+    kwargs = call_kwargs(T2I.resolve())
     for wrong in ({"num_inference_steps": 8}, {"guidance_scale": 4.0}):
         with pytest.raises(ValueError, match="distilled checkpoint"):
             pipe(**{**kwargs, **wrong}, output="videos", output_type="np")

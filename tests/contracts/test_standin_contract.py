@@ -30,6 +30,7 @@ class Backend:
     def generate(self, request, progress=None):
         import numpy as np
 
+        request = request.resolve()
         if BLOCK in request.prompt_text():
             raise GuardrailError("blocked")
         frames = np.zeros((1 if request.is_image else request.num_frames, request.height, request.width, 3), "uint8")

@@ -25,6 +25,7 @@ class RecordingBackend(Backend):
         self.requests: list = []
 
     def generate(self, request, **kwargs):
+        request = request.resolve()
         self.check(request)
         self.requests.append(request)
         return Generation(frames=np.zeros((1, 16, 16, 3), np.uint8), fps=1.0, seed=request.seed, request=request,
@@ -79,7 +80,7 @@ def test_wrapper_refuses_before_sending_and_never_changes_the_prompt(tmp_path):
     request = _request("a calm street", negative="color bleeding")
     with pytest.warns(UserWarning, match="sent as written"):
         generation = generate_and_save(checked, request, tmp_path / "out")
-    assert backend.requests == [request] and backend.requests[0].negative_prompt_text() == "color bleeding"
+    assert backend.requests == [request.resolve()] and backend.requests[0].negative_prompt_text() == "color bleeding"
     assert generation.backend == "diffusers" and checked.last_report.flagged["negative_prompt"]
 
 

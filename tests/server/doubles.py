@@ -48,7 +48,7 @@ class InstantBackend:
         return self.runs[-1].request
 
     def generate(self, request: Any, progress: Callable[[int, int], None] | None = None, **_: Any) -> Generation:
-        started = time.monotonic()
+        request, started = request.resolve(), time.monotonic()  # a backend resolves on entry
         steps = int(request.num_inference_steps)
         for step in range(1, steps + 1):
             if self.step_seconds:
@@ -79,7 +79,7 @@ class Guarded:
         return getattr(self.inner, name)
 
     def generate(self, request: Any, progress: Callable[[int, int], None] | None = None) -> Generation:
-        if request.guardrails and self.word in request.prompt_text():
+        if request.resolve().guardrails and self.word in request.resolve().prompt_text():
             raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
         return self.inner.generate(request, progress=progress)
 
@@ -129,7 +129,7 @@ class Holding:
         return getattr(self.inner, name)
 
     def generate(self, request: Any, progress: Callable[[int, int], None] | None = None) -> Generation:
-        if self.word in request.prompt_text() and not os.path.exists(self.marker):
+        if self.word in request.resolve().prompt_text() and not os.path.exists(self.marker):
             with open(self.marker, "w") as handle:
                 handle.write("running")
             threading.Event().wait()

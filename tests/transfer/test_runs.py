@@ -138,7 +138,7 @@ def test_a_model_named_in_the_sample_must_be_the_one_that_runs(folder):
 
 def request_of(folder: Path, **data):
     sample = Sample.from_dict({"prompt": "a robot", "seed": 1, **data}, base_dir=folder, name="s")
-    return generation_request(sample.resolved(profile="tiny"), given_fields(sample))
+    return generation_request(sample.resolved(profile="tiny"), given_fields(sample)).resolve()
 
 
 def test_a_sample_becomes_a_request_with_the_backends_own_defaults_left_alone(folder):

@@ -101,6 +101,7 @@ class DiffusersBackend(Backend):
     # 1. What this backend refuses, before any work ----------------------------------------------------------------
 
     def check(self, request: GenerationRequest) -> None:
+        request = request.resolve()
         check_backend_mode(request, self.name)
         check_request_cache(request.step_cache, gpus=self.plan.gpus)
         self._check_precision(request)
@@ -140,6 +141,7 @@ class DiffusersBackend(Backend):
 
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
         """Run one request. ``progress(step, total)`` is called after every denoising step."""
+        request = request.resolve()
         self.check(request)
         if self.plan.parallel:
             return self._generate_on_workers(request, progress)
@@ -147,6 +149,7 @@ class DiffusersBackend(Backend):
 
     def pipeline_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
         """The exact arguments the call for ``request`` passes to the pipeline (no generator or callback)."""
+        request = request.resolve()
         return loop_for(request).call_kwargs(request)
 
     def output_settings(self) -> dict[str, Any]:

@@ -103,6 +103,7 @@ def generation(req: Any, prompt: str, negative: str, extra: dict[str, Any], refe
 def video_action(request: Any, predicted: np.ndarray | None) -> dict[str, Any] | None:
     """The job record's ``action`` (``VideoAction``, protocol/videos.py:332): the predicted actions, or forward
     dynamics' conditioned (given) ones, as vLLM-Omni returns them for every action mode."""
+    request = None if request is None else request.resolve()
     if request is None or not request.is_action:
         return None
     actions = predicted if predicted is not None else request.actions

@@ -18,12 +18,15 @@ decode, peak GiB. ``kernels``: the CUDA kernels of a 1-step call of each precisi
 (``torch.profiler``), top by time, and which look like FP8 GEMMs. ``modelopt_without_gemm``: what one restored layer
 does when ModelOpt's FP8 GEMM is not registered (ModelOpt 0.47.0 does not import it itself).
 
-``--cap24``: Nano t2v 720p, 35 steps, the FP8 revision under ``DiffusersBackend(memory="24GB")`` and a 24 GiB cap
-(``torch.cuda.set_per_process_memory_fraction``), against ``GPU_RESULTS.md``'s 24GB preset rows (bf16 432 s, FP8
-weight storage 362 s). Run it as its own command (it reuses ``--work`` when an earlier run left the checkpoint there).
+``--cap24``: Nano t2v 720p under ``DiffusersBackend(memory="24GB")`` and a 24 GiB cap
+(``torch.cuda.set_per_process_memory_fraction``): the FP8 revision for 35 steps, then today's 24GB preset in bf16 and
+with FP8 weight storage (``--cap24-baselines`` steps, 35 derived as ``GPU_RESULTS.md``'s run 7 did: 432 s and 362 s
+on an H200), so the rows compare on one machine. Run it as its own command (it reuses ``--work`` when an earlier run
+left the checkpoint there).
 
     python3 benchmarks/gpu_fp8.py --out $OUT                          # main rows, ~6 min on an H200
-    python3 benchmarks/gpu_fp8.py --cap24 --out $OUT                  # the 24 GiB run, ~6-8 min
+    python3 benchmarks/gpu_fp8.py --cap24 --out $OUT                  # the 24 GiB rows, ~9 min: split it with
+    python3 benchmarks/gpu_fp8.py --cap24 --cap24-rows fp8-24GB ...   # --cap24-rows into two commands
     python3 benchmarks/gpu_fp8.py --cap24 --cap24-steps 8 --out $OUT  # shorter: 35 steps derived, as run 7 did
     python3 benchmarks/gpu_fp8.py --smoke --out /tmp/fp8              # the same code on the tiny model, CPU
 """
@@ -164,10 +167,10 @@ def request(case, steps, request_for, **changes):
 
 
 def main_rows(a, out: Path, report: dict) -> None:
-    import torch
 
     from cosmos_helpers import FP8, DiffusersBackend
     from cosmos_helpers.backends.diffusers import free_pipeline
+    from cosmos_helpers.backends.diffusers.loading import collect_garbage
     from cosmos_helpers.bench import Case, _timed
 
     cases = [Case.parse(c, 189) for c in (a.cases or ("t2v:128:9" if a.smoke else "t2v:480:189,t2v:720:189"))
@@ -187,9 +190,9 @@ def main_rows(a, out: Path, report: dict) -> None:
     work = Path(a.work) / ("tiny-fp8" if a.smoke else "nano-fp8")
     if not (work / "model_index.json").is_file():
         build_fp8(bf16, request_for, cases[0], work, a.smoke)
+    bf16.close()
     free_pipeline()
-    if cuda:
-        torch.cuda.empty_cache()
+    collect_garbage()  # without it run 24's FP8 peaks held the quantized random pipeline (16.7 GiB) in cycles
     fp8_backend = DiffusersBackend(device=bf16.device, progress=False)
     fp8_for = {**request_for, "model": str(work)}
     started = time.perf_counter()
@@ -208,52 +211,106 @@ def main_rows(a, out: Path, report: dict) -> None:
             log(f"{case.label} {name}: {report['rows'][-1]}")
             save()
     pipe = fp8_backend._loaded(str(work), FP8()).pipe
-    report["modelopt_without_gemm"] = probe_without_gemm(pipe) if cuda else "not probed on CPU"
+    report["modelopt_without_gemm"] = ("skipped (--skip-probe)" if a.skip_probe else
+                                       probe_without_gemm(pipe) if cuda else "not probed on CPU")
     report["fp8_weights_gib"] = round(sum(p.numel() * p.element_size() for p in pipe.transformer.parameters())
                                       / 2**30, 3)
     save()
 
 
-def cap24(a, out: Path, report: dict) -> None:
-    """The FP8 revision under the 24GB preset and a 24 GiB cap, Nano t2v 720p, ``--cap24-steps`` steps."""
+def derived_35(row: dict) -> float:
+    """35 steps at the measured per-kind step times (the policy's 3 W8A16 first and last), plus the decode: how
+    run 7 derived its 24GB rows."""
+    from cosmos_helpers.protocol.fp8 import policy_schedule
+
+    kinds = row["by_kind_s"]
+    schedule = policy_schedule(3, 3, 35) if "W8A8" in kinds or "W8A16" in kinds else ["bf16"] * 35
+    return round(sum(kinds.get(k, row["mean_step_s_after_first"]) for k in schedule) + row["decode_s"], 1)
+
+
+def capped_row(name: str, backend, req, place, cuda: bool, steps: int) -> dict:
+    """Place the model under the backend's preset (uncapped, as bench does), cap the process at 24 GiB, time one
+    call, lift the cap and free everything for the next row."""
     import torch
 
+    from cosmos_helpers.backends.diffusers import free_pipeline
+    from cosmos_helpers.backends.diffusers.loading import collect_garbage
+
+    try:
+        memory = place()
+        if cuda:
+            torch.cuda.empty_cache()
+            total = torch.cuda.get_device_properties(0).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(24 * 2**30 / total, 1.0))
+            log(f"{name}: capped at 24 GiB; in use {torch.cuda.memory_allocated() / 2**30:.1f} GiB; {memory}")
+        timed = _bench().timing._timed(name, backend, req, cuda)
+        row = {**row_of(name, timed, steps), "memory": memory}
+        row["derived_35_steps_s"] = row["seconds"] if steps == 35 else derived_35(row)
+        return row
+    finally:
+        backend.close()
+        getattr(backend, "built", {}).clear()
+        free_pipeline()
+        collect_garbage()
+        if cuda:
+            torch.cuda.set_per_process_memory_fraction(1.0)
+
+
+def _bench():
+    import cosmos_helpers.bench as bench
+    import cosmos_helpers.bench.timing  # noqa: F401
+
+    return bench
+
+
+def cap24(a, out: Path, report: dict) -> None:
+    """Nano t2v 720p under a 24 GiB cap and the 24GB preset, in one process: the FP8 revision (``--cap24-steps``,
+    35 by default) first, then today's ``24GB`` preset in bf16 and with FP8 weight storage (``--cap24-baselines``
+    steps each, 35 derived as run 7 did), so the three compare on one machine."""
     from cosmos_helpers import DiffusersBackend
     from cosmos_helpers.backends.diffusers import free_pipeline
-    from cosmos_helpers.bench import Case, _timed
-    from cosmos_helpers.protocol.fp8 import policy_schedule
+    from cosmos_helpers.bench import Case
 
     case = Case.parse("t2v:128:9" if a.smoke else "t2v:720:189", 189)
     bf16, request_for = nano_bf16(a.smoke)
     cuda = bf16.device.startswith("cuda")
     work = Path(a.work) / ("tiny-fp8" if a.smoke else "nano-fp8")
-    if not (work / "model_index.json").is_file():
+    if "fp8-24GB" in a.cap24_rows.split(",") and not (work / "model_index.json").is_file():
         log("no FP8 checkpoint in --work yet: building it (bf16 random Nano, quantize, save)")
         build_fp8(bf16, request_for, case, work, a.smoke)
+    bf16.close()
     free_pipeline()
     del bf16
-    if cuda:
-        torch.cuda.empty_cache()
-    backend = DiffusersBackend(device="cuda" if cuda else "cpu", progress=False,
-                               memory="24GB" if cuda else None, offload=None if cuda else "group")
-    steps = a.cap24_steps or (4 if a.smoke else 35)
-    req = request(case, steps, {**request_for, "model": str(work)}, model=str(work), precision="fp8")
-    loaded = backend._loaded(str(work), req.precision)  # placed under the preset before the cap, as bench does
-    if cuda:
-        torch.cuda.empty_cache()
-        total = torch.cuda.get_device_properties(0).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(24 * 2**30 / total, 1.0))
-        log(f"capped at 24 GiB; in use {torch.cuda.memory_allocated() / 2**30:.1f} GiB; memory {loaded.memory}")
-    timed = _timed("fp8-24GB", backend, req, cuda)
-    row = {**row_of("fp8-24GB", timed, steps), "case": case.label, "memory": loaded.memory,
-           "compare_s": {"24GB bf16 (GPU_RESULTS run 7)": 432, "24GB + fp8 storage (run 7)": 362}}
-    if steps != 35:  # as run 7 derived its rows: 35 steps at the measured per-kind step times, plus the decode
-        kinds, schedule = row["by_kind_s"], policy_schedule(3, 3, 35)
-        row["derived_35_steps_s"] = round(sum(kinds.get(k, row["mean_step_s_after_first"]) for k in schedule)
-                                          + row["decode_s"], 1)
-    report["cap24"] = row
-    log(f"cap24: {row}")
-    (out / "fp8_cap24.json").write_text(json.dumps(report, indent=1, default=str))
+    memory = dict(memory="24GB") if cuda else dict(offload="group")
+    save = lambda: (out / "fp8_cap24.json").write_text(json.dumps(report, indent=1, default=str))  # noqa: E731
+    report["cap24"] = {"case": case.label, "compare_s (H200, GPU_RESULTS run 7)": {"24GB bf16": 432,
+                                                                                  "24GB + fp8 storage": 362}}
+    rows = a.cap24_rows.split(",")
+    if "fp8-24GB" in rows:
+        steps = a.cap24_steps or (4 if a.smoke else 35)
+        backend = DiffusersBackend(device=bf16_device(cuda), progress=False, **memory)
+        req = request(case, steps, {**request_for, "model": str(work)}, model=str(work), precision="fp8")
+        report["cap24"]["fp8-24GB"] = capped_row("fp8-24GB", backend, req,
+                                                 lambda: backend._loaded(str(work), req.precision).memory, cuda, steps)
+        log(f"cap24 fp8: {report['cap24']['fp8-24GB']}")
+        save()
+    steps = a.cap24_baselines or (2 if a.smoke else 4)
+    builder = None if a.smoke else _bench().timing._diffusers_backends("nano", "cuda", None, False, None)[
+        "stock"].builder  # the same random Nano weights as the bf16 rows of the main run
+    for name, storage in (("bf16-24GB", None), ("bf16-24GB-fp8-storage", "fp8")):
+        if name not in rows:
+            continue
+        backend = DiffusersBackend(device=bf16_device(cuda), progress=False, weight_storage=storage, builder=builder,
+                                   **memory)
+        req = request(case, steps, request_for)
+        placed = lambda b=backend: (b.pipeline(request_for["model"]), b.memory)[1]  # noqa: E731
+        report["cap24"][name] = capped_row(name, backend, req, placed, cuda, steps)
+        log(f"cap24 {name}: {report['cap24'][name]}")
+        save()
+
+
+def bf16_device(cuda: bool) -> str:
+    return "cuda" if cuda else "cpu"
 
 
 def pick_attention(choice: str, cuda: bool) -> str | None:
@@ -296,6 +353,11 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=None, help="steps per row (default 8: 3 W8A16, 2 W8A8, 3 W8A16)")
     ap.add_argument("--cap24", action="store_true", help="only the 24 GiB, 720p run (its own command)")
     ap.add_argument("--cap24-steps", type=int, default=None, help="default 35 (smoke 4)")
+    ap.add_argument("--cap24-baselines", type=int, default=None, help="steps of the bf16 24GB rows (default 4)")
+    ap.add_argument("--cap24-rows", default="fp8-24GB,bf16-24GB,bf16-24GB-fp8-storage",
+                    help="which --cap24 rows to run (a long command can be split in two)")
+    ap.add_argument("--skip-probe", action="store_true", help="leave out the FP8 layer without ModelOpt's GEMM "
+                    "(it compiles ModelOpt's CUDA extension: about a minute; run 23 recorded it)")
     ap.add_argument("--smoke", action="store_true", help="the tiny model on CPU: checks the script, times nothing")
     ap.add_argument("--attention", default="default", help="diffusers attention backend for every row: default "
                     "(torch's own dispatch), auto (the first native one that takes Nano's GQA without the math "

@@ -167,7 +167,6 @@ def request(case, steps, request_for, **changes):
 
 
 def main_rows(a, out: Path, report: dict) -> None:
-
     from cosmos_helpers import FP8, DiffusersBackend
     from cosmos_helpers.backends.diffusers import free_pipeline
     from cosmos_helpers.backends.diffusers.loading import collect_garbage
@@ -231,19 +230,23 @@ def derived_35(row: dict) -> float:
 def capped_row(name: str, backend, req, place, cuda: bool, steps: int) -> dict:
     """Place the model under the backend's preset (uncapped, as bench does), cap the process at 24 GiB, time one
     call, lift the cap and free everything for the next row."""
+    import dataclasses
+
     import torch
 
     from cosmos_helpers.backends.diffusers import free_pipeline
     from cosmos_helpers.backends.diffusers.loading import collect_garbage
+    from cosmos_helpers.bench import _timed
 
     try:
         memory = place()
+        memory = dataclasses.asdict(memory) if dataclasses.is_dataclass(memory) else memory
         if cuda:
             torch.cuda.empty_cache()
             total = torch.cuda.get_device_properties(0).total_memory
             torch.cuda.set_per_process_memory_fraction(min(24 * 2**30 / total, 1.0))
             log(f"{name}: capped at 24 GiB; in use {torch.cuda.memory_allocated() / 2**30:.1f} GiB; {memory}")
-        timed = _bench().timing._timed(name, backend, req, cuda)
+        timed = _timed(name, backend, req, cuda)
         row = {**row_of(name, timed, steps), "memory": memory}
         row["derived_35_steps_s"] = row["seconds"] if steps == 35 else derived_35(row)
         return row
@@ -256,13 +259,6 @@ def capped_row(name: str, backend, req, place, cuda: bool, steps: int) -> dict:
             torch.cuda.set_per_process_memory_fraction(1.0)
 
 
-def _bench():
-    import cosmos_helpers.bench as bench
-    import cosmos_helpers.bench.timing  # noqa: F401
-
-    return bench
-
-
 def cap24(a, out: Path, report: dict) -> None:
     """Nano t2v 720p under a 24 GiB cap and the 24GB preset, in one process: the FP8 revision (``--cap24-steps``,
     35 by default) first, then today's ``24GB`` preset in bf16 and with FP8 weight storage (``--cap24-baselines``
@@ -273,7 +269,7 @@ def cap24(a, out: Path, report: dict) -> None:
 
     case = Case.parse("t2v:128:9" if a.smoke else "t2v:720:189", 189)
     bf16, request_for = nano_bf16(a.smoke)
-    cuda = bf16.device.startswith("cuda")
+    cuda, device, builder = bf16.device.startswith("cuda"), bf16.device, bf16.builder  # the baselines' weights
     work = Path(a.work) / ("tiny-fp8" if a.smoke else "nano-fp8")
     if "fp8-24GB" in a.cap24_rows.split(",") and not (work / "model_index.json").is_file():
         log("no FP8 checkpoint in --work yet: building it (bf16 random Nano, quantize, save)")
@@ -288,29 +284,22 @@ def cap24(a, out: Path, report: dict) -> None:
     rows = a.cap24_rows.split(",")
     if "fp8-24GB" in rows:
         steps = a.cap24_steps or (4 if a.smoke else 35)
-        backend = DiffusersBackend(device=bf16_device(cuda), progress=False, **memory)
+        backend = DiffusersBackend(device=device, progress=False, **memory)
         req = request(case, steps, {**request_for, "model": str(work)}, model=str(work), precision="fp8")
         report["cap24"]["fp8-24GB"] = capped_row("fp8-24GB", backend, req,
                                                  lambda: backend._loaded(str(work), req.precision).memory, cuda, steps)
         log(f"cap24 fp8: {report['cap24']['fp8-24GB']}")
         save()
     steps = a.cap24_baselines or (2 if a.smoke else 4)
-    builder = None if a.smoke else _bench().timing._diffusers_backends("nano", "cuda", None, False, None)[
-        "stock"].builder  # the same random Nano weights as the bf16 rows of the main run
     for name, storage in (("bf16-24GB", None), ("bf16-24GB-fp8-storage", "fp8")):
         if name not in rows:
             continue
-        backend = DiffusersBackend(device=bf16_device(cuda), progress=False, weight_storage=storage, builder=builder,
-                                   **memory)
+        backend = DiffusersBackend(device=device, progress=False, weight_storage=storage, builder=builder, **memory)
         req = request(case, steps, request_for)
         placed = lambda b=backend: (b.pipeline(request_for["model"]), b.memory)[1]  # noqa: E731
         report["cap24"][name] = capped_row(name, backend, req, placed, cuda, steps)
         log(f"cap24 {name}: {report['cap24'][name]}")
         save()
-
-
-def bf16_device(cuda: bool) -> str:
-    return "cuda" if cuda else "cpu"
 
 
 def pick_attention(choice: str, cuda: bool) -> str | None:

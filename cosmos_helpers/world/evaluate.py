@@ -26,6 +26,7 @@ import numpy as np
 from .. import media
 from ..request import GenerationRequest
 from ..specs import Sample
+from ..specs.runs import SampleRun
 from . import meaning
 from .render import render_uint8
 from .scenes import Scene, caption, sample_scenes
@@ -160,9 +161,8 @@ def video_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profi
 def transfer(backend: Any, scenes: list[Scene], seed: int = 0, profile: str = "tiny",
              size: tuple[int, int] = (160, 96), num_frames: int = 9, steps: int | None = None,
              step_cache: Any = None) -> list[Row]:
-    """Edge F1 of transfer outputs against their own edge control and against the next sample's control."""
-    from ..backends.diffusers.transfer import run_transfer  # OpenCV and the modular blocks load on first use
-
+    """Edge F1 of transfer outputs against their own edge control and against the next sample's control; each
+    sample runs as ``run_spec`` would run it on ``backend`` (its ``run_sample``)."""
     rng, outputs = np.random.default_rng(seed), []
     with tempfile.TemporaryDirectory() as tmp:
         for i, scene in enumerate(scenes):
@@ -171,8 +171,9 @@ def transfer(backend: Any, scenes: list[Scene], seed: int = 0, profile: str = "t
             prompt = caption(scene, style="all", rng=rng)
             item = {"prompt": prompt, "vision_path": str(path), "edge": {}, "seed": seed + i,
                     "num_video_frames_per_chunk": num_frames, **({"num_steps": steps} if steps else {})}
-            r = Sample.from_dict(item, base_dir=tmp, name=f"t{i}").resolved(profile=profile)
-            generation = run_transfer(r, backend=backend, progress=False, step_cache=step_cache)
+            sample = Sample.from_dict(item, base_dir=tmp, name=f"t{i}")
+            r = sample.resolved(profile=profile)
+            generation = backend.run_sample(SampleRun.create(sample, r, step_cache=step_cache), progress=False)
             outputs.append((prompt, generation.frames, generation.controls["edge"]))
     rows = []
     for i, (prompt, frames, control) in enumerate(outputs):

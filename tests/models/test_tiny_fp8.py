@@ -133,18 +133,24 @@ class _WithPrecision:
         return self.backend.generate(request.replace(precision=self.precision))
 
 
-def test_meaning_rates_stay_within_five_points_of_bf16(backend):
+def test_fp8_loses_the_meaning_of_at_most_five_percent_of_prompts(backend):
     """Held-out captions, the tiny profile's 4 steps (where the official policy is W8A16 on every step) and W8A8 on
-    every step: the rates the trained tiny model is held to move by at most 5 points."""
+    every step, against bf16 on the same prompts and seeds: of the prompts whose colour (direction) bf16 gets right,
+    FP8 gets at most 5% wrong, so its rates are at most 5 points under bf16's. Prompts FP8 gets right and bf16 does not
+    are counted, not held against it: at 24 prompts one such prompt is 4 points, and which ones turn over moves with
+    the CPU's kernels, while a lost prompt is what quantization would do to meaning."""
     from cosmos_helpers.world.evaluate import evaluate
 
-    rates = {}
+    n, rows = 24, {}
     for name, precision in (("bf16", None), ("fp8", "fp8"), ("w8a8", FP8(mixed=False))):
-        report = evaluate(_WithPrecision(backend, precision), n=24, seed=0, checks=("text2video",))
-        rates[name] = report.summary()
+        report = evaluate(_WithPrecision(backend, precision), n=n, seed=0, checks=("text2video",))
+        rows[name] = report.rows["text2video"]
+    assert [row["prompt"] for row in rows["fp8"]] == [row["prompt"] for row in rows["bf16"]]
     for name in ("fp8", "w8a8"):
-        for key in ("t2v_colour", "t2v_direction"):
-            assert abs(rates[name][key] - rates["bf16"][key]) <= 0.05 + 1e-9, (name, key, rates)
+        for key in ("colour_ok", "direction_ok"):
+            pairs = [(base[key], other[key]) for base, other in zip(rows["bf16"], rows[name])]
+            lost, gained = sum(a and not b for a, b in pairs), sum(b and not a for a, b in pairs)
+            assert lost <= 0.05 * n, (name, key, f"lost {lost}, gained {gained} of {n}")
 
 
 def test_fp8_composes_with_diffusers_step_cache(backend):

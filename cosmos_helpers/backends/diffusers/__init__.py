@@ -4,7 +4,8 @@ pipeline's own call, the distilled blocks, the edit loop), their call arguments 
 :mod:`.edit`, :mod:`.distilled`), step caching (:mod:`.cache`) and the guardrails (:mod:`.guardrails`)."""
 
 from .backend import DiffusersBackend
-from .guardrails import GUARDRAIL_HELP, guardrail_errors
+from .guardrails import GUARDRAIL_HELP
+from .runner import guardrail_errors
 from .loading import Builder, free_pipeline, pipeline_class
 
 __all__ = ["GUARDRAIL_HELP", "Builder", "DiffusersBackend", "free_pipeline", "guardrail_errors", "pipeline_class"]

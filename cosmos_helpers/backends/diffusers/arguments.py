@@ -13,8 +13,9 @@ def prompt_options(request: GenerationRequest) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
     if request.use_system_prompt is not None:
         kwargs["use_system_prompt"] = request.use_system_prompt
+    structured = request.is_structured
     for name in ("add_resolution_template", "add_duration_template"):
-        if request.is_structured:
+        if structured:
             kwargs[name] = False
         elif getattr(request, name) is not None:
             kwargs[name] = getattr(request, name)

@@ -195,10 +195,10 @@ def run_audio_call(call: AudioCall, *, backend: Any, model: str | None = None,
     clock = StepClock(call.num_steps, "audio->video (experimental)", bar=progress is True,
                       callback=progress if callable(progress) else None, started=started)
     with clock, backend.borrowed(model) as pipe:
-        load_s = time.perf_counter() - started
+        clock.load_s = time.perf_counter() - started
         clock.call_start = time.perf_counter()
         video, sound_frames, device = _generate(pipe, call, lambda _: clock.step())
-    timings = clock.timings(load_s)
+    timings = clock.timings
     frames = media.to_uint8(video)
     if checker is not None:
         checked = checker.check_video_safety(frames)

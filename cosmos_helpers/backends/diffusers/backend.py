@@ -22,17 +22,17 @@ from ...errors import ValidationError
 from ...fast import FastOptions
 from ...limits import check_backend_mode
 from .parallel.plan import ParallelPlan
-from ...precision import FP8, check_for_backend
+from ...precision import FP8
 from ...presets import model_for
 from ...protocol.fp8 import REVISION
 from ...progress import progress_bar
 from ...request import GenerationRequest
 from ...result import Generation
 from ...schedules import configure_scheduler
+from ...step_cache import SeaCache, check_for_backend
 from ..base import Backend, ProgressCallback
 from ..memory import MemorySettings, apply_memory, plan_memory, resolve_memory
 from . import distilled, modelopt_fp8, samples
-from .cache import check_request_cache
 from .guardrails import Guardrails
 from .loading import SHARED, Builder, Loaded, load_pipeline, resolve_source
 from .loops import loop_for
@@ -103,18 +103,14 @@ class DiffusersBackend(Backend):
     def check(self, request: GenerationRequest) -> None:
         request = request.resolve()
         check_backend_mode(request, self.name)
-        check_request_cache(request.step_cache, gpus=self.plan.gpus)
-        self._check_precision(request)
-        if distilled.is_distilled_model(request.model):
-            if self.plan.parallel:
-                raise ValidationError("gpus", f"the distilled few-step path runs in this process, on one GPU "
-                                      f"(gpus={self.plan.gpus} was given).",
-                                      "use DiffusersBackend(gpus=1) for a distilled model.")
-            distilled.check_request(request, scheduler=self.scheduler, fast=self.fast)
+        self._check_step_cache(request.step_cache)
+        is_distilled = distilled.check_request(request, scheduler=self.scheduler, fast=self.fast, gpus=self.plan.gpus)
+        modelopt_fp8.check_request(request, fast=self.fast, weight_storage=self.memory and self.memory.weight_storage,
+                                   gpus=self.plan.gpus, distilled=is_distilled)
+        if is_distilled:
             return
-        distilled.check_base_request(request)
         if self.scheduler is not None:  # a scheduler the request cannot go with is refused before loading
-            configure_scheduler({}, self.scheduler, request.flow_shift, shift_given=request.explicit("flow_shift"))
+            configure_scheduler({}, self.scheduler, request.flow_shift, shift_given="flow_shift" in request.given)
         if request.mode == "image2image":
             if self.plan.parallel:
                 raise ValidationError("gpus", f"image2image runs in this process, on one GPU (gpus={self.plan.gpus} "
@@ -126,16 +122,15 @@ class DiffusersBackend(Backend):
             self.plan.check_request(request)
             self._check_heads(request.model)
 
-    def _check_precision(self, request: GenerationRequest) -> None:
-        """The request's precision, as this backend runs it (:mod:`.modelopt_fp8`), refused before loading."""
-        check_for_backend(request.precision, self.name)
-        if modelopt_fp8.is_fp8(request) and (self.plan.parallel or distilled.is_distilled_model(request.model)):
-            where = f"gpus={self.plan.gpus}" if self.plan.parallel else f"the distilled {request.model}"
-            raise ValidationError("precision", f"the ModelOpt FP8 revision runs here on one GPU through the base "
-                                  f"pipeline's own call, not on {where}.",
-                                  "use DiffusersBackend(gpus=1) with a base checkpoint for precision='fp8', or a "
-                                  "vLLM-Omni server (serve_command(model, precision='fp8')).")
-        modelopt_fp8.check_request(request, fast=self.fast, weight_storage=self.memory and self.memory.weight_storage)
+    def _check_step_cache(self, value: Any) -> None:
+        """A SeaCache diffusers cannot run, or SeaCache on several GPUs (CFG-parallel computes the negative branch
+        outside its own cache context, and Ulysses shards the residual: neither is wired to diffusers' gate)."""
+        check_for_backend(value, self.name)
+        if isinstance(value, SeaCache) and self.plan.parallel:
+            raise ValidationError("step_cache", f"DiffusersBackend(gpus={self.plan.gpus}) does not run SeaCache: its "
+                                  "workers compute guidance branches and token shares outside the per-branch cache "
+                                  "state SeaCache keeps.", "use DiffusersBackend(gpus=1) with step_cache, or leave "
+                                  "step_cache out on several GPUs.")
 
     # 2. Generation: the checks above, then the call's steps (:meth:`CallRun.run`) -------------------------------
 
@@ -145,7 +140,9 @@ class DiffusersBackend(Backend):
         self.check(request)
         if self.plan.parallel:
             return self._generate_on_workers(request, progress)
-        return CallRun(self, request, progress).run()
+        generation = CallRun(self, request, progress).run()
+        generation.settings = self.output_settings()
+        return generation
 
     def pipeline_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
         """The exact arguments the call for ``request`` passes to the pipeline (no generator or callback)."""

@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 from ...errors import ValidationError
 from ...protocol import step_cache as facts
-from ...step_cache import SeaCache, StepCache, check_for_backend, describe
+from ...step_cache import SeaCache, StepCache, describe
 
 _DIFFUSERS_NAMES = {ours: names[0] for ours, names in facts.FIELDS.items()}
 
@@ -91,59 +91,48 @@ class PassCount:
 
 @dataclass
 class CallCache:
-    """One call's step cache: what it is (for the manifest) and the passes it computed."""
+    """One call's step cache: what it is and, once the call's block is left, ``provenance``: the manifest's record
+    (the cache, where it came from, the passes it computed, and the passes the fast path sent to stock code, by
+    reason, if any did)."""
 
     record: dict[str, Any]
     count: PassCount
+    provenance: dict[str, Any] = field(default_factory=dict)
 
-    def provenance(self) -> dict[str, Any]:
-        """The manifest's record, read after the call: the cache, where it came from, the passes it computed, and
-        the passes the fast path sent to stock code (by reason) if any did."""
+    def close(self) -> None:
+        self.count.stop()
         count = self.count
-        out = {"step_cache": {**self.record, "passes": count.passes, "passes_computed": count.computed,
-                              "schedule": count.schedule}}
-        if self.count.fast_fallbacks:
-            out["fast_fallbacks"] = dict(self.count.fast_fallbacks)
-        return out
+        self.provenance = {"step_cache": {**self.record, "passes": count.passes, "passes_computed": count.computed,
+                                          "schedule": count.schedule}}
+        if count.fast_fallbacks:
+            self.provenance["fast_fallbacks"] = dict(count.fast_fallbacks)
 
 
-def check_request_cache(value: StepCache, transformer=None, *, gpus: int = 1) -> None:
-    """Refuse, before any work, a SeaCache diffusers cannot run, any request-level cache on a transformer that
-    already carries a cache the caller enabled, and SeaCache on several GPUs (CFG-parallel computes the negative
-    branch outside its own cache context, and Ulysses shards the residual: neither is wired to diffusers' gate)."""
-    check_for_backend(value, "diffusers")
-    if isinstance(value, SeaCache) and gpus > 1:
-        raise ValidationError("step_cache", f"DiffusersBackend(gpus={gpus}) does not run SeaCache: its workers compute "
-                              "guidance branches and token shares outside the per-branch cache state SeaCache keeps.",
-                              "use DiffusersBackend(gpus=1) with step_cache, or leave step_cache out on several GPUs.")
-    enabled = getattr(transformer, "_cache_config", None) if transformer is not None else None
+@contextlib.contextmanager
+def call_cache(transformer, value: StepCache, fast=None) -> Iterator[CallCache]:
+    """The request's cache (checked before any work by the backend) on ``transformer`` for the block, counted
+    (``fast``: the fast forward if one is installed), removed after, whatever happens. A cache the caller enabled on
+    the transformer is left in place and recorded; a request that sets one as well is refused (diffusers runs one
+    cache at a time)."""
+    enabled = getattr(transformer, "_cache_config", None)
     if value is not None and enabled is not None:
         raise ValidationError("step_cache", f"the pipeline's transformer already has a {type(enabled).__name__} "
                               "enabled (transformer.enable_cache), and diffusers runs one cache at a time.",
                               "call pipe.transformer.disable_cache() first, or leave step_cache out to run with the "
                               "cache you enabled.")
-
-
-@contextlib.contextmanager
-def call_cache(transformer, value: StepCache, fast=None) -> Iterator[CallCache]:
-    """The request's cache on ``transformer`` for the block (and counted; ``fast``: the fast forward if one is
-    installed), removed after, whatever happens."""
-    check_request_cache(value, transformer)
-    enabled = getattr(transformer, "_cache_config", None)
     config = sea_cache_config(value)
     if enabled is not None:  # the caller's own, left in place
         record = {"choice": "default", "source": "enabled on the pipeline by the caller",
                   "method": type(enabled).__name__}
     else:
         record = describe(value, "diffusers")
-    count = PassCount()
-    count.watch(transformer, fast)
+    call = CallCache(record, PassCount())
+    call.count.watch(transformer, fast)
     if config is not None:
         transformer.enable_cache(config)
     try:
-        yield CallCache(record, count)
+        yield call
     finally:
-        count.stop()
+        call.close()
         if config is not None:
             transformer.disable_cache()
-

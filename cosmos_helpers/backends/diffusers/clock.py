@@ -11,8 +11,9 @@ from ...progress import progress_bar
 
 
 class StepClock:
-    """``with StepClock(total, desc, bar=True) as clock:`` set ``clock.call_start`` when the pipeline call starts, call
-    ``clock.step()`` after each step, then read ``clock.timings(load_s)``; leaving the block closes the bar."""
+    """``with StepClock(total, desc, bar=True) as clock:`` set ``clock.load_s`` (the model's load) and
+    ``clock.call_start`` (the pipeline call starts), call ``clock.step()`` after each step; leaving the block stops
+    the clock, closes the bar and sets ``clock.timings``."""
 
     def __init__(self, total: int, desc: str, *, bar: bool, callback: Callable[[int, int], None] | None = None,
                  started: float | None = None) -> None:
@@ -21,6 +22,8 @@ class StepClock:
         self.bar = progress_bar(total, desc, "step", enabled=bar)
         self.marks: list[float] = []
         self.call_start = self.started
+        self.load_s = 0.0
+        self.timings: dict[str, float] = {}
 
     def step(self, done: int | None = None) -> None:
         """One step taken; ``done`` is the caller's count (default: the steps counted here)."""
@@ -33,11 +36,12 @@ class StepClock:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.timings = self._timings()
         self.bar.close()
 
-    def timings(self, load_s: float) -> dict[str, float]:
+    def _timings(self) -> dict[str, float]:
         end, marks = time.perf_counter(), self.marks
-        timings = {"load_s": load_s, "total_s": end - self.started, "pipeline_s": end - self.call_start}
+        timings = {"load_s": self.load_s, "total_s": end - self.started, "pipeline_s": end - self.call_start}
         if marks:
             timings.update(first_step_s=marks[0] - self.call_start, denoise_s=marks[-1] - self.call_start,
                            decode_s=end - marks[-1])

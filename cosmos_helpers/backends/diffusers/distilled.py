@@ -34,13 +34,25 @@ def is_distilled_model(model: str) -> bool:
     return json.loads(index.read_text()).get("_blocks_class_name") == variants.DISTILLED_BLOCKS
 
 
-def check_request(request: GenerationRequest, *, scheduler: Any, fast: Any) -> None:
-    """Refuse, before loading, what the distilled pipeline cannot run as the request says."""
+def check_request(request: GenerationRequest, *, scheduler: Any, fast: Any, gpus: int = 1) -> bool:
+    """Refuse, before loading, what the request's checkpoint cannot run with its profile: a distilled checkpoint
+    outside a distilled profile or with options of the base pipeline's, a base checkpoint under a distilled profile.
+    Returns whether the checkpoint is distilled (the base pipeline's checks do not apply to it)."""
     profile = get_profile(request.profile)
+    if not is_distilled_model(request.model):
+        if profile.distilled:
+            raise ValidationError("model", f"profile {profile.name!r} is distilled (a fixed "
+                                  f"{request.num_inference_steps}-step schedule, no guidance) but {request.model!r} is "
+                                  f"a base checkpoint.", f"drop model= (the profile's is {profile.model}), or use a "
+                                  "base profile.")
+        return False
     if not profile.distilled:
         raise ValidationError("model", f"{request.model!r} is a distilled (few-step) checkpoint, but profile "
                               f"{profile.name!r} resolves steps, guidance and shift for a base model.",
                               "use a distilled profile ('tiny-distilled', 'super-t2i-4step', 'super-i2v-4step').")
+    if gpus > 1:
+        raise ValidationError("gpus", f"the distilled few-step path runs in this process, on one GPU (gpus={gpus} was "
+                              "given).", "use DiffusersBackend(gpus=1) for a distilled model.")
     if request.mode not in DIFFUSERS_MODES:
         raise ValidationError("mode", f"diffusers' distilled blocks run {', '.join(DIFFUSERS_MODES)}, not "
                               f"{request.mode}.", "use one of those modes.")
@@ -50,15 +62,7 @@ def check_request(request: GenerationRequest, *, scheduler: Any, fast: Any) -> N
     if fast:
         raise ValidationError("fast", "the fast path is built for the base pipeline, not the distilled blocks.",
                               "use DiffusersBackend(fast=False) for distilled profiles.")
-
-
-def check_base_request(request: GenerationRequest) -> None:
-    """A base checkpoint cannot follow a distilled profile's fixed schedule."""
-    profile = get_profile(request.profile)
-    if profile.distilled:
-        raise ValidationError("model", f"profile {profile.name!r} is distilled (a fixed {request.num_inference_steps}"
-                              f"-step schedule, no guidance) but {request.model!r} is a base checkpoint.",
-                              f"drop model= (the profile's is {profile.model}), or use a base profile.")
+    return True
 
 
 def load(source: str, **kwargs: Any):

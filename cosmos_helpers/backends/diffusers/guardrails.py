@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -53,14 +52,3 @@ class Guardrails:
         if checked is None:
             raise GuardrailError("the Cosmos guardrails blocked the generated video.")
         return np.asarray(checked, dtype=np.uint8)
-
-
-@contextlib.contextmanager
-def guardrail_errors() -> Iterator[None]:
-    """diffusers reports a guardrail block as a ``ValueError``; callers get a :class:`GuardrailError`."""
-    try:
-        yield
-    except ValueError as exc:
-        if "Guardrail" in str(exc):
-            raise GuardrailError(str(exc)) from exc
-        raise

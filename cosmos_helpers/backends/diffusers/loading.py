@@ -24,8 +24,10 @@ from ...models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
 from ...models.tiny_distilled import tiny_distilled_path
 from ...models.tiny_edge import MODEL_NAME as TINY_EDGE
 from ...models.tiny_edge import tiny_edge_path
+from ...models.tiny_fp8 import tiny_fp8_path
 from ...models.tiny_trained import trained_tiny_path
 from ...precision import FP8
+from ...protocol.fp8 import REVISION
 from . import distilled, modelopt_fp8
 
 
@@ -100,7 +102,7 @@ def load_pipeline(model: str, *, dtype: Any, device_map: Any = None, token: str 
     source = None
     if isinstance(precision, FP8):
         modelopt_fp8.enable_modelopt()
-        source, revision = modelopt_fp8.source(model)
+        source, revision = fp8_source(model)
         kwargs.update(revision)
     try:
         with warnings.catch_warnings():
@@ -137,6 +139,16 @@ class Builder:
             module, name = fn.split(":")
             fn = getattr(importlib.import_module(module), name)
         return as_guided(fn(device, dtype, **dict(self.kwargs)))
+
+
+def fp8_source(model: str) -> tuple[str | None, dict[str, Any]]:
+    """``(folder, from_pretrained kwargs)`` of ``model``'s FP8 weights: the embedded tiny model's FP8 build, a local
+    FP8 folder as it is, or a hub id at ``revision="fp8"`` (folder ``None``: resolve the model as usual)."""
+    if model == "tiny":
+        return str(tiny_fp8_path()), {}
+    if Path(model).expanduser().is_dir():
+        return None, {}
+    return None, {"revision": REVISION}
 
 
 def resolve_source(model: str) -> str:

@@ -14,9 +14,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...precision import diffusers_call_kwargs
 from ...presets import SOUND_SAMPLE_RATE
 from ...request import GenerationRequest
-from . import action, distilled, edit, modelopt_fp8
+from . import action, distilled, edit
 from .arguments import prompt_options, video_kwargs
 
 OnStep = Callable[[int], None]  # called after every denoising step with its 0-based index
@@ -48,7 +49,7 @@ class StockLoop:
         (``request.prompt_text()``), so the sentence templates are off for it, as on the other backends.
         """
         if request.is_action:
-            return {**action.call_kwargs(request), **modelopt_fp8.call_kwargs(request)}
+            return {**action.call_kwargs(request), **diffusers_call_kwargs(request.precision)}
         kwargs: dict[str, Any] = dict(
             prompt=request.prompt_text(), negative_prompt=request.negative_prompt_text(),
             num_frames=request.num_frames, height=request.height, width=request.width, fps=request.fps,
@@ -59,7 +60,7 @@ class StockLoop:
             kwargs["image"] = request.conditioning_image()
         elif request.mode == "video2video":
             kwargs.update(video_kwargs(request))
-        kwargs.update(modelopt_fp8.call_kwargs(request))  # the FP8 schedule's overrides (none: the checkpoint's)
+        kwargs.update(diffusers_call_kwargs(request.precision))  # the FP8 schedule's overrides (none: the checkpoint's)
         return kwargs
 
     def denoise(self, pipe, request: GenerationRequest, kwargs: dict, on_step: OnStep, *, on_device: bool = False

@@ -29,7 +29,7 @@ from typing import Any
 from ...errors import BackendUnavailableError, ValidationError
 from ...models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
 from ...models.tiny_edge import MODEL_NAME as TINY_EDGE
-from ...precision import FP8, describe, diffusers_call_kwargs
+from ...precision import FP8, check_for_backend, describe
 from ...protocol import fp8 as facts
 from ...request import GenerationRequest
 
@@ -55,8 +55,17 @@ def is_modelopt_fp8(quantization: dict[str, Any] | None) -> bool:
         str(quantization.get("quant_type", "")).upper().startswith(facts.QUANT_TYPE)
 
 
-def check_request(request: GenerationRequest, *, fast: Any, weight_storage: str | None) -> None:
-    """Refuse, before loading, what this backend cannot run as the request's precision says."""
+def check_request(request: GenerationRequest, *, fast: Any, weight_storage: str | None, gpus: int = 1,
+                  distilled: bool = False) -> None:
+    """Refuse, before loading, what this backend cannot run as the request's precision says: the FP8 revision runs
+    on one GPU through the base pipeline's own call (``distilled``: the request's checkpoint is a distilled one)."""
+    check_for_backend(request.precision, "diffusers")
+    if is_fp8(request) and (gpus > 1 or distilled):
+        where = f"gpus={gpus}" if gpus > 1 else f"the distilled {request.model}"
+        raise ValidationError("precision", f"the ModelOpt FP8 revision runs here on one GPU through the base "
+                              f"pipeline's own call, not on {where}.",
+                              "use DiffusersBackend(gpus=1) with a base checkpoint for precision='fp8', or a "
+                              "vLLM-Omni server (serve_command(model, precision='fp8')).")
     model = request.model
     local = Path(model).expanduser()
     quantization = checkpoint_quantization(local) if local.is_dir() else None
@@ -96,18 +105,6 @@ def modelopt_available() -> None:
 
     if importlib.util.find_spec("modelopt") is None:
         raise BackendUnavailableError(f"loading a ModelOpt FP8 checkpoint needs NVIDIA ModelOpt: {INSTALL}.")
-
-
-def source(model: str) -> tuple[str | None, dict[str, Any]]:
-    """``(folder, from_pretrained kwargs)`` of ``model``'s FP8 weights: the embedded tiny model's FP8 build, a local
-    FP8 folder as it is, or a hub id at ``revision="fp8"`` (folder ``None``: resolve the model as usual)."""
-    if model == "tiny":
-        from ...models.tiny_fp8 import tiny_fp8_path
-
-        return str(tiny_fp8_path()), {}
-    if Path(model).expanduser().is_dir():
-        return None, {}
-    return None, {"revision": facts.REVISION}
 
 
 @functools.lru_cache(maxsize=None)
@@ -159,11 +156,6 @@ def emulated_w8a8(module, input, weight, bias=None):
     x = (x8.float() * scale_a).to(input.dtype)
     w = (weight.data.float() * module.weight_quantizer._scale.float().to(weight.device)).to(input.dtype)
     return F.linear(x, w, None if bias is None else bias.to(input.dtype))
-
-
-def call_kwargs(request: GenerationRequest) -> dict[str, Any]:
-    """The request's schedule overrides as diffusers' ``__call__`` arguments (none: the checkpoint's policy)."""
-    return diffusers_call_kwargs(request.precision)
 
 
 def provenance(pipe: Any, request: GenerationRequest, gemm: str | None = None) -> dict[str, Any]:

@@ -12,13 +12,13 @@ import time
 from typing import Any, Callable, Iterator
 
 from ...fast import FastOptions, enable_fast_path, fast_path_active, installed_forward
+from ...errors import GuardrailError
 from ...request import GenerationRequest
 from ...result import Generation
 from ...schedules import configure_scheduler
 from .cache import call_cache
 from .clock import StepClock
 from . import modelopt_fp8
-from .guardrails import guardrail_errors
 from .loading import Loaded
 from .loops import Denoised, StockLoop, loop_for
 
@@ -28,29 +28,28 @@ class CallRun:
     (load, first step, denoise, decode), the pipeline lent for it."""
 
     def __init__(self, backend: Any, request: GenerationRequest, progress: Callable[[int, int], None] | None) -> None:
+        self.started = time.perf_counter()
         self.backend, self.request, self.callback = backend, request, progress
         self.loop = loop_for(request)
+        self.kwargs = self.loop.call_kwargs(request)  # what the pipeline call is sent (its media decoded)
         self.fast = backend.fast if self.loop.lends else False
-        self.started = time.perf_counter()
         self.load_s = 0.0
         self.clock: StepClock | None = None
 
     def run(self) -> Generation:
-        """1. the prompt through the guardrails, 2. the shared pipeline, 3. the call's arguments, 4. denoise on the
-        lent pipeline, 5. the Generation (frames through the guardrails, the backend's settings recorded)."""
+        """1. the prompt through the guardrails, 2. the shared pipeline, 3. denoise on the lent pipeline with the
+        call's arguments (built with the run), 4. the Generation (frames through the guardrails)."""
         request, backend = self.request, self.backend
         checker = backend.guardrails.check_prompt(bool(request.guardrails), request.prompt_text())  # 1
         start = time.perf_counter()
         loaded = backend._loaded(request.model, request.precision)  # 2
         self.load_s = time.perf_counter() - start
-        kwargs = self.loop.call_kwargs(request)  # 3
-        denoised, provenance = self._denoise(loaded, kwargs)  # 4
-        generation = Generation(  # 5
+        denoised, provenance = self._denoise(loaded, self.kwargs)  # 3
+        generation = Generation(  # 4
             frames=denoised.frames, fps=request.fps, seed=request.seed, request=request, sound=denoised.sound,
             sample_rate=denoised.sample_rate, backend=backend.name, model=request.model,
-            timings=self.clock.timings(self.load_s), provenance=provenance, actions=denoised.actions)
+            timings=self.clock.timings, provenance=provenance, actions=denoised.actions)
         generation.frames = backend.guardrails.check_frames(checker, generation.frames)  # uint8 by now
-        generation.settings = backend.output_settings()
         return generation
 
     def on_step(self, index: int) -> None:
@@ -63,7 +62,7 @@ class CallRun:
         label = f"{request.mode} denoising" + (f" ({loop.what})" if loop.what else "")
         with StepClock(request.num_inference_steps, label, bar=self.backend.progress, callback=self.callback,
                        started=self.started) as clock:
-            self.clock = clock
+            self.clock, clock.load_s = clock, self.load_s
             with loaded.lock, guardrail_errors(), self._lent(loaded.pipe) as pipe:
                 fast = installed_forward(pipe) if self.fast else None
                 with call_cache(pipe.transformer, request.step_cache, fast) as cache:
@@ -73,7 +72,7 @@ class CallRun:
                 provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
                               **({"memory": loaded.memory} if loaded.memory else {}),
                               "scheduler": type(pipe.scheduler).__name__, "fast": bool(self.fast),
-                              **loop.provenance, "timesteps": denoised.timesteps, **cache.provenance(),
+                              **loop.provenance, "timesteps": denoised.timesteps, **cache.provenance,
                               **modelopt_fp8.provenance(pipe, request, loaded.w8a8_gemm)}
         return denoised, provenance
 
@@ -87,7 +86,7 @@ class CallRun:
         request = self.request
         scheduler, interval = pipe.scheduler, getattr(pipe, "guidance_interval", None)
         pipe.scheduler = configure_scheduler(scheduler.config, self.backend.scheduler, request.flow_shift,
-                                             shift_given=request.explicit("flow_shift"))
+                                             shift_given="flow_shift" in request.given)
         pipe.guidance_interval = request.guidance_interval
         if self.fast:  # installed once, at rest switched off: the shared pipeline runs stock code for the others
             enable_fast_path(pipe, self.fast if isinstance(self.fast, FastOptions) else None, active=False)
@@ -96,3 +95,14 @@ class CallRun:
                 yield pipe
         finally:
             pipe.scheduler, pipe.guidance_interval = scheduler, interval
+
+
+@contextlib.contextmanager
+def guardrail_errors() -> Iterator[None]:
+    """diffusers reports a guardrail block as a ``ValueError``; callers get a :class:`GuardrailError`."""
+    try:
+        yield
+    except ValueError as exc:
+        if "Guardrail" in str(exc):
+            raise GuardrailError(str(exc)) from exc
+        raise

@@ -43,10 +43,11 @@ from ...errors import BackendUnavailableError
 from ...result import Generation
 from ...specs.resolve import ResolvedSample
 from ...specs.transfer import PreparedTransfer, mirror_pad, prepare_transfer
-from ...step_cache import StepCache
-from .cache import call_cache, check_request_cache
+from ...step_cache import StepCache, check_for_backend
+from .cache import call_cache
 from .clock import StepClock
-from .guardrails import GUARDRAIL_HELP, guardrail_errors
+from .guardrails import GUARDRAIL_HELP
+from .runner import guardrail_errors
 from .transfer_blocks import CallSettings, transfer_pipeline
 
 ProgressCallback = Callable[[int, int], None]
@@ -93,10 +94,10 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any,
     processor = None
     if len(prepared.controls) > 1:
         processor = WeightedMultiControlAttnProcessor(r.normalized_weights, _tokens_per_item(prepared))
-    check_request_cache(step_cache)
+    check_for_backend(step_cache, "diffusers")
     load_start = time.perf_counter()
     with clock, backend.borrowed(r.model) as base:
-        load_s = time.perf_counter() - load_start
+        clock.load_s = time.perf_counter() - load_start
         pipe = transfer_pipeline(base, settings, r.shift)
         if r.guardrails:
             try:
@@ -109,8 +110,8 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any,
             video = pipe(**_call_kwargs(prepared))
         device = str(pipe.transformer.device)
     frames = media.to_uint8(video.permute(0, 2, 3, 1).float().cpu().numpy())[: prepared.total_frames]
-    generation = _result(prepared, frames, clock.timings(load_s), settings, device)
-    generation.provenance.update(cache.provenance())
+    generation = _result(prepared, frames, clock.timings, settings, device)
+    generation.provenance.update(cache.provenance)
     return generation
 
 

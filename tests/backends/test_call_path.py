@@ -21,7 +21,7 @@ LOOKED_THROUGH = {"contextlib", "functools"}
 # counted, and bounded apart.
 VALUE_MODULES = {"cosmos_helpers.resolve"}
 MAX_PASSES = 2
-MAX_VALUE_READS = 6
+MAX_VALUE_READS = 4
 # Over MAX_PASSES, with why; an entry may only shrink. precision: the request's precision is checked (before any work),
 # turned into the call's arguments, and recorded for the manifest, each by a function of the one module that holds
 # what every backend does with it.

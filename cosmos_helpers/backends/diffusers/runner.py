@@ -11,8 +11,8 @@ import contextlib
 import time
 from typing import Any, Callable, Iterator
 
-from ...fast import FastOptions, enable_fast_path, fast_path_active, installed_forward
 from ...errors import GuardrailError
+from ...fast import FastOptions, enable_fast_path, fast_path_active, installed_forward
 from ...request import GenerationRequest
 from ...result import Generation
 from ...schedules import configure_scheduler

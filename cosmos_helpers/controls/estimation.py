@@ -105,21 +105,22 @@ def resolve_model(kind: str, name: str, *, field_name: str | None = None) -> Con
     return ControlModel(kind=kind, name=name, source=source, model_class=accepted[model_type])
 
 
-def check_frames(frames: Any, field_name: str = "frames") -> np.ndarray:
+def check_frames(frames: Any, field_name: str = "frames", min_side: int = MIN_SIDE) -> np.ndarray:
+    """``[T, H, W, 3]`` uint8 RGB frames (one ``[H, W, 3]`` frame becomes ``T = 1``), or a ValidationError."""
     array = np.asarray(frames)
-    if array.ndim == 3 and array.shape[-1] == 3:
+    if array.ndim == 3:
         array = array[None]
     if array.ndim != 4 or array.shape[-1] != 3:
-        raise ValidationError(field_name, f"expected RGB frames [T, H, W, 3], got shape {array.shape}.",
-                              "pass the clip's uint8 RGB frames (e.g. media.read_media(path).frames).")
+        raise ValidationError(field_name, f"expected RGB frames [T, H, W, 3] or one frame [H, W, 3], got shape "
+                              f"{np.shape(frames)}.", "pass uint8 RGB frames (e.g. media.read_media(path).frames).")
     if array.dtype != np.uint8:
         raise ValidationError(field_name, f"expected uint8 frames, got {array.dtype}.",
                               "convert with np.clip(x, 0, 255).astype(np.uint8).")
     if array.shape[0] == 0:
         raise ValidationError(field_name, "the clip has no frames.", "pass a clip with at least one frame.")
-    if min(array.shape[1:3]) < MIN_SIDE:
+    if min(array.shape[1:3]) < min_side:
         raise ValidationError(field_name, f"frames of {array.shape[2]}x{array.shape[1]} are too small.",
-                              f"pass frames at least {MIN_SIDE}x{MIN_SIDE} (the bucket's size, typically).")
+                              f"pass frames at least {min_side}x{min_side} (the bucket's size, typically).")
     return array
 
 
@@ -191,11 +192,9 @@ class ControlEstimator:
 
 
 def depth_to_control(depth: np.ndarray, config: Any = None) -> np.ndarray:
-    """Predicted depth ``[T, H, W]`` -> grey uint8 ``[T, H, W, 3]``: inverse depth, min-max over the clip.
-
-    Relative Depth Anything already predicts inverse depth (near is large); a metric checkpoint predicts metres,
-    which are inverted first. A clip of one constant depth is mid-grey (there is no near or far to show).
-    """
+    """Predicted depth ``[T, H, W]`` -> grey uint8 ``[T, H, W, 3]``: inverse depth, min-max over the clip. Relative
+    Depth Anything already predicts inverse depth (near is large); a metric checkpoint predicts metres, which are
+    inverted first. A clip of one constant depth is mid-grey (there is no near or far to show)."""
     values = np.asarray(depth, dtype=np.float64)
     if getattr(config, "depth_estimation_type", "relative") == "metric":
         values = 1.0 / np.maximum(values, 1e-6)
@@ -207,11 +206,9 @@ def depth_to_control(depth: np.ndarray, config: Any = None) -> np.ndarray:
 
 def color_segments(labels: np.ndarray, id2label: Mapping[Any, str] | None = None
                    ) -> tuple[np.ndarray, dict[str, tuple[int, int, int]]]:
-    """Class ids ``[T, H, W]`` -> colour uint8 ``[T, H, W, 3]`` and ``{class name: colour}``, largest first.
-
-    Colours follow ``protocol.framework.SEG_COLORS`` in order of each class's pixel count over the whole clip
-    (ties: lower id first) and repeat after 23 classes, as the framework's fixed colour list does.
-    """
+    """Class ids ``[T, H, W]`` -> colour uint8 ``[T, H, W, 3]`` and ``{class name: colour}``, largest first. Colours
+    follow ``protocol.framework.SEG_COLORS`` in order of each class's pixel count over the whole clip (ties: lower id
+    first) and repeat after 23 classes, as the framework's fixed colour list does."""
     ids = np.asarray(labels).astype(np.int64)
     present, counts = np.unique(ids, return_counts=True)
     order = present[np.lexsort((present, -counts))]
@@ -229,9 +226,7 @@ def color_segments(labels: np.ndarray, id2label: Mapping[Any, str] | None = None
 def estimate_controls(frames: Any, models: Mapping[str, str], *, device: str | None = None,
                       batch_size: int = DEFAULT_BATCH, progress: bool = True) -> dict[str, ControlMaps]:
     """``{kind: ControlMaps}`` for each ``kind -> model`` of ``models`` (e.g. ``{"depth": "tiny", "seg": "tiny"}``).
-
-    Every model is checked before any is loaded, so a wrong name fails in seconds.
-    """
+    Every model is checked before any is loaded, so a wrong name fails in seconds."""
     array = check_frames(frames)
     specs = {kind: resolve_model(kind, name) for kind, name in check_models(models).items()}
     return {kind: ControlEstimator(kind, spec, device=device)(array, batch_size=batch_size, progress=progress)

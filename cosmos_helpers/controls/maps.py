@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import ValidationError
 from ..protocol.framework import (BILATERAL, BLUR_FACTORS, BLUR_PRESETS, COMPUTABLE_HINTS, EDGE_PRESETS,
                                   EDGE_THRESHOLDS, HINT_KINDS, HINT_PRESET_DEFAULTS)
+from .estimation import check_frames
 
 
 class BlurParameters(NamedTuple):
@@ -28,47 +29,24 @@ class BlurParameters(NamedTuple):
     down_up_size: tuple[int, int]
 
 
-def _as_frames(frames: np.ndarray, field_name: str = "frames") -> tuple[np.ndarray, bool]:
-    """``[T, H, W, 3]`` uint8 view of the input and whether it was a single ``[H, W, 3]`` frame."""
-    array = np.asarray(frames)
-    single = array.ndim == 3
-    if single:
-        array = array[None]
-    if array.ndim != 4 or array.shape[-1] != 3:
-        raise ValidationError(field_name, f"expected RGB frames [T, H, W, 3] or one frame [H, W, 3], got shape "
-                              f"{array.shape}.", "pass uint8 RGB frames (e.g. media.read_media(path).frames).")
-    if array.dtype != np.uint8:
-        raise ValidationError(field_name, f"expected uint8 frames, got {array.dtype}.",
-                              "convert with np.clip(x, 0, 255).astype(np.uint8).")
-    if array.shape[0] == 0:
-        raise ValidationError(field_name, "no frames.", "pass at least one frame.")
-    return array, single
-
-
 def edge_map(frames: np.ndarray, preset: str = HINT_PRESET_DEFAULTS["edge"]) -> np.ndarray:
-    """Canny edges of each RGB frame, replicated to 3 channels (0 or 255).
-
-    Canny runs on the 3-channel frame (OpenCV's multi-channel gradient), not on a grey conversion: that is
-    what the framework's inference augmentor does. (Its post-training dataset used grey Canny with random
-    thresholds; that is not what the model sees at inference.)
-    """
+    """Canny edges of each RGB frame, replicated to 3 channels (0 or 255). Canny runs on the 3-channel frame (OpenCV's
+    multi-channel gradient), not on a grey conversion: that is what the framework's inference augmentor does. (Its
+    post-training dataset used grey Canny with random thresholds; that is not what the model sees at inference.)"""
     if preset not in EDGE_THRESHOLDS:
         raise ValidationError("edge.preset_edge_threshold", f"unknown edge preset {preset!r}.",
                               f"use one of {', '.join(EDGE_PRESETS)}.")
-    array, single = _as_frames(frames)
+    array = check_frames(frames, min_side=1)
     lower, upper = EDGE_THRESHOLDS[preset]
     edges = np.stack([cv2.Canny(np.ascontiguousarray(frame), lower, upper) for frame in array])
     out = np.repeat(edges[..., None], 3, axis=-1)
-    return out[0] if single else out
+    return out[0] if np.ndim(frames) == 3 else out
 
 
 def blur_parameters(width: int, height: int, preset: str) -> BlurParameters | None:
-    """The blur pipeline's parameters for a frame size; ``None`` for ``"none"`` (identity).
-
-    The bilateral filter is scaled by the longest side of the *downscaled* frame relative to 720 px, so
-    the blur looks the same at every resolution; ``d`` is rounded (Python's round), kept >= 1 and made
-    odd, sigmas are kept >= 1.
-    """
+    """The blur pipeline's parameters for a frame size; ``None`` for ``"none"`` (identity). The bilateral filter is
+    scaled by the longest side of the *downscaled* frame relative to 720 px, so the blur looks the same at every
+    resolution; ``d`` is rounded (Python's round), kept >= 1 and made odd, sigmas are kept >= 1."""
     if preset not in BLUR_PRESETS:
         raise ValidationError("blur.preset_blur_strength", f"unknown blur preset {preset!r}.",
                               f"use one of {', '.join(BLUR_PRESETS)}.")
@@ -98,13 +76,11 @@ def _blur_frame(frame: np.ndarray, params: BlurParameters) -> np.ndarray:
 
 def blur_map(frames: np.ndarray, preset: str = HINT_PRESET_DEFAULTS["blur"]) -> np.ndarray:
     """The framework's 4-stage blur: INTER_AREA down by k, bilateral, INTER_LINEAR up, INTER_CUBIC down-up by f.
-
-    ``"none"`` returns the frames unchanged (a copy).
-    """
-    array, single = _as_frames(frames)
+    ``"none"`` returns the frames unchanged (a copy)."""
+    array = check_frames(frames, min_side=1)
     params = blur_parameters(array.shape[2], array.shape[1], preset)
     out = array.copy() if params is None else np.stack([_blur_frame(np.ascontiguousarray(f), params) for f in array])
-    return out[0] if single else out
+    return out[0] if np.ndim(frames) == 3 else out
 
 
 def compute_control(kind: str, rgb_frames: np.ndarray, preset: str | None = None) -> np.ndarray:

@@ -10,8 +10,9 @@ into the cache folder of the tiny Cosmos3 (``$COSMOS_HELPERS_CACHE``).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..models.tiny import cache_root, cached_build
 
@@ -72,27 +73,22 @@ def _build_seg(seed: int):
     return SegformerForSemanticSegmentation(config).eval(), SegformerImageProcessorPil(**SEG_PROCESSOR)
 
 
-class quiet_transformers:
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
     """Silence transformers' loading chatter (the torchvision fallback notice, weight bars) for one block."""
+    from transformers.utils import logging
 
-    def __enter__(self) -> None:
-        from transformers.utils import logging
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
-        from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars
-
-        self._level, self._bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
-        self._hub_bars = not are_progress_bars_disabled()
-        logging.set_verbosity_error()
-        logging.disable_progress_bar()
-        disable_progress_bars()
-
-    def __exit__(self, *exc: Any) -> None:
-        from transformers.utils import logging
-
-        from huggingface_hub.utils import enable_progress_bars
-
-        logging.set_verbosity(self._level)
-        if self._bars:
+    level, bars, hub_bars = logging.get_verbosity(), logging.is_progress_bar_enabled(), not are_progress_bars_disabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
+        if bars:
             logging.enable_progress_bar()
-        if self._hub_bars:
+        if hub_bars:
             enable_progress_bars()

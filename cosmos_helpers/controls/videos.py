@@ -32,10 +32,8 @@ def control_video_path(folder: str | os.PathLike[str], kind: str) -> Path:
 def write_control_videos(clip: str | os.PathLike[str], models: Mapping[str, str], folder: str | os.PathLike[str], *,
                          max_frames: int | None = None, device: str | None = None, batch_size: int = DEFAULT_BATCH,
                          overwrite: bool = False, progress: bool = True) -> dict[str, Path]:
-    """``{kind: path}`` of the control video of ``clip`` for each ``kind -> model`` (made now or reused).
-
-    Every model and every existing file is checked before any model loads.
-    """
+    """``{kind: path}`` of the control video of ``clip`` for each ``kind -> model`` (made now or reused). Every model
+    and every existing file is checked before any model loads."""
     if clip is None or str(clip).startswith(("http://", "https://", "s3://")):
         raise ValidationError("vision_path", f"computing controls needs a local RGB clip, got {clip!r}.",
                               "set vision_path to a local video (download it first).")
@@ -57,18 +55,15 @@ def write_control_videos(clip: str | os.PathLike[str], models: Mapping[str, str]
         path = paths[kind]
         media.write_mp4(path, maps.frames, fps, crf=video_crf(PROMPT_DEFAULTS["video_save_quality"]),
                         overwrite=True)
-        media.write_bytes_atomic(_record_path(path), (json.dumps(record, indent=2) + "\n").encode(), overwrite=True)
+        media.write_bytes_atomic(path.with_suffix(".json"), (json.dumps(record, indent=2) + "\n").encode(),
+                                 overwrite=True)
     return paths
 
 
 def read_record(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The record of a control video written here (model, clip hash, labels...), or ``None``."""
-    record = _record_path(Path(path))
+    record = Path(path).with_suffix(".json")
     return json.loads(record.read_text()) if record.is_file() else None
-
-
-def _record_path(path: Path) -> Path:
-    return path.with_suffix(".json")
 
 
 def _reusable(path: Path, record: Mapping[str, Any], overwrite: bool) -> bool:

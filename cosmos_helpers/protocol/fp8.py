@@ -69,8 +69,8 @@ DIFFUSERS_CALL_ARGS: Mapping[str, str] = MappingProxyType({
 DIFFUSERS_CALL_DEFAULTS: Mapping[str, Any] = MappingProxyType({name: None for name in DIFFUSERS_CALL_ARGS.values()})
 DIFFUSERS_FORMATS: Mapping[bool, str] = MappingProxyType({True: "fp8", False: "none"})  # mixed -> format
 DIFFUSERS_REASONER: Mapping[str, str] = MappingProxyType({"a16": "high_precision", "native": "base_precision"})
-# What diffusers calls each step in the trace (D mixed_precision.py:186-189): "base" when no schedule applies.
-TRACE_HIGH, TRACE_NATIVE, TRACE_OFF = "W8A16", "W8A8", "base"
+# What diffusers calls each step in the trace (D mixed_precision.py:186-189; "base" when no schedule applies).
+TRACE_HIGH, TRACE_NATIVE = "W8A16", "W8A8"
 
 # vLLM-Omni: server flags and the additional_config override.
 VLLM_REVISION_FLAG = "--revision"

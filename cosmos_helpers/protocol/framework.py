@@ -278,28 +278,27 @@ def default_name(input_file: str | os.PathLike[str], index: int) -> str:
 
 def fallback_seed(name: str, output_dir: str | os.PathLike[str]) -> int:
     """The seed of a sample without one: derived from its name and output folder (inference.py ``_fallback_seed``).
-
-    ``output_dir`` is ``<-o>/<name>``, where the framework writes the sample.
-    """
+    ``output_dir`` is ``<-o>/<name>``, where the framework writes the sample."""
     identity = f"{name}|{output_dir}".encode("utf-8")
     return int.from_bytes(hashlib.sha256(identity).digest()[:4], "big") & SEED_MAX
 
 
+def vision_kind(vision_path: str | None) -> str | None:
+    """``"image"`` or ``"video"``, by the vision input's extension (a URL's query ignored); ``None`` without one."""
+    if not vision_path:
+        return None
+    return "image" if Path(str(vision_path).split("?")[0]).suffix.lower() in IMAGE_EXTENSIONS else "video"
+
+
 def infer_mode(vision_path: str | None, num_frames: int | None) -> str:
     """``model_mode`` when an input omits it: from the vision input's extension and ``num_frames``."""
-    source = "text"
-    if vision_path:
-        suffix = Path(str(vision_path).split("?")[0]).suffix.lower()
-        source = "image" if suffix in IMAGE_EXTENSIONS else "video"
-    return f"{source}2{'image' if num_frames == 1 else 'video'}"
+    return f"{vision_kind(vision_path) or 'text'}2{'image' if num_frames == 1 else 'video'}"
 
 
 def download_cache_path(url: str, name: str, cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
-    """Where the framework caches a downloaded input (inference/common/args.py ``_resolve_url_download``).
-
-    ``name`` is ``vision<ext>``, ``sound<ext>``, ... With ``$COSMOS_DOWNLOAD_CACHE_DIR`` unset the framework
-    downloads to a fresh temporary folder every run, so there is no cache path (``None``).
-    """
+    """Where the framework caches a downloaded input (inference/common/args.py ``_resolve_url_download``). ``name`` is
+    ``vision<ext>``, ``sound<ext>``, ... With ``$COSMOS_DOWNLOAD_CACHE_DIR`` unset the framework downloads to a fresh
+    temporary folder every run, so there is no cache path (``None``)."""
     root = cache_dir if cache_dir is not None else os.environ.get(DOWNLOAD_CACHE_ENV)
     if not root:
         return None
@@ -318,13 +317,10 @@ ESTIMATED_HINTS: tuple[str, ...] = ("depth", "seg")
 CONTROL_CHANNELS = 3
 # The training depth is the key "depth_pervideo_video_depth_anything" (merge_datadict.py:41): Video Depth Anything's
 # relative inverse depth (near is bright), normalised per video, stored as a video (grey in all three channels).
-DEPTH_NORMALIZATION = "per_clip_min_max"
-DEPTH_NEAR_IS_BRIGHT = True
 # The training segmentation is a colour video of masks (seg.py:55-83 ``segmentation_color_mask``): masks sorted by
 # pixel count, largest first, each painted one colour for the whole clip, uncovered pixels black (0, 0, 0); the
 # colours are random HSV or, with ``use_fixed_color_list``, a permutation of these 23 (seg.py:10-36; the fixture
 # key ``seg_colors``, read from seg.py by scripts/refresh_contracts.py, holds the same list).
-SEG_BACKGROUND: tuple[int, int, int] = (0, 0, 0)
 SEG_COLORS: tuple[tuple[int, int, int], ...] = (
     (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255), (255, 140, 0),
     (255, 105, 180), (0, 0, 139), (0, 128, 128), (75, 0, 130), (128, 0, 128), (255, 69, 0), (34, 139, 34),

@@ -130,8 +130,8 @@ PRESET_CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({  # a hint's p
 COMPUTABLE_HINTS: tuple[str, ...] = framework.COMPUTABLE_HINTS  # ``true`` (no control): computed from the RGB input
 # cosmos3/transfer.py:632-661 ``load_or_compute_control_frames``: depth and seg come only from ``control`` or
 # ``control_path`` (else "requires a precomputed control_path"), read as 3-channel RGB uint8 (:535-565), resized
-# bilinearly to cover the bucket and centre-cropped (:520-532), then x / 127.5 - 1 (:436-439): the framework's picture.
-ESTIMATED_HINTS: tuple[str, ...] = framework.ESTIMATED_HINTS
+# bilinearly to cover the bucket and centre-cropped (:520-532), then x / 127.5 - 1 (:436-439): the framework's picture
+# (``framework.ESTIMATED_HINTS``).
 TRANSFER_SAMPLE_DEFAULTS: Mapping[str, Any] = framework.TRANSFER_SAMPLE_DEFAULTS
 TRANSFER_EXTRA: Mapping[str, Any] = MappingProxyType({  # transfer keys beyond the hints, with their defaults
     "control_guidance": 1.0, "control_guidance_interval": None, **framework.TRANSFER_SAMPLE_DEFAULTS,

@@ -23,16 +23,11 @@ def download(url: str, sink: BinaryIO, *, timeout: float, max_bytes: int | None 
     with httpx.stream("GET", url, follow_redirects=True, timeout=timeout) as response:
         response.raise_for_status()
         total = int(response.headers.get("content-length") or 0) or None
-        bar = progress_bar(total, f"download {Path(url).name}", "B", enabled=progress, unit_scale=True)
-        try:
+        with progress_bar(total, f"download {Path(url).name}", "B", enabled=progress, unit_scale=True) as bar:
             for chunk in response.iter_bytes(1 << 16):
                 size += len(chunk)
                 if max_bytes is not None and size > max_bytes:
                     raise TooLarge(f"{url} is larger than {max_bytes} bytes")
                 sink.write(chunk)
-                if bar is not None:
-                    bar.update(len(chunk))
-        finally:
-            if bar is not None:
-                bar.close()
+                bar.update(len(chunk))
     return size

@@ -1,23 +1,20 @@
 """Reading framework input files (``-i``): one sample per object, named and checked as the framework does.
 
 A ``.json`` file holds one sample object (or, as a convenience here, a list of them); a ``.jsonl`` file one per
-line. A sample without a ``name`` gets the framework's: the file's stem, ``<stem>_<line>`` in JSONL (and for the
-items of a list). Relative paths are relative to the input file's folder, URLs stay URLs, and a local file the
-framework would not find is reported now, with the field that names it. What the user wrote is kept key for key
-(:attr:`Sample.data`), because that is what the framework backend hands on unchanged.
+line. A sample without a ``name`` gets the framework's (``protocol.framework.default_name``). Relative paths are
+relative to the input file's folder, and a local file the framework would not find is reported now. What the user
+wrote is kept key for key (:attr:`Sample.data`), because that is what the framework backend hands on unchanged.
 
-What the framework rejects about a sample beyond field types is reported when the file is read
-(:func:`check_sample`): each rule is one the framework applies when it validates or builds a sample
-(``inference/args.py``), or one that would only fail minutes later inside a run (a depth hint with nothing to read,
-overlapping chunks); a few catch inputs the framework would silently run differently than written (both ``prompt``
-and ``prompt_path``). Every error names the field and says what to write.
+:func:`check_sample` reports, when the file is read, what the framework rejects beyond field types
+(``inference/args.py``), what would only fail minutes later inside a run (a depth hint with nothing to read,
+overlapping chunks) and what the framework would silently run differently than written (both ``prompt`` and
+``prompt_path``). Every error names the field and says what to write.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,10 +41,8 @@ class Sample:
                   name: str | None = None, source: str | os.PathLike[str] | None = None,
                   check_files: bool = True, computed: Collection[str] = ()) -> Sample:
         """A sample from a dict; ``name`` is the default when the dict has none (the framework's is the file stem).
-
         ``computed`` names hints whose control this package will compute from ``vision_path`` before the run
-        (``run_spec(compute_controls=...)``): each is added if absent and may leave ``control_path`` out.
-        """
+        (``run_spec(compute_controls=...)``): each is added if absent and may leave ``control_path`` out."""
         where = f"{Path(source).name}" if source else ""
         data = with_computed_hints(data, computed)
         fields = parse_fields(data, where=where)
@@ -92,11 +87,9 @@ class Sample:
         return paths
 
     def payload(self) -> dict[str, Any]:
-        """The sample as written with every local path absolute, for a framework run in another folder.
-
-        A bare ``negative_prompt_file`` name that is not next to the input stays as it is: the framework then looks
-        for it in its own ``defaults/`` folder.
-        """
+        """The sample as written with every local path absolute, for a framework run in another folder. A bare
+        ``negative_prompt_file`` name that is not next to the input stays as it is: the framework then looks for it in
+        its own ``defaults/`` folder."""
         data = copy.deepcopy(dict(self.data))
         for key, value in self.path_fields().items():
             absolute = self.path(value)
@@ -271,7 +264,7 @@ def _check_transfer(sample: Sample, computed: Collection[str] = ()) -> None:
             raise ValidationError(f"{kind}.control_path", f"the {kind} hint has neither a control_path nor a "
                                   "vision_path to compute it from.", f"set {kind}.control_path or vision_path.")
         weight = 1.0 if hint.weight is None else float(hint.weight)
-        if not math.isfinite(weight) or weight < 0:
+        if weight < 0:  # never NaN or infinite: the fields refuse those
             raise ValidationError(f"{kind}.weight", f"must be a finite number >= 0, got {hint.weight}.",
                                   "use e.g. 1.0.")
         weights.append(weight)

@@ -172,14 +172,11 @@ class ResolvedSample:
 def resolve(sample: SampleLike, *, profile: str | None = None, model: str | None = None,
             overrides: Mapping[str, Any] | None = None, output_dir: str | Path | None = None,
             guardrails: bool | None = None, fill: bool = True) -> ResolvedSample:
-    """The framework's effective values for ``sample`` (module docstring).
-
-    ``profile`` picks the model and the guardrails and, with ``fill``, fills the tier/frames/steps the sample leaves
-    unset; ``model`` wins over the profile's (with neither: the framework's default checkpoint); ``guardrails`` wins
-    over the profile's choice (with neither: the framework's default, on); ``overrides`` are command-line values
-    (see ``OVERRIDABLE``); ``output_dir`` is ``<out>/<name>``, from which the framework derives the seed of a
-    sample without one.
-    """
+    """The framework's effective values for ``sample`` (module docstring). ``profile`` picks the model and the
+    guardrails and, with ``fill``, fills the tier/frames/steps the sample leaves unset; ``model`` wins over the
+    profile's (with neither: the framework's default checkpoint); ``guardrails`` wins over the profile's choice (with
+    neither: the framework's default, on); ``overrides`` are command-line values (see ``OVERRIDABLE``); ``output_dir``
+    is ``<out>/<name>``, from which the framework derives the seed of a sample without one."""
     return _Resolver(sample, profile, model, dict(overrides or {}), output_dir, guardrails, fill).run()
 
 
@@ -279,7 +276,7 @@ class _Resolver:
         if v.get("negative_prompt_keep_metadata") and v.get("negative_metadata_mode") == "none":
             self.put("negative_metadata_mode", "same", "promoted to 'same' by negative_prompt_keep_metadata")
         if "condition_frame_indexes_vision" not in self.user:
-            kind = _vision_kind(self.f.vision_path)
+            kind = fw.vision_kind(self.f.vision_path)
             self.put("condition_frame_indexes_vision", fw.CONDITION_FRAMES.get(kind, ()), "framework default")
         if self.mode in fw.SOUND_CONDITION_MODES:
             self.put("enable_sound", True, f"{self.mode} conditions on sound")
@@ -389,9 +386,3 @@ def _checked_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             raise ValidationError(key, f"{value!r} is not an integer >= {low}.", f"pass e.g. {key}={max(low, 1)}.")
     return checked
-
-
-def _vision_kind(vision_path: str | None) -> str | None:
-    if vision_path is None:
-        return None
-    return "image" if Path(vision_path.split("?")[0]).suffix.lower() in fw.IMAGE_EXTENSIONS else "video"

@@ -5,20 +5,15 @@ not at all: a field a backend cannot honour is refused before any work, naming t
 (:func:`check_as_request`, with what the backend says it supports: :class:`SampleSupport`); fields the framework
 itself ignores are accepted and recorded. A generation sample becomes a
 :class:`~cosmos_helpers.request.GenerationRequest` whose backend options stay ``None`` (each backend's own default)
-unless the input sets them (:func:`generation_request`).
+unless the input sets them (:func:`generation_request`). :class:`SampleRun` is what an output is made from; its
+``fingerprint()`` is what a rerun compares, so a finished output is skipped and a changed input is never mistaken
+for it.
 
-:class:`SampleRun` is what an output is made from (the input as written, command-line overrides, profile and
-model, the resolved values, the content of every input file); its ``fingerprint()`` is what a rerun compares, so
-a finished output is skipped and a changed input is never mistaken for it.
-
-URL inputs are fetched the way the framework fetches them, into the same cache, so both find the same file
-(:func:`localize`): the framework downloads a ``vision_path`` (``sound_path``, ``action_path``, a hint's
-``control_path``) URL to ``$COSMOS_DOWNLOAD_CACHE_DIR/<sha256(url)[:16]>-vision<ext>`` and marks it finished with a
-``.done`` file next to it (``protocol.framework.download_cache_path``). Here a finished cached file is used as it
-is; a missing one is downloaded with httpx (with a progress bar) to a temporary name and published with its marker.
-Without the variable the cache is ``~/.cache/cosmos-helpers/downloads`` (the framework then uses a fresh temporary
-folder per run: set the variable to share one cache). Offline, the error names the URL, the file to place and the
-variable.
+URL inputs are fetched into the framework's own download cache (:func:`localize`,
+``protocol.framework.download_cache_path``: ``$COSMOS_DOWNLOAD_CACHE_DIR/<sha256(url)[:16]>-vision<ext>``, finished
+when a ``.done`` file sits beside it), so both find the same file. Without the variable the cache is
+``~/.cache/cosmos-helpers/downloads`` (the framework then uses a fresh temporary folder per run: set the variable to
+share one cache). Offline, the error names the URL, the file to place and the variable.
 """
 
 from __future__ import annotations
@@ -33,7 +28,6 @@ from typing import Any, Mapping
 from .. import media
 from ..errors import ValidationError
 from ..presets import MODES
-from ..progress import progress_bar
 from ..prompts import parse_caption
 from ..protocol import action as ap
 from ..protocol import framework as fw
@@ -50,12 +44,10 @@ _TEMPLATES = ("duration_template", "resolution_template", "inverse_duration_temp
 
 def given_fields(sample: Sample, overrides: Mapping[str, Any] | None = None,
                  resolved: ResolvedSample | None = None) -> set[str]:
-    """The fields the input (or the command line) sets, hint fields as ``edge.weight``.
-
-    With ``resolved``, also what the sample's own files set: its ``defaults_file`` where it departs from the
-    framework's built-in defaults, and the caption its ``negative_prompt_file`` holds. The framework runs with
-    those, so another backend must send them or refuse them, as for a field written in the sample.
-    """
+    """The fields the input (or the command line) sets, hint fields as ``edge.weight``. With ``resolved``, also what the
+    sample's own files set: its ``defaults_file`` where it departs from the framework's built-in defaults, and the
+    caption its ``negative_prompt_file`` holds. The framework runs with those, so another backend must send them or
+    refuse them, as for a field written in the sample."""
     given = {k for k in sample.fields.model_fields_set if getattr(sample.fields, k) is not None}
     for kind in sample.hint_kinds:
         hint = getattr(sample.fields, kind)
@@ -88,9 +80,18 @@ class SampleSupport:
 
 
 def check_portable(sample: Sample, r: ResolvedSample) -> None:
-    """Refuse, before any work, what no backend runs as the framework would (the framework's own included)."""
-    _check_model(sample, r)
-    _check_edit_size(r)
+    """Refuse, before any work, what no backend runs as the framework would (the framework's own included): a
+    ``model`` the run does not use, or an edit given only one of resolution and aspect ratio (inference.py:626-632:
+    the framework sizes an edit from a bucket only given both, and silently drops one given alone)."""
+    named = sample.fields.model
+    if named is not None and fw.CHECKPOINTS.get(named, named) != fw.CHECKPOINTS.get(r.model, r.model):
+        raise ValidationError("model", f"the sample names {named!r} but the run uses {r.model!r}.",
+                              f"run it with --model {named} (or the profile of that model), or remove model.")
+    if r.model_mode == "image2image" and bool(r.resolution) != bool(r.aspect_ratio):
+        name, other = ("resolution", "aspect_ratio") if r.resolution else ("aspect_ratio", "resolution")
+        raise ValidationError(name, f"image2image with {name} {getattr(r, name)!r} but no {other}: the framework "
+                              f"sizes an edit from a bucket only given both, and would ignore {name}.",
+                              f"add {other} too, or remove {name} to keep the input's shape (longer side 512).")
 
 
 def check_as_request(sample: Sample, r: ResolvedSample, given: set[str], backend: str,
@@ -179,70 +180,45 @@ def _check_action(r: ResolvedSample, backend: str, support: SampleSupport, given
             refuse(field_name, "an action run builds its own caption, with no negative, and guides unnormalised.")
 
 
-def _check_edit_size(r: ResolvedSample) -> None:
-    """An edit takes a bucket only given both a resolution and an aspect ratio (inference.py:626-632); the framework
-    silently drops one given alone, so it is refused on every backend."""
-    if r.model_mode != "image2image" or bool(r.resolution) == bool(r.aspect_ratio):
-        return
-    name, other = ("resolution", "aspect_ratio") if r.resolution else ("aspect_ratio", "resolution")
-    raise ValidationError(name, f"image2image with {name} {getattr(r, name)!r} but no {other}: the framework sizes an "
-                          f"edit from a bucket only given both, and would ignore {name}.",
-                          f"add {other} too, or remove {name} to keep the input's shape (longer side 512).")
-
-
-def _check_model(sample: Sample, r: ResolvedSample) -> None:
-    named = sample.fields.model
-    if named is not None and fw.CHECKPOINTS.get(named, named) != fw.CHECKPOINTS.get(r.model, r.model):
-        raise ValidationError("model", f"the sample names {named!r} but the run uses {r.model!r}.",
-                              f"run it with --model {named} (or the profile of that model), or remove model.")
-
-
 def generation_request(r: ResolvedSample, given: set[str], step_cache: StepCache = None) -> GenerationRequest:
-    """The :class:`GenerationRequest` of a resolved generation sample (local media paths), with the run's
-    ``step_cache`` (not a sample field: the framework takes it on its command line).
-
-    What to generate is always concrete (the sample's resolved values, its model and guardrails); backend options
-    are set only when the input sets them: ``negative_prompt``, the sentence templates (the framework's own
-    sentences), ``guidance_interval`` (the framework's strict ``lo < t < hi`` as the inclusive interval with the
-    same timesteps, ``protocol.framework.to_inclusive``).
-    """
-    if r.model_mode in fw.ACTION_MODES:
-        return action_request(r, given, step_cache)
-    video = r.model_mode not in fw.IMAGE_MODES
+    """The :class:`GenerationRequest` of a resolved generation sample (local media paths), with the run's ``step_cache``
+    (not a sample field: the framework takes it on its command line). What to generate is always concrete (the sample's
+    resolved values, its model and guardrails); backend options are set only when the input sets them:
+    ``negative_prompt``, the sentence templates (the framework's own sentences), ``guidance_interval`` (the framework's
+    strict ``lo < t < hi`` as the inclusive interval with the same timesteps, ``protocol.framework.to_inclusive``)."""
     options: dict[str, Any] = {}
-    tier, aspect = r.resolution, r.aspect_ratio  # an edit has both or neither (check_portable)
+    if r.guidance_interval is not None and "guidance_interval" in given:
+        options["guidance_interval"] = fw.to_inclusive(r.guidance_interval)
+    if r.profile is not None:
+        options["profile"] = r.profile
+    if r.model_mode in fw.ACTION_MODES:
+        return _action_request(r, options, step_cache)
+    video = r.model_mode not in fw.IMAGE_MODES
     if "negative_prompt" in given:
         options["negative_prompt"] = r.negative_prompt
     structured = isinstance(parse_caption(r.prompt), dict)
     for name in ("duration_template", "resolution_template"):
         if name in given and not structured:  # a JSON caption gets metadata instead, on every backend
             options[f"add_{name}"] = True
-    if r.guidance_interval is not None and "guidance_interval" in given:
-        options["guidance_interval"] = fw.to_inclusive(r.guidance_interval)
     if r.model_mode in ("image2video", "image2image"):
         options["image"] = Path(r.vision_path)
     if r.model_mode == "video2video":
         options.update(video=Path(r.vision_path), condition_frames=r.condition_frame_indexes_vision,
                        condition_video_keep=r.condition_video_keep)
-    if r.profile is not None:
-        options["profile"] = r.profile
-    return GenerationRequest(
+    return GenerationRequest(  # an edit has both tier and aspect or neither (check_portable)
         mode=r.model_mode, prompt=r.prompt, model=r.model, guardrails=r.guardrails,
-        tier=tier, aspect_ratio=aspect, num_frames=r.num_frames if video else None, fps=r.fps,
+        tier=r.resolution, aspect_ratio=r.aspect_ratio, num_frames=r.num_frames if video else None, fps=r.fps,
         num_inference_steps=r.num_steps, guidance_scale=r.guidance, flow_shift=r.shift, seed=int(r.seed),
         sound=r.enable_sound, step_cache=step_cache, **options)
 
 
-def action_request(r: ResolvedSample, given: set[str] = frozenset(), step_cache: StepCache = None
-                   ) -> GenerationRequest:
+def _action_request(r: ResolvedSample, options: dict[str, Any], step_cache: StepCache) -> GenerationRequest:
     """The request of an action sample. The framework reads ``action_chunk_size + 1`` frames of ``vision_path``
     and conditions forward dynamics and policy on the first (inference/action.py:202); the action file is a
     ``[T][D]`` JSON array (:56-58); ``image_size`` is the action tier; ``wam`` is the policy task. Its guidance
     interval is read as for any sample (inference.py:1709); its negative prompt is not (no negative caption in
     the action batch), so none is sent."""
     mode = ap.MODES[list(ap.FRAMEWORK_MODES.values()).index(r.model_mode)]
-    frames = r.action_chunk_size + 1
-    options: dict[str, Any] = {}
     vision = Path(r.vision_path)
     if mode in ap.TAKES_VIDEO:
         options["video"] = vision
@@ -254,14 +230,10 @@ def action_request(r: ResolvedSample, given: set[str] = frozenset(), step_cache:
         options["actions"] = Path(r.action_path)
     if r.view_point:
         options["view_point"] = r.view_point
-    if r.guidance_interval is not None and "guidance_interval" in given:
-        options["guidance_interval"] = fw.to_inclusive(r.guidance_interval)
-    if r.profile is not None:
-        options["profile"] = r.profile
     return GenerationRequest(
         mode=mode, prompt=r.prompt, model=r.model, guardrails=r.guardrails, tier=str(r.image_size),
-        num_frames=frames, fps=r.fps, num_inference_steps=r.num_steps, guidance_scale=r.guidance, flow_shift=r.shift,
-        seed=int(r.seed), embodiment=r.domain_name, step_cache=step_cache, **options)
+        num_frames=r.action_chunk_size + 1, fps=r.fps, num_inference_steps=r.num_steps, guidance_scale=r.guidance,
+        flow_shift=r.shift, seed=int(r.seed), embodiment=r.domain_name, step_cache=step_cache, **options)
 
 
 def localize(r: ResolvedSample, *, progress: bool = True) -> ResolvedSample:
@@ -280,42 +252,26 @@ DEFAULT_CACHE = Path("~/.cache/cosmos-helpers/downloads")
 TIMEOUT_S = 60.0
 
 
-def cache_path(url: str, field: str) -> Path:
-    """Where ``url`` given in ``field`` (``vision_path``, ``edge.control_path``, ...) is cached:
-    ``$COSMOS_DOWNLOAD_CACHE_DIR``, else this project's default cache folder."""
-    name = fw.DOWNLOAD_NAMES[field.split(".")[-1]] + Path(url.split("?")[0]).suffix.lower()
-    return fw.download_cache_path(url, name, Path(os.environ.get(fw.DOWNLOAD_CACHE_ENV) or DEFAULT_CACHE).expanduser())
-
-
 def fetch(url: str, field: str, *, progress: bool = True) -> Path:
-    """The local copy of ``url``: the cached file, or a fresh download into the cache."""
-    target = cache_path(url, field)
+    """The local copy of ``url`` given in ``field`` (``vision_path``, ``edge.control_path``, ...): the cached file
+    (in ``$COSMOS_DOWNLOAD_CACHE_DIR``, else this project's default cache folder), or a fresh download into it."""
+    from .download import download  # httpx loads on first use
+
+    name = fw.DOWNLOAD_NAMES[field.split(".")[-1]] + Path(url.split("?")[0]).suffix.lower()
+    root = Path(os.environ.get(fw.DOWNLOAD_CACHE_ENV) or DEFAULT_CACHE).expanduser()
+    target = fw.download_cache_path(url, name, root)
     marker = Path(f"{target}.done")
     if target.is_file() and marker.is_file():
         return target
     if url.startswith("s3://"):
         raise _offline(url, field, target, "s3:// URLs are fetched by the framework's object store client only")
     try:
-        _download(url, target, progress)
+        with media.atomic_path(target, overwrite=True) as tmp, open(tmp, "wb") as handle:
+            download(url, handle, timeout=TIMEOUT_S, progress=progress)
     except Exception as exc:  # httpx's transport and status errors, a full disk
         raise _offline(url, field, target, f"{type(exc).__name__}: {exc}") from None
     marker.write_text(url, encoding="utf-8")
     return target
-
-
-def _download(url: str, target: Path, progress: bool) -> None:
-    import httpx
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with media.atomic_path(target, overwrite=True) as tmp, httpx.stream(
-            "GET", url, follow_redirects=True, timeout=TIMEOUT_S) as response:
-        response.raise_for_status()
-        total = int(response.headers.get("content-length") or 0) or None
-        with progress_bar(total, f"download {Path(url).name}", "B", enabled=progress, unit_scale=True) as bar, \
-                open(tmp, "wb") as handle:
-            for chunk in response.iter_bytes():
-                handle.write(chunk)
-                bar.update(len(chunk))
 
 
 def _offline(url: str, field: str, target: Path, reason: str) -> ValidationError:

@@ -37,11 +37,8 @@ from .resolve import ResolvedSample
 
 def bucket_for(frames_or_size: np.ndarray | Sequence[int], resolution: str | int,
                aspect_ratio: str | None = None) -> tuple[int, int]:
-    """(width, height) of the resolution bucket for some frames or a ``(width, height)`` size.
-
-    With ``aspect_ratio=None`` the aspect is detected from the frames (the framework's rule), which is what the
-    framework does for a control when the sample has no ``vision_path``.
-    """
+    """(width, height) of the resolution bucket for some frames or a ``(width, height)`` size; without
+    ``aspect_ratio`` the aspect is detected (what the framework does for a control without ``vision_path``)."""
     if isinstance(frames_or_size, np.ndarray):
         if frames_or_size.ndim not in (3, 4):
             raise ValidationError("frames", f"expected [T, H, W, 3] or [H, W, 3], got {frames_or_size.shape}.")
@@ -82,13 +79,9 @@ def mirror_pad(frames: np.ndarray, length: int) -> np.ndarray:
 
 def load_control(path: str | os.PathLike[str], width: int | None = None, height: int | None = None,
                  max_frames: int | None = None, *, field: str = "control_path") -> tuple[np.ndarray, float]:
-    """Read a precomputed control video (depth/seg/wsm, or a saved edge/blur map) and its fps.
-
-    With ``width`` and ``height`` the frames are fitted to that bucket (cover + centre-crop, as the framework
-    does); otherwise they are returned as stored. A still image is one frame at 1 fps, as the framework reads it.
-    The values are not otherwise touched: a control is a picture the model reads, and re-normalising it would
-    change what it says.
-    """
+    """Read a precomputed control video (depth/seg/wsm, or a saved edge/blur map) and its fps, fitted to
+    ``width`` x ``height`` if given (cover + centre-crop). A still image is one frame at 1 fps, as the framework reads
+    it. The values are not re-normalised: a control is a picture the model reads as it is."""
     if (width is None) != (height is None):
         raise ValidationError("width", "give both width and height, or neither.", "pass the bucket's (width, height).")
     video = media.read_media(path, max_frames=max_frames, field=field)
@@ -98,11 +91,8 @@ def load_control(path: str | os.PathLike[str], width: int | None = None, height:
 
 @dataclass
 class PreparedTransfer:
-    """A resolved transfer sample with its media read and fitted.
-
-    ``controls`` maps hint -> uint8 ``(T_i, H, W, 3)`` fitted to the bucket (not yet padded); ``rgb`` is the fitted
-    RGB input (or ``None``); ``prompt``/``negative`` are the exact texts that are tokenised.
-    """
+    """A resolved transfer sample with its media read and fitted: ``controls`` maps hint -> uint8 ``(T_i, H, W, 3)``
+    (not yet padded), ``rgb`` is the RGB input or ``None``, ``prompt``/``negative`` the exact texts tokenised."""
 
     spec: ResolvedSample
     width: int
@@ -122,10 +112,8 @@ class PreparedTransfer:
 def prepare_transfer(r: ResolvedSample, *, aspect_ratio: str | None = None, fps: float | None = None,
                      emit_warnings: bool = True) -> PreparedTransfer:
     """Read and fit the media of a resolved transfer sample (local paths: URLs are fetched before this).
-
     ``aspect_ratio`` and ``fps`` replace the framework's rules for the bucket's aspect and the output fps (vLLM-Omni
-    picks both its own way; see :mod:`cosmos_helpers.standins.vllm_omni.transfer`).
-    """
+    picks both its own way; see :mod:`cosmos_helpers.standins.vllm_omni.transfer`)."""
     if not r.is_transfer:
         raise ValidationError("model_mode", "this sample has no control hint, so it is not a transfer.",
                               "add edge/blur/depth/seg/wsm, or run it as a generation.")
@@ -180,11 +168,8 @@ def chunk_length(total_frames: int, chunk: int) -> int:
 
 
 def plan_chunks(total_frames: int, chunk: int, n_cond: int) -> list[tuple[int, int]]:
-    """``[(start, end), ...]`` frame ranges of the autoregressive chunks.
-
-    Each range is sliced from the controls and mirror-padded to the chunk length; chunk c > 0 reuses the last
-    ``n_cond`` frames of chunk c - 1, so consecutive ranges overlap by ``n_cond`` frames.
-    """
+    """``[(start, end), ...]`` frame ranges of the autoregressive chunks, each mirror-padded to the chunk length;
+    chunk c > 0 reuses the last ``n_cond`` frames of chunk c - 1, so consecutive ranges overlap by ``n_cond``."""
     if total_frames < 1:
         raise ValidationError("total_frames", f"must be >= 1, got {total_frames}.", "pass a non-empty control.")
     if chunk < 1:
@@ -210,12 +195,8 @@ def control_directive(hint_kinds: Sequence[str]) -> str:
 
 def format_transfer_prompt(prompt: str, negative: str | None, r: ResolvedSample, width: int, height: int,
                            chunk_frames: int, fps: float) -> tuple[str, str | None]:
-    """The (prompt, negative) text the framework tokenises for a transfer run; an empty negative is ``None``.
-
-    ``chunk_frames`` is the chunk length (not the video length) and ``fps`` the output fps, used as the integer the
-    framework passes. A JSON-object prompt gets its metadata injected; a plain prompt the duration and resolution
-    sentences of ``r``'s templates.
-    """
+    """The (prompt, negative) text the framework tokenises for a transfer run (an empty negative is ``None``):
+    metadata or template sentences for one chunk of ``chunk_frames`` at the output ``fps`` (as an integer)."""
     fps_int = round(float(fps))
     caption = parse_caption(prompt)
     if isinstance(caption, dict):
@@ -239,13 +220,8 @@ def format_transfer_prompt(prompt: str, negative: str | None, r: ResolvedSample,
 def check_control_consistency(r: ResolvedSample, control_frames: Any, control_fps: float, *,
                               input_fps: float | None = None, hint: str | None = None,
                               emit: bool = True) -> list[str]:
-    """Say what the framework will do when the first control disagrees with the sample.
-
-    The length comes from the first control (``num_frames`` does not cap it), the output fps from ``vision_path``
-    if set (else the sample's ``fps``, never the control's), and without ``vision_path`` the geometry from the
-    control's own aspect while the prompt metadata keeps ``aspect_ratio``. ``control_frames`` is a frame count or
-    the frames ``[T, H, W, 3]``. Each message is returned and, with ``emit``, also warned.
-    """
+    """Say (return and, with ``emit``, warn) what the framework will do when the first control (a frame count or
+    its ``[T, H, W, 3]`` frames) disagrees with the sample: see the messages."""
     kind = hint or (r.hint_kinds[0] if r.hints else "control")
     shape = getattr(control_frames, "shape", None)
     count = int(shape[0]) if shape is not None else int(control_frames)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import os
-from pathlib import Path
 from typing import Any, Mapping
 
 from ..controls.estimation import check_models, resolve_model
@@ -26,10 +25,8 @@ FIELD = "compute_controls"
 def with_computed_controls(sample: Sample, models: Mapping[str, str], folder: str | os.PathLike[str]
                            ) -> Sample:
     """``sample`` with each hint of ``models`` pointing at its computed control video in ``folder`` (not yet made).
-
-    Checks everything that can be checked without work: the kinds, the models (their configs), a local
-    ``vision_path``, no control file already named for those hints.
-    """
+    Checks everything that can be checked without work: the kinds, the models (their configs), a local ``vision_path``,
+    no control file already named for those hints."""
     check_models(models)
     data: dict[str, Any] = copy.deepcopy(dict(with_computed_hints(sample.data, models)))
     if not data.get("vision_path"):
@@ -55,7 +52,3 @@ def parse_compute_controls(text: str | None, flag: str = "--compute-controls") -
         models[kind.strip()] = name.strip()
     return check_models(models)
 
-
-def control_folder(out: str | os.PathLike[str], name: str) -> Path:
-    """The folder a sample's computed controls go to: its own output folder."""
-    return Path(out) / name

@@ -1,18 +1,12 @@
 """``run_spec``: one framework input sample, any mode, any backend, saved where the framework would put it.
 
-``run_spec(sample, backend=..., profile=..., out=...)`` resolves the sample (the framework's defaults; the profile
-fills what the sample leaves unset, except on the framework, which applies its own; command-line overrides win),
-refuses what the backend cannot honour, makes sure the output folder is free for it, and only then works: it
-writes ``<out>/<name>/vision.mp4`` (``vision.jpg`` for one frame) with its manifest ``vision.json`` and, for a
-transfer on diffusers or the framework, ``control_<hint>.mp4`` (named in the manifest). The manifest's fingerprint
-covers the input as written, the overrides, profile, model and the content of every input file, so a rerun skips
-a finished output and never mistakes another input's output for it (:func:`~cosmos_helpers.result.check_free`).
-:func:`plan_spec` makes the same checks, does no work and returns what would run.
-
-Generation modes become a :class:`~cosmos_helpers.request.GenerationRequest` on diffusers and vLLM-Omni; transfer
-runs the diffusers transfer or the vLLM-Omni transfer form; ``audio_image2video`` runs the experimental diffusers
-loop; the framework backend runs the sample unchanged. :class:`SpecRunner` is the notebook's convenience: one
-backend, profile and output folder for several samples, and a local vLLM-Omni server when no URL is given.
+It resolves the sample, refuses what the backend cannot honour, makes sure the output folder is free for it, and
+only then works: ``<out>/<name>/vision.mp4`` (``vision.jpg`` for one frame) with its manifest ``vision.json`` and,
+for a transfer on diffusers or the framework, ``control_<hint>.mp4``. The manifest's fingerprint covers the input
+as written, the overrides, profile, model and the content of every input file, so a rerun skips a finished output
+and never mistakes another input's output for it (:func:`~cosmos_helpers.result.check_free`). :func:`plan_spec`
+makes the same checks and does no work. :class:`SpecRunner` is the notebook's convenience: one backend, profile and
+output folder for several samples, and a local vLLM-Omni server when no URL is given.
 """
 
 from __future__ import annotations
@@ -36,7 +30,7 @@ from ..specs.load import Sample, as_sample
 from ..specs.resolve import ResolvedSample
 from ..specs.runs import PlannedRun, SampleRun, given_fields
 from ..step_cache import StepCache, check_step_cache
-from .estimated import control_folder, with_computed_controls
+from .estimated import with_computed_controls
 
 STEM = "vision"
 _CONTROL_SUFFIXES = (".mp4", ".jpg")  # the framework saves a control like the output (args.py vision_extension)
@@ -126,7 +120,7 @@ def _checked_run(spec: Any, runner: Backend, *, profile: str | None, model: str 
     step_cache = check_step_cache(step_cache)
     folder = Path(out) / sample.name
     if compute_controls:
-        sample = with_computed_controls(sample, compute_controls, control_folder(out, sample.name))
+        sample = with_computed_controls(sample, compute_controls, folder)
     resolved = runner.resolve_sample(sample, folder=folder, profile=profile, model=model, overrides=overrides,
                                      guardrails=guardrails)
     given = given_fields(sample, overrides, resolved)
@@ -182,12 +176,10 @@ def _save_controls(generation: Generation, folder: Path, overwrite: bool) -> Non
 
 
 class SpecRunner:
-    """Run samples on one backend with one profile into one output folder (what the transfer notebook uses).
-
-    The backend is built once, by :func:`cosmos_helpers.backends.backend_by_name` (so a missing checkout or URL is
-    reported now). For ``vllm-omni`` without ``server_url`` a local vLLM-Omni-compatible server with the transfer
-    hook is started on loopback at the first run (it shares this filesystem) and stopped by :meth:`close`.
-    """
+    """Run samples on one backend with one profile into one output folder (what the transfer notebook uses). The backend
+    is built once, by :func:`cosmos_helpers.backends.backend_by_name` (so a missing checkout or URL is reported now).
+    For ``vllm-omni`` without ``server_url`` a local vLLM-Omni-compatible server with the transfer hook is started on
+    loopback at the first run (it shares this filesystem) and stopped by :meth:`close`."""
 
     def __init__(self, backend: str = "diffusers", *, profile: str = DEFAULT_PROFILE, model: str | None = None,
                  output_dir: str | os.PathLike[str] = "outputs/transfer", checkout: str | None = None,

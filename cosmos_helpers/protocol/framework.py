@@ -82,14 +82,9 @@ MODEL_CONFIGS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
 })
 DEFAULT_CHECKPOINT = "Cosmos3-Nano"  # args.py:1281 DEFAULT_CHECKPOINT_NAME: the model of a run that names none
 CHECKPOINTS: Mapping[str, str] = MappingProxyType({  # hub repository -> --checkpoint-path name
-    "nvidia/Cosmos3-Nano": "Cosmos3-Nano",
-    "nvidia/Cosmos3-Super": "Cosmos3-Super",
-    "nvidia/Cosmos3-Edge": "Cosmos3-Edge",
-    "nvidia/Cosmos3-Super-Image2Video": "Cosmos3-Super-Image2Video",
-    "nvidia/Cosmos3-Super-Image2Video-4Step": "Cosmos3-Super-Image2Video-4Step",
-    "nvidia/Cosmos3-Super-Text2Image": "Cosmos3-Super-Text2Image",
-    "nvidia/Cosmos3-Super-Text2Image-4Step": "Cosmos3-Super-Text2Image-4Step",
-})
+    f"nvidia/{name}": name for name in (
+        "Cosmos3-Nano", "Cosmos3-Super", "Cosmos3-Edge", "Cosmos3-Super-Image2Video", "Cosmos3-Super-Image2Video-4Step",
+        "Cosmos3-Super-Text2Image", "Cosmos3-Super-Text2Image-4Step")})
 
 # ---------------------------------------------------------------------------------------------- input files
 

@@ -50,10 +50,8 @@ CONFIGS: tuple[str, ...] = ("latency.yaml", "throughput.yaml")
 CONFIG_DIR = "cosmos_framework/inference/ray/configs"
 CONFIG_MODEL = "Cosmos3-Nano"
 CONFIG_SETUP: Mapping[str, Mapping[str, object]] = MappingProxyType({
-    "latency.yaml": MappingProxyType({"checkpoint_path": "Cosmos3-Nano", "guardrails": False,
-                                      "parallelism_preset": "latency"}),
-    "throughput.yaml": MappingProxyType({"checkpoint_path": "Cosmos3-Nano", "guardrails": False,
-                                         "parallelism_preset": "throughput"})})
+    config: MappingProxyType({"checkpoint_path": CONFIG_MODEL, "guardrails": False,
+                              "parallelism_preset": config.removesuffix(".yaml")}) for config in CONFIGS})
 CONFIG_OUTPUT_DIR = "outputs/ray_serve"
 SUBMIT_MODULE = "cosmos_framework.inference.ray.submit"
 SUBMIT_PORT = 8000

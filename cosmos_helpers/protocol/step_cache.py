@@ -35,10 +35,8 @@ FIELDS: Mapping[str, tuple[str | None, str | None, str | None]] = MappingProxyTy
 DIFFUSERS_DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "threshold": 0.25, "residual_order": 1, "max_consecutive": 2, "retention_steps": 1, "cache_end_steps": 1,
     "power_exp": 3.0})
-VLLM_OMNI_DEFAULTS: Mapping[str, Any] = MappingProxyType({
-    # first and last step always full (seacache/hook.py:153-155), not configurable
-    "threshold": 0.25, "residual_order": 1, "max_consecutive": 2, "retention_steps": 1, "cache_end_steps": 1,
-    "power_exp": 3.0})
+# vLLM-Omni's are the same; its first and last step are always full (seacache/hook.py:153-155), not configurable.
+VLLM_OMNI_DEFAULTS: Mapping[str, Any] = DIFFUSERS_DEFAULTS
 FRAMEWORK_DEFAULTS: Mapping[str, Any] = MappingProxyType({
     # ret_steps 1, cutoff_from_end 1, no limit on consecutive skips (0 = no limit, as diffusers counts it)
     "threshold": 0.35, "residual_order": 1, "max_consecutive": 0, "retention_steps": 1, "cache_end_steps": 1,

@@ -376,13 +376,18 @@ def builtin_defaults(mode: str) -> dict[str, Any]:
 def _checked_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Command-line values, typed as the fields they replace (``resolution`` may be this project's CPU tier)."""
     checked = {k: v for k, v in overrides.items() if v is not None}
-    tier = checked.get("resolution")
-    if tier is not None:
-        checked["resolution"] = tier = normalize_tier(tier)
-        if tier not in VIDEO_SIZES:
-            raise ValidationError("resolution", f"unknown tier {tier!r}.", f"use one of {', '.join(VIDEO_SIZES)}.")
+    if checked.get("resolution") is not None:
+        checked["resolution"] = check_tier(checked["resolution"])
     for key, low in (("num_steps", 1), ("seed", 0)):
         value = checked.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             raise ValidationError(key, f"{value!r} is not an integer >= {low}.", f"pass e.g. {key}={max(low, 1)}.")
     return checked
+
+
+def check_tier(tier: str | int) -> str:
+    """``tier`` as a key of ``VIDEO_SIZES`` (``720``, ``"720p"`` -> ``"720"``), or a ValidationError."""
+    tier = normalize_tier(tier)
+    if tier not in VIDEO_SIZES:
+        raise ValidationError("resolution", f"unknown tier {tier!r}.", f"use one of {', '.join(VIDEO_SIZES)}.")
+    return tier

@@ -28,11 +28,11 @@ import numpy as np
 from .. import media
 from ..controls.maps import compute_control
 from ..errors import ValidationError
-from ..presets import VIDEO_SIZES, normalize_aspect, normalize_tier
+from ..presets import VIDEO_SIZES, normalize_aspect
 from ..prompts import parse_caption, with_metadata, with_templates
 from ..protocol.framework import (CONTROL_DIRECTIVE, HINT_KINDS, IMAGE_FPS, TRANSFER_SAMPLE_DEFAULTS,
                                   detect_aspect_ratio, round_up_frames)
-from .resolve import ResolvedSample
+from .resolve import ResolvedSample, check_tier
 
 
 def bucket_for(frames_or_size: np.ndarray | Sequence[int], resolution: str | int,
@@ -45,9 +45,7 @@ def bucket_for(frames_or_size: np.ndarray | Sequence[int], resolution: str | int
         height, width = frames_or_size.shape[-3], frames_or_size.shape[-2]
     else:
         width, height = (int(v) for v in frames_or_size)
-    tier = normalize_tier(resolution)
-    if tier not in VIDEO_SIZES:
-        raise ValidationError("resolution", f"unknown tier {resolution!r}.", f"use one of {', '.join(VIDEO_SIZES)}.")
+    tier = check_tier(resolution)
     aspect = normalize_aspect(aspect_ratio) if aspect_ratio is not None else detect_aspect_ratio(width, height)
     if aspect not in VIDEO_SIZES[tier]:
         raise ValidationError("aspect_ratio", f"unknown aspect ratio {aspect_ratio!r}.",
@@ -117,8 +115,7 @@ def prepare_transfer(r: ResolvedSample, *, aspect_ratio: str | None = None, fps:
     if not r.is_transfer:
         raise ValidationError("model_mode", "this sample has no control hint, so it is not a transfer.",
                               "add edge/blur/depth/seg/wsm, or run it as a generation.")
-    if r.resolution not in VIDEO_SIZES:
-        raise ValidationError("resolution", f"unknown tier {r.resolution!r}.", f"use one of {', '.join(VIDEO_SIZES)}.")
+    check_tier(r.resolution)
     if r.seed is None:
         raise ValidationError("seed", "no seed and no output folder to derive one from.",
                               "set seed, or run through run_spec (which derives the framework's seed).")

@@ -16,22 +16,13 @@ def _sampling(steps: int, guidance: float, shift: float) -> str:
     return f"{steps} steps, guidance {guidance:g}, shift {shift:g}"
 
 
-def _step_cache_row() -> tuple[str, str, str, str]:
-    d, f = step_cache.DIFFUSERS_DEFAULTS, step_cache.FRAMEWORK_DEFAULTS
-    return ("`step_cache`",
-            f"off (`SeaCache()`: threshold {d['threshold']:g}, at most {d['max_consecutive']} passes skipped in a row)",
-            f"the server's `{step_cache.VLLM_CACHE_BACKEND_FLAG}`, set when it starts (vLLM-Omni's default: none, so "
-            "off); a request cannot change it",
-            f"on: SeaCache, threshold {f['threshold']:g}, residual order {f['residual_order']}, no limit on skips in "
-            f"a row (`{step_cache.FRAMEWORK_OFF_FLAG}` turns it off)")
-
-
 def defaults_table() -> str:
     """The markdown table: a ``setting | diffusers | vLLM-Omni | framework`` row each."""
     image, video = vllm_omni.IMAGE_DEFAULTS, vllm_omni.VIDEO_DEFAULTS
     t2i, t2v = framework.MODE_DEFAULTS["text2image"], framework.MODE_DEFAULTS["text2video"]
     nano = framework.MODEL_CONFIGS["Cosmos3-Nano"]
     call, left = diffusers.CALL_DEFAULTS, diffusers.LEFT_OUT
+    sea, fsea = step_cache.DIFFUSERS_DEFAULTS, step_cache.FRAMEWORK_DEFAULTS
     interval = "CFG only for t in [{:g}, {:g}]".format(*image["guidance_interval"])
     rows = [
         ("`use_system_prompt`",
@@ -66,7 +57,13 @@ def defaults_table() -> str:
          f"{left['num_frames']} at {left['width']}x{left['height']} (the pipeline fills in frames and size left out)",
          "1 (a one-frame video: always send it)",
          f"{t2v['num_frames']} (Edge: {framework.MODEL_CONFIGS['Cosmos3-Edge']['num_frames']})"),
-        _step_cache_row(),
+        ("`step_cache`",
+         f"off (`SeaCache()`: threshold {sea['threshold']:g}, at most {sea['max_consecutive']} passes skipped in a "
+         "row)",
+         f"the server's `{step_cache.VLLM_CACHE_BACKEND_FLAG}`, set when it starts (vLLM-Omni's default: none, so "
+         "off); a request cannot change it",
+         f"on: SeaCache, threshold {fsea['threshold']:g}, residual order {fsea['residual_order']}, no limit on skips "
+         f"in a row (`{step_cache.FRAMEWORK_OFF_FLAG}` turns it off)"),
     ]
     return "\n".join([_HEADER, *("| " + " | ".join(row) + " |" for row in rows)])
 

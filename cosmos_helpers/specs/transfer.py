@@ -58,12 +58,10 @@ def mirror_pad_indices(num_frames: int, length: int) -> list[int]:
     if num_frames < 1:
         raise ValidationError("frames", "cannot pad an empty clip.", "pass at least one frame.")
     indices = list(range(num_frames))
+    if num_frames == 1:
+        return indices * max(length, 1)
     while len(indices) < length:
-        pad = min(len(indices) - 1, length - len(indices))
-        if pad <= 0:
-            indices += [indices[-1]] * (length - len(indices))
-            break
-        indices += indices[::-1][:pad]
+        indices += indices[::-1][:min(len(indices) - 1, length - len(indices))]
     return indices
 
 

@@ -103,13 +103,12 @@ def parse_fields(data: Any, *, where: str = "") -> SampleFields:
         return SampleFields.model_validate_json(json.dumps(data, allow_nan=True))
     except pydantic.ValidationError as exc:
         error = min(exc.errors(), key=lambda e: (len(e["loc"]), str(e["loc"])))
-        raise _field_error(error, data, where) from None
+        raise _field_error(error, where) from None
 
 
-def _field_error(error: dict[str, Any], data: Mapping[str, Any], where: str) -> ValidationError:
-    loc = [str(part) for part in error["loc"] if not isinstance(part, int)]
-    if error["loc"] and isinstance(error["loc"][-1], int):  # an item of a list or pair: name the field
-        loc = loc or [str(error["loc"][0])]
+def _field_error(error: dict[str, Any], where: str) -> ValidationError:
+    # an item of a list or pair is named by its field
+    loc = [str(part) for part in error["loc"] if not isinstance(part, int)] or [str(p) for p in error["loc"][:1]]
     field = ".".join(loc)
     value = error.get("input")
     prefix = f"{where}: " if where else ""
@@ -169,5 +168,4 @@ def _bounds_text(bounds: Mapping[str, Any]) -> str:
 
 
 def close_match(name: str, candidates: list[str]) -> str | None:
-    matches = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
-    return matches[0] if matches else None
+    return next(iter(difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)), None)

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from .. import media
 from ..errors import OutputExistsError, ValidationError
-from ..protocol.framework import IMAGE_FPS, PROMPT_DEFAULTS, video_crf
+from ..protocol.framework import IMAGE_FPS, PROMPT_DEFAULTS, is_url, video_crf
 from .estimation import DEFAULT_BATCH, ControlEstimator, check_models, resolve_model
 
 FORMAT_VERSION = 1
@@ -34,7 +34,7 @@ def write_control_videos(clip: str | os.PathLike[str], models: Mapping[str, str]
                          overwrite: bool = False, progress: bool = True) -> dict[str, Path]:
     """``{kind: path}`` of the control video of ``clip`` for each ``kind -> model`` (made now or reused). Every model
     and every existing file is checked before any model loads."""
-    if clip is None or str(clip).startswith(("http://", "https://", "s3://")):
+    if clip is None or is_url(clip):
         raise ValidationError("vision_path", f"computing controls needs a local RGB clip, got {clip!r}.",
                               "set vision_path to a local video (download it first).")
     specs = {kind: resolve_model(kind, name) for kind, name in check_models(models).items()}
@@ -42,20 +42,14 @@ def write_control_videos(clip: str | os.PathLike[str], models: Mapping[str, str]
     frames, fps = video.frames, float(video.fps or IMAGE_FPS)
     base = {"format": FORMAT_VERSION, "clip_sha256": media.file_sha256(clip), "max_frames": max_frames,
             "frames": int(frames.shape[0]), "width": int(frames.shape[2]), "height": int(frames.shape[1]), "fps": fps}
-    paths, todo = {}, {}
-    for kind, spec in specs.items():
-        path = control_video_path(folder, kind)
-        record = {**base, **spec.to_dict()}
-        paths[kind] = path
-        if not _reusable(path, record, overwrite):
-            todo[kind] = (spec, record)
-    for kind, (spec, record) in todo.items():
-        maps = ControlEstimator(kind, spec, device=device)(frames, batch_size=batch_size, progress=progress)
-        record = {**record, "labels": {name: list(color) for name, color in maps.labels.items()}}
-        path = paths[kind]
-        media.write_mp4(path, maps.frames, fps, crf=video_crf(PROMPT_DEFAULTS["video_save_quality"]),
+    paths = {kind: control_video_path(folder, kind) for kind in specs}
+    records = {kind: {**base, **spec.to_dict()} for kind, spec in specs.items()}
+    for kind in [kind for kind in specs if not _reusable(paths[kind], records[kind], overwrite)]:
+        maps = ControlEstimator(kind, specs[kind], device=device)(frames, batch_size=batch_size, progress=progress)
+        record = {**records[kind], "labels": {name: list(color) for name, color in maps.labels.items()}}
+        media.write_mp4(paths[kind], maps.frames, fps, crf=video_crf(PROMPT_DEFAULTS["video_save_quality"]),
                         overwrite=True)
-        media.write_bytes_atomic(path.with_suffix(".json"), (json.dumps(record, indent=2) + "\n").encode(),
+        media.write_bytes_atomic(paths[kind].with_suffix(".json"), (json.dumps(record, indent=2) + "\n").encode(),
                                  overwrite=True)
     return paths
 

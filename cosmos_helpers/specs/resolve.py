@@ -172,11 +172,9 @@ class ResolvedSample:
 def resolve(sample: SampleLike, *, profile: str | None = None, model: str | None = None,
             overrides: Mapping[str, Any] | None = None, output_dir: str | Path | None = None,
             guardrails: bool | None = None, fill: bool = True) -> ResolvedSample:
-    """The framework's effective values for ``sample`` (module docstring). ``profile`` picks the model and the
-    guardrails and, with ``fill``, fills the tier/frames/steps the sample leaves unset; ``model`` wins over the
-    profile's (with neither: the framework's default checkpoint); ``guardrails`` wins over the profile's choice (with
-    neither: the framework's default, on); ``overrides`` are command-line values (see ``OVERRIDABLE``); ``output_dir``
-    is ``<out>/<name>``, from which the framework derives the seed of a sample without one."""
+    """The framework's effective values for ``sample`` (module docstring): ``model`` and ``guardrails`` win over the
+    ``profile``'s; ``overrides`` are command-line values (``OVERRIDABLE``); ``output_dir`` is ``<out>/<name>``, from
+    which the framework derives the seed of a sample without one."""
     return _Resolver(sample, profile, model, dict(overrides or {}), output_dir, guardrails, fill).run()
 
 

@@ -83,8 +83,6 @@ _TYPES: Mapping[str, Any] = {
     "prompt_upsampler_presence_penalty": float, "prompt_upsampler_seed": int,
 }
 
-# One sample of an input file, as written (``None`` = not given: the framework's default applies); the fields are
-# the framework's ``OmniSampleOverrides`` (``protocol.framework.SAMPLE_FIELDS``), in its order.
 SampleFields: type[_Strict] = pydantic.create_model(
     "SampleFields", __base__=_Strict, __doc__="One sample of an input file, as written (None = not given).",
     **{name: (_TYPES.get(name, str) | None, None) for group in fw.SAMPLE_FIELDS.values() for name in group})

@@ -95,8 +95,8 @@ class Sample:
             absolute = self.path(value)
             if key == "negative_prompt_file" and not Path(absolute).is_file() and Path(value).parent == Path("."):
                 continue
-            if "." in key:
-                kind = key.split(".")[0]
+            kind, hint, _ = key.partition(".")
+            if hint:
                 data[kind] = {**data[kind], "control_path": absolute}
             else:
                 data[key] = absolute

@@ -47,13 +47,9 @@ MODE_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
                                     "num_frames": 1, "negative_prompt": ""}),
     "image2image": MappingProxyType({"num_steps": 35, "guidance": 6.0, "shift": 5.0, "fps": 24,
                                      "negative_prompt": ""}),
-    "text2video": MappingProxyType(_VIDEO),
-    "image2video": MappingProxyType(_VIDEO),
-    "video2video": MappingProxyType(_VIDEO),
+    **{mode: MappingProxyType(_VIDEO) for mode in ("text2video", "image2video", "video2video")},
     "audio_image2video": MappingProxyType({**_VIDEO, "enable_sound": True}),
-    "forward_dynamics": MappingProxyType(_ACTION),
-    "inverse_dynamics": MappingProxyType(_ACTION),
-    "wam": MappingProxyType(_ACTION),
+    **{mode: MappingProxyType(_ACTION) for mode in ("forward_dynamics", "inverse_dynamics", "wam")},
 })
 # Shared by every generation mode's defaults file (the resolution sentence says "image" for image modes).
 PROMPT_DEFAULTS: Mapping[str, Any] = MappingProxyType({

@@ -4,16 +4,12 @@ The framework and vLLM-Omni compute only edge and blur; a depth or seg hint need
 beforehand (``protocol.framework.ESTIMATED_HINTS``). This module makes it in the form the model was trained on:
 
 * **depth**: a Depth Anything model (``DepthAnythingForDepthEstimation``, V1 or V2) predicts relative inverse depth
-  per frame through its own image processor; the prediction is resized back to the frame (bicubic), min-max
-  normalised over the *whole clip* (the training depth is per-video normalised, so brightness means the same
-  distance in every frame), near bright, and written grey in all three channels.
-* **seg**: a SegFormer model (``SegformerForSemanticSegmentation``) labels each pixel; the logits are resized back
-  to the frame (bilinear) and arg-maxed; each class present gets one colour for the whole clip, from the
-  framework's 23-colour list in order of the class's pixel count over the clip (largest first), as the
-  framework's ``segmentation_color_mask`` paints its masks. SegFormer because it is a plain, well-kept semantic
-  class with many maintained checkpoints (ADE20k / Cityscapes, B0-B5), one forward pass per frame and a
-  per-pixel label that stays the same class from frame to frame, which is what a colour-per-segment control
-  video needs; a panoptic model would add instance splitting the colour list cannot keep stable over a clip.
+  per frame, resized back to the frame and normalised over the *whole clip* (:func:`depth_to_control`).
+* **seg**: a SegFormer model (``SegformerForSemanticSegmentation``) labels each pixel; each class gets one colour for
+  the whole clip (:func:`color_segments`). SegFormer because it is a plain, well-kept semantic class with many
+  maintained checkpoints (ADE20k / Cityscapes, B0-B5), one forward pass per frame and a per-pixel label that stays
+  the same class from frame to frame, which is what a colour-per-segment control video needs; a panoptic model
+  would add instance splitting the colour list cannot keep stable over a clip.
 
 The model named is the model used: ``"tiny"`` means the random-weight stand-in of the same class
 (:mod:`cosmos_helpers.controls.tiny`), a folder is loaded from that folder, anything else is a hub id loaded as

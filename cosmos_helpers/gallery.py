@@ -54,7 +54,8 @@ def write_gallery(output_dir: str | Path, *, title: str | None = None, max_side:
     root = Path(output_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder")
-    notebooks = [(nb, _notebook_page(nb, offline) if convert_notebooks else None) for nb in _notebooks(root)]
+    found = sorted(p for p in root.rglob("*.ipynb") if not _skip(p, root))
+    notebooks = [(nb, _notebook_page(nb, offline) if convert_notebooks else None) for nb in found]
     runs = [_run_entry(root, path, manifest, max_side) for path, manifest in _manifests(root)]
     page = _page(root, title or f"Cosmos 3 outputs: {root.name}", notebooks, runs)
     target = root / GALLERY_NAME
@@ -64,10 +65,6 @@ def write_gallery(output_dir: str | Path, *, title: str | None = None, max_side:
 
 def _skip(path: Path, root: Path) -> bool:
     return any(part.startswith(".") for part in path.relative_to(root).parts)
-
-
-def _notebooks(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.ipynb") if not _skip(p, root))
 
 
 def _manifests(root: Path) -> list[tuple[Path, dict[str, Any]]]:

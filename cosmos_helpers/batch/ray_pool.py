@@ -113,7 +113,7 @@ class RayPool:
                     free.append(slot)
                 if finished(item, self.labels[slot], outcome, error):
                     pending.append(item)
-            free.extend(recovering.tick())
+            recovering.tick()
             self._expire(running, recovering, finished, pending)
 
     def _expire(self, running: dict, recovering: "_Recovery", finished: Callable, pending: list[BatchItem]) -> None:
@@ -161,14 +161,13 @@ class _Recovery:
     def refs(self) -> list:
         return [probe for _, probe in self.slots.values() if probe is not None]
 
-    def tick(self) -> list[int]:
-        """Start probes where none is in flight; drop workers past their deadline. Returns none (see answered)."""
+    def tick(self) -> None:
+        """Start probes where none is in flight; drop workers past their deadline (a slot comes back: answered)."""
         for slot, (deadline, probe) in list(self.slots.items()):
             if time.monotonic() > deadline:
                 del self.slots[slot]
             elif probe is None:
                 self.slots[slot] = (deadline, self.actors[slot].describe.remote())
-        return []
 
     def answered(self, ref: Any) -> list[int]:
         """The slot back in service when its probe succeeded; a failed probe is sent again (after a pause)."""

@@ -75,9 +75,8 @@ class Tracker:
     def __init__(self, items: Sequence[BatchItem], records: dict[str, ItemRecord], origin: float) -> None:
         self.records, self.origin, self.lock = records, origin, threading.Lock()
         self.bar = progress_bar(total=len(records), desc="batch", unit="item")
-        finished = len(records) - len(items)
-        if self.bar is not None and finished:
-            self.bar.update(finished)
+        if len(records) > len(items):
+            self.bar.update(len(records) - len(items))
 
     def started(self, item: BatchItem, worker: str) -> None:
         with self.lock:
@@ -109,13 +108,8 @@ class Tracker:
             return again
 
     def _tick(self, record: ItemRecord) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix_str(f"{record.name} {record.status}")
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.update(1)
+        self.bar.set_postfix_str(f"{record.name} {record.status}")
 
 
 class ThreadPool:
@@ -207,7 +201,7 @@ def run_batch(requests: str | os.PathLike[str] | Sequence[Mapping[str, Any]], ou
         try:
             pool.run(list(todo), tracker.started, tracker.finished)
         finally:
-            tracker.close()
+            tracker.bar.close()
     finally:
         pool.close()
     result = BatchResult(out, [records[i.name] for i in items], pool.label, seconds=time.time() - origin)

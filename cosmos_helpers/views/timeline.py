@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..display import present_figure
-from .trajectory import _canvas
+from .plots import new_figure
 
 _COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 
@@ -21,13 +21,10 @@ def batch_timeline(*results: Any, labels: Sequence[str] | None = None, figsize: 
 
     Displays the matplotlib ``Figure`` (``display=False``: returns it); ``labels`` name the batches (default: where
     each ran)."""
-    from matplotlib.figure import Figure
-
     if not results:
         raise ValueError("batch_timeline needs at least one batch result")
     names = list(labels) if labels is not None else [r.where for r in results]
-    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    _canvas(fig)
+    fig = new_figure(figsize, dpi)
     timeline, times = fig.subplots(1, 2, width_ratios=(3, 2))
     rows: list[str] = []
     for index, (result, name) in enumerate(zip(results, names)):

@@ -19,7 +19,7 @@ import sys
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..errors import ValidationError
 from ..progress import progress_bar
@@ -161,15 +161,11 @@ class Worker:
     def _start(self) -> subprocess.Popen:
         if self.process is None or self.process.poll() is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            log = None if self.dispatch.log_output else open(self.log_path, "a")
-            try:
+            with contextlib.nullcontext() if self.dispatch.log_output else open(self.log_path, "a") as log:
                 self.process = subprocess.Popen(
                     [sys.executable, "-m", "cosmos_helpers.sweeps.worker"], stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE, stderr=log, env={**os.environ, **self.dispatch.environment(self.slot)},
                     text=True)
-            finally:
-                if log is not None:
-                    log.close()
         return self.process
 
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
@@ -211,8 +207,7 @@ def _workers(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, log_di
     return [Worker(s, dispatch, log_dir) for s in used]
 
 
-def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, total: int, log_dir: Path,
-            on_done: Callable[[SweepRun], None] | None = None) -> None:
+def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, total: int, log_dir: Path) -> None:
     """Execute ``runs`` over ``slots`` (each slot one run at a time); returns when all are done.
 
     ``total`` counts every run of the sweep, so the progress reads ``finished of all``. On Ctrl-C the worker
@@ -242,8 +237,6 @@ def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, tota
                 print(f"{'ok' if run.ok else 'FAILED'} {run.name} in {run.seconds or 0:.1f} s", flush=True)
                 bar.update(1)
                 bar.set_postfix_str(f"{run.name} {run.status}")
-                if on_done is not None:
-                    on_done(run)
 
     threads = [threading.Thread(target=work, args=(worker,), daemon=True) for worker in workers]
     with progress_bar(total=total, desc="sweep", unit="run") as bar:

@@ -85,17 +85,6 @@ def write_csv(out: Path, table: list[dict[str, Any]]) -> Path:
     return media.write_bytes_atomic(out / SUMMARY_CSV, buffer.getvalue().encode("utf-8"), overwrite=True)
 
 
-def markdown(table: list[dict[str, Any]]) -> str:
-    if not table:
-        return "(no runs)"
-    columns = list(table[0])
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(" --- " for _ in columns) + "|"]
-    for row in table:
-        cells = ["" if row[c] is None else str(row[c]).replace("|", "\\|") for c in columns]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def write_time_plot(out: Path, runs: Sequence[SweepRun]) -> Path:
     """Horizontal bars of seconds per run."""
     names = varying(runs)

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import ValidationError
 from . import report
+from ..views.pages import markdown_table
 from .dispatch import LOG_DIR, Dispatch, make_slots, run_all
 from .grid import load_grid, run_names, validate_sets
 from .owners import holding
@@ -42,7 +43,8 @@ class SweepResult:
         return report.rows(self.runs)
 
     def markdown(self) -> str:
-        return report.markdown(self.rows())
+        rows = self.rows()
+        return markdown_table(rows, list(rows[0])) if rows else "(no runs)"
 
     def table(self):
         """A pandas DataFrame of :meth:`rows` when pandas is installed, else the markdown table (as text)."""

@@ -66,9 +66,8 @@ class GenerateForm:
         self.status = w.HTML("")
         self.output = w.Output()
         self.button.on_click(lambda _button: self.generate())
-        self.mode.observe(lambda _change: self._sync_mode(), names="value")
-        self.step_cache.observe(lambda _change: self._sync_mode(), names="value")
-        self.tier.observe(lambda _change: self._sync_mode(), names="value")
+        for widget in (self.mode, self.step_cache, self.tier):
+            widget.observe(lambda _change: self._sync_mode(), names="value")
         self._sync_mode()
         self.widget = self._layout(w, backend)
 
@@ -153,7 +152,7 @@ class GenerateForm:
                       guidance_scale=float(self.guidance_scale.value), seed=int(self.seed.value))
         if self.tier.value == INPUT_SIZE or "width" in values or "height" in values:
             values.pop("aspect_ratio")  # the input's shape, or the given size's
-        if self.tier.value != INPUT_SIZE and "width" not in values and "height" not in values:
+        else:
             values["tier"] = self.tier.value
         if mode not in IMAGE_MODES:
             values["num_frames"] = int(self.num_frames.value)

@@ -36,9 +36,7 @@ def preview_path_for(source: str | Path, max_side: int | None = DEFAULT_MAX_SIDE
 
 
 def cache_dir() -> Path:
-    default = os.path.join(tempfile.gettempdir(), "cosmos-helpers-previews")
-    root = os.environ.get("COSMOS_HELPERS_PREVIEW_DIR") or default
-    path = Path(root)
+    path = Path(os.environ.get("COSMOS_HELPERS_PREVIEW_DIR") or Path(tempfile.gettempdir(), "cosmos-helpers-previews"))
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -69,7 +69,6 @@ class RayPool:
         described = ray.get([a.describe.remote() for a in self.actors], timeout=start_timeout)
         self.labels = [d["label"] for d in described]
         self.settings = described[0]["settings"]
-        self.gpus = gpus
         self.label = f"Ray: {count} workers on " + (f"{gpus} GPUs" if gpus else "CPUs")
         from ..backends.diffusers import DiffusersBackend
 

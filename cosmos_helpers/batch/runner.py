@@ -185,10 +185,8 @@ def run_batch(requests: str | os.PathLike[str] | Sequence[Mapping[str, Any]], ou
         if done:
             print(f"{len(done)} of {len(items)} items already finished in {out}; running {len(todo)}", flush=True)
         tracker = Tracker(todo, records, origin)
-        try:
+        with tracker.bar:
             pool.run(list(todo), tracker.started, tracker.finished)
-        finally:
-            tracker.bar.close()
     finally:
         pool.close()
     result = BatchResult(out, [records[i.name] for i in items], pool.label, seconds=time.time() - origin)

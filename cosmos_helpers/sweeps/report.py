@@ -117,11 +117,8 @@ def sheet_layout(runs: Sequence[SweepRun]) -> tuple[list[str], list[str], dict[t
                  (run, found[run.name][0][1] if found[run.name] else None) for run in runs}
         return ([f"{names[0]}={v}" for v in row_values], [f"{names[1]}={v}" for v in col_values], cells)
     columns = list(dict.fromkeys(name for run in runs for name, _ in found[run.name])) or ["output"]
-    cells = {}
-    for r, run in enumerate(runs):
-        paths = dict(found[run.name])
-        for c, column in enumerate(columns):
-            cells[(r, c)] = (run, paths.get(column))
+    cells = {(r, c): (run, dict(found[run.name]).get(column))
+             for r, run in enumerate(runs) for c, column in enumerate(columns)}
     return [label(run, names) for run in runs], columns, cells
 
 

@@ -25,7 +25,7 @@ from ..gallery import list_outputs
 from ..views import preview
 from ..views.items import as_item
 from ..views.pages import esc, href, media_view, page
-from ..views.plots import new_figure
+from ..views.plots import new_figure, shorten
 from ..views.sheet import labelled_sheet, write_png
 from .runs import SweepRun
 
@@ -92,7 +92,7 @@ def write_time_plot(out: Path, runs: Sequence[SweepRun]) -> Path:
     axes = figure.add_subplot()
     seconds = [float(run.seconds or 0.0) for run in runs]
     colors = ["#2da44e" if run.ok else "#cf222e" for run in runs]
-    labels = [text if len(text) <= 48 else text[:47] + "\u2026" for text in (label(run, names) for run in runs)]
+    labels = [shorten(label(run, names), 48) for run in runs]
     bars = axes.barh(labels, seconds, color=colors)
     for patch, run in zip(bars, runs):
         if run.reused:

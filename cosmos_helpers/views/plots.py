@@ -23,6 +23,11 @@ def new_figure(figsize: tuple[float, float], dpi: int) -> Any:
     return fig
 
 
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, ending in an ellipsis when cut (labels on a plot)."""
+    return text if len(text) <= width else text[:width - 1] + "\u2026"
+
+
 def strip_indexes(num_frames: int, n: int) -> list[int]:
     """``n`` evenly spaced frame indexes from first to last (fewer when the clip is shorter)."""
     n = max(1, min(int(n), num_frames))
@@ -87,8 +92,7 @@ def sound_plot(generation: Any, *, title: str | None = None, label: str | None =
     wave.set_ylim(-1.05, 1.05)
     wave.legend(loc="upper right", fontsize=8)
     peak, rms = float(np.max(np.abs(sound))), float(np.sqrt(np.mean(sound ** 2)))
-    name = item.label or item.summary or "sound"
-    name = name if len(name) <= 70 else name[:69] + "\u2026"
+    name = shorten(item.label or item.summary or "sound", 70)
     wave.set_title(title or f"{name}  (peak {peak:.2f}, rms {rms:.3f}, {rate} Hz, {sound.shape[1] / rate:.2f} s)",
                    fontsize=9, loc="left")
     mono = sound.mean(axis=0)

@@ -54,10 +54,9 @@ def ensure_preview(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
             return item.path
         if item.is_output:  # a saved result: the preview lives beside it (galleries link it there)
             target = preview_path_for(item.path, max_side)
-            if fresh(target, item.path):
-                return target
             try:
-                transcode_file(item.path, target, max_side=max_side)
+                if not fresh(target, item.path):
+                    transcode_file(item.path, target, max_side=max_side)
                 return target
             except PermissionError:
                 pass

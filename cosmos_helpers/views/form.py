@@ -237,17 +237,16 @@ class GenerateForm:
     def _fail(self, exc: Exception) -> None:
         """Show ``exc`` in the form and mark the field a :class:`ValidationError` names."""
         self.last_error = exc
-        field = getattr(exc, "field", None) if isinstance(exc, ValidationError) else None
         self.progress.bar_style = "danger"
         if isinstance(exc, ValidationError):
             fix = f"<br><b>Fix:</b> {html.escape(exc.fix)}" if exc.fix else ""
             text = f"<b>{html.escape(exc.field)}</b>: {html.escape(exc.problem)}{fix}"
+            name = {"width": "tier", "height": "tier", "video": "image"}.get(exc.field, exc.field)  # its widget
+            if name in _FIELDS:
+                getattr(self, name).layout.border = "2px solid #b42318"
         else:
             text = f"<b>{html.escape(type(exc).__name__)}</b>: {html.escape(str(exc))}"
         self.status.value = f"<div style='color:#b42318'>{text}</div>"
-        name = {"width": "tier", "height": "tier", "video": "image"}.get(field, field)  # the widget that sets it
-        if name in _FIELDS:
-            getattr(self, name).layout.border = "2px solid #b42318"
 
     def _clear_marks(self) -> None:
         for name in _FIELDS:

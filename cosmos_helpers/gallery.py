@@ -54,31 +54,22 @@ def write_gallery(output_dir: str | Path, *, title: str | None = None, max_side:
     root = Path(output_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder")
-    notebooks = [(nb, _notebook_page(nb, offline) if convert_notebooks else None) for nb in _notebooks(root)]
+    notebooks = [(nb, _notebook_page(nb, offline) if convert_notebooks else None) for nb in _files(root, "*.ipynb")]
     runs = [_run_entry(root, path, manifest, max_side) for path, manifest in _manifests(root)]
     page = _page(root, title or f"Cosmos 3 outputs: {root.name}", notebooks, runs)
-    target = root / GALLERY_NAME
-    media.write_bytes_atomic(target, page.encode("utf-8"), overwrite=True)
-    return target
+    return media.write_bytes_atomic(root / GALLERY_NAME, page.encode("utf-8"), overwrite=True)
 
 
-def _skip(path: Path, root: Path) -> bool:
-    return any(part.startswith(".") for part in path.relative_to(root).parts)
-
-
-def _notebooks(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.ipynb") if not _skip(p, root))
+def _files(root: Path, pattern: str) -> list[Path]:
+    """The files in ``root`` that match ``pattern``, but none in a hidden folder (a sweep's ``.attempts``)."""
+    return sorted(p for p in root.rglob(pattern) if not any(part.startswith(".") for part in p.relative_to(root).parts))
 
 
 def _manifests(root: Path) -> list[tuple[Path, dict[str, Any]]]:
-    found = []
-    for path in sorted(root.rglob("*.json")):
-        if _skip(path, root):
-            continue
-        manifest = read_manifest(path)
-        if isinstance(manifest, dict) and manifest.get("schema") == MANIFEST_SCHEMA and manifest.get("media"):
-            found.append((path, manifest))
-    return found
+    """Every generation manifest in ``root`` (one that names its media file)."""
+    found = [(path, read_manifest(path)) for path in _files(root, "*.json")]
+    return [(path, manifest) for path, manifest in found
+            if isinstance(manifest, dict) and manifest.get("schema") == MANIFEST_SCHEMA and manifest.get("media")]
 
 
 _NO_SCRIPT = "data:text/javascript,"

@@ -43,20 +43,17 @@ class NullProgress:
 
     def update(self, amount: float = 1) -> None:
         self.n += amount
-        self._maybe_report()
+        self.refresh()
 
     def set_postfix_str(self, text: str = "", refresh: bool = True) -> None:
         self.postfix = text
-        self._maybe_report()
+        self.refresh()
 
     def set_description(self, desc: str | None = None, refresh: bool = True) -> None:
         self.desc = desc or ""
-        self._maybe_report()
+        self.refresh()
 
     def refresh(self) -> None:
-        self._maybe_report()
-
-    def _maybe_report(self) -> None:
         pass
 
     def close(self) -> None:
@@ -77,7 +74,7 @@ class LineProgress(NullProgress):
         self._start = self._last = time.monotonic()
         self._closed = False
 
-    def _maybe_report(self) -> None:
+    def refresh(self) -> None:
         now = time.monotonic()
         if now - self._last >= STATIC_INTERVAL_S:
             self._last = now

@@ -65,13 +65,11 @@ class BatchItem:
 
     def to_dict(self) -> dict[str, Any]:
         """What a Ray worker needs to rebuild the item (plain data: it crosses processes)."""
-        return {"index": self.index, "name": self.name, "kind": self.kind, "data": dict(self.data),
-                "base_dir": str(self.base_dir)}
+        return {**vars(self), "data": dict(self.data), "base_dir": str(self.base_dir)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "BatchItem":
-        return cls(index=int(data["index"]), name=str(data["name"]), kind=str(data["kind"]), data=dict(data["data"]),
-                   base_dir=Path(data["base_dir"]))
+        return cls(**{**data, "base_dir": Path(data["base_dir"])})
 
 
 def load_items(source: str | os.PathLike[str] | Sequence[Mapping[str, Any]], *,

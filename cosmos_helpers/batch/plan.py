@@ -25,26 +25,20 @@ from ..workflow import generate_and_save
 from .items import BatchItem
 
 
-def record(item: BatchItem, backend: Any, out: str | os.PathLike[str], *, profile: str) -> Any:
-    """The item's record on ``backend`` (checked there, nothing sent or loaded)."""
-    if item.kind == "request":
-        request = item.request()
-        backend.check(request)
-        return request
-    return plan_spec(item.sample(), backend=backend, profile=profile, out=out, progress=False).run
-
-
 def plan(items: Sequence[BatchItem], backend: Any, out: str | os.PathLike[str], *, profile: str,
          settings: dict[str, Any]) -> tuple[list[BatchItem], dict[str, Path]]:
     """``(to do, {name: finished media})``; raises for the first item whose folder holds another request's output."""
     todo, done = [], {}
     for item in items:
-        stem = item.stem(out)
-        recorded = record(item, backend, out, profile=profile)
-        if item.kind == "sample" and _has_urls(item):
-            found = find_saved(stem, recorded, backend=backend.name, settings=settings)
+        if item.kind == "request":  # the item's record on ``backend``, checked there (nothing sent or loaded)
+            recorded = item.request()
+            backend.check(recorded)
         else:
-            found = check_free(stem, recorded, backend=backend.name, settings=settings)
+            recorded = plan_spec(item.sample(), backend=backend, profile=profile, out=out, progress=False).run
+        if item.kind == "sample" and any(fw.is_url(value) for value in item.sample().path_fields().values()):
+            found = find_saved(item.stem(out), recorded, backend=backend.name, settings=settings)
+        else:
+            found = check_free(item.stem(out), recorded, backend=backend.name, settings=settings)
         if found is None:
             todo.append(item)
         else:
@@ -57,7 +51,3 @@ def run_item(item: BatchItem, backend: Any, out: str | os.PathLike[str], *, prof
     if item.kind == "request":
         return generate_and_save(backend, item.request(), item.stem(out))
     return run_spec(item.sample(), backend=backend, profile=profile, out=out, progress=False)
-
-
-def _has_urls(item: BatchItem) -> bool:
-    return any(fw.is_url(value) for value in item.sample().path_fields().values())

@@ -69,62 +69,71 @@ class RayPool:
         described = ray.get([a.describe.remote() for a in self.actors], timeout=start_timeout)
         self.labels = [d["label"] for d in described]
         self.settings = described[0]["settings"]
-        self.gpus = gpus
         self.label = f"Ray: {count} workers on " + (f"{gpus} GPUs" if gpus else "CPUs")
         from ..backends.diffusers import DiffusersBackend
 
         self.backend = DiffusersBackend(progress=False)  # the driver's, for the checks before any work; loads nothing
 
-
     def run(self, pending: list[BatchItem], started: Callable[[BatchItem, str], None],
             finished: Callable[[BatchItem, str, dict[str, Any] | None, BaseException | None], bool]) -> None:
         """Run ``pending`` (which ``finished`` may extend by returning True to retry) until none is left.
 
-        A worker whose actor died is probed until Ray has restarted it (its items go to the others meanwhile); one
-        that does not come back within ``start_timeout`` is dropped, and with none left the rest fail."""
+        A worker whose actor died is probed (``describe``) until Ray has restarted it (its items go to the others
+        meanwhile); one that does not come back within ``start_timeout`` is dropped, and with none left the rest
+        fail."""
         import ray
 
-        free, recovering = list(range(len(self.actors))), _Recovery(self.actors, self.start_timeout)
-        running: dict[Any, tuple[BatchItem, int, float]] = {}
-        while pending or running:
+        free = list(range(len(self.actors)))
+        # every ref in flight: an item's run (item, slot, started at), or a dead worker's probe (None, slot, give up at)
+        running: dict[Any, tuple[BatchItem | None, int, float]] = {}
+        while pending or any(item is not None for item, _, _ in running.values()):
             while pending and free:
                 item, slot = pending.pop(0), free.pop(0)
                 started(item, self.labels[slot])
                 running[self.actors[slot].run.remote(item.to_dict())] = (item, slot, time.monotonic())
-            if pending and not free and not running and not recovering.slots:
+            if pending and not free and not running:
                 for item in pending:  # every worker is gone: nothing can run them
                     finished(item, "no worker", None, NoWorkerError("every Ray worker of the batch died"))
                 return
-            ready, _ = ray.wait(list(running) + recovering.refs(), num_returns=1, timeout=0.5)
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
             for ref in ready:
-                if ref not in running:
-                    free.extend(recovering.answered(ref))
-                    continue
-                item, slot, _ = running.pop(ref)
+                item, slot, since = running.pop(ref)
                 try:
                     outcome, error = ray.get(ref, timeout=self.start_timeout), None
                     free.append(slot)
                 except ray.exceptions.RayActorError as exc:  # the worker died (or is restarting)
+                    if item is None:  # still restarting: ask again (after a pause) until its deadline
+                        time.sleep(0.5)
+                        self._probe(running, slot, since)
+                        continue
                     outcome, error = None, WorkerLostError(f"the Ray worker {self.labels[slot]} died while running "
                                                            f"{item.name} ({type(exc).__name__}: {exc})")
-                    recovering.add(slot)
+                    self._probe(running, slot, time.monotonic() + self.start_timeout)
                 except Exception as exc:  # the item's own error (RayTaskError wraps it)
                     outcome, error = None, _cause(exc)
                     free.append(slot)
-                if finished(item, self.labels[slot], outcome, error):
+                if item is not None and finished(item, self.labels[slot], outcome, error):
                     pending.append(item)
-            free.extend(recovering.tick())
-            self._expire(running, recovering, finished, pending)
+            self._expire(running, finished, pending)
 
-    def _expire(self, running: dict, recovering: "_Recovery", finished: Callable, pending: list[BatchItem]) -> None:
-        """Kill the actor of an item past its deadline (Ray restarts it) and report the item as timed out."""
+    def _probe(self, running: dict, slot: int, deadline: float) -> None:
+        """Ask a dead worker's actor whether Ray has restarted it; a worker past ``deadline`` is dropped."""
+        if time.monotonic() < deadline:
+            running[self.actors[slot].describe.remote()] = (None, slot, deadline)
+
+    def _expire(self, running: dict, finished: Callable, pending: list[BatchItem]) -> None:
+        """Kill the actor of an item past its deadline (Ray restarts it) and report the item as timed out; drop a
+        worker that has not come back by its deadline."""
         import ray
 
         for ref, (item, slot, since) in list(running.items()):
-            if time.monotonic() - since > self.item_timeout:
+            if item is None:
+                if time.monotonic() > since:
+                    running.pop(ref)
+            elif time.monotonic() - since > self.item_timeout:
                 ray.kill(self.actors[slot], no_restart=False)
                 running.pop(ref)
-                recovering.add(slot)
+                self._probe(running, slot, time.monotonic() + self.start_timeout)
                 error = TimeoutError(f"{item.name} ran longer than {self.item_timeout:g} s on "
                                      f"{self.labels[slot]}; its worker was restarted")
                 if finished(item, self.labels[slot], None, error):
@@ -146,44 +155,6 @@ class WorkerLostError(RuntimeError):
 
 class NoWorkerError(RuntimeError):
     """Every worker of the pool died and none came back: the items left cannot run."""
-
-
-class _Recovery:
-    """Workers whose actor died, probed (``describe``) every half second until Ray has restarted them."""
-
-    def __init__(self, actors: list, timeout: float) -> None:
-        self.actors, self.timeout = actors, timeout
-        self.slots: dict[int, tuple[float, Any]] = {}  # slot -> (give up at, probe in flight or None)
-
-    def add(self, slot: int) -> None:
-        self.slots[slot] = (time.monotonic() + self.timeout, None)
-
-    def refs(self) -> list:
-        return [probe for _, probe in self.slots.values() if probe is not None]
-
-    def tick(self) -> list[int]:
-        """Start probes where none is in flight; drop workers past their deadline. Returns none (see answered)."""
-        for slot, (deadline, probe) in list(self.slots.items()):
-            if time.monotonic() > deadline:
-                del self.slots[slot]
-            elif probe is None:
-                self.slots[slot] = (deadline, self.actors[slot].describe.remote())
-        return []
-
-    def answered(self, ref: Any) -> list[int]:
-        """The slot back in service when its probe succeeded; a failed probe is sent again (after a pause)."""
-        import ray
-
-        slot = next(s for s, (_, probe) in self.slots.items() if probe == ref)
-        deadline = self.slots[slot][0]
-        try:
-            ray.get(ref, timeout=self.timeout)
-        except ray.exceptions.RayActorError:
-            time.sleep(0.5)  # still restarting: ask again on the next tick
-            self.slots[slot] = (deadline, None)
-            return []
-        del self.slots[slot]
-        return [slot]
 
 
 def _cause(exc: BaseException) -> BaseException:

@@ -70,11 +70,3 @@ def write_reports(out: Path, records: Sequence[ItemRecord], facts: dict[str, Any
     batch = media.write_bytes_atomic(out / "batch.json", json.dumps(detail, indent=1, default=str).encode(),
                                      overwrite=True)
     return {"summary": summary, "batch": batch}
-
-
-def markdown(records: Sequence[ItemRecord]) -> str:
-    rows = [r.row() for r in records]
-    head = ("name", "mode", "status", "attempts", "seconds", "worker")
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join("" if row[k] is None else str(row[k]) for k in head) + " |" for row in rows]
-    return "\n".join(lines)

@@ -30,10 +30,11 @@ from ..backends import backend_by_name
 from ..errors import ValidationError
 from ..gallery import write_gallery
 from ..progress import progress_bar
+from ..views.pages import markdown_table
 from .items import BatchItem, load_items
 from .plan import plan, run_item
 from .ray_pool import RayPool
-from .records import ItemRecord, markdown, retryable, write_reports
+from .records import ItemRecord, retryable, write_reports
 
 ATTEMPTS = 2  # an item is tried at most twice
 RAY_BACKEND = "diffusers"  # the backend each Ray actor keeps (.ray_pool), and the batch's default
@@ -62,8 +63,8 @@ class BatchResult:
 
     def _repr_markdown_(self) -> str:
         done = sum(r.ok for r in self.records)
-        return f"**Batch** on {self.where}: {done} of {len(self.records)} ok in {self.seconds:.1f} s\n\n" + \
-            markdown(self.records)
+        table = markdown_table(self.rows(), ("name", "mode", "status", "attempts", "seconds", "worker"))
+        return f"**Batch** on {self.where}: {done} of {len(self.records)} ok in {self.seconds:.1f} s\n\n{table}"
 
     def __repr__(self) -> str:
         return f"BatchResult({sum(r.ok for r in self.records)}/{len(self.records)} ok on {self.where}, out={self.out})"
@@ -75,9 +76,8 @@ class Tracker:
     def __init__(self, items: Sequence[BatchItem], records: dict[str, ItemRecord], origin: float) -> None:
         self.records, self.origin, self.lock = records, origin, threading.Lock()
         self.bar = progress_bar(total=len(records), desc="batch", unit="item")
-        finished = len(records) - len(items)
-        if self.bar is not None and finished:
-            self.bar.update(finished)
+        if len(records) > len(items):
+            self.bar.update(len(records) - len(items))
 
     def started(self, item: BatchItem, worker: str) -> None:
         with self.lock:
@@ -109,13 +109,8 @@ class Tracker:
             return again
 
     def _tick(self, record: ItemRecord) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix_str(f"{record.name} {record.status}")
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.update(1)
+        self.bar.set_postfix_str(f"{record.name} {record.status}")
 
 
 class ThreadPool:
@@ -127,37 +122,23 @@ class ThreadPool:
         self.settings = backend.output_settings()
 
     def run(self, pending: list[BatchItem], started: Callable, finished: Callable) -> None:
-        work: "queue.Queue[BatchItem]" = queue.Queue()
+        work: "queue.Queue[BatchItem | None]" = queue.Queue()
         for item in pending:
             work.put(item)
-        busy = [0]
-        lock = threading.Lock()
 
         def worker(slot: int) -> None:
             label = f"{self.label} slot {slot}" if self.concurrency > 1 else self.label
-            while True:
-                with lock:
-                    if work.empty() and not busy[0]:
-                        return
-                    item = None if work.empty() else work.get()
-                    busy[0] += item is not None
-                if item is None:
-                    time.sleep(0.05)  # another slot may still hand an item back for its retry
-                    continue
+            while (item := work.get()) is not None:
                 started(item, label)
-                outcome, error = self._one(item, label)
-                again = finished(item, label, outcome, error)
-                with lock:
-                    if again:
-                        work.put(item)
-                    busy[0] -= 1
+                if finished(item, label, *self._one(item, label)):
+                    work.put(item)  # tried again, after the items already waiting
+                work.task_done()
 
-        threads = [threading.Thread(target=worker, args=(slot,), daemon=True) for slot in range(self.concurrency)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(0.2)
+        for slot in range(self.concurrency):
+            threading.Thread(target=worker, args=(slot,), daemon=True).start()
+        work.join()  # every item done, retries included (each is put back before its first try is done)
+        for _ in range(self.concurrency):
+            work.put(None)
 
     def _one(self, item: BatchItem, label: str) -> tuple[dict[str, Any] | None, BaseException | None]:
         began = time.time()
@@ -204,10 +185,8 @@ def run_batch(requests: str | os.PathLike[str] | Sequence[Mapping[str, Any]], ou
         if done:
             print(f"{len(done)} of {len(items)} items already finished in {out}; running {len(todo)}", flush=True)
         tracker = Tracker(todo, records, origin)
-        try:
+        with tracker.bar:
             pool.run(list(todo), tracker.started, tracker.finished)
-        finally:
-            tracker.close()
     finally:
         pool.close()
     result = BatchResult(out, [records[i.name] for i in items], pool.label, seconds=time.time() - origin)

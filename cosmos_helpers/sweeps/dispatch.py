@@ -2,7 +2,7 @@
 
 Each worker (a *slot*) takes the next pending run and executes it, one at a time. With several slots each
 has its own ``python -m cosmos_helpers.sweeps.worker`` process (see that module for why); a single slot runs
-here, in a thread of this process; with ``ray`` each slot is a Ray actor on the cluster (:mod:`.ray_workers`).
+here, in a thread of this process; with ``ray`` each slot is a Ray actor on the cluster (:mod:`.worker`).
 A server slot injects its URL into the notebook's server parameter; a GPU slot sets ``CUDA_VISIBLE_DEVICES`` for
 the run's process and so for its kernel (a Ray GPU slot gets it from Ray). The run manifest records the slot, so
 where each run ran can be checked afterwards.
@@ -17,16 +17,15 @@ import queue
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..errors import ValidationError
-from ..notebooks import execute_notebook
 from ..progress import progress_bar
 from .owners import in_flight, now, this_process
-from .ray_workers import RayWorker, ray_slot_count
 from .runs import SweepRun
+from .worker import RayWorker, ray_slot_count, run_task
 
 LOG_DIR = ".workers"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding this cosmos_helpers
@@ -40,14 +39,7 @@ class Slot:
     ray: str | None = None  # "gpu" or "cpu": a Ray actor of the cluster
 
     def describe(self) -> dict[str, Any]:
-        facts: dict[str, Any] = {"slot": self.index}
-        if self.server_url is not None:
-            facts["server_url"] = self.server_url
-        if self.gpu is not None:
-            facts["gpu"] = self.gpu
-        if self.ray is not None:
-            facts["ray"] = self.ray
-        return facts
+        return {"slot": self.index, **{k: v for k, v in asdict(self).items() if k != "index" and v is not None}}
 
     def label(self) -> str:
         if self.server_url is not None:
@@ -152,9 +144,7 @@ class InProcessWorker:
         from unittest.mock import patch
 
         with patch.dict(os.environ, self.dispatch.environment(self.slot)):  # restored afterwards, as it was
-            seconds, error = execute_notebook(task["notebook"], task["executed"], task["parameters"],
-                                              kernel=task["kernel"], log_output=task["log_output"])
-        return {"seconds": seconds, "error": error}
+            return run_task(task)
 
     def close(self, *, kill: bool = False) -> None:
         pass
@@ -171,15 +161,11 @@ class Worker:
     def _start(self) -> subprocess.Popen:
         if self.process is None or self.process.poll() is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            log = None if self.dispatch.log_output else open(self.log_path, "a")
-            try:
+            with contextlib.nullcontext() if self.dispatch.log_output else open(self.log_path, "a") as log:
                 self.process = subprocess.Popen(
                     [sys.executable, "-m", "cosmos_helpers.sweeps.worker"], stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE, stderr=log, env={**os.environ, **self.dispatch.environment(self.slot)},
                     text=True)
-            finally:
-                if log is not None:
-                    log.close()
         return self.process
 
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
@@ -221,8 +207,7 @@ def _workers(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, log_di
     return [Worker(s, dispatch, log_dir) for s in used]
 
 
-def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, total: int, log_dir: Path,
-            on_done: Callable[[SweepRun], None] | None = None) -> None:
+def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, total: int, log_dir: Path) -> None:
     """Execute ``runs`` over ``slots`` (each slot one run at a time); returns when all are done.
 
     ``total`` counts every run of the sweep, so the progress reads ``finished of all``. On Ctrl-C the worker
@@ -252,8 +237,6 @@ def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, tota
                 print(f"{'ok' if run.ok else 'FAILED'} {run.name} in {run.seconds or 0:.1f} s", flush=True)
                 bar.update(1)
                 bar.set_postfix_str(f"{run.name} {run.status}")
-                if on_done is not None:
-                    on_done(run)
 
     threads = [threading.Thread(target=work, args=(worker,), daemon=True) for worker in workers]
     with progress_bar(total=total, desc="sweep", unit="run") as bar:

@@ -99,13 +99,10 @@ def _read_csv(text: str, path: Path) -> list[dict[str, Any]]:
 
 
 def _product(grid: Mapping[str, Any], source: str) -> list[dict[str, Any]]:
-    names = list(grid)
+    names = _names(grid, source)
     if not names:
         raise ValidationError(source, "is empty: there is nothing to run.",
                               "map each parameter to its values, e.g. {seed: [0, 1]}.")
-    for name in names:
-        if not isinstance(name, str) or not name:
-            raise ValidationError(f"{source}: {name!r}", "is not a parameter name.", "use the notebook's names.")
     choices = [list(value) if isinstance(value, (list, tuple)) else [value] for value in grid.values()]
     return [dict(zip(names, combo)) for combo in itertools.product(*choices)]
 
@@ -113,10 +110,15 @@ def _product(grid: Mapping[str, Any], source: str) -> list[dict[str, Any]]:
 def _one_set(entry: Any, where: str) -> dict[str, Any]:
     if not isinstance(entry, Mapping):
         raise ValidationError(where, f"is {entry!r}, not a parameter set.", "write each run as {name: value, ...}.")
-    for name in entry:
+    _names(entry, where)
+    return dict(entry)
+
+
+def _names(values: Mapping[str, Any], where: str) -> list[str]:
+    for name in values:
         if not isinstance(name, str) or not name:
             raise ValidationError(f"{where}: {name!r}", "is not a parameter name.", "use the notebook's names.")
-    return dict(entry)
+    return list(values)
 
 
 def canonical(parameters: Mapping[str, Any]) -> str:

@@ -25,6 +25,7 @@ from ..gallery import list_outputs
 from ..views import preview
 from ..views.items import as_item
 from ..views.pages import esc, href, media_view, page
+from ..views.plots import new_figure, shorten
 from ..views.sheet import labelled_sheet, write_png
 from .runs import SweepRun
 
@@ -40,12 +41,14 @@ _CSS = ("body{font:14px system-ui,sans-serif;margin:24px} table{border-collapse:
         ".note{color:#b42318;width:240px} img{max-width:100%}")
 
 
+def _names(runs: Sequence[SweepRun]) -> list[str]:
+    """Every parameter name of ``runs``, in the order they first appear."""
+    return list(dict.fromkeys(name for run in runs for name in run.parameters))
+
+
 def varying(runs: Sequence[SweepRun]) -> list[str]:
-    """The parameter names whose value differs between runs, in the order they first appear."""
-    names: list[str] = []
-    for run in runs:
-        names += [name for name in run.parameters if name not in names]
-    return [name for name in names if len({repr(run.parameters.get(name)) for run in runs}) > 1]
+    """The parameter names whose value differs between runs."""
+    return [name for name in _names(runs) if len({repr(run.parameters.get(name)) for run in runs}) > 1]
 
 
 def label(run: SweepRun, names: Sequence[str]) -> str:
@@ -61,20 +64,15 @@ def outputs_of(run: SweepRun) -> list[tuple[str, Path]]:
 
 def rows(runs: Sequence[SweepRun]) -> list[dict[str, Any]]:
     """The summary table as dictionaries (the CSV's and the notebook view's one source)."""
-    names: list[str] = []
-    for run in runs:
-        names += [name for name in run.parameters if name not in names]
-    table = []
+    names, table = _names(runs), []
     for run in runs:
         slot = run.worker.get("slot", 0)
         worker = (f"{run.worker['server_url']} (worker {slot})" if "server_url" in run.worker else
                   f"gpu {run.worker['gpu']}" if "gpu" in run.worker else f"worker {slot}")
-        row = {"run": run.name, **{name: run.parameters.get(name) for name in names}, "status": run.status,
+        table.append({"run": run.name, **{name: run.parameters.get(name) for name in names}, "status": run.status,
                "seconds": None if run.seconds is None else round(float(run.seconds), 2),
                "reused": run.reused, "attempt": run.attempt, "worker": worker,
-               "outputs": len(outputs_of(run)), "error": (run.error or "").strip().splitlines()[-1:] or [""]}
-        row["error"] = row["error"][0][:200]
-        table.append(row)
+               "outputs": len(outputs_of(run)), "error": ((run.error or "").strip().splitlines() or [""])[-1][:200]})
     return table
 
 
@@ -87,27 +85,14 @@ def write_csv(out: Path, table: list[dict[str, Any]]) -> Path:
     return media.write_bytes_atomic(out / SUMMARY_CSV, buffer.getvalue().encode("utf-8"), overwrite=True)
 
 
-def markdown(table: list[dict[str, Any]]) -> str:
-    if not table:
-        return "(no runs)"
-    columns = list(table[0])
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(" --- " for _ in columns) + "|"]
-    for row in table:
-        cells = ["" if row[c] is None else str(row[c]).replace("|", "\\|") for c in columns]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def write_time_plot(out: Path, runs: Sequence[SweepRun]) -> Path:
-    """Horizontal bars of seconds per run (matplotlib without pyplot: no global figure state)."""
-    from matplotlib.figure import Figure
-
+    """Horizontal bars of seconds per run."""
     names = varying(runs)
-    figure = Figure(figsize=(7, 0.9 + 0.4 * len(runs)), dpi=100, layout="constrained")
+    figure = new_figure((7, 0.9 + 0.4 * len(runs)), 100)
     axes = figure.add_subplot()
     seconds = [float(run.seconds or 0.0) for run in runs]
     colors = ["#2da44e" if run.ok else "#cf222e" for run in runs]
-    labels = [text if len(text) <= 48 else text[:47] + "\u2026" for text in (label(run, names) for run in runs)]
+    labels = [shorten(label(run, names), 48) for run in runs]
     bars = axes.barh(labels, seconds, color=colors)
     for patch, run in zip(bars, runs):
         if run.reused:
@@ -132,11 +117,8 @@ def sheet_layout(runs: Sequence[SweepRun]) -> tuple[list[str], list[str], dict[t
                  (run, found[run.name][0][1] if found[run.name] else None) for run in runs}
         return ([f"{names[0]}={v}" for v in row_values], [f"{names[1]}={v}" for v in col_values], cells)
     columns = list(dict.fromkeys(name for run in runs for name, _ in found[run.name])) or ["output"]
-    cells = {}
-    for r, run in enumerate(runs):
-        paths = dict(found[run.name])
-        for c, column in enumerate(columns):
-            cells[(r, c)] = (run, paths.get(column))
+    cells = {(r, c): (run, dict(found[run.name]).get(column))
+             for r, run in enumerate(runs) for c, column in enumerate(columns)}
     return [label(run, names) for run in runs], columns, cells
 
 

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import ValidationError
 from . import report
+from ..views.pages import markdown_table
 from .dispatch import LOG_DIR, Dispatch, make_slots, run_all
 from .grid import load_grid, run_names, validate_sets
 from .owners import holding
@@ -42,7 +43,8 @@ class SweepResult:
         return report.rows(self.runs)
 
     def markdown(self) -> str:
-        return report.markdown(self.rows())
+        rows = self.rows()
+        return markdown_table(rows, list(rows[0])) if rows else "(no runs)"
 
     def table(self):
         """A pandas DataFrame of :meth:`rows` when pandas is installed, else the markdown table (as text)."""
@@ -95,17 +97,9 @@ def sweep(notebook: str | Path, grid: Any, *, out: str | Path | None = None,
     sets = load_grid(grid)
     slots = make_slots(servers=servers, gpus=gpus, jobs=jobs, ray=ray)
     fixed = dict(parameters or {})
-    reserved = _reserved(slots, server_parameter, output_parameter)
-    accepted = validate_sets(notebook, sets, reserved=reserved)
-    validate_sets(notebook, [fixed], reserved=reserved, what="fixed parameter")
-    _check_injection(notebook, accepted, slots, server_parameter, output_parameter)
-    for values in sets:
-        both = sorted(set(values) & set(fixed))
-        if both:
-            raise ValidationError(f"grid parameter {both[0]!r}", "is also given as a fixed parameter.",
-                                  "set it in the grid or in parameters, not both.")
-    out = Path(out) if out is not None else Path("outputs") / "sweeps" / notebook.stem
-    out = out.resolve()
+    served = any(slot.server_url for slot in slots)
+    _validate(notebook, sets, fixed, served, server_parameter, output_parameter)
+    out = (Path(out) if out is not None else Path("outputs", "sweeps", notebook.stem)).resolve()
     code = code_digest(notebook)
     runs = [SweepRun(name, {**fixed, **values}, out / name, notebook=str(notebook), code=code)
             for name, values in zip(run_names(sets), sets)]
@@ -114,7 +108,7 @@ def sweep(notebook: str | Path, grid: Any, *, out: str | Path | None = None,
         if len(todo) < len(runs):
             print(f"{len(runs) - len(todo)} of {len(runs)} runs already finished in {out}; running {len(todo)}",
                   flush=True)
-        dispatch = Dispatch(server_parameter=server_parameter if any(s.server_url for s in slots) else None,
+        dispatch = Dispatch(server_parameter=server_parameter if served else None,
                             output_parameter=output_parameter, kernel=kernel, log_output=log_output)
         run_all(todo, slots, dispatch, total=len(runs), log_dir=out / LOG_DIR)
         result = SweepResult(notebook, out, runs)
@@ -123,19 +117,16 @@ def sweep(notebook: str | Path, grid: Any, *, out: str | Path | None = None,
     return result
 
 
-def _reserved(slots, server_parameter: str, output_parameter: str | None) -> dict[str, str]:
-    reserved = {}
-    if output_parameter:
-        reserved[output_parameter] = "each run's own output folder"
-    if any(slot.server_url for slot in slots):
+def _validate(notebook: Path, sets: list[dict[str, Any]], fixed: dict[str, Any], served: bool,
+              server_parameter: str, output_parameter: str | None) -> None:
+    """The grid's and the fixed parameters' names and types, and the names the sweep sets itself, on ``notebook``."""
+    reserved = {output_parameter: "each run's own output folder"} if output_parameter else {}
+    if served:
         reserved[server_parameter] = "each worker's server URL"
-    return reserved
-
-
-def _check_injection(notebook: Path, accepted: Mapping[str, Any], slots, server_parameter: str,
-                     output_parameter: str | None) -> None:
+    accepted = validate_sets(notebook, sets, reserved=reserved)
+    validate_sets(notebook, [fixed], reserved=reserved, what="fixed parameter")
     valid = ", ".join(accepted)
-    if any(slot.server_url for slot in slots) and server_parameter not in accepted:
+    if served and server_parameter not in accepted:
         raise ValidationError("servers", f"{notebook.name} has no {server_parameter!r} parameter to receive a "
                               f"server URL (its parameters: {valid}).",
                               "add one to its parameters cell, or name it with server_parameter= "
@@ -145,6 +136,11 @@ def _check_injection(notebook: Path, accepted: Mapping[str, Any], slots, server_
                               f"every run would write to the same place (its parameters: {valid}).",
                               "add output_dir to its parameters cell, name another with output_parameter=, or "
                               "pass output_parameter=None (--no-output-parameter) to run it anyway.")
+    for values in sets:
+        both = sorted(set(values) & set(fixed))
+        if both:
+            raise ValidationError(f"grid parameter {both[0]!r}", "is also given as a fixed parameter.",
+                                  "set it in the grid or in parameters, not both.")
 
 
 def write_reports(result: SweepResult) -> dict[str, Path]:

@@ -71,12 +71,9 @@ class SweepRun:
     def outputs(self) -> Path:
         return self.folder / OUTPUTS
 
-    def to_manifest(self) -> dict[str, Any]:
-        data = {key: value for key, value in asdict(self).items() if key not in ("folder", "reused")}
-        return {"schema": SCHEMA, **data, "executed": self.executed.name}
-
     def write_manifest(self) -> Path:
-        text = json.dumps(self.to_manifest(), indent=2, default=str)
+        data = {key: value for key, value in asdict(self).items() if key not in ("folder", "reused")}
+        text = json.dumps({"schema": SCHEMA, **data, "executed": self.executed.name}, indent=2, default=str)
         return media.write_bytes_atomic(self.manifest_path, text.encode("utf-8"), overwrite=True)
 
 

@@ -1,4 +1,4 @@
-"""``python -m cosmos_helpers.sweeps.worker``: one sweep worker's process, executing runs one after another.
+"""The processes that execute a sweep's runs: ``python -m cosmos_helpers.sweeps.worker``, and Ray actors.
 
 papermill changes the process's working directory for the duration of a run and the kernel inherits the
 process environment, so parallel runs (each in its notebook's folder, each with its own
@@ -7,6 +7,12 @@ with its slot's environment and kept for all the runs that slot takes (papermill
 reads one JSON task per line on stdin, runs the notebook through the same runner as ``run-cookbooks`` and
 answers one JSON line ``{"seconds", "error"}`` on the stdout it was started with; anything else that would
 print to stdout (the notebook's log) is sent to stderr, so it cannot garble the answers.
+
+With ``sweep(..., ray=ADDRESS)`` (``--ray [ADDRESS]``) each slot is instead a long-lived Ray actor
+(:class:`NotebookWorker`), one per GPU of the cluster (``num_gpus=1``: Ray sets its ``CUDA_VISIBLE_DEVICES``, which
+the kernel inherits) or ``jobs`` on CPUs, running one notebook at a time the same way. The notebook and the sweep
+folder must be on a filesystem every node sees. An actor that dies mid-run (killed, out of memory, its node lost) is
+reported for that run, restarted by Ray (once), and the run is tried once more on it.
 """
 
 from __future__ import annotations
@@ -14,9 +20,22 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import sys
+import time
+from typing import Any
 
+from ..errors import ValidationError
 from ..notebooks import execute_notebook
+
+RETRY_WAIT_S = 600.0  # how long a restarted actor may take to come back
+
+
+def run_task(task: dict[str, Any]) -> dict[str, Any]:
+    """Execute one run's notebook (what every kind of sweep worker does): ``{"seconds", "error"}``."""
+    seconds, error = execute_notebook(task["notebook"], task["executed"], task["parameters"],
+                                      kernel=task.get("kernel", "python3"), log_output=bool(task.get("log_output")))
+    return {"seconds": seconds, "error": error}
 
 
 def main() -> int:
@@ -26,13 +45,82 @@ def main() -> int:
     for line in sys.stdin:
         if not line.strip():
             continue
-        task = json.loads(line)
-        seconds, error = execute_notebook(task["notebook"], task["executed"], task["parameters"],
-                                          kernel=task.get("kernel", "python3"),
-                                          log_output=bool(task.get("log_output")))
-        answers.write(json.dumps({"seconds": seconds, "error": error}) + "\n")
+        answers.write(json.dumps(run_task(json.loads(line))) + "\n")
         answers.flush()
     return 0
+
+
+class NotebookWorker:
+    """One Ray actor of a sweep: executes runs as ``cosmos_helpers.sweeps.worker`` does, one at a time."""
+
+    def __init__(self, environment: dict[str, str]) -> None:
+        os.environ.update(environment)
+
+    def describe(self) -> str:
+        import ray
+
+        gpus = ",".join(str(g) for g in ray.get_gpu_ids())
+        return f"{socket.gethostname()}:{os.getpid()}" + (f" gpu {gpus}" if gpus else "")
+
+    def run(self, task: dict[str, Any]) -> dict[str, Any]:
+        return run_task(task)
+
+
+def ray_slot_count(address: Any, jobs: int | None) -> tuple[int, bool]:
+    """``(slots, on GPUs)``: one per GPU of the cluster, else ``jobs`` (default: one per CPU)."""
+    from ..standins.ray_serve.local import join_ray
+
+    join_ray(None if address is True else str(address), num_cpus=None)
+    import ray
+
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    if gpus and jobs is not None:
+        raise ValidationError("jobs", f"the Ray cluster has {gpus} GPUs, one worker each.", "drop jobs with --ray.")
+    return (gpus, True) if gpus else (jobs or max(1, int(ray.cluster_resources().get("CPU", 1))), False)
+
+
+class RayWorker:
+    """A sweep slot served by one Ray actor (``run``/``close`` as the local workers have them)."""
+
+    def __init__(self, slot: Any, dispatch: Any) -> None:
+        import ray
+
+        self.slot, self.dispatch = slot, dispatch
+        options = {"num_gpus": 1} if slot.ray == "gpu" else {"num_cpus": 1}
+        actor = ray.remote(max_restarts=1, max_task_retries=0, **options)(NotebookWorker)
+        self.actor = actor.remote(dispatch.environment(slot))
+
+    def run(self, task: dict[str, Any]) -> dict[str, Any]:
+        import ray
+
+        for attempt in (1, 2):
+            try:
+                return ray.get(self.actor.run.remote(task))
+            except ray.exceptions.RayActorError as exc:
+                error = f"the Ray worker of slot {self.slot.index} died during the run ({type(exc).__name__}: {exc})"
+                print(error + ("; trying once more" if attempt == 1 else ""), flush=True)
+                if attempt == 2 or not self._back():
+                    break
+        return {"seconds": None, "error": error}
+
+    def _back(self) -> bool:
+        """Wait (with a deadline) until Ray has restarted the actor."""
+        import ray
+
+        deadline = time.monotonic() + RETRY_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                ray.get(self.actor.describe.remote(), timeout=RETRY_WAIT_S)
+                return True
+            except ray.exceptions.RayActorError:
+                time.sleep(0.5)
+        return False
+
+    def close(self, *, kill: bool = False) -> None:
+        import ray
+
+        if ray.is_initialized():
+            ray.kill(self.actor, no_restart=True)
 
 
 if __name__ == "__main__":  # pragma: no cover - started as a subprocess by dispatch

@@ -66,9 +66,8 @@ class GenerateForm:
         self.status = w.HTML("")
         self.output = w.Output()
         self.button.on_click(lambda _button: self.generate())
-        self.mode.observe(lambda _change: self._sync_mode(), names="value")
-        self.step_cache.observe(lambda _change: self._sync_mode(), names="value")
-        self.tier.observe(lambda _change: self._sync_mode(), names="value")
+        for widget in (self.mode, self.step_cache, self.tier):
+            widget.observe(lambda _change: self._sync_mode(), names="value")
         self._sync_mode()
         self.widget = self._layout(w, backend)
 
@@ -153,7 +152,7 @@ class GenerateForm:
                       guidance_scale=float(self.guidance_scale.value), seed=int(self.seed.value))
         if self.tier.value == INPUT_SIZE or "width" in values or "height" in values:
             values.pop("aspect_ratio")  # the input's shape, or the given size's
-        if self.tier.value != INPUT_SIZE and "width" not in values and "height" not in values:
+        else:
             values["tier"] = self.tier.value
         if mode not in IMAGE_MODES:
             values["num_frames"] = int(self.num_frames.value)
@@ -238,17 +237,16 @@ class GenerateForm:
     def _fail(self, exc: Exception) -> None:
         """Show ``exc`` in the form and mark the field a :class:`ValidationError` names."""
         self.last_error = exc
-        field = getattr(exc, "field", None) if isinstance(exc, ValidationError) else None
         self.progress.bar_style = "danger"
         if isinstance(exc, ValidationError):
             fix = f"<br><b>Fix:</b> {html.escape(exc.fix)}" if exc.fix else ""
             text = f"<b>{html.escape(exc.field)}</b>: {html.escape(exc.problem)}{fix}"
+            name = {"width": "tier", "height": "tier", "video": "image"}.get(exc.field, exc.field)  # its widget
+            if name in _FIELDS:
+                getattr(self, name).layout.border = "2px solid #b42318"
         else:
             text = f"<b>{html.escape(type(exc).__name__)}</b>: {html.escape(str(exc))}"
         self.status.value = f"<div style='color:#b42318'>{text}</div>"
-        name = {"width": "tier", "height": "tier", "video": "image"}.get(field, field)  # the widget that sets it
-        if name in _FIELDS:
-            getattr(self, name).layout.border = "2px solid #b42318"
 
     def _clear_marks(self) -> None:
         for name in _FIELDS:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import html
 from typing import Sequence
 
-
 from ..media import even_size
 from . import preview
 from .items import SEP, Item
@@ -26,8 +25,7 @@ def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
     """The size a preview is shown at: the source size capped at ``max_side`` (the transcode's rule), and
     small results (the tiny model's 160x96) shown at 2x, 3x, ... until their long side reaches 320 px."""
     if not item.width or not item.height:
-        frame = item.frame(0)
-        item.height, item.width = frame.shape[:2]
+        item.height, item.width = item.frame(0).shape[:2]
     if item.is_image:
         longest = max(item.width, item.height)
         scale = 1.0 if not max_side or longest <= max_side else max_side / longest

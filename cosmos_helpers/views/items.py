@@ -56,8 +56,7 @@ class Item:
         if self._frames is None and self.path is not None and not self.is_image and index in (None, 0):
             # Decode only as far as needed for a poster.
             want = 1 if index == 0 else max(1, (self.num_frames or 1) // 2 + 1)
-            frames = media.read_video(self.path, max_frames=want).frames
-            return frames[-1]
+            return media.read_video(self.path, max_frames=want).frames[-1]
         frames = self.frames()
         if index is None:
             index = frames.shape[0] // 2

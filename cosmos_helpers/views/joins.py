@@ -15,6 +15,7 @@ import numpy as np
 from ..chaining import join_continuity
 from ..display import present_figure
 from ..longvideo import chunk_starts
+from .plots import new_figure
 
 SIDE = 2  # frames shown on each side of a join
 
@@ -25,16 +26,12 @@ def join_plot(generation: Any, *, side: int = SIDE, figsize: tuple[float, float]
 
     ``generation``: what ``generate_long_video`` returned, or ``Generation.load`` of its saved ``.mp4``.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     starts = chunk_starts(generation)
     frames = generation.frames
     report = join_continuity(frames, starts)
     joins = report["join_indexes"]
     columns = max(1, len(joins)) * 2 * side
-    fig = Figure(figsize=figsize or (max(8.0, 1.3 * columns), 5.2), dpi=dpi, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(figsize or (max(8.0, 1.3 * columns), 5.2), dpi)
     top, bottom = fig.subfigures(2, 1, height_ratios=(1, 1.3))
     axes = np.atleast_1d(top.subplots(1, columns))
     for j, join in enumerate(joins):

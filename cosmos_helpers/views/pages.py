@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 from urllib.parse import quote
 
 
@@ -44,3 +44,12 @@ def media_view(root: Path, path: Path, *, preview: Path | None = None, poster: P
     extra += f" width='{size[0]}' height='{size[1]}'" if size is not None else ""
     return (f"<video controls preload='metadata' playsinline{extra}><source src='{href(root, preview)}' "
             "type='video/mp4'></video>")
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """``columns`` of ``rows`` as a markdown table, for a result's notebook view (``None``: an empty cell)."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(" --- " for _ in columns) + "|"]
+    for row in rows:
+        cells = ("" if row[c] is None else str(row[c]).replace("|", "\\|") for c in columns)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -13,6 +13,21 @@ STRIP_GAP = 4
 LABEL_HEIGHT = 16
 
 
+def new_figure(figsize: tuple[float, float], dpi: int) -> Any:
+    """A matplotlib ``Figure`` on its own Agg canvas: made without pyplot, so no global figure state."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, ending in an ellipsis when cut (labels on a plot)."""
+    return text if len(text) <= width else text[:width - 1] + "\u2026"
+
+
 def strip_indexes(num_frames: int, n: int) -> list[int]:
     """``n`` evenly spaced frame indexes from first to last (fewer when the clip is shorter)."""
     n = max(1, min(int(n), num_frames))
@@ -58,22 +73,17 @@ def sound_plot(generation: Any, *, title: str | None = None, label: str | None =
     Displays the matplotlib ``Figure`` (``figsize * dpi`` pixels; made without pyplot, so no global state) as a
     PNG (``display=False``: returns it); prints a note and returns ``None`` when there is no sound.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     item = as_item(generation, label)
     sound, rate = item.sound()
     if sound is None or sound.size == 0:
-        message = "no sound in this result (generate with sound=True to get a soundtrack)"
         if display:
-            print(message)
+            print("no sound in this result (generate with sound=True to get a soundtrack)")
         return None
     sound = np.asarray(sound, dtype=np.float32)
     if sound.ndim == 1:
         sound = sound[None]
     times = np.arange(sound.shape[1]) / rate
-    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(figsize, dpi)
     wave, spec = fig.subplots(2, 1, sharex=True, height_ratios=(1, 1.4))
     names = ("left", "right") if sound.shape[0] == 2 else tuple(f"ch {i}" for i in range(sound.shape[0]))
     for channel, name in zip(sound, names):
@@ -81,10 +91,8 @@ def sound_plot(generation: Any, *, title: str | None = None, label: str | None =
     wave.set_ylabel("amplitude")
     wave.set_ylim(-1.05, 1.05)
     wave.legend(loc="upper right", fontsize=8)
-    peak = float(np.max(np.abs(sound))) if sound.size else 0.0
-    rms = float(np.sqrt(np.mean(sound ** 2))) if sound.size else 0.0
-    name = item.label or item.summary or "sound"
-    name = name if len(name) <= 70 else name[:69] + "\u2026"
+    peak, rms = float(np.max(np.abs(sound))), float(np.sqrt(np.mean(sound ** 2)))
+    name = shorten(item.label or item.summary or "sound", 70)
     wave.set_title(title or f"{name}  (peak {peak:.2f}, rms {rms:.3f}, {rate} Hz, {sound.shape[1] / rate:.2f} s)",
                    fontsize=9, loc="left")
     mono = sound.mean(axis=0)

@@ -36,9 +36,7 @@ def preview_path_for(source: str | Path, max_side: int | None = DEFAULT_MAX_SIDE
 
 
 def cache_dir() -> Path:
-    default = os.path.join(tempfile.gettempdir(), "cosmos-helpers-previews")
-    root = os.environ.get("COSMOS_HELPERS_PREVIEW_DIR") or default
-    path = Path(root)
+    path = Path(os.environ.get("COSMOS_HELPERS_PREVIEW_DIR") or Path(tempfile.gettempdir(), "cosmos-helpers-previews"))
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -56,10 +54,9 @@ def ensure_preview(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
             return item.path
         if item.is_output:  # a saved result: the preview lives beside it (galleries link it there)
             target = preview_path_for(item.path, max_side)
-            if fresh(target, item.path):
-                return target
             try:
-                transcode_file(item.path, target, max_side=max_side)
+                if not fresh(target, item.path):
+                    transcode_file(item.path, target, max_side=max_side)
                 return target
             except PermissionError:
                 pass

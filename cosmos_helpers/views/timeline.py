@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..display import present_figure
-from .trajectory import _canvas
+from .plots import new_figure, shorten
 
 _COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 
@@ -21,13 +21,10 @@ def batch_timeline(*results: Any, labels: Sequence[str] | None = None, figsize: 
 
     Displays the matplotlib ``Figure`` (``display=False``: returns it); ``labels`` name the batches (default: where
     each ran)."""
-    from matplotlib.figure import Figure
-
     if not results:
         raise ValueError("batch_timeline needs at least one batch result")
     names = list(labels) if labels is not None else [r.where for r in results]
-    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    _canvas(fig)
+    fig = new_figure(figsize, dpi)
     timeline, times = fig.subplots(1, 2, width_ratios=(3, 2))
     rows: list[str] = []
     for index, (result, name) in enumerate(zip(results, names)):
@@ -35,14 +32,14 @@ def batch_timeline(*results: Any, labels: Sequence[str] | None = None, figsize: 
         made = [r for r in result.records if r.status in ("ok", "failed") and r.seconds is not None]
         workers = sorted({str(r.worker) for r in made})
         for worker in workers:
-            rows.append(f"{_short(name)}\n{worker}")
+            rows.append(f"{shorten(name, 34)}\n{worker}")
             y = len(rows) - 1
             for record in (r for r in made if str(r.worker) == worker):
                 timeline.barh(y, record.seconds, left=record.started, height=0.6, color=colour,
                               edgecolor="white", alpha=1.0 if record.status == "ok" else 0.35)
         offsets = [i + index * 0.8 / len(results) for i in range(len(result.records))]
         times.bar(offsets, [r.seconds or 0 for r in result.records], width=0.8 / len(results), color=colour,
-                  label=_short(name))
+                  label=shorten(name, 34))
     timeline.set_yticks(range(len(rows)), rows, fontsize=7)
     timeline.invert_yaxis()
     timeline.set_xlabel("seconds since the batch began")
@@ -53,7 +50,3 @@ def batch_timeline(*results: Any, labels: Sequence[str] | None = None, figsize: 
     times.set_title("time per item", fontsize=10)
     times.legend(fontsize=7)
     return present_figure(fig, display=display)
-
-
-def _short(text: str, width: int = 34) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"

@@ -12,6 +12,7 @@ import numpy as np
 from ..display import present_figure
 from ..protocol import action as proto
 from ..trajectories import integrate, step_errors
+from .plots import new_figure
 
 AXES = ("x", "y", "z")
 
@@ -20,15 +21,12 @@ def trajectory_plot(*trajectories: np.ndarray, labels: Sequence[str] | None = No
                     figsize: tuple[float, float] = (12, 3.4), dpi: int = 90, display: bool = True):
     """Top-down path, 3-D path, per-axis translation steps and (when the rows carry one) the grasp state of one or
     more ``(T, D)`` trajectories of the same embodiment, overlaid."""
-    from matplotlib.figure import Figure
-
     arrays = [np.asarray(t, dtype=np.float64) for t in trajectories if t is not None]
     if not arrays:
         raise ValueError("trajectory_plot needs at least one (T, D) trajectory")
     labels = list(labels or [f"trajectory {i + 1}" for i in range(len(arrays))])
     has_grasp = arrays[0].shape[1] > proto.POSE_DIM
-    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    _canvas(fig)
+    fig = new_figure(figsize, dpi)
     columns = 4 if has_grasp else 3
     top = fig.add_subplot(1, columns, 1)
     space = fig.add_subplot(1, columns, 2, projection="3d")
@@ -63,11 +61,8 @@ def trajectory_error_plot(predicted: np.ndarray, given: np.ndarray, *, title: st
                           figsize: tuple[float, float] = (10, 3), dpi: int = 90, display: bool = True):
     """Per-step errors of ``predicted`` against ``given`` (:func:`~cosmos_helpers.trajectories.step_errors`):
     translation, rotation (degrees), path drift and grasp, one panel each."""
-    from matplotlib.figure import Figure
-
     errors = step_errors(predicted, given)
-    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    _canvas(fig)
+    fig = new_figure(figsize, dpi)
     panels = fig.subplots(1, len(errors), squeeze=False)[0]
     units = {"translation": "translation error", "rotation_deg": "rotation error (deg)",
              "path": "position drift", "grasp": "grasp error"}
@@ -91,9 +86,3 @@ def trajectory_png(given: Any = None, predicted: Any = None, *, dpi: int = 72) -
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
     return buffer.getvalue()
-
-
-def _canvas(fig: Any) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    FigureCanvasAgg(fig)

@@ -1,33 +1,27 @@
 """``FrameworkBackend``: run Cosmos 3 through an NVIDIA/cosmos-framework checkout's inference CLI.
 
-For users on a GPU host with the framework installed. Each run writes its input into a fresh run folder and
-launches::
+Each run writes its input into a fresh run folder and launches, in the checkout::
 
     python -m cosmos_framework.scripts.inference -i <run>/<name>.json -o <run>/out --checkpoint-path Cosmos3-Nano
 
-(``torchrun --nproc-per-node G -m ...`` for ``gpus > 1``; ``--guardrails`` or ``--no-guardrails`` as the request
-or the run says, never the framework's default silently; the request's step cache as ``--[no-]diffusion-cache``
-and its settings, or no flag for the CLI's default, SeaCache on) in the checkout, streams the log with a progress bar
-(step counters such as ``12/35`` are parsed when the framework prints them), and takes the framework's own output,
-``<run>/out/<name>/vision.mp4`` (``vision.jpg`` for one frame), as the result's finished file, byte for byte.
+(``torchrun --nproc-per-node G -m ...`` for ``gpus > 1``). Guardrails are always said (``--[no-]guardrails``), never
+left to the framework's default; the request's step cache becomes ``--[no-]diffusion-cache`` and its settings (none:
+the CLI's default, SeaCache on). The log streams with a progress bar (step counters such as ``12/35``), and the
+framework's own ``<run>/out/<name>/vision.mp4`` (``vision.jpg`` for one frame) is the result's file, byte for byte.
 
-The model comes from the request (or the run of an input file): a hub id maps to its ``--checkpoint-path`` name
-(``protocol.framework.CHECKPOINTS``), a local folder passes as a path, ``"tiny"`` is refused (the framework cannot
-run this project's embedded model). A framework input file runs *unchanged*: its sample is written as it came,
-paths made absolute, and command-line overrides go on the framework's own command line (``--resolution``,
-``--num-steps``, ``--seed``), which the framework merges over the sample. A :class:`GenerationRequest` becomes a
-sample holding only what the request says; options left to the backend's default stay unset, so the framework's
-own defaults apply (its negative caption file, its templates). :meth:`FrameworkBackend.prepare` writes a run folder
-without launching, for tests and for jobs submitted elsewhere.
+The model is the request's: a hub id maps to its ``--checkpoint-path`` name (``protocol.framework.CHECKPOINTS``), a
+local folder passes as a path, ``"tiny"`` is refused. A framework input file runs *unchanged* (paths made absolute;
+command-line overrides go on the framework's own command line, which it merges over the sample). A
+:class:`GenerationRequest` becomes a sample holding only what the request says, so the framework's own defaults
+apply to the rest. :meth:`FrameworkBackend.prepare` writes a run folder without launching.
 
 The interpreter is ``python=``, else ``$COSMOS_FRAMEWORK_PYTHON``, else the checkout's ``.venv/bin/python`` (what
 ``uv sync`` creates), else this Python. ``module=`` / ``$COSMOS_FRAMEWORK_MODULE`` replace the module name.
 
-Without a checkout, :meth:`FrameworkBackend.standin` runs the same contract through the stand-in program that ships
-with this package (:mod:`cosmos_helpers.standins.framework_cli`) on the embedded tiny model, from any folder. It
-takes the tiny models under their own names (``profile="tiny"``), and every output it makes says so: the manifest's
-``standin`` record names the framework it stands in for and the model that really ran (the stand-in's
-``standin.json``), ``model`` is that model, and galleries show ``framework (stand-in)``.
+Without a checkout, :meth:`FrameworkBackend.standin` runs the same contract through this package's stand-in program
+(:mod:`cosmos_helpers.standins.framework_cli`) on the embedded tiny models, and every output says so: the manifest's
+``standin`` record names the framework it stands in for and the model that really ran (``model`` is that model), and
+galleries show ``framework (stand-in)``.
 """
 
 from __future__ import annotations

@@ -38,8 +38,6 @@ from typing import Any, Collection, Mapping, Sequence
 
 from .. import media
 from ..errors import BackendUnavailableError, FrameworkRunError, ValidationError
-from ..models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
-from ..models.tiny_edge import MODEL_NAME as TINY_EDGE
 from ..precision import describe as describe_precision
 from ..precision import framework_flags, precision_record
 from ..presets import SOUND_SAMPLE_RATE
@@ -56,12 +54,11 @@ from ..step_cache import SeaCache, StepCache, check_for_backend, describe, step_
 from .base import Backend, ProgressCallback
 from .framework_run import (INSTALL_HELP, FrameworkRun, StepProgress, collect, new_run_dir, predicted_actions,
                             read_output, standin_record, stream)
-from .framework_payload import CACHE_FLAGS, cache_flags, check_request, checkpoint_for, request_payload
+from .framework_payload import TINY_MODELS, CACHE_FLAGS, cache_flags, check_request, checkpoint_for, request_payload
 
 NAME = "framework"
 PYTHON_ENV = "COSMOS_FRAMEWORK_PYTHON"
 MODULE_ENV = "COSMOS_FRAMEWORK_MODULE"
-STANDIN_MODELS = ("tiny", TINY_DISTILLED, TINY_EDGE)  # what FrameworkBackend.standin() runs under their own names
 
 
 class FrameworkBackend(Backend):
@@ -72,7 +69,6 @@ class FrameworkBackend(Backend):
         gpus: GPUs per run; more than 1 launches ``torchrun --nproc-per-node gpus``.
         parallelism_preset: ``latency`` or ``throughput``; ``None`` leaves the framework's default.
         python: interpreter that imports ``cosmos_framework`` (default: see the module docstring).
-        guardrails: ``False`` adds ``--no-guardrails`` (as does a request with ``guardrails=False``).
         extra_args: more CLI flags, e.g. ``("--sampler", "edm")``; not the diffusion cache's, which are the request's
             (``GenerationRequest(step_cache="off" | SeaCache(...))``; left out: the CLI's default, SeaCache on).
         work_dir: where run folders go (default ``<checkout>/outputs/cosmos_helpers``).
@@ -156,7 +152,7 @@ class FrameworkBackend(Backend):
     def checkpoint_for(self, model: str) -> str:
         """The ``--checkpoint-path`` of ``model`` (:func:`checkpoint_for`); the stand-in also runs the tiny models,
         named as themselves."""
-        return str(model) if self.is_standin and str(model) in STANDIN_MODELS else checkpoint_for(model)
+        return str(model) if self.is_standin and str(model) in TINY_MODELS else checkpoint_for(model)
 
     def launcher(self) -> list[str]:
         """``[python, -m, module]`` or ``[torchrun, --nproc-per-node, G, -m, module]``."""

@@ -24,6 +24,7 @@ from ..request import GenerationRequest
 from ..step_cache import OFF, SeaCache, StepCache
 from ..trajectories import save_trajectory
 
+TINY_MODELS = ("tiny", TINY_DISTILLED, TINY_EDGE)  # this project's embedded models: the framework stand-in's only
 # Every flag of the framework's diffusion cache (none of them may come from anywhere but the request).
 CACHE_FLAGS = frozenset({cache_facts.FRAMEWORK_ON_FLAG, cache_facts.FRAMEWORK_OFF_FLAG,
                          *(names[2] for names in cache_facts.FIELDS.values() if names[2])})
@@ -49,7 +50,7 @@ def cache_flags(step_cache: StepCache) -> list[str]:
 def checkpoint_for(model: str) -> str:
     """The ``--checkpoint-path`` of a model: a framework checkpoint name, or a local folder's absolute path."""
     model = str(model)
-    if model in ("tiny", TINY_DISTILLED, TINY_EDGE):
+    if model in TINY_MODELS:
         raise ValidationError("model", f"the framework cannot run this project's embedded {model} model (diffusers' "
                               "format, not a framework checkpoint).", "use profile 'nano', 'super' or 'edge' (or a "
                               "model such as nvidia/Cosmos3-Nano), or run on diffusers.")

@@ -52,9 +52,9 @@ from ..standins.framework_cli import MODULE as STANDIN_MODULE
 from ..protocol.step_cache import RESIDUAL_ORDERS
 from ..step_cache import SeaCache, StepCache, check_for_backend, describe, step_cache_record
 from .base import Backend, ProgressCallback
-from .framework_run import (INSTALL_HELP, FrameworkRun, StepProgress, collect, new_run_dir, predicted_actions,
-                            read_output, standin_record, stream)
-from .framework_payload import TINY_MODELS, CACHE_FLAGS, cache_flags, check_request, checkpoint_for, request_payload
+from .framework_run import (CACHE_FLAGS, INSTALL_HELP, TINY_MODELS, FrameworkRun, StepProgress, cache_flags,
+                            check_request, checkpoint_for, collect, new_run_dir, predicted_actions, read_output,
+                            request_payload, standin_record, stream)
 
 NAME = "framework"
 PYTHON_ENV = "COSMOS_FRAMEWORK_PYTHON"

@@ -43,7 +43,7 @@ from ..specs.resolve import ResolvedSample
 from ..specs.runs import PlannedRun, SampleRun, check_portable
 from ..step_cache import describe
 from .base import Backend, ProgressCallback
-from .framework_payload import check_request, request_payload
+from .framework_run import check_request, request_payload
 from .vllm_wire import Call, RetryPolicy, decode_mp4, error_from_response, parse_json
 
 NAME = "framework-serve"

@@ -366,13 +366,11 @@ class FrameworkBackend(Backend):
         groups: dict[str, list[int]] = {}
         for index, request in enumerate(requests):
             groups.setdefault(json.dumps(step_cache_record(request.step_cache), sort_keys=True), []).append(index)
-        generations: list[Generation] = [None] * len(requests)  # type: ignore[list-item]
+        done: dict[int, Generation] = {}
         for indexes in groups.values():
-            batch = self._run_batch([requests[i] for i in indexes], [names[i] for i in indexes],
-                                    [payloads[i] for i in indexes])
-            for index, generation in zip(indexes, batch):
-                generations[index] = generation
-        return generations
+            done.update(zip(indexes, self._run_batch([requests[i] for i in indexes], [names[i] for i in indexes],
+                                                     [payloads[i] for i in indexes])))
+        return [done[index] for index in range(len(requests))]
 
     def _run_batch(self, requests: list[GenerationRequest], names: list[str],
                    payloads: list[dict[str, Any]]) -> list[Generation]:

@@ -24,7 +24,7 @@ from .errors import OutputExistsError, ValidationError
 from .presets import DEFAULT_SEED, normalize_mode
 from .progress import progress_bar
 from .request import MAX_SEED, GenerationRequest, ResolvedRequest
-from .result import MANIFEST_SUFFIX, MEDIA_SUFFIXES, Generation, find_saved, read_manifest, record_fingerprint
+from .result import MANIFEST_SUFFIX, Generation, existing_output, find_saved, read_manifest, record_fingerprint
 from .workflow import Backend
 
 WORKFLOW = "long_video"
@@ -111,7 +111,8 @@ def long_video(prompts: Any, backend: Backend, *, chunks: int | None = None, out
                  conditioning_frames=conditioning_frames, options=options)
     probes = [plan.request(i, np.zeros((1, plan.first.height, plan.first.width, 3), np.uint8))
               for i in range(1, plan.count)]
-    check_backend(backend, [plan.first] + probes[:1])
+    for request in [plan.first] + probes[:1]:  # what the backend would refuse only once a chunk is under way
+        backend.check(request)
     fingerprint = plan.fingerprint(probes)
     reusable = _reusable_chunks(plan, overwrite)
     done = _finished(plan, fingerprint, reusable, overwrite)
@@ -120,13 +121,6 @@ def long_video(prompts: Any, backend: Backend, *, chunks: int | None = None, out
     started = time.perf_counter()
     saved = _make_chunks(plan, backend, reusable, overwrite, progress)
     return _save_joined(plan, fingerprint, saved, overwrite, time.perf_counter() - started)
-
-
-def check_backend(backend: Backend, requests: Sequence[GenerationRequest]) -> None:
-    """Refuse, before any work, what the backend would refuse only once a chunk is under way (its ``check``: on a
-    vLLM-Omni server that asks for the served model)."""
-    for request in requests:
-        backend.check(request)
 
 
 def _plan(prompts: Any, backend: Any, *, chunks: int | None, out: str | Path, name: str, seed: int,
@@ -195,7 +189,7 @@ def _reusable_chunks(plan: _Plan, overwrite: bool) -> list[Path]:
         previous = done.resolve()
     if not overwrite:
         for index in range(len(reusable), plan.count):
-            stale = _existing(plan.chunk_stem(index))
+            stale = existing_output(plan.chunk_stem(index))
             if stale is not None:
                 raise OutputExistsError(f"{stale} is chunk {index} of another long video (another request, or a "
                                         "chunk before it changed); pass overwrite=True, or another name or out folder.")
@@ -205,7 +199,7 @@ def _reusable_chunks(plan: _Plan, overwrite: bool) -> list[Path]:
 def _finished(plan: _Plan, fingerprint: str, reusable: list[Path], overwrite: bool) -> Generation | None:
     """The joined video of this very plan, when a previous run finished it; refuses another run's."""
     manifest = read_manifest(plan.stem.with_suffix(MANIFEST_SUFFIX))
-    existing = _existing(plan.stem)
+    existing = existing_output(plan.stem)
     if overwrite or (manifest is None and existing is None):
         return None
     record = (manifest or {}).get("request") or {}
@@ -273,7 +267,3 @@ def chunk_starts(generation: Generation) -> list[int]:
                               "pass what long_video() returned, or Generation.load() of its saved .mp4.")
     return [int(chunk["starts_at"]) for chunk in record["chunks"]]
 
-
-def _existing(stem: Path) -> Path | None:
-    candidates = [stem.with_suffix(s) for s in (*MEDIA_SUFFIXES, MANIFEST_SUFFIX)]
-    return next((path for path in candidates if path.exists()), None)

@@ -268,8 +268,9 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return stat.st_ino, stat.st_mtime_ns
 
 
-def _existing_media(stem: Path) -> Path | None:
-    return next((stem.with_suffix(s) for s in MEDIA_SUFFIXES if stem.with_suffix(s).exists()), None)
+def existing_output(stem: Path) -> Path | None:
+    """Whatever output is at ``stem``: its media, else its manifest."""
+    return next((stem.with_suffix(s) for s in (*MEDIA_SUFFIXES, MANIFEST_SUFFIX) if stem.with_suffix(s).exists()), None)
 
 
 def read_manifest(path: str | Path) -> dict[str, Any] | None:
@@ -289,7 +290,7 @@ def check_free(stem: str | Path, request: Recorded | None = None, *, backend: st
     """
     stem = Path(stem)
     manifest = stem.with_suffix(MANIFEST_SUFFIX)
-    existing = _existing_media(stem) or (manifest if manifest.exists() else None)
+    existing = existing_output(stem)
     if existing is None:
         return None
     done = find_saved(stem, request, backend=backend, settings=settings) if request is not None else None

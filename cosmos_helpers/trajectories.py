@@ -1,4 +1,4 @@
-"""Action trajectories: read and write them, turn pose deltas into paths, compare two, draw them.
+"""Action trajectories: read and write them, turn pose deltas into paths, compare two.
 
 A trajectory is a float ``(T, D)`` array, one row per transition between two video frames, in an embodiment's raw
 action layout (``protocol.action``): a 9-D pose delta (translation, then the 6-D rotation: the first two columns
@@ -46,9 +46,6 @@ from .protocol import action as proto
 SUFFIXES = (".json", ".npz", ".parquet")
 # Our argument name -> the LeRobot column; any other ``field`` is taken as a column name ("observation.state").
 LEROBOT_COLUMNS: dict[str, str] = {"actions": "action"}
-# The per-frame bookkeeping columns LeRobot adds to every dataset (lerobot utils/constants.py DEFAULT_FEATURES).
-LEROBOT_INDEX_COLUMNS: dict[str, str] = {"timestamp": "float32", "frame_index": "int64", "episode_index": "int64",
-                                         "index": "int64", "task_index": "int64"}
 PYARROW_FIX = "`pip install pyarrow` (or `pip install cosmos-helpers[lerobot]`), or convert the file to JSON or .npz."
 
 

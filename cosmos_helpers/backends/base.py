@@ -1,10 +1,8 @@
 """What every backend is: one class that workflows, the CLI, specs, long videos and sweeps can rely on.
 
 A backend translates a :class:`~cosmos_helpers.request.GenerationRequest` into its own call and the answer back into
-a :class:`~cosmos_helpers.result.Generation`. Everything that differs between backends lives in the backend (its
-refusals, its wire format, how it runs several requests at once, which of its settings shape an output, how it runs
-a framework input sample), so code outside ``backends/`` never tests a backend's name or probes it with
-``getattr``.
+a :class:`~cosmos_helpers.result.Generation`. Everything that differs between backends lives in the backend, so code
+outside ``backends/`` never tests a backend's name or probes it with ``getattr``.
 
 Framework input samples (``run_spec``) go through five hooks, in this order: :meth:`Backend.resolve_sample`,
 :meth:`Backend.check_sample`, :meth:`Backend.localize`, then :meth:`Backend.dry_run` or :meth:`Backend.run_sample`.
@@ -28,12 +26,7 @@ ProgressCallback = Callable[[int, int], None]  # (steps done, steps in all)
 
 
 class Backend:
-    """The base of every backend.
-
-    Subclasses set :attr:`name` and implement :meth:`generate`; they override :meth:`check` with every refusal they
-    make before any work, :meth:`generate_many` when several requests can share one run, :meth:`output_settings` when
-    settings outside the request shape their outputs, and :meth:`close` when they hold processes or connections.
-    """
+    """The base of every backend: subclasses set :attr:`name`, implement :meth:`generate`, and override what differs."""
 
     name: ClassVar[str] = ""
     remote: ClassVar[bool] = False  # the work happens on a server: several calls may overlap

@@ -1,33 +1,27 @@
 """``FrameworkBackend``: run Cosmos 3 through an NVIDIA/cosmos-framework checkout's inference CLI.
 
-For users on a GPU host with the framework installed. Each run writes its input into a fresh run folder and
-launches::
+Each run writes its input into a fresh run folder and launches, in the checkout::
 
     python -m cosmos_framework.scripts.inference -i <run>/<name>.json -o <run>/out --checkpoint-path Cosmos3-Nano
 
-(``torchrun --nproc-per-node G -m ...`` for ``gpus > 1``; ``--guardrails`` or ``--no-guardrails`` as the request
-or the run says, never the framework's default silently; the request's step cache as ``--[no-]diffusion-cache``
-and its settings, or no flag for the CLI's default, SeaCache on) in the checkout, streams the log with a progress bar
-(step counters such as ``12/35`` are parsed when the framework prints them), and takes the framework's own output,
-``<run>/out/<name>/vision.mp4`` (``vision.jpg`` for one frame), as the result's finished file, byte for byte.
+(``torchrun --nproc-per-node G -m ...`` for ``gpus > 1``). Guardrails are always said (``--[no-]guardrails``), never
+left to the framework's default; the request's step cache becomes ``--[no-]diffusion-cache`` and its settings (none:
+the CLI's default, SeaCache on). The log streams with a progress bar (step counters such as ``12/35``), and the
+framework's own ``<run>/out/<name>/vision.mp4`` (``vision.jpg`` for one frame) is the result's file, byte for byte.
 
-The model comes from the request (or the run of an input file): a hub id maps to its ``--checkpoint-path`` name
-(``protocol.framework.CHECKPOINTS``), a local folder passes as a path, ``"tiny"`` is refused (the framework cannot
-run this project's embedded model). A framework input file runs *unchanged*: its sample is written as it came,
-paths made absolute, and command-line overrides go on the framework's own command line (``--resolution``,
-``--num-steps``, ``--seed``), which the framework merges over the sample. A :class:`GenerationRequest` becomes a
-sample holding only what the request says; options left to the backend's default stay unset, so the framework's
-own defaults apply (its negative caption file, its templates). :meth:`FrameworkBackend.prepare` writes a run folder
-without launching, for tests and for jobs submitted elsewhere.
+The model is the request's: a hub id maps to its ``--checkpoint-path`` name (``protocol.framework.CHECKPOINTS``), a
+local folder passes as a path, ``"tiny"`` is refused. A framework input file runs *unchanged* (paths made absolute;
+command-line overrides go on the framework's own command line, which it merges over the sample). A
+:class:`GenerationRequest` becomes a sample holding only what the request says, so the framework's own defaults
+apply to the rest. :meth:`FrameworkBackend.prepare` writes a run folder without launching.
 
 The interpreter is ``python=``, else ``$COSMOS_FRAMEWORK_PYTHON``, else the checkout's ``.venv/bin/python`` (what
 ``uv sync`` creates), else this Python. ``module=`` / ``$COSMOS_FRAMEWORK_MODULE`` replace the module name.
 
-Without a checkout, :meth:`FrameworkBackend.standin` runs the same contract through the stand-in program that ships
-with this package (:mod:`cosmos_helpers.standins.framework_cli`) on the embedded tiny model, from any folder. It
-takes the tiny models under their own names (``profile="tiny"``), and every output it makes says so: the manifest's
-``standin`` record names the framework it stands in for and the model that really ran (the stand-in's
-``standin.json``), ``model`` is that model, and galleries show ``framework (stand-in)``.
+Without a checkout, :meth:`FrameworkBackend.standin` runs the same contract through this package's stand-in program
+(:mod:`cosmos_helpers.standins.framework_cli`) on the embedded tiny models, and every output says so: the manifest's
+``standin`` record names the framework it stands in for and the model that really ran (``model`` is that model), and
+galleries show ``framework (stand-in)``.
 """
 
 from __future__ import annotations
@@ -44,8 +38,6 @@ from typing import Any, Collection, Mapping, Sequence
 
 from .. import media
 from ..errors import BackendUnavailableError, FrameworkRunError, ValidationError
-from ..models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
-from ..models.tiny_edge import MODEL_NAME as TINY_EDGE
 from ..precision import describe as describe_precision
 from ..precision import framework_flags, precision_record
 from ..presets import SOUND_SAMPLE_RATE
@@ -60,14 +52,13 @@ from ..standins.framework_cli import MODULE as STANDIN_MODULE
 from ..protocol.step_cache import RESIDUAL_ORDERS
 from ..step_cache import SeaCache, StepCache, check_for_backend, describe, step_cache_record
 from .base import Backend, ProgressCallback
-from .framework_run import (INSTALL_HELP, FrameworkRun, StepProgress, collect, new_run_dir, predicted_actions,
-                            read_output, standin_record, stream)
-from .framework_payload import CACHE_FLAGS, cache_flags, check_request, checkpoint_for, request_payload
+from .framework_run import (CACHE_FLAGS, INSTALL_HELP, TINY_MODELS, FrameworkRun, StepProgress, cache_flags,
+                            check_request, checkpoint_for, collect, new_run_dir, predicted_actions, read_output,
+                            request_payload, standin_record, stream)
 
 NAME = "framework"
 PYTHON_ENV = "COSMOS_FRAMEWORK_PYTHON"
 MODULE_ENV = "COSMOS_FRAMEWORK_MODULE"
-STANDIN_MODELS = ("tiny", TINY_DISTILLED, TINY_EDGE)  # what FrameworkBackend.standin() runs under their own names
 
 
 class FrameworkBackend(Backend):
@@ -78,7 +69,6 @@ class FrameworkBackend(Backend):
         gpus: GPUs per run; more than 1 launches ``torchrun --nproc-per-node gpus``.
         parallelism_preset: ``latency`` or ``throughput``; ``None`` leaves the framework's default.
         python: interpreter that imports ``cosmos_framework`` (default: see the module docstring).
-        guardrails: ``False`` adds ``--no-guardrails`` (as does a request with ``guardrails=False``).
         extra_args: more CLI flags, e.g. ``("--sampler", "edm")``; not the diffusion cache's, which are the request's
             (``GenerationRequest(step_cache="off" | SeaCache(...))``; left out: the CLI's default, SeaCache on).
         work_dir: where run folders go (default ``<checkout>/outputs/cosmos_helpers``).
@@ -162,7 +152,7 @@ class FrameworkBackend(Backend):
     def checkpoint_for(self, model: str) -> str:
         """The ``--checkpoint-path`` of ``model`` (:func:`checkpoint_for`); the stand-in also runs the tiny models,
         named as themselves."""
-        return str(model) if self.is_standin and str(model) in STANDIN_MODELS else checkpoint_for(model)
+        return str(model) if self.is_standin and str(model) in TINY_MODELS else checkpoint_for(model)
 
     def launcher(self) -> list[str]:
         """``[python, -m, module]`` or ``[torchrun, --nproc-per-node, G, -m, module]``."""
@@ -376,13 +366,11 @@ class FrameworkBackend(Backend):
         groups: dict[str, list[int]] = {}
         for index, request in enumerate(requests):
             groups.setdefault(json.dumps(step_cache_record(request.step_cache), sort_keys=True), []).append(index)
-        generations: list[Generation] = [None] * len(requests)  # type: ignore[list-item]
+        done: dict[int, Generation] = {}
         for indexes in groups.values():
-            batch = self._run_batch([requests[i] for i in indexes], [names[i] for i in indexes],
-                                    [payloads[i] for i in indexes])
-            for index, generation in zip(indexes, batch):
-                generations[index] = generation
-        return generations
+            done.update(zip(indexes, self._run_batch([requests[i] for i in indexes], [names[i] for i in indexes],
+                                                     [payloads[i] for i in indexes])))
+        return [done[index] for index in range(len(requests))]
 
     def _run_batch(self, requests: list[GenerationRequest], names: list[str],
                    payloads: list[dict[str, Any]]) -> list[Generation]:

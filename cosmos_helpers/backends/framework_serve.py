@@ -1,29 +1,22 @@
 """``FrameworkServeBackend``: Cosmos 3 on the Cosmos Framework's Ray Serve app, over HTTP.
 
-The framework's app (``cosmos_framework/inference/ray/serve.py``; facts in :mod:`cosmos_helpers.protocol.ray_serve`)
-takes one framework sample per ``POST /generate`` as ``OmniSampleOverrides`` JSON, routes it to a replica of the
-model's deployment anywhere on the Ray cluster, and answers ``SampleOutputs`` whose files are served under
-``/outputs/``. This client sends a :class:`GenerationRequest` as the framework sample the framework backend would
-write for it (``backends.framework.request_payload``: one translation, not two) or a framework input sample as
-written (``run_sample``, what ``run_spec`` calls), fetches the files and returns a ``Generation`` that keeps the
-server's bytes.
+The app (``cosmos_framework/inference/ray/serve.py``; facts in :mod:`cosmos_helpers.protocol.ray_serve`) takes one
+framework sample per ``POST /generate`` (``OmniSampleOverrides`` JSON), routes it to a replica of the model's
+deployment on the Ray cluster, and answers ``SampleOutputs`` whose files are served under ``/outputs/``. A
+:class:`GenerationRequest` is sent as the sample the framework backend would write for it
+(``backends.framework.request_payload``: one translation, not two), a framework input sample as written.
 
-What a request cannot ask for here is refused before anything is sent:
+Refused before anything is sent: a model the server does not run (``GET /models``; a hub id's deployment is its
+framework checkpoint name, as in the framework's serve configs); ``step_cache``, ``precision`` and
+``guardrails=True``, which are the deployment's setup (``models.<name>.setup``), not sample fields (left out, the
+server's setting applies and the manifest says so); local media unless the server reads this machine's files
+(``shared_files=True``): the app has no upload route, it opens paths and downloads URLs itself.
 
-* a model the server does not run (checked against ``GET /models``; the deployment name of a hub id is its
-  framework checkpoint name, ``nvidia/Cosmos3-Nano`` -> ``Cosmos3-Nano``, as in the framework's serve configs);
-* ``step_cache``, ``precision`` and ``guardrails=True``: the deployment's setup (``models.<name>.setup`` of the serve
-  config: ``diffusion_cache`` off by default there, the checkpoint and its ``quantization_method``, guardrails off in
-  the framework's own configs), not sample fields; left out, the server's setting applies and the manifest says so;
-* local media (a conditioning image or video, a sample's local paths) unless the server reads this machine's files
-  (``shared_files=True``: the same host, or a filesystem every node mounts): the app has no upload route, it
-  opens paths and downloads URLs itself.
-
-Errors keep the server's words: 404 :class:`~cosmos_helpers.errors.UnknownModelError` (with the served models),
-422 :class:`~cosmos_helpers.errors.RequestValidationError` naming the field, ``status`` error / skip
+Errors keep the server's words: 404 :class:`~cosmos_helpers.errors.UnknownModelError`, 422
+:class:`~cosmos_helpers.errors.RequestValidationError` naming the field, ``status`` error / skip
 :class:`~cosmos_helpers.errors.SampleFailedError` / ``SampleSkippedError``, a 500 (a failed sample when the setup's
-``keep_going`` is off, the framework's default) :class:`~cosmos_helpers.errors.ServerError`. Timeouts and retries
-are the vLLM-Omni client's (:class:`~cosmos_helpers.backends.vllm_wire.RetryPolicy`: only GETs are sent again).
+``keep_going`` is off, the framework's default) :class:`~cosmos_helpers.errors.ServerError`. Retries follow the
+vLLM-Omni client's :class:`~cosmos_helpers.backends.vllm_wire.RetryPolicy` (only GETs are sent again).
 """
 
 from __future__ import annotations
@@ -50,7 +43,7 @@ from ..specs.resolve import ResolvedSample
 from ..specs.runs import PlannedRun, SampleRun, check_portable
 from ..step_cache import describe
 from .base import Backend, ProgressCallback
-from .framework_payload import check_request, request_payload
+from .framework_run import check_request, request_payload
 from .vllm_wire import Call, RetryPolicy, decode_mp4, error_from_response, parse_json
 
 NAME = "framework-serve"

@@ -1,22 +1,17 @@
 """The shared half of the vLLM-Omni clients, with no network I/O: configuration, calls, what answers become.
 
 :class:`BaseVllmClient` is to :class:`~cosmos_helpers.backends.vllm_omni.VllmOmniBackend` and its asyncio twin
-what httpx's ``BaseClient`` is to ``Client`` and ``AsyncClient``: it builds every call (route, body, timeout),
-checks the request's model against the server's, and turns answers into ``Generation`` objects that keep the
-server's bytes. The waits' bookkeeping is shared too (:mod:`.vllm_watch`), so the two senders only send, sleep and
-show progress. Both are :class:`~cosmos_helpers.backends.base.Backend` s and share :meth:`BaseVllmClient.check`
-(what can be refused without asking the server) and how a framework input sample is checked.
+what httpx's ``BaseClient`` is to ``Client`` and ``AsyncClient``: it builds calls, checks the request's model
+against the server's, and turns answers into ``Generation`` objects that keep the server's bytes.
 
 What a request may ask that the real server cannot honour is refused here, before anything is sent: another
 model than the served one, and what the served checkpoint's pipeline refuses (Edge: sound, video2video).
 Everything else a ``GenerationRequest`` can say is honoured by vLLM-Omni 0.30.0 as asked: any size that is a
-multiple of 16 (so this project's CPU tier "128" too: ``size`` is used as given, only transfer's ``resolution``
-is bucketed, and the transfer helper refuses "128" there), every frame count, fps, step count, guidance,
-shift and seed the request accepts (within the pydantic models' bounds), the negative prompt, and each
-backend-default option (``use_system_prompt``, the templates, ``guidance_interval``, ``guardrails``, the
-video2video conditioning), which travel in ``extra_params`` under keys the pipeline reads. One limit is the
-server's to keep, not the client's to see: a server started with ``--no-guardrails`` cannot run guardrails
-that a request turns on (guardrails.py:202), and ``/v1/models`` does not say how it was started.
+multiple of 16 (this project's CPU tier "128" too; only transfer's ``resolution`` is bucketed), every frame count,
+fps, step count, guidance, shift and seed the request accepts, the negative prompt, and each backend-default option
+(``use_system_prompt``, the templates, ``guidance_interval``, ``guardrails``, the video2video conditioning), which
+travel in ``extra_params``. One limit is the server's to keep: a server started with ``--no-guardrails`` cannot run
+guardrails a request turns on (guardrails.py:202), and ``/v1/models`` does not say how it was started.
 """
 
 from __future__ import annotations

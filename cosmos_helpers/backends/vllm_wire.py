@@ -1,24 +1,16 @@
-"""The vLLM-Omni 0.30.0 wire format as this client speaks it: building calls and reading replies.
+"""The vLLM-Omni 0.30.0 wire format as this client speaks it (facts from :mod:`cosmos_helpers.protocol.vllm_omni`):
+what a ``GenerationRequest`` becomes on the wire, and what an answer becomes here. Nothing here touches the network.
 
-Nothing here touches the network.
-
-Facts come from :mod:`cosmos_helpers.protocol.vllm_omni`; this module decides what a ``GenerationRequest``
-becomes on the wire, and what an answer becomes here:
-
-* only what the request resolved, plus the backend-default options the caller *set*: ``negative_prompt``,
-  ``use_system_prompt``, the sentence templates and ``guidance_interval`` are left out when unset, so the
-  server keeps its own defaults (``protocol.vllm_omni.GENERATION_EXTRA``);
+* only what the request resolved, plus the backend-default options the caller *set* (``negative_prompt``,
+  ``use_system_prompt``, the templates, ``guidance_interval``): unset, the server keeps its own defaults;
 * options travel in ``extra_params`` as real JSON values (``"false"`` would be truthy there); for images never
   the top-level ``use_system_prompt``, which is a string enum on that route;
 * no ``model`` field: the served name may differ from the hub id (the client checks ``GET /v1/models``);
 * video always carries ``num_frames`` (an omitted one makes a one-frame video); every form value is a string;
-  sound is asked for with ``generate_sound`` alone: the pipeline derives its length from num_frames / fps;
 * errors keep vLLM's envelope message; only idempotent calls are ever retried (:class:`RetryPolicy`).
 
-The media work (cropping and encoding a conditioning input, decoding the server's MP4 or image) is in plain
-functions (:func:`input_reference`, :func:`decode_mp4`, :func:`decode_image_reply`) that the asyncio client
-runs in a worker thread. The server's measurements, however an answer carries them, are read by one parser
-(:func:`server_metrics`).
+The media work (:func:`input_reference`, :func:`decode_mp4`, :func:`decode_image_reply`) is in plain functions that
+the asyncio client runs in a worker thread.
 """
 
 from __future__ import annotations

@@ -22,8 +22,7 @@ INDEX_FILE = "modular_model_index.json"
 
 def tiny_distilled_path(seed: int = 0, root: str | Path | None = None) -> Path:
     """The folder of the tiny distilled model for ``seed``, building it first if it is not there yet."""
-    base = Path(root) if root is not None else cache_root()
-    target = base / f"tiny-cosmos3-distilled-v{TINY_FORMAT_VERSION}-seed{seed}"
+    target = cache_root(root) / f"tiny-cosmos3-distilled-v{TINY_FORMAT_VERSION}-seed{seed}"
 
     def write(staging: Path) -> None:
         build_tiny_distilled_pipeline(seed).save_pretrained(str(staging), overwrite_modular_index=True)

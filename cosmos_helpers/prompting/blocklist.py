@@ -67,11 +67,11 @@ class Blocklist:
     @classmethod
     def from_words(cls, custom: Iterable[str], *, exact_match: Iterable[str] = (), whitelist: Iterable[str] = (),
                    source: str = "given words") -> "Blocklist":
-        lists = {name: tuple(w.strip() for w in words if isinstance(w, str) and w.strip())
-                 for name, words in (("custom", custom), ("exact_match", exact_match), ("whitelist", whitelist))}
-        for name, words in (("custom", custom), ("exact_match", exact_match), ("whitelist", whitelist)):
+        lists = {"custom": custom, "exact_match": exact_match, "whitelist": whitelist}
+        for name, words in lists.items():
             if isinstance(words, str):
                 raise ValidationError(name, "expected a list of words, got one string.", f"pass {name}=[{words!r}].")
+            lists[name] = tuple(w.strip() for w in words if isinstance(w, str) and w.strip())
         return cls(**lists, source=source)
 
     @classmethod
@@ -172,30 +172,21 @@ def _words(text: str) -> list[tuple[int, int]]:
 
 def _censor_pass(text: str, entries: tuple[str, ...], rule: str) -> list[BlockedWord]:
     """better-profanity's censor: a word, or it with the next words (joined with their separators or without),
-    equal to an entry; runs are tried first, as many words as an entry has separators."""
+    equal to an entry; runs are tried first (shortest first, up to as many words as an entry has separators),
+    then the word alone."""
     if not entries:
         return []
     longest = max(1, max(sum(c not in _WORD_CHARS for c in e) for e in entries))
     spans, found, index, trie = _words(text), [], 0, _trie(entries)
     while index < len(spans):
-        match = None
-        for extra in range(1, longest + 1):
-            if index + extra >= len(spans):
-                break
+        for extra in (*range(1, min(longest, len(spans) - 1 - index) + 1), 0):  # words after this one
             start, end = spans[index][0], spans[index + extra][1]
             joined = "".join(text[a:b] for a, b in spans[index: index + extra + 1]).lower()
             match = _first(trie, (text[start:end].lower(), joined))
             if match:
                 found.append(BlockedWord(text[start:end], match, rule))
-                index += extra + 1
                 break
-        if match:
-            continue
-        word = text[spans[index][0]:spans[index][1]]
-        entry = _first(trie, (word.lower(),))
-        if entry:
-            found.append(BlockedWord(word, entry, rule))
-        index += 1
+        index += extra + 1  # past the run matched, else (extra 0) past this word
     return found
 
 

@@ -67,8 +67,7 @@ class CaptionCheck:
                                   f"(the schema: cosmos_helpers.prompting.caption_schema({self.kind!r})).")
         return self.caption
 
-    def __str__(self) -> str:
-        return self.explain()
+    __str__ = explain
 
     def _repr_markdown_(self) -> str:
         """A table in notebooks: field, problem, fix."""

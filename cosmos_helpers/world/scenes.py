@@ -160,7 +160,7 @@ def sample_scenes(n: int, seed: int, split: str = "train", *, frames: int = DEFA
 
 _VERB = {"ball": "rolls", "box": "slides"}
 _TO = {"left": "to the left", "right": "to the right", "up": "upward", "down": "downward"}
-_WARD = {"left": "leftward", "right": "rightward", "up": "upward", "down": "downward"}
+_WARD = {direction: direction + "ward" for direction in DIRECTIONS}
 _ADJ = {"slowly": "slow", "quickly": "fast"}
 
 # Every template states colour, shape, direction and floor; all but the last state the speed.
@@ -215,10 +215,8 @@ def caption(scene: Scene, style: str | int = "train", rng: np.random.Generator |
 
 _WORDS: dict[str, dict[str, str]] = {
     "colour": {name: name for name in COLOURS},
-    "shape": {"ball": "ball", "box": "box"},
-    "direction": {"left": "left", "leftward": "left", "leftwards": "left", "right": "right",
-                  "rightward": "right", "rightwards": "right", "up": "up", "upward": "up", "upwards": "up",
-                  "down": "down", "downward": "down", "downwards": "down"},
+    "shape": {name: name for name in SHAPES},
+    "direction": {d + ending: d for d in DIRECTIONS for ending in ("", "ward", "wards")},
     "speed": {"slowly": "slowly", "slow": "slowly", "quickly": "quickly", "quick": "quickly", "fast": "quickly"},
     "floor": {"grey": "grey floor", "gray": "grey floor", "dark": "dark floor", "sand": "sand floor",
               "sandy": "sand floor"},

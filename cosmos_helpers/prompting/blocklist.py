@@ -46,6 +46,7 @@ _INVISIBLE = re.compile(_GUARD["invisible_chars"])
 _LOOKALIKE: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in _PROFANITY["chars_mapping"].items()}
 assert all(len(c) == 1 for variants in _LOOKALIKE.values() for c in variants)  # one character for one
 _WORD_CHARS = frozenset(ascii_letters + digits + "".join(_PROFANITY["extra_word_characters"]))
+_WORD = re.compile("[" + re.escape("".join(sorted(_WORD_CHARS))) + "]+")  # a better-profanity word
 # nltk corpus/reader/wordnet.py MORPHOLOGICAL_SUBSTITUTIONS[NOUN], what lemmatize(token) (pos "n") applies
 _NOUN_RULES = (("s", ""), ("ses", "s"), ("ves", "f"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
                ("men", "man"), ("ies", "y"))
@@ -157,19 +158,6 @@ def _normalize(text: str) -> str:
     return " ".join(_INVISIBLE.sub(" ", text).split())
 
 
-def _words(text: str) -> list[tuple[int, int]]:
-    """Spans of better-profanity words: runs of its word characters."""
-    spans, start = [], None
-    for index, char in enumerate(text + " "):
-        inside = char in _WORD_CHARS and index < len(text)
-        if inside and start is None:
-            start = index
-        elif not inside and start is not None:
-            spans.append((start, index))
-            start = None
-    return spans
-
-
 def _censor_pass(text: str, entries: tuple[str, ...], rule: str) -> list[BlockedWord]:
     """better-profanity's censor: a word, or it with the next words (joined with their separators or without),
     equal to an entry; runs are tried first (shortest first, up to as many words as an entry has separators),
@@ -177,7 +165,7 @@ def _censor_pass(text: str, entries: tuple[str, ...], rule: str) -> list[Blocked
     if not entries:
         return []
     longest = max(1, max(sum(c not in _WORD_CHARS for c in e) for e in entries))
-    spans, found, index, trie = _words(text), [], 0, _trie(entries)
+    spans, found, index, trie = [m.span() for m in _WORD.finditer(text)], [], 0, _trie(entries)
     while index < len(spans):
         for extra in (*range(1, min(longest, len(spans) - 1 - index) + 1), 0):  # words after this one
             start, end = spans[index][0], spans[index + extra][1]

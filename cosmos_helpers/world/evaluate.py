@@ -2,16 +2,9 @@
 
 Each check generates from the held-out split of the synthetic world (attribute combinations and phrasings that
 training never saw) and compares what came out with what was asked, with the measurements of
-:mod:`cosmos_helpers.world.meaning`:
-
-* text-to-video: the named colour is the dominant object colour, and its centroid moves the named way;
-* image-to-video: the first frame reproduces the image (PSNR) and the object keeps moving the captioned way;
-* video-to-video: the first generated frame continues the last conditioning frame as smoothly as the clip itself
-  moves from frame to frame;
-* transfer: the output's edges follow the control's edges, against the edges of another clip's control.
-
-Any backend that takes a :class:`~cosmos_helpers.request.GenerationRequest` works, so the same report compares
-diffusers, the fast path, the vLLM-Omni stand-in and the framework stand-in.
+:mod:`cosmos_helpers.world.meaning` (each check's function says which). Any backend that takes a
+:class:`~cosmos_helpers.request.GenerationRequest` works, so the same report compares diffusers, the fast path,
+the vLLM-Omni stand-in and the framework stand-in.
 """
 
 from __future__ import annotations

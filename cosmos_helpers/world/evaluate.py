@@ -100,10 +100,6 @@ def _number(row: Row) -> str:
     return ""
 
 
-def _request(mode: str, prompt: str, seed: int, profile: str, **inputs: Any):
-    return GenerationRequest(mode=mode, prompt=prompt, seed=seed, profile=profile, **inputs)
-
-
 def _clip(scene: Scene, width: int, height: int, frames: int) -> np.ndarray:
     return render_uint8([scene], width=width, height=height, frames=frames)[0]
 
@@ -113,7 +109,7 @@ def text_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profil
     rng, rows = np.random.default_rng(seed), []
     for i, scene in enumerate(scenes):
         prompt = caption(scene, style="all", rng=rng)
-        frames = generate(_request("text2video", prompt, seed + i, profile)).frames
+        frames = generate(GenerationRequest(mode="text2video", prompt=prompt, seed=seed + i, profile=profile)).frames
         seen = meaning.describe(frames)
         rows.append(dict(prompt=prompt, frames=frames, colour=seen["colour"], direction=seen["direction"],
                          colour_ok=seen["colour"] == scene.colour,
@@ -128,7 +124,8 @@ def image_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profi
     for i, scene in enumerate(scenes):
         image = _clip(scene, *size, num_frames)[0]
         prompt = caption(scene, style="all", rng=rng)
-        frames = generate(_request("image2video", prompt, seed + i, profile, image=image)).frames
+        request = GenerationRequest(mode="image2video", prompt=prompt, seed=seed + i, profile=profile, image=image)
+        frames = generate(request).frames
         rows.append(dict(prompt=prompt, frames=frames, psnr=meaning.psnr(frames[0], image),
                          direction_ok=meaning.direction(frames, scene.colour) == scene.direction))
     return rows
@@ -141,7 +138,9 @@ def video_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profi
     for i, scene in enumerate(scenes):
         clip = _clip(scene, *size, num_frames)
         prompt = caption(scene, style="all", rng=rng)
-        frames = generate(_request("video2video", prompt, seed + i, profile, video=clip[:condition])).frames
+        request = GenerationRequest(mode="video2video", prompt=prompt, seed=seed + i, profile=profile,
+                                    video=clip[:condition])
+        frames = generate(request).frames
         steps = np.abs(np.diff(frames.astype(np.float32), axis=0)).mean(axis=(1, 2, 3))
         join = float(steps[condition - 1])
         within = float(np.max(np.delete(steps, condition - 1)))

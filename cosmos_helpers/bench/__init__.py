@@ -9,16 +9,9 @@ calls), peak GPU memory and how far the output's pixels are from stock's. It wri
 * ``benchmark.png``: the warm times as grouped bars, speed-ups written over the fast bars;
 * ``benchmark.json``: every number, the settings and the environment.
 
-``--profile tiny`` (default) runs the embedded tiny model (CPU in seconds: this is what CI runs);
-``--profile nano`` the real checkpoint; ``--random-nano`` builds Nano-shaped random weights instead of
-loading a checkpoint (latency does not depend on weight values), for GPUs without the download.
-``--vllm-url http://host:port`` adds a running vLLM-Omni server as a third backend.
-``--gpus 2`` adds the fast path on two GPUs (worker processes; ``2:ulysses`` for Ulysses instead of CFG-parallel,
-a comma list for several). ``--memory 24GB`` runs the Diffusers backends with that memory preset and caps this
-process's GPU memory at that size (``torch.cuda.set_per_process_memory_fraction``) once the model is placed, so
-the peak column proves the fit. ``--random-super`` builds Cosmos3-Super-shaped random weights.
-``--step-cache sea`` (or ``off``, ``sea:THRESHOLD``) runs every request with that step cache and adds, per row, the
-passes computed and the seconds of a computed and of a cached pass (:mod:`.passes`).
+The options are the command's (``--help``). ``--random-nano`` / ``--random-super`` time random weights of the real
+shapes, since latency does not depend on weight values; ``--memory`` caps this process's GPU memory at the preset's
+size once the model is placed, so the peak column proves the fit.
 
 Example (one H200)::
 

@@ -72,6 +72,16 @@ def _step_cache_lines(rows: list[Row]) -> list[str]:
     return lines
 
 
+def _axes(figsize: tuple[float, float]):
+    """A new figure and axes on the file-only backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=figsize)
+
+
 def _finish(fig, ax, path: Path, title: str) -> Path:
     """The charts' common end: the seconds axis, title and legend, then the PNG written and the figure closed."""
     import matplotlib.pyplot as plt
@@ -87,16 +97,11 @@ def _finish(fig, ax, path: Path, title: str) -> Path:
 
 def render_png(rows: list[Row], path: Path, *, title: str = "") -> Path:
     """Grouped bars of the warm seconds per case, one colour per backend, speed-ups over the bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     by_key = {(r.case, r.backend): r for r in reversed(rows)}  # the first row of each (case, backend)
     cases = list(dict.fromkeys(r.case for r in rows))
     backends = list(dict.fromkeys(r.backend for r in rows))
     width = 0.8 / max(len(backends), 1)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(cases) + 2), 4.2))
+    fig, ax = _axes((max(6.0, 1.6 * len(cases) + 2), 4.2))
     colors = {"stock": "#8c8c8c", "fast": "#76b900", "vllm": "#1f77b4"}
     for i, backend in enumerate(backends):
         found = [by_key.get((case, backend)) for case in cases]
@@ -121,12 +126,7 @@ def gpu_count(backend: str) -> int | None:
 
 def render_scaling_png(rows: list[Row], path: Path, *, title: str = "") -> Path:
     """Warm seconds against the number of GPUs, a line per case and parallel plan (the ideal 1/N dotted)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = _axes((6.4, 4.2))
     counts: set[int] = set()
     for case in dict.fromkeys(r.case for r in rows):
         found = {r.backend: r for r in rows if r.case == case and r.warm_s and gpu_count(r.backend)}

@@ -31,11 +31,8 @@ def run(args: argparse.Namespace) -> int:
     from ..prompting import blank_caption, caption_schema, check_caption, precheck
     from ..prompts import load_caption
 
-    if args.schema:
-        print(json.dumps(caption_schema(args.schema), indent=2))
-        return 0
-    if args.blank:
-        print(json.dumps(blank_caption(args.blank), indent=2))
+    if args.schema or args.blank:
+        print(json.dumps(caption_schema(args.schema) if args.schema else blank_caption(args.blank), indent=2))
         return 0
     if args.check:
         result = check_caption(args.check, args.kind, require_metadata=args.require_metadata)

@@ -55,9 +55,8 @@ def run(args: argparse.Namespace) -> int:
         ("num_frames", args.frames), ("fps", args.fps), ("num_inference_steps", args.steps),
         ("guidance_scale", args.guidance), ("image", args.image), ("step_cache", args.step_cache))
         if value is not None}
-    chunks = args.chunks if args.chunks is not None or len(args.prompt) > 1 else None
     backend = backend_by_name(args.backend, url=args.url, checkout=args.checkout)
-    joined = long_video(prompts, backend, chunks=chunks, out=args.out, name=args.name, seed=args.seed,
+    joined = long_video(prompts, backend, chunks=args.chunks, out=args.out, name=args.name, seed=args.seed,
                         seeds=args.seeds, conditioning_frames=args.conditioning_frames, sound=args.sound,
                         overwrite=args.overwrite, **options)
     report = joined.provenance.get("continuity")

@@ -39,9 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from ..sweeps import sweep
 
     result = sweep(args.notebook, args.grid, out=args.out, servers=args.servers, gpus=args.gpus, jobs=args.jobs,
-                   ray=args.ray,
-                   parameters=parameters(args.parameter),
-                   server_parameter=args.server_parameter,
+                   ray=args.ray, parameters=parameters(args.parameter), server_parameter=args.server_parameter,
                    output_parameter=None if args.no_output_parameter else args.output_parameter,
                    kernel=args.kernel, log_output=args.log_output, write_report=not args.no_report)
     print("\n" + result.markdown())

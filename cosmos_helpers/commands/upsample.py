@@ -35,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import OutputExistsError, ValidationError
+    from ..media import write_bytes_atomic
     from ..prompting import upsample_prompt
 
     if not args.endpoint:
@@ -52,8 +53,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         print(text)
     else:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with open(args.out, "x", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+        write_bytes_atomic(args.out, (text + "\n").encode("utf-8"))
         print(f"wrote {args.out}")
     return 0

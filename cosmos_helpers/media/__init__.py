@@ -1,10 +1,8 @@
 """The one reader and writer of images, video and sound: atomic, never clobbering, with the usual file mode.
 
 Video goes through PyAV (FFmpeg's libraries): H.264 in yuv420p, which every browser plays, with AAC stereo at
-48 kHz muxed in when there is sound. Every write goes to a temporary name in the target folder and is
-published with ``os.link`` (which refuses to clobber) or ``os.replace`` when overwriting was asked for, so a
-crash or a full disk never leaves a half-written final file. Published files get the mode the process umask
-gives (``0666 & ~umask``), like any other tool's output, so a shared workshop folder can read them.
+48 kHz muxed in when there is sound. Every write is published whole or not at all (:mod:`.atomic`), with the mode
+the process umask gives, like any other tool's output, so a shared workshop folder can read them.
 
 Modules: :mod:`.atomic` (publishing files), :mod:`.image`, :mod:`.video` (reading), :mod:`.encode` (writing video
 and sound), :mod:`.describe` (what an input was); every name is given here too, so ``media.read_video`` works.

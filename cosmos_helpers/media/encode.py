@@ -69,9 +69,7 @@ def _encode(target: Path, frames: Iterator[np.ndarray], fps: float, sound: np.nd
 def _encode_audio(container, stream, sound: np.ndarray, sample_rate: int) -> None:
     import av
 
-    audio = np.asarray(sound, dtype=np.float32)
-    if audio.ndim == 1:
-        audio = audio[None]
+    audio = np.atleast_2d(np.asarray(sound, dtype=np.float32))
     if audio.shape[0] == 1:
         audio = np.repeat(audio, 2, axis=0)
     audio = np.clip(audio[:2], -1.0, 1.0)
@@ -96,8 +94,7 @@ def write_wav(path: str | Path, sound: np.ndarray, sample_rate: int, *, overwrit
     """16-bit PCM WAV from float ``(C, N)`` samples in [-1, 1]."""
     import wave
 
-    audio = np.asarray(sound, dtype=np.float32)
-    audio = audio[None] if audio.ndim == 1 else audio
+    audio = np.atleast_2d(np.asarray(sound, dtype=np.float32))
     pcm = (np.clip(audio, -1, 1) * 32767).round().astype("<i2").T.tobytes()
     with atomic_path(path, overwrite=overwrite) as tmp:
         with wave.open(str(tmp), "wb") as handle:

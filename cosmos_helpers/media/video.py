@@ -137,11 +137,8 @@ def read_audio(path: str | Path | bytes) -> tuple[np.ndarray | None, int | None]
         stream = container.streams.audio[0]
         chunks = []
         for frame in container.decode(stream):
-            data = frame.to_ndarray()
-            if frame.format.is_planar:
-                chunks.append(data.astype(np.float32))
-            else:
-                chunks.append(data.reshape(-1, stream.channels).T.astype(np.float32))
+            data = frame.to_ndarray()  # planar: (channels, samples); packed: interleaved samples
+            chunks.append((data if frame.format.is_planar else data.reshape(-1, stream.channels).T).astype(np.float32))
         return (np.concatenate(chunks, axis=1) if chunks else np.zeros((stream.channels, 0), np.float32)), stream.rate
 
 

@@ -54,21 +54,16 @@ def build_random_nano_pipeline(device: str = "cuda", dtype: Any = "bfloat16", *,
     # diffusers keeps the timestep embedder in fp32 when loading (``_keep_in_fp32_modules``); do the same
     transformer.time_embedder.to(torch.float32)
 
-    # the VAE keeps its own initialisation, drawn from a seeded RNG so that every process (multi-GPU workers)
-    # builds the same one
-    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
-        torch.manual_seed(seed)
-        with dev:
-            vae = AutoencoderKLWan(**{**NANO_VAE_CONFIG, **(vae_overrides or {})})
-    vae = vae.to(dtype).eval()  # not randomised: the VAE's own initialisation scale keeps activations stable
-
-    sound_tokenizer = None
-    if sound:
+    def seeded(offset: int, build: Any) -> Any:
+        # the VAE and sound tokenizer keep their own initialisation (its scale keeps activations stable), drawn
+        # from a seeded RNG so that every process (multi-GPU workers) builds the same one
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
-            torch.manual_seed(seed + 1)
+            torch.manual_seed(seed + offset)
             with dev:
-                sound_tokenizer = Cosmos3AVAEAudioTokenizer(vocoder_input_dim=NANO_SOUND_DIM)
-        sound_tokenizer = sound_tokenizer.to(dtype).eval()
+                return build().to(dtype).eval()
+
+    vae = seeded(0, lambda: AutoencoderKLWan(**{**NANO_VAE_CONFIG, **(vae_overrides or {})}))
+    sound_tokenizer = seeded(1, lambda: Cosmos3AVAEAudioTokenizer(vocoder_input_dim=NANO_SOUND_DIM)) if sound else None
 
     pipe = Cosmos3OmniPipeline(
         transformer=transformer, text_tokenizer=build_tokenizer(), vae=vae,

@@ -73,10 +73,12 @@ SCHEDULER_CONFIG: dict[str, Any] = dict(
 )
 
 
-def cache_root() -> Path:
-    """Where built models live: ``$COSMOS_HELPERS_CACHE`` or ``~/.cache/cosmos_helpers``."""
-    root = os.environ.get(CACHE_ENV)
-    return Path(root).expanduser() if root else Path.home() / ".cache" / "cosmos_helpers"
+def cache_root(root: str | Path | None = None) -> Path:
+    """Where built models live: ``root`` if given, else ``$COSMOS_HELPERS_CACHE`` or ``~/.cache/cosmos_helpers``."""
+    if root is not None:
+        return Path(root)
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "cosmos_helpers"
 
 
 def tiny_model_path(seed: int = 0, root: str | Path | None = None) -> Path:
@@ -84,7 +86,7 @@ def tiny_model_path(seed: int = 0, root: str | Path | None = None) -> Path:
 
     The ``tiny`` profile's trained model is :func:`~cosmos_helpers.models.tiny_trained.trained_tiny_path`.
     """
-    target = (Path(root) if root is not None else cache_root()) / f"tiny-cosmos3-v{TINY_FORMAT_VERSION}-seed{seed}"
+    target = cache_root(root) / f"tiny-cosmos3-v{TINY_FORMAT_VERSION}-seed{seed}"
     return cached_build(target, "model_index.json", lambda staging: build_tiny_pipeline(seed).save_pretrained(staging))
 
 

@@ -22,19 +22,13 @@ INDEX_FILE = "modular_model_index.json"
 
 def tiny_distilled_path(seed: int = 0, root: str | Path | None = None) -> Path:
     """The folder of the tiny distilled model for ``seed``, building it first if it is not there yet."""
-    base = Path(root) if root is not None else cache_root()
-    target = base / f"tiny-cosmos3-distilled-v{TINY_FORMAT_VERSION}-seed{seed}"
+    target = cache_root(root) / f"tiny-cosmos3-distilled-v{TINY_FORMAT_VERSION}-seed{seed}"
 
     def write(staging: Path) -> None:
-        build_tiny_distilled_pipeline(seed).save_pretrained(str(staging), overwrite_modular_index=True)
+        as_distilled(build_tiny_pipeline(seed)).save_pretrained(str(staging), overwrite_modular_index=True)
         _relocatable(staging / INDEX_FILE)
 
     return cached_build(target, INDEX_FILE, write)
-
-
-def build_tiny_distilled_pipeline(seed: int = 0, sigmas: tuple[float, ...] = variants.DISTILLED_T_LIST):
-    """The tiny weights as a distilled modular pipeline in memory (no guardrails, fixed ``sigmas``)."""
-    return as_distilled(build_tiny_pipeline(seed), sigmas)
 
 
 def as_distilled(base, sigmas: tuple[float, ...] = variants.DISTILLED_T_LIST):

@@ -22,8 +22,7 @@ EDGE_TRANSFORMER: dict = {**TRANSFORMER_CONFIG, "hidden_act": "relu2", "qk_norm_
 
 def tiny_edge_path(seed: int = 0, root: str | Path | None = None) -> Path:
     """The folder of the tiny Edge model for ``seed``, building it first if it is not there yet."""
-    base = Path(root) if root is not None else cache_root()
-    target = base / f"tiny-cosmos3-edge-v{TINY_FORMAT_VERSION}-seed{seed}"
+    target = cache_root(root) / f"tiny-cosmos3-edge-v{TINY_FORMAT_VERSION}-seed{seed}"
     return cached_build(target, "model_index.json",
                         lambda staging: build_tiny_edge_pipeline(seed).save_pretrained(staging))
 

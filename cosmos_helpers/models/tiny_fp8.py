@@ -39,8 +39,8 @@ def tiny_fp8_path(root: str | Path | None = None, weights: str | Path = WEIGHTS)
     """The folder of the tiny model's FP8 revision, built from the shipped weights on first use."""
     import modelopt
 
-    root = Path(root) if root is not None else tiny.cache_root()
-    target = root / f"tiny-cosmos3-world-fp8-{weights_digest(weights)}-modelopt{modelopt.__version__}-v{FORMAT_VERSION}"
+    name = f"tiny-cosmos3-world-fp8-{weights_digest(weights)}-modelopt{modelopt.__version__}-v{FORMAT_VERSION}"
+    target = tiny.cache_root(root) / name
     return tiny.cached_build(target, "model_index.json", lambda staging: build(staging, weights))
 
 

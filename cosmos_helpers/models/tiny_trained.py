@@ -86,7 +86,6 @@ def trained_tiny_path(root: str | Path | None = None, weights: str | Path = WEIG
 
     The folder name carries the weights' hash, so new weights never reuse a folder built from old ones.
     """
-    root = Path(root) if root is not None else tiny.cache_root()
-    target = root / f"tiny-cosmos3-world-{weights_digest(weights)}"
+    target = tiny.cache_root(root) / f"tiny-cosmos3-world-{weights_digest(weights)}"
     return tiny.cached_build(target, "model_index.json",
                              lambda staging: build_trained_pipeline(weights).save_pretrained(staging))

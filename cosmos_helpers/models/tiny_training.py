@@ -21,6 +21,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from .cosmos3_attention import rope
+
 # Latent frames kept clean per mode, as Cosmos3OmniPipeline.prepare_latents marks them.
 CONDITION_FRAMES: dict[str, tuple[int, ...]] = {
     "text2image": (), "text2video": (), "image2video": (0,), "video2video": (0, 1), "transfer": (),
@@ -109,12 +111,7 @@ def patchify(latents: torch.Tensor, p: int) -> torch.Tensor:
     return torch.einsum("bcthpwq->bthwpqc", x).reshape(b, t * (h // p) * (w // p), p * p * c)
 
 
-def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
-
-
-def _attention(attn: Any, und: torch.Tensor, gen: torch.Tensor, rope: tuple[torch.Tensor, ...]):
+def _attention(attn: Any, und: torch.Tensor, gen: torch.Tensor, rotary: tuple[torch.Tensor, ...]):
     """``Cosmos3AttnProcessor`` over a batch: causal text pathway, generation pathway attending to everything."""
     b, d = und.shape[0], attn.head_dim
 
@@ -128,9 +125,9 @@ def _attention(attn: Any, und: torch.Tensor, gen: torch.Tensor, rope: tuple[torc
     k_g = attn.norm_added_k(heads(attn.add_k_proj(gen), attn.num_key_value_heads))
     v_g = heads(attn.add_v_proj(gen), attn.num_key_value_heads)
     k_u_gen = attn.k_norm_und_for_gen(k_u) if attn.k_norm_und_for_gen is not None else k_u
-    cos_u, sin_u, cos_g, sin_g = (r.unsqueeze(1) for r in rope)
-    q_u, k_u, k_u_gen = _rope(q_u, cos_u, sin_u), _rope(k_u, cos_u, sin_u), _rope(k_u_gen, cos_u, sin_u)
-    q_g, k_g = _rope(q_g, cos_g, sin_g), _rope(k_g, cos_g, sin_g)
+    cos_u, sin_u, cos_g, sin_g = (r.unsqueeze(1) for r in rotary)
+    q_u, k_u, k_u_gen = (rope(x, cos_u, sin_u) for x in (q_u, k_u, k_u_gen))
+    q_g, k_g = rope(q_g, cos_g, sin_g), rope(k_g, cos_g, sin_g)
     causal = F.scaled_dot_product_attention(q_u.transpose(1, 2), k_u.transpose(1, 2), v_u.transpose(1, 2),
                                             is_causal=True, enable_gqa=True)
     full = F.scaled_dot_product_attention(q_g.transpose(1, 2), torch.cat([k_u_gen, k_g], 1).transpose(1, 2),
@@ -161,10 +158,10 @@ def batched_velocity(transformer: Any, input_ids: torch.Tensor, latents: torch.T
                                       dtype=und.dtype)
     cos, sin = cos.squeeze(0), sin.squeeze(0)
     n = lay.und_len
-    rope = (cos[:n], sin[:n], cos[n:], sin[n:])
+    rotary = (cos[:n], sin[:n], cos[n:], sin[n:])
     for layer in transformer.layers:
         und_attn, gen_attn = _attention(layer.self_attn, layer.input_layernorm(und),
-                                        layer.input_layernorm_moe_gen(gen), rope)
+                                        layer.input_layernorm_moe_gen(gen), rotary)
         und, gen = und + und_attn, gen + gen_attn
         und = und + layer.mlp(layer.post_attention_layernorm(und))
         gen = gen + layer.mlp_moe_gen(layer.post_attention_layernorm_moe_gen(gen))

@@ -46,6 +46,7 @@ _INVISIBLE = re.compile(_GUARD["invisible_chars"])
 _LOOKALIKE: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in _PROFANITY["chars_mapping"].items()}
 assert all(len(c) == 1 for variants in _LOOKALIKE.values() for c in variants)  # one character for one
 _WORD_CHARS = frozenset(ascii_letters + digits + "".join(_PROFANITY["extra_word_characters"]))
+_WORD = re.compile("[" + re.escape("".join(sorted(_WORD_CHARS))) + "]+")  # a better-profanity word
 # nltk corpus/reader/wordnet.py MORPHOLOGICAL_SUBSTITUTIONS[NOUN], what lemmatize(token) (pos "n") applies
 _NOUN_RULES = (("s", ""), ("ses", "s"), ("ves", "f"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
                ("men", "man"), ("ies", "y"))
@@ -67,11 +68,11 @@ class Blocklist:
     @classmethod
     def from_words(cls, custom: Iterable[str], *, exact_match: Iterable[str] = (), whitelist: Iterable[str] = (),
                    source: str = "given words") -> "Blocklist":
-        lists = {name: tuple(w.strip() for w in words if isinstance(w, str) and w.strip())
-                 for name, words in (("custom", custom), ("exact_match", exact_match), ("whitelist", whitelist))}
-        for name, words in (("custom", custom), ("exact_match", exact_match), ("whitelist", whitelist)):
+        lists = {"custom": custom, "exact_match": exact_match, "whitelist": whitelist}
+        for name, words in lists.items():
             if isinstance(words, str):
                 raise ValidationError(name, "expected a list of words, got one string.", f"pass {name}=[{words!r}].")
+            lists[name] = tuple(w.strip() for w in words if isinstance(w, str) and w.strip())
         return cls(**lists, source=source)
 
     @classmethod
@@ -157,45 +158,23 @@ def _normalize(text: str) -> str:
     return " ".join(_INVISIBLE.sub(" ", text).split())
 
 
-def _words(text: str) -> list[tuple[int, int]]:
-    """Spans of better-profanity words: runs of its word characters."""
-    spans, start = [], None
-    for index, char in enumerate(text + " "):
-        inside = char in _WORD_CHARS and index < len(text)
-        if inside and start is None:
-            start = index
-        elif not inside and start is not None:
-            spans.append((start, index))
-            start = None
-    return spans
-
-
 def _censor_pass(text: str, entries: tuple[str, ...], rule: str) -> list[BlockedWord]:
     """better-profanity's censor: a word, or it with the next words (joined with their separators or without),
-    equal to an entry; runs are tried first, as many words as an entry has separators."""
+    equal to an entry; runs are tried first (shortest first, up to as many words as an entry has separators),
+    then the word alone."""
     if not entries:
         return []
     longest = max(1, max(sum(c not in _WORD_CHARS for c in e) for e in entries))
-    spans, found, index, trie = _words(text), [], 0, _trie(entries)
+    spans, found, index, trie = [m.span() for m in _WORD.finditer(text)], [], 0, _trie(entries)
     while index < len(spans):
-        match = None
-        for extra in range(1, longest + 1):
-            if index + extra >= len(spans):
-                break
+        for extra in (*range(1, min(longest, len(spans) - 1 - index) + 1), 0):  # words after this one
             start, end = spans[index][0], spans[index + extra][1]
             joined = "".join(text[a:b] for a, b in spans[index: index + extra + 1]).lower()
             match = _first(trie, (text[start:end].lower(), joined))
             if match:
                 found.append(BlockedWord(text[start:end], match, rule))
-                index += extra + 1
                 break
-        if match:
-            continue
-        word = text[spans[index][0]:spans[index][1]]
-        entry = _first(trie, (word.lower(),))
-        if entry:
-            found.append(BlockedWord(word, entry, rule))
-        index += 1
+        index += extra + 1  # past the run matched, else (extra 0) past this word
     return found
 
 

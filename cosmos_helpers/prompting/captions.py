@@ -67,8 +67,7 @@ class CaptionCheck:
                                   f"(the schema: cosmos_helpers.prompting.caption_schema({self.kind!r})).")
         return self.caption
 
-    def __str__(self) -> str:
-        return self.explain()
+    __str__ = explain
 
     def _repr_markdown_(self) -> str:
         """A table in notebooks: field, problem, fix."""
@@ -126,10 +125,8 @@ def check_caption(caption: Any, kind: str | None = None, *, require_metadata: bo
     if not require_metadata:
         schema["required"] = [key for key in schema["required"] if key not in METADATA_KEYS]
     validator = jsonschema.Draft202012Validator(schema)
-    problems: list[CaptionProblem] = []
-    for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]):
-        problems.extend(_explain(error, kind))
-    problems.extend(_resolution_problems(data))
+    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    problems = [problem for error in errors for problem in _explain(error, kind)] + _resolution_problems(data)
     return CaptionCheck(kind, data, list(dict.fromkeys(problems)))  # one "required" error per missing key
 
 
@@ -139,11 +136,10 @@ def build_caption(kind: str = "video", data: Mapping[str, Any] | None = None, **
     ``build_caption("video", background_setting="...", subjects=[{...}], ...)``. A key given both in ``data`` and
     as a keyword is refused rather than one silently winning.
     """
-    base = dict(_as_dict(data)) if data is not None else {}
+    base = _as_dict(data) if data is not None else {}
     both = sorted(set(base) & set(fields))
     if both:
-        raise ValidationError(both[0], "given both in the dict and as a keyword argument.",
-                              "give each field once.")
+        raise ValidationError(both[0], "given both in the dict and as a keyword argument.", "give each field once.")
     return check_caption({**base, **fields}, kind).raise_if_invalid()
 
 

@@ -64,8 +64,7 @@ class PrecheckReport:
             lines += [f"{name}: {hit}" for hit in hits] or [f"{name}: no blocklisted words"]
         return "\n".join(lines + [f"note: {note}" for note in self.notes])
 
-    def __str__(self) -> str:
-        return self.explain()
+    __str__ = explain
 
     def _repr_markdown_(self) -> str:
         """A table in notebooks: field, word, blocklist entry, rule, fix; then the notes."""

@@ -28,14 +28,11 @@ from ..errors import ValidationError
 from ..protocol.prompting import FACTS
 
 # caption kind -> the framework's default (external API) template, as prompt_upsampling.py pairs them
-KINDS: dict[str, str] = {
-    "image": "external_api/" + FACTS["upsampler"]["template_files"]["T2I_JSON_TEMPLATE"],
-    "video": "external_api/" + FACTS["upsampler"]["template_files"]["T2V_JSON_TEMPLATE"],
-}
-PROMPTS: dict[str, str] = {
-    "image": "external_api/" + FACTS["upsampler"]["template_files"]["T2I_PROMPT_TEMPLATE"],
-    "video": "external_api/" + FACTS["upsampler"]["template_files"]["T2V_PROMPT_TEMPLATE"],
-}
+_FILES = FACTS["upsampler"]["template_files"]
+KINDS: dict[str, str] = {"image": "external_api/" + _FILES["T2I_JSON_TEMPLATE"],
+                         "video": "external_api/" + _FILES["T2V_JSON_TEMPLATE"]}
+PROMPTS: dict[str, str] = {"image": "external_api/" + _FILES["T2I_PROMPT_TEMPLATE"],
+                           "video": "external_api/" + _FILES["T2V_PROMPT_TEMPLATE"]}
 # Generation metadata: the framework and vLLM-Omni overwrite these with the real values (prompts.with_metadata).
 METADATA_KEYS: tuple[str, ...] = ("resolution", "aspect_ratio", "duration", "fps")
 # the framework's RESOLUTION_RATIO_DICT, in its own order (the upsampler pastes this text into its prompt)
@@ -60,7 +57,7 @@ def template(kind: str) -> dict[str, Any]:
 
 @lru_cache(maxsize=None)
 def _schema(kind: str) -> dict[str, Any]:
-    schema = schema_from_template(json.loads(FACTS["templates"][KINDS[kind]]))
+    schema = schema_from_template(template(kind))
     schema["title"] = f"Cosmos3 {kind} caption"
     schema["description"] = (f"Derived from cosmos-framework {FACTS['commit']} "
                              f"{FACTS['upsampler']['templates_dir']}/{KINDS[kind].split('/')[-1]}")

@@ -2,16 +2,9 @@
 
 Each check generates from the held-out split of the synthetic world (attribute combinations and phrasings that
 training never saw) and compares what came out with what was asked, with the measurements of
-:mod:`cosmos_helpers.world.meaning`:
-
-* text-to-video: the named colour is the dominant object colour, and its centroid moves the named way;
-* image-to-video: the first frame reproduces the image (PSNR) and the object keeps moving the captioned way;
-* video-to-video: the first generated frame continues the last conditioning frame as smoothly as the clip itself
-  moves from frame to frame;
-* transfer: the output's edges follow the control's edges, against the edges of another clip's control.
-
-Any backend that takes a :class:`~cosmos_helpers.request.GenerationRequest` works, so the same report compares
-diffusers, the fast path, the vLLM-Omni stand-in and the framework stand-in.
+:mod:`cosmos_helpers.world.meaning` (each check's function says which). Any backend that takes a
+:class:`~cosmos_helpers.request.GenerationRequest` works, so the same report compares diffusers, the fast path,
+the vLLM-Omni stand-in and the framework stand-in.
 """
 
 from __future__ import annotations
@@ -107,10 +100,6 @@ def _number(row: Row) -> str:
     return ""
 
 
-def _request(mode: str, prompt: str, seed: int, profile: str, **inputs: Any):
-    return GenerationRequest(mode=mode, prompt=prompt, seed=seed, profile=profile, **inputs)
-
-
 def _clip(scene: Scene, width: int, height: int, frames: int) -> np.ndarray:
     return render_uint8([scene], width=width, height=height, frames=frames)[0]
 
@@ -120,7 +109,7 @@ def text_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profil
     rng, rows = np.random.default_rng(seed), []
     for i, scene in enumerate(scenes):
         prompt = caption(scene, style="all", rng=rng)
-        frames = generate(_request("text2video", prompt, seed + i, profile)).frames
+        frames = generate(GenerationRequest(mode="text2video", prompt=prompt, seed=seed + i, profile=profile)).frames
         seen = meaning.describe(frames)
         rows.append(dict(prompt=prompt, frames=frames, colour=seen["colour"], direction=seen["direction"],
                          colour_ok=seen["colour"] == scene.colour,
@@ -135,7 +124,8 @@ def image_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profi
     for i, scene in enumerate(scenes):
         image = _clip(scene, *size, num_frames)[0]
         prompt = caption(scene, style="all", rng=rng)
-        frames = generate(_request("image2video", prompt, seed + i, profile, image=image)).frames
+        request = GenerationRequest(mode="image2video", prompt=prompt, seed=seed + i, profile=profile, image=image)
+        frames = generate(request).frames
         rows.append(dict(prompt=prompt, frames=frames, psnr=meaning.psnr(frames[0], image),
                          direction_ok=meaning.direction(frames, scene.colour) == scene.direction))
     return rows
@@ -148,7 +138,9 @@ def video_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profi
     for i, scene in enumerate(scenes):
         clip = _clip(scene, *size, num_frames)
         prompt = caption(scene, style="all", rng=rng)
-        frames = generate(_request("video2video", prompt, seed + i, profile, video=clip[:condition])).frames
+        request = GenerationRequest(mode="video2video", prompt=prompt, seed=seed + i, profile=profile,
+                                    video=clip[:condition])
+        frames = generate(request).frames
         steps = np.abs(np.diff(frames.astype(np.float32), axis=0)).mean(axis=(1, 2, 3))
         join = float(steps[condition - 1])
         within = float(np.max(np.delete(steps, condition - 1)))

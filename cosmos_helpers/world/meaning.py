@@ -28,7 +28,8 @@ _OBJECTS = list(COLOURS)
 _PALETTE = np.array([*COLOURS.values(), *(tone for pair in FLOORS.values() for tone in pair)], dtype=np.float32)
 
 
-def _frames(frames: Any, name: str = "frames") -> np.ndarray:
+def _frames(frames: Any, name: str = "frames", *, clip: bool = False) -> np.ndarray:
+    """``frames`` checked as uint8 RGB; ``clip``: one frame becomes a clip of one."""
     array = np.asarray(frames)
     if array.ndim not in (3, 4) or array.shape[-1] != 3:
         raise ValidationError(name, f"expected RGB frames [T, H, W, 3] or one frame [H, W, 3], got shape "
@@ -36,13 +37,7 @@ def _frames(frames: Any, name: str = "frames") -> np.ndarray:
     if array.dtype != np.uint8:
         raise ValidationError(name, f"expected uint8 frames, got {array.dtype}.",
                               "convert with np.clip(x, 0, 255).astype(np.uint8).")
-    return array
-
-
-def _check_colour(colour: str) -> None:
-    if colour not in COLOURS:
-        raise ValidationError("colour", f"{colour!r} is not an object colour of this world.",
-                              f"use one of {', '.join(map(repr, COLOURS))}.")
+    return array[None] if clip and array.ndim == 3 else array
 
 
 def colour_masks(frames: Any, threshold: float = THRESHOLD) -> dict[str, np.ndarray]:
@@ -90,11 +85,10 @@ def _track(mask: np.ndarray, min_pixels: int) -> np.ndarray:
 
 def centroids(frames: Any, colour: str | None = None, min_pixels: int = MIN_PIXELS) -> np.ndarray:
     """``[T, 2]`` (x, y) pixel centroid of ``colour`` per frame (default: the dominant colour); NaN where absent."""
-    array = _frames(frames)
-    if array.ndim == 3:
-        array = array[None]
-    if colour is not None:
-        _check_colour(colour)
+    array = _frames(frames, clip=True)
+    if colour is not None and colour not in COLOURS:
+        raise ValidationError("colour", f"{colour!r} is not an object colour of this world.",
+                              f"use one of {', '.join(map(repr, COLOURS))}.")
     masks = colour_masks(array)
     colour = colour or _dominant(masks, MIN_FRACTION)
     if colour is None:
@@ -183,9 +177,7 @@ def edge_f1(frames: Any, control_edges: Any, tolerance: int = 1) -> float:
 
 def describe(frames: Any) -> dict[str, Any]:
     """What a clip shows, for reports: dominant colour, direction, displacement (dx, dy) and distance in pixels."""
-    array = _frames(frames)
-    if array.ndim == 3:
-        array = array[None]
+    array = _frames(frames, clip=True)
     masks = colour_masks(array)
     colour = _dominant(masks, MIN_FRACTION)
     moved = _fit(_track(masks[colour], MIN_PIXELS)) if colour else np.array([np.nan, np.nan])

@@ -113,14 +113,6 @@ class Scene:
         return dx * step, dy * step
 
 
-def _start_range(low_side: float, travel: float, sign: int) -> tuple[float, float]:
-    """Start interval along the motion axis: on the side opposite the direction, the whole path inside."""
-    lo, hi = low_side + _MARGIN, 1.0 - low_side - _MARGIN
-    if sign > 0:
-        return lo, min(0.5, hi - travel)
-    return max(0.5, lo + travel), hi
-
-
 def place(key: Key, rng: np.random.Generator, *, frames: int = DEFAULT_FRAMES, width: int = DEFAULT_WIDTH,
           height: int = DEFAULT_HEIGHT) -> Scene:
     """A :class:`Scene` for ``key`` with a random size and a start that keeps it inside the frame throughout."""
@@ -131,10 +123,11 @@ def place(key: Key, rng: np.random.Generator, *, frames: int = DEFAULT_FRAMES, w
     travel = SPEEDS[speed] * (frames - 1)
     start = []
     for axis, sign in enumerate((dx, dy)):
-        if sign == 0:
-            lo, hi = half[axis] + _MARGIN, 1.0 - half[axis] - _MARGIN
-        else:
-            lo, hi = _start_range(half[axis], travel, sign)
+        lo, hi = half[axis] + _MARGIN, 1.0 - half[axis] - _MARGIN
+        if sign > 0:  # along the motion: start on the side opposite the direction, the whole path inside
+            hi = min(0.5, hi - travel)
+        elif sign < 0:
+            lo = max(0.5, lo + travel)
         if hi < lo:
             raise ValidationError("frames", f"a {speed} {shape} cannot stay inside a {width}x{height} frame for "
                                   f"{frames} frames.", "use fewer frames (the world is tuned for 9).")
@@ -160,7 +153,7 @@ def sample_scenes(n: int, seed: int, split: str = "train", *, frames: int = DEFA
 
 _VERB = {"ball": "rolls", "box": "slides"}
 _TO = {"left": "to the left", "right": "to the right", "up": "upward", "down": "downward"}
-_WARD = {"left": "leftward", "right": "rightward", "up": "upward", "down": "downward"}
+_WARD = {direction: direction + "ward" for direction in DIRECTIONS}
 _ADJ = {"slowly": "slow", "quickly": "fast"}
 
 # Every template states colour, shape, direction and floor; all but the last state the speed.
@@ -206,19 +199,14 @@ def caption(scene: Scene, style: str | int = "train", rng: np.random.Generator |
         raise ValidationError("style", f"{style!r} is not a caption style.",
                               f"use one of {', '.join(map(repr, CAPTION_STYLES))} or a template index.")
     pool = {"train": TEMPLATES, "heldout": TEMPLATE_HELDOUT, "all": everything}[style]
-    if rng is not None:
-        index = int(rng.integers(len(pool)))
-    else:
-        index = zlib.crc32(repr(scene).encode()) % len(pool)
+    index = int(rng.integers(len(pool))) if rng is not None else zlib.crc32(repr(scene).encode()) % len(pool)
     return _fill(pool[index], scene)
 
 
 _WORDS: dict[str, dict[str, str]] = {
     "colour": {name: name for name in COLOURS},
-    "shape": {"ball": "ball", "box": "box"},
-    "direction": {"left": "left", "leftward": "left", "leftwards": "left", "right": "right",
-                  "rightward": "right", "rightwards": "right", "up": "up", "upward": "up", "upwards": "up",
-                  "down": "down", "downward": "down", "downwards": "down"},
+    "shape": {name: name for name in SHAPES},
+    "direction": {d + ending: d for d in DIRECTIONS for ending in ("", "ward", "wards")},
     "speed": {"slowly": "slowly", "slow": "slowly", "quickly": "quickly", "quick": "quickly", "fast": "quickly"},
     "floor": {"grey": "grey floor", "gray": "grey floor", "dark": "dark floor", "sand": "sand floor",
               "sandy": "sand floor"},
@@ -231,10 +219,8 @@ def parse_caption(text: str) -> dict[str, str | None]:
     The first match of each attribute wins; useful to score what a caption asked for against what a clip shows.
     """
     tokens = re.findall(r"[a-z]+", str(text).lower())
-    found: dict[str, str | None] = {}
-    for attribute, words in _WORDS.items():
-        found[attribute] = next((words[token] for token in tokens if token in words), None)
-    return found
+    return {attribute: next((words[token] for token in tokens if token in words), None)
+            for attribute, words in _WORDS.items()}
 
 
 def caption_json(scene: Scene, *, frames: int = DEFAULT_FRAMES, fps: float = 16.0) -> dict[str, Any]:

@@ -1,12 +1,9 @@
 """The stand-in server's step cache: vLLM-Omni's ``--cache-backend`` / ``--cache-config``, run with diffusers' hooks.
 
-vLLM-Omni 0.30.0 picks its cache when the server starts, for every request it serves: ``--cache-backend sea_cache``
-with ``--cache-config '{"sea_threshold": ..., "sea_residual_order": ..., "sea_max_consecutive_cached": ...,
-"sea_power_exp": ...}'`` (keys and defaults: ``protocol.step_cache``; held to the wheel by ``tests/contracts``). The
-stand-in takes the same flags and gives each request it builds that :class:`~cosmos_helpers.SeaCache`, which
-``DiffusersBackend`` runs with diffusers' own ``SeaCacheConfig`` hooks. It reports the setting where vLLM-Omni does,
-one line in its log at start, and, a stand-in's own, in the record of its ``/v1/models`` card, which the client copies
-into every manifest.
+vLLM-Omni 0.30.0 picks its cache when the server starts, for every request (keys and defaults:
+``protocol.step_cache``). The stand-in gives each request that :class:`~cosmos_helpers.SeaCache`, run by
+``DiffusersBackend`` with diffusers' ``SeaCacheConfig`` hooks, logs the setting at start as vLLM-Omni does, and
+records it in its ``/v1/models`` card (the client copies it into every manifest).
 
 Where it differs, all refused when the server starts, before the model loads:
 

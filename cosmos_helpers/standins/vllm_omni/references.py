@@ -2,19 +2,12 @@
 (data:, http(s):// when allowed, file:// under ``--allowed-local-media-path``), and transfer controls.
 
 As on vLLM-Omni the kind is decided by content (an image if PIL opens it, else a video), never by file name or
-MIME type. Everything is held to :class:`~.limits.ServerLimits` *before* it is decoded: an image's pixel count
-from its header (a decompression bomb costs nothing), a video's frame size, count and duration from its
-container. Uploaded videos are kept as files under the server's upload folder (``Uploads`` removes them when
-the request fails or its work is done).
+MIME type. Everything is held to :class:`~.limits.ServerLimits` *before* it is decoded (an image's pixel count from
+its header: a decompression bomb costs nothing; a video's size, frames and duration from its container).
 
-Transfer: a hint in ``extra_params`` (``edge``, ``blur``, ``depth``, ``seg``, ``wsm``) or an uploaded
-``control_reference`` + ``control_type`` make a video request a transfer (cosmos3/transfer.py). Here they are checked
-(the upload pairing rules of video/generation/helpers.py:636-695 with their wording; hint fields per
-``HINT_FIELDS``; ``control_weight`` finite and >= 0; presets, ``"none"`` included for edge; an inclusive
-``control_guidance_interval``), server-local control paths are allowed only under ``--allowed-local-media-path``,
-the uploaded control is persisted and its path injected as ``extra_params[<type>].control_path``, and the result is
-what the server's ``transfer_runner`` receives. vLLM-Omni reports most hint mistakes as a 500 from inside its
-pipeline; the stand-in answers 400 up front.
+Transfer: a hint in ``extra_params`` or an uploaded ``control_reference`` + ``control_type`` make a video request a
+transfer (cosmos3/transfer.py), checked here with the pairing rules and wording of video/generation/helpers.py:636-695.
+vLLM-Omni reports most hint mistakes as a 500 from inside its pipeline; the stand-in answers 400 up front.
 """
 
 from __future__ import annotations
@@ -187,9 +180,6 @@ def local_media(value: str, what: str, limits: ServerLimits) -> Path:
         return limits.local_path(value, what)
     except (PermissionError, FileNotFoundError) as exc:
         raise value_error(str(exc), param=what) from None
-
-
-# ---------------------------------------------------------------------------------------------- transfer
 
 
 # ``(form_fields, extra_params, rgb_video_path, control_paths) -> Generation``: runs a transfer request.

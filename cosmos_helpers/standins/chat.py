@@ -1,12 +1,9 @@
 """An offline stand-in for an OpenAI-compatible chat endpoint that upsamples prompts, for notebooks and CI.
 
-``POST /v1/chat/completions`` answers with a caption built deterministically from the sentence in the last
-user message: an instance of the JSON Schema the request sends as ``response_format`` (else of the template
-the instruction names), with the sentence as its prose fields, the first allowed value for every closed
-field, and the "Output parameters" the instruction states copied into the metadata, as a real model is told
-to. It follows the shape of OpenAI's and vLLM's chat-completion answers and errors (``/v1/models``,
-``/health``) but is not a language model: it shows the plumbing, never the quality of an upsampler. Point
-:func:`~cosmos_helpers.prompting.upsample` at a real vLLM server for that.
+``POST /v1/chat/completions`` answers with a caption built deterministically from the sentence in the last user
+message: an instance of the request's ``response_format`` JSON Schema (else of the template the instruction names),
+with the "Output parameters" the instruction states copied into the metadata. It has the shape of vLLM's answers
+and errors but is not a language model: it shows the plumbing, never the quality of an upsampler.
 """
 
 from __future__ import annotations
@@ -149,8 +146,7 @@ def create_chat_app(model: str = STANDIN_MODEL) -> FastAPI:
 
 
 class ChatStandin(ThreadedApp):
-    """The stand-in in a background thread, on a free loopback port: ``with ChatStandin() as s:`` then
-    ``upsample(..., endpoint=s.url, model=s.model)``."""
+    """``with ChatStandin() as s: upsample(..., endpoint=s.url, model=s.model)``: in a thread, on a free port."""
 
     def __init__(self, model: str = STANDIN_MODEL, *, host: str = "127.0.0.1", port: int | None = None,
                  ready_timeout: float = 30.0) -> None:

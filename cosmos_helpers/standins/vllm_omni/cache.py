@@ -1,18 +1,7 @@
-"""The stand-in server's step cache: vLLM-Omni's ``--cache-backend`` / ``--cache-config``, run with diffusers' hooks.
-
-vLLM-Omni 0.30.0 picks its cache when the server starts, for every request (keys and defaults:
-``protocol.step_cache``). The stand-in gives each request that :class:`~cosmos_helpers.SeaCache`, run by
-``DiffusersBackend`` with diffusers' ``SeaCacheConfig`` hooks, logs the setting at start as vLLM-Omni does, and
-records it in its ``/v1/models`` card (the client copies it into every manifest).
-
-Where it differs, all refused when the server starts, before the model loads:
-
-* only ``none`` and ``sea_cache`` run (vLLM-Omni also has ``tea_cache``, ``cache_dit``, ``mag_cache``,
-  ``step_cache``; a name it does not know fails at its start too);
-* a ``--cache-config`` key other than the four SeaCache keys, or a config without ``--cache-backend sea_cache``:
-  vLLM-Omni keeps unknown keys and ignores them (``DiffusionCacheConfig.from_dict``), so a misspelt key would run
-  its default unnoticed;
-* ``sea_residual_order`` 2 or more: vLLM-Omni extrapolates with any order, diffusers with 0 or 1.
+"""The stand-in server's step cache: vLLM-Omni's ``--cache-backend`` / ``--cache-config``, picked at start for every
+request and run as a :class:`~cosmos_helpers.SeaCache` by diffusers' hooks; logged at start as vLLM-Omni does and
+recorded in the ``/v1/models`` card. Where it differs (README, "Where the stand-in differs") is refused at start,
+before the model loads: a misspelt ``--cache-config`` key, which vLLM-Omni would keep and ignore, included.
 """
 
 from __future__ import annotations

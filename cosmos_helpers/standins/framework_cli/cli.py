@@ -58,7 +58,7 @@ def read_inputs(paths: list[Path]) -> list[tuple[dict, Path, str]]:
             items = [json.loads(path.read_text(encoding="utf-8"))]
         for line, item in enumerate(items):
             jsonschema.validate(item, schema)
-            name = item.get("name") or (f"{path.stem}_{line}" if path.suffix == ".jsonl" else path.stem)
+            name = item.get("name") or fw.default_name(path, line)
             samples.append((item, path, name))
     return samples
 

@@ -148,7 +148,18 @@ def fetch(reference: Any, name: str, key: str, limits: ServerLimits) -> bytes:
         except (IndexError, ValueError) as exc:
             raise bad_request(f"{name}: bad data URL ({exc})", param=name) from None
     if url.startswith(("http://", "https://")):
-        return _download(url, name, limits)
+        if not limits.allow_url_fetch:
+            raise bad_request(f"{name}: this server does not fetch URLs ({url}); upload the file as input_reference, "
+                              "send a data: URL, or start the server with --allow-url-fetch", param=name)
+        buffer = io.BytesIO()
+        try:
+            download(url, buffer, timeout=limits.fetch_timeout, max_bytes=limits.max_request_bytes)
+        except TooLarge:
+            raise ApiError(413, f"{name}: {url} is larger than the upload limit of {limits.max_request_bytes} "
+                                "bytes") from None
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+            raise bad_request(f"{name}: could not fetch {url} ({type(exc).__name__}: {exc})", param=name) from None
+        return buffer.getvalue()
     if url.startswith("file://"):
         path = local_media(url, f"{name}.{key}", limits)
         if path.stat().st_size > limits.max_request_bytes:
@@ -158,20 +169,6 @@ def fetch(reference: Any, name: str, key: str, limits: ServerLimits) -> bytes:
     raise bad_request(f"{name}: {key} must be an http(s), data: or (under --allowed-local-media-path) file:// URL",
                       param=name)
 
-
-def _download(url: str, name: str, limits: ServerLimits) -> bytes:
-    if not limits.allow_url_fetch:
-        raise bad_request(f"{name}: this server does not fetch URLs ({url}); upload the file as input_reference, "
-                          "send a data: URL, or start the server with --allow-url-fetch", param=name)
-    buffer = io.BytesIO()
-    try:
-        download(url, buffer, timeout=limits.fetch_timeout, max_bytes=limits.max_request_bytes)
-    except TooLarge:
-        raise ApiError(413, f"{name}: {url} is larger than the upload limit of {limits.max_request_bytes} "
-                            "bytes") from None
-    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
-        raise bad_request(f"{name}: could not fetch {url} ({type(exc).__name__}: {exc})", param=name) from None
-    return buffer.getvalue()
 
 
 def local_media(value: str, what: str, limits: ServerLimits) -> Path:

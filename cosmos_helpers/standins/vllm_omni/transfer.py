@@ -1,7 +1,5 @@
 """vLLM-Omni 0.30.0 transfer on the stand-in: the request rebuilt as the transfer vLLM-Omni would run, then run on
-diffusers (``make_transfer_runner``, the server's ``transfer_runner``).
-
-vLLM-Omni's transfer (``diffusion/models/cosmos3/``) differs from the framework's:
+diffusers. vLLM-Omni's transfer (``diffusion/models/cosmos3/``) differs from the framework's:
 
 * the bucket is the one nearest the RGB input's shape (else the first control's) at ``extra_params.resolution``
   (default 720; tiers 256/480/704/720 only), by ``protocol.vllm_omni.closest_bucket``;
@@ -13,8 +11,6 @@ vLLM-Omni's transfer (``diffusion/models/cosmos3/``) differs from the framework'
   framework's strict ``(lo, hi)``, holding the same timesteps);
 * the inputs are videos only; one control file is uploaded per request (others must be paths on the server);
 * a single hint gets its tuned defaults; every other key its ``protocol.vllm_omni.TRANSFER_EXTRA`` default.
-
-Guardrails run when the server runs them (``guardrails=`` of the factory) and the request does not turn them off.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""A local stand-in for a vLLM-Omni 0.30.0 server serving Cosmos3, on the Diffusers backend: :mod:`.local`'s
-``LocalServer`` runs ``cosmos-helpers serve`` as a subprocess, its ``ThreadedServer`` in a thread, and
-:func:`.app.create_app` builds the FastAPI app.
+"""A local stand-in for a vLLM-Omni 0.30.0 server serving Cosmos3, on the Diffusers backend: ``LocalServer`` runs
+``cosmos-helpers serve`` as a subprocess, ``ThreadedServer`` in a thread, ``create_app`` builds the FastAPI app.
 
 Routes, fields, defaults, validation, answers and errors follow vLLM-Omni 0.30.0 (facts in
 ``cosmos_helpers.protocol.vllm_omni``, held to the real package by ``tests/contracts``); every request becomes a
@@ -9,3 +8,17 @@ README ("Where the stand-in differs"), action requests in :mod:`.action_task`. B
 text2video works and returns a 1-frame MP4, a ``size`` above the 720 action canvas is refused, and a text field over
 its cap gets Starlette's 400 (upstream: the same, at its fixed 1 MiB).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["LocalServer", "ThreadedServer", "create_app"]
+_HOMES = {"LocalServer": ".local", "ThreadedServer": ".local", "create_app": ".app"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'cosmos_helpers.standins.vllm_omni' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name], __name__), name)

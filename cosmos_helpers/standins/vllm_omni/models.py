@@ -27,7 +27,7 @@ _Positive64 = Annotated[int, Field(ge=1, le=vo.INT64_MAX)]
 
 
 class ImageRequest(BaseModel):
-    """``POST /v1/images/generations``: the fields the stand-in reads; others are ignored, as upstream."""
+    """``POST /v1/images/generations`` (protocol/images.py): the fields the stand-in reads; others are ignored."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -81,7 +81,7 @@ class ImageResponse(BaseModel):
 
 
 class VideoForm(BaseModel):
-    """The multipart form of ``POST /v1/videos`` and ``/v1/videos/sync`` (every value arrives as text)."""
+    """The multipart form of ``POST /v1/videos`` and ``/sync`` (video/generation/helpers.py:852-890), as text."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -138,7 +138,7 @@ _FileReference = create_model("_FileReference", __config__=ConfigDict(extra="for
 
 
 class VideoRequest(BaseModel):
-    """What a video form means, with the limits of vLLM-Omni's ``VideoGenerationRequest``."""
+    """What a video form means, with the limits of ``VideoGenerationRequest`` (protocol/videos.py)."""
 
     prompt: str
     model: str | None = None

@@ -1,12 +1,9 @@
 """An offline stand-in for an OpenAI-compatible chat endpoint that upsamples prompts, for notebooks and CI.
 
-``POST /v1/chat/completions`` answers with a caption built deterministically from the sentence in the last
-user message: an instance of the JSON Schema the request sends as ``response_format`` (else of the template
-the instruction names), with the sentence as its prose fields, the first allowed value for every closed
-field, and the "Output parameters" the instruction states copied into the metadata, as a real model is told
-to. It follows the shape of OpenAI's and vLLM's chat-completion answers and errors (``/v1/models``,
-``/health``) but is not a language model: it shows the plumbing, never the quality of an upsampler. Point
-:func:`~cosmos_helpers.prompting.upsample` at a real vLLM server for that.
+``POST /v1/chat/completions`` answers with a caption built deterministically from the sentence in the last user
+message: an instance of the request's ``response_format`` JSON Schema (else of the template the instruction names),
+with the "Output parameters" the instruction states copied into the metadata. It has the shape of vLLM's answers
+and errors but is not a language model: it shows the plumbing, never the quality of an upsampler.
 """
 
 from __future__ import annotations
@@ -95,27 +92,29 @@ def _message_text(message: dict[str, Any]) -> str:
     return str(content or "")
 
 
-def _problem(body: Any, model: str) -> tuple[int, str, str | None] | None:
-    """What vLLM would refuse in ``body``: ``(status, message, param)``, or ``None``."""
+def _problem(body: Any, model: str) -> JSONResponse | None:
+    """What vLLM would refuse in ``body``, or ``None``."""
     if not isinstance(body, dict):
-        return 400, "the request body must be a JSON object", None
+        return _error(400, "the request body must be a JSON object")
     if body.get("model") != model:
-        return 404, f"The model `{body.get('model')}` does not exist.", "model"
+        return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError", "model")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not all(
             isinstance(m, dict) and m.get("role") in ("system", "user", "assistant", "developer") for m in messages):
-        return 400, "messages must be a non-empty list of {role, content} objects", "messages"
+        return _error(400, "messages must be a non-empty list of {role, content} objects", param="messages")
     if messages[-1].get("role") != "user" or not _message_text(messages[-1]).strip():
-        return 400, "the last message must be a user message with text", "messages"
+        return _error(400, "the last message must be a user message with text", param="messages")
     format_ = body.get("response_format")
     if format_ is not None:
         if not isinstance(format_, dict) or format_.get("type") not in ("text", "json_object", "json_schema"):
-            return 400, "response_format.type must be 'text', 'json_object' or 'json_schema'", "response_format"
+            return _error(400, "response_format.type must be 'text', 'json_object' or 'json_schema'",
+                          param="response_format")
         if format_["type"] == "json_schema" and not isinstance((format_.get("json_schema") or {}).get("schema"),
                                                                 dict):
-            return 400, "response_format.json_schema.schema must be a JSON Schema object", "response_format"
+            return _error(400, "response_format.json_schema.schema must be a JSON Schema object",
+                          param="response_format")
     if body.get("stream"):
-        return 400, "this stand-in does not stream; send stream=false", "stream"
+        return _error(400, "this stand-in does not stream; send stream=false", param="stream")
     return None
 
 
@@ -140,17 +139,13 @@ def create_chat_app(model: str = STANDIN_MODEL) -> FastAPI:
         except ValueError:
             return _error(400, "the request body is not JSON")
         problem = _problem(body, model)
-        if problem is not None:
-            status, message, param = problem
-            return _error(status, message, "NotFoundError" if status == 404 else "BadRequestError", param)
-        return answer(body, model)
+        return answer(body, model) if problem is None else problem
 
     return app
 
 
 class ChatStandin(ThreadedApp):
-    """The stand-in in a background thread, on a free loopback port: ``with ChatStandin() as s:`` then
-    ``upsample(..., endpoint=s.url, model=s.model)``."""
+    """``with ChatStandin() as s: upsample(..., endpoint=s.url, model=s.model)``: in a thread, on a free port."""
 
     def __init__(self, model: str = STANDIN_MODEL, *, host: str = "127.0.0.1", port: int | None = None,
                  ready_timeout: float = 30.0) -> None:

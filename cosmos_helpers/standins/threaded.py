@@ -1,5 +1,4 @@
-"""An ASGI app under uvicorn in a background thread of this process, on a free loopback port: how tests,
-benchmarks and notebooks run a stand-in without a subprocess (the vLLM-Omni app, the chat stand-in)."""
+"""An ASGI app under uvicorn in a background thread of this process, on a free loopback port."""
 
 from __future__ import annotations
 

@@ -38,9 +38,8 @@ _FLAGS = {name: names[2] for name, names in facts.FIELDS.items()}
 
 
 def standin_cache(args: argparse.Namespace) -> StepCache:
-    """The step cache the stand-in runs for the command line: ``"off"`` for ``--no-diffusion-cache``, else SeaCache
-    with the framework's values and the flags' (the CLI's default is on). A residual order diffusers cannot run is
-    refused (``ValidationError``, before any input is read)."""
+    """``"off"`` for ``--no-diffusion-cache``, else SeaCache with the framework's values and the flags' (a residual
+    order diffusers cannot run is refused before any input is read)."""
     if args.diffusion_cache is False:
         return OFF
     order = args.diffusion_cache_residual_order
@@ -56,8 +55,7 @@ def standin_cache(args: argparse.Namespace) -> StepCache:
 
 
 def check_cache_for(cache: StepCache, mode: str) -> None:
-    """Refuse a cached run of a sample the stand-in's loops cannot cache (the framework caches it): before any
-    model loads."""
+    """Refuse, before any model loads, a cached run of a sample the stand-in's loops cannot cache."""
     if isinstance(cache, SeaCache) and mode in fw.SOUND_CONDITION_MODES:
         raise ValidationError(facts.FRAMEWORK_ON_FLAG, f"the stand-in's experimental {mode} loop has no step cache "
                               "(the framework caches this mode; its cache is on by default).",
@@ -65,8 +63,7 @@ def check_cache_for(cache: StepCache, mode: str) -> None:
 
 
 def cache_summary(cache: StepCache, provenance: dict[str, Any]) -> dict[str, Any]:
-    """What ran, for the log (``text``) and ``standin.json`` (``record``): the cache and the guidance passes the
-    generation computed (``provenance``: the diffusers run's ``step_cache`` record)."""
+    """What ran (the cache and the guidance passes the run computed), for the log (``text``) and ``standin.json``."""
     passes, computed = provenance.get("passes"), provenance.get("passes_computed")
     values = cache.given() if isinstance(cache, SeaCache) else None
     record = {"ran": "sea_cache" if values else OFF, "values": values, "passes": passes, "passes_computed": computed,

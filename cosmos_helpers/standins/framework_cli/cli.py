@@ -1,8 +1,5 @@
-"""The framework CLI stand-in's program: flags, inputs, one run per sample, the framework's output layout.
-
-See the package docstring for what it is and is not (its diffusion cache: :mod:`.cache`). Heavy imports (torch,
-diffusers) happen per run, so ``--help``, a bad flag and a bad cache setting answer at once.
-"""
+"""The framework CLI stand-in's program (see the package docstring). Heavy imports (torch, diffusers) happen per
+run, so ``--help``, a bad flag and a bad cache setting answer at once."""
 
 from __future__ import annotations
 
@@ -48,11 +45,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Unknown flags are an error (exit code 2), as in the real CLI."""
-    return build_parser().parse_args(argv)
-
-
 def read_inputs(paths: list[Path]) -> list[tuple[dict, Path, str]]:
     """``(sample, input file, name)`` as the framework's ``from_files`` reads them."""
     import jsonschema
@@ -66,7 +58,7 @@ def read_inputs(paths: list[Path]) -> list[tuple[dict, Path, str]]:
             items = [json.loads(path.read_text(encoding="utf-8"))]
         for line, item in enumerate(items):
             jsonschema.validate(item, schema)
-            name = item.get("name") or (f"{path.stem}_{line}" if path.suffix == ".jsonl" else path.stem)
+            name = item.get("name") or fw.default_name(path, line)
             samples.append((item, path, name))
     return samples
 
@@ -100,15 +92,14 @@ def run_one(item: dict, path: Path, name: str, args: argparse.Namespace, cache: 
                                        guidance=variants.DISTILLED_GUIDANCE, shift=variants.DISTILLED_SHIFT)
     resolved = dataclasses.replace(resolved, model=weights, profile=weights)
     run = SampleRun.create(sample, resolved, overrides, step_cache=cache)
-
-    def step(done: int, total: int) -> None:
-        print(f"step {done}/{total}", flush=True)
-
-    generation = backend.run_sample(run, progress=step)  # as the framework saves it; steps as log lines
+    generation = backend.run_sample(run, progress=lambda done, total: print(f"step {done}/{total}", flush=True))
     target = save_outputs(generation, item, folder)
     ran = cache_summary(cache, generation.provenance.get("step_cache") or {})
     print(f"[framework stand-in] {name}: diffusion cache {ran['text']}", flush=True)
-    write_record(folder, checkpoint=args.checkpoint_path, weights=weights, step_cache=ran["record"])
+    # standin.json beside the output: what made it and what its cache computed (the real framework writes none)
+    record = {"of": "framework", "version": fw.VERSION, "program": MODULE, "checkpoint": args.checkpoint_path,
+              "model_run": weights, "step_cache": ran["record"]}
+    (folder / STANDIN_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return target
 
 
@@ -130,16 +121,8 @@ def save_outputs(generation: Any, item: dict, folder: Path) -> Path:
     return target
 
 
-def write_record(folder: Path, *, checkpoint: str, weights: str, step_cache: dict[str, Any]) -> None:
-    """``standin.json`` beside the output: what made it and how many passes its cache computed (the real framework
-    writes no such file)."""
-    record = {"of": "framework", "version": fw.VERSION, "program": MODULE, "checkpoint": checkpoint,
-              "model_run": weights, "step_cache": step_cache}
-    (folder / STANDIN_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = build_parser().parse_args(argv)  # unknown flags are an error (exit code 2), as in the real CLI
     print(BANNER, flush=True)
     os.environ.setdefault("COSMOS_HELPERS_NO_PROGRESS", "1")
     try:

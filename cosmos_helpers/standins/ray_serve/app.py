@@ -1,14 +1,8 @@
-"""The stand-in's Ray Serve application: the framework's router and one model deployment, on CPU.
-
-The same shape as ``cosmos_framework/inference/ray/serve.py`` at 5eee9ed (:mod:`cosmos_helpers.protocol.ray_serve`):
-a FastAPI ingress router (one replica) with ``GET /models``, ``GET /info``, ``POST /generate`` and the ``/outputs``
-static mount, handing each sample to a deployment of the model, whose replicas Ray Serve places and routes to. Each
-replica here is one process with a :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend` (the tiny weights
-loaded once, when the replica starts) instead of a placement group of ``world_size`` GPU workers; it asks Ray for
-``num_cpus`` / ``num_gpus`` and runs one sample at a time (``max_ongoing_requests=1``: the framework batches one
-sample per call, and a free replica takes the next request from the router's queue). The body is validated against
-the project's copy of ``OmniSampleOverrides`` (``specs.fields.SampleFields``, held to the framework's schema by the
-contract tests), so a bad field is FastAPI's 422 as there.
+"""The stand-in's Ray Serve application, the shape of ``cosmos_framework/inference/ray/serve.py`` at 5eee9ed: a
+FastAPI ingress router (``GET /models``, ``GET /info``, ``POST /generate``, ``/outputs``) handing each sample to a
+deployment of the model. Each replica is one process with a ``DiffusersBackend`` (the tiny weights loaded when it
+starts) instead of a placement group of GPU workers, running one sample at a time (``max_ongoing_requests=1``: the
+framework batches one sample per call). A bad body field is FastAPI's 422, as there.
 """
 
 from __future__ import annotations

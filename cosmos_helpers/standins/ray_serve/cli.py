@@ -1,9 +1,5 @@
-"""``cosmos-helpers serve-ray``: the stand-in of the Cosmos Framework's Ray Serve app, on a local Ray instance.
-
-It serves the framework app's routes (``POST /generate``, ``GET /models``, ``GET /info``, ``/outputs/``) with
-``--replicas`` replicas of the embedded tiny model on CPU (``--num-gpus`` to place them on GPUs), until Ctrl-C. For the
-real app on a GPU cluster, run ``serve run cosmos_framework/inference/ray/configs/throughput.yaml`` in a framework
-checkout (``cosmos_helpers.protocol.ray_serve.cluster_commands`` prints the sequence). No heavy imports here.
+"""``cosmos-helpers serve-ray``: the stand-in of the Cosmos Framework's Ray Serve app, on a local Ray instance, until
+Ctrl-C. For the real app, ``cosmos_helpers.protocol.ray_serve.cluster_commands`` prints the commands.
 """
 
 from __future__ import annotations

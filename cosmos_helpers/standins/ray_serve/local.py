@@ -1,11 +1,4 @@
-"""Start the stand-in app on a Ray instance (a local one by default) and stop it; every wait has a deadline.
-
-``LocalRayServe(output_dir).start()`` joins Ray (``ray.init``: a local instance sized ``num_cpus``, or
-``address=`` an existing cluster), starts Serve's HTTP proxy on loopback, deploys :func:`.app.build_app` and waits
-until every replica has loaded its model, then ``.url`` is the app's root and ``.backend()`` a
-:class:`~cosmos_helpers.backends.framework_serve.FrameworkServeBackend` for it (``shared_files=True``: the stand-in
-runs on this filesystem). ``stop()`` deletes the app, and shuts Serve and Ray down when this object started them.
-"""
+"""Start the stand-in app on a Ray instance (a local one by default) and stop it; every wait has a deadline."""
 
 from __future__ import annotations
 
@@ -17,22 +10,15 @@ from ...errors import BackendUnavailableError
 from ...protocol import ray_serve as rs
 from ..threaded import free_port
 
-INSTALL_HINT = "pip install 'cosmos-helpers[ray]' (ray[serve] 2.60)"
-
-
-def require_ray() -> Any:
-    """``ray`` itself, or an error that says how to install it."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise BackendUnavailableError(f"Ray is not installed: {INSTALL_HINT}.") from exc
-    return ray
-
 
 def join_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool:
     """Connect this process to Ray: ``address`` (``auto``, ``ray://host:10001``, ``host:6379``) or a new local
     instance of ``num_cpus`` CPUs. Returns whether this call started it (and so should shut it down)."""
-    ray = require_ray()
+    try:
+        import ray
+    except ImportError as exc:
+        message = "Ray is not installed: pip install 'cosmos-helpers[ray]' (ray[serve] 2.60)."
+        raise BackendUnavailableError(message) from exc
     if ray.is_initialized():
         return False
     options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
@@ -44,15 +30,10 @@ def join_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool
 
 
 class LocalRayServe:
-    """The stand-in Ray Serve app on this machine's Ray instance (or ``address``'s cluster).
-
-    Args:
-        output_dir: the app's output folder (every request's files; served under ``/outputs``).
-        replicas: model replicas (each ``num_cpus`` CPUs, ``num_gpus`` GPUs, one sample at a time).
-        port / host: where Serve's HTTP proxy listens (default a free port on loopback).
-        address: an existing Ray cluster; default a local instance of ``num_cpus * replicas`` CPUs.
-        timeout: seconds to wait for Ray, the proxy and every replica's model load.
-    """
+    """The stand-in Ray Serve app on this machine's Ray instance (or ``address``'s cluster), its files in
+    ``output_dir`` (served under ``/outputs``). ``start()`` waits up to ``timeout`` until each of ``replicas``
+    (``num_cpus`` / ``num_gpus`` each) has loaded its model; then ``.url`` is the app's root and ``.backend()`` its
+    client. ``stop()`` deletes the app, and shuts Serve and Ray down when this object started them."""
 
     def __init__(self, output_dir: str | Path, *, profile: str = "tiny", replicas: int = 2, num_cpus: float = 1,
                  num_gpus: float = 0, port: int | None = None, host: str = "127.0.0.1", address: str | None = None,
@@ -72,12 +53,14 @@ class LocalRayServe:
 
     def start(self) -> "LocalRayServe":
         from ray import serve
+        from ray.serve.context import _get_global_client
 
         from .app import build_app
 
         cpus = int(max(1, self.options["num_cpus"] * self.options["replicas"]))
         self._started_ray = join_ray(self.address, num_cpus=cpus)
-        running = _serve_client()
+        # the running Serve's client, if any (asking Serve's public status() would start it, with default options)
+        running = _get_global_client(raise_if_no_controller_running=False)
         self._started_serve = running is None
         if running is None:
             serve.start(http_options={"host": self.host, "port": self.port})
@@ -130,11 +113,3 @@ class LocalRayServe:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
-
-
-def _serve_client() -> Any:
-    """The running Serve controller's client, or ``None`` when this cluster runs no Serve yet (asking Serve's
-    public ``status()`` would start it, with the default HTTP options)."""
-    from ray.serve.context import _get_global_client
-
-    return _get_global_client(raise_if_no_controller_running=False)

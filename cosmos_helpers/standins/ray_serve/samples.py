@@ -1,16 +1,12 @@
-"""What one replica of the stand-in does with one sample: the project's spec runner on ``DiffusersBackend``.
+"""What one replica of the stand-in does with one sample: :func:`cosmos_helpers.transfer.runner.run_spec` on the
+embedded tiny weights, into the request's folder, answered as the framework's ``SampleOutputs`` (JSON) with files
+relative to the output folder.
 
-The framework's workers build the sample with its model's config and run the framework's inference; here the sample
-runs through :func:`cosmos_helpers.transfer.runner.run_spec` on the embedded tiny weights, into the request's own
-folder under the app's output folder, and comes back as the framework's ``SampleOutputs`` (JSON): ``args``,
-``status``, ``message``, ``stack_trace`` and one output whose ``files`` are relative to the output folder.
-
-What differs from the framework, on purpose (and said in every answer's ``content.standin``): the model is the tiny
-one whatever a client hoped for (the deployment is named after it, so a client asking for ``Cosmos3-Nano`` gets the
-framework's 404), and values a sample leaves out take the tiny profile's CPU sizes (tier 128, 9 frames, 4 steps)
-instead of the framework's 720p / 189 frames / 35 steps. Errors follow the framework's setup switches: a sample this
-package refuses before any work is ``skip`` with ``skip_invalid_samples``, any failure is ``error`` with
-``keep_going``, and otherwise raises (the router then answers HTTP 500, as the framework's does).
+What differs from the framework (said in every answer's ``content.standin``): the model is the tiny one whatever a
+client hoped for (the deployment is named after it, so asking for ``Cosmos3-Nano`` gets the framework's 404), and
+values a sample leaves out take the tiny profile's CPU sizes. Errors follow the framework's setup switches: a sample
+refused before any work is ``skip`` with ``skip_invalid_samples``, any failure is ``error`` with ``keep_going``, and
+otherwise raises (the router then answers HTTP 500, as the framework's does).
 """
 
 from __future__ import annotations
@@ -38,7 +34,7 @@ FILLED = ("values the sample leaves out take the {profile} profile's CPU sizes, 
 
 @dataclass(frozen=True)
 class SampleSetup:
-    """The stand-in's share of the framework's setup: the model it runs and the two error switches."""
+    """The stand-in's share of the framework's setup."""
 
     profile: str = "tiny"
     keep_going: bool = False
@@ -65,7 +61,12 @@ def run_sample(item: Mapping[str, Any], *, output_dir: str | Path, folder: str, 
     output = Path(generation.paths["media"])
     files = [f"{folder}/{output.name}"] + [f"{folder}/{name}" for name in
                                           (generation.provenance.get("control_files") or {}).values()]
-    content: dict[str, Any] = {"standin": standin_note(setup, generation.model, time.perf_counter() - started)}
+    # what the stand-in says about itself in each answer: what it is, which model really ran, and where
+    content: dict[str, Any] = {"standin": {
+        "what": BANNER, "model_ran": generation.model, "profile": setup.profile,
+        "defaults": FILLED.format(profile=setup.profile),
+        "replica": {"host": socket.gethostname(), "pid": os.getpid(), "replica": _replica_id()},
+        "seconds": round(time.perf_counter() - started, 4)}}
     if generation.actions is not None:
         content["action"] = generation.actions.tolist()
     return {"args": args, "status": "success", "message": None, "stack_trace": None,
@@ -84,14 +85,6 @@ def validated(body: Any) -> dict[str, Any]:
         errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
         raise RequestValidationError(errors) from None
     return sample.model_dump(mode="json", exclude_unset=True)
-
-
-def standin_note(setup: SampleSetup, model: str, seconds: float) -> dict[str, Any]:
-    """What the stand-in says about itself in each answer: what it is, which model really ran, and where."""
-    return {"what": BANNER, "model_ran": model, "profile": setup.profile,
-            "defaults": FILLED.format(profile=setup.profile),
-            "replica": {"host": socket.gethostname(), "pid": os.getpid(), "replica": _replica_id()},
-            "seconds": round(seconds, 4)}
 
 
 def _failed(args: dict[str, Any], exc: Exception, setup: SampleSetup) -> dict[str, Any]:

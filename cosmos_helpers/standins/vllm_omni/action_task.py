@@ -1,5 +1,5 @@
-"""An action request on the wire (``extra_params.action_mode``) made into the stand-in's ``GenerationRequest``, with
-vLLM-Omni 0.30.0's rules (``protocol.action``; pipeline_cosmos3.py):
+"""An action request (``extra_params.action_mode``) made into a ``GenerationRequest`` by vLLM-Omni 0.30.0's rules
+(``protocol.action``; pipeline_cosmos3.py):
 
 * the chunk: ``action_chunk_size``, else ``num_frames - 1``, else 16 (:3825-3836); ``num_frames`` defaults to
   ``chunk + 1``. vLLM-Omni also accepts ``num_frames == chunk``; the stand-in makes ``chunk + 1`` only, and says so.
@@ -59,7 +59,6 @@ def check(extra: dict[str, Any]) -> None:
 
 def generation(req: Any, prompt: str, negative: str, extra: dict[str, Any], reference: Any, model: str,
                guardrails: bool) -> GenerationRequest:
-    """The request vLLM-Omni would run for an action form (see the module docstring)."""
     mode = str(extra["action_mode"]).strip().lower()
     embodiment = str(extra["domain_name"]).strip().lower()
     chunk, frames = _chunk(req, extra)
@@ -95,9 +94,9 @@ def generation(req: Any, prompt: str, negative: str, extra: dict[str, Any], refe
         mode=mode, prompt=prompt, negative_prompt=negative or None, model=model, embodiment=embodiment,
         tier=_tier(*size), num_frames=frames, fps=req.fps or vo.VIDEO_DEFAULTS["fps"],
         num_inference_steps=req.num_inference_steps or proto.VLLM_DEFAULTS["num_inference_steps"],
-        guidance_scale=_given(req.guidance_scale, proto.VLLM_DEFAULTS["guidance_scale"]),
-        flow_shift=_given(extra.get("flow_shift"), _given(req.flow_shift, proto.VLLM_DEFAULTS["flow_shift"])),
-        seed=_given(req.seed, random.randint(0, vo.VIDEO_SEED_MAX)), guardrails=guardrails, **media_kwargs)
+        guidance_scale=given(req.guidance_scale, proto.VLLM_DEFAULTS["guidance_scale"]),
+        flow_shift=given(extra.get("flow_shift"), given(req.flow_shift, proto.VLLM_DEFAULTS["flow_shift"])),
+        seed=given(req.seed, random.randint(0, vo.VIDEO_SEED_MAX)), guardrails=guardrails, **media_kwargs)
 
 
 def video_action(request: Any, predicted: np.ndarray | None) -> dict[str, Any] | None:
@@ -186,5 +185,5 @@ def _rows(value: Any, chunk: int) -> np.ndarray:
     return rows[:chunk]
 
 
-def _given(value: Any, default: Any) -> Any:
+def given(value: Any, default: Any) -> Any:
     return default if value is None else value

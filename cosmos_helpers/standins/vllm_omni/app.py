@@ -1,13 +1,8 @@
-"""``create_app``: the FastAPI app of the local vLLM-Omni 0.30.0 stand-in, assembled from its parts.
+"""``create_app``: the FastAPI app of the local vLLM-Omni 0.30.0 stand-in. Like ``vllm serve`` it loads the model
+before it serves, so a server that answers is a server that is ready.
 
-The routes (:mod:`.routes`), request and response models (:mod:`.models`), one exception handler set
-for vLLM's envelope (:mod:`.errors`), the API key and body limit gates (below), one serial worker
-(:mod:`.worker`) and the job store (:mod:`.jobs`). Like ``vllm serve`` it loads the model before it serves, so
-a server that answers is a server that is ready.
-
-The gates are pure ASGI and answer in vLLM's envelope. Starlette's own body limit answers a declared oversize body
-in plain text, so the limit is kept here: refused at once from ``Content-Length``, or while the body streams in
-(chunked uploads).
+The API key and body limit gates are pure ASGI and answer in vLLM's envelope (Starlette's own body limit answers in
+plain text): an oversize body is refused at once from ``Content-Length``, or while it streams in (chunked uploads).
 """
 
 from __future__ import annotations
@@ -45,28 +40,23 @@ def create_app(backend: Any = None, *, api_key: str | None = None, served_model_
                guardrails: bool = False, transfer_runner: TransferRunner | None = None, step_progress: bool = False,
                warmup: bool = True, limits: ServerLimits | None = None, step_cache: StepCache = None,
                **limit_options: Any) -> FastAPI:
-    """The app serving ``model`` through ``backend``.
+    """The app serving ``model`` (``tiny``, a hub id or a checkpoint folder; default the default profile's) through
+    ``backend`` (``generate(request, progress=cb)``, ``pipeline(model)`` to load ahead; default ``DiffusersBackend``).
 
     Args:
-        backend: runs generations (``generate(request, progress=cb) -> Generation``; ``pipeline(model)`` to load
-            ahead); default a ``DiffusersBackend``.
         api_key: require ``Authorization: Bearer <key>`` on ``/v1/*``.
         served_model_name: the name clients may send as ``model`` (default: ``model``).
-        model: what the backend runs: ``tiny``, a hub id or a checkpoint folder (default: the default profile's).
-            Every request is built for it with vLLM-Omni's defaults.
         storage_dir: job files and uploads (default: a fresh temporary folder).
         sync_timeout: seconds before ``/v1/videos/sync`` answers 504; queueing counts, as on vLLM-Omni.
-        guardrails: run the Cosmos guardrails (the backend's own checker; a blocked prompt is vLLM's 400) unless a
-            request sets ``extra_params.guardrails`` false. Off by default here (vLLM-Omni: on, and it refuses to
-            start without the ``cosmos_guardrail`` package, which CPU machines lack).
-        transfer_runner: ``(form_fields, extra_params, rgb_video_path, control_paths) -> Generation``; without
-            it a transfer request gets 400 "transfer is not enabled on this server".
+        guardrails: run the Cosmos guardrails unless a request sets ``extra_params.guardrails`` false. Off by default
+            here (vLLM-Omni: on, and it refuses to start without ``cosmos_guardrail``, which CPU machines lack).
+        transfer_runner: ``(form_fields, extra_params, rgb_video_path, control_paths) -> Generation``; without it a
+            transfer request gets 400.
         step_progress: job progress per denoising step (vLLM-Omni jumps from 0 to 100).
-        warmup: load the model before serving (as the real server does before it binds its port).
-        step_cache: the cache every request runs (vLLM-Omni's ``--cache-backend``; :mod:`.cache`): ``None`` (none)
-            or a :class:`~cosmos_helpers.SeaCache`, run by the backend's hooks.
+        warmup: load the model before serving.
+        step_cache: the cache every request runs (vLLM-Omni's ``--cache-backend``): ``None`` or a ``SeaCache``.
         limits: a :class:`~.limits.ServerLimits`; ``limit_options`` override single fields of it, e.g.
-            ``create_app(max_queue=4, job_ttl=600, allowed_local_media_paths=["/data/media"])``.
+            ``create_app(max_queue=4, job_ttl=600)``.
     """
     limits = replace(limits or ServerLimits(), **limit_options)  # a TypeError names an unknown option
     model = model_for(model=model)

@@ -1,21 +1,7 @@
-"""The stand-in server's step cache: vLLM-Omni's ``--cache-backend`` / ``--cache-config``, run with diffusers' hooks.
-
-vLLM-Omni 0.30.0 picks its cache when the server starts, for every request it serves: ``--cache-backend sea_cache``
-with ``--cache-config '{"sea_threshold": ..., "sea_residual_order": ..., "sea_max_consecutive_cached": ...,
-"sea_power_exp": ...}'`` (keys and defaults: ``protocol.step_cache``; held to the wheel by ``tests/contracts``). The
-stand-in takes the same flags and gives each request it builds that :class:`~cosmos_helpers.SeaCache`, which
-``DiffusersBackend`` runs with diffusers' own ``SeaCacheConfig`` hooks. It reports the setting where vLLM-Omni does,
-one line in its log at start, and, a stand-in's own, in the record of its ``/v1/models`` card, which the client copies
-into every manifest.
-
-Where it differs, all refused when the server starts, before the model loads:
-
-* only ``none`` and ``sea_cache`` run (vLLM-Omni also has ``tea_cache``, ``cache_dit``, ``mag_cache``,
-  ``step_cache``; a name it does not know fails at its start too);
-* a ``--cache-config`` key other than the four SeaCache keys, or a config without ``--cache-backend sea_cache``:
-  vLLM-Omni keeps unknown keys and ignores them (``DiffusionCacheConfig.from_dict``), so a misspelt key would run
-  its default unnoticed;
-* ``sea_residual_order`` 2 or more: vLLM-Omni extrapolates with any order, diffusers with 0 or 1.
+"""The stand-in server's step cache: vLLM-Omni's ``--cache-backend`` / ``--cache-config``, picked at start for every
+request and run as a :class:`~cosmos_helpers.SeaCache` by diffusers' hooks; logged at start as vLLM-Omni does and
+recorded in the ``/v1/models`` card. Where it differs (README, "Where the stand-in differs") is refused at start,
+before the model loads: a misspelt ``--cache-config`` key, which vLLM-Omni would keep and ignore, included.
 """
 
 from __future__ import annotations

@@ -141,10 +141,17 @@ def run(args: argparse.Namespace, backend: Any = None) -> int:
     from .app import create_app
 
     print(f"loading {model!r} ...", flush=True)
+    try:  # transfer on diffusers (:mod:`.transfer`); without its optional dependencies, none
+        from .transfer import make_transfer_runner
+    except ImportError as exc:
+        print(f"transfer disabled: {exc}", file=sys.stderr, flush=True)
+        transfer_runner = None
+    else:
+        transfer_runner = make_transfer_runner(model=model, guardrails=args.guardrails, step_cache=step_cache)
     app = create_app(backend, api_key=args.api_key or None, served_model_name=args.served_model_name, model=model,
                      storage_dir=args.storage_dir, sync_timeout=args.sync_timeout, guardrails=args.guardrails,
                      step_progress=args.step_progress, limits=limits, step_cache=step_cache,
-                     transfer_runner=_transfer_runner(model, args.guardrails, step_cache))
+                     transfer_runner=transfer_runner)
     state = app.state.server
     print(f"serving {state.served_model_name!r} on http://{args.host}:{args.port} (storage {state.storage}; "
           f"guardrails {'on' if args.guardrails else 'off'}; imports took {time.perf_counter() - started:.1f} s)",
@@ -155,13 +162,3 @@ def run(args: argparse.Namespace, backend: Any = None) -> int:
                             timeout_graceful_shutdown=2, access_log=args.log_level == "debug")
     uvicorn.Server(config).run()
     return 0
-
-
-def _transfer_runner(model: str, guardrails: bool, step_cache: Any = None):
-    """Transfer on diffusers (:mod:`.transfer`); without its optional dependencies, none."""
-    try:
-        from .transfer import make_transfer_runner
-    except ImportError as exc:
-        print(f"transfer disabled: {exc}", file=sys.stderr, flush=True)
-        return None
-    return make_transfer_runner(model=model, guardrails=guardrails, step_cache=step_cache)

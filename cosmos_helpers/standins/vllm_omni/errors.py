@@ -1,10 +1,9 @@
-"""Every error the stand-in answers gets its shape here: vLLM's production envelope
-``{"error": {"message", "type", "param", "code"}}`` (never FastAPI's ``{"detail": ...}``, never a 422).
+"""Every error the stand-in answers gets vLLM's envelope ``{"error": {"message", "type", "param", "code"}}`` here
+(never FastAPI's ``{"detail": ...}``, never a 422).
 
-Which ``type`` a 400 carries follows vLLM-Omni: an ``HTTPException`` raised by its handlers shows the HTTP phrase
-("Bad Request"); a form/JSON body FastAPI rejects is "Bad Request" with ``N validation errors`` and ``param``
-``body.<field>``; a ``ValueError`` or pydantic error raised while it builds the request is "BadRequestError"
-with the exception's text. The stand-in's own refusals of bad input use the same two kinds.
+The ``type`` of a 400 follows vLLM-Omni: an ``HTTPException`` of its handlers shows the HTTP phrase ("Bad Request"),
+as does a body FastAPI rejects (``N validation errors``, ``param`` ``body.<field>``); a ``ValueError`` or pydantic
+error raised while it builds the request is "BadRequestError" with the exception's text.
 """
 
 from __future__ import annotations
@@ -60,8 +59,7 @@ async def _invalid_body(_request, exc: RequestValidationError) -> JSONResponse:
 
 
 async def _invalid_value(_request, exc: Exception) -> JSONResponse:
-    """pydantic refusing ``VideoForm.to_request`` (the request model's limits), or ``GenerationRequest`` refusing a
-    value (its message names the field and the fix)."""
+    """pydantic refusing ``VideoForm.to_request``, or ``GenerationRequest`` refusing a value."""
     return envelope(400, str(exc), type=VALUE_ERROR, param=getattr(exc, "field", None))
 
 
@@ -70,7 +68,6 @@ async def _unexpected(_request, exc: Exception) -> JSONResponse:
 
 
 def install(app) -> None:
-    """Register the handlers on ``app``: the one place the envelope is made."""
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid_body)
     app.add_exception_handler(PydanticValidationError, _invalid_value)

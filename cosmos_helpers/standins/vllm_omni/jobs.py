@@ -1,9 +1,6 @@
-"""Asynchronous jobs (``/v1/videos``): their records and their files (``<storage>/<job id>.mp4``).
-
-Records are process-local and lost on restart, as in vLLM-Omni 0.30.0. A finished job's file is removed on
-``DELETE`` or, with a TTL, once the job expires (``expires_at``); :meth:`JobStore.sweep` also removes job
-files, sync outputs and uploads no record owns (an earlier server's) once older than the TTL. Job ids are
-checked before any path is built, so no path can be smuggled into the store.
+"""Asynchronous jobs (``/v1/videos``): their records (process-local, as in vLLM-Omni 0.30.0) and their files
+(``<storage>/<job id>.mp4``, removed on ``DELETE`` or once the job expires). Job ids are checked before any path is
+built, so no path can be smuggled into the store.
 """
 
 from __future__ import annotations
@@ -35,7 +32,7 @@ def new_record(job_id: str, model: str, request: VideoRequest) -> VideoJob:
 
 @dataclass
 class Job:
-    """A record plus what only the server needs: its uploads, its run and its timestamps."""
+    """A record plus what only the server needs."""
 
     record: VideoJob
     uploads: list[Path] = field(default_factory=list)
@@ -99,7 +96,7 @@ class JobStore:
 
     def sweep(self, ttl: float, now: float | None = None) -> list[str]:
         """Drop jobs finished more than ``ttl`` seconds ago (record, file, uploads), and files older than ``ttl``
-        that no live job owns. Returns the dropped ids."""
+        that no live job owns (an earlier server's job files, sync outputs and uploads). Returns the dropped ids."""
         if ttl <= 0:
             return []
         now = time.time() if now is None else now
@@ -113,20 +110,15 @@ class JobStore:
             self.path_for(job.record.id).unlink(missing_ok=True)
             for path in job.uploads:
                 path.unlink(missing_ok=True)
-        for path in self._orphans(live):
+        orphans = [path for path in self.storage_dir.glob("video_gen_*.mp4") if path.stem not in live]
+        for sub in ("uploads", "sync"):
+            if (self.storage_dir / sub).is_dir():
+                orphans += [path for path in (self.storage_dir / sub).iterdir() if path.is_file()
+                            and not any(path.name.startswith(job + "_") for job in live)]
+        for path in orphans:
             try:
                 if now - os.stat(path).st_mtime > ttl:
                     path.unlink(missing_ok=True)
             except OSError:
                 continue
         return [job.record.id for job in expired]
-
-    def _orphans(self, live: set[str]) -> list[Path]:
-        """Files in the storage folder that no live job owns."""
-        candidates = [path for path in self.storage_dir.glob("video_gen_*.mp4") if path.stem not in live]
-        for sub in ("uploads", "sync"):
-            folder = self.storage_dir / sub
-            if folder.is_dir():
-                candidates += [path for path in folder.iterdir() if path.is_file()
-                               and not any(path.name.startswith(job + "_") for job in live)]
-        return candidates

@@ -1,13 +1,9 @@
-"""Resource and security limits of the local vLLM-Omni-compatible server (one place, one dataclass).
+"""Resource and security limits of the local vLLM-Omni-compatible server: ``create_app(limits=ServerLimits(...))``
+options and ``cosmos-helpers serve`` flags, with defaults for a workshop laptop serving a room of notebooks.
 
-Every limit is a ``create_app(limits=ServerLimits(...))`` option and a ``cosmos-helpers serve`` flag; the
-defaults suit a workshop laptop serving a room of notebooks. A request over a limit is refused *before*
-any generation work, in vLLM's error envelope: 413 for the body's bytes, 400 for a form field over its cap
-(Starlette's multipart answer, as on vLLM-Omni) and for everything decoded or requested (pixels, frames,
-duration, prompt length, JSON nesting), 429 with ``Retry-After`` when the queue is full (a stand-in feature:
-vLLM-Omni queues without bound), 404 for a malformed job id.
-
-Nothing heavy is imported here (the CLI's ``--help`` reads the defaults).
+A request over a limit is refused *before* any generation work, in vLLM's envelope: 413 for the body's bytes, 400
+for a form field over its cap (Starlette's answer, as on vLLM-Omni) and for everything decoded or requested, 429
+with ``Retry-After`` when the queue is full (vLLM-Omni queues without bound). Nothing heavy is imported here.
 """
 
 from __future__ import annotations
@@ -29,48 +25,25 @@ def _env_int(name: str, default: int) -> int:
 
 @dataclass(frozen=True)
 class ServerLimits:
-    """What one request may ask of the server, and how much the server keeps.
+    """What one request may ask of the server, and how much the server keeps (the ``serve`` flags' help says
+    more about each)."""
 
-    Attributes:
-        max_request_bytes: the whole request body (all uploads and fields together); over it -> 413.
-        max_field_bytes: one text form field (-> 400, Starlette's answer) and the JSON body of
-            ``/v1/images/generations`` (-> 413). 1 MiB is Starlette's, and so vLLM-Omni's, part cap.
-        max_image_pixels: width x height of a decoded reference image or video frame; -> 400
-            (default ``VLLM_MAX_IMAGE_PIXELS`` or 7680x4320, as on vLLM-Omni).
-        max_video_frames / max_video_seconds: frame count / duration of a decoded reference or control video.
-        max_prompt_chars: characters in ``prompt`` and in ``negative_prompt``.
-        max_output_pixels: width x height the request may ask to generate (vLLM's
-            ``--max-generated-image-size`` default: 7680x4320).
-        max_output_frames: frames a video request may ask to generate (after rounding up to 4k+1).
-        max_json_depth: nesting depth of JSON values (``extra_params``, image body, references).
-        max_queue: generations waiting behind the running one; a request beyond it gets 429 with
-            ``Retry-After``. A stand-in feature: vLLM-Omni has no admission limit; ``0`` behaves like it.
-        job_ttl: seconds a finished job (record and file) is kept; ``expires_at`` tells clients. ``0``
-            keeps them until ``DELETE``.
-        allowed_local_media_paths: folders whose files a request may name by server-local path
-            (``extra_params.<hint>.control_path``, ``file://`` references); everything else is refused
-            (vLLM-Omni 0.30.0 opens ``control_path`` unchecked). Resolved with ``realpath``, so ``..`` and
-            symlinks cannot step outside.
-        fetch_timeout: seconds for fetching an ``http(s)://`` reference (vLLM-Omni: 60).
-        allow_url_fetch: fetch ``http(s)://`` references at all. Off by default: a server reachable by others
-            would otherwise fetch any URL it can see on their behalf (SSRF). vLLM-Omni fetches them; turn it
-            on (``--allow-url-fetch``) to match it on a trusted network.
-    """
-
-    max_request_bytes: int = 256 * MiB
-    max_field_bytes: int = 1 * MiB
+    max_request_bytes: int = 256 * MiB  # the whole body, uploads included -> 413
+    max_field_bytes: int = 1 * MiB  # one text form field (-> 400) and the image route's JSON body (-> 413)
     max_image_pixels: int = field(default_factory=lambda: _env_int("VLLM_MAX_IMAGE_PIXELS", 7680 * 4320))
-    max_video_frames: int = 2000
+    max_video_frames: int = 2000  # a decoded reference or control video
     max_video_seconds: float = 600.0
-    max_prompt_chars: int = 32768
-    max_output_pixels: int = 7680 * 4320
-    max_output_frames: int = 1024
-    max_json_depth: int = 32
-    max_queue: int = 32
-    job_ttl: float = 3600.0
+    max_prompt_chars: int = 32768  # prompt and negative_prompt
+    max_output_pixels: int = 7680 * 4320  # vLLM's --max-generated-image-size default
+    max_output_frames: int = 1024  # after rounding up to 4k+1
+    max_json_depth: int = 32  # extra_params, image body, references
+    max_queue: int = 32  # waiting behind the running one -> 429 (a stand-in feature); 0: unbounded, as vLLM-Omni
+    job_ttl: float = 3600.0  # seconds a finished job and its file are kept (expires_at); 0: until DELETE
+    # folders whose files a request may name by server-local path (control_path, file:// references; vLLM-Omni opens
+    # them unchecked), resolved with realpath so that '..' and symlinks cannot step outside
     allowed_local_media_paths: tuple[str, ...] = ()
-    fetch_timeout: float = 60.0
-    allow_url_fetch: bool = False
+    fetch_timeout: float = 60.0  # an http(s):// reference (vLLM-Omni: 60)
+    allow_url_fetch: bool = False  # off: a server reachable by others would fetch any URL it sees for them (SSRF)
 
     def __post_init__(self) -> None:
         roots = tuple(os.path.realpath(os.path.expanduser(str(p))) for p in self.allowed_local_media_paths)

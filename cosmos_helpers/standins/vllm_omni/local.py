@@ -1,9 +1,6 @@
 """Starting the local vLLM-Omni-compatible server: as a subprocess (``LocalServer``, what notebooks use) or in a
-thread (``ThreadedServer``).
-
-``LocalServer`` runs in its own process group, and its readiness wait fails at once (with the log tail) if the
-process dies; it is stopped (terminate the group, wait, kill) on exit, on error and at interpreter exit, so no
-server is left orphaned.
+thread (``ThreadedServer``). ``LocalServer`` runs in its own process group, fails its readiness wait at once (with
+the log tail) if it dies, and is stopped on exit, on error and at interpreter exit, so none is left orphaned.
 """
 
 from __future__ import annotations
@@ -32,17 +29,10 @@ _LIVE: "weakref.WeakSet[LocalServer]" = weakref.WeakSet()
 class LocalServer:
     """``with LocalServer() as server: backend = server.client()``.
 
-    Args:
-        model: ``"tiny"``, a hub id or a checkpoint folder to serve.
-        profile: or serve this profile's model (``tiny``/``nano``/``super``/``edge``); neither: the default profile's.
-        port: default a free port; host default 127.0.0.1.
-        api_key: require this Bearer key (passed in the environment, never on the command line).
-        ready_timeout: seconds to wait for ``/health``.
-        threads: torch CPU threads in the server.
-        extra_args: more ``cosmos-helpers serve`` options.
-        entry: the Python entry point, ``("-m", "cosmos_helpers.cli", "serve")``; it receives the serve options
-            (tests start doubles of the model this way).
-        progress: show the readiness wait.
+    ``model`` (``"tiny"``, a hub id or a checkpoint folder) or ``profile`` names what to serve (neither: the default
+    profile's); ``port`` defaults to a free one; ``api_key`` goes in the environment, never on the command line;
+    ``extra_args`` are more ``cosmos-helpers serve`` options; ``entry`` is the Python entry point that receives them
+    (tests start doubles of the model this way); ``progress`` shows the readiness wait.
     """
 
     model: str | None = None
@@ -159,10 +149,7 @@ class LocalServer:
 def connect_vllm_omni(url: str | None = None, *, profile: str | None = None, api_key: str | None = None,
                       **options: Any):
     """A :class:`~cosmos_helpers.backends.vllm_omni.VllmOmniBackend` for the server at ``url``; without one, for a
-    local stand-in server started now (serving ``profile``'s model) and stopped when the client is closed.
-
-    One call for notebooks that run against a real deployment or, offline, against the stand-in.
-    """
+    local stand-in server started now (serving ``profile``'s model) and stopped when the client is closed."""
     if url is not None:
         return VllmOmniBackend(url, api_key=api_key, **options)
     server = LocalServer(profile=profile, api_key=api_key).start()

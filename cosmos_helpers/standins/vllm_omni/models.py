@@ -1,13 +1,9 @@
-"""The stand-in's wire format as pydantic models, shaped like vLLM-Omni 0.30.0's own, so FastAPI gives the
-same validation, error wording and OpenAPI schema for free.
+"""The stand-in's wire format as pydantic models shaped like vLLM-Omni 0.30.0's own (held to the real package's
+schemas by ``tests/contracts/test_standin_contract.py``), so FastAPI gives the same validation and wording.
 
-Requests: ``ImageRequest`` is the JSON body of ``/v1/images/generations`` (protocol/images.py; unknown keys are
-ignored). The video POSTs are read in two layers, as on the real server: ``VideoForm`` is the multipart form
-(video/generation/helpers.py:852-890, with only the form-level constraints, so a form error is FastAPI's 400
-"N validation errors"), and ``VideoRequest`` is what the form becomes once its JSON fields are parsed
-(protocol/videos.py VideoGenerationRequest, whose constraints answer 400 ``BadRequestError`` with pydantic's
-text). Responses: the job object, its list, the deletion answer and the image answer.
-``tests/contracts/test_standin_contract.py`` holds every model here to the real package's schemas.
+The video POSTs are read in two layers, as on the real server: ``VideoForm`` is the multipart form with only the
+form-level constraints (an error is FastAPI's 400 "N validation errors"), ``VideoRequest`` what it becomes once its
+JSON fields are parsed (its constraints answer 400 ``BadRequestError`` with pydantic's text).
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ import time
 from typing import Annotated, Any, Literal
 
 from fastapi import UploadFile
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator
 
 from ...protocol import vllm_omni as vo
 from .errors import bad_request
@@ -30,11 +26,8 @@ _Int64 = Annotated[int, Field(ge=vo.INT64_MIN, le=vo.INT64_MAX)]
 _Positive64 = Annotated[int, Field(ge=1, le=vo.INT64_MAX)]
 
 
-# ---------------------------------------------------------------------------------------------- images
-
-
 class ImageRequest(BaseModel):
-    """``POST /v1/images/generations``: the fields the stand-in reads; others are ignored, as upstream."""
+    """``POST /v1/images/generations`` (protocol/images.py): the fields the stand-in reads; others are ignored."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -87,11 +80,8 @@ class ImageResponse(BaseModel):
     metrics: dict[str, Any] | None = None
 
 
-# ---------------------------------------------------------------------------------------------- videos
-
-
 class VideoForm(BaseModel):
-    """The multipart form of ``POST /v1/videos`` and ``/v1/videos/sync`` (every value arrives as text)."""
+    """The multipart form of ``POST /v1/videos`` and ``/sync`` (video/generation/helpers.py:852-890), as text."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -142,23 +132,13 @@ def form_json(text: str, name: str, *, expect_object: bool) -> Any:
     return value
 
 
-class _UrlImage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    image_url: str
-
-
-class _UrlVideo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    video_url: str
-
-
-class _FileReference(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    file_id: str
+_UrlImage = create_model("_UrlImage", __config__=ConfigDict(extra="forbid"), image_url=(str, ...))
+_UrlVideo = create_model("_UrlVideo", __config__=ConfigDict(extra="forbid"), video_url=(str, ...))
+_FileReference = create_model("_FileReference", __config__=ConfigDict(extra="forbid"), file_id=(str, ...))
 
 
 class VideoRequest(BaseModel):
-    """What a video form means, with the limits of vLLM-Omni's ``VideoGenerationRequest``."""
+    """What a video form means, with the limits of ``VideoGenerationRequest`` (protocol/videos.py)."""
 
     prompt: str
     model: str | None = None

@@ -2,19 +2,12 @@
 (data:, http(s):// when allowed, file:// under ``--allowed-local-media-path``), and transfer controls.
 
 As on vLLM-Omni the kind is decided by content (an image if PIL opens it, else a video), never by file name or
-MIME type. Everything is held to :class:`~.limits.ServerLimits` *before* it is decoded: an image's pixel count
-from its header (a decompression bomb costs nothing), a video's frame size, count and duration from its
-container. Uploaded videos are kept as files under the server's upload folder (``Uploads`` removes them when
-the request fails or its work is done).
+MIME type. Everything is held to :class:`~.limits.ServerLimits` *before* it is decoded (an image's pixel count from
+its header: a decompression bomb costs nothing; a video's size, frames and duration from its container).
 
-Transfer: a hint in ``extra_params`` (``edge``, ``blur``, ``depth``, ``seg``, ``wsm``) or an uploaded
-``control_reference`` + ``control_type`` make a video request a transfer (cosmos3/transfer.py). Here they are checked
-(the upload pairing rules of video/generation/helpers.py:636-695 with their wording; hint fields per
-``HINT_FIELDS``; ``control_weight`` finite and >= 0; presets, ``"none"`` included for edge; an inclusive
-``control_guidance_interval``), server-local control paths are allowed only under ``--allowed-local-media-path``,
-the uploaded control is persisted and its path injected as ``extra_params[<type>].control_path``, and the result is
-what the server's ``transfer_runner`` receives. vLLM-Omni reports most hint mistakes as a 500 from inside its
-pipeline; the stand-in answers 400 up front.
+Transfer: a hint in ``extra_params`` or an uploaded ``control_reference`` + ``control_type`` make a video request a
+transfer (cosmos3/transfer.py), checked here with the pairing rules and wording of video/generation/helpers.py:636-695.
+vLLM-Omni reports most hint mistakes as a 500 from inside its pipeline; the stand-in answers 400 up front.
 """
 
 from __future__ import annotations
@@ -155,7 +148,18 @@ def fetch(reference: Any, name: str, key: str, limits: ServerLimits) -> bytes:
         except (IndexError, ValueError) as exc:
             raise bad_request(f"{name}: bad data URL ({exc})", param=name) from None
     if url.startswith(("http://", "https://")):
-        return _download(url, name, limits)
+        if not limits.allow_url_fetch:
+            raise bad_request(f"{name}: this server does not fetch URLs ({url}); upload the file as input_reference, "
+                              "send a data: URL, or start the server with --allow-url-fetch", param=name)
+        buffer = io.BytesIO()
+        try:
+            download(url, buffer, timeout=limits.fetch_timeout, max_bytes=limits.max_request_bytes)
+        except TooLarge:
+            raise ApiError(413, f"{name}: {url} is larger than the upload limit of {limits.max_request_bytes} "
+                                "bytes") from None
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+            raise bad_request(f"{name}: could not fetch {url} ({type(exc).__name__}: {exc})", param=name) from None
+        return buffer.getvalue()
     if url.startswith("file://"):
         path = local_media(url, f"{name}.{key}", limits)
         if path.stat().st_size > limits.max_request_bytes:
@@ -166,20 +170,6 @@ def fetch(reference: Any, name: str, key: str, limits: ServerLimits) -> bytes:
                       param=name)
 
 
-def _download(url: str, name: str, limits: ServerLimits) -> bytes:
-    if not limits.allow_url_fetch:
-        raise bad_request(f"{name}: this server does not fetch URLs ({url}); upload the file as input_reference, "
-                          "send a data: URL, or start the server with --allow-url-fetch", param=name)
-    buffer = io.BytesIO()
-    try:
-        download(url, buffer, timeout=limits.fetch_timeout, max_bytes=limits.max_request_bytes)
-    except TooLarge:
-        raise ApiError(413, f"{name}: {url} is larger than the upload limit of {limits.max_request_bytes} "
-                            "bytes") from None
-    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
-        raise bad_request(f"{name}: could not fetch {url} ({type(exc).__name__}: {exc})", param=name) from None
-    return buffer.getvalue()
-
 
 def local_media(value: str, what: str, limits: ServerLimits) -> Path:
     """A server-local file named in a request, allowed only under the configured media roots (400 otherwise)."""
@@ -187,9 +177,6 @@ def local_media(value: str, what: str, limits: ServerLimits) -> Path:
         return limits.local_path(value, what)
     except (PermissionError, FileNotFoundError) as exc:
         raise value_error(str(exc), param=what) from None
-
-
-# ---------------------------------------------------------------------------------------------- transfer
 
 
 # ``(form_fields, extra_params, rgb_video_path, control_paths) -> Generation``: runs a transfer request.

@@ -1,18 +1,11 @@
-"""The routes of the stand-in (one router; OpenAPI tags per concern).
+"""The routes of the stand-in (one router), as vLLM-Omni's api_server.py:1937-2950 answers them.
 
-A video POST is parsed by ``parse_video`` for both video routes: the form (FastAPI's form model) becomes the typed
-request, the uploads are read, and the work is described before anything is queued (429 first when the queue is full).
-
-* ``GET /health`` and ``GET /v1/models`` (api_server.py:1937-1979): ready means the model is loaded.
+* ``GET /health`` and ``GET /v1/models``: ready means the model is loaded.
 * ``POST /v1/images/generations``: a JSON body, base64 images or the raw file (a zip for ``n`` > 1).
 * ``POST /v1/videos/sync``: the MP4 in the answer, with vLLM's ``X-*`` headers; the timeout counts queueing.
-* Asynchronous video jobs (api_server.py:2632-2950): create, list, retrieve, download, delete. A failed job answers
-  ``GET`` with its failure code and the job as the body; its content is a 422; a job not finished yet has no content
-  (404). ``DELETE`` stops a queued job at once and a running one at its next step, waiting at most vLLM's abort
-  budget (4 s) before a 409. Waiting never cancels work already running, as on vLLM-Omni.
-
-What runs in the worker thread produces what vLLM-Omni returns: the MP4 (the backend's own finished file as it is,
-else the frames encoded once, with vLLM's encoder settings) or the encoded images.
+* Asynchronous video jobs: a failed job answers ``GET`` with its failure code and the job as the body, and its
+  content with 422; ``DELETE`` stops a queued job at once and a running one at its next step, waiting at most vLLM's
+  abort budget (4 s) before a 409. Waiting never cancels work already running, as on vLLM-Omni.
 """
 
 from __future__ import annotations
@@ -37,33 +30,14 @@ from starlette.concurrency import run_in_threadpool
 
 from ... import media
 from ...errors import GuardrailError
-from ...protocol.vllm_omni import (
-    GUARDRAIL_MESSAGE,
-    HEALTH,
-    IMAGES,
-    MODELS,
-    VIDEO_ENCODER,
-    VIDEO_FILES,
-    VIDEOS,
-    VIDEOS_SYNC,
-)
+from ...protocol.vllm_omni import (GUARDRAIL_MESSAGE, HEALTH, IMAGES, MODELS, VIDEO_ENCODER, VIDEO_FILES, VIDEOS,
+                                   VIDEOS_SYNC)
 from .. import MODEL_CARD_KEY
 from . import action_task, translate
 from .errors import ApiError, bad_request
 from .jobs import Job, new_record
-from .models import (
-    IMAGE_EXAMPLES,
-    VIDEO_EXAMPLES,
-    ErrorEnvelope,
-    ImageData,
-    ImageRequest,
-    ImageResponse,
-    VideoDeleted,
-    VideoError,
-    VideoForm,
-    VideoJob,
-    VideoList,
-)
+from .models import (IMAGE_EXAMPLES, VIDEO_EXAMPLES, ErrorEnvelope, ImageData, ImageRequest, ImageResponse,
+                     VideoDeleted, VideoError, VideoForm, VideoJob, VideoList)
 from .references import TransferRunner
 from .state import ServerState, State
 from .translate import ImageTask, VideoTask
@@ -84,11 +58,8 @@ MP4: dict[int | str, dict[str, Any]] = {200: {"content": {"video/mp4": {}}}, **E
 JOBS = ["video jobs"]
 
 
-
-
 async def wait(future: Future, timeout: float, what: str, total: float) -> Any:
-    """The task's result within ``timeout`` (a 504 names the ``total`` allowed); a client giving up or a 504
-    never stops work already running, as on vLLM-Omni."""
+    """The task's result within ``timeout`` (a 504 names the ``total`` allowed); the work itself goes on."""
     try:
         return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout=max(timeout, 0.001))
     except asyncio.TimeoutError:
@@ -153,7 +124,7 @@ VideoFormBody = Annotated[VideoForm, Form(media_type="multipart/form-data", open
 
 
 async def parse_video(request: Request, form: VideoForm, state: ServerState, stem: str) -> translate.VideoTask:
-    """Everything checked and the media read, before the task is queued (429 first when the queue is full)."""
+    """Everything checked and the media read before the task is queued (429 first when the queue is full)."""
     state.worker.admit()
     typed = form.to_request()
     files = {name: await upload.read() for name in VIDEO_FILES if (upload := getattr(form, name)) is not None}
@@ -202,7 +173,6 @@ async def create_video(request: Request, form: VideoFormBody, state: State) -> V
 
 
 def run_job(state: ServerState, job: Job, task: VideoTask, ctx: TaskContext) -> None:
-    """The job in the worker thread: in progress, then completed with its file, or failed with its error."""
     job_id = job.record.id
     started = time.time()
     state.jobs.update(job_id, status="in_progress")
@@ -295,9 +265,6 @@ async def delete_video(video_id: str, state: State) -> VideoDeleted:
     return VideoDeleted(id=video_id)
 
 
-# ---------------------------------------------------------------------------------------------- in the worker
-
-
 @dataclass
 class Result:
     """What a run produced: its (first) ``Generation``, the encoded images of an image request, and timings."""
@@ -323,22 +290,17 @@ def run_video(task: VideoTask, backend: Any, out: Path, progress: Callable[[int,
                 generation = backend.generate(task.generation, progress=progress)
             progress(0, 0)  # a last cancellation check before the file is written
             encode_start = time.perf_counter()
-            publish(generation, out)
+            finished = getattr(generation, "finished", None)  # the backend's MP4 as it is, else frames encoded once
+            if finished is not None and finished.suffix == ".mp4":
+                finished.publish(out, overwrite=True)
+            else:
+                media.write_mp4(out, generation.frames, generation.fps, sound=generation.sound,
+                                sample_rate=generation.sample_rate, crf=VIDEO_ENCODER["crf"],
+                                preset=VIDEO_ENCODER["preset"], overwrite=True)
             stages = {**_stages(generation.timings), "encode": round(time.perf_counter() - encode_start, 4)}
             return Result(generation, time.perf_counter() - started, stages, _peak_memory_mb())
     finally:
         task.uploads.discard()
-
-
-def publish(generation: Any, out: Path) -> None:
-    """The backend's finished MP4 byte for byte, else the frames encoded once (H.264 ``ultrafast``, crf 18)."""
-    finished = getattr(generation, "finished", None)
-    if finished is not None and finished.suffix == ".mp4":
-        finished.publish(out, overwrite=True)
-        return
-    media.write_mp4(out, generation.frames, generation.fps, sound=generation.sound,
-                    sample_rate=generation.sample_rate, crf=VIDEO_ENCODER["crf"], preset=VIDEO_ENCODER["preset"],
-                    overwrite=True)
 
 
 def run_images(task: ImageTask, backend: Any, progress: Callable[[int, int], None]) -> Result:

@@ -1,5 +1,4 @@
-"""What every route of one stand-in server shares (``app.state.server``, handed to routes as the ``State``
-dependency). Its own module so that :mod:`.translate` can type against it without importing :mod:`.routes`."""
+"""What every route of one stand-in server shares (``app.state.server``; the routes' ``State`` dependency)."""
 
 from __future__ import annotations
 
@@ -50,7 +49,7 @@ class ServerState:
         return self.storage / "uploads"
 
     def submit(self, key: str, task: Callable[[TaskContext], Any], cleanup: Uploads | None = None) -> Future:
-        """Queue ``task``; a full queue is a 429 and the request's uploads are removed."""
+        """Queue ``task``; a full queue is a 429 and ``cleanup``'s uploads are removed."""
         try:
             return self.worker.submit(key, task)
         except ApiError:

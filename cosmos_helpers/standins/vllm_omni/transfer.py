@@ -1,7 +1,5 @@
 """vLLM-Omni 0.30.0 transfer on the stand-in: the request rebuilt as the transfer vLLM-Omni would run, then run on
-diffusers (``make_transfer_runner``, the server's ``transfer_runner``).
-
-vLLM-Omni's transfer (``diffusion/models/cosmos3/``) differs from the framework's:
+diffusers. vLLM-Omni's transfer (``diffusion/models/cosmos3/``) differs from the framework's:
 
 * the bucket is the one nearest the RGB input's shape (else the first control's) at ``extra_params.resolution``
   (default 720; tiers 256/480/704/720 only), by ``protocol.vllm_omni.closest_bucket``;
@@ -13,8 +11,6 @@ vLLM-Omni's transfer (``diffusion/models/cosmos3/``) differs from the framework'
   framework's strict ``(lo, hi)``, holding the same timesteps);
 * the inputs are videos only; one control file is uploaded per request (others must be paths on the server);
 * a single hint gets its tuned defaults; every other key its ``protocol.vllm_omni.TRANSFER_EXTRA`` default.
-
-Guardrails run when the server runs them (``guardrails=`` of the factory) and the request does not turn them off.
 """
 
 from __future__ import annotations
@@ -37,13 +33,9 @@ from .references import TransferRunner
 
 def make_transfer_runner(model: str | None = None, *, backend: Any = None, guardrails: bool = False,
                          step_cache: Any = None) -> TransferRunner:
-    """The local server's ``transfer_runner``: ``runner(form_fields, extra_params, rgb_video_path, control_paths)``.
-
-    It runs the transfer the request describes, with vLLM-Omni's semantics (module docstring), on diffusers with
-    ``model`` (default: the default profile's) and ``backend`` (a ``DiffusersBackend`` for device and dtype;
-    default ``DiffusersBackend()``). ``guardrails`` is the server's own switch, as vLLM-Omni's ``--no-guardrails``:
-    off, no request turns them on. ``step_cache`` is the server's (``--cache-backend``), as for every request.
-    """
+    """The local server's ``transfer_runner(form_fields, extra_params, rgb_video_path, control_paths)``: the
+    request's transfer with vLLM-Omni's semantics, on ``backend`` (default ``DiffusersBackend()``) with ``model``.
+    ``guardrails`` is the server's switch (vLLM-Omni's ``--no-guardrails``): off, no request turns them on."""
     model = model_for(model=model)
 
     def runner(form_fields: dict[str, str], extra_params: dict, rgb_video_path: Path | None,
@@ -115,8 +107,8 @@ def vllm_transfer(form: Mapping[str, str], extra: Mapping[str, Any], rgb_video_p
 
 
 class _Extra:
-    """``extra_params`` read as vLLM-Omni reads them: the first key given, else the single hint's tuned default,
-    else the pipeline's default (``protocol.vllm_omni.TRANSFER_EXTRA``)."""
+    """``extra_params`` as vLLM-Omni reads them: the first key given, else the single hint's tuned default, else the
+    pipeline's (``TRANSFER_EXTRA``)."""
 
     def __init__(self, extra: Mapping[str, Any], form: Mapping[str, str], tuned: Mapping[str, Any]) -> None:
         self.extra, self.form, self.tuned = extra, form, tuned

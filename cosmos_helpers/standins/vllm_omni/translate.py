@@ -1,14 +1,15 @@
-"""From a validated request on the wire to the work the stand-in does: a ``GenerationRequest`` built with every
-value vLLM-Omni 0.30.0 would use (its defaults for what the request leaves out, passed explicitly, for the
-served model), or the inputs of a transfer for the server's ``transfer_runner``.
+"""From a validated request on the wire to the work the stand-in does: a ``GenerationRequest`` with every value
+vLLM-Omni 0.30.0 would use for the served model (its defaults passed explicitly), or a transfer's inputs.
 
 The rules are vLLM-Omni's (``shared/reference/vllm-omni-protocol.md`` §3, §4, §7; facts in
 ``protocol.vllm_omni``): ``extra_params`` overrides the video form's fields and is overridden by the image body's
 top-level ones; Cosmos3 applies ``bool()`` to its switches (``"false"`` is true); omitted ``num_frames`` and
-``seconds`` mean one frame; counts round up to 4k+1; text-to-image guides only for t in [400, 1000] unless the
-request says otherwise; image2video / video2video without a size take the reference's aspect at 1280x720's
-area. What the stand-in accepts but cannot reproduce, and where it answers differently, is listed in
-:mod:`cosmos_helpers.standins.vllm_omni` (the package docstring).
+``seconds`` mean one frame; counts round up to 4k+1; image2video / video2video without a size take the reference's
+aspect at 1280x720's area.
+
+A distilled (4-step) checkpoint is served as vLLM-Omni serves one (``protocol.variants``): its fixed schedule
+whatever ``num_inference_steps`` says, guidance 1.0 (the negative prompt then has no effect), sigmas unshifted, and
+text-to-video, video-to-video and sound refused with vLLM-Omni's message.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from PIL import Image
 
+from ...presets import PROFILES
 from ...prompts import parse_caption
 from ...protocol import vllm_omni as vo
 from ...request import GenerationRequest
 from . import action_task, references
-from .distilled import as_served
+from .action_task import given
 from .errors import bad_request, value_error
 from .limits import ServerLimits
 from .references import Reference, TransferInputs, Uploads
@@ -35,6 +37,11 @@ if TYPE_CHECKING:
 
 TRANSFER_DISABLED = "transfer is not enabled on this server (start it with a transfer runner)"
 _EDGE_HUB = vo.EDGE_MODEL.rsplit("/", 1)[-1].lower()
+# what the pipeline ignores on a distilled checkpoint: the fixed schedule and the baked-in guidance replace them
+_DISTILLED_IGNORES = ("num_inference_steps", "guidance_scale", "guidance_interval", "negative_prompt", "flow_shift")
+_DISTILLED_REFUSES = {"text2video": "text-to-video requests are unsupported.",
+                      "video2video": "video-to-video requests are unsupported.",
+                      "sound": "sound generation is unsupported."}
 
 
 def _is_number(value: Any) -> bool:
@@ -155,8 +162,8 @@ def _generation(req: VideoRequest, prompt: str, negative: str, extra: dict[str, 
         generate = "text2image"  # one frame, made with the video settings and returned as a 1-frame MP4
     return GenerationRequest(**as_served(state.model, dict(
         mode=generate, width=width, height=height, num_frames=None if generate == "text2image" else num_frames,
-        fps=req.fps or defaults["fps"], seed=_given(req.seed, random.randint(0, vo.VIDEO_SEED_MAX)),
-        flow_shift=_given(_number(extra, "flow_shift"), _given(req.flow_shift, defaults["flow_shift"])),
+        fps=req.fps or defaults["fps"], seed=given(req.seed, random.randint(0, vo.VIDEO_SEED_MAX)),
+        flow_shift=given(_number(extra, "flow_shift"), given(req.flow_shift, defaults["flow_shift"])),
         sound=sound, image=image, video=reference.video if mode == "video2video" else None,
         **(dict(condition_frames=_condition_frames(extra.get("condition_frame_indexes_vision")),
                 condition_video_keep=extra.get("condition_video_keep") or vo.GENERATION_EXTRA["condition_video_keep"])
@@ -175,8 +182,8 @@ def image_task(req: ImageRequest, state: ServerState) -> ImageTask:
     fmt = (req.output_format or "png").lower()
     request = GenerationRequest(**as_served(state.model, dict(
         mode="text2image", width=width, height=height,
-        flow_shift=_given(req.flow_shift, _given(_number(extra, "flow_shift"), defaults["flow_shift"])),
-        seed=_given(req.seed, random.randint(0, vo.IMAGE_SEED_MAX)), sound=_sound(False, extra),
+        flow_shift=given(req.flow_shift, given(_number(extra, "flow_shift"), defaults["flow_shift"])),
+        seed=given(req.seed, random.randint(0, vo.IMAGE_SEED_MAX)), sound=_sound(False, extra),
         **_shared(req, prompt, negative, extra, "text2image", defaults, state))))
     return ImageTask(req, request, fmt if fmt in vo.IMAGE_OUTPUT_FORMATS else "jpeg")
 
@@ -279,8 +286,8 @@ def _shared(req: ImageRequest | VideoRequest, prompt: str, negative: str, extra:
     value = extra.get("guidance_interval")
     switches: dict[str, Any] = {
         "prompt": prompt, "negative_prompt": negative, "model": state.model,
-        "num_inference_steps": _given(req.num_inference_steps, defaults["num_inference_steps"]),
-        "guidance_scale": _given(req.guidance_scale, defaults["guidance_scale"]),
+        "num_inference_steps": given(req.num_inference_steps, defaults["num_inference_steps"]),
+        "guidance_scale": given(req.guidance_scale, defaults["guidance_scale"]),
         "guidance_interval": defaults["guidance_interval"] if value is None else references.interval(
             value, "guidance_interval"),
         "guardrails": state.guardrails and bool(extra.get("guardrails", True)), "step_cache": state.step_cache,
@@ -321,5 +328,14 @@ def _number(extra: dict[str, Any], key: str) -> float | None:
     return float(value) if _is_number(value) else None
 
 
-def _given(value: Any, default: Any) -> Any:
-    return default if value is None else value
+def as_served(model: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """``GenerationRequest`` fields for the served checkpoint: for a distilled one, its refusals raised and what it
+    ignores dropped (so the distilled profile's fixed values apply)."""
+    profile = next((p.name for p in PROFILES.values() if p.distilled and p.model == str(model)), None)
+    if profile is None:
+        return fields
+    asked = "sound" if fields.get("sound") else fields["mode"]
+    if asked in _DISTILLED_REFUSES:
+        message = "Cosmos3 distilled checkpoints support only text-to-image and image-to-video generation; "
+        raise value_error(message + _DISTILLED_REFUSES[asked], param="generate_sound" if asked == "sound" else None)
+    return {**{k: v for k, v in fields.items() if k not in _DISTILLED_IGNORES}, "profile": profile}

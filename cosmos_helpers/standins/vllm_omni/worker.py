@@ -1,10 +1,6 @@
-"""One generation at a time, in arrival order, as Cosmos3 runs on vLLM-Omni (``max_num_seqs`` is 1).
-
-A one-thread ``ThreadPoolExecutor`` is the FIFO queue. What it lacks is added here: a bound on waiting work
-(``max_queue``; beyond it a 429 + ``Retry-After``, a stand-in feature: vLLM-Omni queues without
-limit) and cancelling a *running* task, which stops at its next denoising step through :class:`TaskContext`.
-A synchronous call's timeout counts its queueing, exactly like the real server's. At shutdown queued tasks are
-dropped and the running one is asked to stop at its next step (the executor's thread is joined at exit).
+"""One generation at a time, in arrival order, as Cosmos3 runs on vLLM-Omni (``max_num_seqs`` is 1): a one-thread
+``ThreadPoolExecutor``, plus a bound on waiting work (``max_queue``, then 429 + ``Retry-After``: a stand-in feature)
+and cancelling a *running* task, which stops at its next denoising step (:class:`TaskContext`).
 """
 
 from __future__ import annotations
@@ -28,14 +24,13 @@ class Cancelled(Exception):
 
 @dataclass
 class TaskContext:
-    """What a running task sees: its cancel flag, checked at each progress report."""
+    """A running task's cancel flag, checked at each progress report."""
 
     key: str
     cancel: threading.Event = field(default_factory=threading.Event)
     started: bool = False
 
-    def progress(self, step: int, total: int) -> None:
-        """The backend's per-step callback; also the point where a deleted job stops."""
+    def progress(self, step: int, total: int) -> None:  # the backend's per-step callback
         if self.cancel.is_set():
             raise Cancelled(self.key)
 
@@ -68,8 +63,7 @@ class SerialWorker:
         return self._pool is not None
 
     @property
-    def waiting(self) -> int:
-        """Tasks accepted and not started."""
+    def waiting(self) -> int:  # accepted and not started
         with self._lock:
             return sum(1 for _future, context in self._tasks.values() if not context.started)
 

@@ -33,10 +33,9 @@ from ...step_cache import SeaCache, check_for_backend
 from ..base import Backend, ProgressCallback
 from ..memory import MemorySettings, apply_memory, plan_memory, resolve_memory
 from . import distilled, modelopt_fp8, samples
-from .guardrails import Guardrails
 from .loading import SHARED, Builder, Loaded, load_pipeline, resolve_source
 from .loops import loop_for
-from .runner import CallRun
+from .runner import CallRun, Guardrails
 
 NAME = "diffusers"
 
@@ -160,11 +159,6 @@ class DiffusersBackend(Backend):
                 "scheduler": scheduler.__name__ if isinstance(scheduler, type) else scheduler,
                 **{k: v for k, v in self.memory_kwargs.items() if k != "offload"}}
 
-    def guardrail_checker(self, guardrails: bool = True):
-        """The Cosmos guardrail checker this backend's generations use (loaded once), or ``None`` when
-        ``guardrails`` is off; other in-process workflows (audio) check their prompt and video with the same one."""
-        return self.guardrails.get(guardrails)
-
     # 3. The shared pipeline ---------------------------------------------------------------------------------------
 
     def pipeline(self, model: str | None = None):
@@ -246,22 +240,17 @@ class DiffusersBackend(Backend):
     def _generate_on_workers(self, request: GenerationRequest, progress: ProgressCallback | None) -> Generation:
         started = time.perf_counter()
         checker = self.guardrails.check_prompt(bool(request.guardrails), request.prompt_text())
-        bar = progress_bar(request.num_inference_steps, f"{request.mode} denoising on {self.plan.gpus} GPUs", "step",
-                           enabled=self.progress)
+        with progress_bar(request.num_inference_steps, f"{request.mode} denoising on {self.plan.gpus} GPUs", "step",
+                          enabled=self.progress) as bar:
 
-        def on_step(step: int, total: int) -> None:
-            if bar is not None:
+            def on_step(step: int, total: int) -> None:
                 bar.update(step - bar.n)
-            if progress is not None:
-                progress(step, total)
+                if progress is not None:
+                    progress(step, total)
 
-        try:
             group = self._worker_group()
             start_s = time.perf_counter() - started
             generation = group.generate(request.replace(guardrails=False), on_step)
-        finally:
-            if bar is not None:
-                bar.close()
         generation.request = request
         generation.timings.update(workers_start_s=start_s, total_s=time.perf_counter() - started)
         generation.frames = self.guardrails.check_frames(checker, generation.frames)

@@ -17,8 +17,8 @@ import numpy as np
 from ...precision import diffusers_call_kwargs
 from ...presets import SOUND_SAMPLE_RATE
 from ...request import GenerationRequest
-from . import action, distilled, edit
-from .arguments import prompt_options, video_kwargs
+from . import distilled, edit
+from .arguments import action_kwargs, predicted_actions, prompt_options, video_kwargs
 
 OnStep = Callable[[int], None]  # called after every denoising step with its 0-based index
 
@@ -49,7 +49,7 @@ class StockLoop:
         (``request.prompt_text()``), so the sentence templates are off for it, as on the other backends.
         """
         if request.is_action:
-            return {**action.call_kwargs(request), **diffusers_call_kwargs(request.precision)}
+            return {**action_kwargs(request), **diffusers_call_kwargs(request.precision)}
         kwargs: dict[str, Any] = dict(
             prompt=request.prompt_text(), negative_prompt=request.negative_prompt_text(),
             num_frames=request.num_frames, height=request.height, width=request.width, fps=request.fps,
@@ -88,7 +88,7 @@ class StockLoop:
         rate = int(tokenizer.config.get("sampling_rate", SOUND_SAMPLE_RATE)) if tokenizer is not None \
             else SOUND_SAMPLE_RATE
         return Denoised(frames[0] if frames.ndim == 5 else frames, _timesteps(pipe), sound, rate,
-                        action.predicted_actions(output, request))
+                        predicted_actions(output, request))
 
 
 class DistilledLoop:

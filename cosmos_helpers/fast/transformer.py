@@ -284,11 +284,6 @@ class FastForward:
             preds_action = t._unpack_action_latents(packed, kw["action_token_shapes"], kw["action_noisy_frame_indexes"])
         return preds_vision, preds_sound, preds_action
 
-    def _run(self, branches: list[dict]):
-        """Embed, run and decode the given branches (one pass each) together."""
-        embedded = [self._embed_branch(kw) for kw in branches]
-        return [self._decode(kw, rows, e.shapes) for kw, rows, e in zip(branches, self._stack(embedded), embedded)]
-
     def _embed_branch(self, kw: dict) -> "_Branch":
         t = self.transformer
         dtype, device = t.embed_tokens.weight.dtype, t.embed_tokens.weight.device

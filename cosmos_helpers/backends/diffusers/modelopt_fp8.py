@@ -21,6 +21,7 @@ which W8A8 ran.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import types
 from pathlib import Path
@@ -165,23 +166,13 @@ def provenance(pipe: Any, request: GenerationRequest, gemm: str | None = None) -
         return {"precision": out}
     trace = list(getattr(pipe, "_mixed_precision_trace", None) or [])
     config = getattr(pipe, "_mixed_precision_config", None)
-    out.update(steps=_runs(trace), steps_w8a16=[i for i, name in enumerate(trace) if name == facts.TRACE_HIGH],
+    runs = ", ".join(f"{len(list(run))} {name}" for name, run in itertools.groupby(trace))  # "3 W8A16, 29 W8A8, ..."
+    out.update(steps=runs, steps_w8a16=[i for i, name in enumerate(trace) if name == facts.TRACE_HIGH],
                w8a8_gemm=gemm if gemm == CPU_GEMM else _gemm_chosen(pipe))
     if config is not None:
         out["resolved"] = {"format": config.format, "first_steps": config.first_steps, "last_steps": config.last_steps,
                            "reasoner": config.reasoner_policy}
     return {"precision": out}
-
-
-def _runs(trace: list[str]) -> str:
-    """``"3 W8A16, 29 W8A8, 3 W8A16"``: the trace as runs."""
-    runs: list[list[Any]] = []
-    for name in trace:
-        if runs and runs[-1][1] == name:
-            runs[-1][0] += 1
-        else:
-            runs.append([1, name])
-    return ", ".join(f"{n} {name}" for n, name in runs)
 
 
 def _gemm_chosen(pipe: Any) -> str:

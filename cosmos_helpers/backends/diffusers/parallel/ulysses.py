@@ -23,7 +23,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from diffusers.models.attention_dispatch import dispatch_attention_fn
-from diffusers.models.transformers.transformer_cosmos3 import Cosmos3PackedMoTAttention, _rotate_half
+from diffusers.models.transformers.transformer_cosmos3 import Cosmos3PackedMoTAttention
+
+from ....models.cosmos3_attention import project_qkv
 
 
 @dataclass
@@ -119,22 +121,8 @@ class UlyssesAttnProcessor:
 
     def __call__(self, attn: Cosmos3PackedMoTAttention, und_seq, gen_seq, rotary_emb):
         sp = self.ulysses
-        heads, kv_heads, dim = attn.num_attention_heads, attn.num_key_value_heads, attn.head_dim
-        q_und = attn.norm_q(attn.to_q(und_seq).view(-1, heads, dim))
-        k_und = attn.norm_k(attn.to_k(und_seq).view(-1, kv_heads, dim))
-        v_und = attn.to_v(und_seq).view(-1, kv_heads, dim)
-        k_und_for_gen = attn.k_norm_und_for_gen(k_und) if attn.k_norm_und_for_gen is not None else k_und
-        q_gen = attn.norm_added_q(attn.add_q_proj(gen_seq).view(-1, heads, dim))
-        k_gen = attn.norm_added_k(attn.add_k_proj(gen_seq).view(-1, kv_heads, dim))
-        v_gen = attn.add_v_proj(gen_seq).view(-1, kv_heads, dim)
-
-        cos_und, sin_und, cos_gen, sin_gen = (t.unsqueeze(1) for t in rotary_emb)
-        q_und = q_und * cos_und + _rotate_half(q_und) * sin_und
-        k_und = k_und * cos_und + _rotate_half(k_und) * sin_und
-        k_und_for_gen = k_und_for_gen * cos_und + _rotate_half(k_und_for_gen) * sin_und
-        q_gen = q_gen * cos_gen + _rotate_half(q_gen) * sin_gen
-        k_gen = k_gen * cos_gen + _rotate_half(k_gen) * sin_gen
-
+        heads, kv_heads = attn.num_attention_heads, attn.num_key_value_heads
+        q_und, k_und, v_und, k_und_for_gen, q_gen, k_gen, v_gen = project_qkv(attn, und_seq, gen_seq, rotary_emb)
         if kv_heads % sp.size:  # repeat key/value heads to the query heads so they split evenly
             k_und, v_und, k_und_for_gen, k_gen, v_gen = (
                 t.repeat_interleave(heads // kv_heads, dim=1) for t in (k_und, v_und, k_und_for_gen, k_gen, v_gen))

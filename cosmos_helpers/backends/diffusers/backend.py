@@ -138,8 +138,9 @@ class DiffusersBackend(Backend):
         request = request.resolve()
         self.check(request)
         if self.plan.parallel:
-            return self._generate_on_workers(request, progress)
-        generation = CallRun(self, request, progress).run()
+            generation = self._generate_on_workers(request, progress)
+        else:
+            generation = CallRun(self, request, progress).run()
         generation.settings = self.output_settings()
         return generation
 
@@ -254,7 +255,6 @@ class DiffusersBackend(Backend):
         generation.request = request
         generation.timings.update(workers_start_s=start_s, total_s=time.perf_counter() - started)
         generation.frames = self.guardrails.check_frames(checker, generation.frames)
-        generation.settings = self.output_settings()
         return generation
 
 

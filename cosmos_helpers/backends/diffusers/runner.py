@@ -160,8 +160,8 @@ class CallRun:
                 provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
                               **({"memory": loaded.memory} if loaded.memory else {}),
                               "scheduler": type(pipe.scheduler).__name__, "fast": bool(self.fast),
-                              **loop.provenance, "timesteps": denoised.timesteps, **cache.provenance,
-                              **modelopt_fp8.provenance(pipe, request, loaded.w8a8_gemm)}
+                              **loop.provenance, "timesteps": [round(float(t), 3) for t in pipe.scheduler.timesteps],
+                              **cache.provenance, **modelopt_fp8.provenance(pipe, request, loaded.w8a8_gemm)}
         return denoised, provenance
 
     @contextlib.contextmanager

@@ -88,11 +88,7 @@ def rank_fast_options(fast, plan):
     if not fast or not plan.parallel:
         return fast
     options = fast if isinstance(fast, FastOptions) else FastOptions()
-    if plan.cfg_parallel > 1:
-        options = replace(options, batch_cfg=False)
-    if plan.ulysses > 1:
-        options = replace(options, batch_cfg=False, cuda_graphs=False)
-    return options
+    return replace(options, batch_cfg=False, cuda_graphs=False if plan.ulysses > 1 else options.cuda_graphs)
 
 
 def install_plan(pipe, plan, groups: dict, rank: int, fast=None):

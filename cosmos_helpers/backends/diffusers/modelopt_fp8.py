@@ -43,14 +43,6 @@ def is_fp8(request: GenerationRequest) -> bool:
     return isinstance(request.precision, FP8)
 
 
-def checkpoint_quantization(folder: str | Path) -> dict[str, Any] | None:
-    """The ``quantization_config`` of a local checkpoint's ``transformer/config.json`` (``None``: none)."""
-    config = Path(folder).expanduser() / "transformer" / "config.json"
-    if not config.is_file():
-        return None
-    return json.loads(config.read_text(encoding="utf-8")).get("quantization_config")
-
-
 def is_modelopt_fp8(quantization: dict[str, Any] | None) -> bool:
     return bool(quantization) and quantization.get("quant_method") == facts.QUANT_METHOD and \
         str(quantization.get("quant_type", "")).upper().startswith(facts.QUANT_TYPE)
@@ -69,7 +61,9 @@ def check_request(request: GenerationRequest, *, fast: Any, weight_storage: str 
                               "vLLM-Omni server (serve_command(model, precision='fp8')).")
     model = request.model
     local = Path(model).expanduser()
-    quantization = checkpoint_quantization(local) if local.is_dir() else None
+    config, quantization = local / "transformer" / "config.json", None  # a local checkpoint's quantization_config
+    if config.is_file():
+        quantization = json.loads(config.read_text(encoding="utf-8")).get("quantization_config")
     if not is_fp8(request):
         if is_modelopt_fp8(quantization):
             raise ValidationError("precision", f"{model} is a ModelOpt FP8 checkpoint, and the request leaves "

@@ -18,8 +18,6 @@ prompt's cached text keys/values, whole on every rank, for the heads the rank at
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.distributed as dist
 from diffusers.models.attention_dispatch import dispatch_attention_fn
@@ -28,20 +26,12 @@ from diffusers.models.transformers.transformer_cosmos3 import Cosmos3PackedMoTAt
 from ....models.cosmos3_attention import project_qkv
 
 
-@dataclass
-class _Lengths:
-    """The real (unpadded) pathway lengths of the pass in flight, set by the shard seam."""
-
-    und: int = 0
-    gen: int = 0
-
-
 class Ulysses:
     """Shard seam, gather seam and attention processor of one transformer, over one process group."""
 
     def __init__(self, group, size: int, rank: int) -> None:
         self.group, self.size, self.rank = group, size, rank
-        self.lengths = _Lengths()
+        self.lengths = (0, 0)  # the real (unpadded) text and generation lengths of the pass in flight
         self.passes = 0  # transformer passes sharded so far (tests and reports)
 
     # seams ------------------------------------------------------------------------------------------------
@@ -55,14 +45,12 @@ class Ulysses:
         return x[self.rank * per:(self.rank + 1) * per]
 
     def shard(self, und_seq, gen_seq, rotary):
-        self.lengths = _Lengths(und=und_seq.shape[0], gen=gen_seq.shape[0])
+        self.lengths = (und_seq.shape[0], gen_seq.shape[0])
         self.passes += 1
-        cos_und, sin_und, cos_gen, sin_gen = rotary
-        return (self.split_rows(und_seq), self.split_rows(gen_seq),
-                tuple(self.split_rows(t) for t in (cos_und, sin_und, cos_gen, sin_gen)))
+        return self.split_rows(und_seq), self.split_rows(gen_seq), tuple(self.split_rows(t) for t in rotary)
 
     def gather(self, und_out, gen_out):
-        return self.join_rows(und_out, self.lengths.und), self.join_rows(gen_out, self.lengths.gen)
+        return self.join_rows(und_out, self.lengths[0]), self.join_rows(gen_out, self.lengths[1])
 
     def join_rows(self, x: torch.Tensor, length: int) -> torch.Tensor:
         """Every rank's rows of ``x``, in rank order, padding dropped (an all-gather)."""
@@ -126,7 +114,7 @@ class UlyssesAttnProcessor:
         if kv_heads % sp.size:  # repeat key/value heads to the query heads so they split evenly
             k_und, v_und, k_und_for_gen, k_gen, v_gen = (
                 t.repeat_interleave(heads // kv_heads, dim=1) for t in (k_und, v_und, k_und_for_gen, k_gen, v_gen))
-        und_len, gen_len = sp.lengths.und, sp.lengths.gen
+        und_len, gen_len = sp.lengths
         local_und, local_gen = und_seq.shape[0], gen_seq.shape[0]
         q_und, k_und, v_und, k_und_for_gen = (sp.tokens_to_heads(t, und_len)
                                               for t in (q_und, k_und, v_und, k_und_for_gen))

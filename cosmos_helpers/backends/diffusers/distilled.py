@@ -115,9 +115,10 @@ def counting_steps(pipe, on_step: Callable[[int], None]) -> Iterator[None]:
 
 
 def denoise(pipe, request: GenerationRequest, kwargs: dict[str, Any], on_step: Callable[[int], None]):
-    """Run one request with its :func:`call_kwargs`; returns the frames (``output_type='np'``)."""
+    """Run one request with its :func:`call_kwargs`; returns the frames (``output_type='np'``) and the timesteps."""
     import torch
 
     with counting_steps(pipe, on_step), torch.inference_mode():
-        return pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(request.seed),
-                    output="videos", output_type="np")
+        frames = pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(request.seed),
+                      output="videos", output_type="np")
+    return frames, [round(float(t), 3) for t in pipe.scheduler.timesteps]

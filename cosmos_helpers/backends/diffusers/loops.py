@@ -93,7 +93,8 @@ class DistilledLoop:
     call_kwargs = staticmethod(distilled.call_kwargs)
 
     def denoise(self, pipe, request: GenerationRequest, kwargs: dict, on_step: OnStep, **_: Any) -> Denoised:
-        return Denoised(_squeeze(distilled.denoise(pipe, request, kwargs, on_step)))
+        frames, _timesteps = distilled.denoise(pipe, request, kwargs, on_step)  # the runner records the timesteps
+        return Denoised(_squeeze(frames))
 
 
 class EditLoop:

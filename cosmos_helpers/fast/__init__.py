@@ -44,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import weakref
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator
 
 __all__ = ["FastOptions", "SMALL_PASS_TOKENS", "enable_fast_path", "disable_fast_path", "is_fast", "fast_path_stats",
@@ -102,16 +102,16 @@ SMALL_PASS_TOKENS = 16_384
 _STATES: "weakref.WeakKeyDictionary[Any, _FastState]" = weakref.WeakKeyDictionary()
 
 
+@dataclass(eq=False)
 class _FastState:
-    def __init__(self, options: FastOptions, resolved: FastOptions) -> None:
-        self.options = options
-        self.resolved = resolved  # every ``None`` decided for the pipeline's device
-        self.forward = None
-        self.decode = None
-        self.originals: list[tuple[Any, str, Any]] = []  # (object, attribute, what its instance had) to undo
-        self.blank_encode = False
-        self.blank_encodes_skipped = 0
-        self.active = True
+    options: FastOptions
+    resolved: FastOptions  # every ``None`` decided for the pipeline's device
+    forward: Any = None
+    decode: Any = None
+    originals: list[tuple[Any, str, Any]] = field(default_factory=list)  # (object, attribute, its instance's) to undo
+    blank_encode: bool = False
+    blank_encodes_skipped: int = 0
+    active: bool = True
 
     def set_active(self, active: bool) -> None:
         """Route calls through the fast path (``True``) or straight to stock code; nothing is re-patched."""

@@ -1,22 +1,17 @@
 """A drop-in ``forward`` for ``Cosmos3OmniTransformer`` that computes the same predictions faster.
 
-Per pass, stock runs the text tower and the generation tower over the whole packed sequence. This
-forward instead:
+Per pass, stock runs the text tower and the generation tower over the whole packed sequence. This forward takes the
+prompt's per-layer text keys/values from :class:`~.text_cache.TextKVCache` (computed once per prompt) and runs only
+the generation tower (vision, sound and action tokens) with them, with stock's layer maths operation for operation
+(bit-identical on CPU in fp32); on CUDA as a CUDA graph (:mod:`.graphs`) with the attention kernel picked for the
+shape (:mod:`.attention`), optionally with stacked q/k/v and gate/up weights (:mod:`.projections`).
 
-1. takes the prompt's per-layer text keys/values from :class:`~.text_cache.TextKVCache` (computed once
-   per prompt);
-2. runs only the generation tower (vision, sound and action tokens) with those keys/values; the layer
-   maths are stock's, operation for operation, so on CPU in fp32 the result is bit-identical;
-3. (CUDA) replays that stack as a CUDA graph (:mod:`.graphs`) and uses the attention kernel picked for
-   the shape (:mod:`.attention`);
-   (optional, ``fuse_projections``) multiplies by stacked q/k/v and gate/up weights (:mod:`.projections`);
-4. (optional, ``batch_cfg``) runs the conditional and the unconditional pass of a step as one batch:
-   the pipeline calls the transformer twice per step with the same noisy latents and timesteps and
-   different prompts; from step 2 on the negative prompt's packed inputs are known, so the conditional
-   call computes both branches together (weights read once, larger matrix products), returns the
-   conditional result and hands the unconditional one to the next call if, and only if, that call's
-   arguments are the very same objects. Otherwise it is computed normally. Attention stays per branch.
-   Steps above ``batch_max_tokens`` run one branch at a time.
+``batch_cfg`` runs the conditional and the unconditional pass of a step as one batch: the pipeline calls the
+transformer twice per step with the same noisy latents and timesteps and different prompts; from step 2 on the
+negative prompt's packed inputs are known, so the conditional call computes both branches together (weights read
+once, larger matrix products), returns the conditional result and hands the unconditional one to the next call if,
+and only if, that call's arguments are the very same objects. Otherwise it is computed normally. Attention stays per
+branch. Steps above ``batch_max_tokens`` run one branch at a time.
 
 Under Ulysses sequence parallelism (:mod:`cosmos_helpers.backends.diffusers.parallel.ulysses`) each rank runs the
 generation stack on its slice of the generation tokens and exchanges them for heads around attention; the text
@@ -49,6 +44,7 @@ from .projections import FusedProjections
 from .sea_cache import SeaCacheGate, hooked_modules, sea_cache_root
 from .text_cache import TextKVCache
 
+
 def _has(kw: dict, modality: str) -> bool:
     """The pass carries ``modality`` ("sound", "action") tokens, as stock decides it."""
     return kw.get(f"{modality}_tokens") is not None and kw.get(f"{modality}_sequence_indexes") is not None
@@ -59,8 +55,7 @@ class FastForward:
 
     def __init__(self, transformer, *, attention: str = "auto", cuda_graphs: bool = True,
                  graph_max_tokens: int | None = None, batch_cfg: bool = True, batch_max_tokens: int | None = None,
-                 compile: bool | str = False,
-                 fuse_projections: bool = False) -> None:
+                 compile: bool | str = False, fuse_projections: bool = False) -> None:
         self.transformer = transformer
         self.compiled = None
         if compile and fusable(transformer):
@@ -72,9 +67,7 @@ class FastForward:
         # callers that pick their keyword arguments from forward's signature (diffusers' modular denoise loop,
         # e.g. a distilled pipeline sharing this transformer) see stock's, not (*args, **kwargs)
         self.__signature__ = inspect.signature(self.stock_forward)
-        self.attention = attention
-        self.batch_cfg = batch_cfg
-        self.batch_max_tokens = batch_max_tokens
+        self.attention, self.batch_cfg, self.batch_max_tokens = attention, batch_cfg, batch_max_tokens
         self.text = TextKVCache(transformer)
         self.graphs = GraphCache(max_tokens=graph_max_tokens) if cuda_graphs else None
         if self.graphs is not None:
@@ -283,11 +276,6 @@ class FastForward:
                                        domain_ids.to(device=gen_out.device))
             preds_action = t._unpack_action_latents(packed, kw["action_token_shapes"], kw["action_noisy_frame_indexes"])
         return preds_vision, preds_sound, preds_action
-
-    def _run(self, branches: list[dict]):
-        """Embed, run and decode the given branches (one pass each) together."""
-        embedded = [self._embed_branch(kw) for kw in branches]
-        return [self._decode(kw, rows, e.shapes) for kw, rows, e in zip(branches, self._stack(embedded), embedded)]
 
     def _embed_branch(self, kw: dict) -> "_Branch":
         t = self.transformer

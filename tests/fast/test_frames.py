@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cosmos_helpers import media  # noqa: E402
-from cosmos_helpers.fast.frames import video_to_host_uint8  # noqa: E402
+from cosmos_helpers.fast.vae import video_to_host_uint8  # noqa: E402
 
 
 def test_same_values_as_host_conversion_including_rounding_ties():

@@ -33,13 +33,13 @@ from typing import Any, Callable
 import numpy as np
 
 from ... import media
-from ...errors import BackendUnavailableError, GuardrailError, ValidationError
+from ...errors import BackendUnavailableError, ValidationError
 from ...presets import DEFAULT_PROFILE, SOUND_SAMPLE_RATE, VIDEO_SIZES, get_profile, model_for, size_for
 from ...result import Generation
 from ...schedules import native_flow_scheduler
 from ...specs.resolve import ResolvedSample
 from ...specs.transfer import format_transfer_prompt
-from .clock import StepClock
+from .runner import StepClock
 
 WAV_EXTENSIONS = frozenset({".wav", ".wave"})
 EXPERIMENTAL_NOTE = ("EXPERIMENTAL: audio-conditioned generation on diffusers packs the clip as clean sound tokens; "
@@ -189,25 +189,17 @@ def run_audio_call(call: AudioCall, *, backend: Any, model: str | None = None,
     its lock for the call; with ``call.guardrails`` the backend's guardrail checks the prompt and the video."""
     started = time.perf_counter()
     model = model_for(model=model)
-    checker = backend.guardrail_checker(call.guardrails)
-    if checker is not None and not checker.check_text_safety(call.prompt):
-        raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
+    checker = backend.guardrails.check_prompt(call.guardrails, call.prompt)
     clock = StepClock(call.num_steps, "audio->video (experimental)", bar=progress is True,
                       callback=progress if callable(progress) else None, started=started)
     with clock, backend.borrowed(model) as pipe:
         clock.load_s = time.perf_counter() - started
         clock.call_start = time.perf_counter()
         video, sound_frames, device = _generate(pipe, call, lambda _: clock.step())
-    timings = clock.timings
-    frames = media.to_uint8(video)
-    if checker is not None:
-        checked = checker.check_video_safety(frames)
-        if checked is None:
-            raise GuardrailError("the Cosmos guardrails blocked the generated video.")
-        frames = np.asarray(checked, dtype=np.uint8)
     return Generation(
-        frames=frames, fps=call.fps, seed=call.seed, sound=call.waveform,
-        sample_rate=SOUND_SAMPLE_RATE, backend="diffusers", model=str(model), timings=timings,
+        frames=backend.guardrails.check_frames(checker, media.to_uint8(video)), fps=call.fps, seed=call.seed,
+        sound=call.waveform, sample_rate=SOUND_SAMPLE_RATE, backend="diffusers", model=str(model),
+        timings=clock.timings,
         provenance={"workflow": "audio_image2video", "experimental": EXPERIMENTAL_NOTE, "prompt": call.prompt,
                     "negative_prompt": call.negative_prompt, "num_steps": call.num_steps, "guidance": call.guidance,
                     "shift": call.shift, "sound_latent_frames": sound_frames,

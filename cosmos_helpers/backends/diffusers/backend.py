@@ -18,25 +18,29 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from ... import media
 from ...errors import ValidationError
 from ...fast import FastOptions
 from ...limits import check_backend_mode
 from .parallel.plan import ParallelPlan
 from ...precision import FP8
 from ...presets import model_for
+from ...protocol import action as ap
+from ...protocol import framework as fw
 from ...protocol.fp8 import REVISION
 from ...progress import progress_bar
 from ...request import GenerationRequest
-from ...result import Generation
+from ...result import FinishedFile, Generation
 from ...schedules import configure_scheduler
-from ...step_cache import SeaCache, check_for_backend
+from ...specs.resolve import ResolvedSample
+from ...specs.runs import SampleRun, SampleSupport, generation_request
+from ...step_cache import SeaCache, StepCache, check_for_backend
 from ..base import Backend, ProgressCallback
 from ..memory import MemorySettings, apply_memory, plan_memory, resolve_memory
-from . import distilled, modelopt_fp8, samples
-from .guardrails import Guardrails
+from . import distilled, modelopt_fp8
 from .loading import SHARED, Builder, Loaded, load_pipeline, resolve_source
 from .loops import loop_for
-from .runner import CallRun
+from .runner import CallRun, Guardrails
 
 NAME = "diffusers"
 
@@ -139,8 +143,9 @@ class DiffusersBackend(Backend):
         request = request.resolve()
         self.check(request)
         if self.plan.parallel:
-            return self._generate_on_workers(request, progress)
-        generation = CallRun(self, request, progress).run()
+            generation = self._generate_on_workers(request, progress)
+        else:
+            generation = CallRun(self, request, progress).run()
         generation.settings = self.output_settings()
         return generation
 
@@ -159,11 +164,6 @@ class DiffusersBackend(Backend):
         return {"dtype": str(self.dtype).replace("torch.", ""),
                 "scheduler": scheduler.__name__ if isinstance(scheduler, type) else scheduler,
                 **{k: v for k, v in self.memory_kwargs.items() if k != "offload"}}
-
-    def guardrail_checker(self, guardrails: bool = True):
-        """The Cosmos guardrail checker this backend's generations use (loaded once), or ``None`` when
-        ``guardrails`` is off; other in-process workflows (audio) check their prompt and video with the same one."""
-        return self.guardrails.get(guardrails)
 
     # 3. The shared pipeline ---------------------------------------------------------------------------------------
 
@@ -215,18 +215,33 @@ class DiffusersBackend(Backend):
         self._workers = WorkerGroup(self.plan, spec, step_timeout=self.worker_timeout).start()
         return self._workers
 
-    # 3. Framework input samples (run_spec): as requests, transfer and audio through their own loops ----------------
+    # 3. Framework input samples (run_spec): a generation or action sample as its request, a transfer through the
+    # diffusers transfer, audio_image2video through the experimental loop; each output saved as the framework saves it
 
-    sample_support = samples.SUPPORT
+    sample_support = SampleSupport(transfer=True, sound_conditioning=True, action_domains=ap.DIFFUSERS_RAW_DIM,
+                                   always_shares_positions=True)
 
     def check_sample(self, sample: Any, r: Any, given: set[str], step_cache: Any = None) -> None:
-        """As a request (:mod:`.samples`), with the run's step cache and the backend's scheduler checked against it."""
+        """As a request, with the run's step cache and the backend's scheduler checked against it."""
         super().check_sample(sample, r, given)
-        samples.check_cache(step_cache, r)
-        samples.check_scheduler(self.scheduler, r, given)
+        _check_sample_cache(step_cache, r)
+        _check_sample_scheduler(self.scheduler, r, given)
 
-    def run_sample(self, run: Any, *, progress: Any = True, server_paths: bool = False) -> Generation:
-        return samples.run_sample(self, run, progress)
+    def run_sample(self, run: SampleRun, *, progress: Any = True, server_paths: bool = False) -> Generation:
+        """The output of a checked sample run (a callable ``progress`` gets the steps), as the framework saves it."""
+        r = run.resolved
+        if r.is_transfer:
+            from .transfer import run_transfer  # OpenCV and the modular blocks load on first use
+
+            generation = run_transfer(r, backend=self, progress=progress, step_cache=run.step_cache)
+        elif r.model_mode in fw.SOUND_CONDITION_MODES:
+            from .audio import run_audio_sample  # scipy and the sound tokenizer load on first use
+
+            generation = run_audio_sample(r, backend=self, progress=progress)
+        else:
+            request = generation_request(r, run.given, run.step_cache)
+            generation = self.generate(request, progress=progress if callable(progress) else None)
+        return framework_file(generation, r)
 
     def close(self) -> None:
         """Stop this backend's worker processes (multi-GPU); a later call starts them again."""
@@ -246,26 +261,20 @@ class DiffusersBackend(Backend):
     def _generate_on_workers(self, request: GenerationRequest, progress: ProgressCallback | None) -> Generation:
         started = time.perf_counter()
         checker = self.guardrails.check_prompt(bool(request.guardrails), request.prompt_text())
-        bar = progress_bar(request.num_inference_steps, f"{request.mode} denoising on {self.plan.gpus} GPUs", "step",
-                           enabled=self.progress)
+        with progress_bar(request.num_inference_steps, f"{request.mode} denoising on {self.plan.gpus} GPUs", "step",
+                          enabled=self.progress) as bar:
 
-        def on_step(step: int, total: int) -> None:
-            if bar is not None:
+            def on_step(step: int, total: int) -> None:
                 bar.update(step - bar.n)
-            if progress is not None:
-                progress(step, total)
+                if progress is not None:
+                    progress(step, total)
 
-        try:
             group = self._worker_group()
             start_s = time.perf_counter() - started
             generation = group.generate(request.replace(guardrails=False), on_step)
-        finally:
-            if bar is not None:
-                bar.close()
         generation.request = request
         generation.timings.update(workers_start_s=start_s, total_s=time.perf_counter() - started)
         generation.frames = self.guardrails.check_frames(checker, generation.frames)
-        generation.settings = self.output_settings()
         return generation
 
 
@@ -293,3 +302,48 @@ def _check_options(plan: ParallelPlan, fast: Any, device: str | None, device_map
     if plan.cfg_parallel > 1 and isinstance(fast, FastOptions) and fast.batch_cfg:
         raise ValidationError("fast", "FastOptions(batch_cfg=True) runs both guidance branches on one GPU, and "
                               "cfg_parallel=2 runs them on two.", "leave batch_cfg unset, or use cfg_parallel=1.")
+
+
+def _check_sample_cache(step_cache: StepCache, r: ResolvedSample) -> None:
+    """A run's step cache: SeaCache's hooks, which the experimental sound-conditioned loop does not have."""
+    if step_cache is None:
+        return
+    check_for_backend(step_cache, NAME)
+    if r.model_mode in fw.SOUND_CONDITION_MODES:
+        raise ValidationError("step_cache", f"the experimental {r.model_mode} loop on diffusers runs every step: it "
+                              "has no step cache.", "leave step_cache out (--step-cache), or run the sample on the "
+                              "framework.")
+
+
+def _check_sample_scheduler(scheduler: Any, r: ResolvedSample, given: set[str]) -> None:
+    """A scheduler instance given to the backend, against the sample, before any work. Transfer and audio samples
+    run the framework's own sampler here (it would be left unused while the manifest named it); a generation
+    sample sends its shift, the framework's default where it sets none, which the instance must share."""
+    if scheduler is None:
+        return
+    if r.is_transfer or r.model_mode in fw.SOUND_CONDITION_MODES:
+        raise ValidationError("scheduler", f"a {r.model_mode} sample runs the framework's own sampler (flow UniPC "
+                              "at the sample's shift) on diffusers; the backend's scheduler would not be used.",
+                              "run it on a DiffusersBackend made without scheduler=.")
+    if isinstance(scheduler, type) or distilled.is_distilled_model(r.model):
+        return  # a class takes the sample's shift; the distilled path refuses any scheduler itself
+    try:
+        configure_scheduler({}, scheduler, r.shift, shift_given=True)
+    except ValidationError as error:
+        if error.field != "flow_shift":
+            raise
+        whose = "the sample's shift" if "shift" in given else "the framework's default shift for this sample"
+        raise ValidationError("shift", f"{whose} is {r.shift:g}, and the backend's scheduler instance was built "
+                              "with another.", "set shift in the sample to the scheduler's, or build the "
+                              "scheduler with this shift.") from None
+
+
+def framework_file(generation: Generation, r: ResolvedSample) -> Generation:
+    """Save an in-process result as the framework saves it: ``vision.jpg`` at ``image_save_quality``, ``vision.mp4``
+    at the CRF its ``video_save_quality`` gives (``protocol.framework.video_crf``)."""
+    if generation.is_image:
+        data = media.image_bytes(generation.frames[0], "JPEG", quality=r.image_save_quality)
+        generation.finished = FinishedFile(".jpg", data=data)
+    else:
+        generation.crf = fw.video_crf(r.video_save_quality)
+    return generation

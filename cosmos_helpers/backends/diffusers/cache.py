@@ -25,40 +25,32 @@ from ...step_cache import SeaCache, StepCache, describe
 _DIFFUSERS_NAMES = {ours: names[0] for ours, names in facts.FIELDS.items()}
 
 
-def sea_cache_config(value: StepCache):
-    """diffusers' ``SeaCacheConfig`` for a request's SeaCache (its fields given, diffusers' defaults for the rest);
-    ``None`` for ``None`` / ``"off"``."""
-    if not isinstance(value, SeaCache):
-        return None
-    from diffusers import SeaCacheConfig
-
-    return SeaCacheConfig(**{_DIFFUSERS_NAMES[name]: given for name, given in value.given().items()})
-
-
 @dataclass
-class PassCount:
-    """The guidance passes of one call, which of them ran the decoder stack (``schedule``: one character a pass in
-    call order, ``C`` computed, ``.`` cached), and the passes the fast path sent to stock code, by reason."""
+class CallCache:
+    """One call's step cache and its count of guidance passes: which of them ran the decoder stack (``schedule``: one
+    character a pass in call order, ``C`` computed, ``.`` cached) and the passes the fast path sent to stock code, by
+    reason. Once the call's block is left, ``provenance`` is the manifest's record of it."""
 
+    record: dict[str, Any]
+    fast: Any = None  # the installed fast forward, which counts its own computed passes and fallbacks
     passes: int = 0
-    stack_runs: int = 0  # stock passes that ran the first layer (after stop: every computed pass)
+    stack_runs: int = 0  # stock passes that ran the first layer
     schedule: str = ""
-    fast_fallbacks: dict[str, int] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
     handles: list = field(default_factory=list, repr=False)
-    _fast: Any = field(default=None, repr=False)
-    _fast_start: dict = field(default_factory=dict, repr=False)
     _at_pass_start: int = 0
+
+    def __post_init__(self) -> None:
+        stats = self.fast.stats if self.fast is not None else {"computed_passes": 0, "fallback_reasons": {}}
+        self._fast_start = (stats["computed_passes"], dict(stats["fallback_reasons"]))
 
     @property
     def computed(self) -> int:
-        fast = self._fast.stats["computed_passes"] - self._fast_start["computed_passes"] if self._fast else 0
+        fast = self.fast.stats["computed_passes"] - self._fast_start[0] if self.fast is not None else 0
         return self.stack_runs + fast
 
-    def watch(self, transformer, fast=None) -> None:
-        """Count ``transformer``'s passes; ``fast``: the installed fast forward, which counts its own."""
-        if fast is not None:
-            reasons = dict(fast.stats["fallback_reasons"])
-            self._fast, self._fast_start = fast, {**fast.stats, "fallback_reasons": reasons}
+    def watch(self, transformer) -> None:
+        """Count ``transformer``'s passes, and its stock passes that run the decoder stack."""
 
         def count_pass(*_: Any) -> None:
             self._close_pass()
@@ -75,37 +67,18 @@ class PassCount:
         if self.passes > len(self.schedule):
             self.schedule += "C" if self.computed > self._at_pass_start else "."
 
-    def stop(self) -> None:
+    def close(self) -> None:
         for handle in self.handles:
             handle.remove()
-        self.handles = []
         self._close_pass()
-        if self._fast is not None:
-            stats, start = self._fast.stats, self._fast_start
-            self.fast_fallbacks = {reason: n - start["fallback_reasons"].get(reason, 0)
-                                   for reason, n in stats["fallback_reasons"].items()
-                                   if n > start["fallback_reasons"].get(reason, 0)}
-            self.stack_runs += stats["computed_passes"] - start["computed_passes"]  # frozen from here on
-            self._fast = None
-
-
-@dataclass
-class CallCache:
-    """One call's step cache: what it is and, once the call's block is left, ``provenance``: the manifest's record
-    (the cache, where it came from, the passes it computed, and the passes the fast path sent to stock code, by
-    reason, if any did)."""
-
-    record: dict[str, Any]
-    count: PassCount
-    provenance: dict[str, Any] = field(default_factory=dict)
-
-    def close(self) -> None:
-        self.count.stop()
-        count = self.count
-        self.provenance = {"step_cache": {**self.record, "passes": count.passes, "passes_computed": count.computed,
-                                          "schedule": count.schedule}}
-        if count.fast_fallbacks:
-            self.provenance["fast_fallbacks"] = dict(count.fast_fallbacks)
+        self.provenance = {"step_cache": {**self.record, "passes": self.passes, "passes_computed": self.computed,
+                                          "schedule": self.schedule}}
+        if self.fast is not None:
+            start = self._fast_start[1]
+            fallbacks = {reason: n - start.get(reason, 0) for reason, n in self.fast.stats["fallback_reasons"].items()
+                         if n > start.get(reason, 0)}
+            if fallbacks:
+                self.provenance["fast_fallbacks"] = fallbacks
 
 
 @contextlib.contextmanager
@@ -120,14 +93,18 @@ def call_cache(transformer, value: StepCache, fast=None) -> Iterator[CallCache]:
                               "enabled (transformer.enable_cache), and diffusers runs one cache at a time.",
                               "call pipe.transformer.disable_cache() first, or leave step_cache out to run with the "
                               "cache you enabled.")
-    config = sea_cache_config(value)
+    config = None
+    if isinstance(value, SeaCache):  # its fields given, diffusers' defaults for the rest
+        from diffusers import SeaCacheConfig
+
+        config = SeaCacheConfig(**{_DIFFUSERS_NAMES[name]: given for name, given in value.given().items()})
     if enabled is not None:  # the caller's own, left in place
         record = {"choice": "default", "source": "enabled on the pipeline by the caller",
                   "method": type(enabled).__name__}
     else:
         record = describe(value, "diffusers")
-    call = CallCache(record, PassCount())
-    call.count.watch(transformer, fast)
+    call = CallCache(record, fast)
+    call.watch(transformer)
     if config is not None:
         transformer.enable_cache(config)
     try:

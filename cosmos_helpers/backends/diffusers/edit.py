@@ -30,8 +30,8 @@ from ...protocol import variants
 from ...request import GenerationRequest
 
 
-def edit(pipe, request: GenerationRequest, on_step: Callable[[int], None]) -> tuple[np.ndarray, list[float]]:
-    """Run one edit; returns the output as ``(1, H, W, 3)`` floats in ``[0, 1]`` and the timesteps visited."""
+def edit(pipe, request: GenerationRequest, on_step: Callable[[int], None]) -> np.ndarray:
+    """Run one edit; returns the output as ``(1, H, W, 3)`` floats in ``[0, 1]``."""
     import torch
 
     device = pipe._get_execution_device()
@@ -53,7 +53,7 @@ def edit(pipe, request: GenerationRequest, on_step: Callable[[int], None]) -> tu
         # 7. decode
         image = decode(pipe, latents)
     pipe.maybe_free_model_hooks()  # as the pipeline ends a call: offloaded models go back to the CPU
-    return image, [round(float(t), 3) for t in timesteps]
+    return image
 
 
 def input_pixels(request: GenerationRequest) -> np.ndarray:

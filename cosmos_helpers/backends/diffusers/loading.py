@@ -100,10 +100,12 @@ def load_pipeline(model: str, *, dtype: Any, device_map: Any = None, token: str 
     if token:
         kwargs["token"] = token
     source = None
-    if isinstance(precision, FP8):
+    if isinstance(precision, FP8):  # the embedded tiny model's FP8 build, a local FP8 folder as it is, or a hub id
         modelopt_fp8.enable_modelopt()
-        source, revision = fp8_source(model)
-        kwargs.update(revision)
+        if model == "tiny":
+            source = str(tiny_fp8_path())
+        elif not Path(model).expanduser().is_dir():
+            kwargs["revision"] = REVISION
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
@@ -139,16 +141,6 @@ class Builder:
             module, name = fn.split(":")
             fn = getattr(importlib.import_module(module), name)
         return as_guided(fn(device, dtype, **dict(self.kwargs)))
-
-
-def fp8_source(model: str) -> tuple[str | None, dict[str, Any]]:
-    """``(folder, from_pretrained kwargs)`` of ``model``'s FP8 weights: the embedded tiny model's FP8 build, a local
-    FP8 folder as it is, or a hub id at ``revision="fp8"`` (folder ``None``: resolve the model as usual)."""
-    if model == "tiny":
-        return str(tiny_fp8_path()), {}
-    if Path(model).expanduser().is_dir():
-        return None, {}
-    return None, {"revision": REVISION}
 
 
 def resolve_source(model: str) -> str:

@@ -1,11 +1,6 @@
-"""The three ways a call denoises in process, behind one shape: call arguments, then a denoise that reports steps.
-
-* :class:`StockLoop`: ``Cosmos3OmniPipeline.__call__`` (every mode with a diffusers workflow, action modes too);
-* :class:`DistilledLoop`: diffusers' modular distilled blocks, on the checkpoint's own fixed schedule;
-* :class:`EditLoop`: image editing, the framework's edit batch on the pipeline's transformer (:mod:`.edit`).
-
-Each returns a :class:`Denoised`; the backend's runner does the rest (lease, progress, timings, provenance).
-"""
+"""The three ways a call denoises in process (the pipeline's own call, the distilled blocks, the edit loop), behind
+one shape: call arguments, then a denoise that reports steps and returns a :class:`Denoised`; the backend's runner
+does the rest (lease, progress, timings, provenance)."""
 
 from __future__ import annotations
 
@@ -17,19 +12,18 @@ import numpy as np
 from ...precision import diffusers_call_kwargs
 from ...presets import SOUND_SAMPLE_RATE
 from ...request import GenerationRequest
-from . import action, distilled, edit
-from .arguments import prompt_options, video_kwargs
+from . import distilled, edit
+from .arguments import action_kwargs, predicted_actions, prompt_options, video_kwargs
 
 OnStep = Callable[[int], None]  # called after every denoising step with its 0-based index
 
 
 @dataclass
 class Denoised:
-    """What a loop produced: frames ``(T, H, W, 3)`` (floats in [0, 1] or uint8), the timesteps it visited, and the
-    sound and predicted actions where the call made them."""
+    """What a loop produced: frames ``(T, H, W, 3)`` (floats in [0, 1] or uint8), and the sound and predicted actions
+    where the call made them (the timesteps it visited are the scheduler's)."""
 
     frames: np.ndarray
-    timesteps: list[float]
     sound: np.ndarray | None = None
     sample_rate: int = SOUND_SAMPLE_RATE
     actions: np.ndarray | None = None
@@ -49,7 +43,7 @@ class StockLoop:
         (``request.prompt_text()``), so the sentence templates are off for it, as on the other backends.
         """
         if request.is_action:
-            return {**action.call_kwargs(request), **diffusers_call_kwargs(request.precision)}
+            return {**action_kwargs(request), **diffusers_call_kwargs(request.precision)}
         kwargs: dict[str, Any] = dict(
             prompt=request.prompt_text(), negative_prompt=request.negative_prompt_text(),
             num_frames=request.num_frames, height=request.height, width=request.width, fps=request.fps,
@@ -76,10 +70,9 @@ class StockLoop:
             output = pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(request.seed),
                           callback_on_step_end=callback, output_type="pt" if on_device else "np", return_dict=True)
             if on_device:
-                from ...fast.frames import video_to_host_uint8
+                from ...fast.vae import video_to_host_uint8
 
                 output.video = video_to_host_uint8(output.video)
-        frames = np.asarray(output.video)
         sound = None
         if request.sound and output.sound is not None:
             sound = output.sound.float().cpu().numpy()
@@ -87,8 +80,7 @@ class StockLoop:
         tokenizer = getattr(pipe, "sound_tokenizer", None)
         rate = int(tokenizer.config.get("sampling_rate", SOUND_SAMPLE_RATE)) if tokenizer is not None \
             else SOUND_SAMPLE_RATE
-        return Denoised(frames[0] if frames.ndim == 5 else frames, _timesteps(pipe), sound, rate,
-                        action.predicted_actions(output, request))
+        return Denoised(_squeeze(output.video), sound, rate, predicted_actions(output, request))
 
 
 class DistilledLoop:
@@ -98,12 +90,11 @@ class DistilledLoop:
     lends = False  # the checkpoint's own scheduler; no fast path
     provenance = {"distilled": True}
 
-    def call_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
-        return distilled.call_kwargs(request)
+    call_kwargs = staticmethod(distilled.call_kwargs)
 
     def denoise(self, pipe, request: GenerationRequest, kwargs: dict, on_step: OnStep, **_: Any) -> Denoised:
-        frames, timesteps = distilled.denoise(pipe, request, kwargs, on_step)
-        return Denoised(_squeeze(frames), timesteps)
+        frames, _timesteps = distilled.denoise(pipe, request, kwargs, on_step)  # the runner records the timesteps
+        return Denoised(_squeeze(frames))
 
 
 class EditLoop:
@@ -117,8 +108,7 @@ class EditLoop:
         return {}
 
     def denoise(self, pipe, request: GenerationRequest, kwargs: dict, on_step: OnStep, **_: Any) -> Denoised:
-        frames, timesteps = edit.edit(pipe, request, on_step)
-        return Denoised(_squeeze(frames), timesteps)
+        return Denoised(_squeeze(edit.edit(pipe, request, on_step)))
 
 
 def loop_for(request: GenerationRequest):
@@ -127,10 +117,6 @@ def loop_for(request: GenerationRequest):
     if distilled.is_distilled_model(request.model):
         return DistilledLoop()
     return EditLoop() if request.mode == "image2image" else StockLoop()
-
-
-def _timesteps(pipe) -> list[float]:
-    return [round(float(t), 3) for t in pipe.scheduler.timesteps]
 
 
 def _squeeze(frames: Any) -> np.ndarray:

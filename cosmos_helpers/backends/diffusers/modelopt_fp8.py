@@ -21,6 +21,7 @@ which W8A8 ran.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import types
 from pathlib import Path
@@ -42,14 +43,6 @@ def is_fp8(request: GenerationRequest) -> bool:
     return isinstance(request.precision, FP8)
 
 
-def checkpoint_quantization(folder: str | Path) -> dict[str, Any] | None:
-    """The ``quantization_config`` of a local checkpoint's ``transformer/config.json`` (``None``: none)."""
-    config = Path(folder).expanduser() / "transformer" / "config.json"
-    if not config.is_file():
-        return None
-    return json.loads(config.read_text(encoding="utf-8")).get("quantization_config")
-
-
 def is_modelopt_fp8(quantization: dict[str, Any] | None) -> bool:
     return bool(quantization) and quantization.get("quant_method") == facts.QUANT_METHOD and \
         str(quantization.get("quant_type", "")).upper().startswith(facts.QUANT_TYPE)
@@ -68,7 +61,9 @@ def check_request(request: GenerationRequest, *, fast: Any, weight_storage: str 
                               "vLLM-Omni server (serve_command(model, precision='fp8')).")
     model = request.model
     local = Path(model).expanduser()
-    quantization = checkpoint_quantization(local) if local.is_dir() else None
+    config, quantization = local / "transformer" / "config.json", None  # a local checkpoint's quantization_config
+    if config.is_file():
+        quantization = json.loads(config.read_text(encoding="utf-8")).get("quantization_config")
     if not is_fp8(request):
         if is_modelopt_fp8(quantization):
             raise ValidationError("precision", f"{model} is a ModelOpt FP8 checkpoint, and the request leaves "
@@ -165,23 +160,13 @@ def provenance(pipe: Any, request: GenerationRequest, gemm: str | None = None) -
         return {"precision": out}
     trace = list(getattr(pipe, "_mixed_precision_trace", None) or [])
     config = getattr(pipe, "_mixed_precision_config", None)
-    out.update(steps=_runs(trace), steps_w8a16=[i for i, name in enumerate(trace) if name == facts.TRACE_HIGH],
+    runs = ", ".join(f"{len(list(run))} {name}" for name, run in itertools.groupby(trace))  # "3 W8A16, 29 W8A8, ..."
+    out.update(steps=runs, steps_w8a16=[i for i, name in enumerate(trace) if name == facts.TRACE_HIGH],
                w8a8_gemm=gemm if gemm == CPU_GEMM else _gemm_chosen(pipe))
     if config is not None:
         out["resolved"] = {"format": config.format, "first_steps": config.first_steps, "last_steps": config.last_steps,
                            "reasoner": config.reasoner_policy}
     return {"precision": out}
-
-
-def _runs(trace: list[str]) -> str:
-    """``"3 W8A16, 29 W8A8, 3 W8A16"``: the trace as runs."""
-    runs: list[list[Any]] = []
-    for name in trace:
-        if runs and runs[-1][1] == name:
-            runs[-1][0] += 1
-        else:
-            runs.append([1, name])
-    return ", ".join(f"{n} {name}" for n, name in runs)
 
 
 def _gemm_chosen(pipe: Any) -> str:

@@ -2,7 +2,8 @@
 
 The pipeline is shared by every backend of the process, so what a backend changes on it for one call (its scheduler,
 its guidance interval, the fast path switched on, a step cache) is lent under the pipeline's lock and taken back
-after, however the call ends.
+after, however the call ends. The step clock and the Cosmos guardrails (the prompt checked before a call, the frames
+after it) serve the other in-process workflows too (transfer, audio).
 """
 
 from __future__ import annotations
@@ -11,16 +12,103 @@ import contextlib
 import time
 from typing import Any, Callable, Iterator
 
-from ...errors import GuardrailError
+import numpy as np
+
+from ...errors import BackendUnavailableError, GuardrailError
 from ...fast import FastOptions, enable_fast_path, fast_path_active, installed_forward
+from ...progress import progress_bar
 from ...request import GenerationRequest
 from ...result import Generation
 from ...schedules import configure_scheduler
 from .cache import call_cache
-from .clock import StepClock
 from . import modelopt_fp8
 from .loading import Loaded
 from .loops import Denoised, StockLoop, loop_for
+
+GUARDRAIL_HELP = (
+    "Guardrails were requested but `cosmos_guardrail` is not usable here. To run them: "
+    "`pip install cosmos_guardrail` on a GPU host that can download nvidia/Cosmos-1.0-Guardrail and "
+    "Qwen/Qwen3Guard-Gen-0.6B (it pulls a CUDA torch; never install it into a CPU environment). "
+    "To go without: pass guardrails=False in the request (profile 'tiny' does by default)."
+)
+
+
+class Guardrails:
+    """One backend's checker: ``cosmos_guardrail.CosmosSafetyChecker`` (loaded on first use) or the caller's own
+    (an object with ``check_text_safety(str) -> bool`` and ``check_video_safety(frames) -> frames | None``)."""
+
+    def __init__(self, checker: Any = None) -> None:
+        self.checker = checker
+
+    def get(self, wanted: bool = True):
+        """The checker, or ``None`` when ``wanted`` is off."""
+        if not wanted:
+            return None
+        if self.checker is None:
+            from diffusers.utils import is_cosmos_guardrail_available
+
+            if not is_cosmos_guardrail_available():
+                raise BackendUnavailableError(GUARDRAIL_HELP)
+            from cosmos_guardrail import CosmosSafetyChecker
+
+            self.checker = CosmosSafetyChecker()
+        return self.checker
+
+    def check_prompt(self, wanted: bool, prompt: str):
+        """The checker for a call whose prompt has passed (``None`` without guardrails)."""
+        checker = self.get(wanted)
+        if checker is not None and not checker.check_text_safety(prompt):
+            raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
+        return checker
+
+    @staticmethod
+    def check_frames(checker, frames: np.ndarray) -> np.ndarray:
+        if checker is None:
+            return frames
+        checked = checker.check_video_safety(frames)
+        if checked is None:
+            raise GuardrailError("the Cosmos guardrails blocked the generated video.")
+        return np.asarray(checked, dtype=np.uint8)
+
+
+class StepClock:
+    """``with StepClock(total, desc, bar=True) as clock:`` set ``clock.load_s`` (the model's load) and
+    ``clock.call_start`` (the pipeline call starts), call ``clock.step()`` after each step; leaving the block stops
+    the clock, closes the bar and sets ``clock.timings``."""
+
+    def __init__(self, total: int, desc: str, *, bar: bool, callback: Callable[[int, int], None] | None = None,
+                 started: float | None = None) -> None:
+        self.total, self.callback = total, callback
+        self.started = time.perf_counter() if started is None else started
+        self.bar = progress_bar(total, desc, "step", enabled=bar)
+        self.marks: list[float] = []
+        self.call_start = self.started
+        self.load_s = 0.0
+        self.timings: dict[str, float] = {}
+
+    def step(self, done: int | None = None) -> None:
+        """One step taken; ``done`` is the caller's count (default: the steps counted here)."""
+        self.marks.append(time.perf_counter())
+        self.bar.update(1)
+        if self.callback is not None:
+            self.callback(len(self.marks) if done is None else done, self.total)
+
+    def __enter__(self) -> StepClock:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.timings = self._timings()
+        self.bar.close()
+
+    def _timings(self) -> dict[str, float]:
+        end, marks = time.perf_counter(), self.marks
+        timings = {"load_s": self.load_s, "total_s": end - self.started, "pipeline_s": end - self.call_start}
+        if marks:
+            timings.update(first_step_s=marks[0] - self.call_start, denoise_s=marks[-1] - self.call_start,
+                           decode_s=end - marks[-1])
+            if len(marks) > 1:
+                timings["step_s"] = (marks[-1] - marks[0]) / (len(marks) - 1)
+        return timings
 
 
 class CallRun:
@@ -72,8 +160,8 @@ class CallRun:
                 provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
                               **({"memory": loaded.memory} if loaded.memory else {}),
                               "scheduler": type(pipe.scheduler).__name__, "fast": bool(self.fast),
-                              **loop.provenance, "timesteps": denoised.timesteps, **cache.provenance,
-                              **modelopt_fp8.provenance(pipe, request, loaded.w8a8_gemm)}
+                              **loop.provenance, "timesteps": [round(float(t), 3) for t in pipe.scheduler.timesteps],
+                              **cache.provenance, **modelopt_fp8.provenance(pipe, request, loaded.w8a8_gemm)}
         return denoised, provenance
 
     @contextlib.contextmanager

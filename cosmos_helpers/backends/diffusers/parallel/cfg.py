@@ -26,31 +26,15 @@ import torch.distributed as dist
 
 from ....fast.arguments import DYNAMIC, same_kwargs, static
 
-def _flatten(result) -> tuple[torch.Tensor, list]:
-    """(one flat tensor, how to rebuild) for a ``(vision, sound, action)`` tuple of tensor lists or ``None``."""
-    tensors, layout = [], []
-    for part in result:
-        if part is None:
-            layout.append(None)
-            continue
-        layout.append([(t.shape, t.dtype) for t in part])
-        tensors += [t.reshape(-1).float() for t in part]
-    return torch.cat(tensors), layout
+def _flatten(result) -> torch.Tensor:
+    """One flat float tensor of a ``(vision, sound, action)`` tuple of tensor lists or ``None``."""
+    return torch.cat([t.reshape(-1).float() for part in result if part is not None for t in part])
 
 
-def _unflatten(flat: torch.Tensor, layout: list) -> tuple:
-    out, offset = [], 0
-    for part in layout:
-        if part is None:
-            out.append(None)
-            continue
-        items = []
-        for shape, dtype in part:
-            n = int(torch.Size(shape).numel())
-            items.append(flat[offset:offset + n].reshape(shape).to(dtype))
-            offset += n
-        out.append(items)
-    return tuple(out)
+def _unflatten(flat: torch.Tensor, like: tuple) -> tuple:
+    """``flat`` back into the shapes and dtypes of ``like`` (what :func:`_flatten` was given)."""
+    parts = iter(flat.split([t.numel() for part in like if part is not None for t in part]))
+    return tuple(None if part is None else [next(parts).reshape(t.shape).to(t.dtype) for t in part] for part in like)
 
 
 class CfgParallelForward:
@@ -116,9 +100,9 @@ class CfgParallelForward:
         mine = self._compute((), kwargs if self.branch == 0 else negative)
         self.stats["serial_calls"] -= 1
         self.stats["parallel_steps"] += 1
-        flat, layout = _flatten(mine)
+        flat = _flatten(mine)
         parts = [torch.empty_like(flat) for _ in range(dist.get_world_size(self.group))]
         dist.all_gather(parts, flat, group=self.group)
-        cond, uncond = (_unflatten(part, layout) for part in parts[:2])
+        cond, uncond = (_unflatten(part, mine) for part in parts[:2])
         self.expected = (negative, uncond)
         return cond

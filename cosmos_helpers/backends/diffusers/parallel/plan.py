@@ -98,7 +98,7 @@ class ParallelPlan:
 
     def check_model(self, config: Any) -> None:
         """Refuse a Ulysses degree the transformer's heads cannot be split by (before any generation)."""
-        heads = int(_get(config, "num_attention_heads"))
+        heads = int(config["num_attention_heads"] if isinstance(config, dict) else config.num_attention_heads)
         if heads % self.ulysses:
             divisors = [d for d in range(1, heads + 1) if heads % d == 0]
             raise ValidationError("ulysses", f"Ulysses gives every GPU heads / ulysses attention heads, and this "
@@ -113,6 +113,3 @@ class ParallelPlan:
                                   "raise guidance_scale (e.g. 6.0), or use DiffusersBackend(gpus=..., ulysses=...) "
                                   "without cfg_parallel.")
 
-
-def _get(config: Any, name: str) -> Any:
-    return config[name] if isinstance(config, dict) else getattr(config, name)

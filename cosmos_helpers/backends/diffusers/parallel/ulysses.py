@@ -18,20 +18,12 @@ prompt's cached text keys/values, whole on every rank, for the heads the rank at
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.distributed as dist
 from diffusers.models.attention_dispatch import dispatch_attention_fn
-from diffusers.models.transformers.transformer_cosmos3 import Cosmos3PackedMoTAttention, _rotate_half
+from diffusers.models.transformers.transformer_cosmos3 import Cosmos3PackedMoTAttention
 
-
-@dataclass
-class _Lengths:
-    """The real (unpadded) pathway lengths of the pass in flight, set by the shard seam."""
-
-    und: int = 0
-    gen: int = 0
+from ....models.cosmos3_attention import project_qkv
 
 
 class Ulysses:
@@ -39,7 +31,7 @@ class Ulysses:
 
     def __init__(self, group, size: int, rank: int) -> None:
         self.group, self.size, self.rank = group, size, rank
-        self.lengths = _Lengths()
+        self.lengths = (0, 0)  # the real (unpadded) text and generation lengths of the pass in flight
         self.passes = 0  # transformer passes sharded so far (tests and reports)
 
     # seams ------------------------------------------------------------------------------------------------
@@ -53,14 +45,12 @@ class Ulysses:
         return x[self.rank * per:(self.rank + 1) * per]
 
     def shard(self, und_seq, gen_seq, rotary):
-        self.lengths = _Lengths(und=und_seq.shape[0], gen=gen_seq.shape[0])
+        self.lengths = (und_seq.shape[0], gen_seq.shape[0])
         self.passes += 1
-        cos_und, sin_und, cos_gen, sin_gen = rotary
-        return (self.split_rows(und_seq), self.split_rows(gen_seq),
-                tuple(self.split_rows(t) for t in (cos_und, sin_und, cos_gen, sin_gen)))
+        return self.split_rows(und_seq), self.split_rows(gen_seq), tuple(self.split_rows(t) for t in rotary)
 
     def gather(self, und_out, gen_out):
-        return self.join_rows(und_out, self.lengths.und), self.join_rows(gen_out, self.lengths.gen)
+        return self.join_rows(und_out, self.lengths[0]), self.join_rows(gen_out, self.lengths[1])
 
     def join_rows(self, x: torch.Tensor, length: int) -> torch.Tensor:
         """Every rank's rows of ``x``, in rank order, padding dropped (an all-gather)."""
@@ -119,26 +109,12 @@ class UlyssesAttnProcessor:
 
     def __call__(self, attn: Cosmos3PackedMoTAttention, und_seq, gen_seq, rotary_emb):
         sp = self.ulysses
-        heads, kv_heads, dim = attn.num_attention_heads, attn.num_key_value_heads, attn.head_dim
-        q_und = attn.norm_q(attn.to_q(und_seq).view(-1, heads, dim))
-        k_und = attn.norm_k(attn.to_k(und_seq).view(-1, kv_heads, dim))
-        v_und = attn.to_v(und_seq).view(-1, kv_heads, dim)
-        k_und_for_gen = attn.k_norm_und_for_gen(k_und) if attn.k_norm_und_for_gen is not None else k_und
-        q_gen = attn.norm_added_q(attn.add_q_proj(gen_seq).view(-1, heads, dim))
-        k_gen = attn.norm_added_k(attn.add_k_proj(gen_seq).view(-1, kv_heads, dim))
-        v_gen = attn.add_v_proj(gen_seq).view(-1, kv_heads, dim)
-
-        cos_und, sin_und, cos_gen, sin_gen = (t.unsqueeze(1) for t in rotary_emb)
-        q_und = q_und * cos_und + _rotate_half(q_und) * sin_und
-        k_und = k_und * cos_und + _rotate_half(k_und) * sin_und
-        k_und_for_gen = k_und_for_gen * cos_und + _rotate_half(k_und_for_gen) * sin_und
-        q_gen = q_gen * cos_gen + _rotate_half(q_gen) * sin_gen
-        k_gen = k_gen * cos_gen + _rotate_half(k_gen) * sin_gen
-
+        heads, kv_heads = attn.num_attention_heads, attn.num_key_value_heads
+        q_und, k_und, v_und, k_und_for_gen, q_gen, k_gen, v_gen = project_qkv(attn, und_seq, gen_seq, rotary_emb)
         if kv_heads % sp.size:  # repeat key/value heads to the query heads so they split evenly
             k_und, v_und, k_und_for_gen, k_gen, v_gen = (
                 t.repeat_interleave(heads // kv_heads, dim=1) for t in (k_und, v_und, k_und_for_gen, k_gen, v_gen))
-        und_len, gen_len = sp.lengths.und, sp.lengths.gen
+        und_len, gen_len = sp.lengths
         local_und, local_gen = und_seq.shape[0], gen_seq.shape[0]
         q_und, k_und, v_und, k_und_for_gen = (sp.tokens_to_heads(t, und_len)
                                               for t in (q_und, k_und, v_und, k_und_for_gen))

@@ -88,11 +88,7 @@ def rank_fast_options(fast, plan):
     if not fast or not plan.parallel:
         return fast
     options = fast if isinstance(fast, FastOptions) else FastOptions()
-    if plan.cfg_parallel > 1:
-        options = replace(options, batch_cfg=False)
-    if plan.ulysses > 1:
-        options = replace(options, batch_cfg=False, cuda_graphs=False)
-    return options
+    return replace(options, batch_cfg=False, cuda_graphs=False if plan.ulysses > 1 else options.cuda_graphs)
 
 
 def install_plan(pipe, plan, groups: dict, rank: int, fast=None):
@@ -115,14 +111,6 @@ def install_plan(pipe, plan, groups: dict, rank: int, fast=None):
     return state
 
 
-def _prepare(backend, model: str, plan, groups: dict, rank: int):
-    """The loaded pipeline for ``model`` with the plan installed (once per pipeline)."""
-    pipe = backend._loaded(model).pipe
-    if not hasattr(pipe, "_cosmos_parallel"):
-        install_plan(pipe, plan, groups, rank, backend.fast)
-    return pipe, pipe._cosmos_parallel
-
-
 def _serve(conn, spec: dict, rank: int, world: int) -> None:
     import torch
 
@@ -135,7 +123,10 @@ def _serve(conn, spec: dict, rank: int, world: int) -> None:
             return
         request = message[1]
         try:
-            _pipe, state = _prepare(backend, request.model, plan, groups, rank)
+            pipe = backend._loaded(request.model).pipe
+            if not hasattr(pipe, "_cosmos_parallel"):  # the plan, installed once per pipeline
+                install_plan(pipe, plan, groups, rank, backend.fast)
+            state = pipe._cosmos_parallel
             if state is not None:
                 state.reset()
             progress = (lambda step, total: conn.send(("step", rank, (step, total)))) if rank == 0 else None
@@ -149,7 +140,7 @@ def _serve(conn, spec: dict, rank: int, world: int) -> None:
             if state is not None:
                 generation.provenance["cfg_parallel_stats"] = dict(state.stats)
             if backend.fast:  # whether the fast path ran inside the plan, or fell back to stock (Ulysses)
-                stats = fast_path_stats(_pipe)
+                stats = fast_path_stats(pipe)
                 generation.provenance["fast_stats"] = {k: stats.get(k) for k in ("calls", "stock_fallbacks",
                                                                                   "text_tower_runs")}
             conn.send(("done", rank, generation if rank == 0 else None))

@@ -74,11 +74,12 @@ class WorkerGroup:
         self._log_dir = tempfile.TemporaryDirectory(prefix="cosmos-workers-")
         try:
             host, port = listener.address
+            package_root = str(Path(__file__).resolve().parents[__package__.count(".") + 1])  # for PYTHONPATH
             for rank in range(self.plan.gpus):
                 env = dict(os.environ, **MULTICAST_OFF, RANK=str(rank), LOCAL_RANK=str(rank),
                            WORLD_SIZE=str(self.plan.gpus), COSMOS_PARENT_PID=str(os.getpid()),
                            COSMOS_PARALLEL_ADDRESS=f"{host}:{port}", COSMOS_PARALLEL_AUTHKEY=authkey.hex(),
-                           PYTHONPATH=os.pathsep.join(filter(None, [_package_root(), os.environ.get("PYTHONPATH")])))
+                           PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
                 log = Path(self._log_dir.name) / f"rank{rank}.log"
                 self.logs.append(log)
                 with open(log, "wb") as out:
@@ -219,11 +220,6 @@ class WorkerGroup:
             if text:
                 out.append(f"\n--- rank {rank} log (last lines) ---\n" + "\n".join(text))
         return "".join(out)
-
-
-def _package_root() -> str:
-    """The folder holding ``cosmos_helpers`` (for the workers' ``PYTHONPATH``)."""
-    return str(Path(__file__).resolve().parents[__package__.count(".") + 1])
 
 
 @atexit.register

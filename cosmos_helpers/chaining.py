@@ -80,10 +80,9 @@ def continuation_request(generation: Generation, prompt: Any, *, conditioning_fr
         raise ValidationError("generation", "it is a single image; only a video can be continued.",
                               "generate a video first (mode='text2video' or 'image2video'), or start from the "
                               "image with mode='image2video'.")
-    if "mode" in options and options["mode"] not in ("video2video", "v2v"):
-        raise ValidationError("mode", f"a continuation is a video2video generation, not {options['mode']!r}.",
-                              "leave mode out.")
-    options.pop("mode", None)
+    mode = options.pop("mode", "video2video")
+    if mode not in ("video2video", "v2v"):
+        raise ValidationError("mode", f"a continuation is a video2video generation, not {mode!r}.", "leave mode out.")
     settings = _inherited(generation, options)
     settings.update(options)
     media_path = generation.paths.get("media")
@@ -167,15 +166,10 @@ def _fit(sound: np.ndarray, length: int) -> np.ndarray:
     return np.pad(sound, ((0, 0), (0, length - sound.shape[1])), mode="edge")
 
 
-def frame_steps(frames: np.ndarray) -> np.ndarray:
-    """Mean absolute difference (0-255) between each pair of consecutive frames: ``steps[i]`` is frame i -> i+1."""
-    frames = np.asarray(frames, dtype=np.float32)
-    return np.abs(np.diff(frames, axis=0)).mean(axis=(1, 2, 3))
-
-
 def join_continuity(frames: np.ndarray, starts: Sequence[int]) -> dict[str, Any]:
     """How continuous a joined video is: the frame step across each join against the steps within chunks."""
-    steps = frame_steps(frames)
+    # the mean absolute difference (0-255) of each pair of consecutive frames: steps[i] is frame i -> i+1
+    steps = np.abs(np.diff(np.asarray(frames, dtype=np.float32), axis=0)).mean(axis=(1, 2, 3))
     joins = [int(s) - 1 for s in starts[1:]]  # the step from a chunk's last kept frame to the next chunk's first
     within = np.delete(steps, joins)
     return {"join_steps": [float(steps[j]) for j in joins], "within_mean": float(within.mean()),

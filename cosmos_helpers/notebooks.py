@@ -75,17 +75,9 @@ def execute_notebook(notebook: str | Path, executed: str | Path, parameters: dic
     return time.perf_counter() - start, error
 
 
-def run_cookbooks(
-    out: str | Path,
-    *,
-    root: str | Path | None = None,
-    profile: str = DEFAULT_PROFILE,
-    parameters: dict[str, Any] | None = None,
-    only: Iterable[str] = (),
-    kernel: str = "python3",
-    gallery: bool = True,
-    log_output: bool = False,
-) -> list[NotebookRun]:
+def run_cookbooks(out: str | Path, *, root: str | Path | None = None, profile: str = DEFAULT_PROFILE,
+                  parameters: dict[str, Any] | None = None, only: Iterable[str] = (), kernel: str = "python3",
+                  gallery: bool = True, log_output: bool = False) -> list[NotebookRun]:
     """Execute every cookbook into ``out``; failures are recorded, not raised, so one bad notebook
     does not hide the others' results."""
     import papermill

@@ -11,6 +11,7 @@ are the variants' CPU stand-ins (facts: ``protocol.variants``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping
@@ -46,10 +47,7 @@ DEFAULT_SEED = 0
 
 def normalize_aspect(aspect: str) -> str:
     """Accept ``"16:9"``, ``"16x9"``, ``"16/9"`` and ``"16,9"``; return the framework's ``"16,9"`` spelling."""
-    text = str(aspect).strip().replace(" ", "")
-    for sep in (":", "x", "/", "X"):
-        text = text.replace(sep, ",")
-    return text
+    return re.sub("[:x/X]", ",", str(aspect).strip().replace(" ", ""))
 
 
 def normalize_mode(mode: object) -> str:

@@ -18,6 +18,7 @@ from .errors import ValidationError
 from .protocol import step_cache as facts
 
 OFF = "off"
+_BACKENDS = ("diffusers", "vllm-omni", "framework")  # the order of facts.FIELDS' columns
 
 
 @dataclass(frozen=True)
@@ -95,11 +96,10 @@ def parse_step_cache(text: str) -> StepCache:
         raise ValidationError("--step-cache", f"{text!r} is not off, sea or sea:THRESHOLD.",
                               "e.g. --step-cache sea:0.3")
     try:
-        return SeaCache(threshold=float(threshold))
+        number = float(threshold)
     except ValueError as exc:
-        if isinstance(exc, ValidationError):
-            raise
         raise ValidationError("--step-cache", f"{threshold!r} is not a number.", "e.g. --step-cache sea:0.3") from exc
+    return SeaCache(threshold=number)
 
 
 def step_cache_argument(text: str) -> StepCache:
@@ -138,7 +138,7 @@ def check_for_backend(value: StepCache, backend: str) -> None:
     backend has built in), or a residual order it does not run."""
     if not isinstance(value, SeaCache):
         return
-    index = {"diffusers": 0, "vllm-omni": 1, "framework": 2}[backend]
+    index = _BACKENDS.index(backend)
     defaults = facts.backend_defaults(backend)
     for name, given in value.given().items():
         if facts.FIELDS[name][index] is None and given != defaults[name]:
@@ -146,22 +146,16 @@ def check_for_backend(value: StepCache, backend: str) -> None:
                                   f"always uses {defaults[name]!r} (you asked for {given!r}).",
                                   f"leave {name} out (or set it to {defaults[name]!r}), or run on a backend that "
                                   f"takes it ({_takers(name)}).")
-    orders = facts.RESIDUAL_ORDERS[backend]
-    if value.residual_order is not None and value.residual_order not in orders:
+    order, orders = value.residual_order, facts.RESIDUAL_ORDERS[backend]
+    if order is not None and order not in orders:
+        takers = ", ".join(other for other, runs in facts.RESIDUAL_ORDERS.items() if order in runs)
         raise ValidationError("step_cache.residual_order", f"the {backend} backend extrapolates with order "
-                              f"{' or '.join(map(str, orders))}, not {value.residual_order}.",
-                              f"use residual_order={orders[-1]}, or a backend that runs order {value.residual_order} "
-                              f"({_order_takers(value.residual_order)}).")
-
-
-def _order_takers(order: int) -> str:
-    return ", ".join(backend for backend, orders in facts.RESIDUAL_ORDERS.items() if order in orders)
+                              f"{' or '.join(map(str, orders))}, not {order}.",
+                              f"use residual_order={orders[-1]}, or a backend that runs order {order} ({takers}).")
 
 
 def _takers(name: str) -> str:
-    names = [backend for backend, index in (("diffusers", 0), ("vllm-omni", 1), ("framework", 2))
-             if facts.FIELDS[name][index] is not None]
-    return ", ".join(names)
+    return ", ".join(backend for index, backend in enumerate(_BACKENDS) if facts.FIELDS[name][index] is not None)
 
 
 def _number(value: Any) -> bool:

@@ -5,16 +5,11 @@ the switch composes with every profile and ``model=`` (Nano, Super, the distille
 doubling the profile list; its schedule overrides need a home anyway; and as a request field it is in every
 manifest and fingerprint, so an FP8 result never serves a bf16 request.
 
-* ``None`` (or ``"bf16"``, the same): the checkpoint as named, its bf16 weights.
-* ``"fp8"`` = ``FP8()``: NVIDIA's ModelOpt FP8 revision (``revision="fp8"``), run with the checkpoint's own per-step
-  policy (W8A16 on the first and last steps, W8A8 between, the reasoner at W8A16); ``FP8(first_steps=...,
-  last_steps=..., reasoner=..., mixed=...)`` overrides it through each backend's own knobs.
-* ``"mxfp8"`` / ``"nvfp4"``: the Cosmos Framework's load-time quantization of the bf16 weights
-  (``--quantization-method``; Blackwell GPUs only).
-
-Each backend honours a value with its own implementation or refuses it before any work
-(:func:`check_for_backend`), naming the field, the backend and the fix. The facts are in
-:mod:`cosmos_helpers.protocol.fp8`.
+``None`` (or ``"bf16"``) is the checkpoint's bf16 weights; ``"fp8"`` = ``FP8()`` NVIDIA's ModelOpt FP8 revision
+with the checkpoint's per-step policy (W8A16 on the first and last steps, W8A8 between, the reasoner at W8A16), which
+``FP8(...)`` overrides through each backend's own knobs; ``"mxfp8"`` / ``"nvfp4"`` the Cosmos Framework's load-time
+quantization (``--quantization-method``; Blackwell GPUs only). A backend that cannot honour a value refuses it before
+any work (:func:`check_for_backend`). The facts are in :mod:`cosmos_helpers.protocol.fp8`.
 """
 
 from __future__ import annotations

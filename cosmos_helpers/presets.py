@@ -75,11 +75,8 @@ def size_for(tier: str | int, aspect: str = "16,9") -> tuple[int, int]:
 
 def bucket_of(width: int, height: int) -> tuple[str, str] | None:
     """``(tier, aspect)`` of the bucket that is exactly ``width x height``, or ``None``."""
-    for tier, sizes in VIDEO_SIZES.items():
-        for aspect, size in sizes.items():
-            if size == (width, height):
-                return tier, aspect
-    return None
+    return next(((tier, aspect) for tier, sizes in VIDEO_SIZES.items() for aspect, size in sizes.items()
+                 if size == (width, height)), None)
 
 
 def floor_to_4k1(num_frames: int) -> int:

@@ -76,17 +76,14 @@ def with_metadata(caption: dict, *, width: int, height: int, num_frames: int, fp
     that exact byte layout is what those backends tokenise. (The framework passes an integer ``fps``.)
     """
     data = dict(caption)
-    metadata: dict = {}
     if num_frames > 1:
-        metadata["duration"] = f"{int(num_frames / fps) if fps > 0 else 0}s"
-        metadata["fps"] = float(fps)
+        data.update(duration=f"{int(num_frames / fps) if fps > 0 else 0}s", fps=float(fps))
     else:
         data.pop("duration", None)
         data.pop("fps", None)
-    metadata["resolution"] = {"H": int(height), "W": int(width)}
+    data["resolution"] = {"H": int(height), "W": int(width)}
     if aspect_ratio is not None:
-        metadata["aspect_ratio"] = aspect_ratio
-    data.update(metadata)
+        data["aspect_ratio"] = aspect_ratio
     return json.dumps(data)
 
 

@@ -1,12 +1,9 @@
 """Our own sample media, rendered by code: a conditioning image, a short clip and a sound clip.
 
-The cookbooks need inputs that are small, free to redistribute and reproducible, so they are drawn
-here from a seed rather than shipped from elsewhere. ``python -m cosmos_helpers.samples DIR`` rewrites
-the committed copies.
-
-:func:`write_world_samples` adds prompts, an image and a clip from the synthetic world the embedded tiny model
-was trained on (``cosmos_helpers.world``), so the audiovisual cookbooks show on the CPU what they ask for: the
-named colour, the image continued, the clip carried on. They are ordinary prompts for Nano too.
+The cookbooks need inputs that are small, free to redistribute and reproducible, so they are drawn here from a
+seed (``python -m cosmos_helpers.samples DIR`` rewrites the committed copies). :func:`write_world_samples` adds
+prompts, an image and a clip from the tiny model's synthetic world (``cosmos_helpers.world``), so the audiovisual
+cookbooks show on the CPU what they ask for; they are ordinary prompts for Nano too.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Step caching as one request option: ``GenerationRequest(step_cache=None | "off" | SeaCache(...))``.
 
-Every backend ships SeaCache for Cosmos 3 (diffusers' hooks in process, the framework's diffusion cache, vLLM-Omni's
-``--cache-backend sea_cache``), each with its own default: off in diffusers and vLLM-Omni, **on** in the framework's
-inference CLI. So ``None`` keeps that backend's default (the manifest records which), ``"off"`` runs every step in
-full, and a :class:`SeaCache` turns it on with the values given; a field left ``None`` takes that backend's own
-SeaCache value (:mod:`cosmos_helpers.protocol.step_cache`). A value a backend cannot honour is refused by that
-backend before any work (:func:`check_for_backend`), naming the field, the backend and the fix.
+Every backend ships SeaCache for Cosmos 3, each with its own default: off in diffusers and vLLM-Omni, **on** in the
+framework's inference CLI. So ``None`` keeps that backend's default (the manifest records which), ``"off"`` runs every
+step in full, and a :class:`SeaCache` turns it on, a field left ``None`` taking that backend's own value
+(:mod:`cosmos_helpers.protocol.step_cache`). A backend refuses before any work what it cannot honour.
 """
 
 from __future__ import annotations

@@ -6,11 +6,10 @@ indexes ``0..k-1`` hold ``4(k-1)+1`` pixel frames (the VAE's temporal stride), s
 on ``1, 5, 9, ...`` pixel frames of the previous clip, and its output *starts* with its own re-creation of them.
 The default is Cosmos3's own v2v default, latent frames ``(0, 1)``: 5 pixel frames.
 
-Joining: the previous chunk is kept whole; each continuation loses its first ``conditioning_frames`` frames (they
-show what the previous chunk already shows), so no frame is duplicated and there is no crossfade of pictures.
-Sound: each chunk's track is cut to its frames (a track a few samples longer than its frames is trimmed), and
-over the overlap span, where both chunks have sound for the same moments, the old track fades linearly into the
-new one. The joined track stays exactly as long as the joined frames, without a click at the join.
+Joining: each continuation loses its first ``conditioning_frames`` frames (the previous chunk shows them), so no
+frame is duplicated and pictures never crossfade. Each chunk's sound is cut to its frames, and over the overlap,
+where both chunks have sound for the same moments, the old track fades linearly into the new one: the joined track
+is exactly as long as the joined frames, without a click at the join.
 """
 
 from __future__ import annotations

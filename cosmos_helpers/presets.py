@@ -135,12 +135,13 @@ def _checkpoint_profile(name: str, checkpoint: str, description: str, **extra) -
                    modes=MappingProxyType(modes), **extra)
 
 
-def _distilled_profile(name: str, hub: str, description: str) -> Profile:
+def _distilled_profile(name: str, hub: str) -> Profile:
     """A 4-step checkpoint: its one published mode at its resolution, with its fixed schedule."""
     _, tier, mode = variants.DISTILLED_CHECKPOINTS[hub]
-    base = _SUPER.defaults(mode)
-    defaults = replace(base, tier=tier, num_inference_steps=len(variants.DISTILLED_T_LIST),
+    steps = len(variants.DISTILLED_T_LIST)
+    defaults = replace(_SUPER.defaults(mode), tier=tier, num_inference_steps=steps,
                        guidance_scale=variants.DISTILLED_GUIDANCE, flow_shift=variants.DISTILLED_SHIFT)
+    description = f"{hub}: distilled, {steps} fixed steps, guidance baked in; {mode} at {tier}p"
     return Profile(name=name, model=hub, description=description, guardrails=True,
                    modes=MappingProxyType({mode: defaults}), distilled_sigmas=variants.DISTILLED_T_LIST, sound=False)
 
@@ -152,12 +153,8 @@ _SUPER = _checkpoint_profile("super", "Cosmos3-Super", "nvidia/Cosmos3-Super at 
                              "(multi-GPU host recommended)")
 _EDGE = _checkpoint_profile("edge", "Cosmos3-Edge", "nvidia/Cosmos3-Edge at the published defaults (480p, video "
                             "121 frames; no sound pathway)", sound=variants.EDGE_SOUND)
-_SUPER_T2I_4STEP = _distilled_profile("super-t2i-4step", "nvidia/Cosmos3-Super-Text2Image-4Step",
-                                      "nvidia/Cosmos3-Super-Text2Image-4Step: distilled, 4 fixed steps, guidance "
-                                      "baked in; text2image at 768p")
-_SUPER_I2V_4STEP = _distilled_profile("super-i2v-4step", "nvidia/Cosmos3-Super-Image2Video-4Step",
-                                      "nvidia/Cosmos3-Super-Image2Video-4Step: distilled, 4 fixed steps, guidance "
-                                      "baked in; image2video at 480p")
+_SUPER_T2I_4STEP = _distilled_profile("super-t2i-4step", "nvidia/Cosmos3-Super-Text2Image-4Step")
+_SUPER_I2V_4STEP = _distilled_profile("super-i2v-4step", "nvidia/Cosmos3-Super-Image2Video-4Step")
 _TINY = Profile(
     name="tiny", model="tiny", guardrails=False,
     description="embedded Cosmos3 trained on a synthetic world of coloured balls and boxes (real classes): Nano's "

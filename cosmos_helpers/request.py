@@ -37,8 +37,7 @@ class GenerationRequest:
         mode: ``text2image``, ``text2video``, ``image2video``, ``video2video`` (``t2i``/``t2v``/``i2v``/``v2v``),
             ``image2image`` (``i2i``, image editing on Diffusers and the Cosmos Framework: without a tier, aspect
             ratio or size the output keeps the input's shape, longer side 512, as in the framework), or an action
-            mode: ``forward_dynamics``, ``inverse_dynamics``, ``policy``
-            (``fd``/``id``/``wam``).
+            mode: ``forward_dynamics``, ``inverse_dynamics``, ``policy`` (``fd``/``id``/``wam``).
         prompt: text, a structured caption dict, or a ``pathlib.Path`` to a ``.json``/``.txt`` file (a ``str`` is
             always the prompt itself).
         negative_prompt: the same forms; ``None`` keeps each backend's own default (the framework's negative

@@ -78,8 +78,7 @@ def write_samples(folder: str | Path, *, overwrite: bool = False) -> dict[str, P
     return paths
 
 
-# mode -> (file stem, (colour, shape, direction, speed, floor) of the scene it shows): the cookbooks' prompts and
-# inputs
+# mode -> (file stem, (colour, shape, direction, speed, floor) of its scene): the cookbooks' prompts and inputs
 WORLD_SAMPLES = {
     "text2image": ("red_box", ("red", "box", "left", "quickly", "dark floor")),
     "text2video": ("blue_ball_rolls_left", ("blue", "ball", "left", "slowly", "sand floor")),

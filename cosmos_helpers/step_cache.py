@@ -119,8 +119,7 @@ def step_cache_record(value: StepCache) -> Any:
 def describe(value: StepCache, backend: str) -> dict[str, Any]:
     """What ``backend`` runs for ``value``, for the manifest: the choice, where it came from, and the values."""
     if value is None:
-        default = facts.BACKEND_DEFAULT[backend]
-        out: dict[str, Any] = {"choice": "default", "source": f"{backend} default: {default}"}
+        out: dict[str, Any] = {"choice": "default", "source": f"{backend} default: {facts.BACKEND_DEFAULT[backend]}"}
         if backend == "framework":
             out.update(method="sea_cache", values=dict(facts.FRAMEWORK_DEFAULTS))
         elif backend == "diffusers":

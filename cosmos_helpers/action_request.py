@@ -77,7 +77,8 @@ def resolve(request: Any, defaults: Any) -> dict[str, Any]:
                               f"use one of {', '.join(proto.TIERS)}: the start image is fitted into that canvas.")
     if request.width is not None or request.height is not None or request.aspect_ratio is not None:
         name = "width" if request.width is not None else "height" if request.height is not None else "aspect_ratio"
-        raise ValidationError(name, f"{request.mode} sizes the video from its {_media_name(request)} and the tier "
+        what = "video" if request.mode in proto.TAKES_VIDEO else "start image"
+        raise ValidationError(name, f"{request.mode} sizes the video from its {what} and the tier "
                               "(the model pads it into the tier's closest-ratio canvas).",
                               f"drop {name}=; choose tier= one of {', '.join(proto.TIERS)}.")
     values["tier"] = tier
@@ -97,10 +98,6 @@ def _embodiment(value: Any) -> str:
         raise ValidationError("embodiment", f"unknown embodiment {value!r} (or one whose action width is set per "
                               "dataset, which no backend can run).", f"use one of {known}.")
     return key
-
-
-def _media_name(request: Any) -> str:
-    return "video" if request.mode in proto.TAKES_VIDEO else "start image"
 
 
 def _conditioning_size(request: Any) -> tuple[int, int]:

@@ -23,7 +23,6 @@ from .errors import ValidationError
 from .protocol import fp8 as facts
 
 RUNTIME_METHODS: tuple[str, ...] = facts.FRAMEWORK_QUANTIZATION_METHODS
-_BACKENDS = ("diffusers", "vllm-omni", "framework")
 
 
 @dataclass(frozen=True)
@@ -111,7 +110,7 @@ def describe(value: Precision, backend: str) -> dict[str, Any]:
 def check_for_backend(value: Precision, backend: str) -> None:
     """Refuse, before any work, a precision ``backend`` cannot run as asked (what a backend can run beyond this, e.g.
     the framework's local-folder rule, its own check adds)."""
-    assert backend in _BACKENDS, backend
+    assert backend in facts.BACKEND_DEFAULT, backend
     if value is None:
         return
     if isinstance(value, str) and backend != "framework":

@@ -67,11 +67,8 @@ def write_samples(folder: str | Path, *, overwrite: bool = False) -> dict[str, P
     """Write the sample image, clip and sound into ``folder`` (the cookbooks' ``assets``)."""
     folder = Path(folder)
     clip = rolling_ball_clip()
-    paths = {
-        "image": folder / "images" / "rolling_ball.png",
-        "video": folder / "videos" / "rolling_ball.mp4",
-        "sound": folder / "sounds" / "chime.wav",
-    }
+    paths = {"image": folder / "images" / "rolling_ball.png", "video": folder / "videos" / "rolling_ball.mp4",
+             "sound": folder / "sounds" / "chime.wav"}
     media.write_png(paths["image"], clip[0], overwrite=overwrite)
     media.write_mp4(paths["video"], clip, 24.0, crf=23, overwrite=overwrite)
     media.write_wav(paths["sound"], chime_sound(), SOUND_SAMPLE_RATE, overwrite=overwrite)

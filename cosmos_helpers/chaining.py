@@ -36,11 +36,9 @@ def latent_indexes(conditioning_frames: int) -> tuple[int, ...]:
 
 
 def check_conditioning_frames(value: Any, num_frames: int, *, available: int | None = None) -> int:
-    """The number of pixel frames a continuation is conditioned on, or a clear error.
-
-    ``None`` gives Cosmos3's v2v default. A value must be ``1 + 4k`` (whole latent frames), leave at least one
-    new latent frame in a ``num_frames`` chunk, and be no more than the ``available`` frames of the clip continued.
-    """
+    """The number of pixel frames a continuation is conditioned on (``None``: Cosmos3's v2v default), or a clear
+    error: it must be ``1 + 4k`` (whole latent frames), leave a new latent frame in a ``num_frames`` chunk, and be no
+    more than the ``available`` frames of the clip continued."""
     stride = TEMPORAL_COMPRESSION
     if value is None:
         value = min(DEFAULT_CONDITIONING_FRAMES, num_frames - stride) if num_frames > stride else 1

@@ -13,6 +13,7 @@ ipywidgets render as nothing, so we emit self-contained HTML. The decision is ex
 
 from __future__ import annotations
 
+import io
 import os
 from typing import Any
 
@@ -56,8 +57,6 @@ def present_figure(fig: Any, *, display: bool = True) -> Any:
     """:func:`present` for a matplotlib figure, shown as a PNG: a figure made without pyplot has no live display."""
     if not display or _ipython() is None:
         return fig
-    import io
-
     from IPython.display import Image
 
     buffer = io.BytesIO()

@@ -13,10 +13,8 @@ class CosmosHelpersError(Exception):
 
 
 class ValidationError(CosmosHelpersError, ValueError):
-    """Bad input, caught before any model is loaded or any request is sent.
-
-    ``field`` names the offending argument and ``fix`` says what to do instead.
-    """
+    """Bad input, caught before any model is loaded or any request is sent: ``field`` names the offending argument
+    and ``fix`` says what to do instead."""
 
     def __init__(self, field: str, problem: str, fix: str | None = None) -> None:
         self.field, self.problem, self.fix = field, problem, fix

@@ -8,6 +8,7 @@ step in full, and a :class:`SeaCache` turns it on, a field left ``None`` taking 
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, Union
@@ -102,8 +103,6 @@ def parse_step_cache(text: str) -> StepCache:
 
 def step_cache_argument(text: str) -> StepCache:
     """:func:`parse_step_cache` as an ``argparse`` type: a bad value is a usage error with our message."""
-    import argparse
-
     try:
         return parse_step_cache(text)
     except ValidationError as exc:

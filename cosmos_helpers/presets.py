@@ -64,8 +64,7 @@ def normalize_mode(mode: object) -> str:
 
 def normalize_tier(tier: str | int) -> str:
     """Accept ``720``, ``"720"`` and ``"720p"``."""
-    text = str(tier).strip().lower()
-    return text[:-1] if text.endswith("p") else text
+    return str(tier).strip().lower().removesuffix("p")
 
 
 def size_for(tier: str | int, aspect: str = "16,9") -> tuple[int, int]:
@@ -197,6 +196,4 @@ def get_profile(name: str | Profile) -> Profile:
 
 def model_for(profile: str | Profile | None = None, model: str | None = None) -> str:
     """The one rule for which model runs: an explicit ``model`` wins, else the profile's, else the default profile's."""
-    if model:
-        return str(model)
-    return get_profile(profile or DEFAULT_PROFILE).model
+    return str(model) if model else get_profile(profile or DEFAULT_PROFILE).model

@@ -19,6 +19,11 @@ from .protocol import action as proto
 from .trajectories import load_trajectory
 
 ACTION_FIELDS = ("actions", "embodiment", "view_point")
+# The media an action mode is conditioned on -> (its article, what it is, its forms, the fix when given the other)
+_MEDIA = {"image": ("an", "the first frame of the future video", "a path, a PIL image or an HxWx3 uint8 array",
+                    "pass its first frame as image= (a video is what inverse_dynamics reads)"),
+          "video": ("a", "the clip whose actions to infer", "a path or a TxHxWx3 uint8 array",
+                    "pass the clip as video=")}
 
 
 def refuse_action_fields(request: Any) -> None:
@@ -72,7 +77,8 @@ def resolve(request: Any, defaults: Any) -> dict[str, Any]:
                               f"use one of {', '.join(proto.TIERS)}: the start image is fitted into that canvas.")
     if request.width is not None or request.height is not None or request.aspect_ratio is not None:
         name = "width" if request.width is not None else "height" if request.height is not None else "aspect_ratio"
-        raise ValidationError(name, f"{request.mode} sizes the video from its {_media_name(request)} and the tier "
+        what = "video" if request.mode in proto.TAKES_VIDEO else "start image"
+        raise ValidationError(name, f"{request.mode} sizes the video from its {what} and the tier "
                               "(the model pads it into the tier's closest-ratio canvas).",
                               f"drop {name}=; choose tier= one of {', '.join(proto.TIERS)}.")
     values["tier"] = tier
@@ -94,23 +100,14 @@ def _embodiment(value: Any) -> str:
     return key
 
 
-def _media_name(request: Any) -> str:
-    return "video" if request.mode in proto.TAKES_VIDEO else "start image"
-
-
 def _conditioning_size(request: Any) -> tuple[int, int]:
     """Check the media the mode needs (image for forward dynamics / policy, video for inverse dynamics)."""
     wanted, other = ("video", "image") if request.mode in proto.TAKES_VIDEO else ("image", "video")
+    article, why, forms, fix = _MEDIA[wanted]
     if getattr(request, other) is not None:
-        fix = ("pass the clip as video=" if wanted == "video" else
-               "pass its first frame as image= (a video is what inverse_dynamics reads)")
         raise ValidationError(other, f"{request.mode} is conditioned on a {wanted}, not a {other}.", f"{fix}.")
     source = getattr(request, wanted)
     if source is None:
-        forms = "a path, a PIL image or an HxWx3 uint8 array" if wanted == "image" else \
-            "a path or a TxHxWx3 uint8 array"
-        why = "the clip whose actions to infer" if wanted == "video" else "the first frame of the future video"
-        article = "an" if wanted == "image" else "a"
         raise ValidationError(wanted, f"{request.mode} needs {article} {wanted}: {why}.", f"pass {wanted}= {forms}.")
     if wanted == "image":
         media.check_image(source, field="image")

@@ -1,10 +1,8 @@
 """Our own small action samples: a trajectory per embodiment and a drive rendered along it.
 
 The real checkpoints were trained on driving logs and robot datasets we cannot ship; these stand in for them in
-the cookbooks and tests. ``sample_trajectory`` writes a plausible row layout for any embodiment (pose deltas, then
-a gripper that closes half-way); ``render_drive`` films a road lined with coloured posts from a camera that follows
-the trajectory's poses, so a video and the trajectory that made it belong together (inverse dynamics' input and
-its expected answer).
+the cookbooks and tests: a video and the trajectory that made it belong together (inverse dynamics' input and its
+expected answer).
 """
 
 from __future__ import annotations

@@ -6,11 +6,10 @@ indexes ``0..k-1`` hold ``4(k-1)+1`` pixel frames (the VAE's temporal stride), s
 on ``1, 5, 9, ...`` pixel frames of the previous clip, and its output *starts* with its own re-creation of them.
 The default is Cosmos3's own v2v default, latent frames ``(0, 1)``: 5 pixel frames.
 
-Joining: the previous chunk is kept whole; each continuation loses its first ``conditioning_frames`` frames (they
-show what the previous chunk already shows), so no frame is duplicated and there is no crossfade of pictures.
-Sound: each chunk's track is cut to its frames (a track a few samples longer than its frames is trimmed), and
-over the overlap span, where both chunks have sound for the same moments, the old track fades linearly into the
-new one. The joined track stays exactly as long as the joined frames, without a click at the join.
+Joining: each continuation loses its first ``conditioning_frames`` frames (the previous chunk shows them), so no
+frame is duplicated and pictures never crossfade. Each chunk's sound is cut to its frames, and over the overlap,
+where both chunks have sound for the same moments, the old track fades linearly into the new one: the joined track
+is exactly as long as the joined frames, without a click at the join.
 """
 
 from __future__ import annotations
@@ -37,11 +36,9 @@ def latent_indexes(conditioning_frames: int) -> tuple[int, ...]:
 
 
 def check_conditioning_frames(value: Any, num_frames: int, *, available: int | None = None) -> int:
-    """The number of pixel frames a continuation is conditioned on, or a clear error.
-
-    ``None`` gives Cosmos3's v2v default. A value must be ``1 + 4k`` (whole latent frames), leave at least one
-    new latent frame in a ``num_frames`` chunk, and be no more than the ``available`` frames of the clip continued.
-    """
+    """The number of pixel frames a continuation is conditioned on (``None``: Cosmos3's v2v default), or a clear
+    error: it must be ``1 + 4k`` (whole latent frames), leave a new latent frame in a ``num_frames`` chunk, and be no
+    more than the ``available`` frames of the clip continued."""
     stride = TEMPORAL_COMPRESSION
     if value is None:
         value = min(DEFAULT_CONDITIONING_FRAMES, num_frames - stride) if num_frames > stride else 1
@@ -80,10 +77,9 @@ def continuation_request(generation: Generation, prompt: Any, *, conditioning_fr
         raise ValidationError("generation", "it is a single image; only a video can be continued.",
                               "generate a video first (mode='text2video' or 'image2video'), or start from the "
                               "image with mode='image2video'.")
-    if "mode" in options and options["mode"] not in ("video2video", "v2v"):
-        raise ValidationError("mode", f"a continuation is a video2video generation, not {options['mode']!r}.",
-                              "leave mode out.")
-    options.pop("mode", None)
+    mode = options.pop("mode", "video2video")
+    if mode not in ("video2video", "v2v"):
+        raise ValidationError("mode", f"a continuation is a video2video generation, not {mode!r}.", "leave mode out.")
     settings = _inherited(generation, options)
     settings.update(options)
     media_path = generation.paths.get("media")
@@ -167,15 +163,10 @@ def _fit(sound: np.ndarray, length: int) -> np.ndarray:
     return np.pad(sound, ((0, 0), (0, length - sound.shape[1])), mode="edge")
 
 
-def frame_steps(frames: np.ndarray) -> np.ndarray:
-    """Mean absolute difference (0-255) between each pair of consecutive frames: ``steps[i]`` is frame i -> i+1."""
-    frames = np.asarray(frames, dtype=np.float32)
-    return np.abs(np.diff(frames, axis=0)).mean(axis=(1, 2, 3))
-
-
 def join_continuity(frames: np.ndarray, starts: Sequence[int]) -> dict[str, Any]:
     """How continuous a joined video is: the frame step across each join against the steps within chunks."""
-    steps = frame_steps(frames)
+    # the mean absolute difference (0-255) of each pair of consecutive frames: steps[i] is frame i -> i+1
+    steps = np.abs(np.diff(np.asarray(frames, dtype=np.float32), axis=0)).mean(axis=(1, 2, 3))
     joins = [int(s) - 1 for s in starts[1:]]  # the step from a chunk's last kept frame to the next chunk's first
     within = np.delete(steps, joins)
     return {"join_steps": [float(steps[j]) for j in joins], "within_mean": float(within.mean()),

@@ -1,8 +1,7 @@
 """``cosmos-helpers``: generate, serve, transfer, benchmark, run or open the cookbooks, build the tiny model.
 
-Each command's options live beside the code it drives (``add_arguments(parser)`` + ``run(args)``), so
-this module only routes. Heavy imports happen inside the commands: ``--help`` answers instantly.
-Errors are one readable line and a non-zero exit code; ``--debug`` shows the traceback.
+Each command's options live beside the code it drives (``add_arguments(parser)`` + ``run(args)``); this module only
+routes, so ``--help`` answers instantly. Errors are one readable line and a non-zero exit (``--debug``: traceback).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Where is this output going: a live Jupyter front end (widgets work) or a static document? And showing one thing.
 
-A leaf module (no package imports), so :mod:`cosmos_helpers.progress` and :mod:`cosmos_helpers.views` can both use
-it without importing each other.
-
-Static means papermill, ``jupyter nbconvert --execute``, nbmake, a plain Python process or a terminal IPython:
-the output is read later as a file (or on GitHub), where ipywidgets render as nothing. There we emit
-self-contained HTML instead. The decision is explicit, never a guess about which program started the kernel:
+A leaf module, so :mod:`cosmos_helpers.progress` and :mod:`cosmos_helpers.views` can both use it. Static means
+papermill, nbconvert, nbmake, a plain Python process or a terminal IPython: the output is read later as a file, where
+ipywidgets render as nothing, so we emit self-contained HTML. The decision is explicit, never a guess:
 
 1. ``COSMOS_HELPERS_STATIC`` set: ``1``/``true``/``yes`` -> static, ``0``/``false``/``no`` -> live. Our runner
    (``cosmos-helpers run-cookbooks``) and the test suite set it; set it yourself for other headless runs.
@@ -16,6 +13,7 @@ self-contained HTML instead. The decision is explicit, never a guess about which
 
 from __future__ import annotations
 
+import io
 import os
 from typing import Any
 
@@ -59,8 +57,6 @@ def present_figure(fig: Any, *, display: bool = True) -> Any:
     """:func:`present` for a matplotlib figure, shown as a PNG: a figure made without pyplot has no live display."""
     if not display or _ipython() is None:
         return fig
-    import io
-
     from IPython.display import Image
 
     buffer = io.BytesIO()

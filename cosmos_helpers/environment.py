@@ -19,10 +19,9 @@ def environment_report(*, verbose: bool = True) -> dict[str, Any]:
     try:
         import torch
 
-        report["cuda"] = torch.cuda.is_available()
-        cpu = f"cpu ({torch.get_num_threads()} threads)"
-        report["device"] = torch.cuda.get_device_name(0) if report["cuda"] else cpu
-        report["gpus"] = torch.cuda.device_count()
+        cuda = torch.cuda.is_available()
+        report.update(cuda=cuda, device=torch.cuda.get_device_name(0) if cuda else
+                      f"cpu ({torch.get_num_threads()} threads)", gpus=torch.cuda.device_count())
     except ImportError:
         report.update(cuda=False, device="unknown (torch missing)", gpus=0)
     try:

@@ -13,19 +13,12 @@ class CosmosHelpersError(Exception):
 
 
 class ValidationError(CosmosHelpersError, ValueError):
-    """Bad input, caught before any model is loaded or any request is sent.
-
-    ``field`` names the offending argument and ``fix`` says what to do instead.
-    """
+    """Bad input, caught before any model is loaded or any request is sent: ``field`` names the offending argument
+    and ``fix`` says what to do instead."""
 
     def __init__(self, field: str, problem: str, fix: str | None = None) -> None:
-        self.field = field
-        self.problem = problem
-        self.fix = fix
-        message = f"{field}: {problem}"
-        if fix:
-            message += f" Fix: {fix}"
-        super().__init__(message)
+        self.field, self.problem, self.fix = field, problem, fix
+        super().__init__(f"{field}: {problem}" + (f" Fix: {fix}" if fix else ""))
 
 
 class OutputExistsError(CosmosHelpersError, FileExistsError):
@@ -44,10 +37,7 @@ class ServerError(CosmosHelpersError):
     """An HTTP server answered with an error; carries the status and the server's own message."""
 
     def __init__(self, status: int, message: str, *, body: Any = None, request_id: str | None = None) -> None:
-        self.status = status
-        self.server_message = message
-        self.body = body
-        self.request_id = request_id
+        self.status, self.server_message, self.body, self.request_id = status, message, body, request_id
         super().__init__(f"HTTP {status}: {message}")
 
 

@@ -1,10 +1,8 @@
 """What a profile's checkpoint cannot do, refused while a request is built (before any model loads).
 
-A distilled checkpoint samples a fixed schedule with guidance baked into its weights: the framework and
-vLLM-Omni would silently ignore a step count, a guidance scale or a negative prompt given for it, diffusers
-raises only once the model is loaded (``protocol.variants``). A checkpoint without the sound pathway (Edge, the
-distilled ones) cannot make sound, and a checkpoint published for some modes runs only those. Each refusal names
-the field, the profile and the fix, so nobody waits for a load to learn it.
+A distilled checkpoint samples a fixed schedule with guidance baked in: the framework and vLLM-Omni would silently
+ignore a step count, a guidance scale or a negative prompt given for it, diffusers raises only once the model is
+loaded (``protocol.variants``). Checkpoints without the sound pathway, or published for some modes, refuse the rest.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Executing the cookbooks with papermill: one output folder, executed copies, media, and a summary.
 
-Each notebook runs with its own folder as working directory (so its ``assets/`` paths work) and gets
-``output_dir`` (inside the run's folder) and ``profile`` injected into its tagged ``parameters`` cell,
-plus any extra parameters given. ``COSMOS_HELPERS_STATIC=1`` tells the preview widgets to render static
-HTML, so the executed notebooks read well as files.
+Each notebook runs in its own folder (so its ``assets/`` paths work) with ``output_dir``, ``profile`` and any extra
+parameters injected; ``COSMOS_HELPERS_STATIC=1`` makes the previews static HTML, so the copies read well as files.
 """
 
 from __future__ import annotations
@@ -53,9 +51,7 @@ def find_cookbooks(root: str | Path | None = None, only: Iterable[str] = ()) -> 
     notebooks = sorted(p for p in base.rglob("*.ipynb")
                        if not SKIPPED_FOLDERS.intersection(p.relative_to(base).parts[:-1]))
     patterns = list(only)
-    if patterns:
-        notebooks = [p for p in notebooks if any(pattern in str(p.relative_to(base)) for pattern in patterns)]
-    return notebooks
+    return [p for p in notebooks if not patterns or any(pattern in str(p.relative_to(base)) for pattern in patterns)]
 
 
 def execute_notebook(notebook: str | Path, executed: str | Path, parameters: dict[str, Any], *,
@@ -75,17 +71,9 @@ def execute_notebook(notebook: str | Path, executed: str | Path, parameters: dic
     return time.perf_counter() - start, error
 
 
-def run_cookbooks(
-    out: str | Path,
-    *,
-    root: str | Path | None = None,
-    profile: str = DEFAULT_PROFILE,
-    parameters: dict[str, Any] | None = None,
-    only: Iterable[str] = (),
-    kernel: str = "python3",
-    gallery: bool = True,
-    log_output: bool = False,
-) -> list[NotebookRun]:
+def run_cookbooks(out: str | Path, *, root: str | Path | None = None, profile: str = DEFAULT_PROFILE,
+                  parameters: dict[str, Any] | None = None, only: Iterable[str] = (), kernel: str = "python3",
+                  gallery: bool = True, log_output: bool = False) -> list[NotebookRun]:
     """Execute every cookbook into ``out``; failures are recorded, not raised, so one bad notebook
     does not hide the others' results."""
     import papermill

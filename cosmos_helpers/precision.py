@@ -5,29 +5,24 @@ the switch composes with every profile and ``model=`` (Nano, Super, the distille
 doubling the profile list; its schedule overrides need a home anyway; and as a request field it is in every
 manifest and fingerprint, so an FP8 result never serves a bf16 request.
 
-* ``None`` (or ``"bf16"``, the same): the checkpoint as named, its bf16 weights.
-* ``"fp8"`` = ``FP8()``: NVIDIA's ModelOpt FP8 revision (``revision="fp8"``), run with the checkpoint's own per-step
-  policy (W8A16 on the first and last steps, W8A8 between, the reasoner at W8A16); ``FP8(first_steps=...,
-  last_steps=..., reasoner=..., mixed=...)`` overrides it through each backend's own knobs.
-* ``"mxfp8"`` / ``"nvfp4"``: the Cosmos Framework's load-time quantization of the bf16 weights
-  (``--quantization-method``; Blackwell GPUs only).
-
-Each backend honours a value with its own implementation or refuses it before any work
-(:func:`check_for_backend`), naming the field, the backend and the fix. The facts are in
-:mod:`cosmos_helpers.protocol.fp8`.
+``None`` (or ``"bf16"``) is the checkpoint's bf16 weights; ``"fp8"`` = ``FP8()`` NVIDIA's ModelOpt FP8 revision
+with the checkpoint's per-step policy (W8A16 on the first and last steps, W8A8 between, the reasoner at W8A16), which
+``FP8(...)`` overrides through each backend's own knobs; ``"mxfp8"`` / ``"nvfp4"`` the Cosmos Framework's load-time
+quantization (``--quantization-method``; Blackwell GPUs only). A backend that cannot honour a value refuses it before
+any work (:func:`check_for_backend`). The facts are in :mod:`cosmos_helpers.protocol.fp8`.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Union
 
 from .errors import ValidationError
 from .protocol import fp8 as facts
 
 RUNTIME_METHODS: tuple[str, ...] = facts.FRAMEWORK_QUANTIZATION_METHODS
-_BACKENDS = ("diffusers", "vllm-omni", "framework")
 
 
 @dataclass(frozen=True)
@@ -115,7 +110,7 @@ def describe(value: Precision, backend: str) -> dict[str, Any]:
 def check_for_backend(value: Precision, backend: str) -> None:
     """Refuse, before any work, a precision ``backend`` cannot run as asked (what a backend can run beyond this, e.g.
     the framework's local-folder rule, its own check adds)."""
-    assert backend in _BACKENDS, backend
+    assert backend in facts.BACKEND_DEFAULT, backend
     if value is None:
         return
     if isinstance(value, str) and backend != "framework":
@@ -124,9 +119,10 @@ def check_for_backend(value: Precision, backend: str) -> None:
                               "run it on FrameworkBackend (Blackwell GPUs), or use precision='fp8' (NVIDIA's FP8 "
                               "checkpoint) here.")
     if backend == "vllm-omni":
+        spelling = "'fp8'" if value == FP8() else repr(value)
         raise ValidationError("precision", "vLLM-Omni loads the checkpoint's revision and its precision policy when "
                               "the server starts, so a request cannot choose them.",
-                              f"start the server with serve_command(model, precision={_spelling(value)}) and leave "
+                              f"start the server with serve_command(model, precision={spelling}) and leave "
                               "precision out of the request (the manifest records the server's), or run on "
                               "DiffusersBackend.")
     if backend == "framework" and isinstance(value, FP8) and not value.native_throughout:
@@ -160,15 +156,12 @@ def vllm_serve_flags(value: Precision, *, force_cutlass: bool = False, kv_cache_
     checkpoints the two agree."""
     if isinstance(value, str):
         check_for_backend(value, "vllm-omni")
-    if not isinstance(value, FP8):
-        if force_cutlass:
-            raise ValidationError("force_cutlass_fp8", "it picks the kernels of a ModelOpt FP8 checkpoint, and this "
-                                  "server loads the bf16 weights.", "add precision='fp8', or drop force_cutlass_fp8.")
-        return [facts.VLLM_KV_CACHE_DTYPE_FLAG, "fp8"] if kv_cache_fp8 else []
-    flags = [facts.VLLM_REVISION_FLAG, facts.REVISION]
-    given = value.given()
-    if given:
-        override = {facts.VLLM_MIXED_FIELDS[name]: v for name, v in given.items()}
+    if force_cutlass and not isinstance(value, FP8):
+        raise ValidationError("force_cutlass_fp8", "it picks the kernels of a ModelOpt FP8 checkpoint, and this "
+                              "server loads the bf16 weights.", "add precision='fp8', or drop force_cutlass_fp8.")
+    flags = [facts.VLLM_REVISION_FLAG, facts.REVISION] if isinstance(value, FP8) else []
+    if isinstance(value, FP8) and value.given():
+        override = {facts.VLLM_MIXED_FIELDS[name]: v for name, v in value.given().items()}
         flags += [facts.VLLM_ADDITIONAL_CONFIG_FLAG, json.dumps({facts.VLLM_MIXED_KEY: override},
                                                                 separators=(",", ":"))]
     if force_cutlass:
@@ -183,8 +176,6 @@ def framework_flags(value: Precision, model: str) -> list[str]:
     method is ``--quantization-method``; FP8 is a ModelOpt checkpoint the framework takes by its local folder (marked
     by ``hf_quant_config.json``, nothing on the command line), which also means such a folder is FP8 whatever the
     request says."""
-    from pathlib import Path
-
     check_for_backend(value, "framework")
     folder = Path(str(model)).expanduser()
     modelopt = folder.is_dir() and (folder / facts.FRAMEWORK_FP8_MARKER).is_file()
@@ -199,10 +190,6 @@ def framework_flags(value: Precision, model: str) -> list[str]:
                               f"which the framework runs at W8A8 whatever the request says; it asks for {what}.",
                               "use precision=FP8(mixed=False) with this folder, or point model= at a bf16 checkpoint.")
     return [facts.FRAMEWORK_QUANTIZATION_FLAG, value] if isinstance(value, str) else []
-
-
-def _spelling(value: Precision) -> str:
-    return "'fp8'" if value == FP8() else repr(value)
 
 
 __all__ = ["FP8", "Precision", "check_for_backend", "check_precision", "describe", "diffusers_call_kwargs",

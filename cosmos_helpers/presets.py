@@ -1,16 +1,16 @@
 """Resolution buckets and the profiles that switch model, sizes and sampling settings together, per mode.
 
-The buckets are the Cosmos Framework's (``protocol.framework.SIZES``) plus this project's CPU tier ``128``.
-A profile carries one set of defaults *per mode*, because Cosmos 3's are different per mode: the framework's
-text-to-image is 50 steps, guidance 4, shift 3 at 1:1; its video modes 35 steps, guidance 6, shift 10 at 16:9.
-``nano`` / ``super`` / ``edge`` are exactly the framework's published defaults for those checkpoints; ``tiny``
-keeps their guidance and shift and shrinks size, length and steps so the embedded model runs on a CPU.
-The distilled 4-step checkpoints run one mode each on their fixed schedule; ``tiny-distilled`` and ``tiny-edge``
-are the variants' CPU stand-ins (facts: ``protocol.variants``).
+The buckets are the Cosmos Framework's (``protocol.framework.SIZES``) plus this project's CPU tier ``128``. A profile
+carries defaults *per mode*, because Cosmos 3's differ per mode (the framework's text-to-image is 50 steps, guidance 4,
+shift 3 at 1:1; its video modes 35 steps, guidance 6, shift 10 at 16:9). ``nano`` / ``super`` / ``edge`` are exactly
+the framework's published defaults; ``tiny`` keeps their guidance and shift and shrinks size, length and steps so the
+embedded model runs on a CPU. The distilled 4-step checkpoints run one mode each on their fixed schedule;
+``tiny-distilled`` and ``tiny-edge`` are the variants' CPU stand-ins (facts: ``protocol.variants``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping
@@ -46,10 +46,7 @@ DEFAULT_SEED = 0
 
 def normalize_aspect(aspect: str) -> str:
     """Accept ``"16:9"``, ``"16x9"``, ``"16/9"`` and ``"16,9"``; return the framework's ``"16,9"`` spelling."""
-    text = str(aspect).strip().replace(" ", "")
-    for sep in (":", "x", "/", "X"):
-        text = text.replace(sep, ",")
-    return text
+    return re.sub("[:x/X]", ",", str(aspect).strip().replace(" ", ""))
 
 
 def normalize_mode(mode: object) -> str:
@@ -66,8 +63,7 @@ def normalize_mode(mode: object) -> str:
 
 def normalize_tier(tier: str | int) -> str:
     """Accept ``720``, ``"720"`` and ``"720p"``."""
-    text = str(tier).strip().lower()
-    return text[:-1] if text.endswith("p") else text
+    return str(tier).strip().lower().removesuffix("p")
 
 
 def size_for(tier: str | int, aspect: str = "16,9") -> tuple[int, int]:
@@ -77,11 +73,8 @@ def size_for(tier: str | int, aspect: str = "16,9") -> tuple[int, int]:
 
 def bucket_of(width: int, height: int) -> tuple[str, str] | None:
     """``(tier, aspect)`` of the bucket that is exactly ``width x height``, or ``None``."""
-    for tier, sizes in VIDEO_SIZES.items():
-        for aspect, size in sizes.items():
-            if size == (width, height):
-                return tier, aspect
-    return None
+    return next(((tier, aspect) for tier, sizes in VIDEO_SIZES.items() for aspect, size in sizes.items()
+                 if size == (width, height)), None)
 
 
 def floor_to_4k1(num_frames: int) -> int:
@@ -140,12 +133,13 @@ def _checkpoint_profile(name: str, checkpoint: str, description: str, **extra) -
                    modes=MappingProxyType(modes), **extra)
 
 
-def _distilled_profile(name: str, hub: str, description: str) -> Profile:
+def _distilled_profile(name: str, hub: str) -> Profile:
     """A 4-step checkpoint: its one published mode at its resolution, with its fixed schedule."""
     _, tier, mode = variants.DISTILLED_CHECKPOINTS[hub]
-    base = _SUPER.defaults(mode)
-    defaults = replace(base, tier=tier, num_inference_steps=len(variants.DISTILLED_T_LIST),
+    steps = len(variants.DISTILLED_T_LIST)
+    defaults = replace(_SUPER.defaults(mode), tier=tier, num_inference_steps=steps,
                        guidance_scale=variants.DISTILLED_GUIDANCE, flow_shift=variants.DISTILLED_SHIFT)
+    description = f"{hub}: distilled, {steps} fixed steps, guidance baked in; {mode} at {tier}p"
     return Profile(name=name, model=hub, description=description, guardrails=True,
                    modes=MappingProxyType({mode: defaults}), distilled_sigmas=variants.DISTILLED_T_LIST, sound=False)
 
@@ -157,12 +151,8 @@ _SUPER = _checkpoint_profile("super", "Cosmos3-Super", "nvidia/Cosmos3-Super at 
                              "(multi-GPU host recommended)")
 _EDGE = _checkpoint_profile("edge", "Cosmos3-Edge", "nvidia/Cosmos3-Edge at the published defaults (480p, video "
                             "121 frames; no sound pathway)", sound=variants.EDGE_SOUND)
-_SUPER_T2I_4STEP = _distilled_profile("super-t2i-4step", "nvidia/Cosmos3-Super-Text2Image-4Step",
-                                      "nvidia/Cosmos3-Super-Text2Image-4Step: distilled, 4 fixed steps, guidance "
-                                      "baked in; text2image at 768p")
-_SUPER_I2V_4STEP = _distilled_profile("super-i2v-4step", "nvidia/Cosmos3-Super-Image2Video-4Step",
-                                      "nvidia/Cosmos3-Super-Image2Video-4Step: distilled, 4 fixed steps, guidance "
-                                      "baked in; image2video at 480p")
+_SUPER_T2I_4STEP = _distilled_profile("super-t2i-4step", "nvidia/Cosmos3-Super-Text2Image-4Step")
+_SUPER_I2V_4STEP = _distilled_profile("super-i2v-4step", "nvidia/Cosmos3-Super-Image2Video-4Step")
 _TINY = Profile(
     name="tiny", model="tiny", guardrails=False,
     description="embedded Cosmos3 trained on a synthetic world of coloured balls and boxes (real classes): Nano's "
@@ -205,6 +195,4 @@ def get_profile(name: str | Profile) -> Profile:
 
 def model_for(profile: str | Profile | None = None, model: str | None = None) -> str:
     """The one rule for which model runs: an explicit ``model`` wins, else the profile's, else the default profile's."""
-    if model:
-        return str(model)
-    return get_profile(profile or DEFAULT_PROFILE).model
+    return str(model) if model else get_profile(profile or DEFAULT_PROFILE).model

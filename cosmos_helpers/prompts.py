@@ -69,35 +69,26 @@ def parse_caption(text: str) -> Caption:
 
 def with_metadata(caption: dict, *, width: int, height: int, num_frames: int, fps: float,
                   aspect_ratio: str | None) -> str:
-    """Overwrite the generation metadata of a JSON caption as the framework and vLLM-Omni do.
-
-    ``resolution`` ``{"H", "W"}``, ``aspect_ratio`` (when known), and for video ``duration`` (``"<int>s"``) and
-    ``fps`` (a float); images drop ``duration``/``fps``. Serialised with ``json.dumps``' default separators:
-    that exact byte layout is what those backends tokenise. (The framework passes an integer ``fps``.)
-    """
+    """Overwrite the generation metadata of a JSON caption as the framework and vLLM-Omni do (images drop ``duration``
+    and ``fps``), serialised with ``json.dumps``' default separators: that exact byte layout is what those backends
+    tokenise. (The framework passes an integer ``fps``.)"""
     data = dict(caption)
-    metadata: dict = {}
     if num_frames > 1:
-        metadata["duration"] = f"{int(num_frames / fps) if fps > 0 else 0}s"
-        metadata["fps"] = float(fps)
+        data.update(duration=f"{int(num_frames / fps) if fps > 0 else 0}s", fps=float(fps))
     else:
         data.pop("duration", None)
         data.pop("fps", None)
-    metadata["resolution"] = {"H": int(height), "W": int(width)}
+    data["resolution"] = {"H": int(height), "W": int(width)}
     if aspect_ratio is not None:
-        metadata["aspect_ratio"] = aspect_ratio
-    data.update(metadata)
+        data["aspect_ratio"] = aspect_ratio
     return json.dumps(data)
 
 
 def with_templates(text: str, *, width: int, height: int, num_frames: int, fps: float,
                    duration_template: str | None, resolution_template: str | None,
                    force_duration: bool = False) -> str:
-    """Append the duration and resolution sentences to a plain-text prompt, as the framework does.
-
-    Each sentence follows the text after its trailing period is stripped; the duration sentence only for video
-    (or always with ``force_duration``, which the inverse negative metadata uses).
-    """
+    """Append the duration (video, or ``force_duration``: the inverse negative metadata) and resolution sentences to a
+    plain-text prompt, each after the text's trailing period, as the framework does."""
     text = text.strip()
     if duration_template is not None and (num_frames > 1 or force_duration):
         text = text.rstrip(".") + ". " + duration_template.format(duration=num_frames / fps, fps=fps)

@@ -1,18 +1,12 @@
-"""``GenerationRequest``: what the caller asks for, kept as given, and checked on the line that builds it.
+"""``GenerationRequest``: what the caller asks for, kept as given (``tier=None`` stays ``None``: what was set and
+what the profile filled in stay apart), and checked on the line that builds it. Backends translate its resolved form
+(:class:`~cosmos_helpers.resolve.ResolvedRequest`) and know nothing of each other.
 
-A request is backend-neutral: backends translate its resolved form (:class:`~cosmos_helpers.resolve.ResolvedRequest`,
-``request.resolve()``: the profile's defaults for the mode filled in, every value concrete) into their own wire
-format, and know nothing of each other. The request itself never changes: ``tier=None`` stays ``None`` (the profile
-chooses), so what the caller set and what was filled in stay apart.
-
-Two kinds of fields:
-
-* what to generate (mode, prompt, size, frames, fps, steps, guidance, shift, seed, sound, inputs): always concrete
-  once resolved. An omitted one comes from the *profile*, per mode, and every backend is sent the resolved value,
-  so the same request makes the same video everywhere.
-* how a backend prepares it (``negative_prompt``, ``use_system_prompt``, the sentence templates,
-  ``guidance_interval``): ``None`` means *that backend's own default* (they differ, see the README's table); a value
-  given here is forwarded to every backend, or refused by one that cannot honour it.
+Two kinds of fields: what to generate (mode, prompt, size, frames, fps, steps, guidance, shift, seed, sound, inputs)
+is always concrete once resolved, an omitted one coming from the *profile*, so the same request makes the same video
+everywhere; how a backend prepares it (``negative_prompt``, ``use_system_prompt``, the sentence templates,
+``guidance_interval``) is ``None`` for *that backend's own default* (they differ, see the README's table), and a value
+given is forwarded to every backend or refused by one that cannot honour it.
 """
 
 from __future__ import annotations
@@ -43,8 +37,7 @@ class GenerationRequest:
         mode: ``text2image``, ``text2video``, ``image2video``, ``video2video`` (``t2i``/``t2v``/``i2v``/``v2v``),
             ``image2image`` (``i2i``, image editing on Diffusers and the Cosmos Framework: without a tier, aspect
             ratio or size the output keeps the input's shape, longer side 512, as in the framework), or an action
-            mode: ``forward_dynamics``, ``inverse_dynamics``, ``policy``
-            (``fd``/``id``/``wam``).
+            mode: ``forward_dynamics``, ``inverse_dynamics``, ``policy`` (``fd``/``id``/``wam``).
         prompt: text, a structured caption dict, or a ``pathlib.Path`` to a ``.json``/``.txt`` file (a ``str`` is
             always the prompt itself).
         negative_prompt: the same forms; ``None`` keeps each backend's own default (the framework's negative
@@ -78,16 +71,11 @@ class GenerationRequest:
             fixes ``D`` and the model's action weights. Action modes only.
         view_point: the camera's viewpoint sentence of the action caption (``"ego_view"``, ...); ``None`` keeps the
             backend's default.
-        step_cache: step caching: ``None`` keeps the backend's default (off in diffusers, SeaCache 0.35 in the
-            Cosmos Framework's CLI, the server's ``--cache-backend`` on vLLM-Omni; the manifest records it), ``"off"``
-            runs every step in full, and ``SeaCache(...)`` (``"sea"``: its defaults) skips steps whose input barely
-            changed (:mod:`cosmos_helpers.step_cache`); vLLM-Omni sets it when its server starts, so there it stays
-            ``None``. It changes the pictures, so a cached result never serves an uncached request or the other way
-            round.
-        precision: ``None`` (the checkpoint's bf16 weights), ``"fp8"`` / ``FP8(...)`` (NVIDIA's ModelOpt FP8 revision
-            with its per-step W8A16/W8A8 policy, or overrides of it), ``"mxfp8"`` / ``"nvfp4"`` (the Cosmos
-            Framework's load-time quantization, Blackwell only); a backend that cannot run it refuses
-            (:mod:`cosmos_helpers.precision`). It changes the numbers, so it is in the fingerprint.
+        step_cache: ``None`` (the backend's default, recorded in the manifest; on vLLM-Omni the server's, so it
+            stays ``None`` there), ``"off"``, or ``SeaCache(...)`` / ``"sea"`` (:mod:`cosmos_helpers.step_cache`).
+            It changes the pictures, so it is in the fingerprint.
+        precision: ``None`` (bf16), ``"fp8"`` / ``FP8(...)``, ``"mxfp8"`` / ``"nvfp4"``
+            (:mod:`cosmos_helpers.precision`); a backend that cannot run it refuses. It is in the fingerprint too.
 
     Action modes (``forward_dynamics``, ``inverse_dynamics``, ``policy``) take ``image`` (the start frame) or, for
     inverse dynamics, ``video``; their size comes from that media and ``tier`` (an action tier: 256, 480, 704, 720).
@@ -125,9 +113,7 @@ class GenerationRequest:
     precision: Precision = None
 
     def __post_init__(self) -> None:
-        # Resolved once, here: a mistake fails on the line that builds the request (before any model loads), and
-        # backends, manifests and reruns all read this one value, so a caption file or an image is read once. It is
-        # not a field: the values given stay as given.
+        # Resolved once, here: a mistake fails before any model loads, and a caption file or an image is read once.
         object.__setattr__(self, "_resolved", resolve(self))
 
     def resolve(self) -> ResolvedRequest:

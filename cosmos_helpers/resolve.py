@@ -251,9 +251,8 @@ def _prompts(d: _Draft) -> None:
     negative: Caption | None = None
     if d.negative_prompt is not None:
         negative = load_caption(d.negative_prompt, field="negative_prompt")
-        negative = parse_caption(negative) if isinstance(negative, str) else negative
         # A negative caption is sent as compact JSON: metadata injection is for the positive prompt only.
-        negative = compact(negative) if isinstance(negative, dict) else negative
+        negative = compact(parse_caption(negative) if isinstance(negative, str) else negative)
     d.caption, d.negative = caption, negative
 
 

@@ -1,12 +1,9 @@
 """Our own sample media, rendered by code: a conditioning image, a short clip and a sound clip.
 
-The cookbooks need inputs that are small, free to redistribute and reproducible, so they are drawn
-here from a seed rather than shipped from elsewhere. ``python -m cosmos_helpers.samples DIR`` rewrites
-the committed copies.
-
-:func:`write_world_samples` adds prompts, an image and a clip from the synthetic world the embedded tiny model
-was trained on (``cosmos_helpers.world``), so the audiovisual cookbooks show on the CPU what they ask for: the
-named colour, the image continued, the clip carried on. They are ordinary prompts for Nano too.
+The cookbooks need inputs that are small, free to redistribute and reproducible, so they are drawn here from a
+seed (``python -m cosmos_helpers.samples DIR`` rewrites the committed copies). :func:`write_world_samples` adds
+prompts, an image and a clip from the tiny model's synthetic world (``cosmos_helpers.world``), so the audiovisual
+cookbooks show on the CPU what they ask for; they are ordinary prompts for Nano too.
 """
 
 from __future__ import annotations
@@ -70,19 +67,15 @@ def write_samples(folder: str | Path, *, overwrite: bool = False) -> dict[str, P
     """Write the sample image, clip and sound into ``folder`` (the cookbooks' ``assets``)."""
     folder = Path(folder)
     clip = rolling_ball_clip()
-    paths = {
-        "image": folder / "images" / "rolling_ball.png",
-        "video": folder / "videos" / "rolling_ball.mp4",
-        "sound": folder / "sounds" / "chime.wav",
-    }
+    paths = {"image": folder / "images" / "rolling_ball.png", "video": folder / "videos" / "rolling_ball.mp4",
+             "sound": folder / "sounds" / "chime.wav"}
     media.write_png(paths["image"], clip[0], overwrite=overwrite)
     media.write_mp4(paths["video"], clip, 24.0, crf=23, overwrite=overwrite)
     media.write_wav(paths["sound"], chime_sound(), SOUND_SAMPLE_RATE, overwrite=overwrite)
     return paths
 
 
-# mode -> (file stem, (colour, shape, direction, speed, floor) of the scene it shows): the cookbooks' prompts and
-# inputs
+# mode -> (file stem, (colour, shape, direction, speed, floor) of its scene): the cookbooks' prompts and inputs
 WORLD_SAMPLES = {
     "text2image": ("red_box", ("red", "box", "left", "quickly", "dark floor")),
     "text2video": ("blue_ball_rolls_left", ("blue", "ball", "left", "slowly", "sand floor")),

@@ -3,8 +3,7 @@
 A larger shift keeps the sampler at high noise for longer (composition and motion are decided there), which
 is why Cosmos3 video uses 10 and images 3. Two fixes to diffusers' stock behaviour live here, once:
 
-* the published scheduler config uses Karras sigmas, under which ``flow_shift`` silently does nothing; it is
-  turned off;
+* the published scheduler config uses Karras sigmas, under which ``flow_shift`` silently does nothing: turned off;
 * at high step counts with a large shift, neighbouring timesteps round to the same integer and diffusers'
   schedulers then start one step late and crash on the last one (``assert self.this_order > 0`` at 200 steps,
   shift 10); every pipeline here starts at the first timestep, so the schedulers are told so.

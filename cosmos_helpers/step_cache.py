@@ -1,15 +1,14 @@
 """Step caching as one request option: ``GenerationRequest(step_cache=None | "off" | SeaCache(...))``.
 
-Every backend ships SeaCache for Cosmos 3 (diffusers' hooks in process, the framework's diffusion cache, vLLM-Omni's
-``--cache-backend sea_cache``), each with its own default: off in diffusers and vLLM-Omni, **on** in the framework's
-inference CLI. So ``None`` keeps that backend's default (the manifest records which), ``"off"`` runs every step in
-full, and a :class:`SeaCache` turns it on with the values given; a field left ``None`` takes that backend's own
-SeaCache value (:mod:`cosmos_helpers.protocol.step_cache`). A value a backend cannot honour is refused by that
-backend before any work (:func:`check_for_backend`), naming the field, the backend and the fix.
+Every backend ships SeaCache for Cosmos 3, each with its own default: off in diffusers and vLLM-Omni, **on** in the
+framework's inference CLI. So ``None`` keeps that backend's default (the manifest records which), ``"off"`` runs every
+step in full, and a :class:`SeaCache` turns it on, a field left ``None`` taking that backend's own value
+(:mod:`cosmos_helpers.protocol.step_cache`). A backend refuses before any work what it cannot honour.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, Union
@@ -18,6 +17,7 @@ from .errors import ValidationError
 from .protocol import step_cache as facts
 
 OFF = "off"
+_BACKENDS = ("diffusers", "vllm-omni", "framework")  # the order of facts.FIELDS' columns
 
 
 @dataclass(frozen=True)
@@ -95,17 +95,14 @@ def parse_step_cache(text: str) -> StepCache:
         raise ValidationError("--step-cache", f"{text!r} is not off, sea or sea:THRESHOLD.",
                               "e.g. --step-cache sea:0.3")
     try:
-        return SeaCache(threshold=float(threshold))
+        number = float(threshold)
     except ValueError as exc:
-        if isinstance(exc, ValidationError):
-            raise
         raise ValidationError("--step-cache", f"{threshold!r} is not a number.", "e.g. --step-cache sea:0.3") from exc
+    return SeaCache(threshold=number)
 
 
 def step_cache_argument(text: str) -> StepCache:
     """:func:`parse_step_cache` as an ``argparse`` type: a bad value is a usage error with our message."""
-    import argparse
-
     try:
         return parse_step_cache(text)
     except ValidationError as exc:
@@ -121,8 +118,7 @@ def step_cache_record(value: StepCache) -> Any:
 def describe(value: StepCache, backend: str) -> dict[str, Any]:
     """What ``backend`` runs for ``value``, for the manifest: the choice, where it came from, and the values."""
     if value is None:
-        default = facts.BACKEND_DEFAULT[backend]
-        out: dict[str, Any] = {"choice": "default", "source": f"{backend} default: {default}"}
+        out: dict[str, Any] = {"choice": "default", "source": f"{backend} default: {facts.BACKEND_DEFAULT[backend]}"}
         if backend == "framework":
             out.update(method="sea_cache", values=dict(facts.FRAMEWORK_DEFAULTS))
         elif backend == "diffusers":
@@ -138,7 +134,7 @@ def check_for_backend(value: StepCache, backend: str) -> None:
     backend has built in), or a residual order it does not run."""
     if not isinstance(value, SeaCache):
         return
-    index = {"diffusers": 0, "vllm-omni": 1, "framework": 2}[backend]
+    index = _BACKENDS.index(backend)
     defaults = facts.backend_defaults(backend)
     for name, given in value.given().items():
         if facts.FIELDS[name][index] is None and given != defaults[name]:
@@ -146,22 +142,16 @@ def check_for_backend(value: StepCache, backend: str) -> None:
                                   f"always uses {defaults[name]!r} (you asked for {given!r}).",
                                   f"leave {name} out (or set it to {defaults[name]!r}), or run on a backend that "
                                   f"takes it ({_takers(name)}).")
-    orders = facts.RESIDUAL_ORDERS[backend]
-    if value.residual_order is not None and value.residual_order not in orders:
+    order, orders = value.residual_order, facts.RESIDUAL_ORDERS[backend]
+    if order is not None and order not in orders:
+        takers = ", ".join(other for other, runs in facts.RESIDUAL_ORDERS.items() if order in runs)
         raise ValidationError("step_cache.residual_order", f"the {backend} backend extrapolates with order "
-                              f"{' or '.join(map(str, orders))}, not {value.residual_order}.",
-                              f"use residual_order={orders[-1]}, or a backend that runs order {value.residual_order} "
-                              f"({_order_takers(value.residual_order)}).")
-
-
-def _order_takers(order: int) -> str:
-    return ", ".join(backend for backend, orders in facts.RESIDUAL_ORDERS.items() if order in orders)
+                              f"{' or '.join(map(str, orders))}, not {order}.",
+                              f"use residual_order={orders[-1]}, or a backend that runs order {order} ({takers}).")
 
 
 def _takers(name: str) -> str:
-    names = [backend for backend, index in (("diffusers", 0), ("vllm-omni", 1), ("framework", 2))
-             if facts.FIELDS[name][index] is not None]
-    return ", ".join(names)
+    return ", ".join(backend for index, backend in enumerate(_BACKENDS) if facts.FIELDS[name][index] is not None)
 
 
 def _number(value: Any) -> bool:

@@ -22,11 +22,8 @@ Importing this module does not import torch, ipywidgets or matplotlib.
 
 from __future__ import annotations
 
-from .display import is_static
 from .views.form import GenerateForm
 from .views.plots import frame_strip, sound_plot
-from .views.preview import ensure_preview, preview_path_for
 from .views.viewers import compare, grid, show
 
-__all__ = ["show", "grid", "compare", "frame_strip", "sound_plot", "GenerateForm", "is_static",
-           "ensure_preview", "preview_path_for"]
+__all__ = ["show", "grid", "compare", "frame_strip", "sound_plot", "GenerateForm"]

@@ -13,12 +13,9 @@ from .result import Generation, check_free
 
 def generate_and_save(backend: Backend, request: GenerationRequest, stem: str | Path, *,
                       overwrite: bool = False, skip_existing: bool = True, **kwargs: Any) -> Generation:
-    """Generate ``request`` on ``backend`` and save it at ``stem`` (``.png``/``.mp4`` + ``.json``).
-
-    When ``skip_existing`` and a finished output of the same request on the same backend (with the same
-    ``output_settings``) is already at ``stem``, it is loaded instead of generated again, so an interrupted batch
-    resumes where it stopped.
-    """
+    """Generate ``request`` on ``backend`` and save it at ``stem`` (``.png``/``.mp4`` + ``.json``); with
+    ``skip_existing``, this request's finished output from this backend (same ``output_settings``) already at ``stem``
+    is loaded instead, so an interrupted batch resumes where it stopped."""
     done = _finished(backend, request, stem, overwrite)
     if done is not None:
         if not skip_existing:
@@ -32,12 +29,9 @@ def generate_and_save(backend: Backend, request: GenerationRequest, stem: str | 
 
 def generate_and_save_all(backend: Backend, jobs: Mapping[str | Path, GenerationRequest], *,
                           overwrite: bool = False) -> dict[Path, Generation]:
-    """:func:`generate_and_save` for several ``{stem: request}`` at once, keyed by stem.
-
-    Finished outputs of the same requests are loaded, as there; the rest go to the backend's ``generate_many``,
-    which runs them in one go where it can (the Cosmos Framework then loads its checkpoint once, not per request),
-    else one after another. Every stem is checked before anything runs, so a clash fails before any work.
-    """
+    """:func:`generate_and_save` for several ``{stem: request}`` at once, keyed by stem: finished outputs are loaded,
+    the rest go to the backend's ``generate_many`` (the Cosmos Framework then loads its checkpoint once), and every
+    stem is checked before anything runs, so a clash fails before any work."""
     stems = {Path(stem): request for stem, request in jobs.items()}
     results = {stem: done for stem, request in stems.items()
                if (done := _finished(backend, request, stem, overwrite)) is not None}

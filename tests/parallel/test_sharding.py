@@ -1,16 +1,15 @@
 """The sharding code against one process: two CPU (gloo) processes must give one process's final latents.
 
-CFG-parallel and Ulysses over two processes (one spawn, one plan after the other), and both combined over four
-(marked slow), on the tiny model in fp32, 3 steps,
-guidance 6 (so every step after the first runs its two branches on different ranks), and CFG-parallel once more
-with a guidance interval that leaves the first step unguided. Tolerance: max absolute
-difference of the final latents <= 1e-5 (fp32; measured 0 here: the same operations run, only in other places).
+One spawn of two processes runs, one after the other: Ulysses, CFG-parallel, CFG-parallel with a guidance interval
+that leaves the first step unguided, the fast path under Ulysses, and ``Ulysses.fast_attention`` against whole
+attention; both plans combined run over four processes. The tiny model in fp32, 3 steps, guidance 6 (so every step
+after the first runs its two branches on different ranks). Tolerance: max absolute difference of the final latents
+<= 1e-5 (fp32; measured 0 here: the same operations run, only in other places).
 """
 
 from __future__ import annotations
 
 import socket
-from datetime import timedelta
 
 import pytest
 
@@ -43,14 +42,17 @@ def _latents(pipe):
         return pipe(**CALL, generator=torch.Generator("cpu").manual_seed(0))[0]
 
 
-def _rank(rank: int, plans: list[ParallelPlan], port: int, out: str, intervals: tuple = (), fasts: tuple = ()) -> None:
+def _rank(rank: int, plans: list[ParallelPlan], port: int, out: str, intervals: tuple = (), fasts: tuple = (),
+          attention: bool = False) -> None:
     """Every plan in turn on this rank, each on its own pipeline (the first plan's world size); ``fasts[i]``: the
-    fast path's options for plan ``i``."""
+    fast path's options for plan ``i``; ``attention``: then the fast attention check on the same group."""
     from cosmos_helpers.backends.diffusers.parallel.worker import join_group
 
     spec = {"device": "cpu", "port": port, "collective_timeout": 120, "plan": plans[0].__dict__}
     _, groups = join_group(spec, rank, plans[0].gpus)
     _run_plans(rank, plans, groups, out, intervals, fasts)
+    if attention:
+        _attention_check(rank, out)
     # Leave as the real worker does. A process that exits still holding its gloo group can abort (SIGABRT) while
     # the interpreter tears down gloo's threads; the barrier keeps either rank from leaving while the other talks.
     torch.distributed.barrier()
@@ -74,6 +76,26 @@ def _run_plans(rank: int, plans: list[ParallelPlan], groups: dict, out: str, int
                     "ulysses_passes": pipe._cosmos_ulysses.passes if plan.ulysses > 1 else 0,
                     "fast": {k: stats.get(k) for k in ("calls", "stock_fallbacks", "text_tower_runs")}},
                    f"{out}/plan{index}-rank{rank}.pt")
+
+
+def _attention_check(rank: int, out: str) -> None:
+    """``Ulysses.fast_attention`` on this rank's rows against whole attention, over the default group: heads split
+    evenly (Nano: 8 key/value heads over 2 ranks) and repeated to the query heads (the tiny model's single key/value
+    head), with 9 tokens (padding on the last rank)."""
+    from cosmos_helpers.fast.attention import sdpa
+    from cosmos_helpers.backends.diffusers.parallel.ulysses import Ulysses
+
+    results = {}
+    for kv_heads in (2, 1):
+        gen = torch.Generator().manual_seed(kv_heads)
+        q = torch.randn(9, 4, 8, generator=gen)
+        k, v = (torch.randn(9, kv_heads, 8, generator=gen) for _ in "kv")
+        text_k, text_v = (torch.randn(3, kv_heads, 8, generator=gen) for _ in "kv")
+        sp = Ulysses(None, 2, rank)
+        mine = sp.fast_attention(*(sp.split_rows(t) for t in (q, k, v)), text_k, text_v, 9, sdpa)
+        whole = sdpa(q, torch.cat([text_k, k]), torch.cat([text_v, v]))
+        results[kv_heads] = (sp.join_rows(mine, 9) - whole).abs().max().item()
+    torch.save(results, f"{out}/attention-rank{rank}.pt")
 
 
 def _free_port() -> int:
@@ -111,29 +133,27 @@ PARALLEL_INTERVAL = {"parallel_steps": 1, "serial_calls": 3, "kept_hits": 1, "ke
 
 
 @pytest.mark.slow
-def test_cfg_parallel_and_ulysses_on_two_processes_equal_one(reference, tmp_path):
-    plans = [ParallelPlan.build(2, ulysses=2), ParallelPlan.build(2, cfg_parallel=2),
-             ParallelPlan.build(2, cfg_parallel=2)]
-    mp.spawn(_rank, args=(plans, _free_port(), str(tmp_path), (None, None, INTERVAL)), nprocs=2, join=True)
-    _check(plans, [reference, reference, _latents(_pipe(INTERVAL))], tmp_path, [None, PARALLEL, PARALLEL_INTERVAL])
-
-
-@pytest.mark.slow
-def test_the_fast_path_under_ulysses_on_two_processes_equals_one(reference, tmp_path):
-    """Each rank runs the fast generation stack (cached text keys/values, the fused layer code, stacked products) on
-    its half of the generation tokens, exchanging them for heads around attention; no pass falls back to stock."""
+def test_cfg_parallel_ulysses_and_the_fast_path_on_two_processes_equal_one(reference, tmp_path):
+    """Ulysses, CFG-parallel (with and without an interval) and, last, the fast generation stack under Ulysses: each
+    rank runs cached text keys/values, the fused layer code and stacked products on its half of the generation
+    tokens, exchanging them for heads around attention, and no pass falls back to stock. Then
+    ``Ulysses.fast_attention`` against whole attention (:func:`_attention_check`)."""
     from cosmos_helpers.fast import FastOptions
 
-    plans = [ParallelPlan.build(2, ulysses=2)]
     fast = FastOptions(compile="eager", fuse_projections=True)
-    mp.spawn(_rank, args=(plans, _free_port(), str(tmp_path), (), (fast,)), nprocs=2, join=True)
+    plans = [ParallelPlan.build(2, ulysses=2), ParallelPlan.build(2, cfg_parallel=2),
+             ParallelPlan.build(2, cfg_parallel=2), ParallelPlan.build(2, ulysses=2)]
+    mp.spawn(_rank, args=(plans, _free_port(), str(tmp_path), (None, None, INTERVAL), (None, None, None, fast), True),
+             nprocs=2, join=True)
+    _check(plans[:3], [reference, reference, _latents(_pipe(INTERVAL))], tmp_path, [None, PARALLEL, PARALLEL_INTERVAL])
     for rank in range(2):
-        result = torch.load(tmp_path / f"plan0-rank{rank}.pt")
+        result = torch.load(tmp_path / f"plan3-rank{rank}.pt")
         difference = (result["latents"] - reference).abs().max().item()
-        assert difference <= TOL, f"rank {rank}: max |latent difference| {difference}"
+        assert difference <= TOL, f"fast path, rank {rank}: max |latent difference| {difference}"
         # 3 steps x 2 branches, every one on the fast path; the text tower once per prompt
         assert result["fast"] == {"calls": 6, "stock_fallbacks": 0, "text_tower_runs": 2}, (rank, result["fast"])
         assert result["ulysses_passes"] == 0, rank  # the stock shard seam never ran
+        assert all(d <= 1e-6 for d in torch.load(tmp_path / f"attention-rank{rank}.pt").values())
 
 
 @pytest.mark.slow
@@ -141,36 +161,3 @@ def test_cfg_parallel_times_ulysses_on_four_processes_equals_one(reference, tmp_
     plans = [ParallelPlan.build(4, cfg_parallel=2, ulysses=2)]
     mp.spawn(_rank, args=(plans, _free_port(), str(tmp_path)), nprocs=4, join=True)
     _check(plans, reference, tmp_path, [PARALLEL])
-
-
-def _attention_rank(rank: int, port: int, out: str) -> None:
-    """``Ulysses.fast_attention`` on this rank's rows, for divisible and repeated key/value heads, odd lengths."""
-    import torch.distributed as dist
-
-    from cosmos_helpers.fast.attention import sdpa
-    from cosmos_helpers.backends.diffusers.parallel.ulysses import Ulysses
-
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                            timeout=timedelta(seconds=120))
-    results = {}
-    for kv_heads in (2, 1):
-        gen = torch.Generator().manual_seed(kv_heads)
-        q = torch.randn(9, 4, 8, generator=gen)
-        k, v = (torch.randn(9, kv_heads, 8, generator=gen) for _ in "kv")
-        text_k, text_v = (torch.randn(3, kv_heads, 8, generator=gen) for _ in "kv")
-        sp = Ulysses(None, 2, rank)
-        mine = sp.fast_attention(*(sp.split_rows(t) for t in (q, k, v)), text_k, text_v, 9, sdpa)
-        whole = sdpa(q, torch.cat([text_k, k]), torch.cat([text_v, v]))
-        results[kv_heads] = (sp.join_rows(mine, 9) - whole).abs().max().item()
-    torch.save(results, f"{out}/attention-rank{rank}.pt")
-    dist.barrier()  # see _rank
-    dist.destroy_process_group()
-
-
-@pytest.mark.slow
-def test_ulysses_fast_attention_equals_whole_attention(tmp_path):
-    """Heads split evenly (Nano: 8 key/value heads over 2 ranks) and repeated to the query heads (the tiny model's
-    single key/value head), with 9 tokens (padding on the last rank)."""
-    mp.spawn(_attention_rank, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
-    for rank in range(2):
-        assert all(d <= 1e-6 for d in torch.load(tmp_path / f"attention-rank{rank}.pt").values())

@@ -15,9 +15,10 @@ output made in the lab), rather than run a second time.
   clicked and the form must show a finished, playable result;
 * no browser console errors beyond the known-benign list in ``conftest.BENIGN_CONSOLE``.
 
-A second test runs a quick generation, executes the demo notebook headlessly (static outputs), writes the
-gallery with :func:`write_gallery`, serves it over ``http.server`` and checks that its players and thumbnails,
-and the executed notebook's page, load in the browser.
+A second test makes the demo's three generations, executes the demo's viewers on them headlessly (static outputs:
+``jupyter nbconvert --execute`` must be detected as static), writes the gallery with :func:`write_gallery`, serves
+it over ``http.server`` and checks that its players and thumbnails, and the executed notebook's page, load in the
+browser.
 
 Screenshots and console logs go to ``$COSMOS_HELPERS_ARTIFACTS`` (default ``.artifacts/browser/``).
 """
@@ -78,10 +79,25 @@ DEMO_CELLS = [
 ]
 
 
-def write_demo(path: Path) -> Path:
+# The demo's viewers on the same three generations, made by the test and loaded from their files, for the headless
+# run of the gallery test: what a static run shows is what it checks, not how fast the kernel generates.
+STATIC_DEMO_CELLS = [
+    DEMO_CELLS[0],
+    ("code", "# parameters\nfrom pathlib import Path\nOUT = Path('demo_outputs')"),
+    ("code", "from cosmos_helpers import (DiffusersBackend, GenerateForm, Generation, compare, frame_strip, grid,\n"
+             "                            show, sound_plot)\n"
+             "video = Generation.load(OUT / 't2v_sound.mp4')\nshow(video)"),
+    ("code", "image = Generation.load(OUT / 't2i.png')\nshow(image)"),
+    ("code", "other = Generation.load(OUT / 't2v_sound_seed1.mp4')\ncompare(video, other)"),
+    *DEMO_CELLS[5:9],
+    ("code", "GenerateForm(DiffusersBackend(), defaults={'tier': '128', 'num_frames': 9, 'sound': True})"),
+]
+
+
+def write_demo(path: Path, cells=DEMO_CELLS) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-    for kind, source in DEMO_CELLS:
+    for kind, source in cells:
         cell = nbformat.v4.new_markdown_cell(source) if kind == "markdown" else nbformat.v4.new_code_cell(source)
         if source.startswith("# parameters"):
             cell.metadata["tags"] = ["parameters"]
@@ -316,12 +332,19 @@ def test_notebook_in_jupyterlab(relative, lab, browser, artifacts, cookbook_runs
             shut_down(lab, opened)
 
 
-def test_gallery_in_browser(browser, browser_tools, static_server, artifacts, scratch):
-    """A quick headless run (static outputs), then the gallery and the executed notebook page in the browser."""
+def test_gallery_in_browser(browser, browser_tools, static_server, artifacts, scratch, tiny_backend):
+    """The demo's three generations, a headless run of its viewers on them (static outputs), then the gallery and the
+    executed notebook page in the browser."""
+    from cosmos_helpers import GenerationRequest
     from cosmos_helpers.gallery import write_gallery
 
     out = scratch / "outputs"
-    notebook = write_demo(out / DEMO)
+    request = GenerationRequest(mode="text2video", prompt="A yellow robot rolls across a sunlit workbench.", tier="128",
+                                num_frames=9, num_inference_steps=2, sound=True, seed=0)
+    image = request.replace(mode="text2image", num_frames=None, sound=False)
+    for name, item in (("t2v_sound", request), ("t2i", image), ("t2v_sound_seed1", request.replace(seed=1))):
+        tiny_backend.generate(item).save(out / "demo_outputs" / name)
+    notebook = write_demo(out / DEMO, STATIC_DEMO_CELLS)
     env = kernel_env()  # no COSMOS_HELPERS_STATIC: the nbconvert parent must be detected as static
     subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace",
                     "--ExecutePreprocessor.timeout=600", str(notebook)], check=True, env=env, cwd=out,

@@ -7,6 +7,11 @@ live or static, and showing it once, is :mod:`cosmos_helpers.display`.
 ``viewers``  ``show``, ``grid``, ``compare``: ipywidgets in a live kernel, static HTML elsewhere
 ``plots``    ``frame_strip`` and ``sound_plot``
 ``form``     ``GenerateForm``
+``pages``    linked HTML pages beside the files they show (the output gallery, a sweep's report)
+``sheet``    one labelled contact sheet as a PNG (a sweep's matrix, the tiny world's training strips)
+``joins``    ``join_plot``: where a chained long video was joined
+``timeline`` ``batch_timeline``: where and when each item of a batch ran
+``trajectory`` pictures of action trajectories (path, steps, predicted against given)
 
 Nothing here imports torch; ipywidgets and matplotlib are imported inside the functions that need them.
 """

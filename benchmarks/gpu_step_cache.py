@@ -11,7 +11,7 @@ decisions meaningless for quality, but a skipped pass costs what it costs), t2v 
   and the step after every two cached ones compute (the best case).
 
 Each row: seconds, passes computed of 70 (from the manifest), the pass schedule, the seconds of a computed and of a
-cached pass (``cosmos_helpers.bench.passes``), peak GiB; the fast rows also their ratio to ``stock+sea`` and the PSNR
+cached pass (``bench.pass_costs``), peak GiB; the fast rows also their ratio to ``stock+sea`` and the PSNR
 of their frames against it. ``step_cache.json`` is rewritten after every row, so a run cut short keeps what it had.
 
     python3 benchmarks/gpu_step_cache.py --out $OUT                 # on the device, after GPU_RESULTS' install line
@@ -43,7 +43,7 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 def measure(name: str, backend, request, cuda: bool, reference=None) -> tuple[dict, np.ndarray]:
     from cosmos_helpers.bench import _timed
-    from cosmos_helpers.bench.passes import pass_costs
+    from cosmos_helpers.bench import pass_costs
 
     timed = _timed(name, backend, request, cuda)
     cache = timed.generation.provenance["step_cache"]

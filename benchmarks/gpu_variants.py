@@ -201,7 +201,7 @@ def build_nano(plan: Plan, state: dict) -> dict:
 
 def fd_requests(plan: Plan) -> dict[str, GenerationRequest]:
     """Forward dynamics at the nano defaults, and image2video from the same start frame at its size and length."""
-    from cosmos_helpers.action_samples import render_drive, sample_trajectory
+    from cosmos_helpers.samples import render_drive, sample_trajectory
 
     defaults = get_profile("nano").defaults("forward_dynamics")
     actions = sample_trajectory(EMBODIMENT, defaults.num_frames - 1)

@@ -39,7 +39,7 @@ _EXPORTS: dict[str, str] = {
     ".backends.vllm_serve": "serve_command",
     ".presets": "get_profile",
     ".widgets": "show grid compare frame_strip sound_plot GenerateForm",
-    ".views.joins": "join_plot",
+    ".views.plots": "join_plot",
     ".gallery": "list_outputs",
     ".environment": "environment_report",
     ".errors": "CosmosHelpersError ValidationError",
@@ -68,6 +68,6 @@ if TYPE_CHECKING:  # pragma: no cover - for editors and type checkers only; the 
     from .step_cache import SeaCache
     from .sweeps import sweep
     from .transfer.runner import run_spec
-    from .views.joins import join_plot
+    from .views.plots import join_plot
     from .widgets import GenerateForm, compare, frame_strip, grid, show, sound_plot
     from .workflow import generate_and_save, generate_and_save_all

@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lab": ("cosmos_helpers.commands.lab", "open the cookbooks in JupyterLab with this environment as the kernel"),
     "tiny": ("cosmos_helpers.commands.tiny", "build (or locate) the embedded tiny Cosmos3 model"),
     "serve": ("cosmos_helpers.standins.vllm_omni.cli", "start a local vLLM-Omni-compatible server"),
-    "serve-ray": ("cosmos_helpers.standins.ray_serve.cli",
+    "serve-ray": ("cosmos_helpers.standins.ray_serve.local",
                   "start a stand-in of the Cosmos Framework's Ray Serve app on a local Ray instance"),
     "batch": ("cosmos_helpers.commands.batch", "run many requests or framework samples: here, on a server, or on Ray"),
     "run": ("cosmos_helpers.commands.run", "run a Cosmos Framework input file (any mode) on any backend"),

@@ -25,7 +25,7 @@ from .result import MANIFEST_SCHEMA, backend_label, read_manifest
 from .views import pages, preview
 from .views.items import as_item, request_details
 from .views.pages import esc, href
-from .views.trajectory import trajectory_png
+from .views.plots import trajectory_png
 
 GALLERY_NAME = "index.html"
 THUMB_SIDE = 320

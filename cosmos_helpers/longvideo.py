@@ -221,21 +221,15 @@ def _finished(plan: _Plan, fingerprint: str, reusable: list[Path], overwrite: bo
 
 def _make_chunks(plan: _Plan, backend: Backend, reusable: list[Path], overwrite: bool, progress: bool) -> list[Path]:
     saved = list(reusable)
-    bar = progress_bar(plan.count, "long video", "chunk", enabled=progress)
-    try:
-        if bar is not None and saved:
+    with progress_bar(plan.count, "long video", "chunk", enabled=progress) as bar:
+        if saved:
             bar.update(len(saved))
             bar.set_postfix_str(f"{len(saved)} saved chunk(s) reused")
         for index in range(len(saved), plan.count):
-            request = plan.request(index, saved[-1].resolve() if saved else None)
-            generation = backend.generate(request)
+            generation = backend.generate(plan.request(index, saved[-1].resolve() if saved else None))
             saved.append(generation.save(plan.chunk_stem(index), overwrite=overwrite))
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix_str(f"chunk {index + 1}/{plan.count}: {generation.num_frames} frames")
-    finally:
-        if bar is not None:
-            bar.close()
+            bar.update(1)
+            bar.set_postfix_str(f"chunk {index + 1}/{plan.count}: {generation.num_frames} frames")
     return saved
 
 

@@ -191,6 +191,3 @@ def framework_flags(value: Precision, model: str) -> list[str]:
                               "use precision=FP8(mixed=False) with this folder, or point model= at a bf16 checkpoint.")
     return [facts.FRAMEWORK_QUANTIZATION_FLAG, value] if isinstance(value, str) else []
 
-
-__all__ = ["FP8", "Precision", "check_for_backend", "check_precision", "describe", "diffusers_call_kwargs",
-           "framework_flags", "precision_record", "vllm_serve_flags"]

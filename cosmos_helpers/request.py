@@ -1,6 +1,5 @@
 """``GenerationRequest``: what the caller asks for, kept as given (``tier=None`` stays ``None``: what was set and
-what the profile filled in stay apart), and checked on the line that builds it. Backends translate its resolved form
-(:class:`~cosmos_helpers.resolve.ResolvedRequest`) and know nothing of each other.
+what the profile filled in stay apart). Backends translate its resolved form and know nothing of each other.
 
 Two kinds of fields: what to generate (mode, prompt, size, frames, fps, steps, guidance, shift, seed, sound, inputs)
 is always concrete once resolved, an omitted one coming from the *profile*, so the same request makes the same video

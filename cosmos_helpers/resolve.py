@@ -8,7 +8,7 @@ everywhere; the manifest records it (:meth:`ResolvedRequest.to_dict`) and reruns
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import FrozenInstanceError, fields, replace
 from pathlib import Path
 from typing import Any, Union
 
@@ -17,14 +17,14 @@ import numpy as np
 from . import action_request, media
 from .errors import ValidationError
 from .limits import check_mode, check_profile_limits
-from .precision import Precision, check_precision, precision_record
+from .precision import check_precision, precision_record
 from .presets import (ACTION_MODES, ASPECT_RATIOS, PROFILES, VIDEO_SIZES, floor_to_4k1, get_profile,
                       normalize_aspect, normalize_mode, normalize_tier)
 from .prompts import Caption, compact, load_caption, parse_caption, with_metadata
 from .protocol import variants
 from .protocol.framework import detect_aspect_ratio
 from .result import record_fingerprint
-from .step_cache import StepCache, check_step_cache, step_cache_record
+from .step_cache import check_step_cache, step_cache_record
 
 MediaLike = Union[str, Path, np.ndarray, Any]  # Any: a PIL image
 
@@ -41,14 +41,25 @@ MAX_TIMESTEP = 1000.0
 _SIZE_FIELDS = frozenset({"tier", "aspect_ratio", "width", "height"})
 
 
-class _Derived:
-    """What follows from the values: shared by the resolved request and the draft it is built from."""
+class ResolvedRequest:
+    """A request with every value resolved: the names of :class:`~cosmos_helpers.request.GenerationRequest` (see it
+    for what each means; those left out were filled in from the profile), plus ``caption`` / ``negative`` (the prompts
+    as loaded), ``request`` (what the caller gave) and ``given`` (the names the caller set). Built by :func:`resolve`,
+    which fills it in step by step (a later step reads the earlier ones' results) and then freezes it."""
 
-    mode: str
-    caption: Caption
-    given: frozenset[str]
-    num_frames: int
-    fps: float
+    def __init__(self, request: Any) -> None:
+        given = {f.name: getattr(request, f.name) for f in fields(request)}
+        self.__dict__.update(given, request=request, caption=None, negative=None,
+                             given=frozenset(name for name, value in given.items() if value is not None))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("_frozen"):
+            raise FrozenInstanceError(f"cannot assign to field {name!r}")
+        self.__dict__[name] = value
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self.request))
+        return f"ResolvedRequest({values})"
 
     @property
     def is_image(self) -> bool:
@@ -80,49 +91,6 @@ class _Derived:
         that default to ``None``; ``seed`` and ``sound`` always have a value to send."""
         return name in self.given
 
-
-@dataclass(frozen=True, eq=False)
-class ResolvedRequest(_Derived):
-    """A request with every value resolved: the same names as :class:`~cosmos_helpers.request.GenerationRequest`
-    (see it for what each means), plus ``caption`` / ``negative`` (the prompts as loaded), ``request`` (what the
-    caller gave) and ``given`` (the names the caller set, the rest came from the profile). Built by
-    :func:`resolve`, never by hand."""
-
-    mode: str
-    prompt: Any
-    negative_prompt: Any
-    profile: str
-    model: str
-    tier: str | None
-    aspect_ratio: str | None
-    width: int
-    height: int
-    num_frames: int
-    fps: float
-    num_inference_steps: int
-    guidance_scale: float
-    flow_shift: float
-    seed: int
-    sound: bool
-    image: MediaLike | None
-    video: MediaLike | None
-    condition_frames: tuple[int, ...] | None
-    condition_video_keep: str | None
-    use_system_prompt: bool | None
-    add_resolution_template: bool | None
-    add_duration_template: bool | None
-    guidance_interval: tuple[float, float] | None
-    guardrails: bool
-    actions: np.ndarray | None
-    embodiment: str | None
-    view_point: str | None
-    step_cache: StepCache
-    precision: Precision
-    caption: Caption = field(repr=False)
-    negative: Caption | None = field(repr=False)
-    request: Any = field(repr=False)  # the GenerationRequest (request.py imports this module, not the other way)
-    given: frozenset[str] = field(repr=False)
-
     def resolve(self) -> "ResolvedRequest":
         """Itself: code that takes a request accepts either kind and calls ``resolve()`` once."""
         return self
@@ -151,9 +119,10 @@ class ResolvedRequest(_Derived):
         return None if self.video is None else media.load_video_frames(self.video)[0]
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe record of the resolved request (media as path + content hash) for manifests."""
+        """A JSON-safe record for manifests (media as path + content hash), the request's fields in their order and
+        the prompts last, as sent."""
         out: dict[str, Any] = {}
-        for name in _RECORDED:
+        for name in (f.name for f in fields(self.request) if f.name not in ("prompt", "negative_prompt")):
             value = getattr(self, name)
             if name in ("image", "video"):
                 value = None if value is None else media.describe_media(value)
@@ -183,28 +152,13 @@ class ResolvedRequest(_Derived):
                 f"guidance {self.guidance_scale:g}, shift {self.flow_shift:g}, seed {self.seed}, model {self.model}")
 
 
-# The record's keys, in the order manifests have always had them (the prompts are added last, as sent).
-_RECORDED = tuple(f.name for f in fields(ResolvedRequest)
-                  if f.name not in ("prompt", "negative_prompt", "caption", "negative", "request", "given"))
 _RECORDS = {"step_cache": step_cache_record, "precision": precision_record}
-
-
-class _Draft(_Derived):
-    """The values while they resolve: first as given, each replaced by its resolved value in turn (a later step
-    reads the earlier ones' results, e.g. the frame count checks the conditioning frames)."""
-
-    def __init__(self, request: Any) -> None:
-        given = {f.name: getattr(request, f.name) for f in fields(request)}
-        self.__dict__.update(given)
-        self.given = frozenset(name for name, value in given.items() if value is not None)
-        self.request = request
-        self.caption = self.negative = None
 
 
 def resolve(request: Any) -> ResolvedRequest:
     """Every value of ``request`` (a ``GenerationRequest``) concrete and checked; a mistake raises
     :class:`~cosmos_helpers.errors.ValidationError` naming the field and the fix."""
-    d = _Draft(request)
+    d = ResolvedRequest(request)
     d.mode = normalize_mode(d.mode)
     if not isinstance(d.profile, str) or d.profile.strip().lower() not in PROFILES:
         raise ValidationError("profile", f"unknown profile {d.profile!r}.", f"use one of {', '.join(PROFILES)}.")
@@ -237,10 +191,11 @@ def resolve(request: Any) -> ResolvedRequest:
         raise ValidationError("sound", f"{d.mode} produces a still image, which cannot carry sound.",
                               "use mode='text2video' (or image2video) with sound=True, or sound=False.")
     check_profile_limits(d, profile)
-    return ResolvedRequest(**{f.name: getattr(d, f.name) for f in fields(ResolvedRequest)})
+    d.__dict__["_frozen"] = True
+    return d
 
 
-def _prompts(d: _Draft) -> None:
+def _prompts(d: ResolvedRequest) -> None:
     if d.prompt is None:
         raise ValidationError("prompt", "no prompt given.", "pass the text, a caption dict or a Path to a file.")
     caption = load_caption(d.prompt, field="prompt")
@@ -256,7 +211,7 @@ def _prompts(d: _Draft) -> None:
     d.caption, d.negative = caption, negative
 
 
-def _size(d: _Draft, defaults) -> None:
+def _size(d: ResolvedRequest, defaults) -> None:
     tier = None
     if d.width is not None or d.height is not None:
         _explicit_size(d)
@@ -291,7 +246,7 @@ def _image_size(image: MediaLike) -> tuple[int, int]:
     return media.load_image(image).size
 
 
-def _default_aspect(d: _Draft, defaults) -> str:
+def _default_aspect(d: ResolvedRequest, defaults) -> str:
     """An edit keeps its input's shape (the framework's image2image keeps the input size): the bucket aspect
     closest to the image's; every other mode takes the profile's."""
     if d.mode != "image2image" or d.image is None:
@@ -299,7 +254,7 @@ def _default_aspect(d: _Draft, defaults) -> str:
     return detect_aspect_ratio(*_image_size(d.image))
 
 
-def _explicit_size(d: _Draft) -> None:
+def _explicit_size(d: ResolvedRequest) -> None:
     if d.width is None or d.height is None:
         missing = "height" if d.width is not None else "width"
         raise ValidationError(missing, "width and height must be given together.",
@@ -321,7 +276,7 @@ def _explicit_size(d: _Draft) -> None:
         setattr(d, name, int(value))
 
 
-def _frames(d: _Draft, defaults) -> None:
+def _frames(d: ResolvedRequest, defaults) -> None:
     if d.is_image:
         if d.num_frames not in (None, 1):
             raise ValidationError("num_frames", f"{d.mode} makes one frame, got num_frames={d.num_frames}.",
@@ -360,7 +315,7 @@ _SAMPLING = {
 }
 
 
-def _sampling(d: _Draft, defaults) -> None:
+def _sampling(d: ResolvedRequest, defaults) -> None:
     for name, (kind, in_range, problem, fix) in _SAMPLING.items():
         value = getattr(defaults, name) if getattr(d, name) is None else getattr(d, name)
         if not (_is_int(value) if kind is int else _is_number(value)) or not in_range(value):
@@ -371,7 +326,7 @@ def _sampling(d: _Draft, defaults) -> None:
     d.seed = int(d.seed)
 
 
-def _media(d: _Draft) -> None:
+def _media(d: ResolvedRequest) -> None:
     for name, (modes, _, _) in _CONDITIONING.items():
         if d.mode not in modes and getattr(d, name) is not None:
             raise ValidationError(name, f"{d.mode} takes no conditioning {name}.",
@@ -393,7 +348,7 @@ def _media(d: _Draft) -> None:
                               "use 'first' (continue from the start of the clip) or 'last'.")
 
 
-def _condition_frames(d: _Draft) -> tuple[int, ...]:
+def _condition_frames(d: ResolvedRequest) -> tuple[int, ...]:
     frames = d.condition_frames
     if isinstance(frames, (int, np.integer)):
         frames = (int(frames),)
@@ -407,7 +362,7 @@ def _condition_frames(d: _Draft) -> tuple[int, ...]:
     return tuple(int(i) for i in frames)
 
 
-def _backend_options(d: _Draft) -> None:
+def _backend_options(d: ResolvedRequest) -> None:
     d.step_cache = check_step_cache(d.step_cache)
     d.precision = check_precision(d.precision)
     for name in ("use_system_prompt", "add_resolution_template", "add_duration_template", "guardrails", "sound"):

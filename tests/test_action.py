@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cosmos_helpers import GenerationRequest
-from cosmos_helpers.action_samples import render_drive, sample_trajectory
+from cosmos_helpers.samples import render_drive, sample_trajectory
 from cosmos_helpers.errors import ValidationError
 from cosmos_helpers.presets import ACTION_MODES, PROFILES
 from cosmos_helpers.protocol import action as proto

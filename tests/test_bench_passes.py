@@ -1,6 +1,6 @@
 """Pass costs from step times: the slope is a computed pass, the intercept a step of cached passes."""
 
-from cosmos_helpers.bench.passes import pass_costs
+from cosmos_helpers.bench import pass_costs
 
 
 def test_pass_costs_recover_a_known_split():

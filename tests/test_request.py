@@ -229,7 +229,7 @@ def test_building_a_request_keeps_no_decoded_media(assets, tmp_path):
     values hold their pixels: a request stays small enough to send to a worker or keep in a batch."""
     import pickle
 
-    from cosmos_helpers.action_samples import render_drive, sample_trajectory
+    from cosmos_helpers.samples import render_drive, sample_trajectory
     from cosmos_helpers.media import write_mp4
 
     clip = assets / "videos/rolling_ball.mp4"

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from cosmos_helpers import GenerationRequest
-from cosmos_helpers.action_samples import render_drive, sample_trajectory
+from cosmos_helpers.samples import render_drive, sample_trajectory
 from cosmos_helpers.step_cache import SeaCache
 
 ROOT = Path(__file__).resolve().parents[1]

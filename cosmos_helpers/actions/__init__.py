@@ -1,8 +1,8 @@
 """Action-conditioned generation's toolkit: trajectories to send, a drive to condition on, plots to read the result.
 
-``sample_trajectory`` / ``render_drive`` (:mod:`cosmos_helpers.action_samples`), ``load_trajectory`` /
+``sample_trajectory`` / ``render_drive`` (:mod:`cosmos_helpers.samples`), ``load_trajectory`` /
 ``save_trajectory`` (:mod:`cosmos_helpers.trajectories`, JSON, ``.npy`` or LeRobot parquet) and
-``trajectory_plot`` / ``trajectory_error_plot`` (:mod:`cosmos_helpers.views.trajectory`). Names load on first use.
+``trajectory_plot`` / ``trajectory_error_plot`` (:mod:`cosmos_helpers.views.plots`). Names load on first use.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from .._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "..action_samples": "sample_trajectory render_drive",
+    "..samples": "sample_trajectory render_drive",
     "..trajectories": "load_trajectory save_trajectory",
-    "..views.trajectory": "trajectory_plot trajectory_error_plot",
+    "..views.plots": "trajectory_plot trajectory_error_plot",
 })

@@ -31,6 +31,7 @@ class Backend:
     name: ClassVar[str] = ""
     remote: ClassVar[bool] = False  # the work happens on a server: several calls may overlap
     sample_support: ClassVar[SampleSupport] = SampleSupport()  # what a sample run as a request may ask here
+    as_written: ClassVar[bool] = False  # samples run unchanged: the framework applies its defaults, fetches URLs
 
     def check(self, request: GenerationRequest) -> None:
         """Raise :class:`~cosmos_helpers.errors.ValidationError` for anything in ``request`` this backend cannot run
@@ -71,9 +72,11 @@ class Backend:
     def resolve_sample(self, sample: Sample, *, folder: Any, profile: str | None, model: str | None,
                        overrides: Mapping[str, Any] | None, guardrails: bool | None) -> ResolvedSample:
         """The values this backend runs ``sample`` with: the framework's defaults, the profile's where the sample
-        leaves a field unset, the overrides over both; an unseeded sample's seed comes from its output ``folder``."""
+        leaves a field unset, the overrides over both; an unseeded sample's seed comes from its output ``folder``.
+        Run :attr:`as_written`, the profile only picks the model and the guardrails, and the framework (or the app)
+        draws an unseeded sample's seed."""
         return sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
-                               output_dir=folder, fill=True)
+                               output_dir=None if self.as_written else folder, fill=not self.as_written)
 
     def check_sample(self, sample: Sample, r: ResolvedSample, given: set[str], step_cache: Any = None) -> None:
         """Every refusal of a sample run before any work (``given``: the fields the input or the command line set).
@@ -89,8 +92,8 @@ class Backend:
                  server_paths: bool = False) -> ResolvedSample:
         """``r`` with its inputs where this backend reads them (the default: URLs fetched into the framework's
         download cache), and refused now where a check needs the files themselves (``server_paths``: the server
-        shares this filesystem)."""
-        return localize(r, progress=bool(progress))
+        shares this filesystem); as it is when run :attr:`as_written`."""
+        return r if self.as_written else localize(r, progress=bool(progress))
 
     def dry_run(self, run: SampleRun, *, pending: Collection[str] = ()) -> PlannedRun:
         """What would run, without running it (``pending``: controls that would be computed first). The default

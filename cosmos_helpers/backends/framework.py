@@ -4,24 +4,16 @@ Each run writes its input into a fresh run folder and launches, in the checkout:
 
     python -m cosmos_framework.scripts.inference -i <run>/<name>.json -o <run>/out --checkpoint-path Cosmos3-Nano
 
-(``torchrun --nproc-per-node G -m ...`` for ``gpus > 1``). Guardrails are always said (``--[no-]guardrails``), never
-left to the framework's default; the request's step cache becomes ``--[no-]diffusion-cache`` and its settings (none:
-the CLI's default, SeaCache on). The log streams with a progress bar (step counters such as ``12/35``), and the
-framework's own ``<run>/out/<name>/vision.mp4`` (``vision.jpg`` for one frame) is the result's file, byte for byte.
+(``torchrun --nproc-per-node G`` for ``gpus > 1``). Guardrails are always said (``--[no-]guardrails``), never left to
+the framework's default; the request's step cache becomes ``--[no-]diffusion-cache`` and its settings. The log streams
+into a progress bar, and the framework's own ``<run>/out/<name>/vision.mp4`` (``vision.jpg``) is the result's file.
 
-The model is the request's: a hub id maps to its ``--checkpoint-path`` name (``protocol.framework.CHECKPOINTS``), a
-local folder passes as a path, ``"tiny"`` is refused. A framework input file runs *unchanged* (paths made absolute;
-command-line overrides go on the framework's own command line, which it merges over the sample). A
-:class:`GenerationRequest` becomes a sample holding only what the request says, so the framework's own defaults
-apply to the rest. :meth:`FrameworkBackend.prepare` writes a run folder without launching.
-
-The interpreter is ``python=``, else ``$COSMOS_FRAMEWORK_PYTHON``, else the checkout's ``.venv/bin/python`` (what
-``uv sync`` creates), else this Python. ``module=`` / ``$COSMOS_FRAMEWORK_MODULE`` replace the module name.
+The model is the request's (a hub id maps to its checkpoint name, a local folder passes as a path). A framework input
+file runs *unchanged* (command-line overrides go on the framework's own command line); a :class:`GenerationRequest`
+becomes a sample holding only what the request says, so the framework's defaults apply to the rest.
 
 Without a checkout, :meth:`FrameworkBackend.standin` runs the same contract through this package's stand-in program
-(:mod:`cosmos_helpers.standins.framework_cli`) on the embedded tiny models, and every output says so: the manifest's
-``standin`` record names the framework it stands in for and the model that really ran (``model`` is that model), and
-galleries show ``framework (stand-in)``.
+(:mod:`cosmos_helpers.standins.framework_cli`) on the tiny models, and every output's ``standin`` record says so.
 """
 
 from __future__ import annotations
@@ -68,7 +60,7 @@ class FrameworkBackend(Backend):
         checkout: the NVIDIA/cosmos-framework checkout (the working directory of every run).
         gpus: GPUs per run; more than 1 launches ``torchrun --nproc-per-node gpus``.
         parallelism_preset: ``latency`` or ``throughput``; ``None`` leaves the framework's default.
-        python: interpreter that imports ``cosmos_framework`` (default: see the module docstring).
+        python: interpreter that imports ``cosmos_framework`` (default: see :attr:`python`).
         extra_args: more CLI flags, e.g. ``("--sampler", "edm")``; not the diffusion cache's, which are the request's
             (``GenerationRequest(step_cache="off" | SeaCache(...))``; left out: the CLI's default, SeaCache on).
         work_dir: where run folders go (default ``<checkout>/outputs/cosmos_helpers``).
@@ -76,12 +68,11 @@ class FrameworkBackend(Backend):
         progress: show a progress bar while the run streams its log.
         env: extra environment variables for the run; timeout: seconds before a run is killed.
 
-    The model, the guardrails and the step cache are not arguments: they are the request's
-    (``GenerationRequest(profile=..., model=..., guardrails=..., step_cache=...)``) or the run's (``run_spec(...,
-    guardrails=..., step_cache=...)``), as on every backend.
+    The model, the guardrails and the step cache are the request's or the run's, as on every backend.
     """
 
     name = NAME
+    as_written = True
     is_standin = False  # FrameworkBackend.standin() makes one that runs the package's stand-in
 
     def __init__(self, checkout: str | os.PathLike[str], *, gpus: int = 1, parallelism_preset: str | None = None,
@@ -122,10 +113,8 @@ class FrameworkBackend(Backend):
     def standin(cls, *, work_dir: str | os.PathLike[str] | None = None, gpus: int = 1,
                 parallelism_preset: str | None = None, extra_args: Sequence[str] = (), progress: bool = True,
                 env: dict[str, str] | None = None, timeout: float | None = None) -> "FrameworkBackend":
-        """A backend that runs the framework CLI's stand-in (:mod:`cosmos_helpers.standins.framework_cli`) with
-        this Python, from any folder: no checkout. ``work_dir`` holds the run folders (default
-        ``./outputs/cosmos_helpers``). Requests may name the tiny models (``profile="tiny"``); the manifest of each
-        output records that a stand-in made it and which model really ran."""
+        """A backend that runs the framework CLI's stand-in with this Python, from any folder: no checkout (run
+        folders in ``work_dir``, default ``./outputs/cosmos_helpers``). Requests may name the tiny models."""
         backend = cls(Path.cwd(), gpus=gpus, parallelism_preset=parallelism_preset, python=sys.executable,
                       extra_args=extra_args, work_dir=work_dir or Path("outputs") / "cosmos_helpers",
                       module=STANDIN_MODULE, progress=progress, env=env, timeout=timeout)
@@ -136,8 +125,6 @@ class FrameworkBackend(Backend):
         if self.is_standin:
             return f"FrameworkBackend.standin(work_dir={str(self.work_dir)!r}, gpus={self.gpus})"
         return f"FrameworkBackend({str(self.checkout)!r}, gpus={self.gpus}, module={self.module!r})"
-
-    # Command line -----------------------------------------------------------------------------------
 
     @property
     def python(self) -> str:
@@ -150,8 +137,7 @@ class FrameworkBackend(Backend):
         return str(venv) if venv.exists() else sys.executable
 
     def checkpoint_for(self, model: str) -> str:
-        """The ``--checkpoint-path`` of ``model`` (:func:`checkpoint_for`); the stand-in also runs the tiny models,
-        named as themselves."""
+        """The ``--checkpoint-path`` of ``model``; the stand-in also runs the tiny models, named as themselves."""
         return str(model) if self.is_standin and str(model) in TINY_MODELS else checkpoint_for(model)
 
     def launcher(self) -> list[str]:
@@ -165,10 +151,8 @@ class FrameworkBackend(Backend):
     def command(self, input_file: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, model: str,
                 guardrails: bool, overrides: Mapping[str, Any] | None = None, flags: Sequence[str] = (),
                 step_cache: StepCache = None) -> list[str]:
-        """The exact command line of one run; ``overrides`` are sample fields given as the framework's own flags;
-        ``guardrails`` is always said (``--guardrails`` / ``--no-guardrails``); ``flags`` are the request's own
-        (``--quantization-method``, :func:`cosmos_helpers.precision.framework_flags`); ``step_cache`` as
-        :func:`cache_flags` says (``None``: no flag, the CLI's own default)."""
+        """The exact command line of one run; ``overrides`` are sample fields given as the framework's own flags,
+        ``flags`` the request's own (``--quantization-method``), ``step_cache`` None: the CLI's own default."""
         request_flags, flags = list(flags), fw.CLI_FLAGS
         tier = (overrides or {}).get("resolution")
         if tier is not None and str(tier) not in fw.TIERS:
@@ -204,8 +188,7 @@ class FrameworkBackend(Backend):
         return BackendUnavailableError(INSTALL_HELP.format(where=f"{self.checkout} ({reason})", env=PYTHON_ENV))
 
     def _cwd(self) -> Path:
-        """Where runs start: the checkout (the framework reads its files relative to it); the stand-in needs none,
-        so its runs start in the work folder."""
+        """The checkout (the framework reads its files relative to it); for the stand-in, the work folder."""
         if self.checkout is not None:
             return self.checkout
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -219,15 +202,11 @@ class FrameworkBackend(Backend):
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
-    # Runs -------------------------------------------------------------------------------------------
     def prepare(self, payload: Mapping[str, Any], *, name: str, model: str, guardrails: bool,
                 overrides: Mapping[str, Any] | None = None, flags: Sequence[str] = (),
                 step_cache: StepCache = None) -> FrameworkRun:
-        """Write a run folder (``<name>.json`` holding ``payload`` as it is, ``command.txt``) without launching.
-
-        The input file is named after the sample, so a sample without ``name`` gets that name from the framework
-        (it names samples after their file) and the payload stays exactly the input.
-        """
+        """Write a run folder (``<name>.json`` holding ``payload`` as it is, ``command.txt``) without launching; the
+        file is named after the sample, so a sample without ``name`` gets that name from the framework."""
         self.checkpoint_for(model)  # refuse a model the framework cannot run before anything is written
         self._check_cache(step_cache)
         return self._write(name, f"{name}.json", [payload], [name], model=model, guardrails=guardrails,
@@ -252,31 +231,38 @@ class FrameworkBackend(Backend):
 
     def launch(self, run: FrameworkRun, *, expected_steps: int | None = None) -> Path:
         """Run a prepared folder; returns the framework's ``vision.mp4`` / ``vision.jpg``."""
+        return self._launch([run], [expected_steps] if expected_steps else [], run.name)[0]
+
+    def _launch(self, runs: Sequence[FrameworkRun], steps: Sequence[int], label: str) -> list[Path]:
+        """One process for the runs of one folder: its log to ``run.log``, its step counters to a bar."""
         self.check_available()
-        log_path = run.folder / "run.log"
-        self._stream(list(run.command), log_path, [expected_steps] if expected_steps else [], run.name)
-        return collect(run.sample_dir, run.out_dir, log_path)
+        log_path = runs[0].folder / "run.log"
+        bar = progress_bar(sum(steps) or None, f"framework {label}", "step", enabled=bool(self.progress))
+        try:
+            code, tail = stream(list(runs[0].command), cwd=self._cwd(), env=self._env(), log_path=log_path,
+                                counter=StepProgress(bar, steps), timeout=self.timeout)
+        except OSError as exc:
+            raise self._unavailable(exc) from exc
+        finally:
+            if bar is not None:
+                bar.close()
+        if code != 0:
+            raise FrameworkRunError(f"the Cosmos Framework run exited with code {code} (full log: {log_path}). "
+                                    "Log tail:\n" + "\n".join(tail))
+        return [collect(run.sample_dir, run.out_dir, log_path) for run in runs]
 
-    # Framework input samples: run as written --------------------------------------------------------
-
-    def resolve_sample(self, sample: Sample, *, folder: Any, profile: str | None, model: str | None,
-                       overrides: Mapping[str, Any] | None, guardrails: bool | None) -> ResolvedSample:
-        """The framework applies its own defaults: the profile only picks the model and the guardrails, and an
-        unseeded sample's seed comes from the framework's run folder."""
-        return sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
-                               output_dir=None, fill=False)
+    def _run(self, runs: Sequence[FrameworkRun], requests: Sequence[GenerationRequest], label: str) -> list[Generation]:
+        """Launch the written runs of checked requests and read each one's output back."""
+        started = time.perf_counter()
+        paths = self._launch(runs, [r.num_inference_steps for r in requests], label)
+        return [self._generation(run, path, started, workflow=r.mode, model=r.model, request=r)
+                for run, path, r in zip(runs, paths, requests)]
 
     def check_sample(self, sample: Sample, r: ResolvedSample, given: set[str], step_cache: StepCache = None) -> None:
-        """What no backend runs as written, a model the framework has no checkpoint of, a step cache it has no
-        flag for."""
+        """What no backend runs as written, a model or a step cache the framework has no flag for."""
         check_portable(sample, r)
         self.checkpoint_for(r.model)
         self._check_cache(step_cache)
-
-    def localize(self, r: ResolvedSample, given: set[str], *, progress: Any = True,
-                 server_paths: bool = False) -> ResolvedSample:
-        """``r`` as it is: the framework fetches URL inputs itself."""
-        return r
 
     def dry_run(self, run: SampleRun, *, pending: Collection[str] = ()) -> PlannedRun:
         """The run folder written for a job submitted elsewhere (input file and command), without launching."""
@@ -289,40 +275,35 @@ class FrameworkBackend(Backend):
                           payload=written.payload)
 
     def prepare_sample(self, sample_run: SampleRun) -> FrameworkRun:
-        """The run folder of one framework input sample, unchanged (the sample, its resolved model and guardrails,
-        the command-line overrides), without launching."""
+        """The run folder of one framework input sample, unchanged, without launching."""
         r = sample_run.resolved
         return self.prepare(sample_run.sample.payload(), name=sample_run.sample.name, model=r.model,
                             guardrails=r.guardrails, overrides=sample_run.overrides, step_cache=sample_run.step_cache)
 
     def run_sample(self, run: SampleRun, *, progress: Any = True, server_paths: bool = False) -> Generation:
         """Run one framework input sample unchanged (see :meth:`prepare_sample`); its log moves this backend's bar."""
-        r = run.resolved
-        return self._run(self.prepare_sample(run), r.num_steps,
-                         workflow="transfer" if r.is_transfer else r.model_mode, model=r.model)
-
-    # Requests ---------------------------------------------------------------------------------------
+        r, written = run.resolved, self.prepare_sample(run)
+        started = time.perf_counter()
+        return self._generation(written, self.launch(written, expected_steps=r.num_steps), started,
+                                workflow="transfer" if r.is_transfer else r.model_mode, model=r.model)
 
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None,
                  name: str | None = None) -> Generation:
-        """Run a :class:`GenerationRequest` (t2i / t2v / i2v / v2v, with or without sound, or an action mode); the
-        run's log moves this backend's bar, and ``progress`` hears of the steps once the run is done."""
+        """Run a :class:`GenerationRequest`; the log moves this backend's bar, ``progress`` hears once it is done."""
         self.check(request := request.resolve())  # resolved once: what runs, is recorded and is returned
         name = name or f"{request.mode}_{request.fingerprint()[:8]}"
         flags = framework_flags(request.precision, request.model)
         payload = request_payload(request, name=name, image_dir=self.work_dir / "inputs")
         run = self.prepare(payload, name=name, model=request.model, guardrails=bool(request.guardrails),
                            flags=flags, step_cache=request.step_cache)
-        generation = self._run(run, request.num_inference_steps, workflow=request.mode, model=request.model)
-        generation.request = request
-        generation.provenance["precision"] = describe_precision(request.precision, self.name)
+        (generation,) = self._run([run], [request], run.name)
         if progress is not None:
             progress(request.num_inference_steps, request.num_inference_steps)
         return generation
 
     def check(self, request: GenerationRequest) -> None:
-        """Refuse, before anything is written, what this backend cannot run as asked: a model the framework has no
-        checkpoint of, a step cache or precision it has no flag for, what its sample cannot say."""
+        """Refuse, before anything is written, a model, step cache or precision the framework has no flag for, and
+        what its sample cannot say."""
         request = request.resolve()
         self.checkpoint_for(request.model)
         self._check_cache(request.step_cache)
@@ -330,8 +311,7 @@ class FrameworkBackend(Backend):
         check_request(request)
 
     def _check_cache(self, step_cache: StepCache) -> None:
-        """A setting the framework has no flag for; on the stand-in also one diffusers' hooks cannot run (the
-        program would refuse it too, once started)."""
+        """A setting the framework has no flag for; on the stand-in also one diffusers' hooks cannot run."""
         check_for_backend(step_cache, NAME)
         if self.is_standin and isinstance(step_cache, SeaCache) and step_cache.residual_order is not None and \
                 step_cache.residual_order not in RESIDUAL_ORDERS["diffusers"]:
@@ -341,14 +321,9 @@ class FrameworkBackend(Backend):
 
     def generate_many(self, requests: Sequence[GenerationRequest], *,
                       names: Sequence[str] | None = None) -> list[Generation]:
-        """Run several requests in one framework run: one ``.jsonl`` input file, one process, one checkpoint load
-        (on a GPU host that takes minutes, so a notebook making several clips with one model pays for it once).
-
-        One command line runs one checkpoint, guardrails setting and precision, so requests that differ there are
-        refused before anything is written; and one diffusion-cache setting, so requests with different
-        ``step_cache`` run in one framework run per setting, in the order of their first request. Each result is
-        what :meth:`generate` would return, with its run folder in its provenance.
-        """
+        """Several requests in one framework run (one ``.jsonl``, one process, one checkpoint load: minutes on a GPU
+        host). One command line runs one checkpoint, guardrails setting and precision (requests that differ there are
+        refused), and one diffusion-cache setting (requests run in one framework run per ``step_cache``)."""
         requests = [request.resolve() for request in requests]
         settings = {(r.model, bool(r.guardrails), json.dumps(precision_record(r.precision))) for r in requests}
         if len(settings) > 1:
@@ -367,72 +342,36 @@ class FrameworkBackend(Backend):
         for index, request in enumerate(requests):
             groups.setdefault(json.dumps(step_cache_record(request.step_cache), sort_keys=True), []).append(index)
         done: dict[int, Generation] = {}
-        for indexes in groups.values():
-            done.update(zip(indexes, self._run_batch([requests[i] for i in indexes], [names[i] for i in indexes],
-                                                     [payloads[i] for i in indexes])))
+        for indexes in groups.values():  # one run per step-cache setting: one command line each
+            first = requests[indexes[0]]
+            runs = self._write(f"batch_{len(indexes)}_{names[indexes[0]]}", "samples.jsonl",
+                               [payloads[i] for i in indexes], [names[i] for i in indexes], model=first.model,
+                               guardrails=bool(first.guardrails), flags=framework_flags(first.precision, first.model),
+                               step_cache=first.step_cache)
+            done.update(zip(indexes, self._run(runs, [requests[i] for i in indexes], f"{len(runs)} samples")))
         return [done[index] for index in range(len(requests))]
 
-    def _run_batch(self, requests: list[GenerationRequest], names: list[str],
-                   payloads: list[dict[str, Any]]) -> list[Generation]:
-        """One framework run of checked requests that share a checkpoint, guardrails and step cache."""
-        first = requests[0]
-        runs = self._write(f"batch_{len(requests)}_{names[0]}", "samples.jsonl", payloads, names, model=first.model,
-                           guardrails=bool(first.guardrails), flags=framework_flags(first.precision, first.model),
-                           step_cache=first.step_cache)
-        started = time.perf_counter()
-        self.check_available()
-        log_path = runs[0].folder / "run.log"
-        self._stream(list(runs[0].command), log_path, [r.num_inference_steps for r in requests],
-                     f"{len(runs)} samples")
-        generations = []
-        for run, request in zip(runs, requests):
-            generation = self._generation(run, collect(run.sample_dir, run.out_dir, log_path), started,
-                                          workflow=request.mode, model=request.model)
-            generation.request = request
-            generation.provenance["precision"] = describe_precision(request.precision, self.name)
-            generations.append(generation)
-        return generations
-
-    def _run(self, run: FrameworkRun, expected_steps: int | None, *, workflow: str, model: str) -> Generation:
-        started = time.perf_counter()
-        path = self.launch(run, expected_steps=expected_steps)
-        return self._generation(run, path, started, workflow=workflow, model=model)
-
     def output_settings(self) -> dict[str, Any]:
-        """What, besides the request, shapes this backend's outputs: the extra flags and the parallelism preset,
-        and for the stand-in the program (so a stand-in's output never passes for the real framework's)."""
+        """The extra flags, the parallelism preset, and the stand-in's program (its output is never the framework's)."""
         settings = {"extra_args": list(self.extra_args), "parallelism_preset": self.parallelism_preset}
         return {**settings, "standin": self.module} if self.is_standin else settings
 
-    def _generation(self, run: FrameworkRun, path: Path, started: float, *, workflow: str, model: str) -> Generation:
+    def _generation(self, run: FrameworkRun, path: Path, started: float, *, workflow: str, model: str,
+                    request: GenerationRequest | None = None) -> Generation:
         """A finished sample's output read back, with where it came from."""
         frames, fps, sound, rate = read_output(path, float(run.payload.get("fps") or 24))
         controls = {p.stem.removeprefix("control_"): str(p) for p in sorted(path.parent.glob("control_*"))}
         standin = standin_record(path.parent) if self.is_standin else None
         cache = {**describe(run.step_cache, NAME), **((standin or {}).get("step_cache") or {})}
-        return Generation(actions=predicted_actions(path.parent), settings=self.output_settings(),
+        precision = {} if request is None else {"precision": describe_precision(request.precision, self.name)}
+        return Generation(actions=predicted_actions(path.parent), settings=self.output_settings(), request=request,
             frames=frames, fps=fps, seed=run.seed, sound=sound, standin=standin,
             sample_rate=rate or SOUND_SAMPLE_RATE, backend=self.name,
             model=str(standin["model_run"] if standin else model),
             timings={"total_s": time.perf_counter() - started}, finished=FinishedFile(path.suffix, path=path),
             provenance={"workflow": workflow, "payload": dict(run.payload), "output": str(path), "controls": controls,
                         "command": shlex.join(run.command), "run_folder": str(run.folder),
-                        "checkout": str(self.checkout) if self.checkout else None, "step_cache": cache})
-
-    def _stream(self, cmd: list[str], log_path: Path, steps: Sequence[int], name: str) -> None:
-        """Run ``cmd`` in the run's folder and environment, its log to ``log_path`` and its steps to a bar."""
-        bar = progress_bar(sum(steps) or None, f"framework {name}", "step", enabled=bool(self.progress))
-        try:
-            code, tail = stream(cmd, cwd=self._cwd(), env=self._env(), log_path=log_path,
-                                counter=StepProgress(bar, steps), timeout=self.timeout)
-        except OSError as exc:
-            raise self._unavailable(exc) from exc
-        finally:
-            if bar is not None:
-                bar.close()
-        if code != 0:
-            raise FrameworkRunError(f"the Cosmos Framework run exited with code {code} (full log: {log_path}). "
-                                    "Log tail:\n" + "\n".join(tail))
+                        "checkout": str(self.checkout) if self.checkout else None, "step_cache": cache, **precision})
 
 
 __all__ = ["FrameworkBackend", "FrameworkRun", "INSTALL_HELP", "checkpoint_for", "request_payload"]

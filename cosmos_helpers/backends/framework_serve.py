@@ -1,27 +1,17 @@
 """``FrameworkServeBackend``: Cosmos 3 on the Cosmos Framework's Ray Serve app, over HTTP.
 
-The app (``cosmos_framework/inference/ray/serve.py``; facts in :mod:`cosmos_helpers.protocol.ray_serve`) takes one
-framework sample per ``POST /generate`` (``OmniSampleOverrides`` JSON), routes it to a replica of the model's
-deployment on the Ray cluster, and answers ``SampleOutputs`` whose files are served under ``/outputs/``. A
-:class:`GenerationRequest` is sent as the sample the framework backend would write for it
-(``backends.framework.request_payload``: one translation, not two), a framework input sample as written.
+The app (facts in :mod:`cosmos_helpers.protocol.ray_serve`) takes one framework sample per ``POST /generate``, runs it
+on a replica of the model's deployment, and serves the answer's files under ``/outputs/``. A
+:class:`GenerationRequest` is sent as the sample the framework backend would write for it (one translation, not two),
+a framework input sample as written.
 
-Refused before anything is sent: a model the server does not run (``GET /models``; a hub id's deployment is its
-framework checkpoint name, as in the framework's serve configs); ``step_cache``, ``precision`` and
-``guardrails=True``, which are the deployment's setup (``models.<name>.setup``), not sample fields (left out, the
-server's setting applies and the manifest says so); local media unless the server reads this machine's files
-(``shared_files=True``): the app has no upload route, it opens paths and downloads URLs itself.
-
-Errors keep the server's words: 404 :class:`~cosmos_helpers.errors.UnknownModelError`, 422
-:class:`~cosmos_helpers.errors.RequestValidationError` naming the field, ``status`` error / skip
-:class:`~cosmos_helpers.errors.SampleFailedError` / ``SampleSkippedError``, a 500 (a failed sample when the setup's
-``keep_going`` is off, the framework's default) :class:`~cosmos_helpers.errors.ServerError`. Retries follow the
-vLLM-Omni client's :class:`~cosmos_helpers.backends.vllm_wire.RetryPolicy` (only GETs are sent again).
+Refused before anything is sent: a model the server does not run; ``step_cache``, ``precision`` and
+``guardrails=True``, which are the deployment's setup, not sample fields; local media unless the server reads this
+machine's files (``shared_files=True``): the app has no upload route. Errors keep the server's words.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import time
 from pathlib import Path, PurePosixPath
@@ -31,8 +21,8 @@ from urllib.parse import quote
 import httpx
 import numpy as np
 
-from ..errors import (ConnectionLostError, GenerationTimeoutError, RequestValidationError, SampleFailedError,
-                      SampleSkippedError, ServerError, UnknownModelError, ValidationError)
+from ..errors import (RequestValidationError, SampleFailedError, SampleSkippedError, ServerError, UnknownModelError,
+                      ValidationError)
 from ..presets import SOUND_SAMPLE_RATE
 from ..protocol import framework as fw
 from ..protocol import ray_serve as rs
@@ -42,9 +32,11 @@ from ..specs.load import Sample
 from ..specs.resolve import ResolvedSample
 from ..specs.runs import PlannedRun, SampleRun, check_portable
 from ..step_cache import describe
-from .base import Backend, ProgressCallback
+from .base import ProgressCallback
 from .framework_run import check_request, request_payload
-from .vllm_wire import Call, RetryPolicy, decode_mp4, error_from_response, parse_json
+from .vllm_base import HttpBackend
+from .vllm_omni import Blocking
+from .vllm_wire import decode_image, decode_mp4, error_message, parse_json
 
 NAME = "framework-serve"
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -58,7 +50,7 @@ def deployment_name(model: str) -> str:
     return fw.CHECKPOINTS.get(str(model), str(model))
 
 
-class FrameworkServeBackend(Backend):
+class FrameworkServeBackend(Blocking, HttpBackend):
     """A client of the Cosmos Framework's Ray Serve app; ``generate(request)`` like every backend.
 
     Args:
@@ -73,78 +65,23 @@ class FrameworkServeBackend(Backend):
     """
 
     name = NAME
-    remote = True
+    as_written = True
+    still_running = "is the Ray Serve app still running (serve status)?"
+    timeout_fix = "Raise timeout=, or check the app's replicas (serve status)."
 
     def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 1800.0, connect_timeout: float = 5.0,
                  retries: int = 3, shared_files: bool = False, work_dir: str | Path | None = None,
                  progress: bool = True, transport: Any = None) -> None:
-        text = str(url).rstrip("/")
-        if not text.startswith(("http://", "https://")):
-            raise ValidationError("url", f"{text!r} is not an http(s) URL.", "pass e.g. 'http://127.0.0.1:8000'.")
-        for label, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValidationError(label, f"expected a positive number of seconds, got {value!r}.",
-                                      f"pass e.g. {label}=60.")
-        self.url, self.timeout, self.connect_timeout = text, float(timeout), float(connect_timeout)
-        self.retry, self.shared_files, self.progress = RetryPolicy(retries), bool(shared_files), progress
+        super().__init__(url, timeout=timeout, connect_timeout=connect_timeout, retries=retries, progress=progress,
+                         transport=transport)
+        self.shared_files, self._models = bool(shared_files), None
         self.work_dir = Path(work_dir or Path("outputs") / "framework_serve_inputs").expanduser().resolve()
-        self._transport, self._client, self._models = transport, None, None
-
-    def __repr__(self) -> str:
-        return f"FrameworkServeBackend({self.url!r})"
-
-    # the connection ----------------------------------------------------------------------------------------
-
-    @property
-    def client(self) -> httpx.Client:
-        if self._client is None:
-            self._client = httpx.Client(base_url=self.url, transport=self._transport,
-                                        headers={"User-Agent": "cosmos-helpers"}, timeout=self._timeout(30.0))
-        return self._client
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-
-    def _timeout(self, read: float) -> httpx.Timeout:
-        return httpx.Timeout(connect=self.connect_timeout, read=read, write=60.0, pool=self.connect_timeout)
-
-    def _send(self, call: Call) -> httpx.Response:
-        """``call`` under the retry policy; an error answer is returned (read) for the caller to interpret."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                response = self.client.request(**call.kwargs())
-                wait = self.retry.after_status(call, attempt, response.status_code, response.headers)
-                if wait is None:
-                    return response
-            except httpx.TransportError as exc:
-                wait = self.retry.after_error(call, attempt)
-                if wait is None:
-                    raise self._transport_error(call, exc) from exc
-            time.sleep(wait)
-
-    def _transport_error(self, call: Call, exc: BaseException) -> Exception:
-        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
-            return GenerationTimeoutError(f"{call.what} at {self.url}{call.path} timed out after {self.timeout:g} s "
-                                          f"({type(exc).__name__}); the server may still be working on it. Raise "
-                                          "timeout=, or check the app's replicas (serve status).")
-        return ConnectionLostError(f"lost the connection to {self.url} during {call.what} ({type(exc).__name__}: "
-                                   f"{exc or 'no detail'}); is the Ray Serve app still running (serve status)?")
-
-    def _get(self, path: str, what: str, read: float = 30.0) -> httpx.Response:
-        response = self._send(Call("GET", path, what, self._timeout(read)))
-        if response.status_code >= 400:
-            raise error_from_response(response.status_code, response.content, response.headers)
-        return response
 
     # the app's routes --------------------------------------------------------------------------------------
 
     def models(self) -> list[str]:
         """``GET /models``: the deployment names (remembered for the model check)."""
-        names = parse_json(self._get(rs.MODELS, "model list", 10.0).content)
+        names = parse_json(self._send(self._call(rs.MODELS, "model list", 10.0)).content)
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ServerError(200, f"{rs.MODELS} did not answer a list of names", body=names)
         self._models = names
@@ -152,7 +89,7 @@ class FrameworkServeBackend(Backend):
 
     def info(self) -> dict[str, Any]:
         """``GET /info``: ``environment``, ``models``, ``output_dir`` (a stand-in adds ``standin``)."""
-        answer = parse_json(self._get(rs.INFO, "server info", 10.0).content)
+        answer = parse_json(self._send(self._call(rs.INFO, "server info", 10.0)).content)
         if not isinstance(answer, dict):
             raise ServerError(200, f"{rs.INFO} did not answer a JSON object", body=answer)
         return answer
@@ -176,13 +113,7 @@ class FrameworkServeBackend(Backend):
                                   "build one with GenerationRequest(mode=..., prompt=...), or run a framework "
                                   "sample with run_spec(sample, backend=this).")
         request = request.resolve()
-        if request.step_cache is not None:
-            raise ValidationError("step_cache", f"the framework's Ray Serve app caches steps as its deployment's "
-                                  f"setup says ({rs.STEP_CACHE_DEFAULT}); a sample cannot ask for "
-                                  f"{request.step_cache!r}.",
-                                  "leave step_cache out (the manifest records the server's setting), set "
-                                  "diffusion_cache under models.<name>.setup of the serve config, or use "
-                                  "FrameworkBackend / DiffusersBackend.")
+        self._check_cache(request.step_cache)
         if request.precision is not None:
             raise ValidationError("precision", "the Ray Serve app loads its checkpoint (and any quantization_method) "
                                   f"as its deployment's setup says; a sample cannot ask for {request.precision!r}.",
@@ -194,6 +125,14 @@ class FrameworkServeBackend(Backend):
             if getattr(request, field) is not None and not self.shared_files:
                 raise self._local_media(field)
         check_request(request)  # what the framework's sample cannot say, as the framework backend refuses it
+
+    def _check_cache(self, step_cache: Any) -> None:
+        if step_cache is not None:
+            raise ValidationError("step_cache", f"the framework's Ray Serve app caches steps as its deployment's "
+                                  f"setup says ({rs.STEP_CACHE_DEFAULT}); a sample cannot ask for {step_cache!r}.",
+                                  "leave step_cache out (--step-cache; the manifest records the server's setting), "
+                                  "set diffusion_cache under models.<name>.setup of the serve config, or use "
+                                  "FrameworkBackend / DiffusersBackend.")
 
     def _check_guardrails(self, wanted: bool, fix: str) -> None:
         if wanted:
@@ -226,31 +165,15 @@ class FrameworkServeBackend(Backend):
 
     # framework input samples: sent as written ------------------------------------------------------------
 
-    def resolve_sample(self, sample: Sample, *, folder: Any, profile: str | None, model: str | None,
-                       overrides: Mapping[str, Any] | None, guardrails: bool | None) -> ResolvedSample:
-        """The framework applies its own defaults: the profile only picks the model and the guardrails, and the app
-        draws the seed of an unseeded sample."""
-        return sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
-                               output_dir=None, fill=False)
-
     def check_sample(self, sample: Sample, r: ResolvedSample, given: set[str], step_cache: Any = None) -> None:
         """What no backend runs as written, a step cache or guardrails the sample cannot ask of the deployment, and
         local paths the server cannot read."""
         check_portable(sample, r)
-        if step_cache is not None:
-            raise ValidationError("step_cache", f"the framework's Ray Serve app caches steps as its deployment's "
-                                  f"setup says ({rs.STEP_CACHE_DEFAULT}); a run cannot ask for {step_cache!r}.",
-                                  "leave step_cache out (--step-cache), or set diffusion_cache under "
-                                  "models.<name>.setup of the serve config, or use the framework backend.")
+        self._check_cache(step_cache)
         self._check_guardrails(bool(r.guardrails), "--no-guardrails (run_spec(..., guardrails=False))")
         for key, value in sorted(sample.path_fields().items()):
             if not fw.is_url(value) and not self.shared_files:
                 raise self._local_media(key)
-
-    def localize(self, r: ResolvedSample, given: set[str], *, progress: Any = True,
-                 server_paths: bool = False) -> ResolvedSample:
-        """``r`` as it is: the app fetches URL inputs itself."""
-        return r
 
     def dry_run(self, run: SampleRun, *, pending: Collection[str] = ()) -> PlannedRun:
         """What would be posted, and the deployment it would go to (checked against the server's models)."""
@@ -298,8 +221,8 @@ class FrameworkServeBackend(Backend):
 
     def send(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /generate`` with one sample; the ``SampleOutputs`` of a success, else this package's error."""
-        call = Call("POST", rs.GENERATE, "generation", self._timeout(self.timeout), json=dict(payload))
-        response = self._send(call)
+        response = self._send(self._call(rs.GENERATE, "generation", self.timeout, "POST", json=dict(payload),
+                                         accept=lambda *_: True))  # every answer is read here
         status = response.status_code
         if status == rs.UNKNOWN_MODEL_STATUS:
             raise UnknownModelError(status, f"{_detail(response)} (the app's deployments are its serve config's "
@@ -324,7 +247,7 @@ class FrameworkServeBackend(Backend):
 
     def fetch(self, path: str | PurePosixPath) -> bytes:
         """A file of an answer (relative to the app's output folder) from ``GET /outputs/<path>``."""
-        return self._get(f"{rs.OUTPUTS}/{quote(str(path))}", "download", 120.0).content
+        return self._send(self._call(f"{rs.OUTPUTS}/{quote(str(path))}", "download", 120.0)).content
 
     def _safe_models(self) -> list[str]:
         try:
@@ -334,11 +257,7 @@ class FrameworkServeBackend(Backend):
 
 
 def _detail(response: httpx.Response) -> str:
-    body = parse_json(response.content)
-    detail = body.get("detail") if isinstance(body, dict) else None
-    if isinstance(detail, str) and detail:
-        return detail
-    return response.content.decode("utf-8", "replace").strip()[:500] or f"HTTP {response.status_code}"
+    return error_message(parse_json(response.content), response.content, response.status_code)
 
 
 def _validation_message(response: httpx.Response) -> str:
@@ -365,14 +284,8 @@ def _generation(suffix: str, data: bytes, reply: Mapping[str, Any], *, fps: Any)
         video = decode_mp4(data)
         return Generation(frames=video.frames, fps=float(video.fps or fps or 24.0), seed=seed, sound=video.sound,
                           sample_rate=int(video.sample_rate or SOUND_SAMPLE_RATE), finished=FinishedFile(".mp4", data))
-    from PIL import Image
-
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            frames = np.asarray(image.convert("RGB"))[None]
-    except Exception as exc:  # PIL raises several types for bad bytes
-        raise ServerError(200, f"the server's {suffix} could not be decoded ({exc})") from None
-    return Generation(frames=frames, fps=float(fps or 24.0), seed=seed, finished=FinishedFile(suffix, data))
+    return Generation(frames=decode_image(data)[0], fps=float(fps or 24.0), seed=seed,
+                      finished=FinishedFile(suffix, data))
 
 
 __all__ = ["DEFAULT_URL", "FrameworkServeBackend", "NAME", "deployment_name"]

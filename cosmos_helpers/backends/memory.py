@@ -1,15 +1,9 @@
 """Fitting a Cosmos3 pipeline on a smaller GPU with diffusers' own machinery, picked by card size.
 
-``DiffusersBackend(memory="24GB" | "48GB" | "80GB")`` names the card; :func:`plan_memory` turns it into settings
-once the transformer's weight size is known:
-
-* the transformer stays whole on the GPU when its weights leave :data:`HEADROOM_GIB` for activations (attention
-  at 720p, the VAE decode); the VAE and sound tokenizer then leave the GPU while it runs (diffusers' model CPU
-  offload) on cards under 80 GB;
-* otherwise its decoder layers live in CPU memory and stream in one group at a time on a side CUDA stream, the
-  next group loading while the current one computes (diffusers' group offloading, ``use_stream=True``);
-* the VAE decodes in tiles (``vae.enable_tiling()``), so a 720p clip's decode does not need the whole clip's
-  activations at once.
+``DiffusersBackend(memory="24GB" | "48GB" | "80GB")`` names the card; :func:`plan_memory` turns it into settings once
+the transformer's weight size is known: it stays whole on the GPU when its weights leave :data:`HEADROOM_GIB` for
+activations (the VAE and sound tokenizer then offloaded under 80 GB), else its layers stream in from CPU memory one
+group at a time on a side CUDA stream (group offloading); the VAE decodes in tiles.
 
 FP8 weight *storage* (``weight_storage="fp8"``: diffusers' layerwise casting, weights stored as ``float8_e4m3fn`` and
 cast to the compute dtype layer by layer, so every product still runs in bf16) halves the resident weights but changes

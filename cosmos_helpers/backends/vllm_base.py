@@ -45,7 +45,65 @@ from .vllm_wire import (API_KEY_ENV, BACKEND_NAME, DEFAULT_URL, Call, Files, Ret
                         refuse_request_cache, server_metrics, timings_from_headers, timings_from_job, video_fields)
 
 
-class BaseVllmClient(Backend):
+def check_seconds(**values: Any) -> None:
+    for label, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ValidationError(label, f"expected a positive number of seconds, got {value!r}.",
+                                  f"pass e.g. {label}=5.")
+
+
+class HttpBackend(Backend):
+    """What every HTTP client here holds (the vLLM-Omni clients, the framework's Ray Serve client): the URL, a
+    timeout on every call, one retry policy, and the words a failed exchange is reported in."""
+
+    remote = True
+    still_running = "is the server still running?"
+    timeout_fix = "Raise timeout= or use an asynchronous job (generate_async_job)."
+
+    def __init__(self, url: Any, *, timeout: float, connect_timeout: float, retries: int, progress: bool,
+                 transport: Any, api_key: str | None = None) -> None:
+        text = str(url if url is not None else DEFAULT_URL).rstrip("/")
+        if not text.startswith(("http://", "https://")):
+            raise ValidationError("url", f"{text!r} is not an http(s) URL.", "pass e.g. 'http://127.0.0.1:8000'.")
+        check_seconds(timeout=timeout, connect_timeout=connect_timeout)
+        self.url, self.api_key, self.progress = text, api_key, bool(progress)
+        self.timeout, self.connect_timeout, self.retry = float(timeout), float(connect_timeout), RetryPolicy(retries)
+        self._transport, self._client = transport, None  # the sender's httpx client, made on first use
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+    @property
+    def retries(self) -> int:
+        return self.retry.attempts
+
+    def _client_options(self) -> dict[str, Any]:
+        auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return {"base_url": self.url, "headers": {"User-Agent": "cosmos-helpers", **auth},
+                "timeout": self._timeout(30.0), "transport": self._transport}
+
+    def _timeout(self, read: float) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect_timeout, read=read, write=max(60.0, read), pool=self.connect_timeout)
+
+    def _call(self, path: str, what: str, read: float = 30.0, method: str = "GET", **kwargs: Any) -> Call:
+        return Call(method, path, what, self._timeout(read), **kwargs)
+
+    def _check(self, call: Call, response: httpx.Response) -> None:
+        """Raise for an error answer (read by then) unless the call accepts it."""
+        status = response.status_code
+        if status >= 400 and not (call.accept is not None and call.accept(status, response.content)):
+            raise error_from_response(status, response.content, response.headers)
+
+    def _transport_error(self, call: Call, exc: BaseException) -> Exception:
+        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+            return GenerationTimeoutError(
+                f"{call.what} at {self.url}{call.path} timed out after {call.timeout.read:g} s ({type(exc).__name__});"
+                f" the server may still be working on it. {self.timeout_fix}")
+        return ConnectionLostError(f"lost the connection to {self.url} during {call.what} ({type(exc).__name__}: "
+                                   f"{exc or 'no detail'}); {self.still_running}")
+
+
+class BaseVllmClient(HttpBackend):
     """Configuration, call building and reply reading shared by :class:`VllmOmniBackend` and its async twin.
 
     Args:
@@ -65,7 +123,6 @@ class BaseVllmClient(Backend):
     """
 
     name = BACKEND_NAME
-    remote = True
     sample_support = SampleSupport(transfer=True, action_domains=action.VLLM_DOMAIN_ID, view_point=False,
                                    encodes_itself=True)
 
@@ -76,30 +133,18 @@ class BaseVllmClient(Backend):
             raise ValidationError("model", f"{type(self).__name__} sends the model each request names, so it takes "
                                   "none (the server's model is checked against the request's).",
                                   f"GenerationRequest(..., profile='nano') or GenerationRequest(..., model={model!r}).")
-        self.url = _check_url(url)
-        self.api_key = api_key if api_key is not None else (os.environ.get(API_KEY_ENV) or None)
-        for label, value in (("timeout", timeout), ("connect_timeout", connect_timeout),
-                             ("poll_interval", poll_interval)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValidationError(label, f"expected a positive number of seconds, got {value!r}.",
-                                      f"pass e.g. {label}=5.")
+        super().__init__(url, timeout=timeout, connect_timeout=connect_timeout, retries=retries, progress=progress,
+                         transport=transport,
+                         api_key=api_key if api_key is not None else (os.environ.get(API_KEY_ENV) or None))
+        if self.url.endswith("/v1"):
+            raise ValidationError("url", f"{self.url!r} ends in /v1; the client adds the /v1/... routes itself.",
+                                  f"pass the server's root, {self.url[:-3]!r}.")
+        check_seconds(poll_interval=poll_interval)
         check_response_format(image_response_format)
-        self.timeout, self.connect_timeout, self.poll_interval = float(timeout), float(connect_timeout), poll_interval
-        self.retry = RetryPolicy(retries)
-        self.progress = bool(progress)
-        self.image_response_format = image_response_format
+        self.poll_interval, self.image_response_format = poll_interval, image_response_format
         self.served_model: str | None = None
         self.standin: dict[str, Any] | None = None  # what a stand-in server says it is (its /v1/models card)
-        self._transport = transport
         self._models: list[dict[str, Any]] | None = None
-        self._client: Any = None  # the sender's httpx client, made on first use
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.url!r})"
-
-    @property
-    def retries(self) -> int:
-        return self.retry.attempts
 
     # what a request or a sample may ask ------------------------------------------------------------------
 
@@ -131,19 +176,6 @@ class BaseVllmClient(Backend):
         kwargs.setdefault("response_format", self.image_response_format)
         return curl_command(self.url, request, api_key=self.api_key, **kwargs)
 
-    def _client_options(self) -> dict[str, Any]:
-        auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        return {"base_url": self.url, "headers": {"User-Agent": "cosmos-helpers", **auth},
-                "timeout": self._timeout(30.0), "transport": self._transport}
-
-    def _timeout(self, read: float) -> httpx.Timeout:
-        return httpx.Timeout(connect=self.connect_timeout, read=read, write=max(60.0, read), pool=self.connect_timeout)
-
-    # calls ----------------------------------------------------------------------------------------------
-
-    def _call(self, path: str, what: str, read: float = 30.0, method: str = "GET", **kwargs: Any) -> Call:
-        return Call(method, path, what, self._timeout(read), **kwargs)
-
     def _image_call(self, request: GenerationRequest, response_format: str | None) -> Call:
         body = image_body(request, response_format or self.image_response_format)
         return Call("POST", proto.IMAGES, "image generation", self._timeout(self.timeout), json=body)
@@ -171,20 +203,6 @@ class BaseVllmClient(Backend):
         return self._call(proto.VIDEOS, "job list", params=params)
 
     # replies --------------------------------------------------------------------------------------------
-
-    def _check(self, call: Call, response: httpx.Response) -> None:
-        """Raise for an error answer (read by then) unless the call accepts it."""
-        status = response.status_code
-        if status >= 400 and not (call.accept is not None and call.accept(status, response.content)):
-            raise error_from_response(status, response.content, response.headers)
-
-    def _transport_error(self, call: Call, exc: BaseException) -> Exception:
-        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
-            return GenerationTimeoutError(
-                f"{call.what} at {self.url}{call.path} timed out ({type(exc).__name__}); the server may still be "
-                "working on it. Raise timeout= or use an asynchronous job (generate_async_job).")
-        return ConnectionLostError(f"lost the connection to {self.url} during {call.what} ({type(exc).__name__}: "
-                                   f"{exc or 'no detail'}); is the server still running?")
 
     def _remember_models(self, models: Any) -> None:
         cards = models.get("data") if isinstance(models, dict) else None
@@ -341,12 +359,3 @@ def output_path(path: str | Path, overwrite: bool) -> Path:
         raise OutputExistsError(f"{path} already exists; pass overwrite=True or choose another name.")
     return path
 
-
-def _check_url(url: Any) -> str:
-    text = str(url if url is not None else DEFAULT_URL).rstrip("/")
-    if not text.startswith(("http://", "https://")):
-        raise ValidationError("url", f"{text!r} is not an http(s) URL.", "pass e.g. 'http://127.0.0.1:8000'.")
-    if text.endswith("/v1"):
-        raise ValidationError("url", f"{text!r} ends in /v1; the client adds the /v1/... routes itself.",
-                              f"pass the server's root, {text[:-3]!r}.")
-    return text

@@ -35,11 +35,8 @@ CHUNK = 1 << 16
 __all__ = ["VllmOmniBackend", "AsyncVllmOmniBackend"]
 
 
-class VllmOmniBackend(BaseVllmClient):
-    """A blocking client for a vLLM-Omni server; ``generate(request)`` like every backend.
-
-    See :class:`~cosmos_helpers.backends.vllm_base.BaseVllmClient` for the options.
-    """
+class Blocking:
+    """The blocking sender (a mixin of :class:`HttpBackend` s: this client and ``FrameworkServeBackend``)."""
 
     @property
     def client(self) -> httpx.Client:
@@ -53,14 +50,9 @@ class VllmOmniBackend(BaseVllmClient):
             self._client.close()
             self._client = None
 
-    def __enter__(self) -> "VllmOmniBackend":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     def _send(self, call: Call, consume: Callable[[httpx.Response], Any] | None = None) -> Any:
-        """Perform ``call`` under the retry policy; an error answer raises this package's exception.
+        """Perform ``call`` under the retry policy; an error answer raises this package's exception (unless the call
+        accepts it).
 
         The answer is streamed: ``consume`` reads it (a download) and its result is returned, so a connection
         lost while it reads is retried like any other; without ``consume`` the answer is read and returned.
@@ -81,6 +73,13 @@ class VllmOmniBackend(BaseVllmClient):
                 if wait is None:
                     raise self._transport_error(call, exc) from exc
             time.sleep(wait)
+
+
+class VllmOmniBackend(Blocking, BaseVllmClient):
+    """A blocking client for a vLLM-Omni server; ``generate(request)`` like every backend.
+
+    See :class:`~cosmos_helpers.backends.vllm_base.BaseVllmClient` for the options.
+    """
 
     def _served(self, model: str | None, request: GenerationRequest | None = None) -> str:
         if self._models is None:

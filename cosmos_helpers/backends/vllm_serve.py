@@ -56,17 +56,12 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
                   step_cache: StepCache = None) -> ServeCommand:
     """The ``vllm serve <model> --omni`` command for a Cosmos3 checkpoint on ``gpus`` GPUs.
 
-    GPUs per request = tensor_parallel x cfg_parallel x ulysses; that product must fit ``gpus``. With
-    more than one GPU and no degree given, tensor parallelism takes them all (the cookbook's Super setup).
-    ``api_key`` is written as ``$COSMOS3_VLLM_API_KEY`` in the printed command, never in clear.
+    GPUs per request = tensor_parallel x cfg_parallel x ulysses, which must fit ``gpus``; with no degree given,
+    tensor parallelism takes them all. ``api_key`` is printed as ``$COSMOS3_VLLM_API_KEY``, never in clear.
     ``docker=True`` makes ``str(command)`` the ``docker run`` form (``.argv`` stays the bare command).
-    Only flags vLLM-Omni 0.30.0 reads for Cosmos3 are used (``protocol.vllm_omni.SERVE_FLAGS``).
-    ``precision="fp8"`` / ``FP8(...)`` serves the checkpoint's ModelOpt FP8 revision (``--revision fp8``, schedule
-    overrides as ``--additional-config``; ``force_cutlass_fp8`` its CUTLASS kernels), ``kv_cache_fp8`` attention in FP8
-    (``--diffusion-kv-cache-dtype fp8``): :func:`cosmos_helpers.precision.vllm_serve_flags`.
-    ``step_cache``: the step cache of every request the server serves (vLLM-Omni takes it at start, not per request):
-    a :class:`~cosmos_helpers.SeaCache` gives ``--cache-backend sea_cache --cache-config '{...}'`` with vLLM-Omni's
-    keys for the fields it sets, ``"off"`` gives ``--cache-backend none`` (vLLM-Omni's default); ``None`` adds nothing.
+    ``precision`` / ``force_cutlass_fp8`` / ``kv_cache_fp8``: :func:`cosmos_helpers.precision.vllm_serve_flags`.
+    ``step_cache`` is every request's (vLLM-Omni takes it at start): a :class:`~cosmos_helpers.SeaCache` gives
+    ``--cache-backend sea_cache --cache-config '{...}'``, ``"off"`` ``--cache-backend none``, ``None`` nothing.
     """
     if not isinstance(model, str) or not model.strip():
         raise ValidationError("model", f"expected a model id or folder, got {model!r}.", "e.g. 'nvidia/Cosmos3-Nano'.")

@@ -1,16 +1,12 @@
-"""The vLLM-Omni 0.30.0 wire format as this client speaks it (facts from :mod:`cosmos_helpers.protocol.vllm_omni`):
-what a ``GenerationRequest`` becomes on the wire, and what an answer becomes here. Nothing here touches the network.
+"""The vLLM-Omni 0.30.0 wire format as this client speaks it: what a ``GenerationRequest`` becomes on the wire, and
+what an answer becomes here. Nothing here touches the network.
 
-* only what the request resolved, plus the backend-default options the caller *set* (``negative_prompt``,
-  ``use_system_prompt``, the templates, ``guidance_interval``): unset, the server keeps its own defaults;
-* options travel in ``extra_params`` as real JSON values (``"false"`` would be truthy there); for images never
-  the top-level ``use_system_prompt``, which is a string enum on that route;
+* only what the request resolved, plus the options the caller *set*: unset, the server keeps its own defaults;
+* options travel in ``extra_params`` as real JSON values (``"false"`` would be truthy there);
 * no ``model`` field: the served name may differ from the hub id (the client checks ``GET /v1/models``);
-* video always carries ``num_frames`` (an omitted one makes a one-frame video); every form value is a string;
-* errors keep vLLM's envelope message; only idempotent calls are ever retried (:class:`RetryPolicy`).
+* video always carries ``num_frames`` (an omitted one makes a one-frame video); every form value is a string.
 
-The media work (:func:`input_reference`, :func:`decode_mp4`, :func:`decode_image_reply`) is in plain functions that
-the asyncio client runs in a worker thread.
+The media work is in plain functions that the asyncio client runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -315,7 +311,8 @@ def parse_json(content: bytes | str) -> Any:
         return None
 
 
-def _error_message(parsed: Any, content: bytes, status: int) -> str:
+def error_message(parsed: Any, content: bytes, status: int) -> str:
+    """The server's own words: vLLM's envelope, FastAPI's ``detail``, else the body's text."""
     if isinstance(parsed, dict):
         error = parsed.get("error")
         if isinstance(error, dict) and error.get("message"):
@@ -331,7 +328,7 @@ def _error_message(parsed: Any, content: bytes, status: int) -> str:
 def error_from_response(status: int, content: bytes, headers: Mapping[str, str]) -> Exception:
     """An error answer as this package's exception, with the server's own message (vLLM's envelope)."""
     parsed = parse_json(content)
-    message = _error_message(parsed, content, status)
+    message = error_message(parsed, content, status)
     request_id = headers.get("x-request-id")
     if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
         request_id = parsed["error"].get("request_id") or request_id
@@ -355,13 +352,8 @@ def guardrail_error(message: str) -> GuardrailError | None:
 
 
 def server_metrics(source: Any) -> tuple[dict[str, float], dict[str, Any]]:
-    """The server's own measurements (``inference_time_s``, ``stage_durations``, ``peak_memory_mb``) as
-    ``(timings, provenance)``, whichever answer carried them.
-
-    An images answer sends them in ``metrics``, a job in its record, a sync video answer as ``X-*`` headers
-    (strings, mapped to the same names); all three go through here, so ``stage_<name>_s`` timings mean the same
-    thing everywhere.
-    """
+    """The server's own measurements as ``(timings, provenance)``, whichever answer carried them (an image's
+    ``metrics``, a job's record, a sync video's ``X-*`` headers), so ``stage_<name>_s`` means one thing everywhere."""
     source = source if isinstance(source, Mapping) else {}
     stages = dict(source["stage_durations"]) if isinstance(source.get("stage_durations"), Mapping) else None
     timings = {"inference_s": _number(source.get("inference_time_s")),
@@ -398,10 +390,19 @@ def timings_from_job(job: Mapping[str, Any]) -> tuple[dict[str, float], dict[str
     return timings, provenance
 
 
-def decode_image_reply(response: Any) -> tuple[bytes, np.ndarray, str, dict[str, Any]]:
-    """``(image bytes, frames, suffix, answer fields)`` of an images answer (media work)."""
+def decode_image(raw: bytes) -> tuple[np.ndarray, str | None]:
+    """An image's frames ``(1, H, W, 3)`` and its format (media work)."""
     from PIL import Image
 
+    try:
+        with Image.open(io.BytesIO(raw)) as image:
+            return np.asarray(image.convert("RGB"))[None], image.format
+    except Exception as exc:  # PIL raises several types for bad bytes
+        raise ServerError(200, f"the server's image could not be decoded ({exc})") from None
+
+
+def decode_image_reply(response: Any) -> tuple[bytes, np.ndarray, str, dict[str, Any]]:
+    """``(image bytes, frames, suffix, answer fields)`` of an images answer (media work)."""
     extra: dict[str, Any] = {}
     raw = response.content
     if "json" in response.headers.get("content-type", ""):
@@ -411,15 +412,10 @@ def decode_image_reply(response: Any) -> tuple[bytes, np.ndarray, str, dict[str,
         except (TypeError, KeyError, IndexError, ValueError) as exc:
             raise ServerError(200, f"the images answer has no data[0].b64_json ({exc})", body=parsed) from None
         extra = {k: parsed.get(k) for k in ("size", "output_format", "metrics", "created")}
-    try:
-        with Image.open(io.BytesIO(raw)) as image:
-            suffix = IMAGE_SUFFIX.get(image.format or "")
-            frames = np.asarray(image.convert("RGB"))[None]
-    except Exception as exc:  # PIL raises several types for bad bytes
-        raise ServerError(200, f"the server's image could not be decoded ({exc})") from None
-    if suffix is None:
-        raise ServerError(200, f"the server sent a {image.format} image, which cannot be kept as it came")
-    return raw, frames, suffix, extra
+    frames, kind = decode_image(raw)
+    if kind not in IMAGE_SUFFIX:
+        raise ServerError(200, f"the server sent a {kind} image, which cannot be kept as it came")
+    return raw, frames, IMAGE_SUFFIX[kind], extra
 
 
 def decode_mp4(content: bytes) -> media.VideoData:

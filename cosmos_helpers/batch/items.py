@@ -10,6 +10,15 @@ Each item's output goes where a framework run puts it, ``<out>/<name>/vision.*``
 finds finished items by their fingerprint (:func:`cosmos_helpers.result.check_free`) and refuses another request's
 output at that name. Names default to ``<file stem>_<line index>`` (the framework's rule for JSONL) and must be
 unique.
+
+Before a batch works, :func:`plan` checks every item on its backend (a request line's :class:`GenerationRequest`, or
+a sample's run as ``run_spec`` records it, ``plan_spec(...).run``) and asks
+:func:`~cosmos_helpers.result.check_free` of its folder: finished by this very record on this backend with these
+settings (skipped), free (to do), or another request's output (refused, for the whole batch, before anything
+runs). A sample with URL inputs is recorded by the content of the copies it downloads, which a plan cannot know
+without downloading: such an item is only skipped when found, never refused here (its own run refuses a clash
+before it generates). :func:`run_item` (``generate_and_save`` or ``run_spec``) skips a finished output and refuses
+another's again, so a worker racing a rerun cannot overwrite anything.
 """
 
 from __future__ import annotations
@@ -24,7 +33,10 @@ from .. import media
 from ..errors import ValidationError
 from ..protocol import framework as fw
 from ..request import GenerationRequest
+from ..result import Generation, check_free, find_saved
 from ..specs import Sample
+from ..transfer.runner import plan_spec, run_spec
+from ..workflow import generate_and_save
 
 STEM = "vision"  # the framework's output name, which run_spec uses too
 _MEDIA = ("image", "video", "actions")
@@ -120,3 +132,31 @@ def _parse(line: str, where: str, number: int) -> Any:
     except json.JSONDecodeError as exc:
         raise ValidationError(f"{where} line {number + 1}", f"not JSON ({exc.msg} at column {exc.colno}).",
                               "write one JSON object per line.") from None
+
+
+def plan(items: Sequence[BatchItem], backend: Any, out: str | os.PathLike[str], *, profile: str,
+         settings: dict[str, Any]) -> tuple[list[BatchItem], dict[str, Path]]:
+    """``(to do, {name: finished media})``; raises for the first item whose folder holds another request's output."""
+    todo, done = [], {}
+    for item in items:
+        if item.kind == "request":  # the item's record on ``backend``, checked there (nothing sent or loaded)
+            recorded = item.request()
+            backend.check(recorded)
+        else:
+            recorded = plan_spec(item.sample(), backend=backend, profile=profile, out=out, progress=False).run
+        if item.kind == "sample" and any(fw.is_url(value) for value in item.sample().path_fields().values()):
+            found = find_saved(item.stem(out), recorded, backend=backend.name, settings=settings)
+        else:
+            found = check_free(item.stem(out), recorded, backend=backend.name, settings=settings)
+        if found is None:
+            todo.append(item)
+        else:
+            done[item.name] = found
+    return todo, done
+
+
+def run_item(item: BatchItem, backend: Any, out: str | os.PathLike[str], *, profile: str) -> Generation:
+    """Make (or find) one item's output at ``<out>/<name>/vision.*`` on a backend object."""
+    if item.kind == "request":
+        return generate_and_save(backend, item.request(), item.stem(out))
+    return run_spec(item.sample(), backend=backend, profile=profile, out=out, progress=False)

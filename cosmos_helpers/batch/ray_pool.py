@@ -16,8 +16,7 @@ import time
 from typing import Any, Callable
 
 from ..presets import model_for
-from .items import BatchItem
-from .plan import run_item
+from .items import BatchItem, run_item
 
 
 class ItemWorker:

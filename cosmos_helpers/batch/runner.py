@@ -14,30 +14,88 @@ Before anything runs every line is parsed and checked on its backend, and every 
 run with one progress bar over them; a failure is recorded with its error and, unless a second attempt cannot change
 it (:func:`.records.retryable`), the item is tried once more. At the end ``summary.csv``, ``batch.json`` and the
 gallery (``index.html``) are written in ``out``. Nothing is raised for failed items: see :attr:`BatchResult.failed`.
+An item is ``ok`` (made now), ``skipped`` (finished by an earlier run: its manifest matched), or ``failed`` (with
+its error; every attempt is kept); ``started`` / ``finished`` are seconds since the batch began (for
+:mod:`cosmos_helpers.views.timeline`).
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from .. import media
 from ..backends import backend_by_name
 from ..errors import ValidationError
 from ..gallery import write_gallery
 from ..progress import progress_bar
 from ..views.pages import markdown_table
-from .items import BatchItem, load_items
-from .plan import plan, run_item
+from .items import BatchItem, load_items, plan, run_item
 from .ray_pool import RayPool
-from .records import ItemRecord, retryable, write_reports
 
 ATTEMPTS = 2  # an item is tried at most twice
 RAY_BACKEND = "diffusers"  # the backend each Ray actor keeps (.ray_pool), and the batch's default
+# Errors that a second attempt cannot change: refused before any work, or by the server for the item itself.
+FINAL_ERRORS = ("ValidationError", "OutputExistsError", "RequestValidationError", "UnknownModelError",
+                "SampleSkippedError", "GuardrailError", "NoWorkerError")
+COLUMNS = ("name", "kind", "mode", "status", "attempts", "seconds", "worker", "media", "error")
+
+
+@dataclass
+class ItemRecord:
+    """One item's outcome (see the module docstring)."""
+
+    name: str
+    kind: str
+    mode: str
+    status: str = "pending"
+    worker: str | None = None
+    started: float | None = None
+    finished: float | None = None
+    media: str | None = None
+    error: str | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float | None:
+        return None if self.started is None or self.finished is None else self.finished - self.started
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("ok", "skipped")
+
+    def row(self) -> dict[str, Any]:
+        seconds = self.seconds
+        return {"name": self.name, "kind": self.kind, "mode": self.mode, "status": self.status,
+                "attempts": len(self.attempts), "seconds": None if seconds is None else round(seconds, 3),
+                "worker": self.worker, "media": self.media, "error": self.error}
+
+
+def retryable(error_type: str) -> bool:
+    """Whether a failure may go away on a second attempt (a killed worker, a lost connection, a 500)."""
+    return error_type not in FINAL_ERRORS
+
+
+def write_reports(out: Path, records: Sequence[ItemRecord], facts: dict[str, Any]) -> dict[str, Path]:
+    """``summary.csv`` (one row per item) and ``batch.json`` (every record with its attempts, and the batch's facts)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
+    writer.writeheader()
+    for record in records:
+        writer.writerow(record.row())
+    summary = media.write_bytes_atomic(out / "summary.csv", buffer.getvalue().encode(), overwrite=True)
+    detail = {"facts": facts, "items": [{**asdict(r), "seconds": r.seconds} for r in records]}
+    batch = media.write_bytes_atomic(out / "batch.json", json.dumps(detail, indent=1, default=str).encode(),
+                                     overwrite=True)
+    return {"summary": summary, "batch": batch}
 
 
 @dataclass

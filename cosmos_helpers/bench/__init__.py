@@ -16,8 +16,8 @@ size once the model is placed, so the peak column proves the fit.
 Example (one H200)::
 
     cosmos-helpers bench --random-nano --cases t2i:256,t2v:256:189 --steps 35 --text-tokens 2000 --out out/
-Modules: :mod:`.cases` (what is timed), :mod:`.timing` (``run_benchmark``), :mod:`.report` (the files),
-:mod:`.passes` (the cost of a computed and a cached pass); their names are given here too.
+Modules: :mod:`.cases` (what is timed), :mod:`.timing` (``run_benchmark``, ``pass_costs``), :mod:`.report` (the
+files); their names are given here too.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from .cases import (BACKEND_TITLES, BASE_NEGATIVE, BASE_PROMPT, DEFAULT_CASES, D
                     Case, Row, build_request, mode_title, prompt_of)
 from .report import gpu_count, render_markdown, render_png, render_scaling_png
 # the benchmark scripts (benchmarks/gpu_*.py) time their own variants with these
-from .timing import Timed, _diffusers_backends, _environment, _timed, run_benchmark
+from .timing import Timed, _diffusers_backends, _environment, _timed, pass_costs, run_benchmark
 
 __all__ = ["BACKEND_TITLES", "BASE_NEGATIVE", "BASE_PROMPT", "DEFAULT_CASES", "DEFAULT_STEPS", "FAST_STATS",
            "BenchResult", "Case", "Row", "Timed", "add_arguments", "build_request", "gpu_count", "mode_title",
-           "prompt_of", "render_markdown", "render_png", "render_scaling_png", "run", "run_benchmark",
+           "pass_costs", "prompt_of", "render_markdown", "render_png", "render_scaling_png", "run", "run_benchmark",
            "_diffusers_backends", "_environment", "_timed"]
 
 

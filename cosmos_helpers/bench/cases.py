@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..action_samples import render_drive, sample_trajectory
+from ..samples import render_drive, sample_trajectory
 from ..presets import ACTION_MODES, MODES, size_for
 from ..request import MODE_ALIASES, GenerationRequest
 from ..samples import rolling_ball_clip

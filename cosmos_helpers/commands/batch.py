@@ -1,9 +1,7 @@
 """``cosmos-helpers batch REQUESTS.jsonl --out DIR``: many requests or framework samples, resumable, anywhere.
 
-One JSON object per line: a ``GenerationRequest`` (a line with ``mode``) or a Cosmos Framework input sample. Without
-``--ray`` or ``--url`` the items run here on ``DiffusersBackend``, one after another; ``--ray [ADDRESS]`` runs each as
-a Ray task on a pool of actors (one per GPU, the model loaded once each); ``--backend framework-serve|vllm-omni --url
-URL`` sends them to that server, ``--concurrency`` at a time. A rerun skips finished items. No heavy imports here.
+Each line is a ``GenerationRequest`` (a line with ``mode``) or a Cosmos Framework input sample. They run here one
+after another, as Ray tasks on one actor per GPU (``--ray``), or on a server (``--url``); a rerun skips finished items.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..presets import DEFAULT_PROFILE, PROFILES
+from . import add_model_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,9 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-cpus", type=float, default=1, help="CPUs per Ray worker (default 1)")
     parser.add_argument("--concurrency", type=int, default=None,
                         help="requests in flight to the server (default 2)")
-    parser.add_argument("--profile", choices=tuple(PROFILES), default=DEFAULT_PROFILE,
-                        help=f"fills what framework samples leave unset (default {DEFAULT_PROFILE}); request lines "
-                             "carry their own")
+    add_model_arguments(parser, "fills what framework samples leave unset; request lines carry their own", model=False)
     parser.add_argument("--item-timeout", type=float, default=1800.0,
                         help="seconds an item may run on a Ray worker before the worker is restarted")
     parser.add_argument("--no-gallery", action="store_true", help="skip index.html")

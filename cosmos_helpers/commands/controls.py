@@ -1,8 +1,7 @@
-"""``cosmos-helpers controls CLIP --compute depth=MODEL,seg=MODEL``: write depth / seg control videos of a clip.
+"""``cosmos-helpers controls CLIP --compute depth=MODEL,seg=MODEL``: depth / seg control videos for a run elsewhere.
 
-For a run elsewhere (a framework job, a remote vLLM-Omni server): the videos are the framework's supplied-control
-format, named ``<out>/estimated_<kind>.mp4`` with a record beside each, ready to be a sample's ``control_path``.
-``cosmos-helpers run --compute-controls`` does the same inside a run. No heavy imports at module level.
+Written as ``<out>/estimated_<kind>.mp4`` in the framework's supplied-control format, each ready to be a sample's
+``control_path``; ``cosmos-helpers run --compute-controls`` does the same inside a run.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import argparse
 
 from ..controls.estimation import DEFAULT_BATCH
 from ..controls.videos import write_control_videos
-from ..transfer.estimated import parse_compute_controls
+from ..transfer.runner import parse_compute_controls
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,15 +7,13 @@ import sys
 from pathlib import Path
 
 from ..notebooks import run_cookbooks, summary_table
-from ..presets import DEFAULT_PROFILE, PROFILES
-from .params import add_notebook_arguments, parameters
+from . import add_model_arguments, add_notebook_arguments, parameters
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("outputs"), help="output folder (default ./outputs)")
-    parser.add_argument("--profile", default=DEFAULT_PROFILE, choices=tuple(PROFILES),
-                        help=f"model and defaults every cookbook uses (default {DEFAULT_PROFILE}: the embedded model, "
-                             "on a CPU)")
+    add_model_arguments(parser, "model and defaults every cookbook uses (tiny: the embedded model, on a CPU)",
+                        model=False)
     add_notebook_arguments(parser, parameter_help="inject a parameter into every notebook that declares it")
     parser.add_argument("--only", action="append", default=[], metavar="TEXT",
                         help="run only notebooks whose path contains TEXT; repeatable")

@@ -1,14 +1,8 @@
-"""``cosmos-helpers lab``: open the cookbooks in JupyterLab, with this environment's Python as the kernel.
+"""``cosmos-helpers lab``: open the cookbooks in JupyterLab, started by this environment's interpreter, so the
+notebooks' ``python3`` kernel is this environment's (the one the tests use, with ``cosmos_helpers`` importable).
 
-JupyterLab is started by this environment's interpreter, so the notebooks' ``python3`` kernel is ipykernel's own
-kernel of the same environment: the one ``make cookbooks`` and the tests use, with ``cosmos_helpers`` importable.
-
-On a shared workshop host, listen on every interface and give the room one token::
-
-    cosmos-helpers lab --ip 0.0.0.0 --port 8888 --token WORD
-
-and share ``http://HOST:8888/lab?token=WORD``. Without ``--token`` Jupyter makes a random one and prints the URL.
-Anything after ``--`` goes to JupyterLab as it is (e.g. ``-- --ServerApp.terminals_enabled=False``).
+A workshop host: ``cosmos-helpers lab --ip 0.0.0.0 --port 8888 --token WORD``, then share
+``http://HOST:8888/lab?token=WORD``. Anything after ``--`` goes to JupyterLab as it is.
 """
 
 from __future__ import annotations
@@ -41,7 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def lab_command(root: Path, *, ip: str = "127.0.0.1", port: int = 8888, token: str | None = None,
                 browser: bool = True, extra: Sequence[str] = ()) -> list[str]:
     """The JupyterLab command line (the browser test starts exactly this)."""
-    if token == "" and not _is_loopback(ip):
+    try:
+        loopback = ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        loopback = ip == "localhost"
+    if token == "" and not loopback:
         raise ValidationError("token", f"an empty token on {ip} lets anyone on the network run code.",
                               "pass --token WORD (or leave it out for a random one), or listen on 127.0.0.1.")
     command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root}", f"--ServerApp.ip={ip}",
@@ -68,10 +66,3 @@ def run(args: argparse.Namespace) -> int:
     # JupyterLab takes this process over, so Ctrl-C reaches it as if started by hand (it stops its kernels).
     os.execv(command[0], command)
     return 0  # pragma: no cover - execv does not return
-
-
-def _is_loopback(ip: str) -> bool:
-    try:
-        return ipaddress.ip_address(ip).is_loopback
-    except ValueError:
-        return ip == "localhost"

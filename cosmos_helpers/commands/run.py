@@ -1,15 +1,9 @@
-"""``cosmos-helpers run --input FILE``: run a Cosmos Framework input file, unchanged, on any backend.
+"""``cosmos-helpers run --input FILE`` (alias ``transfer``): run a Cosmos Framework input file, unchanged, anywhere.
 
-Every sample of the file (a ``.json`` object or list, or ``.jsonl``) runs in order: text2image, text2video,
-image2video, video2video (with or without sound), transfer, and audio_image2video (experimental, diffusers).
-Outputs go where the framework writes them, ``<out>/<name>/vision.mp4`` (``vision.jpg`` for one frame), with a
-manifest ``vision.json``; a rerun skips finished samples. Values on diffusers and vLLM-Omni: ``--resolution`` /
-``--steps`` / ``--seed`` > the file's fields > the profile's defaults for fields the file leaves out (``tiny``: CPU
-tier 128, 9 frames, 4 steps) > the backend's own. On the framework the profile only picks the model (and the
-guardrails): the framework applies its own defaults to what the file leaves out. ``transfer`` is an alias of this
-command. ``--compute-controls depth=MODEL,seg=MODEL`` computes those controls from the clip first (written as
-``<out>/<name>/estimated_<kind>.mp4``). ``--dry-run`` prints what would run (on the framework: writes each run
-folder) without running it. No heavy imports at module level.
+Samples run in order into ``<out>/<name>/vision.mp4`` (``.jpg`` for one frame) with a manifest ``vision.json``; a
+rerun skips finished ones. On diffusers and vLLM-Omni a value comes from ``--resolution`` / ``--steps`` / ``--seed``,
+else the file, else the profile (``tiny``: CPU tier 128, 9 frames, 4 steps), else the backend; on the framework the
+profile only picks the model and guardrails, and the framework fills the rest. No heavy imports at module level.
 """
 
 from __future__ import annotations
@@ -18,33 +12,23 @@ import argparse
 import json
 import sys
 
-from ..backends import NAMES, backend_by_name
-from ..presets import DEFAULT_PROFILE, PROFILES
 from ..specs.load import load_inputs
-from ..transfer.estimated import parse_compute_controls
-from ..transfer.runner import plan_spec, run_spec
-from .generate import add_step_cache_argument
+from ..transfer.runner import parse_compute_controls, plan_spec, run_spec
+from . import add_backend_arguments, add_model_arguments, add_step_cache_argument, backend
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", "--spec", "-i", dest="input", required=True,
                         help="framework input file: .json (one sample or a list) or .jsonl; paths relative to it")
-    parser.add_argument("--backend", choices=NAMES, default="diffusers", help="where to run (default diffusers)")
-    parser.add_argument("--profile", choices=tuple(PROFILES), default=DEFAULT_PROFILE,
-                        help=f"picks the model and guardrails (default {DEFAULT_PROFILE}); on diffusers and vLLM-Omni "
-                        "it also fills what the file leaves out (on the framework, the framework's own defaults do)")
-    parser.add_argument("--model", default=None, help="another model than the profile's: tiny, a hub id or a folder")
+    add_backend_arguments(parser)
+    add_model_arguments(parser, "picks the model and guardrails; on diffusers and vLLM-Omni it also fills what the "
+                        "file leaves out (on the framework, the framework's own defaults do)")
     parser.add_argument("--out", default="outputs", help="output folder (default ./outputs): <out>/<name>/vision.*")
     parser.add_argument("--resolution", default=None, help="override every sample's resolution tier (e.g. 480)")
     parser.add_argument("--steps", type=int, default=None, help="override every sample's num_steps")
     parser.add_argument("--seed", type=int, default=None, help="override every sample's seed")
     parser.add_argument("--guardrails", action=argparse.BooleanOptionalAction, default=None,
                         help="run the Cosmos guardrails (default: the profile's choice)")
-    parser.add_argument("--url", default=None, help="server URL (--backend vllm-omni, or framework-serve: the Cosmos "
-                        "Framework's Ray Serve app)")
-    parser.add_argument("--checkout", default=None, help="NVIDIA/cosmos-framework checkout (--backend framework)")
-    parser.add_argument("--gpus", type=int, default=1,
-                        help="GPUs per run: diffusers workers (one per GPU), framework torchrun; 1 for vllm-omni")
     parser.add_argument("--dry-run", action="store_true",
                         help="run nothing: print what would run (framework: write each run folder, input + command)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing outputs of other runs")
@@ -60,10 +44,9 @@ def run(args: argparse.Namespace) -> int:
     compute = parse_compute_controls(args.compute_controls)
     samples = load_inputs(args.input, computed=tuple(compute or ()))
     overrides = {"resolution": args.resolution, "num_steps": args.steps, "seed": args.seed}
-    backend = backend_by_name(args.backend, url=args.url, checkout=args.checkout, gpus=args.gpus)
+    how = dict(backend=backend(args), profile=args.profile, model=args.model, out=args.out, overrides=overrides,
+               guardrails=args.guardrails, compute_controls=compute, step_cache=args.step_cache)
     for sample in samples:
-        how = dict(backend=backend, profile=args.profile, model=args.model, out=args.out, overrides=overrides,
-                   guardrails=args.guardrails, compute_controls=compute, step_cache=args.step_cache)
         if args.dry_run:
             planned = plan_spec(sample, **how)
             if planned.folder is not None:  # a framework run folder; command on stderr

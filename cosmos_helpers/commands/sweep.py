@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .params import add_notebook_arguments, parameters
+from . import add_notebook_arguments, parameters
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

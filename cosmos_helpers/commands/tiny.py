@@ -17,8 +17,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.random_seed is None:
-        print(trained_tiny_path(args.out))
-    else:
-        print(tiny_model_path(args.random_seed, args.out))
+    print(trained_tiny_path(args.out) if args.random_seed is None else tiny_model_path(args.random_seed, args.out))
     return 0

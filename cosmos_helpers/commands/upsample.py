@@ -1,8 +1,5 @@
-"""``cosmos-helpers upsample``: a sentence to a checked Cosmos3 caption through an OpenAI-compatible endpoint.
-
-The endpoint, model and key default to the framework upsampler's environment variables, so one setup serves
-both: ``PROMPT_UPSAMPLER_ENDPOINT_URL``, ``PROMPT_UPSAMPLER_MODEL``, ``PROMPT_UPSAMPLER_API_TOKEN``.
-"""
+"""``cosmos-helpers upsample``: a sentence to a checked Cosmos3 caption through an OpenAI-compatible endpoint (which,
+like the model and key, defaults to the framework upsampler's environment variables: one setup serves both)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,17 @@
 """Depth and segmentation control maps computed from RGB frames with a ``transformers`` model the user names.
 
-The framework and vLLM-Omni compute only edge and blur; a depth or seg hint needs a control video made
-beforehand (``protocol.framework.ESTIMATED_HINTS``). This module makes it in the form the model was trained on:
+The framework and vLLM-Omni compute only edge and blur; a depth or seg hint needs a control video made beforehand
+(``protocol.framework.ESTIMATED_HINTS``), in the form the model was trained on:
 
-* **depth**: a Depth Anything model (``DepthAnythingForDepthEstimation``, V1 or V2) predicts relative inverse depth
-  per frame, resized back to the frame and normalised over the *whole clip* (:func:`depth_to_control`).
-* **seg**: a SegFormer model (``SegformerForSemanticSegmentation``) labels each pixel; each class gets one colour for
-  the whole clip (:func:`color_segments`). SegFormer because it is a plain, well-kept semantic class with many
-  maintained checkpoints (ADE20k / Cityscapes, B0-B5), one forward pass per frame and a per-pixel label that stays
-  the same class from frame to frame, which is what a colour-per-segment control video needs; a panoptic model
-  would add instance splitting the colour list cannot keep stable over a clip.
+* **depth**: a Depth Anything model (V1 or V2) predicts relative inverse depth per frame, resized back to the frame
+  and normalised over the *whole clip* (:func:`depth_to_control`);
+* **seg**: a SegFormer model labels each pixel, each class one colour for the whole clip (:func:`color_segments`):
+  a plain semantic class with many maintained checkpoints, one pass per frame and labels stable from frame to frame
+  (a panoptic model's instance splits could not keep stable colours over a clip).
 
-The model named is the model used: ``"tiny"`` means the random-weight stand-in of the same class
-(:mod:`cosmos_helpers.controls.tiny`), a folder is loaded from that folder, anything else is a hub id loaded as
-given (its config is read first, so a model of the wrong kind fails before any weights load). Nothing falls back
-to another model. Frames are numpy ``uint8`` ``[T, H, W, 3]`` RGB; so are the maps.
+The model named is the model used, nothing falls back: ``"tiny"`` is the random-weight stand-in of the same class
+(:mod:`cosmos_helpers.controls.tiny`), else a folder or a hub id (its config is read first, so a model of the wrong
+kind fails before any weights load). Frames and maps are numpy ``uint8`` ``[T, H, W, 3]`` RGB.
 """
 
 from __future__ import annotations
@@ -46,7 +43,6 @@ MIN_SIDE = 2  # pixels: below this there is no picture to estimate anything from
 @dataclass(frozen=True)
 class ControlModel:
     """A checked control model: what was named, where it loads from, its class."""
-
     kind: str
     name: str
     source: str  # the folder or hub id ``from_pretrained`` reads
@@ -59,7 +55,6 @@ class ControlModel:
 @dataclass
 class ControlMaps:
     """Control frames ``[T, H, W, 3]`` uint8 and where they came from; ``labels`` maps a seg colour to its class."""
-
     kind: str
     frames: np.ndarray
     model: ControlModel
@@ -85,7 +80,6 @@ def resolve_model(kind: str, name: str, *, field_name: str | None = None) -> Con
                               f'name one, e.g. "{SUGGESTED_MODELS[kind]}" (or "{TINY_NAME}" offline).')
     source = str(tiny_control_model_path(kind)) if name == TINY_NAME else name
     from transformers import AutoConfig
-
     try:
         config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as exc:
@@ -122,7 +116,6 @@ def check_frames(frames: Any, field_name: str = "frames", min_side: int = MIN_SI
 
 def pick_device(device: str | None = None) -> str:
     import torch
-
     if device is None:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if str(device).startswith("cuda") and not torch.cuda.is_available():
@@ -141,7 +134,6 @@ class ControlEstimator:
                                   f"name a {kind} model.")
         self.kind, self.device = kind, pick_device(device)
         import transformers
-
         with quiet_transformers():
             self.processor = transformers.AutoImageProcessor.from_pretrained(self.spec.source)
             model_class = getattr(transformers, self.spec.model_class)
@@ -164,7 +156,6 @@ class ControlEstimator:
         """Per frame: depth ``[T, H, W]`` float32 or class ids ``[T, H, W]`` int32, at the frame's size."""
         import torch
         import torch.nn.functional as F
-
         height, width = frames.shape[1:3]
         out = np.empty(frames.shape[:3], dtype=np.float32 if self.kind == "depth" else np.int32)
         with progress_bar(total=len(frames), desc=f"{self.kind} ({self.spec.name})", unit="frame",

@@ -21,7 +21,6 @@ from .estimation import check_frames
 
 class BlurParameters(NamedTuple):
     """What a blur preset does to a ``width x height`` frame; ``down_up_size`` is (width, height)."""
-
     k: int
     d: int
     sigma_color: float

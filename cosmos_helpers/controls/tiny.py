@@ -1,11 +1,9 @@
 """Tiny random-weight depth and segmentation models: the real ``transformers`` classes, shrunk, built offline.
 
-``DepthAnythingForDepthEstimation`` (a DINOv2 backbone with the DPT neck and head) and
-``SegformerForSemanticSegmentation`` with a handful of labels, each saved with its own image processor, exactly
-as a hub checkpoint is laid out, so the same loading code runs for them and for a real checkpoint. Only widths,
-depths and the processor's input size shrink. Their maps are noise-like but deterministic: they keep CI offline,
-never stand in for a model the user names (see :mod:`cosmos_helpers.controls.estimation`). Built on first use
-into the cache folder of the tiny Cosmos3 (``$COSMOS_HELPERS_CACHE``).
+``DepthAnythingForDepthEstimation`` (DINOv2 backbone, DPT neck and head) and ``SegformerForSemanticSegmentation``
+with a handful of labels, each saved with its image processor as a hub checkpoint is, so the loading code is the
+real one; only widths, depths and the input size shrink. Their maps are noise-like but deterministic: they keep CI
+offline and never stand in for a model the user names. Built on first use into ``$COSMOS_HELPERS_CACHE``.
 """
 
 from __future__ import annotations
@@ -55,7 +53,6 @@ def _build_depth(seed: int):
     import torch
     from transformers import DepthAnythingConfig, DepthAnythingForDepthEstimation, Dinov2Config
     from transformers.models.dpt.image_processing_pil_dpt import DPTImageProcessorPil
-
     torch.manual_seed(seed)
     config = DepthAnythingConfig(backbone_config=Dinov2Config(**DEPTH_BACKBONE), **DEPTH_CONFIG)
     return DepthAnythingForDepthEstimation(config).eval(), DPTImageProcessorPil(**DEPTH_PROCESSOR)
@@ -65,7 +62,6 @@ def _build_seg(seed: int):
     import torch
     from transformers import SegformerConfig, SegformerForSemanticSegmentation
     from transformers.models.segformer.image_processing_pil_segformer import SegformerImageProcessorPil
-
     torch.manual_seed(seed)
     labels = dict(enumerate(SEG_LABELS))
     config = SegformerConfig(**SEG_CONFIG, num_labels=len(labels), id2label=labels,
@@ -77,9 +73,7 @@ def _build_seg(seed: int):
 def quiet_transformers() -> Iterator[None]:
     """Silence transformers' loading chatter (the torchvision fallback notice, weight bars) for one block."""
     from transformers.utils import logging
-
     from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
-
     level, bars, hub_bars = logging.get_verbosity(), logging.is_progress_bar_enabled(), not are_progress_bars_disabled()
     logging.set_verbosity_error()
     logging.disable_progress_bar()

@@ -1,11 +1,9 @@
 """Depth / seg control videos of a clip, written as the framework reads a supplied control, and reused safely.
 
-One ``estimated_<kind>.mp4`` per kind beside a small ``estimated_<kind>.json`` record of what made it: the model named
-(and where it loaded from), the clip's content hash, ``max_frames``, frame count, size and fps. The video has the
-clip's frame count, size (odd sides made even for H.264) and fps, so the framework, which takes the output length
-and timing from the first control and the RGB input, lines them up frame for frame; it is H.264 at the framework's
-own control quality (``video_save_quality`` 10, CRF 0). A rerun with the same clip and model reuses the file; a file
-made from anything else is never overwritten without ``overwrite=True``.
+One ``estimated_<kind>.mp4`` per kind, with the clip's frame count, size (odd sides made even) and fps, so the
+framework lines it up with the RGB input frame for frame, in H.264 at the framework's own control quality (CRF 0);
+beside it an ``estimated_<kind>.json`` record of the model, the clip's hash, ``max_frames`` and the clip's shape.
+A rerun with the same clip and model reuses the file; another run's file is overwritten only with ``overwrite``.
 """
 
 from __future__ import annotations

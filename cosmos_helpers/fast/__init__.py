@@ -1,42 +1,21 @@
 """The fast Diffusers path for ``Cosmos3OmniPipeline``: same outputs, less work per step.
 
-``enable_fast_path(pipe)`` patches one loaded pipeline in place (``disable_fast_path`` undoes it); the
-switch most people use is ``DiffusersBackend(..., fast=True)``. What changes, and why it keeps outputs:
+``enable_fast_path(pipe)`` patches one loaded pipeline in place (``disable_fast_path`` undoes it); most people use
+``DiffusersBackend(..., fast=True)``. Each part keeps outputs (its module says why):
 
-* **Text keys/values once per prompt** (:mod:`.text_cache`). The text pathway is causal over text only and
-  gets no timestep, so its keys/values are the same at every step; each prompt (conditional and negative
-  separately) runs the text tower once per call instead of 70 times. Exact: same operations, same order.
-* **Generation tower only, per pass** (:mod:`.transformer`): stock's layer maths on the vision/sound/action
-  tokens, reading those keys/values.
-* **CUDA graphs** (:mod:`.graphs`, CUDA only): each pass's 36-layer stack is one graph replay, removing the
-  launch overhead that dominates small (text-to-image) shapes. No recompiles: one graph per shape. By
-  default only passes up to ``SMALL_PASS_TOKENS`` generation tokens: above it graphs only hold memory.
-* **Attention kernel** (:mod:`.attention`): on CUDA the fastest of PyTorch's SDPA kernels (flash, cuDNN,
-  memory-efficient, default) and, where installed, FlashAttention-3 is timed per shape and used when it agrees
-  with the default one.
-* **Stacked projections** (:mod:`.projections`, on with CUDA): q/k/v and gate/up as one matrix product each
-  where that is faster for the token count (timed once per size); the weights are stored once.
-* **Fused element-wise steps** (``compile``, on with CUDA): residual add + RMSNorm, q/k norm + rotary and
-  the SiLU gate as ``torch.compile`` kernels; if compiling fails the path continues without them.
-* **Batched guidance** (``batch_cfg``): the conditional and negative passes of a step share one pass
-  through the weights (attention stays per branch), by default up to ``SMALL_PASS_TOKENS`` tokens. Same
-  maths; on GPU the larger matrix products may round differently in bf16 (rows are independent, kernels are
-  chosen by size).
-* **VAE decode** (:mod:`.vae`, CUDA): cuDNN picks convolution algorithms by timing them, and video decodes
-  run channels-last (pixels may differ at bf16 rounding; latents are unaffected).
-* **No VAE encode of a blank video** for text-to-image/video: stock encodes an all-zero clip and then
-  multiplies it by a zero mask; the fast path hands back zeros of the same shape (identical latents).
+* the text pathway's keys/values once per prompt (:mod:`.text_cache`): causal over text, no timestep, so the same at
+  every step; the generation tower alone per pass reads them (:mod:`.transformer`);
+* CUDA graphs (:mod:`.graphs`): a pass as one replay, by default only up to ``SMALL_PASS_TOKENS`` tokens;
+* the fastest agreeing attention kernel per shape (:mod:`.attention`), stacked q/k/v and gate/up products where
+  faster (:mod:`.projections`), fused element-wise steps (``compile``, :mod:`.kernels`);
+* batched guidance (``batch_cfg``): both passes of a step share one read of the weights (attention per branch; the
+  larger products may round differently in bf16);
+* the VAE decode with cuDNN's algorithm search and channels-last videos (:mod:`.vae`), the decoded video to uint8 on
+  the GPU, and no VAE encode of the blank clip text-to-image/video multiplies by zero.
 
-``DiffusersBackend(fast=True)`` also converts the decoded video to uint8 on the GPU before copying it to
-the host (a quarter of the bytes, same values as the host-side conversion).
-
-Nothing here is approximate. Step caching, which is, composes with it: under diffusers' SeaCache
-(``GenerationRequest(step_cache=SeaCache())``) diffusers decides which passes run and the fast path runs those
-(:mod:`.sea_cache`); a pass it cannot run (another diffusers hook on the transformer) goes to stock code with a
-warning and is counted in the manifest.
-On CPU: graphs, kernel timing, compilation and stacked products are off by default, the rest applies (fp32
-results match stock within 1e-5, measured 0; the tests switch stacked products and the uncompiled fused layer
-code on as well).
+Step caching, which is approximate, composes with it: under diffusers' SeaCache diffusers decides which passes run
+and the fast path runs those (:mod:`.sea_cache`); a pass it cannot run goes to stock code with a warning and is
+counted in the manifest. On CPU the CUDA-only parts are off; fp32 results match stock within 1e-5 (measured 0).
 """
 
 from __future__ import annotations
@@ -53,28 +32,20 @@ __all__ = ["FastOptions", "SMALL_PASS_TOKENS", "enable_fast_path", "disable_fast
 
 @dataclass
 class FastOptions:
-    """Switches of the fast path (defaults: everything that keeps outputs; CUDA-only parts off on CPU).
+    """Switches of the fast path (defaults: everything that keeps outputs). ``None``: on with CUDA, off on CPU.
 
     Args:
         text_cache: compute the text pathway once per prompt (the transformer patch; off = stock transformer).
-        cuda_graphs: replay each pass as a CUDA graph (``None``: on when the model is on CUDA).
-        graph_max_tokens: no graphs above this many generation tokens per pass (``None``: no limit if
-            ``cuda_graphs=True`` is given, else :data:`SMALL_PASS_TOKENS`).
-        attention: ``"auto"`` (time the candidates per shape on CUDA), or one of
-            ``native``/``flash``/``cudnn``/``cudnn_gqa``/``efficient``/``flash3`` (FlashAttention-3, where
-            installed; ``"auto"`` includes it then). CPU always uses ``native``.
-        batch_cfg: batch the two guidance branches of a step (``None``: on with CUDA, off on CPU).
-        batch_max_tokens: batch only steps whose two branches have at most this many generation tokens together
-            (``None``: no limit if ``batch_cfg=True`` is given, else :data:`SMALL_PASS_TOKENS`).
+        cuda_graphs, batch_cfg: replay each pass as a CUDA graph; batch the two guidance branches of a step.
+        graph_max_tokens, batch_max_tokens: only up to this many generation tokens per pass (both branches together)
+            (``None``: no limit if the switch is ``True``, else :data:`SMALL_PASS_TOKENS`).
+        attention: ``"auto"`` (time the candidates per shape on CUDA), or one of :data:`.attention.ALL`
+            (``flash3``: FlashAttention-3, where installed). CPU always uses ``native``.
         skip_blank_encode: skip the VAE encode of the all-zero clip in text-to-image/video.
-        vae_cudnn_benchmark: let cuDNN time convolution algorithms for the VAE decode (``None``: on with CUDA;
-            first call slower; see :mod:`.vae`).
-        compile: fuse the generation tower's element-wise steps with ``torch.compile`` (``None``: on with CUDA;
-            one compile per function, shapes dynamic, the first call in a process pays a few seconds).
-            ``"eager"`` runs the same fused layer code without compiling it (any device).
-        fuse_projections: stacked q/k/v and gate/up products where faster (``None``: on with CUDA).
-        vae_channels_last: decode videos with channels-last 3-D convolutions (``None``: on with CUDA; see
-            :mod:`.vae`). Images are decoded as stock.
+        vae_cudnn_benchmark, vae_channels_last: cuDNN's timed algorithms, channels-last videos (:mod:`.vae`).
+        compile: fuse element-wise steps with ``torch.compile`` (the first call in a process pays a few seconds);
+            ``"eager"`` runs the same fused layer code uncompiled (any device).
+        fuse_projections: stacked q/k/v and gate/up products where faster.
     """
 
     text_cache: bool = True
@@ -98,8 +69,7 @@ class FastOptions:
 SMALL_PASS_TOKENS = 16_384
 
 
-# Each patched pipeline's state, kept here rather than as an attribute hung on the diffusers object.
-_STATES: "weakref.WeakKeyDictionary[Any, _FastState]" = weakref.WeakKeyDictionary()
+_STATES: "weakref.WeakKeyDictionary[Any, _FastState]" = weakref.WeakKeyDictionary()  # not hung on diffusers' object
 
 
 @dataclass(eq=False)
@@ -114,7 +84,7 @@ class _FastState:
     active: bool = True
 
     def set_active(self, active: bool) -> None:
-        """Route calls through the fast path (``True``) or straight to stock code; nothing is re-patched."""
+        """Route calls through the fast path or straight to stock code; nothing is re-patched."""
         self.active = active
         for part in (self.forward, self.decode):
             if part is not None:
@@ -124,18 +94,14 @@ class _FastState:
 
 
 def enable_fast_path(pipe, options: FastOptions | None = None, *, active: bool = True, **overrides):
-    """Patch ``pipe`` (a ``Cosmos3OmniPipeline``) in place; idempotent. Returns ``pipe``.
-
-    ``enable_fast_path(pipe, attention="flash")`` overrides single options. Called again without options
-    it keeps the current ones; with other options it re-applies the patch with those. ``active=False`` installs
-    it switched off: a pipeline shared by stock and fast callers runs stock code at rest, and
-    :func:`fast_path_active` switches it on for one call.
-    """
+    """Patch ``pipe`` in place (idempotent; other options re-apply the patch); returns it. ``**overrides`` set single
+    options. ``active=False`` installs it switched off: a pipeline shared by stock and fast callers runs stock code at
+    rest, and :func:`fast_path_active` switches it on for one call."""
     state = _STATES.get(pipe)
     if overrides:
         options = replace(options or FastOptions(), **overrides)
     if state is not None:
-        if options is None or state.options == options:  # already fast with these options (or none given)
+        if options is None or state.options == options:
             state.set_active(active)
             return pipe
         disable_fast_path(pipe)
@@ -186,14 +152,12 @@ def _patch(state: _FastState, obj, attr: str, value) -> None:
 
 def _skip_blank_encode(pipe, state: _FastState) -> None:
     """Text-to-video/image encodes a blank video only to multiply it by zero: answer with zeros instead."""
-    prepare_latents = pipe.prepare_latents
-    encode_video = pipe._encode_video
+    prepare_latents, encode_video = pipe.prepare_latents, pipe._encode_video
 
     @functools.wraps(prepare_latents)
     def fast_prepare_latents(*args, **kwargs):
-        state.blank_encode = (state.active and not args and kwargs.get("image") is None
-                              and kwargs.get("video") is None and kwargs.get("action") is None
-                              and kwargs.get("latents") is None)
+        state.blank_encode = state.active and not args and all(
+            kwargs.get(name) is None for name in ("image", "video", "action", "latents"))
         try:
             return prepare_latents(*args, **kwargs)
         finally:
@@ -203,8 +167,7 @@ def _skip_blank_encode(pipe, state: _FastState) -> None:
     def fast_encode_video(x):
         if not state.blank_encode:
             return encode_video(x)
-        # Stock: x0 = encode(zeros); latents = 0 * x0 + 1 * noise. Any finite x0 gives the same latents.
-        import torch
+        import torch  # stock: latents = 0 * encode(zeros) + noise, so any finite x0 gives the same latents
 
         vae = pipe.vae.config
         shape = (x.shape[0], vae.z_dim, (x.shape[2] - 1) // vae.scale_factor_temporal + 1,
@@ -218,7 +181,7 @@ def _skip_blank_encode(pipe, state: _FastState) -> None:
 
 def disable_fast_path(pipe):
     """Undo :func:`enable_fast_path` (frees cached keys/values and graphs). Returns ``pipe``."""
-    state = _STATES.get(pipe)
+    state = _STATES.pop(pipe, None)
     if state is None:
         return pipe
     if state.forward is not None:
@@ -232,14 +195,12 @@ def disable_fast_path(pipe):
             obj.__dict__.pop(attr, None)
         else:
             setattr(obj, attr, original)
-    del _STATES[pipe]
     return pipe
 
 
 @contextlib.contextmanager
 def fast_path_active(pipe, active: bool) -> Iterator[None]:
-    """Run the block with the installed fast path on or off: one loaded pipeline serves stock and fast backends
-    without patching or unpatching anything per call. Without a fast path installed, only ``False`` is valid."""
+    """The block with the installed fast path on or off (without one installed, only ``False`` is valid)."""
     state = _STATES.get(pipe)
     if state is None:
         if active:
@@ -276,16 +237,6 @@ def fast_path_stats(pipe) -> dict[str, Any]:
         return {"enabled": False}
     out: dict[str, Any] = {"enabled": True, "active": state.active, "options": asdict(state.resolved),
                            "blank_encodes_skipped": state.blank_encodes_skipped}
-    forward = state.forward
-    if forward is not None:
-        out.update(forward.stats, text_tower_runs=forward.text.computed, fused_kernels=forward.compiled is not None,
-                   compile_error=forward.compile_error)
-        if forward.projections is not None:
-            out["projection_choices"] = {str(k[0]): v for k, v in forward.projections.choices.items()}
-        if forward.graphs is not None:
-            out.update(graph_captures=forward.graphs.captures, graph_replays=forward.graphs.replays,
-                       graph_failures=dict(forward.graphs.failed))
-        from .attention import TUNING_LOG
-
-        out["attention_tuning"] = {str(k): v for k, v in TUNING_LOG.items()}
+    if state.forward is not None:
+        out.update(state.forward.report())
     return out

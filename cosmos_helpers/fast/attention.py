@@ -1,26 +1,15 @@
 """Attention kernels for the generation pathway, and how the fast path picks one.
 
-Every generation token attends, without a mask, to the prompt's keys/values plus all generation tokens
-(``Nq = N_gen``, ``Nk = und_len + N_gen``, 32 query heads over 8 key/value heads at Nano size). At
-480p/720p video that attention is as large as all the matrix products together, so the kernel matters.
+Every generation token attends, without a mask, to the prompt's keys/values plus all generation tokens; at 480p/720p
+video that is as large as all the matrix products together, so the kernel matters. Candidates: ``native`` (PyTorch's
+default choice, exactly what stock diffusers runs), ``flash`` (FlashAttention-2), ``cudnn`` (K/V heads expanded
+first: cuDNN's SDPA path does not take ``enable_gqa`` on every torch version), ``cudnn_gqa``, ``efficient`` (K/V
+expanded) and, where ``flash_attn_interface`` is installed (built from github.com/Dao-AILab/flash-attention,
+``hopper/``), ``flash3`` through diffusers' ``_flash_3`` backend: at t2v 480p/720p 14-17% less time than cuDNN on an
+H200 (run 17, GPU_RESULTS.md).
 
-Candidates are PyTorch's own SDPA kernels (nothing to install) and, where it is installed, FlashAttention-3:
-
-``native``      ``F.scaled_dot_product_attention(..., enable_gqa=True)`` with PyTorch's default choice:
-                exactly what stock diffusers runs (its "native" attention backend).
-``flash``       the FlashAttention-2 kernel, GQA handled inside the kernel.
-``cudnn``       cuDNN's fused attention (Hopper-specific kernels in cuDNN 9), K/V heads expanded to the
-                query heads first (cuDNN's SDPA path does not take ``enable_gqa`` on every torch version).
-``cudnn_gqa``   cuDNN with ``enable_gqa=True`` (where torch supports it).
-``efficient``   the memory-efficient (xformers-style) kernel, K/V expanded.
-``flash3``      FlashAttention-3 (Hopper), through diffusers' ``_flash_3`` attention backend, GQA inside the
-                kernel; a candidate only where ``flash_attn_interface`` is installed (built from source:
-                github.com/Dao-AILab/flash-attention, ``hopper/``). At t2v 480p/720p attention is two thirds
-                of a step, and there FA3 takes 14-17% less time than cuDNN on an H200 (run 17, GPU_RESULTS.md).
-
-``"auto"`` (the default on CUDA) times every candidate once per attention shape, on the real tensors of
-the first pass, drops any that fails or disagrees with ``native`` beyond bf16 rounding, and keeps the
-fastest for that shape. On CPU the fast path always uses ``native`` (bit-identical to stock).
+``"auto"`` (the default on CUDA) times every candidate once per shape on the first pass's real tensors, drops any
+that fails or disagrees with ``native`` beyond bf16 rounding, and keeps the fastest. CPU always uses ``native``.
 """
 
 from __future__ import annotations
@@ -76,11 +65,8 @@ TUNING_LOG: dict[tuple, dict[str, object]] = {}
 
 def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, backend: str = "native",
          is_causal: bool = False) -> torch.Tensor:
-    """Attention on packed tensors: ``q [Nq, H, D]``, ``k``/``v`` ``[Nk, KVH, D]`` -> ``[Nq, H, D]``.
-
-    ``backend="native"`` reproduces diffusers' native attention call exactly (same permutes, same
-    ``enable_gqa=True`` SDPA call), so on CPU the result is bit-identical to the stock processor.
-    """
+    """``q [Nq, H, D]``, ``k``/``v`` ``[Nk, KVH, D]`` -> ``[Nq, H, D]``; ``"native"`` is diffusers' native call
+    exactly (same permutes and SDPA call: bit-identical to the stock processor on CPU)."""
     if backend == FLASH3:
         from diffusers.models.attention_dispatch import dispatch_attention_fn
 
@@ -159,12 +145,8 @@ def time_candidates(q, k, v, repeats: int = 5) -> dict[str, object]:
 
 
 class StockProcessorWithKernel:
-    """Stock ``Cosmos3AttnProcessor`` math, with only the attention kernel swapped (for the bf16 yardstick).
-
-    Installed with ``transformer.set_attn_processor(StockProcessorWithKernel("cudnn"))`` it recomputes the text
-    pathway every pass like stock does; comparing it with plain stock shows how far outputs move from the
-    kernel choice alone, the spread the fast path's differences are judged against.
-    """
+    """Stock ``Cosmos3AttnProcessor`` maths with only the kernel swapped: against plain stock, how far outputs move
+    from the kernel choice alone (the bf16 yardstick the fast path's differences are judged against)."""
 
     _attention_backend = None
     _parallel_config = None

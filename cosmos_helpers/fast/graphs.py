@@ -1,13 +1,9 @@
 """CUDA graphs for the generation stack: one launch per pass instead of thousands.
 
-At text-to-image sizes a Nano pass is ~2,000 small kernels whose launch cost (Python + driver) exceeds
-their run time; replaying a captured graph removes it. A graph is captured per *shape signature* (the
-text length and generation length of each branch in the pass, plus which key/value buffers it reads), on
-the second pass that has that signature (the first runs eagerly and picks the attention kernels), and is
-replayed from then on, across pipeline calls too, since the key/value buffers are recycled by shape. All
-graphs share one memory pool (they never run concurrently). Shapes never change inside a graph, so
-nothing recompiles; a new resolution or prompt length simply gets its own graph (least recently used
-graphs beyond ``max_graphs`` are dropped). If capture fails for any reason the signature runs eagerly.
+At text-to-image sizes a Nano pass is ~2,000 small kernels whose launch cost exceeds their run time. A graph is
+captured per shape signature (each branch's lengths and key/value buffers) at its second pass (the first runs eagerly
+and picks the attention kernels) and replayed from then on, across calls too (buffers are recycled by shape). One
+memory pool for all; the least recently used beyond ``max_graphs`` are dropped; a failed capture runs eagerly.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The element-wise steps the fast path fuses with ``torch.compile``: stock's maths, written as plain functions.
-
-Residual add + RMSNorm, q/k RMSNorm + rotary, and the SiLU gate are each one kernel once compiled (they keep fp32
-inside, as diffusers' ``RMSNorm`` does); ``compile="eager"`` runs the same functions uncompiled, which checks the
-fused layer wiring on CPU.
+"""The element-wise steps the fast path fuses with ``torch.compile`` (residual add + RMSNorm, q/k RMSNorm + rotary,
+the SiLU gate): stock's maths as plain functions, fp32 inside as diffusers' ``RMSNorm``; ``compile="eager"`` runs
+them uncompiled (the fused wiring checked on CPU).
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """One matrix product for q/k/v and one for gate/up in each generation layer, without a second copy of weights.
 
-Why: per layer the generation tower multiplies the same input by three projection matrices (q, k, v) and,
-in the MLP, by two (gate, up). Stacking them lets one product read the input once and gives cuBLAS one
-larger, better-tiled problem (measured on an H200 at 480p video with both guidance branches: gate/up
-11.3 ms fused vs 12.1 ms separate per layer). At other sizes the separate products can be faster
-(256p: 1.63 ms separate vs 1.74 ms fused), so on CUDA each token count is timed once, like the attention
-kernel, and the faster form is used.
-
-Memory: the stacked weight is allocated once and the layer's own ``nn.Linear`` weights are re-pointed at
-slices of it, so the model holds each weight once and stock code paths keep working on the same values.
-Anything that replaces those weights (``.to()``, loading new weights) breaks the link; :meth:`refresh`
-notices by pointer and stacks again. :meth:`unfuse` gives every ``nn.Linear`` its own storage back (so
-``save_pretrained`` sees no shared tensors).
+A stacked product reads the input once and gives cuBLAS one larger problem (H200, 480p video, both branches: gate/up
+11.3 ms fused against 12.1 ms per layer), but at other sizes the separate ones can be faster (256p: 1.63 against
+1.74 ms), so on CUDA each token count is timed once. The layers' own weights are re-pointed at slices of the stacked
+one (each weight held once, stock code reads the same values); :meth:`FusedProjections.refresh` stacks again when
+something replaced them, :meth:`FusedProjections.unfuse` gives them their own storage back (``save_pretrained``).
 """
 
 from __future__ import annotations
@@ -51,7 +44,7 @@ class _Stack:
         return stack
 
     def _slices(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """(each part's weight or bias, the row slice of the stacked tensor it should be)."""
+        """(each part's weight or bias, the row slice it should be)."""
         pairs = list(zip([p.weight for p in self.parts], self.weight.split(self.sizes)))
         if self.bias is not None:
             pairs += zip([p.bias for p in self.parts], self.bias.split(self.sizes))
@@ -130,7 +123,7 @@ class FusedProjections:
 
 
 def _faster(stack: _Stack, x: torch.Tensor, repeats: int = 5) -> bool:
-    """True if the stacked product beats the separate ones on ``x`` (CUDA events, best of ``repeats``)."""
+    """Whether the stacked product beats the separate ones on ``x`` (best of ``repeats``)."""
     best = {}
     for fused in (True, False):
         stack(x, fused)  # warm-up: cuBLAS heuristics and workspace

@@ -1,21 +1,14 @@
 """The fast path under diffusers' SeaCache: diffusers' own skip decisions, the fast path's computed passes.
 
-For Cosmos 3, diffusers' SeaCache (``hooks/sea_cache.py``) is one root hook on the transformer: before each pass it
-reads the noisy vision latents and the step's sigma (``pre_forward``), and its ``prepare_decoder_stack`` decides,
-per guidance branch (each branch is its own ``cache_context``), whether the decoder stack runs or the branch takes
-the generation rows plus the residual extrapolated from its last full runs; ``record_decoder_stack`` and
-``post_forward`` keep that residual history. Stock calls them around ``_run_decoder_stack``; the fast path has no such
-call (it runs only the generation rows, reading cached text keys/values), so :class:`SeaCacheGate` calls the same two
-methods around the fast stack. The decision, the indicator, the thresholds and the history are diffusers' code, never
-ours; the fast path only supplies what runs when a pass computes. Its "understanding" rows are an empty tensor: the
-fast path never computes them per pass, and nothing downstream of the stack reads them during generation.
+diffusers' SeaCache is one root hook on the transformer whose ``prepare_decoder_stack`` decides per guidance branch
+whether the decoder stack runs or the branch takes the generation rows plus the extrapolated residual, and whose
+``record_decoder_stack`` keeps the history. Stock calls them around ``_run_decoder_stack``; the fast path has no such
+call, so :class:`SeaCacheGate` calls the same two around the fast stack: the decisions stay diffusers' code. The
+"understanding" rows it passes are empty: the fast path never computes them per pass, and nothing reads them.
 
-Batched guidance asks one more question: at the conditional call, will the negative branch compute too? Only then
-are the two run as one batch. :meth:`SeaCacheGate.predict` answers it by running diffusers' gate on a copy of the
-negative branch's state (nothing of the real state changes). The negative branch's real decision is still made at
-its own call; if it differs from the prediction (it cannot, with the same latents and sigma and the rules of
-0.42.1, but nothing depends on that), the branch runs what its real decision needs and the batched result is
-dropped. So a wrong prediction costs time, never a different result.
+Batched guidance needs to know at the conditional call whether the negative branch will compute too:
+:meth:`SeaCacheGate.predict` runs diffusers' gate on a copy of that branch's state. Its real decision is still made
+at its own call; were it to differ, the branch runs what it needs and the batch is dropped (time, never results).
 """
 
 from __future__ import annotations
@@ -35,8 +28,7 @@ def sea_cache_root(transformer) -> Any:
 
 
 def hooked_modules(transformer) -> list[str]:
-    """Names of the hooks on the transformer and its layers other than SeaCache's root (which the fast path
-    composes with): any of them means the pass must run stock code."""
+    """The hooks on the transformer and its layers other than SeaCache's root: any means a stock pass."""
     names = []
     for module in (transformer, *transformer.layers):
         registry = getattr(module, "_diffusers_hook", None)

@@ -1,20 +1,11 @@
 """The text (understanding) pathway, computed once per prompt and kept as per-layer keys/values.
 
-Why this is exact: in ``Cosmos3OmniTransformer`` the text tokens attend causally to text only, have their
-own weights and get no timestep embedding (diffusers 0.42.1 ``transformer_cosmos3.py:93-102, 498-515``).
-Their hidden states, and so the text keys/values every generation token attends to, are the same at every
-denoising step. Stock diffusers recomputes them in both guidance passes of all steps (70 times at 35
-steps); here each prompt (the conditional and the negative prompt differ, so each has its own entry) runs
-the text tower once, with the same operations in the same order as stock, and its keys (q/k-normed, rotary
-applied: ``k_und_for_gen``) and values are kept per layer. Each layer of a pass copies them into the first
-``und_len`` rows of one key/value scratch buffer per prompt and writes its generation keys/values after
-them, so attention reads one contiguous buffer, the same values stock builds with
-``torch.cat([k_und_for_gen, k_gen])``. One scratch for all layers, not one per layer: at t2v 720p a
-per-layer copy of the generation rows would hold 6.5 GB per prompt that stock never holds.
-
-Entries are keyed by the identity of the pipeline's ``input_ids`` tensor (packed once per pipeline call),
-so a new call never reuses an old prompt's keys/values even if the weights changed in between. Buffers
-are recycled between calls of the same shape, which keeps CUDA graphs that read them valid.
+Exact: text tokens attend causally to text only, with their own weights and no timestep (diffusers 0.42.1
+``transformer_cosmos3.py:93-102, 498-515``), so their keys/values are the same at every step; stock recomputes them
+in both passes of every step. Each layer copies them into one scratch buffer per prompt, its generation keys/values
+after them (stock's ``torch.cat([k_und_for_gen, k_gen])``); one scratch for all layers, since at t2v 720p a copy per
+layer would hold 6.5 GB per prompt. Entries are keyed by the identity of the pipeline's ``input_ids`` (packed once
+per call, so a new call never reuses old keys); buffers are recycled by shape, which keeps CUDA graphs valid.
 """
 
 from __future__ import annotations
@@ -30,8 +21,8 @@ from .attention import sdpa
 
 @dataclass(eq=False)
 class KVBuffer:
-    """One prompt's text keys/values per layer (``k``/``v``: ``[layers, und_len, kv_heads, head_dim]``) and the
-    scratch a layer's attention reads (``k_all``/``v_all``: ``[und_len + n_gen, kv_heads, head_dim]``)."""
+    """One prompt's text keys/values per layer (``[layers, und_len, kv_heads, head_dim]``) and the scratch a layer's
+    attention reads (``[und_len + n_gen, kv_heads, head_dim]``)."""
 
     und_len: int
     n_gen: int

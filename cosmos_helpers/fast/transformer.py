@@ -1,29 +1,18 @@
 """A drop-in ``forward`` for ``Cosmos3OmniTransformer`` that computes the same predictions faster.
 
-Per pass, stock runs the text tower and the generation tower over the whole packed sequence. This forward takes the
-prompt's per-layer text keys/values from :class:`~.text_cache.TextKVCache` (computed once per prompt) and runs only
-the generation tower (vision, sound and action tokens) with them, with stock's layer maths operation for operation
-(bit-identical on CPU in fp32); on CUDA as a CUDA graph (:mod:`.graphs`) with the attention kernel picked for the
-shape (:mod:`.attention`), optionally with stacked q/k/v and gate/up weights (:mod:`.projections`).
+Stock runs the text tower and the generation tower over the whole packed sequence every pass. This forward takes the
+prompt's per-layer text keys/values from :class:`~.text_cache.TextKVCache` and runs only the generation tower, with
+stock's layer maths operation for operation (bit-identical on CPU in fp32).
 
-``batch_cfg`` runs the conditional and the unconditional pass of a step as one batch: the pipeline calls the
-transformer twice per step with the same noisy latents and timesteps and different prompts; from step 2 on the
-negative prompt's packed inputs are known, so the conditional call computes both branches together (weights read
-once, larger matrix products), returns the conditional result and hands the unconditional one to the next call if,
-and only if, that call's arguments are the very same objects. Otherwise it is computed normally. Attention stays per
-branch. Steps above ``batch_max_tokens`` run one branch at a time.
+``batch_cfg``: the pipeline calls the transformer twice per step with the same noisy latents and different prompts;
+from step 2 on the negative prompt's packed inputs are known, so the conditional call computes both branches in one
+batch and hands the negative result to the next call if, and only if, that call's arguments are the very same objects.
 
-Under Ulysses sequence parallelism (:mod:`cosmos_helpers.backends.diffusers.parallel.ulysses`) each rank runs the
-generation stack on its slice of the generation tokens and exchanges them for heads around attention; the text
-keys/values are cached whole on every rank. Branches are not batched and passes are not graphed there.
-
-Under diffusers' SeaCache (``transformer.enable_cache(SeaCacheConfig())``) the skip decisions are diffusers' own,
-made per branch at its own call (:mod:`.sea_cache`); a computed pass runs here as above, a skipped one decodes the
-generation rows plus diffusers' extrapolated residual. Guidance branches are batched only when both compute.
-
-Anything this forward does not handle (positional arguments, gradients, other context parallelism, other diffusers
-hooks, a text index layout other than the pipeline's) goes to the stock forward unchanged, with a warning, and is
-counted by reason in ``stats["fallback_reasons"]`` (the backend puts it in the manifest).
+Under Ulysses (:mod:`cosmos_helpers.backends.diffusers.parallel.ulysses`) each rank runs its slice of the generation
+tokens, exchanging them for heads around attention; branches are not batched and passes not graphed there. Under
+diffusers' SeaCache the skip decisions are diffusers' own (:mod:`.sea_cache`); branches are batched only when both
+compute. Anything else (positional arguments, gradients, other context parallelism or diffusers hooks, another text
+index layout) goes to the stock forward with a warning, counted by reason in ``stats["fallback_reasons"]``.
 """
 
 from __future__ import annotations
@@ -37,12 +26,34 @@ from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransfo
 
 from ..models.cosmos3_attention import rope
 from . import attention as attention_mod
-from .arguments import DYNAMIC, same, same_kwargs, static
 from .graphs import GraphCache
 from .kernels import KERNELS, fusable
 from .projections import FusedProjections
 from .sea_cache import SeaCacheGate, hooked_modules, sea_cache_root
 from .text_cache import TextKVCache
+
+
+# The noisy inputs that change every step; the rest of a call's arguments stays the same through its steps.
+DYNAMIC = ("vision_tokens", "vision_timesteps", "sound_tokens", "sound_timesteps", "action_tokens",
+           "action_timesteps")
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two calls got the very same input: identity for tensors (equal values are not enough to reuse a
+    prediction; the pipeline passes the same tensors to both branches of a step), element-wise for sequences."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return a is b
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def same_kwargs(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+
+
+def static(kw: dict) -> dict:
+    return {k: v for k, v in kw.items() if k not in DYNAMIC}
 
 
 def _has(kw: dict, modality: str) -> bool:
@@ -79,6 +90,18 @@ class FastForward:
                       "computed_passes": 0, "cached_passes": 0, "fallback_reasons": {}}
         self.compile_error: str | None = None
         self.active = True  # False: every call goes to the stock forward (a stock backend's turn)
+
+    def report(self) -> dict:
+        """The counters :func:`cosmos_helpers.fast.fast_path_stats` reports."""
+        out = dict(self.stats, text_tower_runs=self.text.computed, fused_kernels=self.compiled is not None,
+                   compile_error=self.compile_error,
+                   attention_tuning={str(k): v for k, v in attention_mod.TUNING_LOG.items()})
+        if self.projections is not None:
+            out["projection_choices"] = {str(k[0]): v for k, v in self.projections.choices.items()}
+        if self.graphs is not None:
+            out.update(graph_captures=self.graphs.captures, graph_replays=self.graphs.replays,
+                       graph_failures=dict(self.graphs.failed))
+        return out
 
     def reset(self) -> None:
         """Drop cached keys/values, graphs and CFG state (frees their memory)."""
@@ -166,11 +189,9 @@ class FastForward:
         stashed, self._stash = self._stash, None
         if stashed is None:
             return None
-        if same_kwargs(stashed.kwargs, kw):
-            self.stats["stash_hits"] += 1
-            return stashed
-        self.stats["stash_misses"] += 1
-        return None
+        hit = same_kwargs(stashed.kwargs, kw)
+        self.stats["stash_hits" if hit else "stash_misses"] += 1
+        return stashed if hit else None
 
     def _run_pair(self, kw: dict, branch: "_Branch", partner: dict, *, keep: bool):
         """Both guidance branches in one batch: this one's rows and result now, the other's stashed for its call
@@ -190,14 +211,10 @@ class FastForward:
         if len(self._history) < 2:
             return None
         (a, _), (b, _) = self._history
-        if a["input_ids"] is not kw["input_ids"] or b["input_ids"] is kw["input_ids"]:
-            return None
-        if not all(same(a.get(name), b.get(name)) for name in DYNAMIC):
-            return None  # the previous two calls did not share their noisy inputs: not a CFG pair
-        if not same_kwargs(static(a), static(kw)):
-            return None
         n_gen = kw["sequence_length"] - kw["und_len"]
-        if b["sequence_length"] - b["und_len"] != n_gen:
+        if (a["input_ids"] is not kw["input_ids"] or b["input_ids"] is kw["input_ids"]
+                or not all(same(a.get(name), b.get(name)) for name in DYNAMIC)  # A and B shared their noisy inputs
+                or not same_kwargs(static(a), static(kw)) or b["sequence_length"] - b["und_len"] != n_gen):
             return None
         if self.batch_max_tokens is not None and 2 * n_gen > self.batch_max_tokens:
             return None  # large passes: one branch at a time (same speed, less memory)
@@ -206,12 +223,8 @@ class FastForward:
         return partner if partner.keys() == kw.keys() else None
 
     def _rotary_for(self, position_ids: torch.Tensor, und_len: int, dtype: torch.dtype, device) -> tuple:
-        """Rotary cos/sin split into the text rows and the generation rows, each its own contiguous tensor.
-
-        Own tensors, not views: a view's storage offset is part of what ``torch.compile`` specialises on,
-        so generation rows sliced at ``und_len`` would compile the fused kernels again when a later pass
-        (a batched pair, a graph capture) hands them a fresh tensor.
-        """
+        """Rotary cos/sin of the text rows and of the generation rows, the latter own tensors: a view's storage
+        offset is part of what ``torch.compile`` specialises on, so a later pass would compile again."""
         cached = self._rotary.get(id(position_ids))
         if cached is not None and cached[0] is position_ids and cached[1] == und_len and cached[2][0].dtype == dtype:
             return cached[2]
@@ -316,11 +329,8 @@ class FastForward:
 
     def _generation_stack(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, bufs, sizes,
                           use: dict[str, bool] | None = None, sp=None) -> torch.Tensor:
-        """Stock's generation pathway through every layer, reading the cached text keys/values.
-
-        ``use`` (with fused projections) says which products run stacked; ``None`` = stock's own modules.
-        Fused kernels (``self.compiled``) are tried first; if compiling fails the call runs without them.
-        """
+        """Stock's generation pathway through every layer, reading the cached text keys/values; ``use`` says which
+        products run stacked (``None``: stock's modules). Fused kernels first; if compiling fails, without them."""
         capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
         if self.compiled is not None and not self._compiled_ok and not capturing:
             try:
@@ -337,13 +347,8 @@ class FastForward:
         return self._layers(x, cos, sin, bufs, sizes, use, self.compiled, sp)
 
     def _layers(self, x, cos, sin, bufs, sizes, use, fused: dict | None, sp=None) -> torch.Tensor:
-        """The layers, each norm computed where the next step needs it (fused: together with the residual add).
-
-        ``fused=None``: stock's own modules, operation for operation (bit-identical on CPU in fp32). Otherwise
-        ``torch.compile`` kernels (default on CUDA) for residual add + RMSNorm, q/k RMSNorm + rotary and SiLU
-        gate * up; matrix products and attention are unchanged, results match to bf16 rounding (the fused
-        kernels keep fp32 inside).
-        """
+        """The layers, each norm computed where the next step needs it. ``fused=None``: stock's own modules,
+        operation for operation; else :mod:`.kernels` (results match to bf16 rounding: they keep fp32 inside)."""
         t = self.transformer
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
 

@@ -1,24 +1,13 @@
-"""The Wan2.2 VAE decode with cuDNN's algorithm search, optionally in channels-last memory format, and the decoded
-video converted to uint8 on the device.
+"""The Wan2.2 VAE decode with cuDNN's algorithm search, optionally channels-last, and the video to uint8 on device.
 
-Why: after the transformer the decode is the largest single cost of a short video (about 0.8 s at 256p
-and 4 s at 480p for 189 frames on an H200). cuDNN's default convolution heuristics are not the fastest
-for these 3-D shapes; ``torch.backends.cudnn.benchmark`` times the candidates once per shape. Hopper's
-implicit-GEMM convolutions also work in channels-last layout, so a channels-first tensor is transposed
-around every convolution; keeping 3-D convolution weights and activations channels-last removes those
-transposes where the layers preserve the layout. Measured on an H200 (189 frames): 0.83 -> 0.70 s at 256p,
-4.14 -> 3.80 s at 480p; the first decode of each shape pays cuDNN's algorithm search once (+0.5 s at 256p).
-Images (one latent frame) stay channels-first: for text-to-image 720p the first call paid +1.6 s of cuDNN
-search (cold 4.11 vs 2.48 s) for no warm gain (2.30 vs 2.31 s).
+After the transformer the decode is the largest cost of a short video. cuDNN's default heuristics are not the fastest
+for these 3-D shapes (``cudnn.benchmark`` times them once per shape), and Hopper's convolutions transpose a
+channels-first tensor around each call. On an H200 (189 frames): 0.83 -> 0.70 s at 256p, 4.14 -> 3.80 s at 480p, the
+first decode of a shape paying the search once. Images stay channels-first (t2i 720p: +1.6 s of search, no warm
+gain). Both change only the order of sums inside convolutions: pixels can differ at bf16 rounding, latents cannot.
 
-Both change only the order of floating-point sums inside convolutions: pixels can differ at bf16
-rounding; latents (everything before the decode) are unaffected.
-
-Stock diffusers (``output_type="np"``) copies the decoded video to the host as float32 and the conversion to uint8
-then runs on the CPU: at 480p and 189 frames that is 0.9 GB over the bus and a 226-million-element loop on the host
-(about 0.7 s measured on an H200 host, against 7 ms here). :func:`video_to_host_uint8` converts on the device first,
-then copies a quarter of the bytes. The values are those of :func:`cosmos_helpers.media.to_uint8`: float32
-``x * 255``, rounded half to even, clipped.
+Stock copies the decoded video to the host as float32 and converts there (480p, 189 frames: 0.9 GB and about 0.7 s,
+against 7 ms here); :func:`video_to_host_uint8` converts first, with :func:`cosmos_helpers.media.to_uint8`'s values.
 """
 
 from __future__ import annotations

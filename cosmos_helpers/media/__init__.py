@@ -1,22 +1,18 @@
 """The one reader and writer of images, video and sound: atomic, never clobbering, with the usual file mode.
 
-Video goes through PyAV (FFmpeg's libraries): H.264 in yuv420p, which every browser plays, with AAC stereo at
-48 kHz muxed in when there is sound. Every write is published whole or not at all (:mod:`.atomic`), with the mode
-the process umask gives, like any other tool's output, so a shared workshop folder can read them.
-
-Modules: :mod:`.atomic` (publishing files), :mod:`.image`, :mod:`.video` (reading), :mod:`.encode` (writing video
-and sound), :mod:`.describe` (what an input was); every name is given here too, so ``media.read_video`` works.
+Video goes through PyAV: H.264 yuv420p (every browser plays it), AAC stereo 48 kHz muxed in when there is sound.
+Every write is published whole or not at all, with the mode the umask gives (:mod:`.atomic`); :mod:`.image` and
+:mod:`.video` read, :mod:`.encode` writes video and sound. Every name is exported here (``media.read_video``).
 """
 
 from __future__ import annotations
 
 from .atomic import atomic_path, copy_file_atomic, file_sha256, write_bytes_atomic
-from .describe import describe_media
 from .encode import DEFAULT_CRF, even_size, write_mp4, write_wav
 from .image import (IMAGE_SUFFIXES, center_crop_to_aspect, check_image, image_bytes, load_image, read_image, to_uint8,
                     write_png)
-from .video import (VideoData, check_video, fit_to_bucket, iter_frames, load_video_frames, probe_video, read_audio,
-                    read_media, read_video)
+from .video import (VideoData, check_video, describe_media, fit_to_bucket, iter_frames, load_video_frames, probe_video,
+                    read_audio, read_media, read_video)
 
 __all__ = ["DEFAULT_CRF", "IMAGE_SUFFIXES", "VideoData", "atomic_path", "center_crop_to_aspect", "check_image",
            "check_video", "copy_file_atomic", "describe_media", "even_size", "file_sha256", "fit_to_bucket",

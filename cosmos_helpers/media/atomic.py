@@ -28,11 +28,9 @@ def _create_partial(final: Path) -> Path:
 
 @contextlib.contextmanager
 def atomic_path(final: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
-    """Yield a temporary path beside ``final``; publish it as ``final`` only if the block succeeds.
-
-    Without ``overwrite`` an existing ``final`` raises :class:`OutputExistsError` (checked before the work
-    and again at publish time, so a concurrent writer cannot be clobbered either).
-    """
+    """Yield a temporary path beside ``final``; publish it as ``final`` only if the block succeeds. Without
+    ``overwrite`` an existing ``final`` raises :class:`OutputExistsError`, before the work and again at publish time
+    (so a concurrent writer is not clobbered either)."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists() and not overwrite:
@@ -42,23 +40,22 @@ def atomic_path(final: str | Path, *, overwrite: bool = False) -> Iterator[Path]
         yield tmp
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
-        _publish(tmp, final, overwrite)
+        if overwrite:
+            os.replace(tmp, final)
+        else:
+            _publish_new(tmp, final)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
 
 
-def _publish(tmp: Path, final: Path, overwrite: bool) -> None:
-    if overwrite:
-        os.replace(tmp, final)
-        return
+def _publish_new(tmp: Path, final: Path) -> None:
     try:
         os.link(tmp, final)
     except FileExistsError:
         raise OutputExistsError(f"{final} appeared while writing; pass overwrite=True or choose another name.") \
             from None
-    except OSError:
-        # Filesystems without hard links: fall back to a checked rename.
+    except OSError:  # filesystems without hard links: a checked rename
         if final.exists():
             raise OutputExistsError(f"{final} already exists; pass overwrite=True or choose another name.") from None
         os.replace(tmp, final)

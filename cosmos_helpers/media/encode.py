@@ -13,7 +13,6 @@ from ..presets import SOUND_SAMPLE_RATE
 from .atomic import atomic_path
 from .image import to_uint8
 
-
 # H.264 quality of what this project encodes itself: visually lossless, still small.
 DEFAULT_CRF = 18
 
@@ -22,12 +21,9 @@ def write_mp4(path: str | Path, frames: np.ndarray | Iterable[np.ndarray], fps: 
               sound: np.ndarray | None = None, sample_rate: int = SOUND_SAMPLE_RATE, crf: int = DEFAULT_CRF,
               preset: str = "medium", max_side: int | None = None, faststart: bool = False,
               profile: str | None = None, audio_bitrate: int | None = None, overwrite: bool = False) -> Path:
-    """Encode frames (an array ``(T,H,W,3)`` or any iterable of ``(H,W,3)``) as H.264 yuv420p, with AAC stereo
-    when ``sound`` (``(C,N)`` floats in [-1, 1]) is given.
-
-    ``max_side`` downsizes (keeping the aspect, even sizes) for browser previews; ``faststart`` puts the index
-    first so a player starts before the download ends.
-    """
+    """Encode frames (``(T,H,W,3)`` or any iterable of ``(H,W,3)``) as H.264 yuv420p, with AAC stereo for ``sound``
+    (``(C,N)`` floats in [-1, 1]). ``max_side`` downsizes (even sizes) for previews; ``faststart`` puts the index
+    first so a player starts before the download ends."""
     with atomic_path(path, overwrite=overwrite) as tmp:
         _encode(tmp, iter(frames), fps, sound, sample_rate, crf=crf, preset=preset, max_side=max_side,
                 faststart=faststart, profile=profile, audio_bitrate=audio_bitrate)
@@ -37,7 +33,6 @@ def write_mp4(path: str | Path, frames: np.ndarray | Iterable[np.ndarray], fps: 
 def _encode(target: Path, frames: Iterator[np.ndarray], fps: float, sound: np.ndarray | None, sample_rate: int,
             **options: Any) -> None:
     import av
-
     first = next(frames, None)
     if first is None:
         raise ValueError("no frames to encode")
@@ -68,7 +63,6 @@ def _encode(target: Path, frames: Iterator[np.ndarray], fps: float, sound: np.nd
 
 def _encode_audio(container, stream, sound: np.ndarray, sample_rate: int) -> None:
     import av
-
     audio = np.atleast_2d(np.asarray(sound, dtype=np.float32))
     if audio.shape[0] == 1:
         audio = np.repeat(audio, 2, axis=0)
@@ -93,7 +87,6 @@ def even_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
 def write_wav(path: str | Path, sound: np.ndarray, sample_rate: int, *, overwrite: bool = False) -> Path:
     """16-bit PCM WAV from float ``(C, N)`` samples in [-1, 1]."""
     import wave
-
     audio = np.atleast_2d(np.asarray(sound, dtype=np.float32))
     pcm = (np.clip(audio, -1, 1) * 32767).round().astype("<i2").T.tobytes()
     with atomic_path(path, overwrite=overwrite) as tmp:

@@ -11,14 +11,12 @@ import numpy as np
 from ..errors import ValidationError
 from .atomic import write_bytes_atomic
 
-
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 
 
 def load_image(source: Any):
     """An RGB PIL image from a path, a PIL image or an ``HxWx3`` (or ``HxW``) array."""
     from PIL import Image
-
     if isinstance(source, (str, Path)):
         with Image.open(source) as img:
             return img.convert("RGB")
@@ -32,7 +30,6 @@ def load_image(source: Any):
 def check_image(source: Any, *, field: str = "image") -> None:
     """Fail now, with the field named, if ``source`` cannot become an RGB image."""
     from PIL import Image, UnidentifiedImageError
-
     if isinstance(source, (str, Path)):
         path = _existing(source, field, "image")
         try:
@@ -66,7 +63,6 @@ def _existing(source: str | Path, field: str, kind: str) -> Path:
 def image_bytes(frame: np.ndarray, fmt: str = "PNG", *, quality: int = 95) -> bytes:
     """One frame encoded as PNG, JPEG or WebP (``quality`` for the lossy ones)."""
     from PIL import Image
-
     buffer = io.BytesIO()
     options = {} if fmt.upper() == "PNG" else {"quality": int(quality)}
     Image.fromarray(to_uint8(frame)).save(buffer, format=fmt.upper(), **options)
@@ -93,10 +89,8 @@ def to_uint8(array: np.ndarray) -> np.ndarray:
 
 
 def center_crop_to_aspect(image, width: int, height: int):
-    """Crop a PIL image to the target aspect (centre), keeping as many pixels as possible.
-
-    A server that stretches an input to ``WxH`` then leaves it undistorted.
-    """
+    """Crop a PIL image to the target aspect (centre), keeping as many pixels as possible, so a server that
+    stretches an input to ``WxH`` leaves it undistorted."""
     src_w, src_h = image.size
     target = width / height
     if abs(src_w / src_h - target) < 1e-3:

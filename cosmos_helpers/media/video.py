@@ -1,7 +1,9 @@
-"""Reading video (and its sound) through PyAV, and fitting frames to a size the way the Cosmos Framework does."""
+"""Reading video (and its sound) through PyAV, fitting frames to a size the way the Cosmos Framework does, and
+describing a conditioning input for manifests and fingerprints."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 from dataclasses import dataclass
@@ -11,13 +13,13 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..errors import ValidationError
+from .atomic import file_sha256
 from .image import IMAGE_SUFFIXES, _existing, load_image, read_image, to_uint8
 
 
 @dataclass
 class VideoData:
     """Decoded media: frames ``(T,H,W,3)`` uint8, fps (``None`` for a still), and sound ``(C,N)`` float32."""
-
     frames: np.ndarray
     fps: float | None
     sound: np.ndarray | None = None
@@ -48,7 +50,6 @@ def check_video(source: Any, *, field: str = "video") -> None:
 def _open_av(source: str | Path | bytes):
     """A PyAV container for a file, or for an encoded file held in memory (a server's MP4 answer)."""
     import av
-
     return av.open(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else str(source))
 
 
@@ -143,15 +144,11 @@ def read_audio(path: str | Path | bytes) -> tuple[np.ndarray | None, int | None]
 
 
 def fit_to_bucket(frames: np.ndarray, width: int, height: int) -> np.ndarray:
-    """Scale uint8 frames (``(T,H,W,3)`` or one ``(H,W,3)``) to cover ``width x height``, then centre-crop.
-
-    The Cosmos Framework's resize (``inference/vision.py``): ``ceil`` of the scaled size, crop offset
-    ``round((size - target) / 2)``, never a stretch. It resamples with torchvision's antialiased bilinear; here
-    OpenCV's INTER_AREA (shrinking) / INTER_LINEAR (enlarging) do the same job, so pixels can differ by a few
-    levels but the geometry is identical.
-    """
+    """Scale uint8 frames (``(T,H,W,3)`` or one ``(H,W,3)``) to cover ``width x height``, then centre-crop, with the
+    Cosmos Framework's geometry (``inference/vision.py``: ``ceil`` of the scaled size, crop offset ``round((size -
+    target) / 2)``, never a stretch); OpenCV's INTER_AREA / INTER_LINEAR stand in for torchvision's antialiased
+    bilinear, so pixels can differ by a few levels."""
     import cv2
-
     array = np.asarray(frames)
     single = array.ndim == 3
     array = array[None] if single else array
@@ -165,3 +162,18 @@ def fit_to_bucket(frames: np.ndarray, width: int, height: int) -> np.ndarray:
         top, left = round((resize_h - height) / 2.0), round((resize_w - width) / 2.0)
         array = np.ascontiguousarray(array[:, top:top + height, left:left + width])
     return array[0] if single else array
+
+
+def describe_media(source: Any) -> dict[str, Any]:
+    """A JSON-safe description of a conditioning input: its path (if any) or shape, and a content hash."""
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        return {"path": str(path), "sha256": file_sha256(path) if path.is_file() else None}
+    if isinstance(source, np.ndarray):
+        array = np.ascontiguousarray(source)
+    else:
+        try:
+            array = np.asarray(load_image(source))
+        except TypeError:
+            array = load_video_frames(source)[0]
+    return {"array": list(array.shape), "sha256": hashlib.sha256(array.tobytes()).hexdigest()}

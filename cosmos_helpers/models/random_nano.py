@@ -1,14 +1,9 @@
 """A Cosmos3-Nano-shaped pipeline with random weights, for timing on hosts without the checkpoint.
 
-Latency depends on shapes, not weight values, so this reproduces the published Nano pipeline's cost:
-the transformer at its constructor defaults (15.16 B parameters: hidden 4096, 36 layers, 32 query / 8
-key-value heads, intermediate 12288), the Wan2.2 VAE (base 160, decoder base 256, z 48) and, on request,
-the 48 kHz AVAE sound tokenizer at its shipped defaults. The tokenizer is the tiny model's byte-level one
-(one token per UTF-8 byte), so an N-byte prompt is N text tokens, as long as a real prompt of N tokens.
-Weights are drawn on the target device (normal, std 0.02; norm scales 1), so building takes seconds.
-Pictures are noise. ``size="super"`` builds Cosmos3-Super's transformer shapes instead (64.0 B parameters; where
-the numbers come from: :mod:`.shapes`); parameters are created in the target dtype, so Super's 128 GB of bf16
-weights never exist in fp32.
+Latency depends on shapes, not weight values: the transformer at its constructor defaults (Nano's 15.16 B
+parameters) or, with ``size="super"``, Super's 64.0 B (:mod:`.shapes`), created in the target dtype so Super's 128 GB
+of bf16 never exist in fp32; the Wan2.2 VAE (base 160, decoder base 256, z 48); on request the 48 kHz AVAE sound
+tokenizer; the tiny byte-level tokenizer (an N-byte prompt is N tokens). Weights are drawn on the device in seconds.
 """
 
 from __future__ import annotations
@@ -34,10 +29,8 @@ NANO_SOUND_DIM = 64
 def build_random_nano_pipeline(device: str = "cuda", dtype: Any = "bfloat16", *, sound: bool = False,
                                seed: int = 0, transformer_overrides: dict[str, Any] | None = None,
                                vae_overrides: dict[str, Any] | None = None, size: str = "nano"):
-    """A ``Cosmos3OmniPipeline`` at Nano shapes with random weights on ``device`` (eval mode, no guardrails).
-
-    ``transformer_overrides`` / ``vae_overrides`` shrink it for tests (e.g. ``num_hidden_layers=1``).
-    """
+    """A ``Cosmos3OmniPipeline`` at Nano shapes with random weights on ``device`` (eval mode, no guardrails);
+    ``transformer_overrides`` / ``vae_overrides`` shrink it for tests (e.g. ``num_hidden_layers=1``)."""
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     dev = torch.device(device)
     generator = torch.Generator(dev if dev.type == "cuda" else torch.device("cpu")).manual_seed(seed)
@@ -64,7 +57,6 @@ def build_random_nano_pipeline(device: str = "cuda", dtype: Any = "bfloat16", *,
 
     vae = seeded(0, lambda: AutoencoderKLWan(**{**NANO_VAE_CONFIG, **(vae_overrides or {})}))
     sound_tokenizer = seeded(1, lambda: Cosmos3AVAEAudioTokenizer(vocoder_input_dim=NANO_SOUND_DIM)) if sound else None
-
     pipe = Cosmos3OmniPipeline(
         transformer=transformer, text_tokenizer=build_tokenizer(), vae=vae,
         scheduler=UniPCMultistepScheduler(**SCHEDULER_CONFIG), sound_tokenizer=sound_tokenizer,

@@ -46,7 +46,6 @@ def parameter_count(size: str, *, sound: bool = False) -> int:
     """Parameters of the transformer at ``size``, counted on the meta device (nothing allocated)."""
     import torch
     from diffusers import Cosmos3OmniTransformer
-
     with torch.device("meta"):
         model = Cosmos3OmniTransformer(sound_gen=sound, sound_dim=64 if sound else None, **transformer_shape(size))
     return sum(p.numel() for p in model.parameters())

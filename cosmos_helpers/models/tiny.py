@@ -1,13 +1,10 @@
 """The random-weight tiny Cosmos3: real diffusers classes, real structure, random weights, ~1.4 MB on disk.
 
-The ``tiny`` profile runs the *trained* model of the same classes (``models.tiny_trained``); this builder stays
-for what needs a specific structure or seed (tests, the distilled and Edge stand-ins) and is where training starts.
-
-Only widths and depths shrink. The VAE keeps the Wan2.2 layout (z_dim 48, 16x spatial, 4x temporal), the
-transformer keeps GQA, q/k norms, interleaved 3-D mRoPE and the sound pathway, the audio tokenizer keeps
-48 kHz stereo with a 1920-sample hop, so every latent shape equals the real model's and every code path
-runs. Pictures are noise. It is built on first use into a cache folder and loaded with
-``from_pretrained`` like any checkpoint; the same seed gives byte-identical files, so nothing is shipped.
+The ``tiny`` profile runs the *trained* model of the same classes (``models.tiny_trained``); this builder serves
+what needs a specific structure or seed (tests, the distilled and Edge stand-ins) and is where training starts.
+Only widths and depths shrink: the Wan2.2 VAE layout (z_dim 48, 16x spatial, 4x temporal), GQA, q/k norms,
+interleaved 3-D mRoPE, the sound pathway and the 48 kHz stereo audio tokenizer stay, so every latent shape equals
+the real model's and every code path runs. Built on first use into a cache folder, byte-identical for a seed.
 """
 
 from __future__ import annotations
@@ -82,27 +79,22 @@ def cache_root(root: str | Path | None = None) -> Path:
 
 
 def tiny_model_path(seed: int = 0, root: str | Path | None = None) -> Path:
-    """The folder of the random-weight tiny model for ``seed``, building it first if it is not there yet.
-
-    The ``tiny`` profile's trained model is :func:`~cosmos_helpers.models.tiny_trained.trained_tiny_path`.
-    """
+    """The folder of the random-weight tiny model for ``seed``, built on first use."""
     target = cache_root(root) / f"tiny-cosmos3-v{TINY_FORMAT_VERSION}-seed{seed}"
     return cached_build(target, "model_index.json", lambda staging: build_tiny_pipeline(seed).save_pretrained(staging))
 
 
 def cached_build(target: Path, marker: str, write: Callable[[Path], Any]) -> Path:
-    """``target``, or ``write(staging)`` into a fresh folder beside it, made deterministic and renamed into place.
-
-    The rename is what makes a half-written model impossible to find: a folder counts as built once ``marker`` is in
-    it. Two processes building at once both succeed; the loser's identical copy is thrown away.
-    """
+    """``target``, or ``write(staging)`` into a fresh folder beside it, made deterministic and renamed into place:
+    a half-written model is never found, and of two concurrent builders the loser's identical copy is thrown away."""
     if (target / marker).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         write(staging)
-        _make_deterministic(staging)
+        for path in staging.rglob("*.json"):  # sorted keys: byte-identical across builds and machines
+            path.write_text(json.dumps(json.loads(path.read_text()), indent=2, sort_keys=True) + "\n")
         try:
             staging.rename(target)
         except OSError:
@@ -117,7 +109,6 @@ def build_tokenizer():
     """A byte-level ``Qwen2Tokenizer``: one token per UTF-8 byte, then the Qwen-VL specials in Qwen order."""
     from tokenizers import pre_tokenizers
     from transformers import Qwen2Tokenizer
-
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     vocab = {symbol: index for index, symbol in enumerate(alphabet)}
     for token in SPECIAL_TOKENS:
@@ -132,15 +123,11 @@ def build_tokenizer():
 
 def build_tiny_pipeline(seed: int = 0, transformer_config: dict[str, Any] | None = None,
                         vae_config: dict[str, Any] | None = None):
-    """Construct the tiny ``Cosmos3OmniPipeline`` in memory (fp32, eval mode, no guardrails).
-
-    ``transformer_config`` / ``vae_config`` replace the widths (the trained tiny model is this builder at its own
-    sizes, ``models.tiny_trained``); ``vae_config`` may carry ``latents_mean`` / ``latents_std``.
-    """
+    """The tiny ``Cosmos3OmniPipeline`` in memory (fp32, eval mode, no guardrails); ``transformer_config`` /
+    ``vae_config`` replace the widths (``models.tiny_trained``), ``vae_config`` may carry the latent statistics."""
     import torch
     from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, Cosmos3OmniTransformer, UniPCMultistepScheduler
     from diffusers.models.autoencoders.autoencoder_cosmos3_audio import Cosmos3AVAEAudioTokenizer
-
     transformer_config = transformer_config or TRANSFORMER_CONFIG
     torch.manual_seed(seed)
     base = Cosmos3OmniTransformer(**transformer_config)
@@ -163,10 +150,3 @@ def build_tiny_pipeline(seed: int = 0, transformer_config: dict[str, Any] | None
         scheduler=UniPCMultistepScheduler(**SCHEDULER_CONFIG), sound_tokenizer=sound_tokenizer.eval(),
         safety_checker=None, enable_safety_checker=False,
     )
-
-
-def _make_deterministic(folder: Path) -> None:
-    """Rewrite JSON files with sorted keys so the folder is byte-identical across builds and machines."""
-    for path in folder.rglob("*.json"):
-        data = json.loads(path.read_text())
-        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

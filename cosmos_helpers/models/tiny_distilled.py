@@ -1,11 +1,9 @@
-"""The embedded tiny Cosmos3 in the *distilled* checkpoint format, for CPU runs and CI of the few-step path.
+"""The embedded tiny Cosmos3 as a *distilled* checkpoint, for CPU runs and CI of the few-step path: random weights.
 
-The same random weights as :mod:`cosmos_helpers.models.tiny`, saved the way diffusers 0.42.1 expects a distilled
-checkpoint: a modular pipeline of ``Cosmos3DistilledBlocks`` whose ``modular_model_index.json`` carries the
-fixed schedule (``distilled_sigmas``, the published 4-step ``t_list``) and a stochastic
-``FlowMatchEulerDiscreteScheduler`` with shift 1, as the framework's converter exports one
-(``protocol.variants``). It is loaded with ``ModularPipeline.from_pretrained`` like a real 4-step checkpoint,
-so the backend's distilled path is the one a GPU host runs. Random weights were not distilled: pictures are noise.
+The :mod:`cosmos_helpers.models.tiny` weights, saved as diffusers 0.42.1 expects a distilled checkpoint: a modular
+``Cosmos3DistilledBlocks`` pipeline whose ``modular_model_index.json`` carries the fixed schedule
+(``distilled_sigmas``) with a stochastic ``FlowMatchEulerDiscreteScheduler`` at shift 1, as the framework's converter
+exports one (``protocol.variants``), loaded with ``ModularPipeline.from_pretrained`` like a real 4-step checkpoint.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ INDEX_FILE = "modular_model_index.json"
 
 
 def tiny_distilled_path(seed: int = 0, root: str | Path | None = None) -> Path:
-    """The folder of the tiny distilled model for ``seed``, building it first if it is not there yet."""
+    """The folder of the tiny distilled model for ``seed``, built on first use."""
     target = cache_root(root) / f"tiny-cosmos3-distilled-v{TINY_FORMAT_VERSION}-seed{seed}"
 
     def write(staging: Path) -> None:
@@ -36,7 +34,6 @@ def as_distilled(base, sigmas: tuple[float, ...] = variants.DISTILLED_T_LIST):
     exported checkpoints' scheduler and the fixed schedule ``sigmas`` (benchmarks time it on Nano-shaped weights)."""
     from diffusers import FlowMatchEulerDiscreteScheduler
     from diffusers.modular_pipelines import Cosmos3DistilledBlocks
-
     pipe = Cosmos3DistilledBlocks().init_pipeline()
     scheduler = FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=variants.DISTILLED_SHIFT,
                                                 stochastic_sampling=variants.DISTILLED_SAMPLE_TYPE == "sde")
@@ -47,7 +44,7 @@ def as_distilled(base, sigmas: tuple[float, ...] = variants.DISTILLED_T_LIST):
 
 
 def _relocatable(index: Path) -> None:
-    """Components load from the folder itself (no absolute build path), so the folder can move and is identical
+    """Components load from the folder itself (no absolute build path): the folder can move, and is identical
     wherever it was built."""
     data = json.loads(index.read_text())
     for value in data.values():

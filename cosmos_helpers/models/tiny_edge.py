@@ -1,11 +1,8 @@
-"""The embedded tiny Cosmos3 with the *Edge* backbone, for CPU runs and CI of the Edge profile.
+"""The embedded tiny Cosmos3 with the *Edge* backbone, for CPU runs and CI of the Edge profile: random weights.
 
-Cosmos3-Edge's language backbone is Nemotron dense (vLLM-Omni ``transformer_cosmos3_edge.py:27``), which
-diffusers 0.42.1's ``Cosmos3OmniTransformer`` builds from ``hidden_act="relu2"`` (squared-ReLU MLP and Nemotron
-RMS norms, ``transformer_cosmos3.py:182-192, :322``), with the q/k norms of Edge's config
-(``qk_norm_for_text: false``, ``use_und_k_norm_for_gen: true``) and no sound pathway (``sound_gen: false``). Only
-the transformer differs from :mod:`cosmos_helpers.models.tiny`: the same tokenizer, VAE and scheduler.
-Random weights: pictures are noise.
+Edge's language backbone is Nemotron dense (vLLM-Omni ``transformer_cosmos3_edge.py:27``), which diffusers 0.42.1's
+``Cosmos3OmniTransformer`` builds from ``hidden_act="relu2"`` (``transformer_cosmos3.py:182-192, :322``). Only the
+transformer differs from :mod:`cosmos_helpers.models.tiny`.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ EDGE_TRANSFORMER: dict = {**TRANSFORMER_CONFIG, "hidden_act": "relu2", "qk_norm_
 
 
 def tiny_edge_path(seed: int = 0, root: str | Path | None = None) -> Path:
-    """The folder of the tiny Edge model for ``seed``, building it first if it is not there yet."""
+    """The folder of the tiny Edge model for ``seed``, built on first use."""
     target = cache_root(root) / f"tiny-cosmos3-edge-v{TINY_FORMAT_VERSION}-seed{seed}"
     return cached_build(target, "model_index.json",
                         lambda staging: build_tiny_edge_pipeline(seed).save_pretrained(staging))
@@ -31,7 +28,6 @@ def build_tiny_edge_pipeline(seed: int = 0):
     """The tiny pipeline with the Edge transformer and no sound tokenizer (fp32, eval mode, no guardrails)."""
     import torch
     from diffusers import Cosmos3OmniPipeline, Cosmos3OmniTransformer
-
     base = build_tiny_pipeline(seed)
     torch.manual_seed(seed)
     transformer = Cosmos3OmniTransformer(**EDGE_TRANSFORMER).eval()

@@ -1,16 +1,11 @@
 """The ``tiny`` model's FP8 revision: the trained tiny Cosmos3 quantized the way NVIDIA's ``revision="fp8"`` is.
 
-What the hub revision is (``protocol.fp8``): the decoder layers' linears of both towers in static per-tensor FP8
-(E4M3 weights *and* calibrated activation scales, ModelOpt's ``FP8_DEFAULT_CFG`` recipe), the input/output projections,
-embeddings, norms, time embedder and modality adapters left in high precision; the ModelOpt state saved beside the
-weights; and in ``transformer/config.json`` a ``quantization_config`` (diffusers' ``NVIDIAModelOptConfig``) carrying
-``runtime.diffusion_step_policy``. This module makes the same thing from the trained tiny weights with ModelOpt
-(``mtq.quantize`` calibrated on training-split captions through the pipeline's own call, then ``mtq.compress``) and
-saves it with ``save_pretrained`` under ModelOpt's checkpointing, so it loads through exactly the hub revision's path.
-
-It is built on first use (a few seconds on a CPU) into the model cache, named after the trained weights' hash and the
-ModelOpt version, like the bf16 folder: nothing binary is committed, and the recipe is this file
-(``scripts/build_tiny_fp8.py`` writes it anywhere). Needs ``nvidia-modelopt`` (the ``fp8`` extra).
+As the hub revision (``protocol.fp8``): the decoder layers' linears of both towers in static per-tensor FP8 (E4M3
+weights *and* calibrated activation scales, ModelOpt's ``FP8_DEFAULT_CFG``), everything else in high precision, the
+ModelOpt state beside the weights and a ``quantization_config`` with ``runtime.diffusion_step_policy`` in
+``transformer/config.json``; calibrated on training-split captions through the pipeline's own call, saved with
+``save_pretrained`` under ModelOpt's checkpointing, so it loads through the hub revision's path. Built on first use
+(seconds on a CPU) into the model cache (``scripts/build_tiny_fp8.py`` writes it anywhere). Needs ``nvidia-modelopt``.
 """
 
 from __future__ import annotations
@@ -38,7 +33,6 @@ CALIBRATION = {"text2video": 6, "image2video": 2}  # requests per mode, training
 def tiny_fp8_path(root: str | Path | None = None, weights: str | Path = WEIGHTS) -> Path:
     """The folder of the tiny model's FP8 revision, built from the shipped weights on first use."""
     import modelopt
-
     name = f"tiny-cosmos3-world-fp8-{weights_digest(weights)}-modelopt{modelopt.__version__}-v{FORMAT_VERSION}"
     target = tiny.cache_root(root) / name
     return tiny.cached_build(target, "model_index.json", lambda staging: build(staging, weights))
@@ -49,7 +43,6 @@ def build(out: str | Path, weights: str | Path = WEIGHTS, policy: dict[str, Any]
     (default: the published :data:`~cosmos_helpers.protocol.fp8.OFFICIAL_POLICY`) in its transformer config."""
     import torch
     from diffusers import Cosmos3OmniPipeline
-
     pipe = Cosmos3OmniPipeline.from_pretrained(str(trained_tiny_path(weights=weights)), dtype=torch.float32,
                                                enable_safety_checker=False)
     pipe.set_progress_bar_config(disable=True)
@@ -62,7 +55,6 @@ def quantize(pipe: Any, calibration: Any, policy: dict[str, Any] | None = None) 
     ``calibration()``, then real FP8 weights) and record its ``quantization_config`` with ``policy``."""
     import modelopt.torch.quantization as mtq
     from diffusers import NVIDIAModelOptConfig
-
     mtq.quantize(pipe.transformer, QUANT_CFG, forward_loop=lambda _model: calibration())
     mtq.compress(pipe.transformer)
     config = NVIDIAModelOptConfig(quant_type=facts.QUANT_TYPE, weight_only=False, modelopt_config=QUANT_CFG).to_dict()
@@ -74,7 +66,6 @@ def save(pipe: Any, out: str | Path) -> Path:
     """``pipe`` (quantized) saved under ModelOpt's checkpointing, as diffusers' own pipeline class."""
     import modelopt.torch.opt as mto
     from diffusers import Cosmos3OmniPipeline
-
     mto.enable_huggingface_checkpointing()
     plain = pipe if type(pipe) is Cosmos3OmniPipeline else Cosmos3OmniPipeline(**pipe.components,
                                                                                 enable_safety_checker=False)
@@ -88,7 +79,6 @@ def calibration_requests() -> list[Any]:
     from ..request import GenerationRequest
     from ..world.render import render_uint8
     from ..world.scenes import caption, sample_scenes
-
     scenes = sample_scenes(sum(CALIBRATION.values()), seed=1234, split="train", width=160, height=96)
     requests, start = [], 0
     for mode, count in CALIBRATION.items():
@@ -102,9 +92,7 @@ def calibration_requests() -> list[Any]:
 def calibrate(pipe: Any, requests: list[Any]) -> None:
     """Run ``requests`` through the pipeline's own call, as a generation sends them (latents only)."""
     import torch
-
-    from ..backends.diffusers.loops import StockLoop
-
+    from ..backends.diffusers.runner import StockLoop
     with torch.inference_mode():
         for request in (request.resolve() for request in requests):
             kwargs = StockLoop().call_kwargs(request)

@@ -1,10 +1,8 @@
 """The default ``tiny`` model: the embedded Cosmos3 trained on the synthetic world (``cosmos_helpers.world``).
 
-Same diffusers classes as the random-weight builder (``models.tiny``), wider, with weights that ship in the package
-(``weights/tiny-cosmos3-world.safetensors``, fp16, under 8 MB; recipe and data seed in ``weights/MODEL_CARD.md``).
-Only what was trained ships: the VAE and the transformer. The action heads and the audio tokenizer were not
-trained and come from the builder's seed, so the file stays small and every mode still runs. The training
-itself is ``scripts/train_tiny.py``; the packing it uses is ``models.tiny_training``.
+The random-weight builder's classes (``models.tiny``), wider, with weights shipped in the package (fp16, under 8 MB;
+recipe and data seed in ``weights/MODEL_CARD.md``, training in ``scripts/train_tiny.py``). Only the trained VAE and
+transformer ship; the untrained action heads and audio tokenizer come from the builder's seed.
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ def build_untrained(seed: int = 0):
 def trained_state(pipe: Any) -> dict[str, Any]:
     """The tensors that ship (``part.name`` keys, fp16): everything trained, nothing left at its seed."""
     import torch
-
     state = {f"vae.{k}": v for k, v in pipe.vae.state_dict().items()}
     state.update({f"transformer.{k}": v for k, v in pipe.transformer.state_dict().items()
                   if not k.startswith("action_")})
@@ -44,7 +41,6 @@ def trained_state(pipe: Any) -> dict[str, Any]:
 def save_weights(pipe: Any, path: str | Path, metadata: dict[str, Any]) -> Path:
     """Write :func:`trained_state` plus the VAE's latent statistics (the pipeline normalises with them)."""
     from safetensors.torch import save_file
-
     stats = {"latents_mean": list(pipe.vae.config.latents_mean), "latents_std": list(pipe.vae.config.latents_std)}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -57,7 +53,6 @@ def build_trained_pipeline(weights: str | Path = WEIGHTS, seed: int = 0):
     """The trained tiny pipeline in memory (fp32, eval mode): the architecture, then the shipped weights."""
     import torch
     from safetensors import safe_open
-
     with safe_open(str(weights), framework="pt") as f:
         stats = json.loads(f.metadata()["latent_stats"])
         state = {k: f.get_tensor(k).to(torch.float32) for k in f.keys()}
@@ -82,10 +77,8 @@ def weights_digest(weights: str | Path) -> str:
 
 
 def trained_tiny_path(root: str | Path | None = None, weights: str | Path = WEIGHTS) -> Path:
-    """The folder of the trained tiny model, built from the shipped weights on first use.
-
-    The folder name carries the weights' hash, so new weights never reuse a folder built from old ones.
-    """
+    """The folder of the trained tiny model, built from the shipped weights on first use (named by their hash, so
+    new weights never reuse an old folder)."""
     target = tiny.cache_root(root) / f"tiny-cosmos3-world-{weights_digest(weights)}"
     return tiny.cached_build(target, "model_index.json",
                              lambda staging: build_trained_pipeline(weights).save_pretrained(staging))

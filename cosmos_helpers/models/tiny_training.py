@@ -1,15 +1,12 @@
 """One training step of the embedded tiny Cosmos3, packed exactly as ``Cosmos3OmniPipeline`` packs inference.
 
-A trained model only does at inference what it saw in training, so nothing here re-derives the joint sequence:
-token ids come from the pipeline's ``tokenize_prompt``, position ids and noisy frames from its
-``_prepare_text_segment`` / ``_prepare_vision_segment``, and the conditioning convention from ``prepare_latents``
-(image-to-video keeps latent frame 0 clean, video-to-video latent frames 0 and 1; the Wan VAE is causal, so those
-latents are the clip's own). The flow convention is UniPC's ``flow_prediction``: ``x_t = (1 - s) x0 + s noise``,
-the model predicts ``noise - x0`` at timestep ``1000 s``.
-
-The one thing done differently is batching. ``Cosmos3OmniTransformer.forward`` takes one packed sample; a batch
-here holds samples with the same layout (mode, size and token count) and :func:`batched_velocity` runs the same
-modules over ``[B, N, D]``. ``tests/models/test_tiny_training.py`` checks it against ``forward`` sample by sample.
+A trained model only does at inference what it saw in training, so nothing here re-derives the joint sequence: token
+ids, position ids and noisy frames come from the pipeline's own ``tokenize_prompt``, ``_prepare_text_segment`` and
+``_prepare_vision_segment``, the clean latent frames from ``prepare_latents`` (image-to-video frame 0, video-to-video
+frames 0 and 1). The flow convention is UniPC's ``flow_prediction``: ``x_t = (1 - s) x0 + s noise``, the model
+predicts ``noise - x0`` at timestep ``1000 s``. Only batching differs: ``forward`` takes one packed sample, so
+:func:`batched_velocity` runs the same modules over samples of one layout (checked against ``forward`` by
+``tests/models/test_tiny_training.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .cosmos3_attention import rope
+from .cosmos3_attention import project_qkv
 
 # Latent frames kept clean per mode, as Cosmos3OmniPipeline.prepare_latents marks them.
 CONDITION_FRAMES: dict[str, tuple[int, ...]] = {
@@ -32,12 +29,8 @@ NUM_TRAIN_TIMESTEPS = 1000
 
 @dataclass(frozen=True)
 class Layout:
-    """Where each token sits in one packed sample; shared by every sample of a batch.
-
-    The vision items are the transfer controls (all frames clean) followed by the generated video, as the
-    modular transfer blocks order them; outside transfer the video is the only item.
-    """
-
+    """Where each token sits in one packed sample, shared by a batch. The vision items are the transfer controls (all
+    frames clean), then the generated video, as the modular transfer blocks order them."""
     und_len: int
     position_ids: torch.Tensor  # [3, und_len + vision tokens of all items]
     token_shapes: tuple[tuple[int, int, int], ...]  # (T, h, w) patches per item
@@ -81,7 +74,6 @@ def transfer_token_ids(pipe: Any, text: str) -> list[int]:
     """Token ids of an already formatted transfer prompt, as the modular transfer text step makes them: the
     transfer system prompt, no sentence templates, then end-of-turn and start-of-vision."""
     from diffusers.modular_pipelines.cosmos.encoders import _SYSTEM_PROMPT_TRANSFER
-
     tok = pipe.text_tokenizer
     ids = tok.apply_chat_template([{"role": "system", "content": _SYSTEM_PROMPT_TRANSFER},
                                    {"role": "user", "content": text}],
@@ -91,11 +83,8 @@ def transfer_token_ids(pipe: Any, text: str) -> list[int]:
 
 
 def encode_latents(pipe: Any, pixels: torch.Tensor) -> torch.Tensor:
-    """``[B, 3, T, H, W]`` pixels in [-1, 1] to the normalised latents the transformer sees.
-
-    The pipeline un-normalises with its own ``_vae_latents_mean`` / ``_vae_latents_inv_std`` before decoding, so
-    training and probing normalise with exactly those tensors (the VAE's mode, not a sample: the targets are fixed).
-    """
+    """``[B, 3, T, H, W]`` pixels in [-1, 1] to normalised latents, with the very ``_vae_latents_mean`` /
+    ``_vae_latents_inv_std`` the pipeline un-normalises with (the VAE's mode, not a sample: the targets are fixed)."""
     shape = (1, -1, 1, 1, 1)
     mean = pipe._vae_latents_mean.to(pixels.device).view(shape)
     inv_std = pipe._vae_latents_inv_std.to(pixels.device).view(shape)
@@ -113,38 +102,19 @@ def patchify(latents: torch.Tensor, p: int) -> torch.Tensor:
 
 def _attention(attn: Any, und: torch.Tensor, gen: torch.Tensor, rotary: tuple[torch.Tensor, ...]):
     """``Cosmos3AttnProcessor`` over a batch: causal text pathway, generation pathway attending to everything."""
-    b, d = und.shape[0], attn.head_dim
-
-    def heads(x: torch.Tensor, n: int) -> torch.Tensor:
-        return x.view(b, -1, n, d)
-
-    q_u = attn.norm_q(heads(attn.to_q(und), attn.num_attention_heads))
-    k_u = attn.norm_k(heads(attn.to_k(und), attn.num_key_value_heads))
-    v_u = heads(attn.to_v(und), attn.num_key_value_heads)
-    q_g = attn.norm_added_q(heads(attn.add_q_proj(gen), attn.num_attention_heads))
-    k_g = attn.norm_added_k(heads(attn.add_k_proj(gen), attn.num_key_value_heads))
-    v_g = heads(attn.add_v_proj(gen), attn.num_key_value_heads)
-    k_u_gen = attn.k_norm_und_for_gen(k_u) if attn.k_norm_und_for_gen is not None else k_u
-    cos_u, sin_u, cos_g, sin_g = (r.unsqueeze(1) for r in rotary)
-    q_u, k_u, k_u_gen = (rope(x, cos_u, sin_u) for x in (q_u, k_u, k_u_gen))
-    q_g, k_g = rope(q_g, cos_g, sin_g), rope(k_g, cos_g, sin_g)
-    causal = F.scaled_dot_product_attention(q_u.transpose(1, 2), k_u.transpose(1, 2), v_u.transpose(1, 2),
-                                            is_causal=True, enable_gqa=True)
-    full = F.scaled_dot_product_attention(q_g.transpose(1, 2), torch.cat([k_u_gen, k_g], 1).transpose(1, 2),
-                                          torch.cat([v_u, v_g], 1).transpose(1, 2), enable_gqa=True)
+    b = und.shape[0]
+    projected = project_qkv(attn, und.flatten(0, 1), gen.flatten(0, 1), tuple(r.repeat(b, 1) for r in rotary))
+    q_u, k_u, v_u, k_u_gen, q_g, k_g, v_g = (x.unflatten(0, (b, -1)).transpose(1, 2) for x in projected)
+    causal = F.scaled_dot_product_attention(q_u, k_u, v_u, is_causal=True, enable_gqa=True)
+    full = F.scaled_dot_product_attention(q_g, torch.cat([k_u_gen, k_g], 2), torch.cat([v_u, v_g], 2), enable_gqa=True)
     return (attn.to_out(causal.transpose(1, 2).flatten(2)), attn.to_add_out(full.transpose(1, 2).flatten(2)))
 
 
 def batched_velocity(transformer: Any, input_ids: torch.Tensor, latents: torch.Tensor, timesteps: torch.Tensor,
                      lay: Layout, controls: tuple[torch.Tensor, ...] = ()) -> torch.Tensor:
-    """Velocity tokens ``[B, noisy tokens, p*p*C]`` for a batch sharing ``lay``; ``forward`` for each sample.
-
-    Args:
-        input_ids: ``[B, und_len]`` token ids.
-        latents: ``[B, C, T, H, W]`` normalised latents, clean at the conditioned frames.
-        timesteps: ``[B]`` diffusion timesteps (``1000 * sigma``).
-        controls: transfer control latents, each like ``latents``, placed before the video.
-    """
+    """Velocity tokens ``[B, noisy tokens, p*p*C]`` for a batch sharing ``lay`` (``forward`` for each sample), from
+    ``[B, und_len]`` ``input_ids``, ``[B, C, T, H, W]`` normalised ``latents``, ``[B]`` ``timesteps`` (``1000 * sigma``)
+    and transfer ``controls`` (latents like ``latents``, placed before the video)."""
     config = transformer.config
     device = latents.device
     und = transformer.embed_tokens(input_ids)
@@ -171,11 +141,8 @@ def batched_velocity(transformer: Any, input_ids: torch.Tensor, latents: torch.T
 
 def shifted_sigmas(n: int, shift: float, generator: torch.Generator | None = None,
                    uniform_share: float = 0.2) -> torch.Tensor:
-    """Training noise levels: the inference schedule's shift applied to uniform draws, plus some plain uniform ones.
-
-    Sampling visits ``shift``-ed sigmas (with 4 steps at shift 10 they are all above 0.76), so training spends
-    most of its time there; the uniform share keeps low noise levels (more steps) learned too.
-    """
+    """Training noise levels: uniform draws with the inference schedule's shift (with 4 steps at shift 10 sampling
+    visits only sigmas above 0.76), plus a plain uniform share so low noise levels (more steps) are learned too."""
     u = torch.rand(n, generator=generator).clamp(1e-3, 1 - 1e-3)
     shifted = shift * u / (1 + (shift - 1) * u)
     plain = torch.rand(n, generator=generator) < uniform_share
@@ -183,14 +150,10 @@ def shifted_sigmas(n: int, shift: float, generator: torch.Generator | None = Non
 
 
 def motion_weights(x0: torch.Tensor, p: int) -> torch.Tensor:
-    """Per-token loss weights ``[B, tokens, 1]`` that grow with how much a token changes over the clip.
-
-    In this world the moving object covers about a twentieth of the frame, so in a plain mean over tokens the
-    static floor drowns out the part of the loss that depends on motion (which way the caption says the object
-    goes explains about 0.5% of the latents' variance, the floor about 40%). The weight is each token's deviation
-    from its own temporal mean, relative to the clip's average deviation: static tokens weigh about 1, tokens the
-    object crosses several times more. A still (one latent frame) has no motion and gets weight 1 everywhere.
-    """
+    """Per-token loss weights ``[B, tokens, 1]``: each token's deviation from its temporal mean, relative to the clip's
+    average (static tokens about 1, tokens the object crosses several times more; a still: 1 everywhere). The moving
+    object covers about a twentieth of the frame, so in a plain mean the static floor (about 40% of the latents'
+    variance) drowns out the motion the caption describes (about 0.5%)."""
     if x0.shape[2] < 2:
         return torch.ones((x0.shape[0], patchify(x0[:, :1], p).shape[1], 1), device=x0.device, dtype=x0.dtype)
     change = (x0 - x0.mean(2, keepdim=True)).pow(2).mean(1, keepdim=True)
@@ -201,11 +164,9 @@ def motion_weights(x0: torch.Tensor, p: int) -> torch.Tensor:
 def flow_loss(transformer: Any, input_ids: torch.Tensor, x0: torch.Tensor, sigmas: torch.Tensor, lay: Layout,
               generator: torch.Generator | None = None, controls: tuple[torch.Tensor, ...] = (),
               motion_weight: float = 0.0) -> torch.Tensor:
-    """Flow-matching loss of one batch: noise the noisy frames of ``x0`` to ``sigmas``, regress ``noise - x0``.
-
-    ``motion_weight`` > 0 weighs each token by ``1 + motion_weight * motion_weights(x0)`` (normalised so the loss
-    stays on the plain loss's scale): the moving object counts for more than the floor it crosses.
-    """
+    """Flow-matching loss of one batch: noise the noisy frames of ``x0`` to ``sigmas``, regress ``noise - x0``;
+    ``motion_weight`` > 0 weighs each token by ``1 + motion_weight * motion_weights(x0)`` (normalised to the plain
+    loss's scale)."""
     noise = torch.randn(x0.shape, generator=generator, device="cpu").to(x0.device) if generator is not None \
         else torch.randn_like(x0)
     frames = torch.zeros(x0.shape[2], device=x0.device, dtype=x0.dtype)

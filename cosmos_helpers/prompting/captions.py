@@ -1,24 +1,117 @@
-"""Build and check structured Cosmos3 captions, with every problem said in plain words: the field and the fix.
+"""Structured Cosmos3 captions: the framework's caption templates as JSON Schema, and captions built and checked
+against it with every problem said in plain words: the field and the fix.
 
-A caption is checked against the JSON Schema derived from the framework's own template (:mod:`.schema`) by
-``jsonschema``, and each error is rewritten for people: ``subjects[0].gender: 'male' is not an allowed
-value. Fix: use one of 'Male', 'Female', 'Unknown', ''.`` The generation metadata (``resolution``,
-``aspect_ratio``, ``duration``, ``fps``) may be left out: every backend overwrites it with the request's real
-values. When given, it is checked, ``resolution`` against the framework's size table for the aspect ratio.
+The framework's "JSON schemas" (``prompting_templates/external_api/*_json_schema.json``) are example-shaped: every
+key a caption must carry, each with a sentence describing its value; its prompt templates state the rules ("All
+top-level keys must always be present", "Do not add keys beyond the template"). :func:`schema_from_template` turns
+such a template into a real JSON Schema with one rule per phrase, so the file the upsampler is shown (and sends as
+``response_format``) also validates what users write:
+
+* an object: every key required, no others (a ``key_name_1`` / ``<key_name>`` key means "free-form keys");
+* a one-item list: a list of items of that shape;
+* ``"int; ..."`` and ``"must follow resolution_ratio_dict"``: a whole number, 0 or more;
+* ``"one of 'A', 'B'"`` / ``"must be one of: ..."``: those values (plus ``''`` when the text says ``'' if``);
+* ``"'M:SS-M:SS' ..."``: that time-range form; anything else: text.
+
+``jsonschema`` errors are rewritten for people: ``subjects[0].gender: 'male' is not an allowed value. Fix: use one
+of 'Male', 'Female', 'Unknown', ''.`` The generation metadata (``resolution``, ``aspect_ratio``, ``duration``,
+``fps``) may be left out: every backend overwrites it with the request's real values. When given, it is checked,
+``resolution`` against the framework's size table for the aspect ratio.
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ValidationError
 from ..media import write_bytes_atomic
 from ..prompts import load_caption
-from .schema import FREE_KEY, METADATA_KEYS, caption_schema, check_kind, resolution_pairs, template
+from ..protocol.prompting import FACTS
+
+# caption kind -> the framework's default (external API) template, as prompt_upsampling.py pairs them
+_FILES = FACTS["upsampler"]["template_files"]
+KINDS: dict[str, str] = {"image": "external_api/" + _FILES["T2I_JSON_TEMPLATE"],
+                         "video": "external_api/" + _FILES["T2V_JSON_TEMPLATE"]}
+PROMPTS: dict[str, str] = {"image": "external_api/" + _FILES["T2I_PROMPT_TEMPLATE"],
+                           "video": "external_api/" + _FILES["T2V_PROMPT_TEMPLATE"]}
+# Generation metadata: the framework and vLLM-Omni overwrite these with the real values (prompts.with_metadata).
+METADATA_KEYS: tuple[str, ...] = ("resolution", "aspect_ratio", "duration", "fps")
+# the framework's RESOLUTION_RATIO_DICT, in its own order (the upsampler pastes this text into its prompt)
+RESOLUTION_TABLE_TEXT: str = FACTS["upsampler"]["resolution_ratio_dict_text"]
+RESOLUTION_TABLE: dict[str, dict[str, dict[str, int]]] = json.loads(RESOLUTION_TABLE_TEXT)
+TIME_RANGE = r"^\d+:[0-5]\d-\d+:[0-5]\d$"
+FREE_KEY = re.compile(r"^(key_name_\d+|<key_name>)$")
+_ONE_OF = re.compile(r"^(?:must be )?one of:?\s*(?P<values>[^;]*)(?P<rest>.*)$", re.S)
+
+
+def check_kind(kind: Any) -> str:
+    if kind not in KINDS:
+        raise ValidationError("kind", f"{kind!r} is not a caption kind.",
+                              f"use one of {', '.join(map(repr, KINDS))} (text2image captions are 'image').")
+    return kind
+
+
+def template(kind: str) -> dict[str, Any]:
+    """The framework's caption template for ``kind`` (a copy), as the upsampler shows it to the model."""
+    return json.loads(FACTS["templates"][KINDS[check_kind(kind)]])
+
+
+@lru_cache(maxsize=None)
+def _schema(kind: str) -> dict[str, Any]:
+    schema = schema_from_template(template(kind))
+    schema["title"] = f"Cosmos3 {kind} caption"
+    schema["description"] = (f"Derived from cosmos-framework {FACTS['commit']} "
+                             f"{FACTS['upsampler']['templates_dir']}/{KINDS[kind].split('/')[-1]}")
+    return schema
+
+
+def caption_schema(kind: str = "video") -> dict[str, Any]:
+    """The JSON Schema of a complete ``kind`` caption ("image" or "video"), every template key required."""
+    return copy.deepcopy(_schema(check_kind(kind)))
+
+
+def schema_from_template(node: Any) -> dict[str, Any]:
+    """A JSON Schema for a value shaped like ``node`` in a framework caption template (rules: module docstring)."""
+    if isinstance(node, dict):
+        if len(node) == 1 and FREE_KEY.match(next(iter(node))):
+            return {"type": "object", "additionalProperties": {"type": "string"},
+                    "description": next(iter(node.values()))}
+        return {"type": "object", "properties": {key: schema_from_template(value) for key, value in node.items()},
+                "required": list(node), "additionalProperties": False}
+    if isinstance(node, list):
+        if len(node) != 1:
+            raise ValueError(f"a template list shows one item, got {len(node)}")
+        return {"type": "array", "items": schema_from_template(node[0])}
+    if not isinstance(node, str):
+        raise ValueError(f"a template leaf is a describing string, got {node!r}")
+    return _leaf(node)
+
+
+def _leaf(text: str) -> dict[str, Any]:
+    if text.startswith("int;") or text == "must follow resolution_ratio_dict":
+        return {"type": "integer", "minimum": 0, "description": text}
+    match = _ONE_OF.match(text)
+    if match:
+        quoted = re.findall(r"'([^']*)'", match["values"])
+        if quoted:
+            values: list[Any] = quoted + ([""] if "'' if" in match["rest"] and "" not in quoted else [])
+            return {"type": "string", "enum": values, "description": text}
+        numbers = [int(n) for n in re.findall(r"\d+", match["values"])]
+        if numbers:
+            return {"type": "integer", "enum": numbers, "description": text}
+    if text.startswith("'M:SS-M:SS'"):
+        return {"type": "string", "pattern": TIME_RANGE, "description": text}
+    return {"type": "string", "description": text}
+
+
+# Checking and building captions ---------------------------------------------------------------------------------------
 
 _TYPE_WORDS = {"string": "text", "integer": "a whole number", "array": "a list", "object": "an object ({...})",
                "number": "a number", "boolean": "true or false", "null": "null"}
@@ -55,7 +148,6 @@ class CaptionCheck:
         return [p.path for p in self.problems if p.problem.startswith("missing")]
 
     def explain(self) -> str:
-        """Every problem on its own line, or a one-line all-clear."""
         if self.ok:
             return f"a complete {self.kind} caption: every field the framework's template asks for, no others."
         head = f"{len(self.problems)} problem(s) in this {self.kind} caption:"
@@ -70,7 +162,6 @@ class CaptionCheck:
     __str__ = explain
 
     def _repr_markdown_(self) -> str:
-        """A table in notebooks: field, problem, fix."""
         if self.ok:
             return f"**OK**: {self.explain()}"
         rows = [f"| `{p.path}` | {_cell(p.problem)} | {_cell(p.fix)} |" for p in self.problems]
@@ -112,11 +203,8 @@ def _as_dict(caption: Any) -> dict[str, Any]:
 
 
 def check_caption(caption: Any, kind: str | None = None, *, require_metadata: bool = False) -> CaptionCheck:
-    """Check ``caption`` (a dict, a JSON string or a ``Path``) against the framework's ``kind`` template.
-
-    ``kind`` defaults to a guess from the fields; ``require_metadata`` also asks for resolution/aspect_ratio
-    (and duration/fps for video), which the backends otherwise fill in.
-    """
+    """Check ``caption`` (a dict, a JSON string or a ``Path``) against the framework's ``kind`` template (default: a
+    guess from the fields); ``require_metadata`` also asks for the metadata the backends otherwise fill in."""
     import jsonschema
 
     data = _as_dict(caption)
@@ -131,11 +219,8 @@ def check_caption(caption: Any, kind: str | None = None, *, require_metadata: bo
 
 
 def build_caption(kind: str = "video", data: Mapping[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
-    """A caption from a dict and/or keyword arguments, checked; raises ``ValidationError`` listing every problem.
-
-    ``build_caption("video", background_setting="...", subjects=[{...}], ...)``. A key given both in ``data`` and
-    as a keyword is refused rather than one silently winning.
-    """
+    """A caption from a dict and/or keyword arguments, checked (a ``ValidationError`` lists every problem); a key
+    given both in ``data`` and as a keyword is refused rather than one silently winning."""
     base = _as_dict(data) if data is not None else {}
     both = sorted(set(base) & set(fields))
     if both:
@@ -144,12 +229,9 @@ def build_caption(kind: str = "video", data: Mapping[str, Any] | None = None, **
 
 
 def save_caption(caption: Mapping[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
-    """Write ``caption`` as a ``.json`` prompt file (readable by ``GenerationRequest(prompt=Path(...))``).
-
-    ``path`` ending in ``/`` or naming a folder: the file is ``<kind>_caption_<8 hex of its content>.json``
-    in it, so each distinct caption gets its own file. The same caption already there is kept as it is; a
-    different one is never replaced unless ``overwrite``.
-    """
+    """Write ``caption`` as a ``.json`` prompt file; in a folder (``path`` ending in ``/`` or naming one) as
+    ``<kind>_caption_<8 hex of its content>.json``, so each distinct caption gets its own file. The same caption
+    already there is kept; a different one is never replaced unless ``overwrite``."""
     import hashlib
 
     data = (json.dumps(dict(caption), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
@@ -236,7 +318,7 @@ def _resolution_problems(data: Mapping[str, Any]) -> list[CaptionProblem]:
     resolution, aspect = data.get("resolution"), data.get("aspect_ratio")
     if not (isinstance(resolution, dict) and isinstance(aspect, str) and {"H", "W"} <= set(resolution)):
         return []
-    pairs = resolution_pairs(aspect)
+    pairs = {tier: sizes[aspect] for tier, sizes in RESOLUTION_TABLE.items() if aspect in sizes}  # {tier: {H, W}}
     if not pairs or {"H": resolution["H"], "W": resolution["W"]} in pairs.values():
         return []
     options = "; ".join(f"{tier}p: {{'H': {p['H']}, 'W': {p['W']}}}" for tier, p in pairs.items())

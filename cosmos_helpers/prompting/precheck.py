@@ -1,12 +1,9 @@
 """Pre-check a prompt against the Cosmos blocklist before it is sent, and say when the guardrails will not run.
 
 A blocked prompt costs a round trip (or a model load) and returns a bare "Input was blocked by Cosmos3
-guardrails." :func:`precheck_request` names the words instead, with the fix, before anything is sent. It
-never changes the prompt: rewording is the user's call. :func:`with_precheck` wraps any backend so that
-``generate`` (and ``generate_and_save``) runs the check first and refuses (``on_flag="raise"``) or warns.
-
-Which texts the real guardrails read (so a flagged negative prompt is a warning on some stacks, a refusal on
-others) and when they are off without saying so are facts of the upstream code, listed in ``COVERAGE``.
+guardrails."; the pre-check names the words and the fix first, and never changes the prompt (rewording is the
+user's call). Which texts each stack's guardrails read, and when they are off without saying so, are facts of the
+upstream code, listed in ``COVERAGE``.
 """
 
 from __future__ import annotations
@@ -57,9 +54,13 @@ class PrecheckReport:
     def ok(self) -> bool:
         return not any(self.flagged.values())
 
+    @property
+    def source(self) -> str:
+        return self.blocklist.source + ("" if self.blocklist.complete else " (a sample, not the real list: passing "
+                                        "it does not mean the guardrail passes)")
+
     def explain(self) -> str:
-        lines = [f"blocklist: {self.blocklist.source}" + ("" if self.blocklist.complete else
-                 " - a sample, not the real list: passing it does not mean the guardrail passes")]
+        lines = [f"blocklist: {self.source}"]
         for name, hits in self.flagged.items():
             lines += [f"{name}: {hit}" for hit in hits] or [f"{name}: no blocklisted words"]
         return "\n".join(lines + [f"note: {note}" for note in self.notes])
@@ -70,25 +71,14 @@ class PrecheckReport:
         """A table in notebooks: field, word, blocklist entry, rule, fix; then the notes."""
         rows = [f"| {name} | `{hit.word}` | `{hit.entry}` | {hit.rule} | {hit.fix} |"
                 for name, hits in self.flagged.items() for hit in hits]
-        head = f"Blocklist: {self.blocklist.source}" + ("" if self.blocklist.complete else " (a sample, not the "
-                                                         "real list: passing it does not mean the guardrail passes)")
         table = ["| field | word | entry | rule | fix |", "| --- | --- | --- | --- | --- |", *rows] if rows else [
             "**No blocklisted words.**"]
-        return "\n".join([head, "", *table, "", *(f"* {note}" for note in self.notes)])
+        return "\n".join([f"Blocklist: {self.source}", "", *table, "", *(f"* {note}" for note in self.notes)])
 
 
 def framework_negative_prompt() -> dict[str, Any]:
     """The negative caption the Cosmos Framework uses by default for video (``inference/defaults/neg_prompts.json``)."""
     return json.loads(FACTS["default_negative_prompt"])
-
-
-def _text(value: Any, name: str) -> str:
-    if isinstance(value, dict):
-        return compact(value)
-    if not isinstance(value, str):
-        raise ValidationError(name, f"expected text or a dict caption, got {type(value).__name__}.",
-                              "pass the prompt as a str or dict.")
-    return value
 
 
 def resolve_blocklist(blocklist: Any = None) -> Blocklist:
@@ -108,7 +98,10 @@ def precheck(prompt: Any = None, negative_prompt: Any = None, *, blocklist: Any 
     for name, value in (("prompt", prompt), ("negative_prompt", negative_prompt)):
         if value is None:
             continue
-        text = _text(value, name)
+        text = compact(value) if isinstance(value, dict) else value
+        if not isinstance(text, str):
+            raise ValidationError(name, f"expected text or a dict caption, got {type(value).__name__}.",
+                                  "pass the prompt as a str or dict.")
         if not text.strip():
             raise ValidationError(name, "is empty; the guardrail blocks an empty prompt.", "write a prompt.")
         report.flagged[name] = find_blocked(text, report.blocklist)
@@ -118,32 +111,25 @@ def precheck(prompt: Any = None, negative_prompt: Any = None, *, blocklist: Any 
     return report
 
 
-def guardrail_notes(request: Any, backend: Any = None) -> list[str]:
-    """When the guardrails will not run for ``request`` on ``backend``, in words (empty: nothing to say)."""
-    notes = []
-    if request.resolve().guardrails is False:
-        notes.append("guardrails are OFF for this request (GenerationRequest(guardrails=False), or a profile that "
-                     "turns them off, such as 'tiny'): no backend will check it. Pass guardrails=True to run them.")
-    return notes + list(COVERAGE_NOTES.get(backend.name if backend is not None else None, ()))
-
-
 def precheck_request(request: Any, blocklist: Any = None, *, backend: Any = None) -> PrecheckReport:
-    """:func:`precheck` on what ``request`` sends (the prompt with its metadata, the negative prompt, if any)."""
+    """:func:`precheck` on what ``request`` sends (the prompt with its metadata, the negative prompt, if any), with
+    notes on when the guardrails will not run for it on ``backend``."""
     request = request.resolve()
     report = precheck(request.prompt_text(), request.negative_prompt_text(), blocklist=blocklist)
-    report.notes += guardrail_notes(request, backend)
+    if request.guardrails is False:
+        report.notes.append("guardrails are OFF for this request (GenerationRequest(guardrails=False), or a profile "
+                            "that turns them off, such as 'tiny'): no backend will check it. Pass guardrails=True to "
+                            "run them.")
+    report.notes += COVERAGE_NOTES.get(backend.name if backend is not None else None, ())
     return report
 
 
 class PrecheckedBackend(Backend):
-    """``backend`` with the blocklist pre-check before every request it runs (``generate``, ``generate_many``, and
-    so ``generate_and_save`` / ``generate_and_save_all``); the prompt is sent as it is.
+    """``backend`` with the blocklist pre-check before every request it runs; the prompt is sent as it is.
 
-    ``on_flag="raise"`` refuses a flagged prompt with :class:`~cosmos_helpers.errors.GuardrailError` before
-    anything is sent; ``"warn"`` warns and sends it. A flagged negative prompt warns in both modes unless
-    ``strict_negative`` (the framework and vLLM-Omni do not check it; TensorRT-LLM does). Everything else (framework
-    input samples, settings, closing) is the wrapped backend's.
-    """
+    ``on_flag="raise"`` refuses a flagged prompt with ``GuardrailError`` before anything is sent; ``"warn"`` warns
+    and sends it. A flagged negative prompt warns in both modes unless ``strict_negative`` (the framework and
+    vLLM-Omni do not check it; TensorRT-LLM does). Everything else is the wrapped backend's."""
 
     def __init__(self, backend: Backend, blocklist: Any = None, *, on_flag: str = "raise",
                  strict_negative: bool = False) -> None:
@@ -165,7 +151,6 @@ class PrecheckedBackend(Backend):
         return f"with_precheck({self.backend!r}, on_flag={self.on_flag!r})"
 
     def check(self, request: Any) -> None:
-        """The pre-check (a refusal, or a warning), then the wrapped backend's own checks."""
         self._precheck(request)
         self.backend.check(request)
 
@@ -174,8 +159,7 @@ class PrecheckedBackend(Backend):
         return self.backend.generate(request, **kwargs)
 
     def generate_many(self, requests: Sequence[Any], *, names: Sequence[str] | None = None) -> list[Any]:
-        """Every request pre-checked before any is sent, then the wrapped backend's ``generate_many``."""
-        for request in requests:
+        for request in requests:  # every one before any is sent
             self._precheck(request)
         return self.backend.generate_many(requests, names=names)
 
@@ -209,7 +193,4 @@ class PrecheckedBackend(Backend):
         return self.backend.run_sample(run, **how)
 
 
-def with_precheck(backend: Backend, blocklist: Any = None, *, on_flag: str = "raise",
-                  strict_negative: bool = False) -> PrecheckedBackend:
-    """``backend`` running the blocklist pre-check before each generation (see :class:`PrecheckedBackend`)."""
-    return PrecheckedBackend(backend, blocklist, on_flag=on_flag, strict_negative=strict_negative)
+with_precheck = PrecheckedBackend  # ``with_precheck(backend)`` reads as what it does

@@ -1,14 +1,10 @@
 """Prompt upsampling: a plain sentence becomes a structured Cosmos3 caption through any OpenAI-compatible chat
-endpoint (``POST /v1/chat/completions``: vLLM, a hosted API, or the offline stand-in
-:mod:`cosmos_helpers.standins.chat`).
+endpoint (vLLM, a hosted API, or the offline stand-in :mod:`cosmos_helpers.standins.chat`).
 
-The request is the one the framework's own upsampler sends (``cosmos_framework/inference/prompt_upsampling.py``):
-its system message, and as the user turn its instruction template for the caption kind with the framework's
-caption template, the sentence plus an "Output parameters" line, and its resolution table pasted in. On top,
-``response_format`` carries the JSON Schema derived from that template, which vLLM (structured outputs) and
-OpenAI use to constrain the answer. Like the framework, the generation metadata is then pinned to the values
-asked for; unlike it, the caption is checked against the template before it is returned, so what comes back
-is a caption that passes :func:`~cosmos_helpers.prompting.check_caption`, or an error naming what is wrong.
+The request is the one the framework's own upsampler sends (``cosmos_framework/inference/prompt_upsampling.py``),
+plus ``response_format``: the JSON Schema derived from the caption template, which vLLM (structured outputs) and
+OpenAI use to constrain the answer. Like the framework, the generation metadata is then pinned to the values asked
+for; unlike it, the caption is checked before it is returned: it passes ``check_caption``, or an error says why.
 """
 
 from __future__ import annotations
@@ -24,8 +20,8 @@ import httpx
 from ..backends.vllm_wire import Call, RetryPolicy, error_from_response
 from ..errors import ConnectionLostError, CosmosHelpersError, ValidationError
 from ..protocol.prompting import FACTS
-from .captions import check_caption
-from .schema import KINDS, PROMPTS, RESOLUTION_TABLE, RESOLUTION_TABLE_TEXT, caption_schema, check_kind
+from .captions import (KINDS, PROMPTS, RESOLUTION_TABLE, RESOLUTION_TABLE_TEXT, caption_schema, check_caption,
+                       check_kind)
 
 CHAT_COMPLETIONS, MODELS = "/v1/chat/completions", "/v1/models"
 _UPSAMPLER = FACTS["upsampler"]
@@ -80,11 +76,11 @@ def output_parameters(kind: str, resolution: str, aspect_ratio: str, duration: s
 
 def user_text(sentence: str, kind: str, *, resolution: str, aspect_ratio: str, duration: str | None = None,
               fps: int | None = None) -> str:
-    """The framework's upsampler instruction for ``kind`` with ``sentence`` in it (``build_t2i/t2v_prompt_text``)."""
+    """The framework's upsampler instruction for ``kind`` with ``sentence`` in it (``build_t2i/t2v_prompt_text``;
+    the description is its ``build_nl_description``: the sentence, a blank line, the parameters)."""
     params = [f"resolution {resolution}", f"aspect_ratio {aspect_ratio}"]
     if kind == "video":
         params += [f"duration {duration}", f"fps {fps}"]
-    # prompt_upsampling.py build_nl_description: the sentence, a blank line, the parameters
     description = f"{sentence.strip()}\n\nOutput parameters: {', '.join(params)}."
     values = {"json_template": FACTS["templates"][KINDS[kind]], "nl_description": description,
               "resolution_ratio_dict": RESOLUTION_TABLE_TEXT,
@@ -148,12 +144,9 @@ def caption_from_answer(answer: Mapping[str, Any], kind: str, pinned: Mapping[st
 
 
 class Upsampler:
-    """An OpenAI-compatible chat endpoint used as the framework's prompt upsampler.
-
-    ``Upsampler("http://127.0.0.1:8000", model="Qwen/Qwen3-8B").caption("A robot arm sorts parcels.")``;
-    ``model=None`` takes the endpoint's only served model. ``timeout`` is per call; ``retries`` counts attempts
-    under :class:`ChatRetryPolicy`; ``api_key`` is sent as a Bearer token.
-    """
+    """An OpenAI-compatible chat endpoint as the framework's prompt upsampler: ``Upsampler(url, model=...).caption(
+    "A robot arm sorts parcels.")``; ``model=None`` takes the endpoint's only served model. ``timeout`` is per call,
+    ``retries`` counts attempts under :class:`ChatRetryPolicy`, ``api_key`` is sent as a Bearer token."""
 
     def __init__(self, endpoint: str, *, model: str | None = None, api_key: str | None = None,
                  timeout: float = 300.0, connect_timeout: float = 5.0, retries: int = 2,

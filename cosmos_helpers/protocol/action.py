@@ -1,32 +1,27 @@
 """Action-conditioned generation as the three upstream stacks define it: modes, embodiments, widths, sizes.
 
-Cosmos 3 has three action tasks. *Forward dynamics*: a start image and an action trajectory in, the future video
-out. *Inverse dynamics*: a video in, the trajectory that connects its frames out. *Policy* (the framework's
-``wam``, "world-action model"): a start image and an instruction in, the video and the actions out together.
-An action chunk of ``chunk`` steps pairs with a video of ``chunk + 1`` frames (one transition per pair of frames).
-
-A trajectory row is one step of the embodiment's *raw* action vector, built from shared blocks (the diffusers
-pipeline's comment at pipeline_cosmos3_omni.py:247-262): a 9-D pose delta (3-D translation + 6-D rotation, the
-first two columns of the rotation matrix: the framework's ``convert_rotation`` in
-data/generator/action/utils/pose_utils.py:117,183-184,209) and a grasp state (1-D gripper, or 15-D fingertips
-per hand). The model pads every row with zeros up to its ``action_dim`` and selects per-embodiment projection
+*Forward dynamics*: a start image and actions in, the video out. *Inverse dynamics*: a video in, its actions out.
+*Policy* (the framework's ``wam``): a start image and an instruction in, video and actions out. A chunk of ``chunk``
+actions pairs with ``chunk + 1`` frames. A row is one step of the embodiment's *raw* action vector (diffusers
+pipeline_cosmos3_omni.py:247-262): a 9-D pose delta (translation + the first two rotation-matrix columns: the
+framework's ``convert_rotation``, data/generator/action/utils/pose_utils.py:117,183-184,209) and a grasp state (1-D
+gripper, or 15-D fingertips per hand); the model zero-pads rows to its ``action_dim`` and picks per-embodiment
 weights by a domain id.
 
-Sources, each checked against ``tests/contracts/fixtures/action_facts-*.json`` (written by
-``scripts/refresh_contracts.py`` from the installed diffusers, the cosmos-framework checkout and the vllm-omni wheel):
+Sources, checked against ``tests/contracts/fixtures/action_facts-*.json`` (``scripts/refresh_contracts.py``):
 
 * diffusers 0.42.1 ``pipelines/cosmos/pipeline_cosmos3_omni.py``: ``_ACTION_RESOLUTION_BINS`` :187,
   ``_ACTION_VIEWPOINT_TEMPLATES`` :220, ``_EMBODIMENT_TO_DOMAIN_ID`` :227, ``_EMBODIMENT_TO_RAW_ACTION_DIM`` :263,
-  ``CosmosActionCondition`` :302 (width checked against the embodiment :392; ``height``/``width``/``num_frames``
-  must be ``None`` for an action run :1041-1044; the transformer needs ``action_gen=True`` :1051).
+  ``CosmosActionCondition`` :302 (width checked :392; ``height``/``width``/``num_frames`` must be ``None`` :1041-1044;
+  ``action_gen=True`` :1051).
 * cosmos-framework 5eee9ed ``data/generator/action/utils/domain_utils.py`` (``EMBODIMENT_TO_DOMAIN_ID`` :6,
-  ``EMBODIMENT_TO_RAW_ACTION_DIM`` :34), ``inference/action.py`` (the action file is a JSON ``[T][D]`` array,
-  :56-58), ``inference/args.py`` (``ModelMode.WAM`` :168; sample fields :593-597),
-  ``data/generator/action/action_normalization.py`` (quantile to [-1, 1] :33-36, meanstd :37-38, minmax :39-42;
-  used for training data only: inference passes ``action_normalizer=None``, inference/action.py:148).
+  ``EMBODIMENT_TO_RAW_ACTION_DIM`` :34), ``inference/action.py`` (a JSON ``[T][D]`` array, :56-58),
+  ``inference/args.py`` (``ModelMode.WAM`` :168; sample fields :593-597),
+  ``data/generator/action/action_normalization.py`` (quantile :33-36, meanstd :37-38, minmax :39-42; training only:
+  inference passes ``action_normalizer=None``, inference/action.py:148).
 * vllm-omni 0.30.0 ``diffusion/models/cosmos3/action.py`` (``ACTION_MODES`` :20-28, ``EMBODIMENT_TO_DOMAIN_ID``
-  :31) and ``pipeline_cosmos3.py`` (``extra_args`` keys; action defaults 30 steps, guidance 1.0, shift 5.0
-  :3842-3844; policy / inverse dynamics need ``raw_action_dim`` :2644-2647).
+  :31) and ``pipeline_cosmos3.py`` (``extra_args``; defaults 30 steps, guidance 1.0, shift 5.0 :3842-3844; policy /
+  inverse dynamics need ``raw_action_dim`` :2644-2647).
 """
 
 from __future__ import annotations

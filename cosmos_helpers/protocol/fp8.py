@@ -3,39 +3,33 @@
 Read from diffusers 0.42.1 (D), vLLM-Omni 0.30.0 (V, the wheel) and cosmos-framework 5eee9ed (F); checked against
 ``tests/contracts/fixtures/fp8-*.json`` (``scripts/refresh_contracts.py --only fp8``).
 
-* **The checkpoint.** NVIDIA publishes ModelOpt FP8 weights as the hub revision ``fp8`` (D
-  ``pipelines/cosmos/mixed_precision.py:1-26``): static per-tensor FP8 (E4M3) weights *and* activation scales
-  (W8A8), the ModelOpt state beside them (``transformer/modelopt_state.pth``, restored by
-  ``modelopt.torch.opt.enable_huggingface_checkpointing()``), and in ``transformer/config.json`` a
+* **The checkpoint**: the hub revision ``fp8`` (D ``pipelines/cosmos/mixed_precision.py:1-26``): static per-tensor
+  FP8 (E4M3) weights and activation scales (W8A8), the ModelOpt state beside them (``transformer/modelopt_state.pth``,
+  restored by ``modelopt.torch.opt.enable_huggingface_checkpointing()``), and in ``transformer/config.json`` a
   ``quantization_config`` (``quant_method: modelopt``, ``quant_type: FP8``) whose ``runtime.diffusion_step_policy``
-  says which denoising steps run the weights with 16-bit activations (W8A16): :data:`OFFICIAL_POLICY`, first and
-  last 3 steps, the reasoner (text) pathway always (D ``mixed_precision.py:67-77``). Distilled checkpoints carry no
-  policy and run W8A8 on every step (D ``mixed_precision.py:127-131``).
-* **diffusers** applies the policy in ``Cosmos3OmniPipeline.__call__`` (D ``pipeline_cosmos3_omni.py:1349-1352``
-  arguments, ``:1709-1726`` per step, ``:1894`` reset): ``mixed_precision_format`` ``None`` = the checkpoint's policy,
-  ``"none"`` = native W8A8 every step, ``"fp8"`` = the schedule even without a policy; the first/last step counts and
-  the reasoner policy (``high_precision`` = W8A16, ``base_precision`` = native) override the checkpoint's
-  (D ``mixed_precision.py:96-171``). A one-step call stays W8A8 (``:181-182``). The per-step choice is kept in
-  ``pipe._mixed_precision_trace`` (``:1717``, ``:341-343``).
-* **vLLM-Omni** reads the same policy (V ``diffusion/models/cosmos3/mixed_precision/checkpoint.py:62-93``), or an
-  override in ``additional_config["cosmos3_mixed_precision"]`` (``enabled``, ``first_steps``, ``last_steps``,
-  ``reasoner``; V ``mixed_precision/config.py:35-91``; vLLM's ``--additional-config`` of ``OmniEngineArgs(EngineArgs)``,
-  V ``engine/arg_utils.py:143``). ``enabled: false`` takes no other field; 0/0/native is off (``config.py:61-90``).
-  The revision is vLLM's ``--revision`` (V ``config/omni_config.py:810, 1115``). Serve flags
-  ``--diffusion-quantization-config`` (JSON), ``--force-cutlass-fp8`` (ModelOpt FP8 on SM89+),
-  ``--diffusion-kv-cache-dtype fp8`` (attention Q/K/V, a separate choice) (V ``entrypoints/cli/serve.py:697-714,
+  runs some steps with 16-bit activations (W8A16): :data:`OFFICIAL_POLICY`, first and last 3 steps and the reasoner
+  pathway (D ``mixed_precision.py:67-77``). Distilled checkpoints have no policy: W8A8 throughout (``:127-131``).
+* **diffusers** applies it in ``Cosmos3OmniPipeline.__call__`` (D ``pipeline_cosmos3_omni.py:1349-1352`` arguments,
+  ``:1709-1726`` per step, ``:1894`` reset): ``mixed_precision_format`` ``None`` = the checkpoint's policy, ``"none"``
+  = W8A8 every step, ``"fp8"`` = the schedule even without a policy; step counts and the reasoner policy
+  (``high_precision`` = W8A16, ``base_precision`` = native) override the checkpoint's (D ``mixed_precision.py:96-171``);
+  a one-step call stays W8A8 (``:181-182``); the choices are kept in ``pipe._mixed_precision_trace`` (``:1717``,
+  ``:341-343``).
+* **vLLM-Omni** reads the same policy (V ``diffusion/models/cosmos3/mixed_precision/checkpoint.py:62-93``) or the
+  override ``additional_config["cosmos3_mixed_precision"]`` (V ``mixed_precision/config.py:35-91``; ``enabled: false``
+  takes no other field, 0/0/native is off, ``:61-90``; vLLM's ``--additional-config``, V ``engine/arg_utils.py:143``);
+  the revision is ``--revision`` (V ``config/omni_config.py:810, 1115``); ``--diffusion-quantization-config``,
+  ``--force-cutlass-fp8`` (SM89+) and ``--diffusion-kv-cache-dtype fp8`` (V ``entrypoints/cli/serve.py:697-714,
   962-970``). All are fixed when the server starts.
-* **cosmos-framework 5eee9ed** loads a ModelOpt FP8 checkpoint given as a local folder with ``hf_quant_config.json``
-  (F ``utils/generator/quantization.py:222-237``; ``inference/model.py:670-690``) through TorchAO static FP8 on every
-  step: it has no diffusion-step policy (no ``mixed_precision`` or ``diffusion_step_policy`` anywhere in the tree).
-  ``--quantization-method mxfp8|nvfp4`` quantizes bf16 weights at load time (F ``inference/common/args.py:725-755``;
-  "Only supported on Blackwell", not with FSDP sharding, F ``utils/generator/model_loader.py:410-415``) and is refused
-  together with a ModelOpt checkpoint (F ``inference/model.py:671-674``).
-* **ModelOpt 0.47.0** real-quantizes a compressed ``RealQuantLinear`` through its GEMM registry; its FP8 per-tensor
-  GEMM (``torch._scaled_mm`` on CUDA SM89+, ``quantization/backends/fp8_per_tensor_gemm.py:38-53, 211-214``) is not
-  imported by the package, so nothing registers it; without a registered GEMM the fallback forward fails on the
-  restored plain FP8 weight (``nn/modules/tensor_quantizer.py:1230-1240``). See
-  :mod:`cosmos_helpers.backends.diffusers.modelopt_fp8`.
+* **cosmos-framework 5eee9ed** loads a local ModelOpt FP8 folder with ``hf_quant_config.json`` (F
+  ``utils/generator/quantization.py:222-237``; ``inference/model.py:670-690``) through TorchAO static FP8 on every
+  step: no diffusion-step policy anywhere in the tree. ``--quantization-method mxfp8|nvfp4`` quantizes bf16 weights at
+  load (F ``inference/common/args.py:725-755``; Blackwell only, not with FSDP, F ``utils/generator/model_loader.py:
+  410-415``), refused with a ModelOpt checkpoint (F ``inference/model.py:671-674``).
+* **ModelOpt 0.47.0**: a compressed ``RealQuantLinear`` needs a registered GEMM; its FP8 per-tensor GEMM
+  (``quantization/backends/fp8_per_tensor_gemm.py:38-53, 211-214``) is never imported, so the fallback forward fails
+  on the plain FP8 weight (``nn/modules/tensor_quantizer.py:1230-1240``): :mod:`cosmos_helpers.backends.diffusers.
+  modelopt_fp8`.
 """
 
 from __future__ import annotations

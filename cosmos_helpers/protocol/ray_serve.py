@@ -1,23 +1,15 @@
 """The Cosmos Framework's Ray Serve app (cosmos-framework 5eee9ed ``inference/ray/serve.py``), as this package uses it.
 
-One router deployment (FastAPI ingress) in front of one autoscaling deployment per model, each replica a placement
-group of ``world_size`` GPU workers running the framework's inference. The HTTP contract:
-
-* ``POST /generate``: an ``OmniSampleOverrides`` JSON body (the fields of the framework's input files; ``model``
-  picks the deployment, the first one when left out) answered by ``SampleOutputs`` (``args``, ``status``
-  success/error/skip, ``message``, ``stack_trace``, ``outputs``: ``content`` and ``files`` relative to the app's
-  ``output_dir``); an unknown model is a 404 that lists the served ones; a missing seed is drawn on the server
-  (``random.randint(0, 10000)``); each request gets its own folder ``generate_<timestamp>_<4 hex>``;
-* ``GET /models`` (the deployment names), ``GET /info`` (``environment``, ``models``, ``output_dir``);
-* ``GET /outputs/<path>``: the files, served from ``output_dir`` (``StaticFiles``).
-
-The setup (checkpoint, guardrails, parallelism, the diffusion cache) belongs to the deployment, not to a sample:
-``OmniSetupOverrides`` under ``models.<name>.setup`` of the serve config. Its ``diffusion_cache`` defaults to off
-there (the inference CLI turns it on; the Ray app builds the setup from the config, which leaves it unset), and its
-``keep_going`` defaults to off, so a sample that fails is an HTTP 500 rather than ``status: "error"``.
-
-Checked against ``tests/contracts/fixtures/ray_serve-5eee9ed.json`` (``scripts/refresh_contracts.py --only
-ray-serve``), whose sample schema is the framework fixture's of the same commit.
+A router deployment (FastAPI ingress) before one autoscaling deployment per model, each replica a placement group
+of ``world_size`` GPU workers. ``POST /generate`` takes an ``OmniSampleOverrides`` body (``model`` picks the
+deployment, the first when left out; unknown: 404 listing the served ones; no seed: ``random.randint(0, 10000)``
+on the server; a folder ``generate_<timestamp>_<4 hex>`` per request) and answers ``SampleOutputs`` (``args``,
+``status`` success/error/skip, ``message``, ``stack_trace``, ``outputs``: ``content`` and ``files`` relative to
+``output_dir``); ``GET /models``, ``GET /info`` (``environment``, ``models``, ``output_dir``), ``GET /outputs/<path>``
+(``StaticFiles``). The setup (``OmniSetupOverrides`` under ``models.<name>.setup``) belongs to the deployment: its
+``diffusion_cache`` is off there (the CLI turns it on; the config leaves it unset) and so is ``keep_going`` (a
+failing sample is an HTTP 500, not ``status: "error"``). Checked against ``tests/contracts/fixtures/
+ray_serve-5eee9ed.json`` (``scripts/refresh_contracts.py --only ray-serve``).
 """
 
 from __future__ import annotations

@@ -1,59 +1,46 @@
-"""The Cosmos 3 variants beside Nano/Super (distilled few-step checkpoints, Edge, image editing): the one home for
-what the three upstream stacks do with them.
+"""The Cosmos 3 variants beside Nano/Super (distilled few-step checkpoints, Edge, image editing) in the three stacks.
 
-Citations: ``fw`` = NVIDIA/cosmos-framework 5eee9ed (paths inside ``cosmos_framework/``), ``vo`` = the vllm-omni
-0.30.0 wheel (inside ``vllm_omni/diffusion/models/cosmos3/``), ``df`` = diffusers 0.42.1 (inside
-``diffusers/modular_pipelines/cosmos/``). ``tests/contracts/test_variant_facts.py`` reads the same facts from
-the fixtures that ``scripts/refresh_contracts.py`` generates from the real code.
+``fw`` = NVIDIA/cosmos-framework 5eee9ed (in ``cosmos_framework/``), ``vo`` = the vllm-omni 0.30.0 wheel (in
+``vllm_omni/diffusion/models/cosmos3/``), ``df`` = diffusers 0.42.1 (in ``diffusers/modular_pipelines/cosmos/``);
+``tests/contracts/test_variant_facts.py`` reads the same facts from the ``scripts/refresh_contracts.py`` fixtures.
 
 Distilled ("4-step") checkpoints
-    * fw ``inference/args.py:1239-1280``: ``Cosmos3-Super-Text2Image-4Step`` (resolution 768, shift 5, no sound)
-      and ``Cosmos3-Super-Image2Video-4Step`` (resolution 480, base_fps 16, no sound), both with
-      ``fixed_step_sampler_config.t_list=[1.0, 0.9375, 0.8333333333333334, 0.625]`` and ``sample_type=sde``.
-    * fw ``inference/inference.py:1575-1580``: a distilled model samples with its fixed-step sampler and guidance
-      1.0, *whatever the sample says* (``num_steps`` and ``guidance`` are silently ignored).
-    * fw ``scripts/_convert_model_to_diffusers.py:1584-1610``: the diffusers export is a
-      ``FlowMatchEulerDiscreteScheduler`` with ``shift=1.0`` and ``stochastic_sampling`` for ``sde``.
-    * df ``before_denoise.py:1344-1370`` (``Cosmos3DistilledSetTimestepsStep``): the step count is
-      ``len(distilled_sigmas)``; another ``num_inference_steps`` or a ``guidance_scale`` other than 1.0 raises
-      ``ValueError``. ``encoders.py:450-452``: no negative prompt (the unconditional text is empty).
-      ``modular_blocks_cosmos3_distilled.py:245-250``: workflows text2image, text2video, image2video,
-      video2video; no sound block.
-    * vo ``pipeline_cosmos3.py:998``: distilled = the scheduler class is ``FlowMatchEulerDiscreteScheduler``;
-      ``:1067-1078`` the schedule is the scheduler config's ``fixed_step_sampler_config.t_list``; ``:1842-1849``
-      ``num_inference_steps`` is ignored; ``:1864-1871`` a ``guidance_scale`` other than 1.0 is overridden to 1.0
-      with a warning and the negative prompt has no effect; ``:1929-1957`` only text2image and image2video (no
-      text2video, video2video, sound, transfer, action).
+    * fw ``inference/args.py:1239-1280``: ``Cosmos3-Super-Text2Image-4Step`` (768, shift 5) and
+      ``Cosmos3-Super-Image2Video-4Step`` (480, base_fps 16), no sound, ``fixed_step_sampler_config.t_list`` and
+      ``sample_type=sde``; ``inference/inference.py:1575-1580``: the fixed-step sampler and guidance 1.0 whatever the
+      sample says; ``scripts/_convert_model_to_diffusers.py:1584-1610``: exported as a ``FlowMatchEulerDiscrete
+      Scheduler``, ``shift=1.0``, ``stochastic_sampling`` for ``sde``.
+    * df ``before_denoise.py:1344-1370`` (``Cosmos3DistilledSetTimestepsStep``): ``len(distilled_sigmas)`` steps,
+      another ``num_inference_steps`` or guidance other than 1.0 raises; ``encoders.py:450-452``: no negative prompt;
+      ``modular_blocks_cosmos3_distilled.py:245-250``: text2image, text2video, image2video, video2video; no sound.
+    * vo ``pipeline_cosmos3.py:998``: distilled = a ``FlowMatchEulerDiscreteScheduler``; ``:1067-1078`` the schedule
+      is its config's ``t_list``; ``:1842-1849`` ``num_inference_steps`` ignored; ``:1864-1871`` guidance forced to
+      1.0 with a warning, the negative prompt without effect; ``:1929-1957`` only text2image and image2video.
 
 Edge
     * fw ``inference/configs/model/Cosmos3-Edge.yaml:111-113``: resolution 480, ``sound_gen: false``;
-      ``inference/args.py:1067-1072``: video defaults to 121 frames; the defaults files' guidance 6 / shift 10 apply.
-    * vo ``pipeline_cosmos3.py:194-199``: Edge's *own* vLLM-Omni defaults differ (video 832x480, guidance 5,
-      shift 3; image 640x640); ``:1959-1973`` it refuses sound, transfer and video2video.
-    * Edge's backbone is Nemotron dense (vo ``transformer_cosmos3_edge.py:27`` ``cosmos3_edge_nemotron_dense``);
-      df ``models/transformers/transformer_cosmos3.py:305-322`` builds it in ``Cosmos3OmniTransformer`` from
-      ``hidden_act="relu2"`` (Nemotron RMS norms). fw ``scripts/_convert_model_to_diffusers.py:1612-1624`` exports
-      Edge with a ``Cosmos3EdgeUniPCMultistepScheduler``, which df 0.42.1 does not have (whether the published Edge
-      checkpoint loads in 0.42.1 cannot be checked offline; our backend lends its own scheduler either way).
+      ``inference/args.py:1067-1072``: 121 video frames; the defaults files' guidance 6 / shift 10 apply.
+    * vo ``pipeline_cosmos3.py:194-199``: its own defaults (video 832x480, guidance 5, shift 3; image 640x640);
+      ``:1959-1973`` refuses sound, transfer and video2video.
+    * The backbone is Nemotron dense (vo ``transformer_cosmos3_edge.py:27``); df
+      ``models/transformers/transformer_cosmos3.py:305-322`` builds it from ``hidden_act="relu2"``. fw
+      ``scripts/_convert_model_to_diffusers.py:1612-1624`` exports a ``Cosmos3EdgeUniPCMultistepScheduler``, which df
+      0.42.1 lacks (our backend lends its own scheduler either way).
 
 Image to image (image editing)
-    * fw ``inference/args.py:160`` ``ModelMode.IMAGE2IMAGE``; ``inference/defaults/image2image/sample_args.json``:
-      35 steps, guidance 6, shift 5.
-    * fw ``inference/inference.py:619-639``: with a resolution *and* an aspect ratio the input is resized and
-      centre-cropped to that bucket; otherwise it is resized (LANCZOS) so its longer side is 512 and both sides are
-      floored to multiples of 32 (``inference/vision.py:17-41``), and the output has that size.
-    * fw ``inference/vision.py:162-182``: the batch is two images, the input then the output;
-      ``data/generator/sequence_packing/packers.py:40-56``: every item but the last is clean (the input), the last
-      is generated; the items do not share temporal positions (``SequencePlan.share_vision_temporal_positions``
-      defaults to False), so the output starts at ``max(position) + 1`` of the input
-      (``sequence_packing/mrope.py``); no fps is set, so positions are integers.
-    * fw ``inference/inference.py:637`` + ``model/generator/omni_mot_model.py:2160-2183``: both prompts are tokenised
-      under the edit system prompt, whatever the model config's ``use_system_prompt`` says.
-    * df 0.42.1: no image-edit workflow (``Cosmos3OmniPipeline`` and the modular blocks' workflow maps know
-      text2image / text2video / image2video / video2video only), but its transformer takes any packed sequence of
-      clean and noised items: :mod:`cosmos_helpers.backends.diffusers.edit` packs the framework's edit batch on it.
-    * vo 0.30.0: ``pipeline_cosmos3.py:3724-3820``: an image request has no image input (a conditioning image is
-      only read for video outputs); there is no image-edit path.
+    * fw ``inference/args.py:160`` ``ModelMode.IMAGE2IMAGE``; ``defaults/image2image/sample_args.json``: 35 steps,
+      guidance 6, shift 5. ``inference/inference.py:619-639``: with a resolution *and* an aspect ratio the input is
+      resized and centre-cropped to that bucket, else resized (LANCZOS) to a longer side of 512, both sides floored to
+      multiples of 32 (``inference/vision.py:17-41``), the output that size.
+    * fw ``inference/vision.py:162-182``: the batch is the input then the output;
+      ``data/generator/sequence_packing/packers.py:40-56``: all but the last item clean; no shared temporal positions
+      (``SequencePlan.share_vision_temporal_positions`` False), so the output starts at ``max(position) + 1``
+      (``sequence_packing/mrope.py``); no fps, so integer positions. ``inference/inference.py:637`` +
+      ``model/generator/omni_mot_model.py:2160-2183``: both prompts under the edit system prompt, whatever
+      ``use_system_prompt`` says.
+    * df 0.42.1 has no edit workflow, but its transformer takes any packed sequence of clean and noised items:
+      :mod:`cosmos_helpers.backends.diffusers.edit` packs the framework's edit batch on it. vo 0.30.0
+      ``pipeline_cosmos3.py:3724-3820``: an image request takes no input image; no edit path.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""One way to download a URL: streamed (never the whole answer in memory first), redirects followed, HTTP errors
-raised, an optional size cap checked as the bytes arrive and an optional progress bar in bytes. Used for the remote
-inputs of framework input files and for the references the vLLM-Omni stand-in fetches."""
+"""Downloading a URL, streamed (never whole in memory), with an optional size cap checked as the bytes arrive: for the
+remote inputs of framework input files and the references the vLLM-Omni stand-in fetches."""
 
 from __future__ import annotations
 

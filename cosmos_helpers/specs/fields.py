@@ -1,12 +1,9 @@
 """The fields of a framework input sample, typed as the framework types them, and readable errors for bad ones.
 
-``SampleFields`` is this project's own pydantic model of the framework's ``OmniSampleOverrides`` (cosmos-framework
-5eee9ed ``inference/args.py``): its fields are ``protocol.framework.SAMPLE_FIELDS`` (the one list of them), typed
-here with the same JSON types, enums and bounds, every field optional, any other key forbidden.
-``tests/contracts`` checks its JSON schema field by field against the real one, so an input this model accepts is
-one the framework accepts, and the reverse. Values are validated the way JSON is typed (``"yes"`` is not a
-boolean, ``720`` is not the tier ``"720"``); errors become one :class:`~cosmos_helpers.errors.ValidationError`
-naming the field (``edge.weight``) with what to write instead.
+``SampleFields`` models the framework's ``OmniSampleOverrides`` (cosmos-framework 5eee9ed ``inference/args.py``):
+the fields of ``protocol.framework.SAMPLE_FIELDS`` with the same JSON types, enums and bounds, all optional, any
+other key forbidden; ``tests/contracts`` checks its JSON schema against the real one field by field. Values are
+typed as JSON is (``"yes"`` is not a boolean, ``720`` not the tier ``"720"``).
 """
 
 from __future__ import annotations
@@ -29,9 +26,7 @@ NonNegative = Annotated[int, Field(ge=0)]
 Interval = tuple[NonNegativeFloat, NonNegativeFloat]
 
 
-class _Strict(BaseModel):
-    """JSON typing, no extra keys: the framework's ``extra="forbid"``."""
-
+class _Strict(BaseModel):  # JSON typing, no extra keys: the framework's ``extra="forbid"``
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 

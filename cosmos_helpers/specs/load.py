@@ -1,14 +1,10 @@
-"""Reading framework input files (``-i``): one sample per object, named and checked as the framework does.
+"""Reading framework input files (``-i``): a ``.json`` object (or, here, a list of them) or one object per ``.jsonl``
+line, named as the framework names them, relative paths relative to the file's folder, and what the user wrote kept
+key for key (:attr:`Sample.data`: the framework backend hands it on unchanged).
 
-A ``.json`` file holds one sample object (or, as a convenience here, a list of them); a ``.jsonl`` file one per
-line. A sample without a ``name`` gets the framework's (``protocol.framework.default_name``). Relative paths are
-relative to the input file's folder, and a local file the framework would not find is reported now. What the user
-wrote is kept key for key (:attr:`Sample.data`), because that is what the framework backend hands on unchanged.
-
-:func:`check_sample` reports, when the file is read, what the framework rejects beyond field types
-(``inference/args.py``), what would only fail minutes later inside a run (a depth hint with nothing to read,
-overlapping chunks) and what the framework would silently run differently than written (both ``prompt`` and
-``prompt_path``). Every error names the field and says what to write.
+:func:`check_sample` reports at once what the framework rejects beyond field types (``inference/args.py``), what
+would only fail minutes into a run (a depth hint with nothing to read, overlapping chunks) and what the framework
+would silently run otherwise than written (both ``prompt`` and ``prompt_path``).
 """
 
 from __future__ import annotations
@@ -29,7 +25,6 @@ from .resolve import ResolvedSample, resolve
 @dataclass(frozen=True)
 class Sample:
     """One sample of an input file, validated: ``data`` as written, ``fields`` typed, paths relative to ``base_dir``."""
-
     data: Mapping[str, Any]
     fields: SampleFields = field(repr=False)
     base_dir: Path
@@ -40,12 +35,11 @@ class Sample:
     def from_dict(cls, data: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None,
                   name: str | None = None, source: str | os.PathLike[str] | None = None,
                   check_files: bool = True, computed: Collection[str] = ()) -> Sample:
-        """A sample from a dict; ``name`` is the default when the dict has none (the framework's is the file stem).
-        ``computed`` names hints whose control this package will compute from ``vision_path`` before the run
-        (``run_spec(compute_controls=...)``): each is added if absent and may leave ``control_path`` out."""
-        where = f"{Path(source).name}" if source else ""
+        """A sample from a dict; ``name`` is the default when the dict has none. ``computed`` names hints whose
+        control is computed from ``vision_path`` before the run (``run_spec(compute_controls=...)``): each is added
+        if absent and may leave ``control_path`` out."""
         data = with_computed_hints(data, computed)
-        fields = parse_fields(data, where=where)
+        fields = parse_fields(data, where=Path(source).name if source else "")
         base = Path(base_dir).expanduser().resolve() if base_dir is not None else Path.cwd()
         sample = cls(data=copy.deepcopy(dict(data)), fields=fields, base_dir=base,
                      name=fields.name or name or "sample", source=Path(source) if source else None)
@@ -166,44 +160,21 @@ def _parse_json(text: str, path: Path, line: int | None) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        where = f"{path.name} line {line}" if line else f"{path.name} line {exc.lineno}"
-        raise ValidationError("input", f"{where} is not valid JSON ({exc.msg}).", "fix the JSON.") from None
+        raise ValidationError("input", f"{path.name} line {line or exc.lineno} is not valid JSON ({exc.msg}).",
+                              "fix the JSON.") from None
 
 
 def check_sample(sample: Sample, *, check_files: bool = True, computed: Collection[str] = ()) -> None:
     """Raise :class:`ValidationError` for the first rule ``sample`` breaks."""
-    f = sample.fields
+    f, mode = sample.fields, sample.mode
     if f.prompt is not None and f.prompt_path is not None:
         raise ValidationError("prompt_path", "both prompt and prompt_path are given (the framework would silently "
                               "use prompt).", "keep only one of them.")
-    _check_vision(sample)
-    _check_modes(sample)
-    if sample.is_transfer:
-        _check_transfer(sample, computed)
-    else:
-        _check_transfer_only_fields(sample)
-    for key in ("guidance_interval", "control_guidance_interval"):
-        interval = getattr(f, key)
-        if interval is not None and interval[0] > interval[1]:
-            raise ValidationError(key, f"lo > hi in {list(interval)}: the interval is empty (active iff lo < t < hi).",
-                                  f"write [{interval[1]:g}, {interval[0]:g}].")
-    if check_files:
-        _check_files(sample)
-
-
-def _check_vision(sample: Sample) -> None:
-    vision = sample.fields.vision_path
-    if vision is None:
-        return
-    suffix = Path(vision.split("?")[0]).suffix.lower()
-    if suffix not in fw.IMAGE_EXTENSIONS + fw.VIDEO_EXTENSIONS:
+    suffix = Path(f.vision_path.split("?")[0]).suffix.lower() if f.vision_path is not None else None
+    if suffix is not None and suffix not in fw.IMAGE_EXTENSIONS + fw.VIDEO_EXTENSIONS:
         raise ValidationError("vision_path", f"{suffix or 'no extension'} is not an input the framework reads "
                               "(\"Invalid vision extension\").",
                               f"use an image ({', '.join(fw.IMAGE_EXTENSIONS)}) or an .mp4 video.")
-
-
-def _check_modes(sample: Sample) -> None:
-    f, mode = sample.fields, sample.mode
     if mode in fw.SOUND_CONDITION_MODES and f.sound_path is None:
         raise ValidationError("sound_path", f"model_mode {mode} needs a conditioning audio clip.", "set sound_path.")
     if mode == "forward_dynamics" and f.action_path is None:
@@ -213,17 +184,21 @@ def _check_modes(sample: Sample) -> None:
         raise ValidationError("vision_path", f"model_mode {mode} needs a conditioning image.", "set vision_path.")
     if mode == "video2video" and f.vision_path is None and not sample.is_transfer:
         raise ValidationError("vision_path", "model_mode video2video needs a conditioning video.", "set vision_path.")
-
-
-def _check_transfer_only_fields(sample: Sample) -> None:
-    for key in fw.TRANSFER_ONLY_FIELDS:
-        if sample.given(key):
-            raise ValidationError(key, "is a transfer field, but the sample has no control hint (the framework "
-                                  "rejects it).", f"add a hint ({', '.join(fw.HINT_KINDS)}) or remove {key}.")
-    guidance = sample.fields.control_guidance
-    if guidance is not None and guidance != 1.0:
-        raise ValidationError("control_guidance", f"{guidance:g} needs a control hint (the framework rejects it).",
-                              f"add a hint ({', '.join(fw.HINT_KINDS)}) or remove control_guidance.")
+    if sample.is_transfer:
+        _check_transfer(sample, computed)
+    elif given := [key for key in fw.TRANSFER_ONLY_FIELDS if sample.given(key)]:
+        raise ValidationError(given[0], "is a transfer field, but the sample has no control hint (the framework "
+                              "rejects it).", f"add a hint ({', '.join(fw.HINT_KINDS)}) or remove {given[0]}.")
+    elif f.control_guidance not in (None, 1.0):
+        raise ValidationError("control_guidance", f"{f.control_guidance:g} needs a control hint (the framework "
+                              "rejects it).", f"add a hint ({', '.join(fw.HINT_KINDS)}) or remove control_guidance.")
+    for key in ("guidance_interval", "control_guidance_interval"):
+        interval = getattr(f, key)
+        if interval is not None and interval[0] > interval[1]:
+            raise ValidationError(key, f"lo > hi in {list(interval)}: the interval is empty (active iff lo < t < hi).",
+                                  f"write [{interval[1]:g}, {interval[0]:g}].")
+    if check_files:
+        _check_files(sample)
 
 
 def with_computed_hints(data: Mapping[str, Any], computed: Collection[str]) -> Mapping[str, Any]:

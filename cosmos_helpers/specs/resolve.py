@@ -1,21 +1,14 @@
 """What the framework will run a sample with: its defaults, filled in the framework's order, each value's source.
 
-The order is ``OmniSampleOverrides.build_sample`` (cosmos-framework 5eee9ed ``inference/args.py``):
+The order of ``OmniSampleOverrides.build_sample`` (cosmos-framework 5eee9ed ``inference/args.py``): (1) the mode's
+defaults file (or the sample's ``defaults_file``); (2) the model config (``resolution``: Nano/Super 720, Edge 480;
+Edge's 121 video frames); (3) the input's fields, then command-line overrides merged over every sample of ``-i``;
+(4) the framework's fill-ins (one frame for image modes, video frames rounded up to 4k+1, the negative metadata
+promotion, conditioning frames, ``enable_sound`` for audio conditioning); (5) for transfer, the transfer defaults
+and, with exactly one hint, that hint's tuned defaults for the fields left out.
 
-1. the mode's defaults file (``defaults/<mode>/sample_args.json``, or the sample's ``defaults_file``);
-2. the model config: ``resolution`` (Nano/Super 720, Edge 480) and Edge's 121 video frames;
-3. the input's own fields, then command-line overrides (``--resolution``, ``--num-steps``, ``--seed``), which the
-   framework merges over every sample of ``-i``;
-4. the framework's own fill-ins: one frame for image modes, video frames rounded up to 4k+1, the negative metadata
-   promotion, conditioning frames, ``enable_sound`` for audio conditioning;
-5. for transfer, the transfer defaults, then, with exactly one hint, that hint's tuned defaults for the fields
-   the input (and the command line) leave out.
-
-A *profile* (``tiny`` on a CPU) picks the model and whether the guardrails run, and (with ``fill``, on every
-backend but the framework, which applies its own defaults) stands in for step 2 and for the mode's tier, frame
-count and steps: it fills only what the input leaves unset, never a value the input sets. ``resolved.sources``
-says where each value came from, and ``notes`` what the framework does differently than a reader might expect.
-Guardrails are decided here, once: an explicit choice, else the profile's, else the framework's default.
+A *profile* picks the model and guardrails and (with ``fill``, on every backend but the framework, which applies
+its own) stands in for step 2 and the mode's tier, frames and steps, filling only what the input leaves unset.
 """
 
 from __future__ import annotations
@@ -48,9 +41,7 @@ _CASTS: Mapping[str, Callable[[Any], Any]] = {
 PROFILE_MODES: Mapping[str, str] = MappingProxyType({"audio_image2video": "image2video", "wam": "policy"})
 
 
-class SampleLike(Protocol):
-    """What resolving reads of a :class:`.load.Sample` (typed here so that this module need not import ``load``)."""
-
+class SampleLike(Protocol):  # what resolving reads of a ``load.Sample`` (``load`` imports this module)
     fields: SampleFields
     name: str
 
@@ -65,9 +56,7 @@ class SampleLike(Protocol):
 
 
 @dataclass(frozen=True)
-class ResolvedHint:
-    """A hint's effective values: control file (absolute path or URL), weight, preset (edge/blur only)."""
-
+class ResolvedHint:  # control_path: absolute or a URL; preset: edge/blur only
     kind: str
     control_path: str | None
     weight: float
@@ -77,7 +66,6 @@ class ResolvedHint:
 @dataclass(frozen=True)
 class ResolvedSample:
     """The values the framework runs a sample with. ``None`` where the mode does not use a field."""
-
     name: str
     model: str
     profile: str | None

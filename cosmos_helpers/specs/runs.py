@@ -1,19 +1,11 @@
 """One run of a sample on one backend: what each backend can honour, the request it becomes, and its fingerprint.
 
-A framework input runs *unchanged* on the framework. On diffusers and vLLM-Omni it runs with the same meaning or
-not at all: a field a backend cannot honour is refused before any work, naming the field and the backend
-(:func:`check_as_request`, with what the backend says it supports: :class:`SampleSupport`); fields the framework
-itself ignores are accepted and recorded. A generation sample becomes a
-:class:`~cosmos_helpers.request.GenerationRequest` whose backend options stay ``None`` (each backend's own default)
-unless the input sets them (:func:`generation_request`). :class:`SampleRun` is what an output is made from; its
-``fingerprint()`` is what a rerun compares, so a finished output is skipped and a changed input is never mistaken
-for it.
-
-URL inputs are fetched into the framework's own download cache (:func:`localize`,
-``protocol.framework.download_cache_path``: ``$COSMOS_DOWNLOAD_CACHE_DIR/<sha256(url)[:16]>-vision<ext>``, finished
-when a ``.done`` file sits beside it), so both find the same file. Without the variable the cache is
-``~/.cache/cosmos-helpers/downloads`` (the framework then uses a fresh temporary folder per run: set the variable to
-share one cache). Offline, the error names the URL, the file to place and the variable.
+A framework input runs *unchanged* on the framework; on diffusers and vLLM-Omni with the same meaning or not at all:
+a field a backend cannot honour is refused before any work (:func:`check_as_request`, with the backend's
+:class:`SampleSupport`), fields the framework itself ignores are accepted and recorded. Backend options of a
+:class:`~cosmos_helpers.request.GenerationRequest` stay ``None`` unless the input sets them. ``SampleRun.fingerprint``
+is what a rerun compares. URL inputs are fetched into the framework's download cache (:func:`fetch`:
+``$COSMOS_DOWNLOAD_CACHE_DIR``, else ``~/.cache/cosmos-helpers/downloads``), so both find the same file.
 """
 
 from __future__ import annotations
@@ -45,32 +37,27 @@ _TEMPLATES = ("duration_template", "resolution_template", "inverse_duration_temp
 def given_fields(sample: Sample, overrides: Mapping[str, Any] | None = None,
                  resolved: ResolvedSample | None = None) -> set[str]:
     """The fields the input (or the command line) sets, hint fields as ``edge.weight``. With ``resolved``, also what the
-    sample's own files set: its ``defaults_file`` where it departs from the framework's built-in defaults, and the
-    caption its ``negative_prompt_file`` holds. The framework runs with those, so another backend must send them or
-    refuse them, as for a field written in the sample."""
+    sample's own files set (the framework runs with those, so another backend must send or refuse them): its
+    ``defaults_file`` where it departs from the built-in defaults, and the caption of its ``negative_prompt_file``."""
     given = {k for k in sample.fields.model_fields_set if getattr(sample.fields, k) is not None}
     for kind in sample.hint_kinds:
         hint = getattr(sample.fields, kind)
         given |= {f"{kind}.{k}" for k in hint.model_fields_set if getattr(hint, k) is not None}
     if resolved is not None:
-        given |= _set_by_files(resolved)
+        builtin = json.loads(json.dumps({**fw.SAMPLE_FALLBACKS, **builtin_defaults(resolved.model_mode)}))
+        record = resolved.to_dict()
+        given |= {k for k, source in resolved.sources.items()
+                  if source.startswith("defaults_file") and k in record and record[k] != builtin.get(k)}
+        if resolved.sources.get("negative_prompt", "").startswith("negative_prompt_file") \
+                and resolved.negative_prompt is not None:
+            given.add("negative_prompt")
     return given | {k for k, v in (overrides or {}).items() if v is not None}
-
-
-def _set_by_files(r: ResolvedSample) -> set[str]:
-    builtin = json.loads(json.dumps({**fw.SAMPLE_FALLBACKS, **builtin_defaults(r.model_mode)}))
-    record = r.to_dict()
-    chosen = {k for k, source in r.sources.items()
-              if source.startswith("defaults_file") and k in record and record[k] != builtin.get(k)}
-    negative_file = str(r.sources.get("negative_prompt", "")).startswith("negative_prompt_file")
-    return chosen | ({"negative_prompt"} if negative_file and r.negative_prompt is not None else set())
 
 
 @dataclass(frozen=True)
 class SampleSupport:
-    """What a backend that runs a sample as a request (not as written) supports beyond a request's fields; each
-    backend states its own (``Backend.sample_support``), so the checks below never ask which backend it is."""
-
+    """What a backend running a sample as a request supports beyond a request's fields: each backend states its own
+    (``Backend.sample_support``), so the checks below never ask which backend it is."""
     transfer: bool = False  # runs transfer samples (its own transfer path)
     sound_conditioning: bool = False  # runs audio_image2video (diffusers' experimental loop)
     action_domains: Mapping[str, Any] = field(default_factory=dict)  # the action embodiments it knows
@@ -256,7 +243,6 @@ def fetch(url: str, field: str, *, progress: bool = True) -> Path:
     """The local copy of ``url`` given in ``field`` (``vision_path``, ``edge.control_path``, ...): the cached file
     (in ``$COSMOS_DOWNLOAD_CACHE_DIR``, else this project's default cache folder), or a fresh download into it."""
     from .download import download  # httpx loads on first use
-
     name = fw.DOWNLOAD_NAMES[field.split(".")[-1]] + Path(url.split("?")[0]).suffix.lower()
     root = Path(os.environ.get(fw.DOWNLOAD_CACHE_ENV) or DEFAULT_CACHE).expanduser()
     target = fw.download_cache_path(url, name, root)
@@ -285,7 +271,6 @@ def _offline(url: str, field: str, target: Path, reason: str) -> ValidationError
 class SampleRun:
     """What one output is made from; ``Generation.request`` of every output of ``run_spec``. ``step_cache`` is the
     run's (``None``: the backend's own default), as the framework's command line sets it for every sample."""
-
     sample: Sample
     resolved: ResolvedSample
     overrides: Mapping[str, Any] = field(default_factory=dict)
@@ -332,7 +317,6 @@ class PlannedRun:
     """What ``run_spec`` would do, without doing it (``plan_spec``): the checked run it records, and what the backend
     made of it for elsewhere: the framework's written run folder (``input_file``, ``command``), or the sample a
     server would be sent (``payload``, and ``extra`` such as its deployment)."""
-
     run: SampleRun
     folder: Path | None = None
     input_file: Path | None = None

@@ -1,17 +1,11 @@
-"""Everything a transfer needs before a model is touched: geometry, control videos, length, fps, chunks, prompts.
-
-This is the framework's reading of a transfer sample (``inference/transfer.py:378-480``): the RGB input is fitted to
-``resolution`` x ``aspect_ratio``; without one, the first control sets the aspect; edge and blur maps are computed
-(:mod:`cosmos_helpers.controls.maps`) from the fitted RGB frames; the first control sets the length; the output fps is
-the RGB input's, else the sample's. No model is loaded here, so a bad control fails in milliseconds. The bucket and
-temporal padding mirror ``inference/vision.py``, so a control prepared here lines up frame for frame with what the
-framework builds from the same file.
-
-Chunks (``inference/transfer.py:43-54``): one chunk when the video fits, else chunks of the 4k+1-rounded length
-that overlap by ``num_conditional_frames``. Prompts (``inference/inference.py:422-503``, ``transfer.py:470-476``):
-the metadata of a JSON caption or the sentence templates of plain text are written for *one chunk* at the output
-fps (an integer), the negative gets the same or inverse sentences per ``negative_metadata_mode``, then the control
-directive is appended (the metadata rule itself lives in :mod:`cosmos_helpers.prompts`).
+"""Everything a transfer needs before a model is touched (so a bad control fails in milliseconds), read as the
+framework reads a transfer sample (``inference/transfer.py:378-480``, bucket and padding as ``inference/vision.py``):
+the RGB input fitted to ``resolution`` x ``aspect_ratio`` (without one, the first control sets the aspect); edge and
+blur maps computed from the fitted frames; the length from the first control; the fps from the RGB input, else the
+sample. Chunks (``transfer.py:43-54``): one if the video fits, else 4k+1-long chunks overlapping by
+``num_conditional_frames``. Prompts (``inference/inference.py:422-503``, ``transfer.py:470-476``): metadata or
+template sentences for *one chunk* at the integer output fps, the negative's per ``negative_metadata_mode``, then the
+control directive.
 """
 
 from __future__ import annotations
@@ -75,9 +69,8 @@ def mirror_pad(frames: np.ndarray, length: int) -> np.ndarray:
 
 def load_control(path: str | os.PathLike[str], width: int | None = None, height: int | None = None,
                  max_frames: int | None = None, *, field: str = "control_path") -> tuple[np.ndarray, float]:
-    """Read a precomputed control video (depth/seg/wsm, or a saved edge/blur map) and its fps, fitted to
-    ``width`` x ``height`` if given (cover + centre-crop). A still image is one frame at 1 fps, as the framework reads
-    it. The values are not re-normalised: a control is a picture the model reads as it is."""
+    """A precomputed control video (or still: one frame at 1 fps) and its fps, fitted (cover + centre-crop) to
+    ``width`` x ``height`` if given; never re-normalised: the model reads a control as the picture it is."""
     if (width is None) != (height is None):
         raise ValidationError("width", "give both width and height, or neither.", "pass the bucket's (width, height).")
     video = media.read_media(path, max_frames=max_frames, field=field)
@@ -89,7 +82,6 @@ def load_control(path: str | os.PathLike[str], width: int | None = None, height:
 class PreparedTransfer:
     """A resolved transfer sample with its media read and fitted: ``controls`` maps hint -> uint8 ``(T_i, H, W, 3)``
     (not yet padded), ``rgb`` is the RGB input or ``None``, ``prompt``/``negative`` the exact texts tokenised."""
-
     spec: ResolvedSample
     width: int
     height: int

@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from ..prompting.schema import KINDS, RESOLUTION_TABLE, TIME_RANGE, caption_schema
+from ..prompting.captions import KINDS, RESOLUTION_TABLE, TIME_RANGE, caption_schema
 from .threaded import ThreadedApp
 
 STANDIN_MODEL = "cosmos-caption-standin"
@@ -140,7 +140,6 @@ def create_chat_app(model: str = STANDIN_MODEL) -> FastAPI:
             return _error(400, "the request body is not JSON")
         problem = _problem(body, model)
         return answer(body, model) if problem is None else problem
-
     return app
 
 

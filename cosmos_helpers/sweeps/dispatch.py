@@ -1,11 +1,11 @@
-"""Running a sweep's runs in parallel over workers: vLLM-Omni servers, GPUs, or plain local processes.
+"""``sweep(notebook, grid)``: every check before the first run, then the runs in parallel over workers.
 
-Each worker (a *slot*) takes the next pending run and executes it, one at a time. With several slots each
-has its own ``python -m cosmos_helpers.sweeps.worker`` process (see that module for why); a single slot runs
-here, in a thread of this process; with ``ray`` each slot is a Ray actor on the cluster (:mod:`.worker`).
-A server slot injects its URL into the notebook's server parameter; a GPU slot sets ``CUDA_VISIBLE_DEVICES`` for
-the run's process and so for its kernel (a Ray GPU slot gets it from Ray). The run manifest records the slot, so
-where each run ran can be checked afterwards.
+Each worker (a *slot*: a vLLM-Omni server, a GPU, or a plain local process) takes the next pending run and executes
+it, one at a time. With several slots each has its own ``python -m cosmos_helpers.sweeps.worker`` process (see that
+module for why); a single slot runs here, in a thread of this process; with ``ray`` each slot is a Ray actor on the
+cluster. A server slot injects its URL into the notebook's server parameter; a GPU slot sets
+``CUDA_VISIBLE_DEVICES`` for the run's process and so for its kernel (a Ray GPU slot gets it from Ray). The run
+manifest records the slot, so where each run ran can be checked afterwards.
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ import sys
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..errors import ValidationError
 from ..progress import progress_bar
-from .owners import in_flight, now, this_process
-from .runs import SweepRun
+from .grid import load_grid, run_names, validate_sets
+from .report import SweepResult, write_reports
+from .runs import SweepRun, code_digest, holding, in_flight, now, plan, this_process
 from .worker import RayWorker, ray_slot_count, run_task
 
 LOG_DIR = ".workers"
@@ -122,7 +123,7 @@ class Dispatch:
         run.folder.mkdir(parents=True, exist_ok=True)
         run.status, run.started, run.worker, run.error, run.seconds = "running", now(), slot.describe(), None, None
         run.owner = this_process()
-        with in_flight(run.folder):  # until it ends, even after a Ctrl-C this thread cannot stop (see .owners)
+        with in_flight(run.folder):  # until it ends, even after a Ctrl-C this thread cannot stop (see .runs)
             run.write_manifest()
             outcome = worker.run({"notebook": run.notebook, "executed": str(run.executed),
                                   "parameters": self.injected(run, slot), "kernel": self.kernel,
@@ -256,3 +257,77 @@ def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, tota
         finally:
             for worker in workers:
                 worker.close()
+
+
+def sweep(notebook: str | Path, grid: Any, *, out: str | Path | None = None,
+          servers: str | Sequence[str] | None = None, gpus: str | Sequence[Any] | None = None,
+          jobs: int | None = None, ray: Any = None, parameters: Mapping[str, Any] | None = None,
+          server_parameter: str = "server_url", output_parameter: str | None = "output_dir",
+          kernel: str = "python3", log_output: bool = False, write_report: bool = True) -> SweepResult:
+    """Run ``notebook`` once per parameter set of ``grid`` with papermill, each run in its own folder.
+
+    Args:
+        grid: a YAML/CSV path, a mapping ``{name: [values]}`` (every combination) or a list of sets.
+        out: the sweep's folder (default ``outputs/sweeps/<notebook name>``); one sub-folder per run, named from
+            its parameters, and the report files.
+        servers: vLLM-Omni URLs, one worker each; each run gets its worker's URL in ``server_parameter``.
+        gpus: device indices, one worker each; each run's kernel sees only its worker's GPU.
+        jobs: local workers when neither is given (default 1); with ``ray`` on a cluster without GPUs, its workers.
+        ray: a Ray address (``"auto"``, ``"ray://head:10001"``) or ``True`` for a local instance: each run is a Ray
+            task on an actor per GPU of the cluster (the notebook and ``out`` on a filesystem every node sees).
+        parameters: fixed values for every run (e.g. ``{"profile": "nano"}``); part of each run's identity.
+        output_parameter: the notebook parameter that receives the run's output folder; ``None`` to run a
+            notebook without one (its outputs then go wherever it writes them, and the gallery is empty).
+        write_report: write ``summary.csv``, ``contact_sheet.png``, ``times.png`` and ``sweep.html`` in ``out``.
+
+    A rerun skips finished runs, repeats failed or interrupted ones, and refuses a folder holding other
+    parameters. Failures are recorded, not raised: see :attr:`SweepResult.failed`.
+    """
+    notebook = Path(notebook).resolve()
+    sets = load_grid(grid)
+    slots = make_slots(servers=servers, gpus=gpus, jobs=jobs, ray=ray)
+    fixed = dict(parameters or {})
+    served = any(slot.server_url for slot in slots)
+    _validate(notebook, sets, fixed, served, server_parameter, output_parameter)
+    out = (Path(out) if out is not None else Path("outputs", "sweeps", notebook.stem)).resolve()
+    code = code_digest(notebook)
+    runs = [SweepRun(name, {**fixed, **values}, out / name, notebook=str(notebook), code=code)
+            for name, values in zip(run_names(sets), sets)]
+    with holding(out):
+        todo = plan(runs)
+        if len(todo) < len(runs):
+            print(f"{len(runs) - len(todo)} of {len(runs)} runs already finished in {out}; running {len(todo)}",
+                  flush=True)
+        dispatch = Dispatch(server_parameter=server_parameter if served else None,
+                            output_parameter=output_parameter, kernel=kernel, log_output=log_output)
+        run_all(todo, slots, dispatch, total=len(runs), log_dir=out / LOG_DIR)
+        result = SweepResult(notebook, out, runs)
+        if write_report:
+            result.files = write_reports(result)
+    return result
+
+
+def _validate(notebook: Path, sets: list[dict[str, Any]], fixed: dict[str, Any], served: bool,
+              server_parameter: str, output_parameter: str | None) -> None:
+    """The grid's and the fixed parameters' names and types, and the names the sweep sets itself, on ``notebook``."""
+    reserved = {output_parameter: "each run's own output folder"} if output_parameter else {}
+    if served:
+        reserved[server_parameter] = "each worker's server URL"
+    accepted = validate_sets(notebook, sets, reserved=reserved)
+    validate_sets(notebook, [fixed], reserved=reserved, what="fixed parameter")
+    valid = ", ".join(accepted)
+    if served and server_parameter not in accepted:
+        raise ValidationError("servers", f"{notebook.name} has no {server_parameter!r} parameter to receive a "
+                              f"server URL (its parameters: {valid}).",
+                              "add one to its parameters cell, or name it with server_parameter= "
+                              "(--server-parameter).")
+    if output_parameter and output_parameter not in accepted:
+        raise ValidationError("output_parameter", f"{notebook.name} has no {output_parameter!r} parameter, so "
+                              f"every run would write to the same place (its parameters: {valid}).",
+                              "add output_dir to its parameters cell, name another with output_parameter=, or "
+                              "pass output_parameter=None (--no-output-parameter) to run it anyway.")
+    for values in sets:
+        both = sorted(set(values) & set(fixed))
+        if both:
+            raise ValidationError(f"grid parameter {both[0]!r}", "is also given as a fixed parameter.",
+                                  "set it in the grid or in parameters, not both.")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import quote
@@ -24,7 +25,7 @@ from .. import media
 from ..gallery import list_outputs
 from ..views import preview
 from ..views.items import as_item
-from ..views.pages import esc, href, media_view, page
+from ..views.pages import esc, href, markdown_table, media_view, page
 from ..views.plots import new_figure, shorten
 from ..views.sheet import labelled_sheet, write_png
 from .runs import SweepRun
@@ -187,3 +188,63 @@ def write_page(out: Path, title: str, runs: Sequence[SweepRun], table: list[dict
     text = page(title, _CSS, f"<h1>{esc(title)}</h1><h2>Runs</h2><table><thead><tr>{head}</tr></thead><tbody>"
                 f"{''.join(body)}</tbody></table><h2>Outputs by parameter{sheet}</h2>{_matrix_html(out, runs)}{plot}")
     return media.write_bytes_atomic(out / PAGE, text.encode("utf-8"), overwrite=True)
+
+
+@dataclass
+class SweepResult:
+    """The runs of a sweep (finished earlier ones included) and the files that summarise them.
+
+    Displayed in a notebook it is the summary table; :meth:`table` is a pandas DataFrame when pandas is
+    installed."""
+
+    notebook: Path
+    out: Path
+    runs: list[SweepRun]
+    files: dict[str, Path] = field(default_factory=dict)  # summary, contact_sheet, time_plot, page
+
+    @property
+    def ok(self) -> bool:
+        return all(run.ok for run in self.runs)
+
+    @property
+    def failed(self) -> list[SweepRun]:
+        return [run for run in self.runs if not run.ok]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return rows(self.runs)
+
+    def markdown(self) -> str:
+        rows = self.rows()
+        return markdown_table(rows, list(rows[0])) if rows else "(no runs)"
+
+    def table(self):
+        """A pandas DataFrame of :meth:`rows` when pandas is installed, else the markdown table (as text)."""
+        try:
+            import pandas
+        except ImportError:
+            return _Markdown(self.markdown())
+        return pandas.DataFrame(self.rows()).set_index("run")
+
+    def _repr_markdown_(self) -> str:
+        done = sum(run.ok for run in self.runs)
+        return f"**Sweep of {self.notebook.name}**: {done} of {len(self.runs)} runs ok\n\n{self.markdown()}"
+
+    def __repr__(self) -> str:
+        return f"SweepResult({self.notebook.name}: {sum(r.ok for r in self.runs)}/{len(self.runs)} ok, out={self.out})"
+
+
+class _Markdown(str):
+    """Text that Jupyter shows as a rendered markdown table and a terminal prints as is."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
+def write_reports(result: SweepResult) -> dict[str, Path]:
+    """The summary CSV, contact sheet, time plot and HTML page of ``result``."""
+    table = rows(result.runs)
+    files = {"summary": write_csv(result.out, table),
+             "contact_sheet": write_contact_sheet(result.out, result.runs),
+             "time_plot": write_time_plot(result.out, result.runs)}
+    files["page"] = write_page(result.out, f"Sweep of {result.notebook.name}", result.runs, table)
+    return files

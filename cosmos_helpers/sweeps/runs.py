@@ -1,39 +1,55 @@
-"""One sweep run's folder and manifest, and the resume rules that decide what a rerun of a sweep does.
+"""A sweep run's folder and manifest, the resume rules, and who is working where.
 
 A run lives in ``<out>/<run name>/``: the executed notebook, the notebook's own outputs (``outputs/``, given
-as its ``output_dir`` when it has one) and ``sweep-run.json``, the run manifest (notebook, parameters,
-status, error, timing, worker). The manifest is written atomically when the run starts (``running``) and
-when it ends (``ok`` or ``failed``), so a folder always says what happened to it:
+as its ``output_dir`` when it has one) and ``sweep-run.json``, the run manifest, written atomically when the run
+starts (``running``) and when it ends (``ok`` or ``failed``), so a folder always says what happened to it:
 
 * ``ok`` with the same notebook and parameters: finished, skipped by a rerun;
 * ``failed``, or ``running`` left by an interrupted sweep: run again; the earlier attempt's folder is moved
   to ``<out>/.attempts/`` first, so nothing it produced is lost or mixed with the new attempt;
 * ``running`` by a sweep process that is still alive (its pid on this host, or any process on another host; this
-  process while the run is still in flight here): refused, so two sweeps never run the same folder at once; a
-  second sweep into a folder another one is working in is refused before it plans (:mod:`.owners`);
-* another notebook, the same notebook with other code (its code cells' digest), or other parameters (a
-  renamed grid value, an edited fixed parameter), or a non-empty folder without a manifest: refused before
-  anything runs, because reusing or overwriting it would mislabel someone's results.
+  process while the run is still in flight here): refused, so two sweeps never run the same folder at once;
+* another notebook, the same notebook with other code (its code cells' digest), or other parameters, or a
+  non-empty folder without a manifest: refused before anything runs (reusing it would mislabel someone's results).
+
+Two sweeps never work in one folder: another process is refused by an OS lock on ``<out>/sweep.lock``, held while
+a sweep plans and runs (:func:`holding`; the OS releases it however the process ends, so it is never stale; without
+``fcntl``, on Windows, only the second guard applies). This process is refused by its own record of runs in flight
+(:func:`in_flight`): a single-slot sweep runs its notebook in a thread that Ctrl-C cannot stop, so a Jupyter cell
+run again after Ctrl-C may find its interrupted run still going.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import socket
+import threading
+import time
+import warnings
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .. import media
 from ..errors import OutputExistsError
 from .grid import canonical
-from .owners import alive
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
 
 SCHEMA = "cosmos-helpers/sweep-run/v1"
 MANIFEST_NAME = "sweep-run.json"
 OUTPUTS = "outputs"
 ATTEMPTS = ".attempts"
+LOCK_NAME = "sweep.lock"
+_HERE_LOCK = threading.Lock()
+_HERE: dict[Path, int] = {}  # folders in use by this process (held sweep folders, runs in flight): how many uses
 
 
 @dataclass
@@ -146,3 +162,104 @@ def _set_aside(run: SweepRun, manifest: dict[str, Any]) -> None:
         suffix += 1
         target = target.with_name(f"{target.name.split('~')[0]}~{suffix}")
     shutil.move(str(run.folder), str(target))
+
+
+# --- who is working where ---------------------------------------------------------------------------------
+
+def this_process() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def in_use_here(folder: Path) -> bool:
+    """Whether this process is working in ``folder``: a sweep holding it, or a run in flight in it or below it."""
+    folder = Path(folder).resolve()
+    with _HERE_LOCK:
+        return any(path == folder or folder in path.parents for path in _HERE)
+
+
+@contextmanager
+def in_flight(folder: Path) -> Iterator[None]:
+    """Mark ``folder`` in use by this process for as long as the block runs (a run, in whatever thread)."""
+    folder = Path(folder).resolve()
+    with _HERE_LOCK:
+        _HERE[folder] = _HERE.get(folder, 0) + 1
+    try:
+        yield
+    finally:
+        with _HERE_LOCK:
+            _HERE[folder] -= 1
+            if not _HERE[folder]:
+                del _HERE[folder]
+
+
+def alive(owner: dict[str, Any], folder: Path) -> bool:
+    """Whether the sweep process ``owner`` that marked ``folder``'s run ``running`` may still be at it: another
+    host's is assumed to be; this process's is while the run is still in flight here."""
+    if owner.get("host") != socket.gethostname():
+        return True
+    pid = owner.get("pid")
+    if not isinstance(pid, int):
+        return False
+    if pid == os.getpid():
+        return in_use_here(folder)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+@contextmanager
+def holding(out: Path) -> Iterator[None]:
+    """Hold the sweep folder ``out`` while a sweep plans and runs in it; refuse it when another sweep does."""
+    out = Path(out).resolve()
+    if in_use_here(out):
+        raise OutputExistsError(f"{out} is still in use by a sweep in this process (one interrupted here may still "
+                                "be finishing its run in the background); wait for it, restart the kernel, or use "
+                                "another output folder.")
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    lock = out / LOCK_NAME
+    with open(lock, "a+", encoding="utf-8") as handle:
+        _lock(handle, lock)  # refused: the folder is the holder's, left as it is
+        try:
+            with in_flight(out):
+                yield
+        finally:
+            if created:  # nothing ran in the folder this sweep made: leave no trace (still holding the lock)
+                with suppress(OSError):
+                    if [p.name for p in out.iterdir()] == [LOCK_NAME]:
+                        lock.unlink()
+                        out.rmdir()
+
+
+def _lock(handle: Any, lock: Path) -> None:
+    """Take the OS lock on the open ``lock`` file (released when it is closed, or the process ends) and write
+    this process into it; refuse, naming the holder, when another process has it."""
+    if fcntl is None:
+        return
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        try:
+            owner = json.loads(handle.read() or "{}")
+        except json.JSONDecodeError:
+            owner = {}
+        raise OutputExistsError(f"{lock.parent} is in use by another sweep (pid {owner.get('pid')} on "
+                                f"{owner.get('host')}, since {owner.get('started')}); wait for it to finish, or "
+                                "use another output folder.") from None
+    except OSError as error:  # a filesystem without locks (NFS without lockd, some FUSE mounts)
+        warnings.warn(f"{lock.parent}: no lock can be taken here ({error.strerror}); a second sweep started into "
+                      "this folder from another process would not be refused.", stacklevel=3)
+        return
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps({**this_process(), "started": now()}))
+    handle.flush()

@@ -11,6 +11,7 @@ output folder for several samples, and a local vLLM-Omni server when no URL is g
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
@@ -20,19 +21,19 @@ from .. import media
 from ..backends import backend_by_name
 from ..backends.base import Backend
 from ..backends.vllm_wire import BACKEND_NAME as VLLM
-from ..controls.estimation import check_models
-from ..controls.videos import write_control_videos
-from ..errors import OutputExistsError
+from ..controls.estimation import check_models, resolve_model
+from ..controls.videos import control_video_path, write_control_videos
+from ..errors import OutputExistsError, ValidationError
 from ..presets import DEFAULT_PROFILE, model_for
 from ..protocol import framework as fw
 from ..result import MANIFEST_SUFFIX, Generation, check_free, read_manifest
-from ..specs.load import Sample, as_sample
+from ..specs.load import Sample, as_sample, with_computed_hints
 from ..specs.resolve import ResolvedSample
 from ..specs.runs import PlannedRun, SampleRun, given_fields
 from ..step_cache import StepCache, check_step_cache
-from .estimated import with_computed_controls
 
 STEM = "vision"
+_FIELD = "compute_controls"
 _CONTROL_SUFFIXES = (".mp4", ".jpg")  # the framework saves a control like the output (args.py vision_extension)
 
 
@@ -57,7 +58,7 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
             sent as paths.
         compute_controls: ``{"depth": MODEL, "seg": MODEL}``: compute those controls from ``vision_path`` with the
             ``transformers`` models named (``"tiny"``: the offline stand-ins) into ``<out>/<name>/estimated_<kind>.mp4``
-            and run with them as supplied controls (:mod:`cosmos_helpers.transfer.estimated`); ``control_device``
+            and run with them as supplied controls (:func:`with_computed_controls`); ``control_device``
             is where those models run (default CUDA when there is one).
         step_cache: ``None`` (the backend's own default: on in the framework's command line, off elsewhere),
             ``"off"`` or a :class:`~cosmos_helpers.SeaCache`: on the framework its ``--[no-]diffusion-cache`` flags,
@@ -133,6 +134,38 @@ def _checked_run(spec: Any, runner: Backend, *, profile: str | None, model: str 
         write_control_videos(resolved.vision_path, compute_controls, folder, max_frames=resolved.max_frames,
                              device=control_device, overwrite=overwrite, progress=progress)
     return SampleRun.create(sample, resolved, overrides, step_cache), folder
+
+
+def with_computed_controls(sample: Sample, models: Mapping[str, str], folder: str | os.PathLike[str]) -> Sample:
+    """``sample`` with each hint of ``models`` (``{"depth": MODEL, "seg": MODEL}``) pointing at the control video this
+    package computes from ``vision_path`` into ``folder`` before the run (not yet made), so every backend gets an
+    ordinary supplied control, as if the user had made the file. A hint the sample has keeps its weight; one it lacks
+    is added; one that already names a control file is refused (two sources for one control). Checks everything
+    that can be checked without work: the kinds, the models (their configs), a local ``vision_path``."""
+    check_models(models)
+    data: dict[str, Any] = copy.deepcopy(dict(with_computed_hints(sample.data, models)))
+    if not data.get("vision_path"):
+        raise ValidationError("vision_path", f"{_FIELD} computes controls from the RGB clip, and the sample has none.",
+                              "set vision_path to the clip (or supply the control files as control_path).")
+    for kind, name in models.items():
+        resolve_model(kind, name, field_name=f"{_FIELD}.{kind}")
+        data[kind] = {**data[kind], "control_path": str(control_video_path(folder, kind))}
+    return Sample.from_dict(data, base_dir=sample.base_dir, name=sample.name, source=sample.source,
+                            check_files=False)
+
+
+def parse_compute_controls(text: str | None, flag: str = "--compute-controls") -> dict[str, str] | None:
+    """``"depth=MODEL,seg=MODEL"`` (the command line's form, given as ``flag``) as ``{"depth": MODEL, ...}``."""
+    if not text:
+        return None
+    models: dict[str, str] = {}
+    for item in text.split(","):
+        kind, sep, name = item.strip().partition("=")
+        if not sep or not kind or not name:
+            raise ValidationError(flag, f"{item.strip()!r} names no model.",
+                                  "write KIND=MODEL, e.g. depth=depth-anything/Depth-Anything-V2-Small-hf,seg=tiny.")
+        models[kind.strip()] = name.strip()
+    return check_models(models)
 
 
 def _control_file(folder: Path, kind: str, suffix: str = ".mp4") -> Path:

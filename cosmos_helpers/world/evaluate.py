@@ -1,10 +1,8 @@
 """Does the tiny model do what it is told? Held-out prompts through a backend, measured on the decoded frames.
 
-Each check generates from the held-out split of the synthetic world (attribute combinations and phrasings that
-training never saw) and compares what came out with what was asked, with the measurements of
-:mod:`cosmos_helpers.world.meaning` (each check's function says which). Any backend that takes a
-:class:`~cosmos_helpers.request.GenerationRequest` works, so the same report compares diffusers, the fast path,
-the vLLM-Omni stand-in and the framework stand-in.
+Each check generates from the held-out split of the synthetic world (attribute combinations and phrasings training
+never saw) and measures the output with :mod:`.meaning`. Any backend that takes a ``GenerationRequest`` works, so
+one report compares diffusers, the fast path, the vLLM-Omni stand-in and the framework stand-in.
 """
 
 from __future__ import annotations
@@ -44,22 +42,19 @@ class MeaningReport:
 
     rows: dict[str, list[Row]] = field(default_factory=dict)
 
-    def rate(self, check: str, key: str) -> float:
-        rows = self.rows.get(check, [])
-        return float(np.mean([bool(r[key]) for r in rows])) if rows else float("nan")
-
     def mean(self, check: str, key: str) -> float:
+        """The mean of ``key`` over a check's rows (of a verdict such as ``colour_ok``: the rate it is right)."""
         rows = self.rows.get(check, [])
         return float(np.mean([float(r[key]) for r in rows])) if rows else float("nan")
 
     def summary(self) -> dict[str, float]:
         out: dict[str, float] = {}
         if "text2video" in self.rows:
-            out.update(t2v_colour=self.rate("text2video", "colour_ok"),
-                       t2v_direction=self.rate("text2video", "direction_ok"))
+            out.update(t2v_colour=self.mean("text2video", "colour_ok"),
+                       t2v_direction=self.mean("text2video", "direction_ok"))
         if "image2video" in self.rows:
             out.update(i2v_first_frame_psnr_min=min(r["psnr"] for r in self.rows["image2video"]),
-                       i2v_direction=self.rate("image2video", "direction_ok"))
+                       i2v_direction=self.mean("image2video", "direction_ok"))
         if "video2video" in self.rows:
             out.update(v2v_join_over_step=self.mean("video2video", "join_over_step"))
         if "transfer" in self.rows:
@@ -100,54 +95,36 @@ def _number(row: Row) -> str:
     return ""
 
 
-def _clip(scene: Scene, width: int, height: int, frames: int) -> np.ndarray:
-    return render_uint8([scene], width=width, height=height, frames=frames)[0]
+def _measured(mode: str, generate: Callable, scenes: list[Scene], seed: int, profile: str,
+              size: tuple[int, int] = (160, 96), num_frames: int = 9, condition: int = 5) -> list[Row]:
+    """Each scene's held-out caption as a ``mode`` request (image2video: from the scene's rendered first frame,
+    video2video: from its first ``condition`` frames), and what came back measured against what was asked."""
+    rng, rows = np.random.default_rng(seed), []
+    for i, scene in enumerate(scenes):
+        given = {}
+        if mode != "text2video":
+            clip = render_uint8([scene], *size, num_frames)[0]
+            given = {"image": clip[0]} if mode == "image2video" else {"video": clip[:condition]}
+        prompt = caption(scene, style="all", rng=rng)
+        frames = generate(GenerationRequest(mode=mode, prompt=prompt, seed=seed + i, profile=profile, **given)).frames
+        row: Row = dict(prompt=prompt, frames=frames)
+        if mode == "text2video":
+            seen = meaning.describe(frames)
+            row.update(colour=seen["colour"], direction=seen["direction"], colour_ok=seen["colour"] == scene.colour)
+        elif mode == "image2video":
+            row["psnr"] = meaning.psnr(frames[0], given["image"])
+        else:  # the jump from the last conditioning frame to the first new one, against the clip's own steps
+            steps = np.abs(np.diff(frames.astype(np.float32), axis=0)).mean(axis=(1, 2, 3))
+            join, within = float(steps[condition - 1]), float(np.max(np.delete(steps, condition - 1)))
+            row.update(join=join, within_max=within, join_over_step=join / max(within, 1e-6))
+        row["direction_ok"] = meaning.direction(frames, scene.colour) == scene.direction
+        rows.append(row)
+    return rows
 
 
 def text_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profile: str = "tiny") -> list[Row]:
     """Colour and direction of text-to-video samples from held-out captions."""
-    rng, rows = np.random.default_rng(seed), []
-    for i, scene in enumerate(scenes):
-        prompt = caption(scene, style="all", rng=rng)
-        frames = generate(GenerationRequest(mode="text2video", prompt=prompt, seed=seed + i, profile=profile)).frames
-        seen = meaning.describe(frames)
-        rows.append(dict(prompt=prompt, frames=frames, colour=seen["colour"], direction=seen["direction"],
-                         colour_ok=seen["colour"] == scene.colour,
-                         direction_ok=meaning.direction(frames, scene.colour) == scene.direction))
-    return rows
-
-
-def image_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profile: str = "tiny",
-                   size: tuple[int, int] = (160, 96), num_frames: int = 9) -> list[Row]:
-    """First-frame fidelity and continued motion of image-to-video from a rendered first frame."""
-    rng, rows = np.random.default_rng(seed), []
-    for i, scene in enumerate(scenes):
-        image = _clip(scene, *size, num_frames)[0]
-        prompt = caption(scene, style="all", rng=rng)
-        request = GenerationRequest(mode="image2video", prompt=prompt, seed=seed + i, profile=profile, image=image)
-        frames = generate(request).frames
-        rows.append(dict(prompt=prompt, frames=frames, psnr=meaning.psnr(frames[0], image),
-                         direction_ok=meaning.direction(frames, scene.colour) == scene.direction))
-    return rows
-
-
-def video_to_video(generate: Callable, scenes: list[Scene], seed: int = 0, profile: str = "tiny",
-                   size: tuple[int, int] = (160, 96), num_frames: int = 9, condition: int = 5) -> list[Row]:
-    """The jump from the last conditioning frame to the first new one, relative to the clip's own steps."""
-    rng, rows = np.random.default_rng(seed), []
-    for i, scene in enumerate(scenes):
-        clip = _clip(scene, *size, num_frames)
-        prompt = caption(scene, style="all", rng=rng)
-        request = GenerationRequest(mode="video2video", prompt=prompt, seed=seed + i, profile=profile,
-                                    video=clip[:condition])
-        frames = generate(request).frames
-        steps = np.abs(np.diff(frames.astype(np.float32), axis=0)).mean(axis=(1, 2, 3))
-        join = float(steps[condition - 1])
-        within = float(np.max(np.delete(steps, condition - 1)))
-        rows.append(dict(prompt=prompt, frames=frames, join=join, within_max=within,
-                         join_over_step=join / max(within, 1e-6),
-                         direction_ok=meaning.direction(frames, scene.colour) == scene.direction))
-    return rows
+    return _measured("text2video", generate, scenes, seed, profile)
 
 
 def transfer(backend: Any, scenes: list[Scene], seed: int = 0, profile: str = "tiny",
@@ -158,7 +135,7 @@ def transfer(backend: Any, scenes: list[Scene], seed: int = 0, profile: str = "t
     rng, outputs = np.random.default_rng(seed), []
     with tempfile.TemporaryDirectory() as tmp:
         for i, scene in enumerate(scenes):
-            clip = _clip(scene, *size, num_frames)
+            clip = render_uint8([scene], *size, num_frames)[0]
             path = media.write_mp4(Path(tmp) / f"clip{i}.mp4", clip, fps=24)
             prompt = caption(scene, style="all", rng=rng)
             item = {"prompt": prompt, "vision_path": str(path), "edge": {}, "seed": seed + i,
@@ -178,13 +155,10 @@ def transfer(backend: Any, scenes: list[Scene], seed: int = 0, profile: str = "t
 def evaluate(backend: Any, n: int = 10, seed: int = 0, checks: tuple[str, ...] = (
         "text2video", "image2video", "video2video", "transfer"), profile: str = "tiny", *, steps: int | None = None,
         step_cache: Any = None) -> MeaningReport:
-    """Run ``checks`` on ``n`` held-out scenes each (different scenes per check) and return the report.
-
-    ``steps`` / ``step_cache``: every request (and transfer sample) with that many steps / that step cache, so one
-    backend measures the same prompts and seeds cached and uncached."""
+    """Run ``checks`` on ``n`` held-out scenes each (different scenes per check). ``steps`` / ``step_cache``: every
+    request (and transfer sample) with those, so one backend measures the same prompts cached and uncached."""
     report = MeaningReport()
     scenes = sample_scenes(n * len(checks), seed=seed, split="heldout")
-    runs = {"text2video": text_to_video, "image2video": image_to_video, "video2video": video_to_video}
     changes = {k: v for k, v in (("num_inference_steps", steps), ("step_cache", step_cache)) if v is not None}
 
     def generate(request):
@@ -195,5 +169,5 @@ def evaluate(backend: Any, n: int = 10, seed: int = 0, checks: tuple[str, ...] =
         if check == "transfer":
             report.rows[check] = transfer(backend, batch, seed, profile, steps=steps, step_cache=step_cache)
         else:
-            report.rows[check] = runs[check](generate, batch, seed, profile)
+            report.rows[check] = _measured(check, generate, batch, seed, profile)
     return report

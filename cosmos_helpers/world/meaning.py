@@ -1,12 +1,10 @@
-"""Read the world's meaning back from decoded frames: which colour is there, where it goes, how well edges match.
+"""Read the world's meaning back from decoded uint8 frames ``[T, H, W, 3]`` (or one ``[H, W, 3]``): which colour
+is there, where it goes, how well edges match. numpy only.
 
-These are the measurements that say whether a generated clip shows what its caption asked for. They are kept
-simple and checkable: each pixel goes to its nearest colour among the object palette *and* the wall/floor tones
-(so background is never counted as an object), and only within a distance threshold (so blends and noise are
-left out). Motion is the least-squares slope of the object's centroid track, robust to a few bad frames. Edge
-agreement uses the project's own Canny (:func:`cosmos_helpers.controls.maps.edge_map`) and a tolerance in
-pixels, as edge-detection benchmarks do. Frames are uint8 ``[T, H, W, 3]`` (or one ``[H, W, 3]`` frame). numpy
-only: no torch.
+Kept simple and checkable: each pixel goes to its nearest colour among the object palette *and* the wall/floor
+tones (so background is never counted as an object), within a distance threshold (so blends and noise are left
+out). Motion is the least-squares slope of the object's centroid track, robust to a few bad frames. Edge agreement
+uses the project's own Canny and a tolerance in pixels, as edge-detection benchmarks do.
 """
 
 from __future__ import annotations
@@ -41,11 +39,7 @@ def _frames(frames: Any, name: str = "frames", *, clip: bool = False) -> np.ndar
 
 
 def colour_masks(frames: Any, threshold: float = THRESHOLD) -> dict[str, np.ndarray]:
-    """For each object colour, a bool mask (the frames' shape without channels) of the pixels that are it.
-
-    A pixel belongs to a colour when that colour is its nearest palette entry (wall and floor tones included)
-    and closer than ``threshold``.
-    """
+    """For each object colour, a bool mask (the frames' shape without channels) of the pixels that are it."""
     array = _frames(frames)
     pixels = array.reshape(-1, 3).astype(np.float32)
     # squared distances to each palette entry in turn: no [N, K, 3] temporary and no BLAS threads
@@ -106,10 +100,7 @@ def _fit(track: np.ndarray) -> np.ndarray:
 
 
 def displacement(frames: Any, colour: str | None = None) -> np.ndarray:
-    """(dx, dy) in pixels from the first to the last frame along a least-squares line through the centroids.
-
-    NaN when fewer than two frames show the object.
-    """
+    """(dx, dy) in pixels, first to last frame, of a least-squares line through the centroids (NaN: seen < twice)."""
     return _fit(centroids(frames, colour))
 
 
@@ -153,11 +144,8 @@ def _edges(array: np.ndarray) -> np.ndarray:
 
 
 def edge_f1(frames: Any, control_edges: Any, tolerance: int = 1) -> float:
-    """F1 of the frames' Canny edges (the project's ``edge_map``) against an edge control video.
-
-    An edge pixel counts as matched when the other map has an edge within ``tolerance`` pixels. Both maps empty:
-    1.0; one empty: 0.0.
-    """
+    """F1 of the frames' Canny edges against an edge control video, an edge matched by one within ``tolerance``
+    pixels in the other map (both maps empty: 1.0; one empty: 0.0)."""
     from ..controls.maps import edge_map  # OpenCV loads on first use
 
     array = _frames(frames)

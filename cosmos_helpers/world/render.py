@@ -1,11 +1,9 @@
-"""Render :class:`~.scenes.Scene` batches to video tensors, fast enough to feed training on the fly.
+"""Render :class:`~.scenes.Scene` batches to video tensors ``[B, 3, T, H, W]`` in ``[-1, 1]`` (the VAE's layout and
+range), fast enough to feed training on the fly: a tensor expression over the whole batch, one loop over frames.
 
-Everything is a tensor expression over the whole batch (one small loop over frames): a signed distance to the
-shape (a disc for a ball, an axis-aligned square for a box) becomes a ~1 px anti-aliased coverage, blended over a
-two-tone wall/floor background. The ball gets a subtle highlight and shade (at most ~12% of its colour) so it
-reads as round without leaving its colour class. Output is the VAE's layout and range: ``[B, 3, T, H, W]`` in
-``[-1, 1]``. Control videos come from the project's own control-map code, never a look-alike, because the model
-is conditioned on exactly those maps.
+A signed distance to the shape becomes a ~1 px anti-aliased coverage over a two-tone wall/floor background; the
+ball gets a subtle highlight and shade so it reads as round without leaving its colour class. Control videos come
+from the project's own control-map code, never a look-alike: the model is conditioned on exactly those maps.
 """
 
 from __future__ import annotations
@@ -78,13 +76,13 @@ def _frame(p: dict[str, Any], background: Any, xs: Any, ys: Any, f: int) -> Any:
 def render(scenes: Sequence[Scene], width: int = DEFAULT_WIDTH, height: int = DEFAULT_HEIGHT,
            frames: int = DEFAULT_FRAMES, device: Any = "cpu") -> Any:
     """Clips ``[B, 3, T, H, W]`` float32 in ``[-1, 1]`` (the VAE's range), one per scene, on ``device``."""
-    _check(scenes, width, height, frames)
     return _render_255(scenes, width, height, frames, device) / 127.5 - 1.0
 
 
 def _render_255(scenes: Sequence[Scene], width: int, height: int, frames: int, device: Any) -> Any:
     import torch
 
+    _check(scenes, width, height, frames)
     with torch.no_grad():
         p = _parameters(scenes, width, height, device)
         xs = torch.arange(width, dtype=torch.float32, device=device) + 0.5  # pixel centres
@@ -100,18 +98,14 @@ def render_uint8(scenes: Sequence[Scene], width: int = DEFAULT_WIDTH, height: in
     """The same clips as uint8 ``[B, T, H, W, 3]`` numpy arrays: for tests, stills and control maps."""
     import torch
 
-    _check(scenes, width, height, frames)
     clips = _render_255(scenes, width, height, frames, device)
     return clips.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 4, 1).cpu().numpy()
 
 
 def controls(frames_uint8: np.ndarray, kinds: Sequence[str] = ("edge", "blur"),
              presets: dict[str, str] | None = None) -> dict[str, np.ndarray]:
-    """Transfer control videos of uint8 clips ``[T, H, W, 3]`` (or a batch ``[B, T, H, W, 3]``), by kind.
-
-    Computed by :func:`cosmos_helpers.controls.maps.compute_control`, the same maps a transfer request would
-    build from these frames; each result has the input's shape.
-    """
+    """Transfer control videos (``compute_control``'s, as a transfer request would build them) of uint8 clips
+    ``[T, H, W, 3]`` or a batch ``[B, T, H, W, 3]``, by kind, each the input's shape."""
     from ..controls.maps import compute_control  # OpenCV loads on first use
 
     array = np.asarray(frames_uint8)

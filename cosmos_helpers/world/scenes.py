@@ -1,15 +1,12 @@
 """A tiny synthetic world: one coloured ball or box moving in a straight line over a two-tone floor.
 
-The vocabulary here is the one home of every fact the renderer, the captions and the meaning measurements share:
-the colour palette, the shapes, the direction vectors (image coordinates: x right, y down, so "up" decreases y),
-the speeds and the floors. Because the world is this small, a model trained on it can be *checked*: a caption
-says colour, shape, direction, speed and floor, and :mod:`.meaning` reads colour and direction back from frames.
+The vocabulary here is the one home of every fact the renderer, the captions, the sound and the meaning
+measurements share. Because the world is this small, a model trained on it can be *checked*: a caption says colour,
+shape, direction, speed and floor, and :mod:`.meaning` reads colour and direction back from frames.
 
 Generalisation is measured on combinations never seen in training: :data:`HELDOUT_KEYS` is a fixed fifth of the
 5 x 2 x 4 x 2 x 3 = 240 attribute tuples, and :data:`TEMPLATE_HELDOUT` are caption phrasings the training split
-never uses. Every single attribute value still appears in training; only the combinations are new.
-
-Pure Python plus numpy: importing this module loads no torch.
+never uses. Every single attribute value still appears in training; only the combinations are new. numpy only.
 """
 
 from __future__ import annotations
@@ -23,54 +20,43 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
+from ..presets import SOUND_SAMPLE_RATE
 from ..prompting.captions import build_caption
 
 # Object colours: saturated hues far apart in RGB and far from every floor tone (see FLOORS), so that a nearest-
 # palette classification with a distance threshold separates them cleanly (meaning.colour_masks).
-COLOURS: dict[str, tuple[int, int, int]] = {
-    "red": (220, 40, 40),
-    "green": (40, 180, 60),
-    "blue": (30, 90, 235),
-    "yellow": (235, 215, 40),
-    "purple": (180, 50, 200),
-}
+COLOURS: dict[str, tuple[int, int, int]] = {"red": (220, 40, 40), "green": (40, 180, 60), "blue": (30, 90, 235),
+                                            "yellow": (235, 215, 40), "purple": (180, 50, 200)}
 SHAPES: tuple[str, ...] = ("ball", "box")
-DIRECTIONS: tuple[str, ...] = ("left", "right", "up", "down")
-# unit vectors in image coordinates (x right, y down)
+# unit vectors in image coordinates (x right, y down, so "up" decreases y)
 DIRECTION_VECTORS: dict[str, tuple[int, int]] = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}
+DIRECTIONS: tuple[str, ...] = tuple(DIRECTION_VECTORS)
 # fraction of the frame side along the motion (width for left/right, height for up/down) moved per frame:
 # over 9 frames (8 steps) "slowly" travels ~26% of the side and "quickly" ~51%
 SPEEDS: dict[str, float] = {"slowly": 0.032, "quickly": 0.064}
 # background: (wall colour, floor colour); low-saturation tones, none near an object colour. Wall and floor
 # differ by ~60 levels so the wall line survives the "medium" Canny thresholds: a static edge in every control.
 FLOORS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]] = {
-    "grey floor": ((160, 160, 160), (100, 100, 100)),
-    "dark floor": ((90, 90, 98), (30, 30, 34)),
-    "sand floor": ((228, 216, 190), (180, 160, 120)),
-}
+    "grey floor": ((160, 160, 160), (100, 100, 100)), "dark floor": ((90, 90, 98), (30, 30, 34)),
+    "sand floor": ((228, 216, 190), (180, 160, 120))}
 WALL_FRACTION = 0.35  # default height of the wall band (fraction of the frame): a static horizontal edge
 # Each sampled scene draws its own wall line, so clips differ in their static edge too: a transfer output that
 # ignores its control cannot match it by reproducing a line every clip shares.
 WALL_RANGE: tuple[float, float] = (0.2, 0.5)
 SIZE_RANGE: tuple[float, float] = (0.14, 0.2)  # radius (half side for a box) as a fraction of the height
 DEFAULT_FRAMES, DEFAULT_WIDTH, DEFAULT_HEIGHT = 9, 160, 96
-SPLITS: tuple[str, ...] = ("train", "heldout", "all")
+SPLITS: tuple[str, ...] = ("train", "heldout", "all")  # of the attribute tuples, and of the caption templates
 _MARGIN = 0.01  # kept free between the object and the frame border, as a fraction of the side
 
 Key = tuple[str, str, str, str, str]
 ALL_KEYS: tuple[Key, ...] = tuple(itertools.product(COLOURS, SHAPES, DIRECTIONS, SPEEDS, FLOORS))
 
 
-def _heldout_keys() -> frozenset[Key]:
-    """Every tuple whose index sum is 0 mod 5: exactly one in five, spread evenly over every attribute value.
-
-    A rule rather than a random draw, so it never changes with numpy versions and reads the same in any language.
-    """
-    index = [{value: i for i, value in enumerate(values)} for values in (COLOURS, SHAPES, DIRECTIONS, SPEEDS, FLOORS)]
-    return frozenset(key for key in ALL_KEYS if sum(index[i][value] for i, value in enumerate(key)) % 5 == 0)
-
-
-HELDOUT_KEYS: frozenset[Key] = _heldout_keys()
+# Every tuple whose index sum is 0 mod 5: exactly one in five, spread evenly over every attribute value; a rule
+# rather than a random draw, so it never changes with numpy versions and reads the same in any language.
+_INDEX = [{value: i for i, value in enumerate(values)} for values in (COLOURS, SHAPES, DIRECTIONS, SPEEDS, FLOORS)]
+HELDOUT_KEYS: frozenset[Key] = frozenset(key for key in ALL_KEYS
+                                         if sum(_INDEX[i][value] for i, value in enumerate(key)) % 5 == 0)
 TRAIN_KEYS: tuple[Key, ...] = tuple(key for key in ALL_KEYS if key not in HELDOUT_KEYS)
 
 
@@ -153,7 +139,6 @@ def sample_scenes(n: int, seed: int, split: str = "train", *, frames: int = DEFA
 
 _VERB = {"ball": "rolls", "box": "slides"}
 _TO = {"left": "to the left", "right": "to the right", "up": "upward", "down": "downward"}
-_WARD = {direction: direction + "ward" for direction in DIRECTIONS}
 _ADJ = {"slowly": "slow", "quickly": "fast"}
 
 # Every template states colour, shape, direction and floor; all but the last state the speed.
@@ -171,33 +156,29 @@ TEMPLATE_HELDOUT: tuple[str, ...] = (
     "Watch a {colour} {shape} drift {speed} {ward} across the {floor}.",
     "{Floor} scene: one {colour} {shape}, moving {bare}, {speed}.",
 )
-CAPTION_STYLES: tuple[str, ...] = ("train", "heldout", "all")
 
 
 def _fill(template: str, scene: Scene) -> str:
     words = {"colour": scene.colour, "shape": scene.shape, "verb": _VERB[scene.shape], "speed": scene.speed,
              "Speed": scene.speed.capitalize(), "adj": _ADJ[scene.speed], "to": _TO[scene.direction],
-             "ward": _WARD[scene.direction], "bare": scene.direction, "floor": scene.floor,
+             "ward": scene.direction + "ward", "bare": scene.direction, "floor": scene.floor,
              "Floor": scene.floor.capitalize()}
     return template.format(**words)
 
 
 def caption(scene: Scene, style: str | int = "train", rng: np.random.Generator | None = None) -> str:
-    """A plain sentence a user would type about ``scene``.
-
-    ``style``: ``"train"`` (one of :data:`TEMPLATES`), ``"heldout"`` (one of :data:`TEMPLATE_HELDOUT`), ``"all"``
-    (either), or an index into ``TEMPLATES + TEMPLATE_HELDOUT``. The phrasing is drawn with ``rng``; without one
-    it follows from the scene itself, so the same scene always reads the same.
-    """
+    """A plain sentence a user would type about ``scene``, from :data:`TEMPLATES` (``style="train"``),
+    :data:`TEMPLATE_HELDOUT` (``"heldout"``), either (``"all"``) or ``(TEMPLATES + TEMPLATE_HELDOUT)[style]``, drawn
+    with ``rng``; without one the scene itself picks it, so the same scene always reads the same."""
     everything = TEMPLATES + TEMPLATE_HELDOUT
     if isinstance(style, (int, np.integer)) and not isinstance(style, bool):
         if not 0 <= style < len(everything):
             raise ValidationError("style", f"template index {style} is out of range.",
-                                  f"use 0..{len(everything) - 1} or one of {', '.join(map(repr, CAPTION_STYLES))}.")
+                                  f"use 0..{len(everything) - 1} or one of {', '.join(map(repr, SPLITS))}.")
         return _fill(everything[style], scene)
-    if style not in CAPTION_STYLES:
+    if style not in SPLITS:
         raise ValidationError("style", f"{style!r} is not a caption style.",
-                              f"use one of {', '.join(map(repr, CAPTION_STYLES))} or a template index.")
+                              f"use one of {', '.join(map(repr, SPLITS))} or a template index.")
     pool = {"train": TEMPLATES, "heldout": TEMPLATE_HELDOUT, "all": everything}[style]
     index = int(rng.integers(len(pool))) if rng is not None else zlib.crc32(repr(scene).encode()) % len(pool)
     return _fill(pool[index], scene)
@@ -214,10 +195,8 @@ _WORDS: dict[str, dict[str, str]] = {
 
 
 def parse_caption(text: str) -> dict[str, str | None]:
-    """The world's words found in a sentence: colour, shape, direction, speed, floor (``None`` where absent).
-
-    The first match of each attribute wins; useful to score what a caption asked for against what a clip shows.
-    """
+    """The world's words found in a sentence (the first match of each): colour, shape, direction, speed, floor
+    (``None`` where absent), to score what a caption asked for against what a clip shows."""
     tokens = re.findall(r"[a-z]+", str(text).lower())
     return {attribute: next((words[token] for token in tokens if token in words), None)
             for attribute, words in _WORDS.items()}
@@ -260,3 +239,31 @@ def caption_json(scene: Scene, *, frames: int = DEFAULT_FRAMES, fps: float = 16.
                    "key_changes": f"The {scene.shape} moves {_TO[scene.direction]}.", "camera": "Static"}],
         transitions=[], temporal_caption=sentence, audio_description="Silent.",
     )
+
+
+# Sound: each colour has its own pitch (a pentatonic set, so no two are confusable or dissonant), a ball is a pure
+# sine and a box adds a soft third harmonic (a hollower timbre), and the stereo balance follows the object's x
+# position with an equal-power pan: a ball rolling right moves from the left speaker to the right.
+PITCHES: dict[str, float] = {"red": 220.0, "green": 261.63, "blue": 293.66, "yellow": 392.0, "purple": 440.0}
+LOUDNESS = 0.3
+FADE_SECONDS = 0.01  # short fades so the clip starts and ends without a click
+
+
+def sound(scene: Scene, frames: int = DEFAULT_FRAMES, fps: float = 16.0,
+          sample_rate: int = SOUND_SAMPLE_RATE) -> np.ndarray:
+    """Stereo float32 ``[2, N]`` in [-1, 1] lasting ``frames / fps`` seconds (the shape media.write_video takes)."""
+    if not isinstance(scene, Scene):
+        raise ValidationError("scene", f"expected a Scene, got a {type(scene).__name__}.",
+                              "pass one of sample_scenes(...).")
+    for name, value in (("frames", frames), ("fps", fps), ("sample_rate", sample_rate)):
+        if not isinstance(value, (int, float, np.integer, np.floating)) or value <= 0:
+            raise ValidationError(name, f"expected a positive number, got {value!r}.", f"pass e.g. {name}=16.")
+    count = max(1, int(round(frames / fps * sample_rate)))
+    t = np.arange(count, dtype=np.float64) / sample_rate
+    phase = 2 * np.pi * PITCHES[scene.colour] * t
+    wave = np.sin(phase) if scene.shape == "ball" else (np.sin(phase) + np.sin(3 * phase) / 3) * 0.75
+    fade = np.clip(np.minimum(t, t[-1] - t) / FADE_SECONDS, 0.0, 1.0)
+    x = np.clip(scene.x0 + scene.velocity()[0] * t * fps, 0.0, 1.0)  # position at each sample, frame-rate time
+    angle = x * np.pi / 2
+    mono = LOUDNESS * wave * fade
+    return np.stack([mono * np.cos(angle), mono * np.sin(angle)]).astype(np.float32)

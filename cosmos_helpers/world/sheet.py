@@ -1,9 +1,5 @@
-"""A labelled contact sheet of clips: one row per clip, a few frames side by side, for eyeballing training.
-
-Each row's frames come from :func:`cosmos_helpers.views.plots.frame_strip` (the project's strip of evenly spaced
-frames) on the project's one labelled sheet (:mod:`cosmos_helpers.views.sheet`), so a sheet looks like every other
-strip in the cookbooks.
-"""
+"""A labelled contact sheet of clips, one row of evenly spaced frames per clip, drawn with the project's own strip
+and sheet (:mod:`cosmos_helpers.views`) so it looks like every other strip in the cookbooks."""
 
 from __future__ import annotations
 
@@ -21,11 +17,8 @@ LABEL_WIDTH = 260
 
 def contact_sheet(rows: Sequence[tuple[str, np.ndarray]], path: str | Path, *, frames: int = 3,
                   height: int | None = None, overwrite: bool = False) -> Path:
-    """Write a PNG grid: per row, its label on the left and ``frames`` evenly spaced frames (first to last).
-
-    ``rows``: ``(label, uint8 frames [T, H, W, 3])``. ``height`` scales the frames down (never up). An existing
-    file is kept unless ``overwrite``.
-    """
+    """Write a PNG grid of ``rows`` ``(label, uint8 frames [T, H, W, 3])``: the label, then ``frames`` evenly spaced
+    frames, scaled down (never up) to ``height``. An existing file is kept unless ``overwrite``."""
     if not rows:
         raise ValidationError("rows", "no rows to draw.", "pass [(label, frames), ...].")
     strips = []

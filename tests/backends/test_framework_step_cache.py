@@ -15,7 +15,7 @@ import pytest
 from cosmos_helpers import FrameworkBackend, GenerationRequest, SeaCache
 from cosmos_helpers.errors import FrameworkRunError, OutputExistsError, ValidationError
 from cosmos_helpers.protocol import step_cache as facts
-from cosmos_helpers.standins.framework_cli.cache import standin_cache
+from cosmos_helpers.standins.framework_cli.cli import standin_cache
 from cosmos_helpers.standins.framework_cli.cli import build_parser
 
 from ..contracts.conftest import load
@@ -133,7 +133,7 @@ def test_a_spec_runs_with_the_runs_cache_and_an_action_only_pack_bypasses_it(tmp
     Inverse dynamics denoises actions only (the video is given), so the cache runs every pass, as the framework's
     does for packs without noisy vision."""
     from cosmos_helpers import media
-    from cosmos_helpers.action_samples import render_drive, sample_trajectory
+    from cosmos_helpers.samples import render_drive, sample_trajectory
     from cosmos_helpers.transfer.runner import run_spec
 
     backend = FrameworkBackend.standin(work_dir=tmp_path / "runs", progress=False)

@@ -10,7 +10,7 @@ import pytest
 
 from cosmos_helpers import GenerationRequest, media
 from cosmos_helpers.batch import load_items, run_batch, write_items
-from cosmos_helpers.batch.records import ItemRecord, retryable
+from cosmos_helpers.batch.runner import ItemRecord, retryable
 from cosmos_helpers.batch.runner import BatchResult
 from cosmos_helpers.cli import main
 from cosmos_helpers.errors import OutputExistsError, ValidationError

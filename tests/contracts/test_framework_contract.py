@@ -14,7 +14,7 @@ import pytest
 import numpy as np
 
 from cosmos_helpers import media
-from cosmos_helpers.action_samples import render_drive, sample_trajectory
+from cosmos_helpers.samples import render_drive, sample_trajectory
 from cosmos_helpers.backends.framework import FrameworkBackend
 from cosmos_helpers.cli import main
 from cosmos_helpers.protocol import action

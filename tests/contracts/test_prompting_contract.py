@@ -11,7 +11,7 @@ import pytest
 from cosmos_helpers.protocol.prompting import FACTS
 from cosmos_helpers.prompting import Blocklist, caption_schema, chat_request
 from cosmos_helpers.prompting.blocklist import find_blocked
-from cosmos_helpers.prompting.schema import KINDS, schema_from_template
+from cosmos_helpers.prompting.captions import KINDS, schema_from_template
 from cosmos_helpers.prompting.upsample import output_parameters
 from cosmos_helpers.prompts import compact
 

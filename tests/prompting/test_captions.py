@@ -8,7 +8,7 @@ import pytest
 
 from cosmos_helpers.errors import OutputExistsError, ValidationError
 from cosmos_helpers.prompting import blank_caption, build_caption, caption_schema, check_caption, save_caption
-from cosmos_helpers.prompting.schema import schema_from_template
+from cosmos_helpers.prompting.captions import schema_from_template
 
 
 def _filled(kind: str = "video") -> dict:

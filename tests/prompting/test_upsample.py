@@ -10,7 +10,7 @@ import pytest
 from cosmos_helpers.errors import ConnectionLostError, ServerError, ValidationError
 from cosmos_helpers.prompting import UpsampleError, Upsampler, chat_request, check_caption, upsample_prompt
 from cosmos_helpers.standins.chat import STANDIN_MODEL, ChatStandin, answer, instance
-from cosmos_helpers.prompting.schema import caption_schema
+from cosmos_helpers.prompting.captions import caption_schema
 
 SENTENCE = "A robot arm sorts parcels on a conveyor belt."
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cosmos_helpers import Generation, media
-from cosmos_helpers.standins.vllm_omni.limits import ServerLimits, binding_warning, is_loopback
+from cosmos_helpers.standins.vllm_omni.settings import ServerLimits, binding_warning, is_loopback
 from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
 
 from .doubles import InstantBackend
@@ -309,7 +309,7 @@ def test_a_server_without_a_storage_folder_cleans_up_its_own(monkeypatch, tmp_pa
 
 
 def test_job_ids_are_validated_before_touching_files(tmp_path):
-    from cosmos_helpers.standins.vllm_omni.jobs import JobStore
+    from cosmos_helpers.standins.vllm_omni.state import JobStore
 
     store = JobStore(tmp_path)
     for bad in ["../etc/passwd", "video_gen_" + "0" * 31, "video_gen_" + "G" * 32, "video_gen_" + "0" * 32 + "/x",

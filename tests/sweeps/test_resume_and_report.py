@@ -14,7 +14,7 @@ from PIL import Image
 from cosmos_helpers import Generation
 from cosmos_helpers.errors import OutputExistsError
 from cosmos_helpers.sweeps import report
-from cosmos_helpers.sweeps.runner import SweepResult, write_reports
+from cosmos_helpers.sweeps.report import SweepResult, write_reports
 from cosmos_helpers.sweeps.runs import ATTEMPTS, SweepRun, plan, read_run_manifest
 from cosmos_helpers.views import sheet as sheet_geometry
 
@@ -95,7 +95,7 @@ def test_a_run_another_live_sweep_is_running_is_refused_and_a_dead_ones_is_set_a
     import subprocess
     import sys
 
-    from cosmos_helpers.sweeps.owners import this_process
+    from cosmos_helpers.sweeps.runs import this_process
 
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -117,7 +117,7 @@ def test_a_sweep_folder_is_held_by_one_sweep_process_and_released_when_it_ends(t
     import subprocess
     import sys
 
-    from cosmos_helpers.sweeps.owners import LOCK_NAME, holding
+    from cosmos_helpers.sweeps.runs import LOCK_NAME, holding
 
     out = tmp_path / "sweep"
     with holding(out):
@@ -155,7 +155,7 @@ def test_a_sweep_folder_is_held_by_one_sweep_process_and_released_when_it_ends(t
 def test_a_run_still_in_flight_in_this_process_is_not_taken_for_an_interrupted_one(tmp_path):
     """Ctrl-C cannot stop the thread running a single-slot sweep's notebook: run the cell again while it goes on,
     and its run and folder are refused, not set aside and run a second time."""
-    from cosmos_helpers.sweeps.owners import holding, in_flight, this_process
+    from cosmos_helpers.sweeps.runs import holding, in_flight, this_process
 
     busy = _run(tmp_path, "seed=0", {"seed": 0}, "running", owner=this_process())
     with in_flight(busy.folder):
@@ -170,7 +170,7 @@ def test_a_run_still_in_flight_in_this_process_is_not_taken_for_an_interrupted_o
 
 def test_a_run_is_in_flight_here_while_its_worker_runs_it(tmp_path):
     from cosmos_helpers.sweeps.dispatch import Dispatch, Slot
-    from cosmos_helpers.sweeps.owners import in_use_here
+    from cosmos_helpers.sweeps.runs import in_use_here
 
     run = SweepRun("seed=0", {"seed": 0}, tmp_path / "seed=0", notebook=NOTEBOOK)
     seen = []

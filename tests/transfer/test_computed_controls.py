@@ -18,7 +18,7 @@ from cosmos_helpers.errors import OutputExistsError, ValidationError
 from cosmos_helpers.samples import rolling_ball_clip
 from cosmos_helpers.specs import Sample, given_fields
 from cosmos_helpers.specs.load import load_inputs
-from cosmos_helpers.transfer.estimated import parse_compute_controls, with_computed_controls
+from cosmos_helpers.transfer.runner import parse_compute_controls, with_computed_controls
 from cosmos_helpers.transfer.runner import plan_spec, run_spec
 from cosmos_helpers.backends.vllm_transfer import transfer_form
 

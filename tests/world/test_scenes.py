@@ -126,7 +126,7 @@ def test_bad_input_names_the_field(call, field):
 
 
 def test_sound_pitch_timbre_and_pan_follow_the_scene():
-    from cosmos_helpers.world.sound import PITCHES, sound
+    from cosmos_helpers.world.scenes import PITCHES, sound
 
     right = Scene("yellow", "ball", "right", "quickly", "grey floor", 0.2, 0.6, 0.15)
     audio = sound(right, frames=9, fps=9.0, sample_rate=16000)

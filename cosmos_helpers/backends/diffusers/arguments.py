@@ -1,5 +1,5 @@
-"""Call arguments: what the stock pipeline and the distilled blocks take alike (prompt options, a video's frames),
-and an action request's condition and predicted trajectory."""
+"""Call arguments: what the stock pipeline and the distilled blocks take alike, and an action request's condition and
+predicted trajectory. Options left to the pipeline's default are not passed."""
 
 from __future__ import annotations
 
@@ -11,35 +11,35 @@ from ... import media
 from ...request import GenerationRequest
 
 
-def prompt_options(request: GenerationRequest) -> dict[str, Any]:
-    """The system prompt and sentence templates where the request sets them (a JSON caption: templates off)."""
-    kwargs: dict[str, Any] = {}
+def call_kwargs(request: GenerationRequest) -> dict[str, Any]:
+    """Sizes, frames, fps, steps, prompt options (a JSON caption carries its metadata: templates off) and the
+    conditioning: an image, or a video fitted to the bucket with which latent frames stay clean."""
+    kwargs: dict[str, Any] = dict(prompt=request.prompt_text(), num_frames=request.num_frames,
+                                  height=request.height, width=request.width, fps=request.fps,
+                                  num_inference_steps=request.num_inference_steps)
     if request.use_system_prompt is not None:
         kwargs["use_system_prompt"] = request.use_system_prompt
-    structured = request.is_structured
     for name in ("add_resolution_template", "add_duration_template"):
-        if structured:
+        if request.is_structured:
             kwargs[name] = False
         elif getattr(request, name) is not None:
             kwargs[name] = getattr(request, name)
-    return kwargs
-
-
-def video_kwargs(request: GenerationRequest) -> dict[str, Any]:
-    """A video2video call's clip (fitted to the bucket) and which latent frames stay clean, where set."""
-    frames = media.fit_to_bucket(request.conditioning_video(), request.width, request.height)
-    kwargs: dict[str, Any] = {"video": [media.load_image(frame) for frame in frames]}
-    if request.condition_frames is not None:  # else the pipeline's own default
-        kwargs["condition_frame_indexes_vision"] = list(request.condition_frames)
-    if request.condition_video_keep is not None:
-        kwargs["condition_video_keep"] = request.condition_video_keep
+    if request.mode == "image2video":
+        kwargs["image"] = request.conditioning_image()
+    elif request.mode == "video2video":
+        frames = media.fit_to_bucket(request.conditioning_video(), request.width, request.height)
+        kwargs["video"] = [media.load_image(frame) for frame in frames]
+        if request.condition_frames is not None:
+            kwargs["condition_frame_indexes_vision"] = list(request.condition_frames)
+        if request.condition_video_keep is not None:
+            kwargs["condition_video_keep"] = request.condition_video_keep
     return kwargs
 
 
 def action_kwargs(request: GenerationRequest) -> dict[str, Any]:
-    """An action run (forward/inverse dynamics, policy) on ``Cosmos3OmniPipeline``: ``CosmosActionCondition`` carries
-    the media, the chunk and the size, which replace the other modes' arguments (``num_frames``, ``height`` and
-    ``width`` must stay unset, pipeline_cosmos3_omni.py:1041-1044)."""
+    """An action run (forward/inverse dynamics, policy): ``CosmosActionCondition`` carries the media, the chunk and
+    the size, which replace the other modes' arguments (``num_frames``, ``height`` and ``width`` must stay unset,
+    pipeline_cosmos3_omni.py:1041-1044)."""
     import torch
     from diffusers.pipelines.cosmos.pipeline_cosmos3_omni import CosmosActionCondition
 
@@ -63,8 +63,7 @@ def action_kwargs(request: GenerationRequest) -> dict[str, Any]:
 
 
 def predicted_actions(output: Any, request: GenerationRequest) -> np.ndarray | None:
-    """The predicted trajectory ``(chunk, D)`` of inverse dynamics and policy (the pipeline returns none for
-    forward dynamics, whose trajectory was given)."""
+    """The predicted trajectory ``(chunk, D)`` of inverse dynamics and policy (none for forward dynamics)."""
     predicted = getattr(output, "action", None)
     if not predicted:
         return None

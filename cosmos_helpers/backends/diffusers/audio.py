@@ -1,24 +1,14 @@
 """Audio-conditioned generation (the framework's ``model_mode: "audio_image2video"``) on diffusers. EXPERIMENTAL.
 
-There is no "audio" control hint: Cosmos3 generates video *conditioned on a sound clip* (the ts2v / ti2sv
-sequence plan) next to an optional conditioning image. This module does what the framework's
-``inference/sound.py`` documents:
-
-1. load the clip (WAV through ``soundfile`` or ``scipy.io.wavfile``; any other file, e.g. the audio track of a
-   video, through PyAV), as float32 ``(channels, samples)``;
-2. resample to 48 kHz with ``scipy.signal.resample_poly`` (up/down by their gcd), mono -> stereo by duplication
-   (more than two channels are averaged first), trim or zero-pad to ``int(num_frames / fps * 48 kHz)`` samples
-   (``presets.SOUND_SAMPLE_RATE``);
-3. encode with the pipeline's audio tokenizer (``Cosmos3AVAEAudioTokenizer.encode``, 25 latents per second);
-4. pack the sound latents as **clean** tokens (no timestep embedding, zero predicted velocity, never stepped)
-   beside the image conditioning (latent frame 0 clean), and denoise only the video.
+Cosmos3 generates video *conditioned on a sound clip* (the ts2v / ti2sv sequence plan) next to an optional
+conditioning image, as the framework's ``inference/sound.py`` documents: the clip is read, resampled to 48 kHz
+(``resample_poly``), made stereo and trimmed or padded to the video's duration; encoded with the pipeline's audio
+tokenizer (25 latents per second); packed as **clean** sound tokens (no timestep, never stepped) beside the image
+conditioning; and only the video is denoised. Our own loop, because ``Cosmos3OmniPipeline`` only *generates* sound.
 
 EXPERIMENTAL: the packing (sound mRoPE offsets, the negative pass keeping the audio, latent scaling) follows
 diffusers' own sound segment and is **not verified against the framework**; the published checkpoint's audio
-tokenizer may ship without encoder weights (then :func:`encode_audio` explains and fails). The loop is our
-own (~100 lines) because ``Cosmos3OmniPipeline`` only *generates* sound. With guardrails on (the sample's, decided
-in ``specs.resolve``), the backend's Cosmos guardrail checks the prompt before and the video after, as on every
-other diffusers generation.
+tokenizer may ship without encoder weights (then :func:`encode_audio` explains and fails).
 """
 
 from __future__ import annotations
@@ -42,16 +32,16 @@ from ...specs.transfer import format_transfer_prompt
 from .runner import StepClock
 
 WAV_EXTENSIONS = frozenset({".wav", ".wave"})
+PACKED = ("input_ids", "text_indexes", "position_ids", "und_len", "sequence_length", "vision_token_shapes",
+          "vision_sequence_indexes", "vision_mse_loss_indexes", "vision_noisy_frame_indexes", "sound_token_shapes",
+          "sound_sequence_indexes", "sound_mse_loss_indexes", "sound_noisy_frame_indexes")  # a pack's, as passed
 EXPERIMENTAL_NOTE = ("EXPERIMENTAL: audio-conditioned generation on diffusers packs the clip as clean sound tokens; "
                      "the packing is not verified against the Cosmos Framework.")
 
 
 def load_audio_clip(path: str | os.PathLike[str]) -> tuple[np.ndarray, int]:
-    """Read a sound clip as float32 ``(channels, samples)`` in [-1, 1] and its sample rate.
-
-    WAV files are read with ``scipy.io.wavfile`` (integer samples scaled to [-1, 1]: PyAV would keep their integer
-    range); anything else (MP3/AAC/FLAC, or the audio track of an MP4) is decoded with PyAV.
-    """
+    """A sound clip as float32 ``(channels, samples)`` in [-1, 1] and its rate: WAV through ``scipy.io.wavfile``
+    (integer samples scaled: PyAV would keep their range), anything else (an MP4's track included) through PyAV."""
     path = Path(path)
     if not path.is_file():
         raise ValidationError("sound_path", f"file not found: {path}.", "fix the path (relative to the input file).")
@@ -74,11 +64,8 @@ def load_audio_clip(path: str | os.PathLike[str]) -> tuple[np.ndarray, int]:
 
 def conform_audio(samples: np.ndarray, sample_rate: int, num_frames: int, fps: float,
                   target_rate: int = SOUND_SAMPLE_RATE) -> np.ndarray:
-    """Resample to ``target_rate``, make stereo, trim or zero-pad to ``int(num_frames / fps * target_rate)``.
-
-    Returns float32 ``(2, N)``. Resampling is ``scipy.signal.resample_poly(up, down)`` with
-    ``up/down = target/source`` reduced by their gcd, as the framework does.
-    """
+    """Float32 ``(2, N)``: resampled to ``target_rate`` (``resample_poly`` with up/down reduced by their gcd, as the
+    framework does), stereo, trimmed or zero-padded to ``int(num_frames / fps * target_rate)``."""
     from scipy.signal import resample_poly
 
     audio = np.asarray(samples, dtype=np.float32)
@@ -123,7 +110,7 @@ def encode_audio(pipe: Any, waveform: np.ndarray):
 
 @dataclass(frozen=True)
 class AudioCall:
-    """What one audio-conditioned generation makes: texts as tokenised, size, length, sampling, the conformed clip."""
+    """One audio-conditioned generation: texts as tokenised, size, length, sampling, the conformed clip."""
 
     prompt: str
     negative_prompt: str | None
@@ -147,15 +134,12 @@ def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str],
                         num_steps: int | None = None, guidance: float | None = None, shift: float | None = None,
                         seed: int = 0, model: str | None = None, guardrails: bool = False, backend: Any,
                         templates: bool = False, progress: bool | Callable[[int, int], None] = True) -> Generation:
-    """EXPERIMENTAL. Generate a video conditioned on a sound clip (and optionally a first-frame image).
+    """EXPERIMENTAL. A video conditioned on a sound clip (a path, or float ``(channels, samples)`` at
+    ``sample_rate``) and optionally a first-frame image, on ``backend``'s shared weights.
 
-    ``prompt``/``negative_prompt`` are tokenised as given (``templates=True`` appends diffusers' duration and
-    resolution sentences). ``sound`` is a path or float ``(channels, samples)`` at ``sample_rate``. Sizes and
-    sampling left out are the default profile's image2video defaults, and ``model`` the default profile's.
-    ``backend`` (required) is the :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend` whose shared
-    weights to use.
-    The result's ``sound`` is the conditioning clip as used (stereo at ``presets.SOUND_SAMPLE_RATE``,
-    trimmed/padded), so the saved MP4 carries it.
+    The texts are tokenised as given (``templates=True`` appends diffusers' duration and resolution sentences); what
+    is left out is the default profile's (image2video). The result's ``sound`` is the clip as used, so the saved MP4
+    carries it.
     """
     d = get_profile(DEFAULT_PROFILE).defaults("image2video")
     size = size_for(d.tier, d.aspect_ratio)
@@ -185,8 +169,8 @@ def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str],
 
 def run_audio_call(call: AudioCall, *, backend: Any, model: str | None = None,
                    progress: bool | Callable[[int, int], None] = True) -> Generation:
-    """Run one :class:`AudioCall` on the shared pipeline of ``model`` (default: the default profile's), held under
-    its lock for the call; with ``call.guardrails`` the backend's guardrail checks the prompt and the video."""
+    """One :class:`AudioCall` on the shared pipeline of ``model``, held under its lock; with ``call.guardrails`` the
+    backend's guardrails check the prompt and the video."""
     started = time.perf_counter()
     model = model_for(model=model)
     checker = backend.guardrails.check_prompt(call.guardrails, call.prompt)
@@ -208,7 +192,7 @@ def run_audio_call(call: AudioCall, *, backend: Any, model: str | None = None,
 
 
 def _generate(pipe, call: AudioCall, on_step: Callable[[int], None]) -> tuple[np.ndarray, int, str]:
-    """Steps 3-4 of the module docstring: encode the clip, pack, denoise the video only, decode."""
+    """Encode the clip, pack, denoise the video only, decode."""
     import torch
 
     device = pipe._get_execution_device()
@@ -258,17 +242,11 @@ def _velocity(pipe, pack: dict[str, Any], latents, sound_tokens, t, device):
     """One transformer pass: the video velocity, with every sound token clean (timestep-free, never stepped)."""
     import torch
 
-    dtype = pipe.transformer.dtype
     timesteps = torch.full((pack["num_noisy_vision_tokens"],), t.item(), device=device)
     preds, _, _ = pipe.transformer(
-        input_ids=pack["input_ids"], text_indexes=pack["text_indexes"], position_ids=pack["position_ids"],
-        und_len=pack["und_len"], sequence_length=pack["sequence_length"], vision_tokens=[latents.to(dtype)],
-        vision_token_shapes=pack["vision_token_shapes"], vision_sequence_indexes=pack["vision_sequence_indexes"],
-        vision_mse_loss_indexes=pack["vision_mse_loss_indexes"], vision_timesteps=timesteps,
-        vision_noisy_frame_indexes=pack["vision_noisy_frame_indexes"], sound_tokens=[sound_tokens],
-        sound_token_shapes=pack["sound_token_shapes"], sound_sequence_indexes=pack["sound_sequence_indexes"],
-        sound_mse_loss_indexes=pack["sound_mse_loss_indexes"], sound_timesteps=torch.zeros(0, device=device),
-        sound_noisy_frame_indexes=pack["sound_noisy_frame_indexes"], return_dict=False)
+        **{name: pack[name] for name in PACKED}, vision_tokens=[latents.to(pipe.transformer.dtype)],
+        vision_timesteps=timesteps, sound_tokens=[sound_tokens], sound_timesteps=torch.zeros(0, device=device),
+        return_dict=False)
     return preds[0].float()
 
 
@@ -307,11 +285,8 @@ def _decode(pipe, latents) -> np.ndarray:
 
 def run_audio_sample(r: ResolvedSample, *, backend: Any,
                      progress: bool | Callable[[int, int], None] = True) -> Generation:
-    """EXPERIMENTAL. Run a resolved ``audio_image2video`` sample (``sound_path`` + image ``vision_path``).
-
-    The prompt gets the framework's metadata (JSON captions) or sentence templates (plain text) for the whole
-    video, as every framework generation mode; size, length, steps, guidance and shift are the sample's.
-    """
+    """EXPERIMENTAL. A resolved ``audio_image2video`` sample (``sound_path`` + image ``vision_path``); its prompt
+    gets the framework's metadata or sentence templates, as every framework generation mode."""
     if r.model_mode != "audio_image2video":
         raise ValidationError("model_mode", f"expected audio_image2video, got {r.model_mode}.",
                               'set "model_mode": "audio_image2video".')

@@ -1,13 +1,8 @@
 """``DiffusersBackend``: Cosmos3 in the notebook's own process through ``diffusers.Cosmos3OmniPipeline``.
 
-The model comes from the request (its profile, or ``model=``): ``"tiny"`` (the embedded model), a hub id such as
-``nvidia/Cosmos3-Nano`` or a local folder. Weights are loaded once per model, device and dtype and shared by every
-backend in the process (:mod:`.loading`); what differs between backends (scheduler, fast path on or off, guidance
-interval, step cache) is lent to the pipeline for one call (:mod:`.runner`). bf16 on CUDA, fp32 on CPU.
-
-``gpus=N`` (with ``cfg_parallel=`` / ``ulysses=``, ``serve_command``'s names) runs each call on N worker processes,
-one per GPU (:mod:`.parallel`). ``memory="24GB"|"48GB"|"80GB"`` fits the pipeline on a card of that
-size (:mod:`cosmos_helpers.backends.memory`).
+Weights are loaded once per model, device and dtype and shared by every backend in the process (:mod:`.loading`);
+what differs between backends (scheduler, fast path, guidance interval, step cache) is lent to the pipeline for one
+call (:mod:`.runner`). ``gpus=N`` runs each call on N worker processes (:mod:`.parallel`).
 """
 
 from __future__ import annotations
@@ -28,19 +23,17 @@ from ...presets import model_for
 from ...protocol import action as ap
 from ...protocol import framework as fw
 from ...protocol.fp8 import REVISION
-from ...progress import progress_bar
 from ...request import GenerationRequest
 from ...result import FinishedFile, Generation
 from ...schedules import configure_scheduler
 from ...specs.resolve import ResolvedSample
 from ...specs.runs import SampleRun, SampleSupport, generation_request
-from ...step_cache import SeaCache, StepCache, check_for_backend
+from ...step_cache import SeaCache, check_for_backend
 from ..base import Backend, ProgressCallback
 from ..memory import MemorySettings, apply_memory, plan_memory, resolve_memory
 from . import distilled, modelopt_fp8
 from .loading import SHARED, Builder, Loaded, load_pipeline, resolve_source
-from .loops import loop_for
-from .runner import CallRun, Guardrails
+from .runner import CallRun, Guardrails, StepClock, loop_for
 
 NAME = "diffusers"
 
@@ -85,7 +78,9 @@ class DiffusersBackend(Backend):
         import torch
 
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.dtype = _dtype(dtype, self.device)
+        if dtype is None:
+            dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+        self.dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
         self.fast, self.scheduler, self.progress, self.token = fast, scheduler, progress, token
         self.device_map, self.builder, self.worker_timeout = device_map, builder, worker_timeout
         self.guardrails = Guardrails(safety_checker)
@@ -127,8 +122,8 @@ class DiffusersBackend(Backend):
             self._check_heads(request.model)
 
     def _check_step_cache(self, value: Any) -> None:
-        """A SeaCache diffusers cannot run, or SeaCache on several GPUs (CFG-parallel computes the negative branch
-        outside its own cache context, and Ulysses shards the residual: neither is wired to diffusers' gate)."""
+        """A SeaCache diffusers cannot run, or one on several GPUs (CFG-parallel computes the negative branch outside
+        its cache context, Ulysses shards the residual: neither is wired to diffusers' gate)."""
         check_for_backend(value, self.name)
         if isinstance(value, SeaCache) and self.plan.parallel:
             raise ValidationError("step_cache", f"DiffusersBackend(gpus={self.plan.gpus}) does not run SeaCache: its "
@@ -136,17 +131,17 @@ class DiffusersBackend(Backend):
                                   "state SeaCache keeps.", "use DiffusersBackend(gpus=1) with step_cache, or leave "
                                   "step_cache out on several GPUs.")
 
-    # 2. Generation: the checks above, then the call's steps (:meth:`CallRun.run`) -------------------------------
+    # 2. Generation --------------------------------------------------------------------------------------------
 
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
         """Run one request. ``progress(step, total)`` is called after every denoising step."""
         request = request.resolve()
-        self.check(request)
-        if self.plan.parallel:
+        self.check(request)  # 1. every refusal, before any work
+        if self.plan.parallel:  # 2. the call: on the worker processes, or the call's steps here (CallRun.run)
             generation = self._generate_on_workers(request, progress)
         else:
             generation = CallRun(self, request, progress).run()
-        generation.settings = self.output_settings()
+        generation.settings = self.output_settings()  # 3. what else shaped the outputs
         return generation
 
     def pipeline_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
@@ -155,9 +150,8 @@ class DiffusersBackend(Backend):
         return loop_for(request).call_kwargs(request)
 
     def output_settings(self) -> dict[str, Any]:
-        """What, besides the request, shapes this backend's outputs, so that a rerun with other settings is not
-        taken for finished work: the dtype, a scheduler of the user's, and the memory settings that change the
-        numbers (FP8 weight storage, VAE tiling; offloading only moves them)."""
+        """What besides the request shapes the outputs (a rerun with other settings is not taken for finished work):
+        the dtype, a user's scheduler, the memory settings that change numbers (offloading only moves them)."""
         scheduler = self.scheduler
         if scheduler is not None and not isinstance(scheduler, type):
             scheduler = {type(scheduler).__name__: {k: v for k, v in scheduler.config.items() if not k.startswith("_")}}
@@ -168,14 +162,12 @@ class DiffusersBackend(Backend):
     # 3. The shared pipeline ---------------------------------------------------------------------------------------
 
     def pipeline(self, model: str | None = None):
-        """The loaded ``Cosmos3OmniPipeline`` for ``model`` (default: the default profile's), shared by every
-        backend of this device and dtype."""
+        """The loaded pipeline for ``model`` (default: the default profile's), shared by every backend alike."""
         return self._loaded(model_for(model=model)).pipe
 
     @contextlib.contextmanager
     def borrowed(self, model: str | None = None) -> Iterator[Any]:
-        """The shared pipeline for ``model``, held under its lock for a caller that changes state on it for one call
-        (transfer's attention processors): no other call runs on it meanwhile."""
+        """The shared pipeline for ``model`` under its lock, for a caller that changes its state for one call."""
         loaded = self._loaded(model_for(model=model))
         with loaded.lock:
             yield loaded.pipe
@@ -204,7 +196,7 @@ class DiffusersBackend(Backend):
     # 4. Several GPUs: the same request on worker processes --------------------------------------------------------
 
     def _worker_group(self):
-        """The running worker group of this backend, started on first use (or again after a failure)."""
+        """The running worker group, started on first use (or again after a failure)."""
         from .parallel.workers import WorkerGroup
 
         if self._workers is not None and self._workers.alive:
@@ -215,8 +207,8 @@ class DiffusersBackend(Backend):
         self._workers = WorkerGroup(self.plan, spec, step_timeout=self.worker_timeout).start()
         return self._workers
 
-    # 3. Framework input samples (run_spec): a generation or action sample as its request, a transfer through the
-    # diffusers transfer, audio_image2video through the experimental loop; each output saved as the framework saves it
+    # 5. Framework input samples (run_spec): a generation or action sample as its request, a transfer or an
+    # audio_image2video sample through its own loop; each output saved as the framework saves it
 
     sample_support = SampleSupport(transfer=True, sound_conditioning=True, action_domains=ap.DIFFUSERS_RAW_DIM,
                                    always_shares_positions=True)
@@ -224,7 +216,11 @@ class DiffusersBackend(Backend):
     def check_sample(self, sample: Any, r: Any, given: set[str], step_cache: Any = None) -> None:
         """As a request, with the run's step cache and the backend's scheduler checked against it."""
         super().check_sample(sample, r, given)
-        _check_sample_cache(step_cache, r)
+        check_for_backend(step_cache, self.name)  # not the gpus check: transfer samples run in this process
+        if step_cache is not None and r.model_mode in fw.SOUND_CONDITION_MODES:
+            raise ValidationError("step_cache", f"the experimental {r.model_mode} loop on diffusers runs every step: "
+                                  "it has no step cache.", "leave step_cache out (--step-cache), or run the sample "
+                                  "on the framework.")
         _check_sample_scheduler(self.scheduler, r, given)
 
     def run_sample(self, run: SampleRun, *, progress: Any = True, server_paths: bool = False) -> Generation:
@@ -250,8 +246,8 @@ class DiffusersBackend(Backend):
             self._workers = None
 
     def _check_heads(self, model: str) -> None:
-        """Refuse a Ulysses degree that the model's heads cannot be split by before starting any worker, when the
-        model's config is on disk (tiny, a local folder); otherwise each worker checks it after loading."""
+        """A Ulysses degree the model's heads cannot be split by, refused here when its config is on disk (tiny, a
+        local folder); otherwise each worker checks it after loading."""
         if self.plan.ulysses == 1 or self.builder is not None:
             return
         config = Path(resolve_source(model)) / "transformer" / "config.json"
@@ -261,29 +257,15 @@ class DiffusersBackend(Backend):
     def _generate_on_workers(self, request: GenerationRequest, progress: ProgressCallback | None) -> Generation:
         started = time.perf_counter()
         checker = self.guardrails.check_prompt(bool(request.guardrails), request.prompt_text())
-        with progress_bar(request.num_inference_steps, f"{request.mode} denoising on {self.plan.gpus} GPUs", "step",
-                          enabled=self.progress) as bar:
-
-            def on_step(step: int, total: int) -> None:
-                bar.update(step - bar.n)
-                if progress is not None:
-                    progress(step, total)
-
+        with StepClock(request.num_inference_steps, f"{request.mode} denoising on {self.plan.gpus} GPUs",
+                       bar=self.progress, callback=progress) as clock:
             group = self._worker_group()
             start_s = time.perf_counter() - started
-            generation = group.generate(request.replace(guardrails=False), on_step)
+            generation = group.generate(request.replace(guardrails=False), lambda step, _total: clock.step(step))
         generation.request = request
         generation.timings.update(workers_start_s=start_s, total_s=time.perf_counter() - started)
         generation.frames = self.guardrails.check_frames(checker, generation.frames)
         return generation
-
-
-def _dtype(dtype: Any, device: str):
-    import torch
-
-    if dtype is None:
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    return getattr(torch, dtype) if isinstance(dtype, str) else dtype
 
 
 def _check_options(plan: ParallelPlan, fast: Any, device: str | None, device_map: Any) -> None:
@@ -304,21 +286,10 @@ def _check_options(plan: ParallelPlan, fast: Any, device: str | None, device_map
                               "cfg_parallel=2 runs them on two.", "leave batch_cfg unset, or use cfg_parallel=1.")
 
 
-def _check_sample_cache(step_cache: StepCache, r: ResolvedSample) -> None:
-    """A run's step cache: SeaCache's hooks, which the experimental sound-conditioned loop does not have."""
-    if step_cache is None:
-        return
-    check_for_backend(step_cache, NAME)
-    if r.model_mode in fw.SOUND_CONDITION_MODES:
-        raise ValidationError("step_cache", f"the experimental {r.model_mode} loop on diffusers runs every step: it "
-                              "has no step cache.", "leave step_cache out (--step-cache), or run the sample on the "
-                              "framework.")
-
-
 def _check_sample_scheduler(scheduler: Any, r: ResolvedSample, given: set[str]) -> None:
-    """A scheduler instance given to the backend, against the sample, before any work. Transfer and audio samples
-    run the framework's own sampler here (it would be left unused while the manifest named it); a generation
-    sample sends its shift, the framework's default where it sets none, which the instance must share."""
+    """The backend's scheduler against the sample: transfer and audio samples run the framework's own sampler (it
+    would be left unused while the manifest named it); a scheduler instance must share a generation sample's shift
+    (the framework's default where it sets none)."""
     if scheduler is None:
         return
     if r.is_transfer or r.model_mode in fw.SOUND_CONDITION_MODES:

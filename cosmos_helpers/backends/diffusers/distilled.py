@@ -1,10 +1,9 @@
 """The few-step (distilled) Cosmos3 path of :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend`.
 
-A distilled checkpoint is a diffusers *modular* pipeline (``Cosmos3DistilledBlocks``): its fixed schedule is the
-pipeline config's ``distilled_sigmas``, its scheduler a stochastic flow-matching Euler, and it takes no guidance,
-negative prompt or sound (``protocol.variants``). So it is loaded with ``ModularPipeline.from_pretrained`` and
-called with only what it accepts; the request model has already refused the rest (``limits``). The scheduler is
-the checkpoint's own: no backend scheduler, shift or fast path is lent to it.
+A distilled checkpoint is a diffusers *modular* pipeline (``Cosmos3DistilledBlocks``) with its own fixed schedule and
+scheduler, taking no guidance, negative prompt or sound (``protocol.variants``): it is loaded with
+``ModularPipeline.from_pretrained`` and called with only what it accepts (:func:`call_kwargs`); no backend
+scheduler, shift or fast path is lent to it.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from ...models.tiny_distilled import INDEX_FILE, MODEL_NAME
 from ...presets import get_profile
 from ...protocol import variants
 from ...request import GenerationRequest
-from .arguments import prompt_options, video_kwargs
+from .arguments import call_kwargs  # noqa: F401  the distilled blocks take what the stock pipeline takes alike
 
 DIFFUSERS_MODES = variants.DISTILLED_MODES["diffusers"]
 
@@ -35,9 +34,8 @@ def is_distilled_model(model: str) -> bool:
 
 
 def check_request(request: GenerationRequest, *, scheduler: Any, fast: Any, gpus: int = 1) -> bool:
-    """Refuse, before loading, what the request's checkpoint cannot run with its profile: a distilled checkpoint
-    outside a distilled profile or with options of the base pipeline's, a base checkpoint under a distilled profile.
-    Returns whether the checkpoint is distilled (the base pipeline's checks do not apply to it)."""
+    """Refuse a distilled checkpoint outside a distilled profile or with the base pipeline's options, and a base
+    checkpoint under a distilled profile. Returns whether the checkpoint is distilled."""
     profile = get_profile(request.profile)
     if not is_distilled_model(request.model):
         if profile.distilled:
@@ -84,21 +82,9 @@ def _quiet(block) -> None:
         _quiet(child)
 
 
-def call_kwargs(request: GenerationRequest) -> dict[str, Any]:
-    """The distilled pipeline's inputs: the request's sizes, frames, fps, prompt options and conditioning."""
-    kwargs: dict[str, Any] = dict(prompt=request.prompt_text(), num_frames=request.num_frames,
-                                  height=request.height, width=request.width, fps=request.fps,
-                                  num_inference_steps=request.num_inference_steps, **prompt_options(request))
-    if request.mode == "image2video":
-        kwargs["image"] = request.conditioning_image()
-    elif request.mode == "video2video":
-        kwargs.update(video_kwargs(request))
-    return kwargs
-
-
 @contextlib.contextmanager
 def counting_steps(pipe, on_step: Callable[[int], None]) -> Iterator[None]:
-    """Report each scheduler step (the modular loop has no step callback) for the length of one call."""
+    """Report each scheduler step for one call (the modular loop has no step callback)."""
     scheduler = pipe.scheduler
     step = scheduler.step
 
@@ -115,7 +101,7 @@ def counting_steps(pipe, on_step: Callable[[int], None]) -> Iterator[None]:
 
 
 def denoise(pipe, request: GenerationRequest, kwargs: dict[str, Any], on_step: Callable[[int], None]):
-    """Run one request with its :func:`call_kwargs`; returns the frames (``output_type='np'``) and the timesteps."""
+    """The frames (``output_type='np'``) and the timesteps of one request, run with its :func:`call_kwargs`."""
     import torch
 
     with counting_steps(pipe, on_step), torch.inference_mode():

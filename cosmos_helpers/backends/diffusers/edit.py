@@ -1,8 +1,5 @@
 """Image editing (``mode="image2image"``) on diffusers: the Cosmos Framework's edit batch, packed for the loaded
-``Cosmos3OmniPipeline``'s transformer.
-
-diffusers 0.42.1 ships no Cosmos3 edit workflow, but an edit is an ordinary packed sequence, which its transformer
-takes as it is (``protocol.variants`` cites the framework for each rule):
+pipeline's transformer (diffusers 0.42.1 ships no Cosmos3 edit workflow; ``protocol.variants`` cites each rule):
 
 * two images: the input, clean (no timestep, no prediction read), then the output, noised;
 * each at its own temporal position: the output's grid starts at ``max(position) + 1`` of the input's (integer
@@ -12,8 +9,7 @@ takes as it is (``protocol.variants`` cites the framework for each rule):
 * the output size: the request's (``GenerationRequest.keeps_image_size``: the input's shape, longer side 512,
   resized as the framework does; else the bucket, resized to cover and centre-cropped).
 
-The tokenizer, VAE, scheduler (lent by the backend for the call) and guidance interval are the pipeline's, and so
-is the loop's arithmetic (flow velocity, ``uncond + g * (cond - uncond)``, the native sigmas when configured).
+The tokenizer, VAE, scheduler (lent for the call), guidance interval and the loop's arithmetic are the pipeline's.
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ from ...request import GenerationRequest
 
 
 def edit(pipe, request: GenerationRequest, on_step: Callable[[int], None]) -> np.ndarray:
-    """Run one edit; returns the output as ``(1, H, W, 3)`` floats in ``[0, 1]``."""
+    """One edit, as ``(1, H, W, 3)`` floats in ``[0, 1]``."""
     import torch
 
     device = pipe._get_execution_device()
@@ -57,7 +53,7 @@ def edit(pipe, request: GenerationRequest, on_step: Callable[[int], None]) -> np
 
 
 def input_pixels(request: GenerationRequest) -> np.ndarray:
-    """The input image as uint8 ``(H, W, 3)`` at the output size, resized as the framework resizes it."""
+    """The input image as uint8 ``(H, W, 3)`` at the output size, resized as the framework does."""
     from PIL import Image
 
     image = request.conditioning_image()
@@ -76,12 +72,9 @@ def pipe_latents(pipe, pixels: np.ndarray, device: Any):
 
 def token_ids(pipe, request: GenerationRequest) -> tuple[list[int], list[int]]:
     """``(cond, uncond)`` token ids as the framework makes them for an edit: each text a chat under the edit system
-    prompt, then end-of-text and start of vision.
-
-    The image2image defaults (``negative_metadata_mode`` none with ``negative_prompt_keep_metadata``: the framework's
-    *same* mode, ``args.py:373-374``) give a plain prompt and the negative (empty when not given) the *same*
-    resolution sentence (``inference.py:542-555``); a JSON prompt carries its metadata instead, and the negative still
-    gets the sentence. ``add_resolution_template=False`` drops both sentences."""
+    prompt, then end-of-text and start of vision. Its image2image defaults (the *same* negative metadata mode,
+    ``args.py:373-374``) give a plain prompt and the negative the same resolution sentence (``inference.py:542-555``);
+    a JSON prompt carries its metadata instead. ``add_resolution_template=False`` drops both sentences."""
     template = None if request.add_resolution_template is False else fw.RESOLUTION_TEMPLATES["image"]
     size = dict(width=request.width, height=request.height, num_frames=1, fps=request.fps, duration_template=None,
                 resolution_template=template)
@@ -103,8 +96,7 @@ def token_ids(pipe, request: GenerationRequest) -> tuple[list[int], list[int]]:
 
 
 def next_offset(position_ids) -> int:
-    """Where the next item's positions start: one past the largest position so far (Qwen3-VL's rule, the
-    framework's ``sequence_packing/mrope.py``)."""
+    """One past the largest position so far (Qwen3-VL's rule, the framework's ``sequence_packing/mrope.py``)."""
     return math.ceil(float(position_ids.max())) + 1
 
 
@@ -144,12 +136,9 @@ def set_timesteps(pipe, steps: int, device: Any):
 
 def denoise(pipe, request: GenerationRequest, cond: dict, uncond: dict, source, latents, timesteps,
             on_step: Callable[[int], None]):
-    """The guided flow loop on the output item; the pipeline's guidance interval decides each step's negative pass.
-
-    Each step goes through the transformer's hooks as in the pipeline's own loop: the checkpoint's per-step
-    precision policy (ModelOpt mixed precision; a no-op without one) and a ``cache_context`` per branch, so a
-    cache a user enabled on the transformer keeps its "cond" and "uncond" states apart.
-    """
+    """The guided flow loop on the output item (the pipeline's guidance interval decides each negative pass), each
+    step through the transformer's hooks as in the pipeline's own loop: the checkpoint's per-step precision policy,
+    and a ``cache_context`` per branch, so a user's cache keeps its "cond" and "uncond" states apart."""
     import torch
     from diffusers.pipelines.cosmos.mixed_precision import (Cosmos3MixedPrecisionConfig,
                                                             apply_cosmos3_mixed_precision_step,

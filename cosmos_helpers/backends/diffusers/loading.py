@@ -1,10 +1,7 @@
 """Loaded pipelines: where a model name is read from, how it becomes a pipeline, and the one cache that keeps them.
 
-A Cosmos3 checkpoint is tens of gigabytes, so a process keeps one model loaded and every ``DiffusersBackend`` of the
-process borrows it: :data:`SHARED` (this module's :class:`PipelineCache`) holds at most one model (a second one would
-not fit beside Nano), each entry with the lock a call holds while it changes the pipeline's state, and the memory
-report of the offloading installed on it. Loading another model frees the previous one; :func:`free_pipeline` frees
-everything.
+A Cosmos3 checkpoint is tens of gigabytes, so :data:`SHARED` holds one model at a time (a second would not fit beside
+Nano), which every ``DiffusersBackend`` of the process borrows under the entry's lock.
 """
 
 from __future__ import annotations
@@ -42,7 +39,7 @@ class Loaded:
 
 
 class PipelineCache:
-    """The pipelines of one process by (model, device, dtype, placement, memory, builder): one model at a time."""
+    """The pipelines of one process by (model, device, dtype, placement, builder, memory): one model at a time."""
 
     def __init__(self) -> None:
         self._entries: dict[tuple, Loaded] = {}
@@ -82,9 +79,8 @@ def collect_garbage() -> None:
 
 
 def load_pipeline(model: str, *, dtype: Any, device_map: Any = None, token: str | None = None, precision: Any = None):
-    """``model`` loaded from disk or the hub as this package's pipeline class (a distilled checkpoint: diffusers'
-    modular distilled blocks); on the CPU until placed. ``precision`` an ``FP8``: its ModelOpt FP8 revision
-    (:mod:`.modelopt_fp8`: ModelOpt's restore on, then the same ``from_pretrained`` at ``revision="fp8"``)."""
+    """``model`` from disk or the hub as this package's pipeline class (a distilled checkpoint: diffusers' modular
+    blocks), on the CPU until placed; ``precision`` an ``FP8``: its ModelOpt FP8 revision (:mod:`.modelopt_fp8`)."""
     try:
         import torch  # noqa: F401
         from diffusers.utils import logging as diffusers_logging
@@ -122,9 +118,8 @@ def load_pipeline(model: str, *, dtype: Any, device_map: Any = None, token: str 
 
 @dataclass(frozen=True)
 class Builder:
-    """A pipeline made by a function instead of loaded from a checkpoint: ``target`` is ``"module:function"`` (or, in
-    one process, any callable) taking ``(device, dtype, **kwargs)``. Benchmarks use it for random weights at real
-    shapes; given as a string it travels to worker processes, which build the same."""
+    """A pipeline made by ``target(device, dtype, **kwargs)`` instead of loaded (benchmarks: random weights at real
+    shapes); as a ``"module:function"`` string it travels to worker processes, which build the same."""
 
     target: str | Callable
     kwargs: tuple[tuple[str, Any], ...] = ()
@@ -165,12 +160,8 @@ def resolve_source(model: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def pipeline_class() -> type:
-    """``Cosmos3OmniPipeline`` with a guidance interval: classifier-free guidance only while ``lo <= t <= hi``.
-
-    diffusers 0.42.1 has no interval (vLLM-Omni applies ``[400, 1000]`` to images by default). The pipeline
-    asks ``do_classifier_free_guidance`` before each step's negative pass, after setting ``_current_timestep``;
-    answering "no" outside the interval skips that pass and uses the conditional prediction, as vLLM-Omni does.
-    """
+    """``Cosmos3OmniPipeline`` with a guidance interval (diffusers 0.42.1 has none; vLLM-Omni applies ``[400, 1000]``
+    to images): ``do_classifier_free_guidance``, asked before each step's negative pass, answers "no" outside it."""
     from diffusers import Cosmos3OmniPipeline
 
     class Cosmos3GuidedPipeline(Cosmos3OmniPipeline):
@@ -186,13 +177,11 @@ def pipeline_class() -> type:
 
 
 def as_guided(pipe):
-    """A pipeline built elsewhere (a builder's plain ``Cosmos3OmniPipeline``) as this package's class, on the same
-    components and config (diffusers' ``from_pipe``: no weight is copied)."""
+    """A builder's plain ``Cosmos3OmniPipeline`` as this package's class, on the same components (no weight copied)."""
     cls = pipeline_class()
     if isinstance(pipe, cls) or not isinstance(pipe, cls.__mro__[1]):
         return pipe
-    # Not ``cls.from_pipe``: it casts every component to its ``dtype`` argument (float32 when none is given), which
-    # turned a bf16 builder's pipeline into float32 and lost the timestep embedder's float32 otherwise.
+    # Not ``cls.from_pipe``: it casts every component to its ``dtype`` argument (float32 when none is given).
     accepted = inspect.signature(cls.__init__).parameters
     options = {k: v for k, v in pipe.config.items() if k in accepted and k not in pipe.components}
     guided = cls(**pipe.components, **options)

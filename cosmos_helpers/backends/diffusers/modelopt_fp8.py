@@ -1,21 +1,16 @@
 """NVIDIA's ModelOpt FP8 checkpoints in process: where the weights come from, ModelOpt's restore and GEMMs, what ran.
 
-``GenerationRequest(precision="fp8")`` on :class:`DiffusersBackend` loads the checkpoint's FP8 revision the way the
-hub revision is loaded everywhere: ``modelopt.torch.opt.enable_huggingface_checkpointing()`` (so ``from_pretrained``
-restores ``transformer/modelopt_state.pth``), then ``from_pretrained(hub_id, revision="fp8")``; a local folder (the
-downloaded revision, or the embedded ``tiny`` model's FP8 build, :mod:`cosmos_helpers.models.tiny_fp8`) is the same
-call without a revision. diffusers' own ``__call__`` then runs the checkpoint's per-step policy; the request's
-:class:`~cosmos_helpers.precision.FP8` overrides go in as its ``mixed_precision_*`` arguments.
+``precision="fp8"`` loads the checkpoint's FP8 revision as the hub loads it everywhere: ModelOpt's
+``enable_huggingface_checkpointing()`` (``from_pretrained`` then restores ``transformer/modelopt_state.pth``), then
+``from_pretrained(hub_id, revision="fp8")``; a local folder (or the embedded ``tiny`` model's FP8 build) without a
+revision. diffusers' own ``__call__`` runs the checkpoint's per-step policy, the request's overrides as its
+``mixed_precision_*`` arguments.
 
-ModelOpt 0.47.0 registers no FP8 GEMM by itself (its ``fp8_per_tensor_gemm`` module is never imported), and without
-one a restored FP8 linear fails in its fallback forward (the restored weight is a plain ``float8_e4m3fn`` tensor, which
-the fallback tries to quantize again). :func:`enable_modelopt` imports ModelOpt's own FP8 GEMM (``torch._scaled_mm`` on
-CUDA SM89+), so the W8A8 steps are native FP8 products there. A device without an FP8 GEMM (a CPU, an older GPU) cannot
-run ModelOpt's real-quant path at all (it opens an NVTX range, which a CPU build of torch lacks), so :func:`place`
-gives each FP8 linear :func:`emulated_w8a8` as its W8A8 forward: the activation quantized to E4M3 with the checkpoint's
-static scale as ``fp8_per_tensor_gemm`` does, both operands dequantized, one product in the compute dtype. diffusers'
-W8A16 steps wrap whichever forward the layer has, so the schedule is diffusers' own either way; the manifest says
-which W8A8 ran.
+ModelOpt 0.47.0 registers no FP8 GEMM by itself, and without one a restored FP8 linear fails in its fallback forward
+(it quantizes the E4M3 weight again): :func:`enable_modelopt` imports ModelOpt's own (``torch._scaled_mm``, CUDA
+SM89+). Where no FP8 GEMM exists (a CPU, an older GPU; ModelOpt's real-quant path also opens an NVTX range a CPU
+torch lacks), :func:`place` gives each FP8 linear :func:`emulated_w8a8` as its W8A8 forward. diffusers' W8A16 steps
+wrap whichever forward the layer has; the manifest says which W8A8 ran.
 """
 
 from __future__ import annotations
@@ -50,8 +45,8 @@ def is_modelopt_fp8(quantization: dict[str, Any] | None) -> bool:
 
 def check_request(request: GenerationRequest, *, fast: Any, weight_storage: str | None, gpus: int = 1,
                   distilled: bool = False) -> None:
-    """Refuse, before loading, what this backend cannot run as the request's precision says: the FP8 revision runs
-    on one GPU through the base pipeline's own call (``distilled``: the request's checkpoint is a distilled one)."""
+    """Refuse, before loading, what the request's precision cannot run with: the FP8 revision runs on one GPU
+    through the base pipeline's own call (``distilled``: the request's checkpoint is a distilled one)."""
     check_for_backend(request.precision, "diffusers")
     if is_fp8(request) and (gpus > 1 or distilled):
         where = f"gpus={gpus}" if gpus > 1 else f"the distilled {request.model}"
@@ -123,8 +118,8 @@ def fp8_linears(module: Any) -> list[Any]:
 
 
 def place(pipe: Any, device: str) -> str:
-    """Before the pipeline moves to ``device``: the W8A8 GEMM its FP8 linears will use (ModelOpt's ``_scaled_mm``
-    where the device has FP8 tensor cores, else :func:`emulated_w8a8` installed as their forward)."""
+    """The W8A8 GEMM the FP8 linears will use on ``device`` (without FP8 tensor cores :func:`emulated_w8a8` is
+    installed as their forward)."""
     import torch
 
     dev = torch.device(device)
@@ -140,8 +135,8 @@ def _emulated_forward(self, input, *args, **kwargs):
 
 
 def emulated_w8a8(module, input, weight, bias=None):
-    """W8A8 with ModelOpt's numbers where no FP8 GEMM exists: ``x`` to E4M3 with the static input scale (amax/448,
-    clamped, as ``fp8_per_tensor_gemm`` does), the E4M3 weight with its scale, one product in ``x``'s dtype."""
+    """W8A8 with ModelOpt's numbers: ``x`` to E4M3 with the static input scale (amax/448, clamped, as
+    ``fp8_per_tensor_gemm``), the E4M3 weight with its scale, one product in ``x``'s dtype."""
     import torch
     import torch.nn.functional as F
 
@@ -170,7 +165,7 @@ def provenance(pipe: Any, request: GenerationRequest, gemm: str | None = None) -
 
 
 def _gemm_chosen(pipe: Any) -> str:
-    """What ModelOpt chose for the W8A8 products (it caches its choice on a layer at the layer's first W8A8 call)."""
+    """What ModelOpt chose for the W8A8 products (cached on a layer at its first W8A8 call)."""
     for layer in fp8_linears(pipe.transformer):
         if "_real_quant_gemm_impl" in layer.__dict__:
             return CUDA_GEMM if layer._real_quant_gemm_impl is not None else "none: ModelOpt's fallback forward"

@@ -1,29 +1,38 @@
 """One in-process call, whatever its loop: the shared pipeline borrowed, progress reported, time taken, a Generation.
 
-The pipeline is shared by every backend of the process, so what a backend changes on it for one call (its scheduler,
-its guidance interval, the fast path switched on, a step cache) is lent under the pipeline's lock and taken back
-after, however the call ends. The step clock and the Cosmos guardrails (the prompt checked before a call, the frames
-after it) serve the other in-process workflows too (transfer, audio).
+What a backend changes on the shared pipeline for one call (scheduler, guidance interval, fast path, step cache) is
+lent under the pipeline's lock and taken back however the call ends. The step clock, the guardrails and the step
+cache serve the other in-process workflows too (transfer, audio, several GPUs).
+
+Three loops denoise (the pipeline's own call, the distilled blocks, the edit loop), behind one shape: call
+arguments, then a denoise that reports steps and returns a :class:`Denoised`.
+
+SeaCache is diffusers' own hook (``SeaCacheConfig`` + ``transformer.enable_cache``), deciding per guidance branch
+whether the decoder stack runs; what ran is counted without reaching into its state: a forward pre-hook counts every
+pass, a second one on the first decoder layer the stock passes that compute; the fast path counts its own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ...errors import BackendUnavailableError, GuardrailError
+from ...errors import BackendUnavailableError, GuardrailError, ValidationError
 from ...fast import FastOptions, enable_fast_path, fast_path_active, installed_forward
+from ...precision import diffusers_call_kwargs
+from ...presets import SOUND_SAMPLE_RATE
 from ...progress import progress_bar
+from ...protocol import step_cache as facts
 from ...request import GenerationRequest
 from ...result import Generation
 from ...schedules import configure_scheduler
-from .cache import call_cache
-from . import modelopt_fp8
-from .loading import Loaded
-from .loops import Denoised, StockLoop, loop_for
+from ...step_cache import SeaCache, StepCache, describe
+from . import distilled, edit, modelopt_fp8
+from .arguments import action_kwargs, call_kwargs, predicted_actions
 
 GUARDRAIL_HELP = (
     "Guardrails were requested but `cosmos_guardrail` is not usable here. To run them: "
@@ -41,7 +50,6 @@ class Guardrails:
         self.checker = checker
 
     def get(self, wanted: bool = True):
-        """The checker, or ``None`` when ``wanted`` is off."""
         if not wanted:
             return None
         if self.checker is None:
@@ -72,9 +80,8 @@ class Guardrails:
 
 
 class StepClock:
-    """``with StepClock(total, desc, bar=True) as clock:`` set ``clock.load_s`` (the model's load) and
-    ``clock.call_start`` (the pipeline call starts), call ``clock.step()`` after each step; leaving the block stops
-    the clock, closes the bar and sets ``clock.timings``."""
+    """``with StepClock(total, desc, bar=True) as clock:`` set ``clock.load_s`` and ``clock.call_start``, call
+    ``clock.step()`` after each step; leaving the block closes the bar and sets ``clock.timings``."""
 
     def __init__(self, total: int, desc: str, *, bar: bool, callback: Callable[[int, int], None] | None = None,
                  started: float | None = None) -> None:
@@ -87,7 +94,7 @@ class StepClock:
         self.timings: dict[str, float] = {}
 
     def step(self, done: int | None = None) -> None:
-        """One step taken; ``done`` is the caller's count (default: the steps counted here)."""
+        """One step taken; ``done``: the caller's count (default: the steps counted here)."""
         self.marks.append(time.perf_counter())
         self.bar.update(1)
         if self.callback is not None:
@@ -111,9 +118,188 @@ class StepClock:
         return timings
 
 
+@dataclass
+class CallCache:
+    """One call's step cache and its passes (``schedule``: a character a pass, ``C`` computed, ``.`` cached), and the
+    passes the fast path sent to stock code, by reason; once the call's block is left, ``provenance`` records them."""
+
+    record: dict[str, Any]
+    fast: Any = None  # the installed fast forward, which counts its own computed passes and fallbacks
+    passes: int = 0
+    stack_runs: int = 0  # stock passes that ran the first layer
+    schedule: str = ""
+    provenance: dict[str, Any] = field(default_factory=dict)
+    handles: list = field(default_factory=list, repr=False)
+    _at_pass_start: int = 0
+
+    def __post_init__(self) -> None:
+        stats = self.fast.stats if self.fast is not None else {"computed_passes": 0, "fallback_reasons": {}}
+        self._fast_start = (stats["computed_passes"], dict(stats["fallback_reasons"]))
+
+    @property
+    def computed(self) -> int:
+        fast = self.fast.stats["computed_passes"] - self._fast_start[0] if self.fast is not None else 0
+        return self.stack_runs + fast
+
+    def watch(self, transformer) -> None:
+        """Count ``transformer``'s passes, and its stock passes that run the decoder stack."""
+
+        def count_pass(*_: Any) -> None:
+            self._close_pass()
+            self.passes += 1
+            self._at_pass_start = self.computed
+
+        def count_stack(*_: Any) -> None:
+            self.stack_runs += 1
+
+        self.handles = [transformer.register_forward_pre_hook(count_pass),
+                        transformer.layers[0].register_forward_pre_hook(count_stack)]
+
+    def _close_pass(self) -> None:
+        if self.passes > len(self.schedule):
+            self.schedule += "C" if self.computed > self._at_pass_start else "."
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self._close_pass()
+        self.provenance = {"step_cache": {**self.record, "passes": self.passes, "passes_computed": self.computed,
+                                          "schedule": self.schedule}}
+        if self.fast is not None:
+            start = self._fast_start[1]
+            fallbacks = {reason: n - start.get(reason, 0) for reason, n in self.fast.stats["fallback_reasons"].items()
+                         if n > start.get(reason, 0)}
+            if fallbacks:
+                self.provenance["fast_fallbacks"] = fallbacks
+
+
+@contextlib.contextmanager
+def call_cache(transformer, value: StepCache, fast=None) -> Iterator[CallCache]:
+    """The request's cache on ``transformer`` for the block, counted (``fast``: the installed fast forward), removed
+    after. A cache the caller enabled on the transformer is left in place and recorded; a request that sets one as
+    well is refused (diffusers runs one cache at a time)."""
+    enabled = getattr(transformer, "_cache_config", None)
+    if value is not None and enabled is not None:
+        raise ValidationError("step_cache", f"the pipeline's transformer already has a {type(enabled).__name__} "
+                              "enabled (transformer.enable_cache), and diffusers runs one cache at a time.",
+                              "call pipe.transformer.disable_cache() first, or leave step_cache out to run with the "
+                              "cache you enabled.")
+    config = None
+    if isinstance(value, SeaCache):  # its fields given, diffusers' defaults for the rest
+        from diffusers import SeaCacheConfig
+
+        config = SeaCacheConfig(**{facts.FIELDS[name][0]: given for name, given in value.given().items()})
+    record = describe(value, "diffusers") if enabled is None else {  # the caller's own, left in place
+        "choice": "default", "source": "enabled on the pipeline by the caller", "method": type(enabled).__name__}
+    call = CallCache(record, fast)
+    call.watch(transformer)
+    if config is not None:
+        transformer.enable_cache(config)
+    try:
+        yield call
+    finally:
+        call.close()
+        if config is not None:
+            transformer.disable_cache()
+
+
+OnStep = Callable[[int], None]  # called after every denoising step with its 0-based index
+
+
+@dataclass
+class Denoised:
+    """Frames ``(T, H, W, 3)`` (floats in [0, 1] or uint8), and the sound and predicted actions where made."""
+
+    frames: np.ndarray
+    sound: np.ndarray | None = None
+    sample_rate: int = SOUND_SAMPLE_RATE
+    actions: np.ndarray | None = None
+
+
+class StockLoop:
+    """The pipeline's own ``__call__``."""
+
+    what = ""
+    lends = True  # the backend's scheduler, guidance interval and fast path are lent for the call
+    provenance: dict[str, Any] = {}
+
+    def call_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
+        """The exact ``Cosmos3OmniPipeline.__call__`` arguments for a request (no generator/callback), with the FP8
+        schedule's overrides (none: the checkpoint's)."""
+        if request.is_action:
+            return {**action_kwargs(request), **diffusers_call_kwargs(request.precision)}
+        return {"negative_prompt": request.negative_prompt_text(), "guidance_scale": request.guidance_scale,
+                "enable_sound": bool(request.sound), "enable_safety_check": False, **call_kwargs(request),
+                **diffusers_call_kwargs(request.precision)}
+
+    def denoise(self, pipe, request: GenerationRequest, kwargs: dict, on_step: OnStep, *, on_device: bool = False
+                ) -> Denoised:
+        """``on_device``: the fast path's conversion of the decoded video to uint8 on the GPU (same values)."""
+        import torch
+
+        def callback(_pipe, step, _timestep, callback_kwargs):
+            on_step(step)
+            return callback_kwargs  # diffusers pops "latents" from what we return
+
+        with torch.inference_mode():
+            output = pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(request.seed),
+                          callback_on_step_end=callback, output_type="pt" if on_device else "np", return_dict=True)
+            if on_device:
+                from ...fast.vae import video_to_host_uint8
+
+                output.video = video_to_host_uint8(output.video)
+        sound = None
+        if request.sound and output.sound is not None:
+            sound = output.sound.float().cpu().numpy()
+            sound = sound[0] if sound.ndim == 3 else sound
+        tokenizer = getattr(pipe, "sound_tokenizer", None)
+        rate = int(tokenizer.config.get("sampling_rate", SOUND_SAMPLE_RATE)) if tokenizer is not None \
+            else SOUND_SAMPLE_RATE
+        return Denoised(_squeeze(output.video), sound, rate, predicted_actions(output, request))
+
+
+class DistilledLoop:
+    """A few-step checkpoint: its own fixed schedule, no guidance, no sound (:mod:`.distilled`)."""
+
+    what = "distilled"
+    lends = False  # the checkpoint's own scheduler; no fast path
+    provenance = {"distilled": True}
+
+    call_kwargs = staticmethod(call_kwargs)
+
+    def denoise(self, pipe, request: GenerationRequest, kwargs: dict, on_step: OnStep, **_: Any) -> Denoised:
+        frames, _timesteps = distilled.denoise(pipe, request, kwargs, on_step)  # the runner reads the scheduler's
+        return Denoised(_squeeze(frames))
+
+
+class EditLoop:
+    """Image editing: the framework's edit batch on the pipeline's transformer (:mod:`.edit`)."""
+
+    what = "edit"
+    lends = True
+    provenance = {"edit": True}
+
+    def call_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
+        return {}
+
+    def denoise(self, pipe, request: GenerationRequest, kwargs: dict, on_step: OnStep, **_: Any) -> Denoised:
+        return Denoised(_squeeze(edit.edit(pipe, request, on_step)))
+
+
+def loop_for(request: GenerationRequest):
+    """The distilled blocks for a distilled checkpoint, the edit loop for image2image, else the pipeline's call."""
+    if distilled.is_distilled_model(request.model):
+        return DistilledLoop()
+    return EditLoop() if request.mode == "image2image" else StockLoop()
+
+
+def _squeeze(frames: Any) -> np.ndarray:
+    frames = np.asarray(frames)
+    return frames[0] if frames.ndim == 5 else frames
+
+
 class CallRun:
-    """One call of ``backend`` for ``request``, as numbered steps (:meth:`run`): its bar and callback, its timings
-    (load, first step, denoise, decode), the pipeline lent for it."""
+    """One call of ``backend`` for ``request``, as numbered steps (:meth:`run`)."""
 
     def __init__(self, backend: Any, request: GenerationRequest, progress: Callable[[int, int], None] | None) -> None:
         self.started = time.perf_counter()
@@ -125,8 +311,8 @@ class CallRun:
         self.clock: StepClock | None = None
 
     def run(self) -> Generation:
-        """1. the prompt through the guardrails, 2. the shared pipeline, 3. denoise on the lent pipeline with the
-        call's arguments (built with the run), 4. the Generation (frames through the guardrails)."""
+        """1. the prompt through the guardrails, 2. the shared pipeline, 3. denoise on the lent pipeline, 4. the
+        Generation (frames through the guardrails)."""
         request, backend = self.request, self.backend
         checker = backend.guardrails.check_prompt(bool(request.guardrails), request.prompt_text())  # 1
         start = time.perf_counter()
@@ -140,12 +326,8 @@ class CallRun:
         generation.frames = backend.guardrails.check_frames(checker, generation.frames)  # uint8 by now
         return generation
 
-    def on_step(self, index: int) -> None:
-        """After each denoising step (0-based ``index``)."""
-        self.clock.step(index + 1)
-
-    def _denoise(self, loaded: Loaded, kwargs: dict[str, Any]) -> tuple[Denoised, dict[str, Any]]:
-        """The loop's denoise on the lent pipeline; what ran, for the manifest."""
+    def _denoise(self, loaded: Any, kwargs: dict[str, Any]) -> tuple[Denoised, dict[str, Any]]:
+        """The loop's denoise on ``loaded`` (a :class:`~.loading.Loaded`) lent; what ran, for the manifest."""
         request, loop = self.request, self.loop
         label = f"{request.mode} denoising" + (f" ({loop.what})" if loop.what else "")
         with StepClock(request.num_inference_steps, label, bar=self.backend.progress, callback=self.callback,
@@ -156,7 +338,8 @@ class CallRun:
                 with call_cache(pipe.transformer, request.step_cache, fast) as cache:
                     clock.call_start = time.perf_counter()
                     on_device = bool(fast) and isinstance(loop, StockLoop) and pipe.device.type == "cuda"
-                    denoised = loop.denoise(pipe, request, kwargs, self.on_step, on_device=on_device)
+                    denoised = loop.denoise(pipe, request, kwargs, lambda index: clock.step(index + 1),
+                                            on_device=on_device)
                 provenance = {"device": str(pipe.device), "dtype": str(pipe.transformer.dtype),
                               **({"memory": loaded.memory} if loaded.memory else {}),
                               "scheduler": type(pipe.scheduler).__name__, "fast": bool(self.fast),
@@ -166,8 +349,8 @@ class CallRun:
 
     @contextlib.contextmanager
     def _lent(self, pipe) -> Iterator[Any]:
-        """The shared pipeline with this call's scheduler, fast-path switch and guidance interval (a loop that runs
-        the checkpoint's own schedule borrows it as it is)."""
+        """The shared pipeline with this call's scheduler, fast-path switch and guidance interval (a loop on the
+        checkpoint's own schedule borrows it as it is)."""
         if not self.loop.lends:
             yield pipe
             return

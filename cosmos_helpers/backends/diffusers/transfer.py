@@ -22,11 +22,9 @@ h      safety checker required                                the sample's ``gua
 =====  =====================================================  ==============================================
 
 (c) is :class:`WeightedMultiControlAttnProcessor`; (f) and (g) are the chunk loop and denoiser that replace the
-stock ones (with the scheduler step, each reads one call's :class:`CallSettings`; the classes are built on first use).
-The blocks, the pipeline object and its scheduler are made per call (a few milliseconds); only the weights are
-shared, borrowed from the backend's pipeline for the model. The one shared thing a call changes, the transformer's
-attention processors, is changed only under that pipeline's lock (``DiffusersBackend.borrowed``) and restored before
-it is released. Importing this module does not import diffusers.
+stock ones, reading one call's :class:`CallSettings`. The blocks, pipeline and scheduler are made per call (a few
+milliseconds) on the backend's shared weights; the one shared thing a call changes, the attention processors, is
+changed only under the pipeline's lock (``DiffusersBackend.borrowed``) and restored before it is released.
 """
 
 from __future__ import annotations
@@ -47,8 +45,7 @@ from ...schedules import native_flow_scheduler
 from ...specs.resolve import ResolvedSample
 from ...specs.transfer import PreparedTransfer, mirror_pad, prepare_transfer
 from ...step_cache import StepCache, check_for_backend
-from .cache import call_cache
-from .runner import GUARDRAIL_HELP, StepClock, guardrail_errors
+from .runner import GUARDRAIL_HELP, StepClock, call_cache, guardrail_errors
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -63,19 +60,10 @@ class TransferGeneration(Generation):
 
 def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any,
                  progress: bool | ProgressCallback = True, step_cache: StepCache = None) -> TransferGeneration:
-    """Run a resolved transfer sample on diffusers; returns uint8 frames with the controls they followed.
-
-    Args:
-        spec: a :class:`ResolvedSample` (local paths) or an already :class:`PreparedTransfer`.
-        backend: the :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend` whose shared weights to use
-            (device, dtype; required: its loaded pipelines are what a transfer reuses). The model is the sample's
-            (``spec.model``), and so is whether the Cosmos guardrails run (``spec.guardrails``; they need
-            ``cosmos_guardrail``).
-        progress: a tqdm bar (``True``), nothing (``False``), or ``callback(step, total)`` over all chunks.
-        step_cache: ``None`` (diffusers' default: off), ``"off"`` or a :class:`~cosmos_helpers.SeaCache`: diffusers'
-            SeaCache on the transformer for this call (the modular denoiser enters a cache context per pass and
-            resets it per chunk); the manifest records it with the passes computed.
-    """
+    """A resolved (or prepared) transfer sample on ``backend``'s shared weights: uint8 frames with the controls they
+    followed. The model and the guardrails are the sample's; ``progress`` a bar (``True``) or ``callback(step,
+    total)`` over all chunks; ``step_cache`` diffusers' SeaCache for this call (a cache context per pass, reset per
+    chunk), recorded with the passes computed."""
     import torch
 
     started = time.perf_counter()
@@ -116,13 +104,13 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any,
 
 
 def _tokens_per_item(prepared: PreparedTransfer, patch: int = 2, spatial: int = 16, temporal: int = 4) -> int:
-    """Vision tokens of one item (control or target) of a chunk: ``latent_t * ceil(H/32) * ceil(W/32)``."""
+    """Vision tokens of one item (control or target) of a chunk."""
     latent_t = (prepared.chunk_frames - 1) // temporal + 1
     return latent_t * math.ceil(prepared.height / spatial / patch) * math.ceil(prepared.width / spatial / patch)
 
 
 def _call_kwargs(prepared: PreparedTransfer) -> dict[str, Any]:
-    """The modular pipeline's inputs: size, chunking and fps always given, so none of its own defaults apply."""
+    """The modular pipeline's inputs: size, chunking and fps always given (none of its defaults applies)."""
     import torch
     from PIL import Image
 
@@ -167,14 +155,10 @@ def _result(prepared: PreparedTransfer, frames: np.ndarray, timings: dict[str, f
 
 
 class WeightedMultiControlAttnProcessor:
-    """Weighted multi-control attention, for ``N > 1`` controls.
-
-    The generation sequence of a full pass is ``[ctrl_1 | ... | ctrl_N | target]``, ``L`` tokens each. For every
-    control ``i`` one maskless attention runs with keys/values ``[text | ctrl_i | target]``, queried by ``ctrl_i``
-    (its output is kept) and by the target; the target's output is ``sum_i w_i * out_i`` (normalised weights,
-    before the output projection). Controls never attend to each other. Any other sequence (the no-control pass,
-    length ``L``) goes to the stock processor. Text keys use ``k_und_for_gen`` exactly as the stock processor.
-    """
+    """Weighted multi-control attention (``N > 1`` controls) on a pass ``[ctrl_1 | ... | ctrl_N | target]``:
+    per control ``i`` one maskless attention over ``[text | ctrl_i | target]``, queried by ``ctrl_i`` (kept) and the
+    target, whose output is ``sum_i w_i * out_i``; controls never attend to each other. Any other sequence (the
+    no-control pass) goes to the stock processor."""
 
     def __init__(self, weights: tuple[float, ...] | list[float], tokens_per_item: int) -> None:
         from diffusers.models.transformers.transformer_cosmos3 import Cosmos3AttnProcessor
@@ -219,7 +203,7 @@ class WeightedMultiControlAttnProcessor:
 
 @contextmanager
 def installed_processor(transformer, processor) -> Iterator[None]:
-    """Install an attention processor on every layer (``None``: leave them), restore the previous ones after."""
+    """``processor`` on every layer for the block (``None``: leave them)."""
     if processor is None:
         yield
         return
@@ -344,8 +328,8 @@ def _scheduler_step() -> type:
 
 
 def transfer_pipeline(base: Any, settings: CallSettings, shift: float):
-    """A modular transfer pipeline for one call, sharing ``base``'s weights, with the native schedule at ``shift``:
-    ``Cosmos3OmniBlocks`` with the chunk loop, denoiser and scheduler step replaced, bound to ``settings``."""
+    """``Cosmos3OmniBlocks`` for one call on ``base``'s weights, the native schedule at ``shift``, with the chunk
+    loop, denoiser and scheduler step replaced and bound to ``settings``."""
     from diffusers.modular_pipelines import Cosmos3OmniBlocks
 
     blocks = Cosmos3OmniBlocks()

@@ -10,7 +10,7 @@ out/``). It says what it is: its banner, and a ``standin.json`` beside every out
   schedule with guidance 1, as the framework runs one). It never shrinks what an input asks for.
 * flags: a subset of the real ones (checked against ``tests/contracts/fixtures``); ``--[no-]guardrails`` and
   ``--[no-]diffusion-cache`` are on by default, as there; any other flag is an error, as in the real CLI;
-* the diffusion cache: SeaCache with the framework's values through diffusers' own hooks (:mod:`.cache`);
+* the diffusion cache: SeaCache with the framework's values through diffusers' own hooks (:mod:`.cli`);
 * inputs: read as the framework reads them (``.json``: one sample, ``.jsonl``: one per line; a sample without
   ``name`` is named after its file) and validated against the real ``OmniSampleOverrides`` JSON schema;
 * outputs, the framework's layout: ``<out>/<name>/vision.mp4`` (``vision.jpg`` for one frame),

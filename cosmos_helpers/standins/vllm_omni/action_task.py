@@ -23,7 +23,7 @@ from ... import media
 from ...protocol import action as proto
 from ...protocol import vllm_omni as vo
 from ...request import GenerationRequest
-from .errors import value_error
+from .models import value_error
 
 UNSUPPORTED = ("robot_obs", "observation")
 DEFAULT_CHUNK = 16

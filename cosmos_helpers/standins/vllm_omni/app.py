@@ -23,14 +23,11 @@ from ...backends.diffusers import DiffusersBackend
 from ...presets import model_for
 from ...protocol.vllm_omni import IMAGES, SYNC_TIMEOUT_S, VERSION
 from ...step_cache import StepCache, check_for_backend, check_step_cache
-from . import errors
-from .errors import ApiError, envelope
-from .jobs import JobStore
-from .limits import ServerLimits
+from .settings import ServerLimits
+from .models import ApiError, envelope, install_error_handlers
 from .references import TransferRunner
 from .routes import router
-from .state import ServerState
-from .worker import SerialWorker
+from .state import JobStore, SerialWorker, ServerState
 
 MAX_FILES, MAX_FIELDS = 8, 256  # multipart parts a video POST may carry (two files are used)
 
@@ -43,20 +40,13 @@ def create_app(backend: Any = None, *, api_key: str | None = None, served_model_
     """The app serving ``model`` (``tiny``, a hub id or a checkpoint folder; default the default profile's) through
     ``backend`` (``generate(request, progress=cb)``, ``pipeline(model)`` to load ahead; default ``DiffusersBackend``).
 
-    Args:
-        api_key: require ``Authorization: Bearer <key>`` on ``/v1/*``.
-        served_model_name: the name clients may send as ``model`` (default: ``model``).
-        storage_dir: job files and uploads (default: a fresh temporary folder).
-        sync_timeout: seconds before ``/v1/videos/sync`` answers 504; queueing counts, as on vLLM-Omni.
-        guardrails: run the Cosmos guardrails unless a request sets ``extra_params.guardrails`` false. Off by default
-            here (vLLM-Omni: on, and it refuses to start without ``cosmos_guardrail``, which CPU machines lack).
-        transfer_runner: ``(form_fields, extra_params, rgb_video_path, control_paths) -> Generation``; without it a
-            transfer request gets 400.
-        step_progress: job progress per denoising step (vLLM-Omni jumps from 0 to 100).
-        warmup: load the model before serving.
-        step_cache: the cache every request runs (vLLM-Omni's ``--cache-backend``): ``None`` or a ``SeaCache``.
-        limits: a :class:`~.limits.ServerLimits`; ``limit_options`` override single fields of it, e.g.
-            ``create_app(max_queue=4, job_ttl=600)``.
+    ``served_model_name`` is what clients may send as ``model`` (default ``model``); ``storage_dir`` holds job files and
+    uploads (default a fresh temporary folder); ``sync_timeout`` counts queueing, as on vLLM-Omni. ``guardrails`` is
+    off by default here (vLLM-Omni refuses to start without ``cosmos_guardrail``, which CPU machines lack); a request
+    may still turn it off with ``extra_params.guardrails``. Without a ``transfer_runner`` (``(form_fields,
+    extra_params, rgb_video_path, control_paths) -> Generation``) a transfer request gets 400. ``step_progress``
+    reports job progress per step (vLLM-Omni jumps from 0 to 100); ``step_cache`` is ``--cache-backend`` (``None`` or
+    a ``SeaCache``); ``limit_options`` override single fields of ``limits``, e.g. ``create_app(max_queue=4)``.
     """
     limits = replace(limits or ServerLimits(), **limit_options)  # a TypeError names an unknown option
     model = model_for(model=model)
@@ -75,7 +65,7 @@ def create_app(backend: Any = None, *, api_key: str | None = None, served_model_
                               'envelope {"error": {"message", "type", "param", "code"}}; bad input is a 400.')
     app.state.server = state
     app.state.scratch = scratch  # a folder of our own making goes when the app does (or at exit)
-    errors.install(app)
+    install_error_handlers(app)
     app.add_middleware(BodyLimit, max_request_bytes=limits.max_request_bytes, max_json_bytes=limits.max_field_bytes)
     if api_key:
         app.add_middleware(ApiKey, key=api_key)  # added last: it runs first
@@ -160,5 +150,4 @@ class BodyLimit:
                 if received > limit:
                     raise too_large  # an HTTPException: FastAPI's body reader lets it through to the handler
             return message
-
         await self.app(scope, limited, send)

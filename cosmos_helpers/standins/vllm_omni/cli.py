@@ -2,9 +2,8 @@
 
 Like ``vllm serve`` it loads the model *before* binding the port, so while it loads connections are refused;
 ``Application startup complete.`` means ready. Heavy imports (torch, fastapi, uvicorn) happen in ``run``, so
-``--help`` stays fast. The limit flags (defaults in :class:`~.limits.ServerLimits`) are stand-in hardening:
-vLLM-Omni has no queue bound (``--max-queue 0`` behaves like it) and opens server-local paths unchecked.
-Binding anywhere but loopback without an API key prints a loud warning.
+``--help`` stays fast. The limit flags (:class:`~.settings.ServerLimits`) are stand-in hardening. Binding anywhere
+but loopback without an API key prints a loud warning.
 """
 
 from __future__ import annotations
@@ -19,8 +18,7 @@ from ...backends.vllm_wire import API_KEY_ENV
 from ...errors import ValidationError
 from ...presets import PROFILES, get_profile, model_for
 from ...protocol.vllm_omni import SYNC_TIMEOUT_S
-from .cache import log_line, server_cache
-from .limits import MiB, ServerLimits, binding_warning
+from .settings import FLAGGED, ServerLimits, binding_warning, log_line, server_cache
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,39 +52,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step-progress", action="store_true",
                         help="report per-step job progress (vLLM-Omni jumps from 0 to 100)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    _limit_arguments(parser.add_argument_group(
-        "limits (stand-in hardening: requests over a limit are refused before any generation work)"))
-    parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
-
-
-# flag -> (ServerLimits field, the field's units per flag unit, metavar, help; "(default: N)" is added unless given)
-_LIMIT_FLAGS: dict[str, tuple[str, int, str, str]] = {
-    "--max-upload-mb": ("max_request_bytes", MiB, "MB", "largest request body, uploads included -> 413"),
-    "--max-field-kb": ("max_field_bytes", 1024, "KB", "largest text form field -> 400, and image JSON body -> 413 "
-                       "(default: %(default)d, Starlette's and vLLM's)"),
-    "--max-image-pixels": ("max_image_pixels", 1, "N", "largest decoded reference image / video frame, WxH -> 400 "
-                           f"(default: $VLLM_MAX_IMAGE_PIXELS or {7680 * 4320})"),
-    "--max-video-frames": ("max_video_frames", 1, "N", "most frames in a reference or control video -> 400"),
-    "--max-video-seconds": ("max_video_seconds", 1, "S", "longest reference or control video -> 400"),
-    "--max-prompt-chars": ("max_prompt_chars", 1, "N", "longest prompt / negative prompt -> 400"),
-    "--max-output-pixels": ("max_output_pixels", 1, "N", "largest requested output WxH -> 400 (default: %(default)d, "
-                            "7680x4320)"),
-    "--max-output-frames": ("max_output_frames", 1, "N", "most requested output frames -> 400"),
-    "--max-queue": ("max_queue", 1, "N", "generations that may wait behind the running one; beyond it 429 with "
-                    "Retry-After, which vLLM-Omni never sends (default: %(default)d; 0 = unbounded, as vLLM-Omni)"),
-    "--job-ttl": ("job_ttl", 1, "S", "seconds a finished job and its file are kept (expires_at); 0 keeps them until "
-                  "DELETE"),
-}
-
-
-def _limit_arguments(group: argparse._ArgumentGroup) -> None:
+    group = parser.add_argument_group(
+        "limits (stand-in hardening: requests over a limit are refused before any generation work)")
     defaults = ServerLimits()
-    for flag, (name, unit, metavar, text) in _LIMIT_FLAGS.items():
-        default = getattr(defaults, name)
-        if unit != 1:
-            default = default / unit
+    for limit in FLAGGED:
+        default, unit, text = getattr(defaults, limit.name), limit.metadata["unit"], limit.metadata["help"]
+        default = default / unit if unit != 1 else default
         text += "" if "(default:" in text else " (default: %(default)d)"
-        group.add_argument(flag, type=type(default), default=default, metavar=metavar, help=text)
+        group.add_argument(limit.metadata["flag"], type=type(default), default=default,
+                           metavar=limit.metadata["metavar"], help=text)
     group.add_argument("--allowed-local-media-path", action="append", default=[], metavar="DIR",
                        help="a folder whose files requests may name by server-local path (control_path, file:// "
                             "references); resolved with realpath, so '..' and symlinks cannot escape; repeatable "
@@ -94,13 +68,14 @@ def _limit_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--allow-url-fetch", action="store_true",
                        help="fetch http(s):// image_reference/video_reference URLs as vLLM-Omni does (default: off, "
                             "so the server cannot be used to reach other hosts)")
+    parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
 
 
 def limits_from_args(args: argparse.Namespace) -> ServerLimits:
     values = {}
-    for flag, (name, unit, _metavar, _help) in _LIMIT_FLAGS.items():
-        value = getattr(args, flag[2:].replace("-", "_"))
-        values[name] = int(value * unit) if unit != 1 else value
+    for limit in FLAGGED:
+        value, unit = getattr(args, limit.metadata["flag"][2:].replace("-", "_")), limit.metadata["unit"]
+        values[limit.name] = int(value * unit) if unit != 1 else value
     return ServerLimits(**values, allowed_local_media_paths=tuple(args.allowed_local_media_path),
                         allow_url_fetch=args.allow_url_fetch)
 
@@ -112,15 +87,6 @@ def served_model(args: argparse.Namespace) -> str:
         raise ValidationError("--model", f"{args.model!r} is not the --profile {args.profile}'s model "
                               f"({profile_model}).", "give --model or --profile, not both.")
     return model_for(args.profile, args.model)
-
-
-def describe(limits: ServerLimits) -> str:
-    roots = ", ".join(limits.allowed_local_media_paths) or "none"
-    return (f"limits: body {limits.max_request_bytes // MiB} MiB, field {limits.max_field_bytes // 1024} KiB, "
-            f"prompt {limits.max_prompt_chars} chars, image {limits.max_image_pixels} px, video "
-            f"{limits.max_video_frames} frames/{limits.max_video_seconds:g} s, "
-            f"queue {limits.max_queue or 'unbounded'}, "
-            f"job TTL {f'{limits.job_ttl:g} s' if limits.job_ttl else 'none'}, local media: {roots}")
 
 
 def run(args: argparse.Namespace, backend: Any = None) -> int:
@@ -156,7 +122,7 @@ def run(args: argparse.Namespace, backend: Any = None) -> int:
     print(f"serving {state.served_model_name!r} on http://{args.host}:{args.port} (storage {state.storage}; "
           f"guardrails {'on' if args.guardrails else 'off'}; imports took {time.perf_counter() - started:.1f} s)",
           flush=True)
-    print(describe(limits), flush=True)
+    print(limits, flush=True)
     print(log_line(step_cache), flush=True)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                             timeout_graceful_shutdown=2, access_log=args.log_level == "debug")

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from ...backends.vllm_omni import VllmOmniBackend
 from ...backends.vllm_wire import API_KEY_ENV
 from ..threaded import ThreadedApp, free_port
-from .limits import binding_warning
+from .settings import binding_warning
 
 _LIVE: "weakref.WeakSet[LocalServer]" = weakref.WeakSet()
 
@@ -160,7 +160,6 @@ def connect_vllm_omni(url: str | None = None, *, profile: str | None = None, api
         def close(self) -> None:
             super().close()
             server.stop()
-
     options.setdefault("poll_interval", 0.2)
     client = LocalClient(server.url, api_key=api_key, **options)
     client.server = server

@@ -1,22 +1,78 @@
-"""The stand-in's wire format as pydantic models shaped like vLLM-Omni 0.30.0's own (held to the real package's
-schemas by ``tests/contracts/test_standin_contract.py``), so FastAPI gives the same validation and wording.
+"""The stand-in's wire format: pydantic models shaped like vLLM-Omni 0.30.0's own (held to the real package's schemas
+by ``tests/contracts/test_standin_contract.py``), so FastAPI gives the same validation and wording, and the error
+envelope ``{"error": {"message", "type", "param", "code"}}`` every error gets (never FastAPI's ``{"detail": ...}``,
+never a 422).
 
 The video POSTs are read in two layers, as on the real server: ``VideoForm`` is the multipart form with only the
-form-level constraints (an error is FastAPI's 400 "N validation errors"), ``VideoRequest`` what it becomes once its
-JSON fields are parsed (its constraints answer 400 ``BadRequestError`` with pydantic's text).
+form-level constraints (an error is FastAPI's 400 "N validation errors", ``param`` ``body.<field>``), ``VideoRequest``
+what it becomes once its JSON fields are parsed (its constraints answer 400 ``BadRequestError`` with pydantic's text).
+The ``type`` of a 400 follows vLLM-Omni: its handlers' ``HTTPException`` shows the HTTP phrase ("Bad Request"); a
+``ValueError`` or pydantic error raised while it builds the request is "BadRequestError" with the exception's text.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Mapping
 
 from fastapi import UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator
+from pydantic import ValidationError as PydanticValidationError
+from starlette.exceptions import HTTPException
 
+from ...errors import ValidationError
 from ...protocol import vllm_omni as vo
-from .errors import bad_request
+
+VALUE_ERROR = "BadRequestError"
+
+
+class ApiError(HTTPException):
+    """An HTTP error with vLLM's ``type`` and ``param``; FastAPI passes it through body parsing untouched."""
+
+    def __init__(self, status: int, message: str, *, type: str | None = None, param: str | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(status, detail=message, headers=dict(headers) if headers else None)
+        self.message, self.type, self.param = message, type, param
+
+
+def bad_request(message: str, *, param: str | None = None) -> ApiError:
+    """What vLLM-Omni's own ``HTTPException(400, ...)`` looks like."""
+    return ApiError(400, message, param=param)
+
+
+def value_error(message: str, *, param: str | None = None) -> ApiError:
+    """What a ``ValueError`` raised while vLLM-Omni builds the request looks like."""
+    return ApiError(400, message, type=VALUE_ERROR, param=param)
+
+
+def envelope(status: int, message: str, *, type: str | None = None, param: str | None = None,
+             headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(vo.error_body(status, message, type=type, param=param), status_code=status,
+                        headers=dict(headers) if headers else None)
+
+
+def install_error_handlers(app) -> None:
+    async def http_error(_request, exc: HTTPException) -> JSONResponse:
+        return envelope(exc.status_code, str(exc.detail), type=getattr(exc, "type", None),
+                        param=getattr(exc, "param", None), headers=exc.headers)
+
+    async def invalid_body(_request, exc: RequestValidationError) -> JSONResponse:
+        message, param = vo.validation_message(list(exc.errors()))
+        return envelope(400, message, param=param)
+
+    async def invalid_value(_request, exc: Exception) -> JSONResponse:  # VideoForm.to_request, GenerationRequest
+        return envelope(400, str(exc), type=VALUE_ERROR, param=getattr(exc, "field", None))
+
+    async def unexpected(_request, exc: Exception) -> JSONResponse:
+        return envelope(500, f"{type(exc).__name__}: {exc}")
+    for kind, handler in ((HTTPException, http_error), (RequestValidationError, invalid_body),
+                          (PydanticValidationError, invalid_value), (ValidationError, invalid_value),
+                          (Exception, unexpected)):
+        app.add_exception_handler(kind, handler)
+
 
 SizeStr = Annotated[str, StringConstraints(pattern=vo.SIZE_PATTERN.pattern)]
 SecondStr = Annotated[str, StringConstraints(pattern=vo.SECONDS_PATTERN.pattern)]

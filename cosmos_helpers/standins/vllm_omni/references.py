@@ -2,7 +2,7 @@
 (data:, http(s):// when allowed, file:// under ``--allowed-local-media-path``), and transfer controls.
 
 As on vLLM-Omni the kind is decided by content (an image if PIL opens it, else a video), never by file name or
-MIME type. Everything is held to :class:`~.limits.ServerLimits` *before* it is decoded (an image's pixel count from
+MIME type. Everything is held to :class:`~.settings.ServerLimits` *before* it is decoded (an image's pixel count from
 its header: a decompression bomb costs nothing; a video's size, frames and duration from its container).
 
 Transfer: a hint in ``extra_params`` or an uploaded ``control_reference`` + ``control_type`` make a video request a
@@ -28,8 +28,8 @@ from PIL import Image, UnidentifiedImageError
 from ... import media
 from ...protocol import vllm_omni as vo
 from ...specs.download import TooLarge, download
-from .errors import ApiError, bad_request, value_error
-from .limits import ServerLimits
+from .settings import ServerLimits
+from .models import ApiError, bad_request, value_error
 
 
 @dataclass

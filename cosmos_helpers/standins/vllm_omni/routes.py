@@ -34,14 +34,11 @@ from ...protocol.vllm_omni import (GUARDRAIL_MESSAGE, HEALTH, IMAGES, MODELS, VI
                                    VIDEOS_SYNC)
 from .. import MODEL_CARD_KEY
 from . import action_task, translate
-from .errors import ApiError, bad_request
-from .jobs import Job, new_record
-from .models import (IMAGE_EXAMPLES, VIDEO_EXAMPLES, ErrorEnvelope, ImageData, ImageRequest, ImageResponse,
-                     VideoDeleted, VideoError, VideoForm, VideoJob, VideoList)
+from .models import (IMAGE_EXAMPLES, VIDEO_EXAMPLES, ApiError, ErrorEnvelope, ImageData, ImageRequest,
+                     ImageResponse, VideoDeleted, VideoError, VideoForm, VideoJob, VideoList, bad_request)
 from .references import TransferRunner
-from .state import ServerState, State
+from .state import Cancelled, Job, ServerState, State, TaskContext, new_record
 from .translate import ImageTask, VideoTask
-from .worker import Cancelled, TaskContext
 
 router = APIRouter()
 DELETE_WAIT_S = 4.0  # VLLM_OMNI_ABORT_TIMEOUT (2 s) + 2 s of scheduling slack
@@ -182,7 +179,6 @@ def run_job(state: ServerState, job: Job, task: VideoTask, ctx: TaskContext) -> 
         ctx.progress(step, total)
         if state.step_progress and total:
             state.jobs.update(job_id, progress=min(99, int(100 * step / total)))
-
     try:
         result = run_video(task, state.backend, target, progress, state.transfer_runner)
     except Cancelled:

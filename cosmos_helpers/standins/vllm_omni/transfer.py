@@ -49,7 +49,6 @@ def make_transfer_runner(model: str | None = None, *, backend: Any = None, guard
         prepared = prepare_transfer(r, aspect_ratio=aspect, fps=fps, emit_warnings=False)
         return run_transfer(prepared, backend=backend or DiffusersBackend(progress=False), progress=False,
                             step_cache=step_cache)
-
     return runner
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from PIL import Image
 
@@ -27,13 +27,10 @@ from ...protocol import vllm_omni as vo
 from ...request import GenerationRequest
 from . import action_task, references
 from .action_task import given
-from .errors import bad_request, value_error
-from .limits import ServerLimits
+from .settings import ServerLimits
+from .models import ImageRequest, VideoRequest, bad_request, value_error
 from .references import Reference, TransferInputs, Uploads
-
-if TYPE_CHECKING:
-    from .models import ImageRequest, VideoRequest
-    from .state import ServerState
+from .state import ServerState
 
 TRANSFER_DISABLED = "transfer is not enabled on this server (start it with a transfer runner)"
 _EDGE_HUB = vo.EDGE_MODEL.rsplit("/", 1)[-1].lower()
@@ -82,7 +79,6 @@ class ImageTask:
 def video_task(req: VideoRequest, files: dict[str, bytes], form_fields: dict[str, str], state: ServerState,
                stem: str) -> VideoTask:
     """Check everything, read the media, and describe the work; nothing is left behind when it fails.
-
     ``form_fields`` are the text parts as sent (``control_type`` is read from them: it is a form field only)."""
     limits = state.limits
     prompt, negative, extra = _checked(req, req.extra_params or {}, state)

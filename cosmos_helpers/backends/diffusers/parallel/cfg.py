@@ -1,20 +1,12 @@
 """CFG-parallel: the conditional and the negative pass of a denoising step on two groups of GPUs at once.
 
-``Cosmos3OmniPipeline`` calls its transformer twice per step, ``cond`` then ``uncond``, each inside
-``transformer.cache_context(name, step_index=...)``, with the very same noisy-latent and timestep tensors and
-per-prompt packed inputs that do not change between steps. This forward wraps whatever ``transformer.forward`` is
-(stock, or the fast path's), records the context name, and from the second guided step on:
-
-* at the ``cond`` call, branch group 0 computes the conditional pass and group 1 the negative one (built from the
-  negative pass's packed inputs it saw at step 1 plus this step's noisy tensors); the two predictions are
-  exchanged (one all-gather per step), the conditional one is returned and the negative one kept;
-* at the ``uncond`` call, if its arguments are exactly the ones expected (the same objects), the kept prediction
-  is returned without any computation; otherwise it is computed (never a wrong answer, only a slower one).
-
-Step 1 runs both passes on every GPU (the negative inputs are not known before its ``uncond`` call), as does any
-step outside the guidance interval (``pipe.do_classifier_free_guidance`` is asked at the ``cond`` call, after the
-pipeline set the step's timestep). Every rank of a CFG pair takes the same decisions: they run the same pipeline
-on the same inputs.
+The pipeline calls its transformer twice per step (``cond`` then ``uncond``, each in its ``cache_context``) with the
+same noisy tensors and per-prompt packed inputs that do not change between steps. This forward wraps whatever
+``transformer.forward`` is and, from the second guided step on, at the ``cond`` call group 0 computes the
+conditional pass and group 1 the negative one (the negative inputs seen at step 1 with this step's noisy tensors);
+one all-gather exchanges them. The ``uncond`` call gets the kept prediction if its arguments are the very objects
+expected, else it is computed (never a wrong answer, only a slower one). Step 1 and steps outside the guidance
+interval run both passes on every GPU; every rank of a pair takes the same decisions on the same inputs.
 """
 
 from __future__ import annotations
@@ -24,7 +16,8 @@ import contextlib
 import torch
 import torch.distributed as dist
 
-from ....fast.arguments import DYNAMIC, same_kwargs, static
+from ....fast.transformer import DYNAMIC, same_kwargs, static
+
 
 def _flatten(result) -> torch.Tensor:
     """One flat float tensor of a ``(vision, sound, action)`` tuple of tensor lists or ``None``."""
@@ -32,7 +25,7 @@ def _flatten(result) -> torch.Tensor:
 
 
 def _unflatten(flat: torch.Tensor, like: tuple) -> tuple:
-    """``flat`` back into the shapes and dtypes of ``like`` (what :func:`_flatten` was given)."""
+    """``flat`` back into the shapes and dtypes of ``like``."""
     parts = iter(flat.split([t.numel() for part in like if part is not None for t in part]))
     return tuple(None if part is None else [next(parts).reshape(t.shape).to(t.dtype) for t in part] for part in like)
 

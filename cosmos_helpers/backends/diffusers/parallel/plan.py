@@ -1,17 +1,12 @@
-"""How one Diffusers generation is spread over several GPUs, in ``serve_command``'s words.
+"""How one Diffusers generation is spread over several GPUs, in ``serve_command``'s words (``cfg_parallel=``,
+``ulysses=``: vLLM-Omni's ``--cfg-parallel-size`` and ``--ulysses-degree``), so a plan moves between the two
+unchanged (:meth:`ParallelPlan.serve_kwargs`). Tensor parallelism is vLLM-Omni's alone (Diffusers has no sharded
+Cosmos3 layers).
 
-vLLM-Omni calls its degrees ``--cfg-parallel-size`` and ``--ulysses-degree``; :func:`serve_command` takes them as
-``cfg_parallel=`` and ``ulysses=``. :class:`ParallelPlan` uses the same names, so a plan moves between
-``DiffusersBackend(gpus=2, cfg_parallel=2)`` and ``serve_command(model, gpus=2, cfg_parallel=2)`` unchanged
-(:meth:`ParallelPlan.serve_kwargs`). Tensor parallelism is vLLM-Omni's alone: Diffusers has no sharded Cosmos3
-linear layers, so ``tensor_parallel`` is refused here with that fix.
+* **CFG-parallel** (``cfg_parallel=2``): the two guidance passes of a step at once, one per group of GPUs.
+* **Ulysses** (``ulysses=N``): each pass's tokens in ``N`` slices; attention swaps slices for heads (an all-to-all).
 
-* **CFG-parallel** (``cfg_parallel=2``): the conditional and the negative pass of a step run at once, one per
-  group of GPUs, and their predictions are exchanged; every step costs one pass instead of two.
-* **Ulysses** (``ulysses=N``): each pass's tokens are split into ``N`` slices; attention swaps slices for heads
-  (an all-to-all), so every GPU attends the whole sequence over ``heads / N`` heads.
-
-GPUs per request = ``cfg_parallel x ulysses`` and must equal ``gpus`` (an idle GPU would be a silent waste).
+``cfg_parallel x ulysses`` must equal ``gpus`` (an idle GPU would be a silent waste).
 """
 
 from __future__ import annotations
@@ -33,11 +28,8 @@ class ParallelPlan:
     @classmethod
     def build(cls, gpus: int | None = None, *, cfg_parallel: int | None = None, ulysses: int | None = None,
               tensor_parallel: int | None = None) -> "ParallelPlan":
-        """Validate the degrees (same rules and names as ``serve_command``) and fill the unset ones.
-
-        With ``gpus > 1`` and no degree given, CFG-parallel takes two GPUs and Ulysses the rest (``gpus=4`` ->
-        2 x 2): guidance halves the work without any communication inside a pass, so it goes first.
-        """
+        """The degrees validated (``serve_command``'s rules) and the unset ones filled: CFG-parallel takes two GPUs
+        first (it halves the work without communication inside a pass), Ulysses the rest (``gpus=4``: 2 x 2)."""
         given = {"gpus": gpus, "cfg_parallel": cfg_parallel, "ulysses": ulysses, "tensor_parallel": tensor_parallel}
         for name, value in given.items():
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):

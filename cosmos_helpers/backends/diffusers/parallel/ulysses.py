@@ -1,19 +1,11 @@
 """Ulysses sequence parallelism for ``Cosmos3OmniTransformer``, through the seams diffusers 0.42.1 leaves.
 
-The transformer calls ``_cp_shard_fn(und_seq, gen_seq, rotary)`` before its decoder layers and
-``_cp_gather_fn(und_out, gen_out)`` after them (it has no declarative ``_cp_plan``: two pathways of ragged length).
-Between the two, every GPU of a Ulysses group holds one contiguous slice of each pathway's tokens, so projections,
-norms, rotary and MLPs (all per token) run on ``1/N`` of the tokens. Attention needs every token: the processor
-here swaps token slices for heads with one all-to-all (each GPU then has the whole sequence for ``heads/N`` heads),
-drops the padding that made the slices even, attends exactly as stock does (causal text pathway; generation
-queries over text and generation keys), and swaps back. Key/value heads that ``N`` does not divide (GQA) are
-repeated to the query heads first, which is what grouped attention computes anyway.
-
-Padding sits at the end of each pathway, is all zeros (RMSNorm keeps zeros zero) and is never attended to.
-
-The fast path (:mod:`cosmos_helpers.fast.transformer`) uses the same pieces without the seams: it shards only the
-generation tokens (``split_rows``/``join_rows``) and calls :meth:`Ulysses.fast_attention`, which reads the
-prompt's cached text keys/values, whole on every rank, for the heads the rank attends.
+The transformer calls ``_cp_shard_fn`` before its decoder layers and ``_cp_gather_fn`` after them; in between every
+GPU of a group holds one contiguous slice of each pathway's tokens, so the per-token work runs on ``1/N`` of them.
+Attention swaps token slices for heads with one all-to-all, drops the padding that made the slices even (zeros at
+the end, never attended to), attends as stock does and swaps back. Key/value heads ``N`` does not divide are repeated
+to the query heads first, which is what grouped attention computes anyway. The fast path shards only the generation
+tokens and reads the prompt's cached text keys/values, whole on every rank (:meth:`Ulysses.fast_attention`).
 """
 
 from __future__ import annotations
@@ -33,8 +25,6 @@ class Ulysses:
         self.group, self.size, self.rank = group, size, rank
         self.lengths = (0, 0)  # the real (unpadded) text and generation lengths of the pass in flight
         self.passes = 0  # transformer passes sharded so far (tests and reports)
-
-    # seams ------------------------------------------------------------------------------------------------
 
     def split_rows(self, x: torch.Tensor) -> torch.Tensor:
         """This rank's slice of ``x`` (tokens on dim 0), zero-padded so every rank's slice is the same length."""
@@ -58,8 +48,6 @@ class Ulysses:
         dist.all_gather(parts, x.contiguous(), group=self.group)
         return torch.cat(parts, dim=0)[:length]
 
-    # all-to-all -------------------------------------------------------------------------------------------
-
     def tokens_to_heads(self, x: torch.Tensor, length: int) -> torch.Tensor:
         """[tokens/N, heads, d] on each rank -> [tokens, heads/N, d] (padding dropped)."""
         local, heads, dim = x.shape
@@ -79,16 +67,10 @@ class Ulysses:
         dist.all_to_all_single(received, send, group=self.group)
         return received.permute(1, 0, 2, 3).reshape(local, self.size * part, dim)
 
-    # the fast path ---------------------------------------------------------------------------------------------
-
     def fast_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, text_k: torch.Tensor,
                        text_v: torch.Tensor, gen_len: int, attend) -> torch.Tensor:
-        """The fast path's generation attention for this rank's slice of generation tokens.
-
-        ``q``/``k``/``v``: this rank's rows ``[gen/N, heads, d]``; ``text_k``/``text_v``: the prompt's cached keys and
-        values ``[text, kv_heads, d]``, whole on every rank, so they need no exchange: each rank takes the heads it
-        attends for. ``attend(q, k, v)`` is the attention kernel. Returns this rank's rows ``[gen/N, heads, d]``.
-        """
+        """The fast path's attention for this rank's rows ``[gen/N, heads, d]``; the text keys/values are whole on
+        every rank, so each takes the heads it attends without an exchange. ``attend(q, k, v)``: the kernel."""
         heads, kv_heads = q.shape[1], k.shape[1]
         if kv_heads % self.size:  # as the processor does: repeat key/value heads to the query heads
             k, v, text_k, text_v = (t.repeat_interleave(heads // kv_heads, dim=1) for t in (k, v, text_k, text_v))

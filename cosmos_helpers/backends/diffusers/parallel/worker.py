@@ -1,11 +1,8 @@
-"""One rank of a multi-GPU Diffusers plan: ``python -m cosmos_helpers.backends.diffusers.parallel.worker`` (started
-by :class:`~.workers.WorkerGroup`, never by hand).
+"""One rank of a multi-GPU Diffusers plan, started by :class:`~.workers.WorkerGroup` as ``python -m`` this module.
 
-It dies with its parent (Linux parent-death signal, a watchdog on the parent's pid, and end-of-file on the
-control connection), joins ``torch.distributed`` (NCCL on CUDA, gloo on CPU; every collective has a timeout),
-loads the pipeline on its own device, installs the fast path (when asked) and then the plan (CFG-parallel around
-it, Ulysses seams inside), and runs every request it is sent. Rank 0 reports steps and returns the
-``Generation``; every rank reports done or its error.
+It dies with its parent (parent-death signal, a watchdog on the parent's pid, end-of-file on the connection), joins
+``torch.distributed`` (NCCL on CUDA, gloo on CPU, collectives with a timeout), installs the fast path (when asked)
+and then the plan around it, and runs every request it is sent. Rank 0 reports steps and returns the Generation.
 """
 
 from __future__ import annotations
@@ -24,9 +21,7 @@ from ....errors import ValidationError
 from ....fast import FastOptions, enable_fast_path, fast_path_stats
 from ..backend import DiffusersBackend
 from .plan import ParallelPlan
-from .workers import MULTICAST_OFF
-
-ADDRESS_ENV, AUTHKEY_ENV = "COSMOS_PARALLEL_ADDRESS", "COSMOS_PARALLEL_AUTHKEY"
+from .workers import ADDRESS_ENV, AUTHKEY_ENV, MULTICAST_OFF
 
 
 def _die_with_parent(parent: int) -> None:
@@ -50,7 +45,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def join_group(spec: dict, rank: int, world: int):
-    """Initialise the process group and the plan's subgroups (every rank creates every group, same order)."""
+    """The process group and the plan's subgroups (every rank creates every group, in the same order)."""
     import torch
     import torch.distributed as dist
 
@@ -70,21 +65,10 @@ def join_group(spec: dict, rank: int, world: int):
     return plan, mine
 
 
-def _backend(spec: dict, rank: int):
-    """A one-GPU ``DiffusersBackend`` on this rank's device that loads (or builds) the pipeline the parent's would."""
-    fast = rank_fast_options(spec["fast"], ParallelPlan(**spec["plan"]))
-    device = f"cuda:{rank}" if spec["device"] == "cuda" else "cpu"
-    return DiffusersBackend(device=device, dtype=spec["dtype"], progress=False, fast=fast,
-                            scheduler=spec.get("scheduler"), token=spec.get("token"), builder=spec.get("builder"),
-                            **spec["memory_kwargs"])
-
-
 def rank_fast_options(fast, plan):
-    """The fast path's options on one rank of ``plan`` (``fast``: ``FastOptions``, ``True`` or falsy).
-
-    A CFG-parallel rank sees one branch per step, so there is nothing to batch; a Ulysses rank exchanges tokens
-    inside every layer, which a CUDA graph of the whole pass cannot hold. ``DiffusersBackend`` refuses an explicit
-    ``True`` for either before any worker starts, so only unset options are decided here."""
+    """The fast path's options on one rank of ``plan``: a CFG-parallel rank sees one branch per step (nothing to
+    batch), a Ulysses rank exchanges tokens inside every layer (no CUDA graph of the whole pass). An explicit
+    ``True`` for either is refused by ``DiffusersBackend``, so only unset options are decided here."""
     if not fast or not plan.parallel:
         return fast
     options = fast if isinstance(fast, FastOptions) else FastOptions()
@@ -92,8 +76,8 @@ def rank_fast_options(fast, plan):
 
 
 def install_plan(pipe, plan, groups: dict, rank: int, fast=None):
-    """Install ``fast`` (``FastOptions``/``True``/falsy) and then the plan on ``pipe``: the plan wraps the fast path,
-    the Ulysses seams sit inside the transformer. Returns the CFG-parallel forward (or ``None``)."""
+    """``fast`` and then the plan on ``pipe`` (the plan wraps the fast path, the Ulysses seams sit inside the
+    transformer); returns the CFG-parallel forward or ``None``."""
     from .cfg import CfgParallelForward
     from .ulysses import install_ulysses
 
@@ -115,7 +99,11 @@ def _serve(conn, spec: dict, rank: int, world: int) -> None:
     import torch
 
     plan, groups = join_group(spec, rank, world)
-    backend = _backend(spec, rank)
+    cuda = spec["device"] == "cuda"
+    backend = DiffusersBackend(  # one GPU, loading (or building) what the parent's would
+        device=f"cuda:{rank}" if cuda else "cpu", dtype=spec["dtype"], progress=False,
+        fast=rank_fast_options(spec["fast"], plan), scheduler=spec.get("scheduler"), token=spec.get("token"),
+        builder=spec.get("builder"), **spec["memory_kwargs"])
     conn.send(("ready", rank, None))
     while True:
         message = conn.recv()
@@ -130,7 +118,6 @@ def _serve(conn, spec: dict, rank: int, world: int) -> None:
             if state is not None:
                 state.reset()
             progress = (lambda step, total: conn.send(("step", rank, (step, total)))) if rank == 0 else None
-            cuda = spec["device"] == "cuda"
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
             generation = backend.generate(request, progress=progress)

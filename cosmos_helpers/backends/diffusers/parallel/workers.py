@@ -1,9 +1,9 @@
 """The worker processes of a multi-GPU plan, seen from the notebook: start, run a request, stop.
 
-One process per GPU (:mod:`.worker`), with its rank, the rendezvous port and NVLink multicast switched off
-(:data:`MULTICAST_OFF`: on shared hosts NVLS can take the GPUs out of service), over an authenticated local
-connection. Start-up, each step and stopping have timeouts; a worker that exits is reported (exit code, log tail)
-within a second and the whole group is stopped, because a half group cannot run a collective.
+One process per GPU (:mod:`.worker`) over an authenticated local connection, NVLink multicast off
+(:data:`MULTICAST_OFF`: on shared hosts NVLS can take the GPUs out of service). Start-up, each step and stopping have
+timeouts; a worker that exits is reported (exit code, log tail) and the whole group stopped: a half group cannot run
+a collective.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ....standins.threaded import free_port
 from .plan import ParallelPlan
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+ADDRESS_ENV, AUTHKEY_ENV = "COSMOS_PARALLEL_ADDRESS", "COSMOS_PARALLEL_AUTHKEY"
 _GROUPS: "weakref.WeakSet[WorkerGroup]" = weakref.WeakSet()
 
 
@@ -34,17 +35,9 @@ class WorkerError(CosmosHelpersError, RuntimeError):
 
 
 class WorkerGroup:
-    """``plan.gpus`` worker processes running one pipeline spec together.
-
-    Args:
-        plan: the degrees (``gpus`` processes are started).
-        spec: what each worker builds: ``device`` ("cuda"/"cpu"), ``dtype``, ``fast``, ``memory_kwargs``, the
-            backend's ``scheduler`` and ``token``, and optionally ``builder`` (a
-            :class:`~cosmos_helpers.backends.diffusers.Builder` whose target is a ``"module:function"`` string).
-        start_timeout: seconds for every worker to start and join the group.
-        step_timeout: seconds without any word from the workers during a generation (loading included) before
-            they are declared stuck.
-    """
+    """``plan.gpus`` worker processes running one pipeline ``spec`` together (``device``, ``dtype``, ``fast``,
+    ``memory_kwargs``, ``scheduler``, ``token``, ``builder``: the backend's). ``step_timeout``: seconds without a
+    word from the workers during a generation (loading included) before they are declared stuck."""
 
     def __init__(self, plan: ParallelPlan, spec: dict[str, Any], *, start_timeout: float = 300.0,
                  step_timeout: float = 1800.0, stop_timeout: float = 20.0) -> None:
@@ -56,8 +49,6 @@ class WorkerGroup:
         self.logs: list[Path] = []
         self._log_dir: tempfile.TemporaryDirectory | None = None
         self._lock = threading.Lock()
-
-    # lifecycle --------------------------------------------------------------------------------------------
 
     @property
     def alive(self) -> bool:
@@ -78,7 +69,7 @@ class WorkerGroup:
             for rank in range(self.plan.gpus):
                 env = dict(os.environ, **MULTICAST_OFF, RANK=str(rank), LOCAL_RANK=str(rank),
                            WORLD_SIZE=str(self.plan.gpus), COSMOS_PARENT_PID=str(os.getpid()),
-                           COSMOS_PARALLEL_ADDRESS=f"{host}:{port}", COSMOS_PARALLEL_AUTHKEY=authkey.hex(),
+                           **{ADDRESS_ENV: f"{host}:{port}", AUTHKEY_ENV: authkey.hex()},
                            PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
                 log = Path(self._log_dir.name) / f"rank{rank}.log"
                 self.logs.append(log)
@@ -127,8 +118,8 @@ class WorkerGroup:
             self.worker_env[rank] = info
 
     def stop(self, *, graceful: bool = True) -> None:
-        """Ask every worker to stop, wait ``stop_timeout`` s, then kill what is left (at once when not
-        ``graceful``: after a failure the others may be blocked in a collective). Idempotent."""
+        """Ask every worker to stop, then kill what is left after ``stop_timeout`` s (at once when not ``graceful``:
+        after a failure the others may be blocked in a collective)."""
         with self._lock:
             for conn in self.conns.values():
                 try:
@@ -150,8 +141,6 @@ class WorkerGroup:
                 self._log_dir = None
             self.logs = []
             _GROUPS.discard(self)
-
-    # work -------------------------------------------------------------------------------------------------
 
     def generate(self, request: Any, progress: Callable[[int, int], None] | None = None) -> Any:
         """Send ``request`` to every rank; return rank 0's ``Generation`` once every rank is done."""

@@ -1,22 +1,14 @@
 """``run_batch(requests, out)``: many items, resumably, on this machine, a server, or a Ray cluster.
 
-Where the items run:
-
-* ``ray=ADDRESS`` (``"auto"``, ``"ray://head:10001"``, or ``True`` for a new local instance): each item is a Ray task
-  on a pool of actors that each keep a ``DiffusersBackend`` (:mod:`.ray_pool`): one actor per GPU, or ``workers``
-  actors of ``num_cpus`` CPUs;
-* ``backend="framework-serve"`` / ``"vllm-omni"`` with ``url=``: each item is a request to that server, ``concurrency``
-  at a time, so a Ray Serve app (or vLLM-Omni) spreads them over its replicas; or a backend object you made;
-* otherwise this process, one item after another, on ``DiffusersBackend`` (the local path as it always was).
-
-Before anything runs every line is parsed and checked on its backend, and every item's folder is checked
-(:mod:`.plan`): finished items are skipped, a folder holding another request's output stops the batch. Items then
-run with one progress bar over them; a failure is recorded with its error and, unless a second attempt cannot change
-it (:func:`.records.retryable`), the item is tried once more. At the end ``summary.csv``, ``batch.json`` and the
-gallery (``index.html``) are written in ``out``. Nothing is raised for failed items: see :attr:`BatchResult.failed`.
-An item is ``ok`` (made now), ``skipped`` (finished by an earlier run: its manifest matched), or ``failed`` (with
-its error; every attempt is kept); ``started`` / ``finished`` are seconds since the batch began (for
-:mod:`cosmos_helpers.views.timeline`).
+Where the items run: with ``ray=ADDRESS`` (``"auto"``, ``"ray://head:10001"``, ``True`` for a new local instance)
+each is a Ray task on a pool of actors that each keep a ``DiffusersBackend`` (:mod:`.ray_pool`); with a server backend
+and ``url=`` each is a request, ``concurrency`` at a time, so a Ray Serve app (or vLLM-Omni) spreads them over its
+replicas; otherwise they run in this process, one after another. Every line and every item's folder is checked first
+(:func:`.items.plan`: finished items are skipped, another request's output stops the batch). A failure is recorded
+and, unless a second attempt cannot change it (:func:`retryable`), the item is tried once more; nothing is raised for
+failed items (:attr:`BatchResult.failed`). An item ends ``ok``, ``skipped`` (its manifest matched) or ``failed``;
+``started`` / ``finished`` are seconds since the batch began (for :mod:`cosmos_helpers.views.timeline`). At the end
+``summary.csv``, ``batch.json`` and the gallery (``index.html``) are written in ``out``.
 """
 
 from __future__ import annotations
@@ -73,10 +65,8 @@ class ItemRecord:
         return self.status in ("ok", "skipped")
 
     def row(self) -> dict[str, Any]:
-        seconds = self.seconds
-        return {"name": self.name, "kind": self.kind, "mode": self.mode, "status": self.status,
-                "attempts": len(self.attempts), "seconds": None if seconds is None else round(seconds, 3),
-                "worker": self.worker, "media": self.media, "error": self.error}
+        seconds = None if self.seconds is None else round(self.seconds, 3)
+        return {**{name: getattr(self, name) for name in COLUMNS}, "attempts": len(self.attempts), "seconds": seconds}
 
 
 def retryable(error_type: str) -> bool:

@@ -17,13 +17,12 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping
 
 from ..errors import ValidationError
 from ..limits import check_mode
 from ..presets import MODES, VIDEO_SIZES, get_profile, model_for, normalize_tier
 from ..protocol import framework as fw
-from .fields import SampleFields
 
 OVERRIDABLE: tuple[str, ...] = ("resolution", "num_steps", "seed")  # what `cosmos-helpers run` may override
 # What every generation sample must end up with (OmniSampleArgs has no default for them).
@@ -39,20 +38,6 @@ _CASTS: Mapping[str, Callable[[Any], Any]] = {
     "tuple[int, ...]": lambda indexes: tuple(int(i) for i in indexes)}
 # The framework modes a profile has no defaults of, and the mode whose defaults stand in for them.
 PROFILE_MODES: Mapping[str, str] = MappingProxyType({"audio_image2video": "image2video", "wam": "policy"})
-
-
-class SampleLike(Protocol):  # what resolving reads of a ``load.Sample`` (``load`` imports this module)
-    fields: SampleFields
-    name: str
-
-    @property
-    def mode(self) -> str: ...
-    @property
-    def hint_kinds(self) -> tuple[str, ...]: ...
-    @property
-    def is_transfer(self) -> bool: ...
-    def given(self, name: str) -> bool: ...
-    def path(self, value: str | None) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -157,17 +142,18 @@ class ResolvedSample:
         return json.loads(json.dumps(out))
 
 
-def resolve(sample: SampleLike, *, profile: str | None = None, model: str | None = None,
+def resolve(sample: Any, *, profile: str | None = None, model: str | None = None,
             overrides: Mapping[str, Any] | None = None, output_dir: str | Path | None = None,
             guardrails: bool | None = None, fill: bool = True) -> ResolvedSample:
-    """The framework's effective values for ``sample`` (module docstring): ``model`` and ``guardrails`` win over the
-    ``profile``'s; ``overrides`` are command-line values (``OVERRIDABLE``); ``output_dir`` is ``<out>/<name>``, from
-    which the framework derives the seed of a sample without one."""
+    """The framework's effective values for ``sample`` (a ``load.Sample``; ``load`` imports this module), as the
+    module docstring says: ``model`` and ``guardrails`` win over the ``profile``'s; ``overrides`` are command-line
+    values (``OVERRIDABLE``); ``output_dir`` is ``<out>/<name>``, from which the framework derives the seed of a
+    sample without one."""
     return _Resolver(sample, profile, model, dict(overrides or {}), output_dir, guardrails, fill).run()
 
 
 class _Resolver:
-    def __init__(self, sample: SampleLike, profile: str | None, model: str | None, overrides: dict[str, Any],
+    def __init__(self, sample: Any, profile: str | None, model: str | None, overrides: dict[str, Any],
                  output_dir: str | Path | None, guardrails: bool | None, fill: bool) -> None:
         unknown = sorted(set(overrides) - set(OVERRIDABLE))
         if unknown:

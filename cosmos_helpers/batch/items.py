@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -160,3 +161,14 @@ def run_item(item: BatchItem, backend: Any, out: str | os.PathLike[str], *, prof
     if item.kind == "request":
         return generate_and_save(backend, item.request(), item.stem(out))
     return run_spec(item.sample(), backend=backend, profile=profile, out=out, progress=False)
+
+
+def timed_run(item: BatchItem, backend: Any, out: str | os.PathLike[str], *, profile: str) -> dict[str, Any]:
+    """:func:`run_item`, and what became of it: the media, whether it was skipped, the server replica that made it
+    (when the stand-in says; else ``None``), and when it started and finished by the worker's own clock."""
+    started = time.time()
+    generation = run_item(item, backend, out, profile=profile)
+    replica = (generation.provenance.get("standin") or {}).get("replica") or {}
+    return {"media": str(generation.paths["media"]), "skipped": bool(generation.provenance.get("skipped")),
+            "worker": f"replica {replica.get('host')}:{replica.get('pid')}" if replica.get("pid") else None,
+            "started": started, "finished": time.time()}

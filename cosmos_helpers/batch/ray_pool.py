@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable
 
 from ..presets import model_for
-from .items import BatchItem, run_item
+from .items import BatchItem, timed_run
 
 
 class ItemWorker:
@@ -41,10 +41,7 @@ class ItemWorker:
         return {"label": label, "settings": self.backend.output_settings()}
 
     def run(self, item: dict[str, Any]) -> dict[str, Any]:
-        started = time.time()
-        generation = run_item(BatchItem.from_dict(item), self.backend, self.out, profile=self.profile)
-        return {"media": str(generation.paths["media"]), "skipped": bool(generation.provenance.get("skipped")),
-                "started": started, "finished": time.time()}
+        return timed_run(BatchItem.from_dict(item), self.backend, self.out, profile=self.profile)
 
 
 class RayPool:

@@ -30,7 +30,7 @@ from ..errors import ValidationError
 from ..gallery import write_gallery
 from ..progress import progress_bar
 from ..views.pages import markdown_table
-from .items import BatchItem, load_items, plan, run_item
+from .items import BatchItem, load_items, plan, timed_run
 from .ray_pool import RayPool
 
 ATTEMPTS = 2  # an item is tried at most twice
@@ -178,7 +178,7 @@ class ThreadPool:
             label = f"{self.label} slot {slot}" if self.concurrency > 1 else self.label
             while (item := work.get()) is not None:
                 started(item, label)
-                if finished(item, label, *self._one(item, label)):
+                if finished(item, label, *self._one(item)):
                     work.put(item)  # tried again, after the items already waiting
                 work.task_done()
 
@@ -188,16 +188,11 @@ class ThreadPool:
         for _ in range(self.concurrency):
             work.put(None)
 
-    def _one(self, item: BatchItem, label: str) -> tuple[dict[str, Any] | None, BaseException | None]:
-        began = time.time()
+    def _one(self, item: BatchItem) -> tuple[dict[str, Any] | None, BaseException | None]:
         try:
-            generation = run_item(item, self.backend, self.out, profile=self.profile)
+            return timed_run(item, self.backend, self.out, profile=self.profile), None
         except Exception as exc:  # recorded per item; the others go on
             return None, exc
-        replica = (generation.provenance.get("standin") or {}).get("replica") or {}
-        worker = f"replica {replica.get('host')}:{replica.get('pid')}" if replica.get("pid") else label
-        return {"media": str(generation.paths["media"]), "skipped": bool(generation.provenance.get("skipped")),
-                "worker": worker, "started": began, "finished": time.time()}, None
 
     def close(self) -> None:
         pass

@@ -171,17 +171,26 @@ class PrecheckedBackend(Backend):
         if not report.ok:
             warnings.warn(f"blocklisted words (sent as written):\n{report.explain()}", stacklevel=3)
 
+    def output_settings(self) -> dict[str, Any]:
+        return self.backend.output_settings()
 
-def _delegate(name: str) -> Any:
-    def method(self: PrecheckedBackend, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.backend, name)(*args, **kwargs)
+    def close(self) -> None:
+        self.backend.close()
 
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f"The wrapped backend's ``{name}``: only requests are pre-checked."
-    return method
+    def resolve_sample(self, sample: Any, **how: Any) -> Any:
+        return self.backend.resolve_sample(sample, **how)
 
+    def check_sample(self, sample: Any, r: Any, given: set[str], step_cache: Any = None) -> None:
+        self.backend.check_sample(sample, r, given, step_cache)
 
-for _name in ("output_settings", "close", "resolve_sample", "check_sample", "localize", "dry_run", "run_sample"):
-    setattr(PrecheckedBackend, _name, _delegate(_name))
+    def localize(self, r: Any, given: set[str], **how: Any) -> Any:
+        return self.backend.localize(r, given, **how)
+
+    def dry_run(self, run: Any, **how: Any) -> Any:
+        return self.backend.dry_run(run, **how)
+
+    def run_sample(self, run: Any, **how: Any) -> Any:
+        return self.backend.run_sample(run, **how)
+
 
 with_precheck = PrecheckedBackend  # ``with_precheck(backend)`` reads as what it does

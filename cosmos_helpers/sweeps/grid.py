@@ -75,8 +75,7 @@ def _read_file(path: Path) -> Any:
 def _read_csv(text: str, path: Path) -> list[dict[str, Any]]:
     import yaml
 
-    rows = list(csv.reader(io.StringIO(text)))
-    rows = [row for row in rows if any(cell.strip() for cell in row)]
+    rows = [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
     if not rows:
         raise ValidationError(str(path), "is empty: there is nothing to run.", "add a header row and one row per run.")
     header = [name.strip() for name in rows[0]]

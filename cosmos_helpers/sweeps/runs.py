@@ -36,6 +36,7 @@ from typing import Any, Iterator
 
 from .. import media
 from ..errors import OutputExistsError
+from ..result import read_manifest
 from .grid import canonical
 
 try:
@@ -102,10 +103,7 @@ def code_digest(notebook: str | Path) -> str:
 
 
 def read_run_manifest(folder: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((folder / MANIFEST_NAME).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
+    data = read_manifest(folder / MANIFEST_NAME)
     return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
 
 

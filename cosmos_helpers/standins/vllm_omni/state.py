@@ -1,12 +1,9 @@
-"""What every route of one stand-in server shares (``app.state.server``; the routes' ``State`` dependency): the model,
-the settings, the generation worker and the video jobs.
+"""What every route of one server shares (``app.state.server``, the routes' ``State``): model, settings, worker, jobs.
 
-The worker runs one generation at a time, in arrival order, as Cosmos3 runs on vLLM-Omni (``max_num_seqs`` is 1): a
-one-thread ``ThreadPoolExecutor``, plus a bound on waiting work (``max_queue``, then 429 + ``Retry-After``: a stand-in
-feature) and cancelling a *running* task, which stops at its next denoising step (:class:`TaskContext`).
-
-Job records are process-local, as in vLLM-Omni 0.30.0, their files ``<storage>/<job id>.mp4``, removed on ``DELETE``
-or once the job expires. Job ids are checked before any path is built, so no path can be smuggled into the store.
+The worker runs one generation at a time, in arrival order, as Cosmos3 runs on vLLM-Omni (``max_num_seqs`` is 1),
+with a bound on waiting work (``max_queue``, then 429 + ``Retry-After``: a stand-in feature) and cancellation of a
+*running* task at its next denoising step. Job records are process-local, as in vLLM-Omni 0.30.0, their files
+``<storage>/<job id>.mp4``; ids are checked before any path is built, so no path can be smuggled into the store.
 """
 
 from __future__ import annotations
@@ -35,13 +32,13 @@ class Cancelled(Exception):
 
 @dataclass
 class TaskContext:
-    """A running task's cancel flag, checked at each progress report."""
+    """A task's cancel flag, checked at each progress report (``progress`` is the backend's per-step callback)."""
 
     key: str
     cancel: threading.Event = field(default_factory=threading.Event)
     started: bool = False
 
-    def progress(self, step: int, total: int) -> None:  # the backend's per-step callback
+    def progress(self, step: int, total: int) -> None:
         if self.cancel.is_set():
             raise Cancelled(self.key)
 
@@ -60,8 +57,7 @@ class SerialWorker:
         self._durations: deque[float] = deque(maxlen=20)  # recent run times, for Retry-After
 
     def start(self) -> None:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cosmos-generation")
+        self._pool = self._pool or ThreadPoolExecutor(max_workers=1, thread_name_prefix="cosmos-generation")
 
     def stop(self) -> None:
         """Drop queued tasks, ask the running one to stop, and do not wait for it."""
@@ -164,10 +160,8 @@ class JobStore:
 
     def get(self, job_id: str) -> Job | None:
         """The job, or ``None`` for an unknown or malformed id (nothing else reaches the file store)."""
-        if not JOB_ID.fullmatch(job_id):
-            return None
         with self._lock:
-            return self._jobs.get(job_id)
+            return self._jobs.get(job_id) if JOB_ID.fullmatch(job_id) else None
 
     def remove(self, job_id: str) -> Job | None:
         with self._lock:
@@ -257,10 +251,11 @@ class ServerState:
                 "step_cache": describe_server(self.step_cache)}
 
     def submit(self, key: str, task: Task, cleanup: Uploads | None = None) -> Future:
-        """Queue ``task``; a full queue is a 429 and ``cleanup``'s uploads are removed."""
+        """Queue ``task``; a full queue is a 429, and ``cleanup``'s uploads and the job ``key`` (if any) are removed."""
         try:
             return self.worker.submit(key, task)
         except ApiError:
+            self.jobs.remove(key)
             if cleanup is not None:
                 cleanup.discard()
             raise

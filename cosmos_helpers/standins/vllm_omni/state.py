@@ -47,7 +47,7 @@ Task = Callable[[TaskContext], Any]
 
 
 class SerialWorker:
-    """``submit(key, task) -> Future``; ``cancel(key)``; ``waiting``; bounded by ``max_queue`` (0 = unbounded)."""
+    """``submit(key, task) -> Future``; ``cancel(key)``; bounded by ``max_queue`` (0 = unbounded)."""
 
     def __init__(self, max_queue: int = 0) -> None:
         self.max_queue = max_queue
@@ -72,15 +72,11 @@ class SerialWorker:
     def alive(self) -> bool:
         return self._pool is not None
 
-    @property
-    def waiting(self) -> int:  # accepted and not started
-        with self._lock:
-            return sum(1 for _future, context in self._tasks.values() if not context.started)
-
     def admit(self) -> None:
         """429 with ``Retry-After`` (the mean recent run time, at least 1 s) when ``max_queue`` tasks already wait."""
-        with self._lock:
-            waiting, recent = self.waiting, list(self._durations)
+        with self._lock:  # waiting: accepted and not started
+            waiting = sum(1 for _future, context in self._tasks.values() if not context.started)
+            recent = list(self._durations)
         if self.max_queue and waiting >= self.max_queue:
             seconds = math.ceil(max(1.0, sum(recent) / len(recent)) if recent else 1.0)
             raise ApiError(429, f"Server busy: {waiting} generations are already queued (limit {self.max_queue})."
@@ -208,10 +204,8 @@ class JobStore:
             for path in (self.path_for(job.record.id), *job.uploads):
                 path.unlink(missing_ok=True)
         orphans = [path for path in self.storage_dir.glob("video_gen_*.mp4") if path.stem not in live]
-        for sub in ("uploads", "sync"):
-            if (self.storage_dir / sub).is_dir():
-                orphans += [path for path in (self.storage_dir / sub).iterdir() if path.is_file()
-                            and not any(path.name.startswith(job + "_") for job in live)]
+        orphans += [path for path in (*self.storage_dir.glob("uploads/*"), *self.storage_dir.glob("sync/*"))
+                    if path.is_file() and not any(path.name.startswith(job + "_") for job in live)]
         for path in orphans:
             try:
                 if now - os.stat(path).st_mtime > ttl:

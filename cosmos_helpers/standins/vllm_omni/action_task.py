@@ -57,8 +57,9 @@ def check(extra: dict[str, Any]) -> None:
                           param="extra_params.domain_name")
 
 
-def generation(req: Any, prompt: str, negative: str, extra: dict[str, Any], reference: Any, model: str,
-               guardrails: bool) -> GenerationRequest:
+def generation(req: Any, prompt: str, negative: str, extra: dict[str, Any], reference: Any,
+               state: Any) -> GenerationRequest:
+    """The action request for ``state``'s model, guardrails and step cache (the server's, as for every request)."""
     mode = str(extra["action_mode"]).strip().lower()
     embodiment = str(extra["domain_name"]).strip().lower()
     chunk, frames = _chunk(req, extra)
@@ -91,12 +92,13 @@ def generation(req: Any, prompt: str, negative: str, extra: dict[str, Any], refe
                               "nested list / tensor of shape [T, D]).", param="extra_params.action")
         media_kwargs["actions"] = _rows(extra["action"], chunk)
     return GenerationRequest(
-        mode=mode, prompt=prompt, negative_prompt=negative or None, model=model, embodiment=embodiment,
+        mode=mode, prompt=prompt, negative_prompt=negative or None, model=state.model, embodiment=embodiment,
         tier=_tier(*size), num_frames=frames, fps=req.fps or vo.VIDEO_DEFAULTS["fps"],
         num_inference_steps=req.num_inference_steps or proto.VLLM_DEFAULTS["num_inference_steps"],
         guidance_scale=given(req.guidance_scale, proto.VLLM_DEFAULTS["guidance_scale"]),
         flow_shift=given(extra.get("flow_shift"), given(req.flow_shift, proto.VLLM_DEFAULTS["flow_shift"])),
-        seed=given(req.seed, random.randint(0, vo.VIDEO_SEED_MAX)), guardrails=guardrails, **media_kwargs)
+        seed=given(req.seed, random.randint(0, vo.VIDEO_SEED_MAX)), step_cache=state.step_cache,
+        guardrails=state.guardrails and bool(extra.get("guardrails", True)), **media_kwargs)
 
 
 def video_action(request: Any, predicted: np.ndarray | None) -> dict[str, Any] | None:
@@ -127,14 +129,9 @@ def pad_into(image: Image.Image, width: int, height: int) -> Image.Image:
 
 
 def _chunk(req: Any, extra: dict[str, Any]) -> tuple[int, int]:
-    chunk = extra.get("action_chunk_size")
-    if chunk is not None:
-        chunk = int(chunk)
-        frames = req.num_frames if req.num_frames is not None else chunk + 1
-    elif req.num_frames is None:
-        chunk, frames = DEFAULT_CHUNK, DEFAULT_CHUNK + 1
-    else:
-        chunk, frames = req.num_frames - 1, req.num_frames
+    frames, chunk = req.num_frames, extra.get("action_chunk_size")
+    chunk = int(chunk) if chunk is not None else DEFAULT_CHUNK if frames is None else frames - 1
+    frames = chunk + 1 if frames is None else frames
     if chunk <= 0 or frames not in (chunk, chunk + 1):
         raise value_error("Cosmos3 action requests require num_frames to equal action_chunk_size or "
                           f"action_chunk_size + 1; got num_frames={frames}, action_chunk_size={chunk}.",
@@ -147,8 +144,8 @@ def _chunk(req: Any, extra: dict[str, Any]) -> tuple[int, int]:
 
 def _size(req: Any, extra: dict[str, Any], reference: Any) -> tuple[int, int]:
     if req.size is not None:
-        width, height = (int(v) for v in req.size.lower().split("x"))
-        return width, height
+        width, height = req.size.lower().split("x")
+        return int(width), int(height)
     if req.width is not None and req.height is not None:
         return int(req.width), int(req.height)
     tier = str(extra.get("resolution", extra.get("image_size", DEFAULT_TIER)))

@@ -1,8 +1,6 @@
 """``create_app``: the FastAPI app of the local vLLM-Omni 0.30.0 stand-in. Like ``vllm serve`` it loads the model
-before it serves, so a server that answers is a server that is ready.
-
-The API key and body limit gates are pure ASGI and answer in vLLM's envelope (Starlette's own body limit answers in
-plain text): an oversize body is refused at once from ``Content-Length``, or while it streams in (chunked uploads).
+before it serves, so a server that answers is ready. The API key and body limit gates are pure ASGI, to answer in
+vLLM's envelope (Starlette's body limit answers in plain text) from ``Content-Length`` or mid-stream (chunked).
 """
 
 from __future__ import annotations
@@ -55,9 +53,9 @@ def create_app(backend: Any = None, *, api_key: str | None = None, served_model_
     if backend is None:
         backend = DiffusersBackend(progress=False)
     scratch = None if storage_dir else tempfile.TemporaryDirectory(prefix="cosmos-vllm-server-")
-    storage = Path(storage_dir) if storage_dir else Path(scratch.name)
     state = ServerState(backend=backend, model=str(model), served_model_name=served_model_name or str(model),
-                        jobs=JobStore(storage), worker=SerialWorker(limits.max_queue), limits=limits,
+                        jobs=JobStore(Path(storage_dir or scratch.name)), worker=SerialWorker(limits.max_queue),
+                        limits=limits,
                         guardrails=guardrails, sync_timeout=sync_timeout, step_progress=step_progress,
                         transfer_runner=transfer_runner, warmup=warmup, step_cache=step_cache)
     app = FastAPI(title="cosmos-helpers vLLM-Omni stand-in", version=VERSION, lifespan=_lifespan,
@@ -66,11 +64,10 @@ def create_app(backend: Any = None, *, api_key: str | None = None, served_model_
     app.state.server = state
     app.state.scratch = scratch  # a folder of our own making goes when the app does (or at exit)
     install_error_handlers(app)
-    app.add_middleware(BodyLimit, max_request_bytes=limits.max_request_bytes, max_json_bytes=limits.max_field_bytes)
-    if api_key:
-        app.add_middleware(ApiKey, key=api_key)  # added last: it runs first
-    form_limits = {"max_part_size": limits.max_field_bytes, "max_files": MAX_FILES, "max_fields": MAX_FIELDS}
-    app.include_router(router, form_limits=form_limits)
+    app.add_middleware(Gates, key=api_key or None, max_request_bytes=limits.max_request_bytes,
+                       max_json_bytes=limits.max_field_bytes)
+    app.include_router(router, form_limits={"max_part_size": limits.max_field_bytes, "max_files": MAX_FILES,
+                                            "max_fields": MAX_FIELDS})
     return app
 
 
@@ -80,24 +77,21 @@ async def _lifespan(app: FastAPI):
     if state.warmup and hasattr(state.backend, "pipeline"):
         await run_in_threadpool(state.backend.pipeline, state.model)
     state.worker.start()
-    janitor = None
-    if state.limits.job_ttl > 0:
-        await run_in_threadpool(state.jobs.sweep, state.limits.job_ttl)  # an earlier server's leftovers
-        janitor = asyncio.create_task(_janitor(state))
+    await run_in_threadpool(state.jobs.sweep, state.limits.job_ttl)  # an earlier server's leftovers (TTL 0: none)
+    janitor = asyncio.create_task(_janitor(state))
     try:
         yield
     finally:
-        if janitor is not None:
-            janitor.cancel()
+        janitor.cancel()
         state.worker.stop()
         if app.state.scratch is not None:  # the folder this app made for itself; a given one stays
             app.state.scratch.cleanup()
 
 
 async def _janitor(state: ServerState) -> None:
-    """Expire finished jobs (record, file, uploads) every quarter TTL, at most every minute."""
+    """Expire finished jobs (record, file, uploads) every quarter TTL, at most every minute (TTL 0: never)."""
     interval = min(max(state.limits.job_ttl / 4, 0.25), 60.0)
-    while True:
+    while state.limits.job_ttl > 0:
         await asyncio.sleep(interval)
         try:
             await run_in_threadpool(state.jobs.sweep, state.limits.job_ttl)
@@ -106,40 +100,29 @@ async def _janitor(state: ServerState) -> None:
 
 
 @dataclass
-class ApiKey:
-    """``Authorization: Bearer <key>`` on ``/v1/*`` (vLLM's ``--api-key``); compared in constant time."""
+class Gates:
+    """vLLM's ``--api-key`` when ``key`` is set (``Authorization: Bearer <key>`` on ``/v1/*``, compared in constant
+    time), then the body limit: 413 above ``max_request_bytes`` (the image route: ``max_json_bytes``)."""
 
     app: ASGIApp
-    key: str
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1"):
-            header = dict(scope.get("headers", ())).get(b"authorization", b"")
-            token = header[7:] if header[:7].lower() == b"bearer " else b""
-            if not hmac.compare_digest(token, self.key.encode()):
-                await envelope(401, "Unauthorized: missing or wrong API key")(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-@dataclass
-class BodyLimit:
-    """Refuse a request body above ``max_request_bytes`` (the image route: ``max_json_bytes``) with 413."""
-
-    app: ASGIApp
+    key: str | None
     max_request_bytes: int
     max_json_bytes: int
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers", ()))
+        if scope["type"] == "http" and self.key and scope["path"].startswith("/v1"):
+            header = headers.get(b"authorization", b"")
+            token = header[7:] if header[:7].lower() == b"bearer " else b""
+            if not hmac.compare_digest(token, self.key.encode()):
+                return await envelope(401, "Unauthorized: missing or wrong API key")(scope, receive, send)
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS", "DELETE"):
-            await self.app(scope, receive, send)
-            return
+            return await self.app(scope, receive, send)
         limit = self.max_json_bytes if scope.get("path") == IMAGES else self.max_request_bytes
         too_large = ApiError(413, f"The request body is larger than the limit of {limit} bytes")
-        declared = dict(scope.get("headers", ())).get(b"content-length", b"")
+        declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
-            await envelope(413, too_large.message, headers={"Connection": "close"})(scope, receive, send)
-            return
+            return await envelope(413, too_large.message, headers={"Connection": "close"})(scope, receive, send)
         received = 0
 
         async def limited() -> dict:

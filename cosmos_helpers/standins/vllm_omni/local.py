@@ -70,8 +70,7 @@ class LocalServer:
     def start(self) -> "LocalServer":
         if self.running:
             return self
-        if self.port is None:
-            self.port = free_port(self.host)
+        self.port = self.port or free_port(self.host)
         self._log_dir = tempfile.TemporaryDirectory(prefix="cosmos-local-server-")
         self.log_path = Path(self._log_dir.name) / "server.log"
         self._log_handle = open(self.log_path, "wb")
@@ -138,8 +137,7 @@ class LocalServer:
 
     def client(self, **options: Any):
         """A :class:`~cosmos_helpers.backends.vllm_omni.VllmOmniBackend` for this server."""
-        options.setdefault("poll_interval", 0.2)
-        return VllmOmniBackend(self.url, api_key=self.api_key, **options)
+        return VllmOmniBackend(self.url, api_key=self.api_key, **{"poll_interval": 0.2, **options})
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
@@ -153,17 +151,17 @@ def connect_vllm_omni(url: str | None = None, *, profile: str | None = None, api
     if url is not None:
         return VllmOmniBackend(url, api_key=api_key, **options)
     server = LocalServer(profile=profile, api_key=api_key).start()
-
-    class LocalClient(VllmOmniBackend):
-        """The stand-in's client: closing it stops the server too."""
-
-        def close(self) -> None:
-            super().close()
-            server.stop()
-    options.setdefault("poll_interval", 0.2)
-    client = LocalClient(server.url, api_key=api_key, **options)
+    client = _LocalClient(server.url, api_key=api_key, **{"poll_interval": 0.2, **options})
     client.server = server
     return client
+
+
+class _LocalClient(VllmOmniBackend):
+    """The stand-in's client: closing it stops its server too."""
+
+    def close(self) -> None:
+        super().close()
+        self.server.stop()
 
 
 def _signal_group(process: subprocess.Popen, sig: int) -> None:

@@ -1,13 +1,11 @@
-"""The stand-in's wire format: pydantic models shaped like vLLM-Omni 0.30.0's own (held to the real package's schemas
-by ``tests/contracts/test_standin_contract.py``), so FastAPI gives the same validation and wording, and the error
-envelope ``{"error": {"message", "type", "param", "code"}}`` every error gets (never FastAPI's ``{"detail": ...}``,
-never a 422).
+"""The stand-in's wire format: pydantic models shaped like vLLM-Omni 0.30.0's own (held to the real schemas by
+``tests/contracts/test_standin_contract.py``), so FastAPI gives the same validation and wording, and vLLM's error
+envelope ``{"error": {"message", "type", "param", "code"}}`` for every error (never ``{"detail": ...}``, never 422).
 
-The video POSTs are read in two layers, as on the real server: ``VideoForm`` is the multipart form with only the
-form-level constraints (an error is FastAPI's 400 "N validation errors", ``param`` ``body.<field>``), ``VideoRequest``
-what it becomes once its JSON fields are parsed (its constraints answer 400 ``BadRequestError`` with pydantic's text).
-The ``type`` of a 400 follows vLLM-Omni: its handlers' ``HTTPException`` shows the HTTP phrase ("Bad Request"); a
-``ValueError`` or pydantic error raised while it builds the request is "BadRequestError" with the exception's text.
+A video POST is read in two layers, as upstream: ``VideoForm`` (the multipart form, as text: FastAPI's 400 "N
+validation errors", ``param`` ``body.<field>``), then ``VideoRequest`` (its JSON fields parsed: 400
+"BadRequestError" with pydantic's text). A 400 raised by vLLM-Omni's handlers has the HTTP phrase as ``type``; a
+``ValueError`` raised while it builds the request has "BadRequestError".
 """
 
 from __future__ import annotations

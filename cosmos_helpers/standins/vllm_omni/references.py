@@ -1,13 +1,13 @@
 """Media a video request brings: an uploaded ``input_reference``, an ``image_reference`` / ``video_reference``
 (data:, http(s):// when allowed, file:// under ``--allowed-local-media-path``), and transfer controls.
 
-As on vLLM-Omni the kind is decided by content (an image if PIL opens it, else a video), never by file name or
-MIME type. Everything is held to :class:`~.settings.ServerLimits` *before* it is decoded (an image's pixel count from
-its header: a decompression bomb costs nothing; a video's size, frames and duration from its container).
+As on vLLM-Omni the kind is decided by content (an image if PIL opens it, else a video), never by name or MIME type.
+All is held to :class:`~.settings.ServerLimits` *before* decoding (an image's pixels from its header, so a
+decompression bomb costs nothing; a video's size, frames and duration from its container).
 
-Transfer: a hint in ``extra_params`` or an uploaded ``control_reference`` + ``control_type`` make a video request a
-transfer (cosmos3/transfer.py), checked here with the pairing rules and wording of video/generation/helpers.py:636-695.
-vLLM-Omni reports most hint mistakes as a 500 from inside its pipeline; the stand-in answers 400 up front.
+A hint in ``extra_params`` or an uploaded ``control_reference`` + ``control_type`` make a request a transfer
+(cosmos3/transfer.py), checked with the pairing rules and wording of video/generation/helpers.py:636-695; vLLM-Omni
+reports most hint mistakes as a 500 from inside its pipeline, the stand-in as a 400 up front.
 """
 
 from __future__ import annotations
@@ -168,7 +168,6 @@ def fetch(reference: Any, name: str, key: str, limits: ServerLimits) -> bytes:
         return path.read_bytes()
     raise bad_request(f"{name}: {key} must be an http(s), data: or (under --allowed-local-media-path) file:// URL",
                       param=name)
-
 
 
 def local_media(value: str, what: str, limits: ServerLimits) -> Path:

@@ -1,12 +1,9 @@
-"""What every route of one stand-in server shares (``app.state.server``; the routes' ``State`` dependency): the model,
-the settings, the generation worker and the video jobs.
+"""What every route of one server shares (``app.state.server``, the routes' ``State``): model, settings, worker, jobs.
 
-The worker runs one generation at a time, in arrival order, as Cosmos3 runs on vLLM-Omni (``max_num_seqs`` is 1): a
-one-thread ``ThreadPoolExecutor``, plus a bound on waiting work (``max_queue``, then 429 + ``Retry-After``: a stand-in
-feature) and cancelling a *running* task, which stops at its next denoising step (:class:`TaskContext`).
-
-Job records are process-local, as in vLLM-Omni 0.30.0, their files ``<storage>/<job id>.mp4``, removed on ``DELETE``
-or once the job expires. Job ids are checked before any path is built, so no path can be smuggled into the store.
+The worker runs one generation at a time, in arrival order, as Cosmos3 runs on vLLM-Omni (``max_num_seqs`` is 1),
+with a bound on waiting work (``max_queue``, then 429 + ``Retry-After``: a stand-in feature) and cancellation of a
+*running* task at its next denoising step. Job records are process-local, as in vLLM-Omni 0.30.0, their files
+``<storage>/<job id>.mp4``; ids are checked before any path is built, so no path can be smuggled into the store.
 """
 
 from __future__ import annotations
@@ -35,13 +32,13 @@ class Cancelled(Exception):
 
 @dataclass
 class TaskContext:
-    """A running task's cancel flag, checked at each progress report."""
+    """A task's cancel flag, checked at each progress report (``progress`` is the backend's per-step callback)."""
 
     key: str
     cancel: threading.Event = field(default_factory=threading.Event)
     started: bool = False
 
-    def progress(self, step: int, total: int) -> None:  # the backend's per-step callback
+    def progress(self, step: int, total: int) -> None:
         if self.cancel.is_set():
             raise Cancelled(self.key)
 
@@ -50,7 +47,7 @@ Task = Callable[[TaskContext], Any]
 
 
 class SerialWorker:
-    """``submit(key, task) -> Future``; ``cancel(key)``; ``waiting``; bounded by ``max_queue`` (0 = unbounded)."""
+    """``submit(key, task) -> Future``; ``cancel(key)``; bounded by ``max_queue`` (0 = unbounded)."""
 
     def __init__(self, max_queue: int = 0) -> None:
         self.max_queue = max_queue
@@ -60,8 +57,7 @@ class SerialWorker:
         self._durations: deque[float] = deque(maxlen=20)  # recent run times, for Retry-After
 
     def start(self) -> None:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cosmos-generation")
+        self._pool = self._pool or ThreadPoolExecutor(max_workers=1, thread_name_prefix="cosmos-generation")
 
     def stop(self) -> None:
         """Drop queued tasks, ask the running one to stop, and do not wait for it."""
@@ -76,15 +72,11 @@ class SerialWorker:
     def alive(self) -> bool:
         return self._pool is not None
 
-    @property
-    def waiting(self) -> int:  # accepted and not started
-        with self._lock:
-            return sum(1 for _future, context in self._tasks.values() if not context.started)
-
     def admit(self) -> None:
         """429 with ``Retry-After`` (the mean recent run time, at least 1 s) when ``max_queue`` tasks already wait."""
-        with self._lock:
-            waiting, recent = self.waiting, list(self._durations)
+        with self._lock:  # waiting: accepted and not started
+            waiting = sum(1 for _future, context in self._tasks.values() if not context.started)
+            recent = list(self._durations)
         if self.max_queue and waiting >= self.max_queue:
             seconds = math.ceil(max(1.0, sum(recent) / len(recent)) if recent else 1.0)
             raise ApiError(429, f"Server busy: {waiting} generations are already queued (limit {self.max_queue})."
@@ -164,10 +156,8 @@ class JobStore:
 
     def get(self, job_id: str) -> Job | None:
         """The job, or ``None`` for an unknown or malformed id (nothing else reaches the file store)."""
-        if not JOB_ID.fullmatch(job_id):
-            return None
         with self._lock:
-            return self._jobs.get(job_id)
+            return self._jobs.get(job_id) if JOB_ID.fullmatch(job_id) else None
 
     def remove(self, job_id: str) -> Job | None:
         with self._lock:
@@ -214,10 +204,8 @@ class JobStore:
             for path in (self.path_for(job.record.id), *job.uploads):
                 path.unlink(missing_ok=True)
         orphans = [path for path in self.storage_dir.glob("video_gen_*.mp4") if path.stem not in live]
-        for sub in ("uploads", "sync"):
-            if (self.storage_dir / sub).is_dir():
-                orphans += [path for path in (self.storage_dir / sub).iterdir() if path.is_file()
-                            and not any(path.name.startswith(job + "_") for job in live)]
+        orphans += [path for path in (*self.storage_dir.glob("uploads/*"), *self.storage_dir.glob("sync/*"))
+                    if path.is_file() and not any(path.name.startswith(job + "_") for job in live)]
         for path in orphans:
             try:
                 if now - os.stat(path).st_mtime > ttl:
@@ -257,10 +245,11 @@ class ServerState:
                 "step_cache": describe_server(self.step_cache)}
 
     def submit(self, key: str, task: Task, cleanup: Uploads | None = None) -> Future:
-        """Queue ``task``; a full queue is a 429 and ``cleanup``'s uploads are removed."""
+        """Queue ``task``; a full queue is a 429, and ``cleanup``'s uploads and the job ``key`` (if any) are removed."""
         try:
             return self.worker.submit(key, task)
         except ApiError:
+            self.jobs.remove(key)
             if cleanup is not None:
                 cleanup.discard()
             raise

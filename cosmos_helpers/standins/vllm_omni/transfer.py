@@ -93,13 +93,11 @@ def vllm_transfer(form: Mapping[str, str], extra: Mapping[str, Any], rgb_video_p
         enable_sound=False, condition_frame_indexes_vision=(), condition_video_keep="first", num_outputs=1,
         control_guidance=float(x.get("control_guidance")),
         control_guidance_interval=None if interval is None else fw.to_strict(interval),
-        hints=hints, num_video_frames_per_chunk=int(x.get("num_video_frames_per_chunk")),
-        num_conditional_frames=int(x.get("num_conditional_frames")),
-        num_first_chunk_conditional_frames=int(x.get("num_first_chunk_conditional_frames")),
-        max_frames=min(cap, int(x.get("max_frames"))),
-        share_vision_temporal_positions=x.flag("share_vision_temporal_positions"),
-        emphasize_control_in_prompt=x.flag("emphasize_control_in_prompt"),
-        show_control_condition=x.flag("show_control_condition"), show_input=x.flag("show_input"),
+        hints=hints, max_frames=min(cap, int(x.get("max_frames"))),
+        **{key: int(x.get(key)) for key in ("num_video_frames_per_chunk", "num_conditional_frames",
+                                            "num_first_chunk_conditional_frames")},
+        **{key: x.flag(key) for key in ("share_vision_temporal_positions", "emphasize_control_in_prompt",
+                                        "show_control_condition", "show_input")},
         guardrails=guardrails and x.flag("guardrails", default=vo.GENERATION_EXTRA["guardrails"]),
         sources={}, notes=())
     return r, aspect, fps

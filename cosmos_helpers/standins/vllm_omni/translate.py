@@ -1,15 +1,12 @@
-"""From a validated request on the wire to the work the stand-in does: a ``GenerationRequest`` with every value
-vLLM-Omni 0.30.0 would use for the served model (its defaults passed explicitly), or a transfer's inputs.
+"""From a validated request to the stand-in's work: a ``GenerationRequest`` with every value vLLM-Omni 0.30.0 would
+use for the served model (its defaults passed explicitly), or a transfer's inputs.
 
-The rules are vLLM-Omni's (``shared/reference/vllm-omni-protocol.md`` §3, §4, §7; facts in
-``protocol.vllm_omni``): ``extra_params`` overrides the video form's fields and is overridden by the image body's
-top-level ones; Cosmos3 applies ``bool()`` to its switches (``"false"`` is true); omitted ``num_frames`` and
-``seconds`` mean one frame; counts round up to 4k+1; image2video / video2video without a size take the reference's
-aspect at 1280x720's area.
-
-A distilled (4-step) checkpoint is served as vLLM-Omni serves one (``protocol.variants``): its fixed schedule
-whatever ``num_inference_steps`` says, guidance 1.0 (the negative prompt then has no effect), sigmas unshifted, and
-text-to-video, video-to-video and sound refused with vLLM-Omni's message.
+vLLM-Omni's rules (``shared/reference/vllm-omni-protocol.md`` §3, §4, §7; facts in ``protocol.vllm_omni``):
+``extra_params`` overrides the video form's fields and is overridden by the image body's top-level ones; Cosmos3
+applies ``bool()`` to its switches (``"false"`` is true); omitted ``num_frames`` and ``seconds`` mean one frame;
+counts round up to 4k+1; image2video / video2video without a size take the reference's aspect at 1280x720's area.
+A distilled (4-step) checkpoint is served as on vLLM-Omni (``protocol.variants``): its fixed schedule, guidance 1.0
+(so no negative prompt), sigmas unshifted, and text-to-video, video-to-video and sound refused with its message.
 """
 
 from __future__ import annotations
@@ -101,9 +98,7 @@ def video_task(req: VideoRequest, files: dict[str, bytes], form_fields: dict[str
                                        uploads, limits)
             return VideoTask(req, None, inputs, uploads)
         if action_task.is_action(extra):
-            generation = action_task.generation(req, prompt, negative, extra, reference, state.model,
-                                                state.guardrails and bool(extra.get("guardrails", True)))
-            generation = generation.replace(step_cache=state.step_cache)  # the server's cache, as for every request
+            generation = action_task.generation(req, prompt, negative, extra, reference, state)
         else:
             generation = _generation(req, prompt, negative, extra, num_frames, reference, state)
         return VideoTask(req, generation, None, uploads)

@@ -131,10 +131,9 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
     if memory and cuda:
         _cap_memory(stock, get_profile(profile).model, memory, log)
     settings = dict(profile=profile, random_nano=random_nano or pipeline is not None, steps=steps, guidance=guidance,
-                    gpus=list(gpus), memory=memory,
-                    text_tokens=text_tokens, repeats=repeats, seed=seed, backends=list(runners),
-                    vllm_url=vllm_url, fast_options=fast_options or {}, environment=_environment(stock),
-                    step_cache=step_cache_record(step_cache))
+                    gpus=list(gpus), memory=memory, text_tokens=text_tokens, repeats=repeats, seed=seed,
+                    backends=list(runners), vllm_url=vllm_url, fast_options=fast_options or {},
+                    environment=_environment(stock), step_cache=step_cache_record(step_cache))
     log(f"bench: {len(case_list)} cases x {list(runners)}; {steps} steps, guidance {guidance}, "
         f"{settings['environment'].get('device')}")
     request_for = functools.partial(build_request, profile=profile, guidance=guidance, text_tokens=text_tokens,

@@ -6,10 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..samples import render_drive, sample_trajectory
 from ..presets import ACTION_MODES, MODES, size_for
 from ..request import MODE_ALIASES, GenerationRequest
-from ..samples import rolling_ball_clip
+from ..samples import render_drive, rolling_ball_clip, sample_trajectory
 
 
 BACKEND_TITLES = {"stock": "Diffusers (stock)", "fast": "Diffusers (fast path)", "vllm": "vLLM-Omni"}

@@ -131,10 +131,9 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
     if memory and cuda:
         _cap_memory(stock, get_profile(profile).model, memory, log)
     settings = dict(profile=profile, random_nano=random_nano or pipeline is not None, steps=steps, guidance=guidance,
-                    gpus=list(gpus), memory=memory,
-                    text_tokens=text_tokens, repeats=repeats, seed=seed, backends=list(runners),
-                    vllm_url=vllm_url, fast_options=fast_options or {}, environment=_environment(stock),
-                    step_cache=step_cache_record(step_cache))
+                    gpus=list(gpus), memory=memory, text_tokens=text_tokens, repeats=repeats, seed=seed,
+                    backends=list(runners), vllm_url=vllm_url, fast_options=fast_options or {},
+                    environment=_environment(stock), step_cache=step_cache_record(step_cache))
     log(f"bench: {len(case_list)} cases x {list(runners)}; {steps} steps, guidance {guidance}, "
         f"{settings['environment'].get('device')}")
     request_for = functools.partial(build_request, profile=profile, guidance=guidance, text_tokens=text_tokens,
@@ -233,12 +232,9 @@ def pass_costs(step_s: Sequence[float], schedule: str) -> dict[str, float | int 
         return out
     per_step = len(schedule) // steps
     points = [(schedule[i * per_step:(i + 1) * per_step].count("C"), t) for i, t in enumerate(step_s)][1:]
-    xs = [x for x, _ in points]
-    if len(set(xs)) < 2:
+    if len({x for x, _ in points}) < 2:
         return out
-    mean_x, mean_y = sum(xs) / len(xs), sum(t for _, t in points) / len(points)
-    slope = sum((x - mean_x) * (t - mean_y) for x, t in points) / sum((x - mean_x) ** 2 for x in xs)
-    intercept = mean_y - slope * mean_x
+    slope, intercept = statistics.linear_regression(*zip(*points))
     out.update(computed_pass_s=round(slope, 4), cached_pass_s=round(intercept / per_step, 4),
                cached_to_computed=round(intercept / per_step / slope, 4) if slope > 0 else None)
     return out

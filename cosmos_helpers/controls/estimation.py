@@ -157,7 +157,8 @@ class ControlEstimator:
         import torch
         import torch.nn.functional as F
         height, width = frames.shape[1:3]
-        out = np.empty(frames.shape[:3], dtype=np.float32 if self.kind == "depth" else np.int32)
+        depth = self.kind == "depth"
+        out = np.empty(frames.shape[:3], dtype=np.float32 if depth else np.int32)
         with progress_bar(total=len(frames), desc=f"{self.kind} ({self.spec.name})", unit="frame",
                           enabled=progress) as bar:
             for start in range(0, len(frames), batch_size):
@@ -166,14 +167,10 @@ class ControlEstimator:
                 with torch.inference_mode():
                     output = self.model(**inputs)
                 for i in range(len(batch)):  # one frame at a time: 150 classes x 720p would not fit as a batch
-                    if self.kind == "depth":
-                        pred = F.interpolate(output.predicted_depth[i][None, None].float(), size=(height, width),
-                                             mode="bicubic", align_corners=False)
-                        out[start + i] = pred[0, 0].cpu().numpy()
-                    else:
-                        logits = F.interpolate(output.logits[i][None].float(), size=(height, width),
-                                               mode="bilinear", align_corners=False)
-                        out[start + i] = logits[0].argmax(0).cpu().numpy()
+                    pred = output.predicted_depth[i][None, None] if depth else output.logits[i][None]
+                    pred = F.interpolate(pred.float(), size=(height, width), mode="bicubic" if depth else "bilinear",
+                                         align_corners=False)[0]
+                    out[start + i] = (pred[0] if depth else pred.argmax(0)).cpu().numpy()
                 bar.update(len(batch))
         return out
 

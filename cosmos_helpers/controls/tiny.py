@@ -38,7 +38,7 @@ def tiny_control_model_path(kind: str, seed: int = 0, root: str | Path | None = 
     builders = {"depth": _build_depth, "seg": _build_seg}
     if kind not in builders:
         raise ValueError(f"no tiny control model of kind {kind!r}; kinds: {', '.join(builders)}")
-    target = (Path(root) if root is not None else cache_root()) / f"tiny-{kind}-v{TINY_FORMAT_VERSION}-seed{seed}"
+    target = cache_root(root) / f"tiny-{kind}-v{TINY_FORMAT_VERSION}-seed{seed}"
 
     def write(staging: Path) -> None:
         with quiet_transformers():

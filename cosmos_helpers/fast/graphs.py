@@ -23,14 +23,12 @@ class _Captured(NamedTuple):
 
 class GraphCache:
     def __init__(self, max_graphs: int = 8, max_tokens: int | None = None) -> None:
-        self.max_graphs = max_graphs
-        self.max_tokens = max_tokens
+        self.max_graphs, self.max_tokens = max_graphs, max_tokens
         self.graphs: "OrderedDict[tuple, _Captured]" = OrderedDict()
         self.seen: set[tuple] = set()
         self.failed: dict[tuple, str] = {}
         self.pool = None
-        self.captures = 0
-        self.replays = 0
+        self.captures = self.replays = 0
 
     def clear(self) -> None:
         self.graphs.clear()

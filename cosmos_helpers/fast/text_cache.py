@@ -47,9 +47,7 @@ class TextKVCache:
     """LRU of prompts (by ``input_ids`` identity) -> their text keys/values, plus a pool of spare buffers."""
 
     def __init__(self, transformer, capacity: int = 2, spare_buffers: int = 2) -> None:
-        self.transformer = transformer
-        self.capacity = capacity
-        self.spare_buffers = spare_buffers
+        self.transformer, self.capacity, self.spare_buffers = transformer, capacity, spare_buffers
         # id(input_ids) -> (input_ids, its buffer); the strong reference keeps the identity key unique while cached
         self.entries: "OrderedDict[int, tuple[torch.Tensor, KVBuffer]]" = OrderedDict()
         self.spare: list[KVBuffer] = []

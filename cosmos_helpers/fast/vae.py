@@ -20,12 +20,9 @@ class FastDecode:
     """Bound as ``vae.decode``; ``restore()`` gives the weights their original layout back."""
 
     def __init__(self, vae, *, cudnn_benchmark: bool = True, channels_last: bool = False) -> None:
-        self.vae = vae
-        self.decode = vae.decode
-        self.cudnn_benchmark = cudnn_benchmark
-        self.channels_last = channels_last
-        self._converted = False
-        self.active = True
+        self.vae, self.decode = vae, vae.decode
+        self.cudnn_benchmark, self.channels_last = cudnn_benchmark, channels_last
+        self._converted, self.active = False, True
         self.__wrapped__ = self.decode
         self.__doc__ = getattr(self.decode, "__doc__", None)
 

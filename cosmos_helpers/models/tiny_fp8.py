@@ -79,14 +79,12 @@ def calibration_requests() -> list[Any]:
     from ..request import GenerationRequest
     from ..world.render import render_uint8
     from ..world.scenes import caption, sample_scenes
-    scenes = sample_scenes(sum(CALIBRATION.values()), seed=1234, split="train", width=160, height=96)
-    requests, start = [], 0
-    for mode, count in CALIBRATION.items():
-        for i, scene in enumerate(scenes[start:start + count]):
-            image = render_uint8([scene], width=160, height=96, frames=1)[0][0] if mode == "image2video" else None
-            requests.append(GenerationRequest(mode=mode, prompt=caption(scene), seed=start + i, image=image))
-        start += count
-    return requests
+    modes = [mode for mode, count in CALIBRATION.items() for _ in range(count)]
+    scenes = sample_scenes(len(modes), seed=1234, split="train", width=160, height=96)
+    return [GenerationRequest(mode=mode, prompt=caption(scene), seed=seed,
+                              image=render_uint8([scene], width=160, height=96, frames=1)[0][0]
+                              if mode == "image2video" else None)
+            for seed, (mode, scene) in enumerate(zip(modes, scenes))]
 
 
 def calibrate(pipe: Any, requests: list[Any]) -> None:

@@ -139,7 +139,7 @@ def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str],
 
     The texts are tokenised as given (``templates=True`` appends diffusers' duration and resolution sentences); what
     is left out is the default profile's (image2video). The result's ``sound`` is the clip as used, so the saved MP4
-    carries it.
+    carries it; with ``guardrails`` the backend's guardrails check the prompt and the video.
     """
     d = get_profile(DEFAULT_PROFILE).defaults("image2video")
     size = size_for(d.tier, d.aspect_ratio)
@@ -164,15 +164,7 @@ def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str],
                      num_frames=num_frames, fps=fps, num_steps=pick(num_steps, d.num_inference_steps),
                      guidance=pick(guidance, d.guidance_scale), shift=pick(shift, d.flow_shift), seed=int(seed),
                      templates=templates, guardrails=guardrails)
-    return run_audio_call(call, model=model, backend=backend, progress=progress)
-
-
-def run_audio_call(call: AudioCall, *, backend: Any, model: str | None = None,
-                   progress: bool | Callable[[int, int], None] = True) -> Generation:
-    """One :class:`AudioCall` on the shared pipeline of ``model``, held under its lock; with ``call.guardrails`` the
-    backend's guardrails check the prompt and the video."""
-    started = time.perf_counter()
-    model = model_for(model=model)
+    started, model = time.perf_counter(), model_for(model=model)  # on the shared pipeline, held under its lock
     checker = backend.guardrails.check_prompt(call.guardrails, call.prompt)
     clock = StepClock(call.num_steps, "audio->video (experimental)", bar=progress is True,
                       callback=progress if callable(progress) else None, started=started)

@@ -20,8 +20,7 @@ from ...limits import check_backend_mode
 from .parallel.plan import ParallelPlan
 from ...precision import FP8
 from ...presets import model_for
-from ...protocol import action as ap
-from ...protocol import framework as fw
+from ...protocol import action as ap, framework as fw
 from ...protocol.fp8 import REVISION
 from ...request import GenerationRequest
 from ...result import FinishedFile, Generation

@@ -21,8 +21,7 @@ import numpy as np
 
 from ... import media
 from ...prompts import with_templates
-from ...protocol import framework as fw
-from ...protocol import variants
+from ...protocol import framework as fw, variants
 from ...request import GenerationRequest
 
 

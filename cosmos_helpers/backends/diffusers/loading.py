@@ -16,11 +16,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...errors import BackendUnavailableError, ValidationError
-from ...models.tiny_distilled import INDEX_FILE as DISTILLED_INDEX
-from ...models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
-from ...models.tiny_distilled import tiny_distilled_path
-from ...models.tiny_edge import MODEL_NAME as TINY_EDGE
-from ...models.tiny_edge import tiny_edge_path
+from ...models.tiny_distilled import INDEX_FILE as DISTILLED_INDEX, MODEL_NAME as TINY_DISTILLED, tiny_distilled_path
+from ...models.tiny_edge import MODEL_NAME as TINY_EDGE, tiny_edge_path
 from ...models.tiny_fp8 import tiny_fp8_path
 from ...models.tiny_trained import trained_tiny_path
 from ...precision import FP8

@@ -49,7 +49,8 @@ class Guardrails:
     def __init__(self, checker: Any = None) -> None:
         self.checker = checker
 
-    def get(self, wanted: bool = True):
+    def check_prompt(self, wanted: bool, prompt: str):
+        """The checker for a call whose prompt has passed (``None`` without guardrails)."""
         if not wanted:
             return None
         if self.checker is None:
@@ -60,14 +61,9 @@ class Guardrails:
             from cosmos_guardrail import CosmosSafetyChecker
 
             self.checker = CosmosSafetyChecker()
-        return self.checker
-
-    def check_prompt(self, wanted: bool, prompt: str):
-        """The checker for a call whose prompt has passed (``None`` without guardrails)."""
-        checker = self.get(wanted)
-        if checker is not None and not checker.check_text_safety(prompt):
+        if not self.checker.check_text_safety(prompt):
             raise GuardrailError("the Cosmos guardrails blocked the prompt; rephrase it.")
-        return checker
+        return self.checker
 
     @staticmethod
     def check_frames(checker, frames: np.ndarray) -> np.ndarray:

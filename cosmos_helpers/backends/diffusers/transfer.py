@@ -71,17 +71,13 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any,
     r = prepared.spec
     clock = StepClock(r.num_steps * len(prepared.chunks), "transfer", bar=progress is True,
                       callback=progress if callable(progress) else None, started=started)
-
-    def on_chunk(chunk_id: int, num_chunks: int) -> None:
-        clock.bar.set_description(f"transfer chunk {chunk_id + 1}/{num_chunks}")
-
-    settings = CallSettings(seed=prepared.seed, guidance=r.guidance, control_guidance=r.control_guidance,
-                            guidance_interval=r.guidance_interval,
-                            control_guidance_interval=r.control_guidance_interval, normalize_cfg=r.normalize_cfg,
-                            on_step=lambda *_: clock.step(), on_chunk=on_chunk)
-    processor = None
-    if len(prepared.controls) > 1:
-        processor = WeightedMultiControlAttnProcessor(r.normalized_weights, _tokens_per_item(prepared))
+    settings = CallSettings(
+        seed=prepared.seed, guidance=r.guidance, control_guidance=r.control_guidance,
+        guidance_interval=r.guidance_interval, control_guidance_interval=r.control_guidance_interval,
+        normalize_cfg=r.normalize_cfg, on_step=lambda *_: clock.step(),
+        on_chunk=lambda chunk, chunks: clock.bar.set_description(f"transfer chunk {chunk + 1}/{chunks}"))
+    processor = (WeightedMultiControlAttnProcessor(r.normalized_weights, _tokens_per_item(prepared))
+                 if len(prepared.controls) > 1 else None)
     check_for_backend(step_cache, "diffusers")
     load_start = time.perf_counter()
     with clock, backend.borrowed(r.model) as base:

@@ -15,6 +15,7 @@ import contextlib
 
 import torch
 import torch.distributed as dist
+from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformerOutput
 
 from ....fast.transformer import DYNAMIC, same_kwargs, static
 
@@ -61,12 +62,8 @@ class CfgParallelForward:
 
     def __call__(self, *args, **kwargs):
         return_dict = kwargs.pop("return_dict", True)
-        result = self._forward(args, kwargs)
-        if return_dict:
-            from diffusers.models.transformers.transformer_cosmos3 import Cosmos3OmniTransformerOutput
-
-            return Cosmos3OmniTransformerOutput(sample=result[0], sound=result[1], action=result[2])
-        return result
+        sample, sound, action = result = self._forward(args, kwargs)
+        return Cosmos3OmniTransformerOutput(sample=sample, sound=sound, action=action) if return_dict else result
 
     def _compute(self, args, kwargs) -> tuple:
         self.stats["serial_calls"] += 1

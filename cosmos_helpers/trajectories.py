@@ -6,27 +6,18 @@ of the rotation matrix, as the framework's ``convert_rotation`` writes ``rot6d``
 Files: JSON (the framework's action file: a ``[T][D]`` array, or ``{"actions": [[...]]}``), NumPy ``.npz`` (an
 ``actions`` array) and LeRobot parquet (needs the optional ``pyarrow``: ``pip install cosmos-helpers[lerobot]``).
 
-The LeRobot layout this reads and writes, with where each fact was read:
+The LeRobot layout read and written (huggingface/lerobot v0.3.3 and main @ 7427f31, pyproject 0.6.2):
 
-* Files: codebase ``v2.1`` keeps one parquet per episode, ``data/chunk-{episode_chunk:03d}/
-  episode_{episode_index:06d}.parquet`` (huggingface/lerobot v0.3.3, ``src/lerobot/datasets/utils.py``
-  ``DEFAULT_PARQUET_PATH``); ``v3.0`` packs many episodes into ``data/chunk-{chunk_index:03d}/
-  file-{file_index:03d}.parquet`` (lerobot main @ 7427f31, pyproject 0.6.2: ``datasets/utils.py``
-  ``DEFAULT_DATA_PATH``, ``CODEBASE_VERSION = "v3.0"`` in ``datasets/dataset_metadata.py``). So a file may hold
-  several episodes, one after another, and a reader must select one by ``episode_index``.
-* Columns: ``action`` and ``observation.state`` (``utils/constants.py`` ``ACTION``, ``OBS_STATE``) plus the
-  per-frame ``timestamp`` (float32), ``frame_index``, ``episode_index``, ``index`` (the frame's index in the whole
-  dataset) and ``task_index`` (int64), all of shape ``(1,)`` (``DEFAULT_FEATURES``: ``datasets/utils.py`` in
-  v0.3.3, ``utils/constants.py`` at 7427f31, the same five).
-* Types: ``meta/info.json`` ``features`` gives each column's ``dtype``, ``shape`` and ``names`` (and ``fps`` at
-  the top level). A ``(1,)`` feature is a scalar column; a ``(D,)`` one is ``datasets.Sequence(length=D)``
-  (``datasets/feature_utils.py`` ``get_hf_features_from_features``), which ``datasets`` stores as Arrow
-  ``fixed_size_list<float32>[D]`` (datasets ``features/features.py`` ``get_nested_type``: ``pa.list_(type,
-  length)``). Other writers give a plain ``list<float>``; both are read.
-* Timing: ``timestamp = frame_index / fps`` and ``index`` runs on across episodes (``datasets/dataset_writer.py``
-  ``add_frame`` and ``save_episode``).
-* A real ``info.json`` (rerun-io/rerun @ 473c6d4, ``tests/assets/lerobot/v30_apple_storage/meta/info.json``) is
-  kept as ``tests/contracts/fixtures/lerobot_info-v3.0.json``; the tests hold this writer to it.
+* Files: ``v2.1`` keeps one episode per ``data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet``
+  (``datasets/utils.py`` ``DEFAULT_PARQUET_PATH``); ``v3.0`` packs many into ``data/chunk-{chunk_index:03d}/
+  file-{file_index:03d}.parquet`` (``DEFAULT_DATA_PATH``), so a reader selects one by ``episode_index``.
+* Columns: ``action``, ``observation.state`` and the per-frame ``timestamp`` (float32), ``frame_index``,
+  ``episode_index``, ``index`` (across the dataset) and ``task_index`` (int64), each of shape ``(1,)``
+  (``DEFAULT_FEATURES``). A ``(D,)`` feature is ``datasets.Sequence(length=D)``, stored as Arrow
+  ``fixed_size_list<float32>[D]``; other writers give a plain ``list<float>``; both are read.
+* Timing: ``timestamp = frame_index / fps``; ``index`` runs on across episodes (``dataset_writer.py``).
+* A real ``meta/info.json`` (rerun-io/rerun @ 473c6d4) is kept as ``tests/contracts/fixtures/lerobot_info-v3.0.json``;
+  the tests hold this writer to it.
 """
 
 from __future__ import annotations

@@ -110,8 +110,8 @@ def step_cache_argument(text: str) -> StepCache:
 
 
 def step_cache_record(value: StepCache) -> Any:
-    """The JSON form in a request's record (and so its fingerprint): ``"off"`` or ``{"sea_cache": {given}}``;
-    ``None`` is left out of the record, as it always was before the option existed."""
+    """The JSON form in a request's record (and fingerprint): ``"off"`` or ``{"sea_cache": {given}}`` (``None``: left
+    out of the record)."""
     return value if not isinstance(value, SeaCache) else {"sea_cache": value.given()}
 
 

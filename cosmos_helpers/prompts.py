@@ -19,12 +19,8 @@ PromptLike = Union[str, dict, Path]
 
 
 def load_caption(source: PromptLike, *, field: str = "prompt") -> Caption:
-    """A caption from a ``pathlib.Path`` (``.json`` -> dict or string, anything else -> stripped text), or a
-    string or dict as it is.
-
-    Only a ``Path`` means a file: a prompt such as ``"render config.json"`` is text, never a file name. (In a
-    papermill parameter, pass the path and wrap it: ``prompt=Path(prompt_file)``.)
-    """
+    """A caption from a ``pathlib.Path`` (``.json`` -> dict or string, else stripped text), or a string or dict as it
+    is: only a ``Path`` means a file, so ``"render config.json"`` is a prompt (papermill: ``Path(prompt_file)``)."""
     if isinstance(source, (dict, str)):
         return source
     if not isinstance(source, Path):

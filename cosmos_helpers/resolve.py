@@ -42,10 +42,9 @@ _SIZE_FIELDS = frozenset({"tier", "aspect_ratio", "width", "height"})
 
 
 class ResolvedRequest:
-    """A request with every value resolved: the names of :class:`~cosmos_helpers.request.GenerationRequest` (see it
-    for what each means; those left out were filled in from the profile), plus ``caption`` / ``negative`` (the prompts
-    as loaded), ``request`` (what the caller gave) and ``given`` (the names the caller set). Built by :func:`resolve`,
-    which fills it in step by step (a later step reads the earlier ones' results) and then freezes it."""
+    """A request with every value resolved (the names of :class:`~cosmos_helpers.request.GenerationRequest`), plus
+    ``caption`` / ``negative`` (the prompts as loaded), ``request`` (as given) and ``given`` (the names set there).
+    :func:`resolve` fills it in step by step (a later step reads the earlier ones' results), then freezes it."""
 
     def __init__(self, request: Any) -> None:
         given = {f.name: getattr(request, f.name) for f in fields(request)}
@@ -76,10 +75,8 @@ class ResolvedRequest:
 
     @property
     def keeps_image_size(self) -> bool:
-        """An edit given no tier, aspect ratio or size: the framework's own default, the input's shape with its
-        longer side at 512 (``protocol.variants.edit_size``), and no aspect ratio. Given a tier or an aspect ratio an
-        edit takes a bucket: the framework needs both for one, so the other is filled in (the input's nearest aspect
-        ratio, the profile's tier) and both are sent."""
+        """An edit given no tier, aspect ratio or size: the input's shape, longer side 512, as the framework does
+        (``protocol.variants.edit_size``). Given either, an edit takes a bucket and the other is filled in."""
         return self.mode == "image2image" and not self.given & _SIZE_FIELDS
 
     @property
@@ -87,8 +84,7 @@ class ResolvedRequest:
         return 0.0 if self.is_image else self.num_frames / self.fps
 
     def explicit(self, name: str) -> bool:
-        """Whether ``name`` was given by the caller (not filled in from the profile). Meaningful for the fields
-        that default to ``None``; ``seed`` and ``sound`` always have a value to send."""
+        """Whether the caller gave ``name`` (not the profile); ``seed`` and ``sound`` always have a value to send."""
         return name in self.given
 
     def resolve(self) -> "ResolvedRequest":
@@ -119,8 +115,7 @@ class ResolvedRequest:
         return None if self.video is None else media.load_video_frames(self.video)[0]
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe record for manifests (media as path + content hash), the request's fields in their order and
-        the prompts last, as sent."""
+        """A JSON-safe record for manifests (media as path + hash), the prompts last, as sent."""
         out: dict[str, Any] = {}
         for name in (f.name for f in fields(self.request) if f.name not in ("prompt", "negative_prompt")):
             value = getattr(self, name)
@@ -241,14 +236,13 @@ def _size(d: ResolvedRequest, defaults) -> None:
 
 
 def _image_size(image: MediaLike) -> tuple[int, int]:
-    """``(width, height)`` of a conditioning image, checked first (so a bad one is named as the image)."""
+    """``(width, height)`` of a conditioning image, checked first (a bad one is named as the image)."""
     media.check_image(image, field="image")
     return media.load_image(image).size
 
 
 def _default_aspect(d: ResolvedRequest, defaults) -> str:
-    """An edit keeps its input's shape (the framework's image2image keeps the input size): the bucket aspect
-    closest to the image's; every other mode takes the profile's."""
+    """An edit's aspect: the bucket closest to its image's (the framework keeps the input size); else the profile's."""
     if d.mode != "image2image" or d.image is None:
         return defaults.aspect_ratio
     return detect_aspect_ratio(*_image_size(d.image))

@@ -19,7 +19,8 @@ from .chaining import check_conditioning_frames, join, join_continuity, latent_i
 from .errors import OutputExistsError, ValidationError
 from .presets import DEFAULT_SEED, normalize_mode
 from .progress import progress_bar
-from .request import MAX_SEED, GenerationRequest, ResolvedRequest
+from .request import GenerationRequest, ResolvedRequest
+from .resolve import MAX_SEED
 from .result import MANIFEST_SUFFIX, Generation, existing_output, find_saved, read_manifest, record_fingerprint
 from .workflow import Backend
 

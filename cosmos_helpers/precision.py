@@ -133,14 +133,9 @@ def diffusers_call_kwargs(value: Precision) -> dict[str, Any]:
     policy, diffusers' own default)."""
     if not isinstance(value, FP8):
         return {}
-    out: dict[str, Any] = {}
-    for name, given in value.given().items():
-        if name == "mixed":
-            given = facts.DIFFUSERS_FORMATS[given]
-        elif name == "reasoner":
-            given = facts.DIFFUSERS_REASONER[given]
-        out[facts.DIFFUSERS_CALL_ARGS[name]] = given
-    return out
+    translated = {"mixed": facts.DIFFUSERS_FORMATS, "reasoner": facts.DIFFUSERS_REASONER}
+    return {facts.DIFFUSERS_CALL_ARGS[name]: translated[name][given] if name in translated else given
+            for name, given in value.given().items()}
 
 
 def vllm_serve_flags(value: Precision, *, force_cutlass: bool = False, kv_cache_fp8: bool = False) -> list[str]:

@@ -14,15 +14,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .precision import Precision
-from .presets import DEFAULT_PROFILE, DEFAULT_SEED, MODE_ALIASES, normalize_mode
+from .presets import DEFAULT_PROFILE, DEFAULT_SEED, MODE_ALIASES
 from .prompts import PromptLike
-from .resolve import (IMAGE_MODES, MAX_FPS, MAX_GUIDANCE, MAX_SEED, MAX_STEPS, MAX_TIMESTEP, MediaLike, ResolvedRequest,
-                      resolve)
+from .resolve import IMAGE_MODES, MAX_GUIDANCE, MAX_STEPS, MediaLike, ResolvedRequest, resolve
 from .step_cache import StepCache
 
 # Names other modules import from here (their homes are resolve.py and presets.py).
-__all__ = ["GenerationRequest", "ResolvedRequest", "IMAGE_MODES", "MAX_FPS", "MAX_GUIDANCE", "MAX_SEED", "MAX_STEPS",
-           "MAX_TIMESTEP", "MODE_ALIASES", "MediaLike", "normalize_mode"]
+__all__ = ["GenerationRequest", "ResolvedRequest", "IMAGE_MODES", "MAX_GUIDANCE", "MAX_STEPS", "MODE_ALIASES"]
 
 
 @dataclass(frozen=True, eq=False)

@@ -121,10 +121,8 @@ class ResolvedRequest:
             value = getattr(self, name)
             if name in ("image", "video"):
                 value = None if value is None else media.describe_media(value)
-            elif isinstance(value, np.ndarray):
-                value = value.tolist()
-            elif isinstance(value, tuple):
-                value = list(value)
+            elif isinstance(value, (np.ndarray, tuple)):
+                value = np.asarray(value).tolist()
             elif name in _RECORDS:
                 if value is None:  # the backend's default, as every request was before the option existed
                     continue

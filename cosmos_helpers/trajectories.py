@@ -43,10 +43,8 @@ PYARROW_FIX = "`pip install pyarrow` (or `pip install cosmos-helpers[lerobot]`),
 def load_trajectory(source: Any, *, field: str = "actions", episode: int | None = None) -> np.ndarray:
     """A ``(T, D)`` float32 array from an array, nested lists, or a ``.json`` / ``.npz`` / LeRobot ``.parquet`` file.
 
-    For parquet, ``field`` picks the column (``"actions"`` means LeRobot's ``action``; ``"observation.state"`` and
-    other column names are read as given) and ``episode`` the episode, required when the file holds several: a
-    trajectory is one episode, and silently joining two would make a path that jumps. Rows come back in
-    ``frame_index`` order, whatever order the file stores them in.
+    For parquet, ``field`` picks the column (``"actions"`` means ``action``) and ``episode`` the episode, required when
+    the file holds several (joining two would make a path that jumps); rows come back in ``frame_index`` order.
     """
     if isinstance(source, (str, Path)):
         path = Path(source).expanduser()
@@ -164,9 +162,8 @@ def _column_rows(column: Any, field: str, name: str, pa: Any) -> np.ndarray:
 
 def save_trajectory(path: str | Path, actions: np.ndarray, *, overwrite: bool = False, fps: float | None = None,
                     episode_index: int = 0, task_index: int = 0) -> Path:
-    """Write ``actions`` as the framework's action file (``.json``, a ``[T][D]`` array), ``.npz``, or a
-    single-episode LeRobot data file (``.parquet``; ``fps`` is required there, since LeRobot stores each frame's
-    ``timestamp = frame_index / fps`` and a guessed rate would misplace every frame in time)."""
+    """Write ``actions`` as the framework's ``.json`` action file, ``.npz``, or a one-episode LeRobot ``.parquet``
+    (``fps`` required: it stores ``timestamp = frame_index / fps``, and a guessed rate would misplace every frame)."""
     path = Path(path)
     array = np.asarray(actions, dtype=np.float32)
     suffix = path.suffix.lower()
@@ -184,9 +181,7 @@ def save_trajectory(path: str | Path, actions: np.ndarray, *, overwrite: bool = 
 
 
 def _lerobot_parquet(name: str, array: np.ndarray, fps: float | None, episode_index: int, task_index: int) -> bytes:
-    """The bytes of a LeRobot data file holding one episode: ``action`` as ``fixed_size_list<float32>[D]`` and
-    the bookkeeping columns, as ``LeRobotDataset`` writes them (``index`` counts from 0, as for a dataset's first
-    episode)."""
+    """The bytes of a one-episode LeRobot data file, as ``LeRobotDataset`` writes it (``index`` from 0)."""
     if array.ndim != 2 or not array.shape[0] or not array.shape[1]:
         raise ValidationError("actions", f"shape {array.shape} is not a (T, D) trajectory.", "pass a (T, D) array.")
     if fps is None or not math.isfinite(fps) or fps <= 0:
@@ -316,9 +311,8 @@ def step_errors(predicted: np.ndarray, given: np.ndarray) -> dict[str, np.ndarra
 
 
 def normalize(actions: np.ndarray, stats: dict[str, Any], method: str = "quantile") -> np.ndarray:
-    """Scale raw actions as the framework's training data was (``protocol.action.NORMALIZATION``): ``quantile``
-    maps ``q01..q99`` to -1..1, ``minmax`` ``min..max`` to -1..1, ``meanstd`` standardises. Inference takes raw
-    actions (the framework passes no normaliser at inference), so this is for comparing with training data."""
+    """Scale raw actions as the framework's training data was: ``quantile`` maps ``q01..q99`` to -1..1, ``minmax``
+    ``min..max``, ``meanstd`` standardises. Inference takes raw actions: this is for comparing with training data."""
     a = np.asarray(actions, dtype=np.float64)
     if method == "meanstd":
         return ((a - _stat(stats, "mean", a)) / np.maximum(_stat(stats, "std", a), 1e-8)).astype(np.float32)

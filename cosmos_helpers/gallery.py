@@ -161,6 +161,7 @@ def _card(root: Path, run: dict[str, Any]) -> str:
 
 _COLUMNS = ("output", "mode", "size", "frames", "fps", "steps", "guidance", "shift", "seed", "sound", "backend",
             "model", "total s", "created")
+_NUMERIC = {3, 4, 5, 6, 7, 8, 12}  # the columns of numbers, right-aligned
 
 
 def _table(root: Path, runs: list[dict[str, Any]]) -> str:
@@ -168,21 +169,15 @@ def _table(root: Path, runs: list[dict[str, Any]]) -> str:
     for run in runs:
         m = run["data"]
         _, request = request_details(m.get("request") or {})
-        timings = m.get("timings") or {}
-        total = timings.get("total_s")
-        cells = [
-            f"<a href='{href(root, run['media'])}'>{esc(run['media'].relative_to(root).as_posix())}</a>",
-            esc(request["mode"] or m.get("kind")),
-            esc(f"{m.get('width')}×{m.get('height')}"),
-            esc(m.get("num_frames")),
-            esc(f"{m.get('fps'):g}" if isinstance(m.get("fps"), (int, float)) else m.get("fps")),
-            esc(request["steps"]), esc(request["guidance"]), esc(request["shift"]),
-            esc(m.get("seed")), "yes" if m.get("sound") else "no",
-            esc(backend_label(m.get("backend"), m.get("standin"))), esc(m.get("model")),
-            esc(f"{float(total):.2f}" if total is not None else ""), esc(m.get("created")),
-        ]
-        numeric = {3, 4, 5, 6, 7, 8, 12}
-        rows.append("<tr>" + "".join(f"<td class='num'>{c}</td>" if i in numeric else f"<td>{c}</td>"
+        total = (m.get("timings") or {}).get("total_s")
+        fps = m.get("fps")
+        cells = [f"<a href='{href(root, run['media'])}'>{esc(run['media'].relative_to(root).as_posix())}</a>",
+                 esc(request["mode"] or m.get("kind")), esc(f"{m.get('width')}×{m.get('height')}"),
+                 esc(m.get("num_frames")), esc(f"{fps:g}" if isinstance(fps, (int, float)) else fps),
+                 esc(request["steps"]), esc(request["guidance"]), esc(request["shift"]), esc(m.get("seed")),
+                 "yes" if m.get("sound") else "no", esc(backend_label(m.get("backend"), m.get("standin"))),
+                 esc(m.get("model")), esc(f"{float(total):.2f}" if total is not None else ""), esc(m.get("created"))]
+        rows.append("<tr>" + "".join(f"<td class='num'>{c}</td>" if i in _NUMERIC else f"<td>{c}</td>"
                                      for i, c in enumerate(cells)) + "</tr>")
     head = "".join(f"<th>{esc(c)}</th>" for c in _COLUMNS)
     return f"<table class='runs'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"

@@ -154,6 +154,3 @@ def _takers(name: str) -> str:
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
-
-__all__ = ["OFF", "SeaCache", "StepCache", "check_for_backend", "check_step_cache", "describe", "parse_step_cache",
-           "step_cache_argument", "step_cache_record"]

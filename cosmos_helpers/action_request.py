@@ -78,10 +78,8 @@ def resolve(request: Any, defaults: Any) -> dict[str, Any]:
         raise ValidationError(name, f"{request.mode} sizes the video from its {what} and the tier "
                               "(the model pads it into the tier's closest-ratio canvas).",
                               f"drop {name}=; choose tier= one of {', '.join(proto.TIERS)}.")
-    values["tier"] = tier
-    values["height"], values["width"] = proto.output_size(tier, height, width)
-    values["actions"] = _actions(request, embodiment)
-    return values
+    out_height, out_width = proto.output_size(tier, height, width)
+    return {**values, "tier": tier, "height": out_height, "width": out_width, "actions": _actions(request, embodiment)}
 
 
 def _embodiment(value: Any) -> str:

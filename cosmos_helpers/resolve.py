@@ -168,8 +168,7 @@ def resolve(request: Any) -> ResolvedRequest:
         frames = action_request.frames_from_actions(d)
         _frames(d, defaults if frames is None else replace(defaults, num_frames=frames))
         _sampling(d, defaults)
-        for name, value in action_request.resolve(d, defaults).items():
-            setattr(d, name, value)
+        vars(d).update(action_request.resolve(d, defaults))
         d.aspect_ratio = detect_aspect_ratio(d.width, d.height)
     else:
         action_request.refuse_action_fields(d)
@@ -178,8 +177,7 @@ def resolve(request: Any) -> ResolvedRequest:
         _sampling(d, defaults)
         _media(d)
     _backend_options(d)
-    if d.guardrails is None:
-        d.guardrails = profile.guardrails
+    d.guardrails = profile.guardrails if d.guardrails is None else d.guardrails
     if d.sound and d.is_image:
         raise ValidationError("sound", f"{d.mode} produces a still image, which cannot carry sound.",
                               "use mode='text2video' (or image2video) with sound=True, or sound=False.")

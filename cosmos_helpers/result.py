@@ -135,9 +135,7 @@ class Generation:
     @property
     def media_suffix(self) -> str:
         """The suffix ``save`` writes: the backend's own file's, else ``.png`` / ``.mp4``."""
-        if self.finished is not None:
-            return self.finished.suffix
-        return ".png" if self.is_image else ".mp4"
+        return self.finished.suffix if self.finished is not None else ".png" if self.is_image else ".mp4"
 
     def __repr__(self) -> str:
         kind = "image" if self.is_image else f"{self.num_frames} frames @ {self.fps:g} fps"

@@ -95,7 +95,6 @@ def write_world_samples(folder: str | Path, *, overwrite: bool = False, fps: flo
                         frames: int = 9, width: int = 320, height: int = 180) -> dict[str, Path]:
     """Prompts (a sentence each, and a structured caption with sound for two of them), the image-to-video image
     and the video-to-video clip, for :data:`WORLD_SAMPLES`, into ``folder``."""
-
     folder, paths = Path(folder), {}
     for mode, (name, key) in WORLD_SAMPLES.items():
         scene = place(key, np.random.default_rng(0), frames=frames, width=width, height=height)

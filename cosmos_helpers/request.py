@@ -1,11 +1,8 @@
 """``GenerationRequest``: what the caller asks for, kept as given (``tier=None`` stays ``None``: what was set and
-what the profile filled in stay apart). Backends translate its resolved form and know nothing of each other.
-
-Two kinds of fields: what to generate (mode, prompt, size, frames, fps, steps, guidance, shift, seed, sound, inputs)
-is always concrete once resolved, an omitted one coming from the *profile*, so the same request makes the same video
-everywhere; how a backend prepares it (``negative_prompt``, ``use_system_prompt``, the sentence templates,
-``guidance_interval``) is ``None`` for *that backend's own default* (they differ, see the README's table), and a value
-given is forwarded to every backend or refused by one that cannot honour it.
+what the profile filled in stay apart). Backends translate its resolved form (:mod:`.resolve`): what to generate is
+concrete, an omitted value coming from the *profile*, so the same request makes the same video everywhere; how a
+backend prepares it is ``None`` for that backend's own default (see the README's table) or forwarded to every backend
+(refused by one that cannot honour it).
 """
 
 from __future__ import annotations

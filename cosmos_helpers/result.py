@@ -272,14 +272,13 @@ def check_free(stem: str | Path, request: Recorded | None = None, *, backend: st
     """Before any work: ``None`` when ``stem`` is free, the finished media when it is this very request's on this
     backend (a rerun: reuse it); :class:`OutputExistsError` when another run's output is there."""
     stem = Path(stem)
-    manifest = stem.with_suffix(MANIFEST_SUFFIX)
     existing = existing_output(stem)
     if existing is None:
         return None
     done = find_saved(stem, request, backend=backend, settings=settings) if request is not None else None
     if done is not None:
         return done
-    saved = read_manifest(manifest) or {}
+    saved = read_manifest(stem.with_suffix(MANIFEST_SUFFIX)) or {}
     if request is not None and saved.get("fingerprint") == request.fingerprint():
         if _unchecked_for(saved, request):
             raise OutputExistsError(f"{existing} is this request's output made without guardrails, and this request "

@@ -260,9 +260,8 @@ def _explicit_size(d: ResolvedRequest) -> None:
         if value < 16:
             raise ValidationError(name, f"{value} px is too small.", "use at least 16 px.")
         if value % 16:
-            lower, upper = value // 16 * 16, (value // 16 + 1) * 16
             raise ValidationError(name, f"{value} is not a multiple of 16 (the VAE's spatial stride).",
-                                  f"use {lower} or {upper}.")
+                                  f"use {value // 16 * 16} or {value // 16 * 16 + 16}.")
         setattr(d, name, int(value))
 
 
@@ -289,8 +288,8 @@ def _frames(d: ResolvedRequest, defaults) -> None:
     if not _is_number(fps):
         raise ValidationError("fps", f"expected a number, got {fps!r}.", "pass e.g. fps=24.")
     if not 1 <= fps <= MAX_FPS:
-        raise ValidationError("fps", f"{fps} fps is out of range.", f"use 1 to {MAX_FPS:g} (Cosmos3 is trained "
-                                                                     "at 10-30).")
+        raise ValidationError("fps", f"{fps} fps is out of range.",
+                              f"use 1 to {MAX_FPS:g} (Cosmos3 is trained at 10-30).")
     d.fps = float(fps)
 
 

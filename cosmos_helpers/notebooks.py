@@ -136,6 +136,5 @@ def _write_summary(path: Path, runs: list[NotebookRun]) -> None:
 
 def summary_table(runs: list[NotebookRun]) -> str:
     lines = ["| notebook | result | seconds |", "| --- | --- | ---: |"]
-    for run in runs:
-        lines.append(f"| {run.notebook} | {'ok' if run.ok else 'FAILED'} | {run.seconds:.1f} |")
+    lines += [f"| {run.notebook} | {'ok' if run.ok else 'FAILED'} | {run.seconds:.1f} |" for run in runs]
     return "\n".join(lines)

@@ -61,9 +61,8 @@ def load_trajectory(source: Any, *, field: str = "actions", episode: int | None 
     try:
         array = np.asarray(source, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValidationError(field, f"{type(source).__name__} is not a numeric (T, D) trajectory.",
-                              "pass a (T, D) array, nested lists of numbers, or a .json / .npz / .parquet file."
-                              ) from None
+        fix = "pass a (T, D) array, nested lists of numbers, or a .json / .npz / .parquet file."
+        raise ValidationError(field, f"{type(source).__name__} is not a numeric (T, D) trajectory.", fix) from None
     return array.astype(np.float32) if array.ndim == 2 else array
 
 

@@ -98,12 +98,9 @@ def caption_summary(caption: Caption, limit: int = 180) -> str:
     """A one-line human summary of a caption, for previews and galleries."""
     value = parse_caption(caption) if isinstance(caption, str) else caption
     if isinstance(value, dict):
-        for key in ("comprehensive_t2i_caption", "temporal_caption", "background_setting"):
-            if isinstance(value.get(key), str) and value[key].strip():
-                text = value[key].strip()
-                break
-        else:
-            text = compact(value)
+        texts = (value[key].strip() for key in ("comprehensive_t2i_caption", "temporal_caption", "background_setting")
+                 if isinstance(value.get(key), str) and value[key].strip())
+        text = next(texts, None) or compact(value)
     else:
         text = value.strip()
     text = " ".join(text.split())

@@ -1,10 +1,8 @@
 """The action fields of a :class:`~cosmos_helpers.request.GenerationRequest`, checked as a person would check them.
 
-An action run is sized by its conditioning media and an action tier (``protocol.action.output_size``: fitted into
-the tier's canvas, never upscaled), and
-its length by the action chunk: ``num_frames = chunk + 1``. Every upstream stack pads a short trajectory with its
-last row and cuts a long one without a word; here a trajectory whose length or width does not fit is refused,
-naming the numbers and the fix, before any model loads.
+An action run is sized by its media and an action tier (``protocol.action.output_size``: fitted into the tier's
+canvas, never upscaled), its length by the action chunk: ``num_frames = chunk + 1``. Upstream pads a short trajectory
+and cuts a long one without a word; here one that does not fit is refused, naming the numbers and the fix.
 """
 
 from __future__ import annotations
@@ -51,8 +49,7 @@ def frames_from_actions(request: Any) -> int | None:
 
 
 def resolve(request: Any, defaults: Any) -> dict[str, Any]:
-    """Validate the action fields and media; return their resolved values (``request``: the values resolving, the
-    frame count and the caption already resolved)."""
+    """Validate the action fields and media (frame count and caption already resolved); return their values."""
     embodiment = _embodiment(request.embodiment)
     values: dict[str, Any] = {"embodiment": embodiment}
     if request.view_point is not None:
@@ -81,10 +78,8 @@ def resolve(request: Any, defaults: Any) -> dict[str, Any]:
         raise ValidationError(name, f"{request.mode} sizes the video from its {what} and the tier "
                               "(the model pads it into the tier's closest-ratio canvas).",
                               f"drop {name}=; choose tier= one of {', '.join(proto.TIERS)}.")
-    values["tier"] = tier
-    values["height"], values["width"] = proto.output_size(tier, height, width)
-    values["actions"] = _actions(request, embodiment)
-    return values
+    out_height, out_width = proto.output_size(tier, height, width)
+    return {**values, "tier": tier, "height": out_height, "width": out_width, "actions": _actions(request, embodiment)}
 
 
 def _embodiment(value: Any) -> str:

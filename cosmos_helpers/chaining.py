@@ -7,9 +7,8 @@ on ``1, 5, 9, ...`` pixel frames of the previous clip, and its output *starts* w
 The default is Cosmos3's own v2v default, latent frames ``(0, 1)``: 5 pixel frames.
 
 Joining: each continuation loses its first ``conditioning_frames`` frames (the previous chunk shows them), so no
-frame is duplicated and pictures never crossfade. Each chunk's sound is cut to its frames, and over the overlap,
-where both chunks have sound for the same moments, the old track fades linearly into the new one: the joined track
-is exactly as long as the joined frames, without a click at the join.
+frame is duplicated and pictures never crossfade; over the overlap the old sound track fades linearly into the new
+one, so the joined track is exactly as long as the joined frames, without a click at the join.
 """
 
 from __future__ import annotations
@@ -36,9 +35,8 @@ def latent_indexes(conditioning_frames: int) -> tuple[int, ...]:
 
 
 def check_conditioning_frames(value: Any, num_frames: int, *, available: int | None = None) -> int:
-    """The number of pixel frames a continuation is conditioned on (``None``: Cosmos3's v2v default), or a clear
-    error: it must be ``1 + 4k`` (whole latent frames), leave a new latent frame in a ``num_frames`` chunk, and be no
-    more than the ``available`` frames of the clip continued."""
+    """The pixel frames a continuation is conditioned on (``None``: Cosmos3's v2v default): ``1 + 4k``, leaving a new
+    latent frame in a ``num_frames`` chunk, at most the ``available`` frames of the clip continued."""
     stride = TEMPORAL_COMPRESSION
     if value is None:
         value = min(DEFAULT_CONDITIONING_FRAMES, num_frames - stride) if num_frames > stride else 1
@@ -64,11 +62,8 @@ def check_conditioning_frames(value: Any, num_frames: int, *, available: int | N
 
 def continuation_request(generation: Generation, prompt: Any, *, conditioning_frames: int | None = None,
                          seed: int | None = None, video: Any = None, **options: Any) -> GenerationRequest:
-    """The video2video request that continues ``generation`` (see :func:`extend`); nothing is generated.
-
-    ``video`` is what is sent as the conditioning clip (default: the generation's saved file if it has one, else
-    its frames); the request's other settings come from the generation's own request, and ``options`` win.
-    """
+    """The video2video request that continues ``generation`` (see :func:`extend`); nothing is generated. ``video``
+    is the clip sent (default: the generation's saved file, else its frames)."""
     if not isinstance(generation, Generation):
         raise ValidationError("generation", f"expected a Generation (a video to continue), got "
                               f"{type(generation).__name__}.", "pass what generate() returned, or "
@@ -96,10 +91,8 @@ def extend(generation: Generation, prompt: Any, backend: Any, *, conditioning_fr
            seed: int | None = None, **options: Any) -> Generation:
     """Continue a video: a video2video generation conditioned on its last ``conditioning_frames`` frames.
 
-    The continuation starts with its own version of those frames (see :func:`join`); its other settings are
-    those of the generation it continues (``options``, e.g. ``num_frames=17``, win). The seed defaults to the
-    continued generation's seed + 1. Returns the continuation chunk;
-    ``join([generation, chunk], [0, overlap_of(chunk.request)])`` makes one clip of them.
+    Its other settings are those of the generation it continues (``options``, e.g. ``num_frames=17``, win); the seed
+    defaults to its seed + 1. ``join([generation, chunk], [0, overlap_of(chunk.request)])`` makes one clip of them.
     """
     request = continuation_request(generation, prompt, conditioning_frames=conditioning_frames, seed=seed,
                                    **options)
@@ -155,8 +148,8 @@ def join_sound(chunks: Sequence[Generation], overlaps: Sequence[int]) -> np.ndar
 
 
 def _fit(sound: np.ndarray, length: int) -> np.ndarray:
-    """A track of exactly ``length`` samples: the codec's or tokenizer's extra tail trimmed, a short one padded
-    with its own last sample (never silence in the middle of a clip)."""
+    """A track of exactly ``length`` samples: an extra tail trimmed, a short one padded with its own last sample (never
+    silence in the middle of a clip)."""
     sound = np.asarray(sound, dtype=np.float32)
     if sound.shape[1] >= length:
         return sound[:, :length].copy()
@@ -175,8 +168,7 @@ def join_continuity(frames: np.ndarray, starts: Sequence[int]) -> dict[str, Any]
 
 
 def _inherited(generation: Generation, options: dict[str, Any]) -> dict[str, Any]:
-    """The settings of the clip continued: what its request was given, or (a loaded clip) its size, frame rate and
-    sound."""
+    """The settings of the clip continued: what its request was given, or a loaded clip's size, frame rate and sound."""
     request = generation.request
     if isinstance(request, (GenerationRequest, ResolvedRequest)):
         resolved = request.resolve()

@@ -1,7 +1,6 @@
 """Where is this output going: a live Jupyter front end (widgets work) or a static document? And showing one thing.
 
-A leaf module, so :mod:`cosmos_helpers.progress` and :mod:`cosmos_helpers.views` can both use it. Static means
-papermill, nbconvert, nbmake, a plain Python process or a terminal IPython: the output is read later as a file, where
+Static (papermill, nbconvert, nbmake, plain Python, terminal IPython): the output is read later as a file, where
 ipywidgets render as nothing, so we emit self-contained HTML. The decision is explicit, never a guess:
 
 1. ``COSMOS_HELPERS_STATIC`` set: ``1``/``true``/``yes`` -> static, ``0``/``false``/``no`` -> live. Our runner

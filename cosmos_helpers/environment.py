@@ -30,7 +30,6 @@ def environment_report(*, verbose: bool = True) -> dict[str, Any]:
         report["cosmos_guardrail"] = bool(is_cosmos_guardrail_available())
     except ImportError:
         report["cosmos_guardrail"] = False
-
     report["model_cache"] = str(cache_root())
     if verbose:
         width = max(map(len, report))

@@ -1,17 +1,11 @@
 """A browsable HTML gallery of an output folder: executed notebooks, every result, and a table of runs.
 
-:func:`write_gallery` writes ``<output_dir>/index.html`` with
-
-* every executed notebook in the folder (``*.ipynb``) converted to HTML beside it (``<name>.html``) and linked;
-* every saved result found by its sidecar manifest (``*.json`` with ``"schema": "cosmos-helpers/generation/v1"``):
-  a thumbnail (``<stem>.thumb.jpg``) and, for videos, a ``<video>`` player on the small preview transcode
-  (``<stem>.preview.mp4``, H.264 + AAC), with links to the full-resolution file and the manifest; an action
-  result's given and predicted trajectories drawn below it (``<stem>.trajectory.png``);
-* a table of runs: mode, size, frames, steps, guidance, seed, sound, backend, model, total seconds; an output a
-  stand-in made shows ``framework (stand-in)`` (or ``vllm-omni (stand-in)``) and the model that really ran.
-
-Links are relative, so the folder can be zipped, copied or served as is (``python -m http.server``).
-Every file is written atomically; previews, thumbnails and notebook pages are rebuilt only when stale.
+:func:`write_gallery` writes ``<output_dir>/index.html`` with every executed notebook converted beside it
+(``<name>.html``); every result found by its manifest (``"schema": "cosmos-helpers/generation/v1"``) as a thumbnail
+(``<stem>.thumb.jpg``), a player on the small preview (``<stem>.preview.mp4``) and an action result's trajectories
+(``<stem>.trajectory.png``); and a table of runs, a stand-in's output marked ``framework (stand-in)``.
+Links are relative, so the folder can be zipped, copied or served as is (``python -m http.server``); previews,
+thumbnails and notebook pages are rebuilt only when stale.
 """
 
 from __future__ import annotations
@@ -45,12 +39,8 @@ table.runs th{background:#f3f3f3} table.runs td.num{text-align:right;font-varian
 
 def write_gallery(output_dir: str | Path, *, title: str | None = None, max_side: int | None = 480,
                   convert_notebooks: bool = True, offline: bool = True) -> Path:
-    """Write ``output_dir/index.html`` (see the module docstring) and return its path.
-
-    ``offline`` (default) makes the notebook pages self-contained: no require.js / MathJax / widget-manager
-    scripts from a CDN (math then shows as TeX source; outputs are static HTML anyway). ``offline=False``
-    keeps nbconvert's CDN scripts.
-    """
+    """Write ``output_dir/index.html`` (see the module docstring) and return its path. ``offline`` (default) makes
+    notebook pages self-contained: no require.js / MathJax / widget-manager scripts from a CDN (math shows as TeX)."""
     root = Path(output_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder")
@@ -171,6 +161,7 @@ def _card(root: Path, run: dict[str, Any]) -> str:
 
 _COLUMNS = ("output", "mode", "size", "frames", "fps", "steps", "guidance", "shift", "seed", "sound", "backend",
             "model", "total s", "created")
+_NUMERIC = {3, 4, 5, 6, 7, 8, 12}  # the columns of numbers, right-aligned
 
 
 def _table(root: Path, runs: list[dict[str, Any]]) -> str:
@@ -178,32 +169,23 @@ def _table(root: Path, runs: list[dict[str, Any]]) -> str:
     for run in runs:
         m = run["data"]
         _, request = request_details(m.get("request") or {})
-        timings = m.get("timings") or {}
-        total = timings.get("total_s")
-        cells = [
-            f"<a href='{href(root, run['media'])}'>{esc(run['media'].relative_to(root).as_posix())}</a>",
-            esc(request["mode"] or m.get("kind")),
-            esc(f"{m.get('width')}×{m.get('height')}"),
-            esc(m.get("num_frames")),
-            esc(f"{m.get('fps'):g}" if isinstance(m.get("fps"), (int, float)) else m.get("fps")),
-            esc(request["steps"]), esc(request["guidance"]), esc(request["shift"]),
-            esc(m.get("seed")), "yes" if m.get("sound") else "no",
-            esc(backend_label(m.get("backend"), m.get("standin"))), esc(m.get("model")),
-            esc(f"{float(total):.2f}" if total is not None else ""), esc(m.get("created")),
-        ]
-        numeric = {3, 4, 5, 6, 7, 8, 12}
-        rows.append("<tr>" + "".join(f"<td class='num'>{c}</td>" if i in numeric else f"<td>{c}</td>"
+        total = (m.get("timings") or {}).get("total_s")
+        fps = m.get("fps")
+        cells = [f"<a href='{href(root, run['media'])}'>{esc(run['media'].relative_to(root).as_posix())}</a>",
+                 esc(request["mode"] or m.get("kind")), esc(f"{m.get('width')}×{m.get('height')}"),
+                 esc(m.get("num_frames")), esc(f"{fps:g}" if isinstance(fps, (int, float)) else fps),
+                 esc(request["steps"]), esc(request["guidance"]), esc(request["shift"]), esc(m.get("seed")),
+                 "yes" if m.get("sound") else "no", esc(backend_label(m.get("backend"), m.get("standin"))),
+                 esc(m.get("model")), esc(f"{float(total):.2f}" if total is not None else ""), esc(m.get("created"))]
+        rows.append("<tr>" + "".join(f"<td class='num'>{c}</td>" if i in _NUMERIC else f"<td>{c}</td>"
                                      for i, c in enumerate(cells)) + "</tr>")
     head = "".join(f"<th>{esc(c)}</th>" for c in _COLUMNS)
     return f"<table class='runs'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def list_outputs(folder: str | Path, *, display: bool = True) -> list[dict[str, Any]]:
-    """The saved results in ``folder`` (by their manifests): name, kind, size, frames, backend, bytes.
-
-    Prints one line per result (``display=False``: only returns the rows), so a notebook can end with what it
-    produced without knowing this package's file naming.
-    """
+    """The saved results in ``folder`` (by their manifests): name, kind, size, frames, backend, bytes; printed one
+    line each unless ``display=False``."""
     root = Path(folder)
     rows = []
     for manifest_path, manifest in _manifests(root) if root.is_dir() else []:

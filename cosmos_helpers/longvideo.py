@@ -1,13 +1,9 @@
 """``long_video``: a clip longer than one generation, made chunk after chunk, resumable, saved with its chunks.
 
-Chunk 0 is a text2video (or image2video) generation; chunk ``i`` a video2video continuation conditioned on the
-last frames of chunk ``i - 1`` *as saved* (its file, sent the way each backend sends a v2v input), so a rerun
-builds exactly the same requests and skips every chunk already saved for them. The joined video
-(:func:`cosmos_helpers.chaining.join`) is saved next to the chunks with a manifest listing them.
-
-Everything is checked before the first chunk: the prompts, seeds and conditioning frames, every chunk's request,
-what the backend refuses, and which saved files are this run's (reused) or another run's (refused, never
-overwritten without ``overwrite=True``).
+Chunk ``i > 0`` is a video2video continuation of chunk ``i - 1`` *as saved* (its file), so a rerun builds exactly
+the same requests and skips every chunk already saved for them. Everything is checked before the first chunk:
+prompts, seeds, conditioning frames, every chunk's request, what the backend refuses, and which saved files are this
+run's (reused) or another run's (refused unless ``overwrite=True``).
 """
 
 from __future__ import annotations
@@ -23,7 +19,8 @@ from .chaining import check_conditioning_frames, join, join_continuity, latent_i
 from .errors import OutputExistsError, ValidationError
 from .presets import DEFAULT_SEED, normalize_mode
 from .progress import progress_bar
-from .request import MAX_SEED, GenerationRequest, ResolvedRequest
+from .request import GenerationRequest, ResolvedRequest
+from .resolve import MAX_SEED
 from .result import MANIFEST_SUFFIX, Generation, existing_output, find_saved, read_manifest, record_fingerprint
 from .workflow import Backend
 
@@ -94,18 +91,14 @@ def long_video(prompts: Any, backend: Backend, *, chunks: int | None = None, out
     """Generate ``chunks`` chained clips and join them into one video, saved at ``<out>/<name>.mp4``.
 
     Args:
-        prompts: one prompt for every chunk, or a list with one prompt per chunk.
-        backend: any backend (Diffusers, a vLLM-Omni server, the Cosmos Framework).
-        chunks: how many chunks (default: one per prompt of the list).
+        prompts: one prompt for every chunk, or a list with one prompt per chunk (``chunks`` defaults to its length).
         seed / seeds: chunk ``i`` uses ``seed + i``, unless ``seeds`` gives one per chunk.
         conditioning_frames: how many of the previous chunk's last frames each continuation is conditioned on
             (``1 + 4k``; default Cosmos3's video2video default, 5).
         overwrite: replace files another run left at these names (chunks of this very run are reused anyway).
-        options: the rest of the request (``profile``, ``num_frames``, ``sound``, ``image`` for an image2video
-            first chunk, ...), the same for every chunk.
+        options: the rest of the request (``profile``, ``num_frames``, ``image`` for an image2video first chunk, ...).
 
-    Each chunk is saved as ``<out>/<name>_chunks/chunk_NN.mp4`` with its manifest as it finishes; a rerun skips
-    those already saved for the same request. The joined video's manifest lists its chunks.
+    Each chunk is saved as ``<out>/<name>_chunks/chunk_NN.mp4`` as it finishes; the joined video's manifest lists them.
     """
     plan = _plan(prompts, backend, chunks=chunks, out=out, name=name, seed=seed, seeds=seeds,
                  conditioning_frames=conditioning_frames, options=options)
@@ -176,8 +169,7 @@ def _seeds(seed: int, seeds: Sequence[int] | None, count: int) -> list[int]:
 
 
 def _reusable_chunks(plan: _Plan, overwrite: bool) -> list[Path]:
-    """The saved chunks a rerun can reuse: a chain from chunk 0, each made for the request this plan makes of it.
-    A file another run left at a later chunk's name is refused here, before any work (unless ``overwrite``)."""
+    """The saved chain from chunk 0 a rerun can reuse; another run's file at a later chunk's name is refused."""
     reusable: list[Path] = []
     previous: Path | None = None
     for index in range(plan.count):

@@ -56,9 +56,8 @@ def find_cookbooks(root: str | Path | None = None, only: Iterable[str] = ()) -> 
 
 def execute_notebook(notebook: str | Path, executed: str | Path, parameters: dict[str, Any], *,
                      kernel: str = "python3", log_output: bool = False) -> tuple[float, str | None]:
-    """Run one notebook with papermill in its own folder (so its relative ``assets/`` paths work) into
-    ``executed``; returns ``(seconds, error)``. A failure is returned as the last lines of the cell's
-    traceback, not raised, so that batch callers can record it and carry on."""
+    """Run one notebook with papermill in its own folder into ``executed``; returns ``(seconds, error)``, a failure
+    as the last lines of the cell's traceback (not raised: batch callers record it and carry on)."""
     import papermill
 
     notebook = Path(notebook)
@@ -106,9 +105,8 @@ def run_cookbooks(out: str | Path, *, root: str | Path | None = None, profile: s
 
 
 def _check_earlier_run(executed: Path, injected: dict[str, Any], *, overwrite: bool) -> None:
-    """An earlier run's executed copy with other parameters (another profile, say) would be replaced by a run whose
-    notebook then refuses that run's outputs; refused before anything runs, unless the run overwrites them.
-    ``overwrite`` itself is no difference: a rerun without it reuses what the earlier run made."""
+    """Refuse, before anything runs, to replace an earlier run's executed copy made with other parameters (its
+    outputs would then be refused) unless the run overwrites; ``overwrite`` itself is no difference."""
     if overwrite or not executed.is_file():
         return
     try:
@@ -123,8 +121,7 @@ def _check_earlier_run(executed: Path, injected: dict[str, Any], *, overwrite: b
 
 
 def _write_summary(path: Path, runs: list[NotebookRun]) -> None:
-    """The summary of every notebook run into this folder: this run's entries replace the same notebooks' earlier
-    ones, the others are kept (a run of some notebooks does not erase the record of the rest)."""
+    """The summary of every notebook run into this folder: this run's entries replace those notebooks' earlier ones."""
     try:
         earlier = json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError):
@@ -139,6 +136,5 @@ def _write_summary(path: Path, runs: list[NotebookRun]) -> None:
 
 def summary_table(runs: list[NotebookRun]) -> str:
     lines = ["| notebook | result | seconds |", "| --- | --- | ---: |"]
-    for run in runs:
-        lines.append(f"| {run.notebook} | {'ok' if run.ok else 'FAILED'} | {run.seconds:.1f} |")
+    lines += [f"| {run.notebook} | {'ok' if run.ok else 'FAILED'} | {run.seconds:.1f} |" for run in runs]
     return "\n".join(lines)

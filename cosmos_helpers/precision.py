@@ -1,15 +1,11 @@
 """Numeric precision as one request option: ``GenerationRequest(precision=None | "fp8" | FP8(...) | "mxfp8")``.
 
-Why a request field and not ``nano-fp8`` profiles: the FP8 weights are another revision of the *same* checkpoint, so
-the switch composes with every profile and ``model=`` (Nano, Super, the distilled ones, a local folder) instead of
-doubling the profile list; its schedule overrides need a home anyway; and as a request field it is in every
-manifest and fingerprint, so an FP8 result never serves a bf16 request.
-
-``None`` (or ``"bf16"``) is the checkpoint's bf16 weights; ``"fp8"`` = ``FP8()`` NVIDIA's ModelOpt FP8 revision
-with the checkpoint's per-step policy (W8A16 on the first and last steps, W8A8 between, the reasoner at W8A16), which
-``FP8(...)`` overrides through each backend's own knobs; ``"mxfp8"`` / ``"nvfp4"`` the Cosmos Framework's load-time
-quantization (``--quantization-method``; Blackwell GPUs only). A backend that cannot honour a value refuses it before
-any work (:func:`check_for_backend`). The facts are in :mod:`cosmos_helpers.protocol.fp8`.
+A request field, not ``nano-fp8`` profiles: the FP8 weights are another revision of the *same* checkpoint, so the
+switch composes with every profile and ``model=``, and it is in every manifest and fingerprint (an FP8 result never
+serves a bf16 request). ``None`` / ``"bf16"``: the bf16 weights; ``"fp8"`` = ``FP8()``: NVIDIA's ModelOpt FP8
+revision with the checkpoint's per-step policy (W8A16 on the first and last steps, W8A8 between), which ``FP8(...)``
+overrides; ``"mxfp8"`` / ``"nvfp4"``: the Cosmos Framework's load-time quantization (Blackwell GPUs only). A backend
+that cannot honour a value refuses it before any work. Facts: :mod:`cosmos_helpers.protocol.fp8`.
 """
 
 from __future__ import annotations
@@ -92,8 +88,8 @@ def check_precision(value: Any) -> Precision:
 
 
 def precision_record(value: Precision) -> Any:
-    """The JSON form in a request's record (and so its fingerprint): ``{"fp8": {given}}`` or the method name;
-    ``None`` is left out of the record, as it always was before the option existed."""
+    """The JSON form in a request's record (and fingerprint): ``{"fp8": {given}}`` or the method name (``None``: left
+    out of the record)."""
     return {facts.REVISION: value.given()} if isinstance(value, FP8) else value
 
 
@@ -137,23 +133,15 @@ def diffusers_call_kwargs(value: Precision) -> dict[str, Any]:
     policy, diffusers' own default)."""
     if not isinstance(value, FP8):
         return {}
-    out: dict[str, Any] = {}
-    for name, given in value.given().items():
-        if name == "mixed":
-            given = facts.DIFFUSERS_FORMATS[given]
-        elif name == "reasoner":
-            given = facts.DIFFUSERS_REASONER[given]
-        out[facts.DIFFUSERS_CALL_ARGS[name]] = given
-    return out
+    translated = {"mixed": facts.DIFFUSERS_FORMATS, "reasoner": facts.DIFFUSERS_REASONER}
+    return {facts.DIFFUSERS_CALL_ARGS[name]: translated[name][given] if name in translated else given
+            for name, given in value.given().items()}
 
 
 def vllm_serve_flags(value: Precision, *, force_cutlass: bool = False, kv_cache_fp8: bool = False) -> list[str]:
     """The ``vllm serve`` flags that load ``value``: ``--revision fp8`` and, for given schedule fields,
-    ``--additional-config '{"cosmos3_mixed_precision": {...}}'``; the server's kernels on request.
-
-    vLLM-Omni's override replaces the checkpoint's policy as a whole, its missing fields taking vLLM-Omni's defaults
-    (3, 3, a16: the published policy's values), where diffusers overrides field by field; for the published
-    checkpoints the two agree."""
+    ``--additional-config '{"cosmos3_mixed_precision": {...}}'`` (it replaces the checkpoint's policy as a whole, its
+    missing fields at vLLM-Omni's defaults 3, 3, a16, the published policy's values); kernels on request."""
     if isinstance(value, str):
         check_for_backend(value, "vllm-omni")
     if force_cutlass and not isinstance(value, FP8):
@@ -173,8 +161,7 @@ def vllm_serve_flags(value: Precision, *, force_cutlass: bool = False, kv_cache_
 
 def framework_flags(value: Precision, model: str) -> list[str]:
     """The framework's flags for ``value`` with ``model``, refusing what it would run otherwise than asked: a runtime
-    method is ``--quantization-method``; FP8 is a ModelOpt checkpoint the framework takes by its local folder (marked
-    by ``hf_quant_config.json``, nothing on the command line), which also means such a folder is FP8 whatever the
+    method is ``--quantization-method``; FP8 is a local ModelOpt folder (``hf_quant_config.json``), FP8 whatever the
     request says."""
     check_for_backend(value, "framework")
     folder = Path(str(model)).expanduser()

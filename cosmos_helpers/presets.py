@@ -1,11 +1,9 @@
 """Resolution buckets and the profiles that switch model, sizes and sampling settings together, per mode.
 
-The buckets are the Cosmos Framework's (``protocol.framework.SIZES``) plus this project's CPU tier ``128``. A profile
-carries defaults *per mode*, because Cosmos 3's differ per mode (the framework's text-to-image is 50 steps, guidance 4,
-shift 3 at 1:1; its video modes 35 steps, guidance 6, shift 10 at 16:9). ``nano`` / ``super`` / ``edge`` are exactly
-the framework's published defaults; ``tiny`` keeps their guidance and shift and shrinks size, length and steps so the
-embedded model runs on a CPU. The distilled 4-step checkpoints run one mode each on their fixed schedule;
-``tiny-distilled`` and ``tiny-edge`` are the variants' CPU stand-ins (facts: ``protocol.variants``).
+The buckets are the Cosmos Framework's plus this project's CPU tier ``128``. Defaults are *per mode*, as Cosmos 3's
+differ (text-to-image: 50 steps, guidance 4, shift 3 at 1:1; video: 35 steps, guidance 6, shift 10 at 16:9).
+``nano`` / ``super`` / ``edge`` are the framework's published defaults; ``tiny`` shrinks size, length and steps for a
+CPU; the distilled 4-step checkpoints run one mode each; ``tiny-distilled`` and ``tiny-edge`` are CPU stand-ins.
 """
 
 from __future__ import annotations

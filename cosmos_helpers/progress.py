@@ -1,11 +1,8 @@
 """One progress-bar factory for denoising, server waits, job polling and framework logs.
 
-In a live Jupyter kernel a tqdm widget is nicest. In papermill/nbconvert/nbmake runs (see
-``display.is_static``) a widget would be saved as an unrenderable placeholder and a text bar as a
-pile of half-drawn bars on stderr, so there progress is a plain log line every ``STATIC_INTERVAL_S``
-seconds and one summary line at the end: readable in the executed notebook, and still a heartbeat for
-a long GPU batch run. ``COSMOS_HELPERS_NO_PROGRESS=1`` turns progress off entirely (tests, logs): callers still get
-a bar, one that shows nothing.
+Live: a tqdm bar. In static runs (``display.is_static``) a widget would be saved as a placeholder and a text bar as
+half-drawn bars, so progress is a log line every ``STATIC_INTERVAL_S`` seconds and a summary line at the end.
+``COSMOS_HELPERS_NO_PROGRESS=1`` turns it off (callers still get a bar, one that shows nothing).
 """
 
 from __future__ import annotations

@@ -19,12 +19,8 @@ PromptLike = Union[str, dict, Path]
 
 
 def load_caption(source: PromptLike, *, field: str = "prompt") -> Caption:
-    """A caption from a ``pathlib.Path`` (``.json`` -> dict or string, anything else -> stripped text), or a
-    string or dict as it is.
-
-    Only a ``Path`` means a file: a prompt such as ``"render config.json"`` is text, never a file name. (In a
-    papermill parameter, pass the path and wrap it: ``prompt=Path(prompt_file)``.)
-    """
+    """A caption from a ``pathlib.Path`` (``.json`` -> dict or string, else stripped text), or a string or dict as it
+    is: only a ``Path`` means a file, so ``"render config.json"`` is a prompt (papermill: ``Path(prompt_file)``)."""
     if isinstance(source, (dict, str)):
         return source
     if not isinstance(source, Path):
@@ -102,12 +98,9 @@ def caption_summary(caption: Caption, limit: int = 180) -> str:
     """A one-line human summary of a caption, for previews and galleries."""
     value = parse_caption(caption) if isinstance(caption, str) else caption
     if isinstance(value, dict):
-        for key in ("comprehensive_t2i_caption", "temporal_caption", "background_setting"):
-            if isinstance(value.get(key), str) and value[key].strip():
-                text = value[key].strip()
-                break
-        else:
-            text = compact(value)
+        texts = (value[key].strip() for key in ("comprehensive_t2i_caption", "temporal_caption", "background_setting")
+                 if isinstance(value.get(key), str) and value[key].strip())
+        text = next(texts, None) or compact(value)
     else:
         text = value.strip()
     text = " ".join(text.split())

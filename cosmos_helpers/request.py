@@ -1,11 +1,8 @@
 """``GenerationRequest``: what the caller asks for, kept as given (``tier=None`` stays ``None``: what was set and
-what the profile filled in stay apart). Backends translate its resolved form and know nothing of each other.
-
-Two kinds of fields: what to generate (mode, prompt, size, frames, fps, steps, guidance, shift, seed, sound, inputs)
-is always concrete once resolved, an omitted one coming from the *profile*, so the same request makes the same video
-everywhere; how a backend prepares it (``negative_prompt``, ``use_system_prompt``, the sentence templates,
-``guidance_interval``) is ``None`` for *that backend's own default* (they differ, see the README's table), and a value
-given is forwarded to every backend or refused by one that cannot honour it.
+what the profile filled in stay apart). Backends translate its resolved form (:mod:`.resolve`): what to generate is
+concrete, an omitted value coming from the *profile*, so the same request makes the same video everywhere; how a
+backend prepares it is ``None`` for that backend's own default (see the README's table) or forwarded to every backend
+(refused by one that cannot honour it).
 """
 
 from __future__ import annotations
@@ -14,15 +11,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .precision import Precision
-from .presets import DEFAULT_PROFILE, DEFAULT_SEED, MODE_ALIASES, normalize_mode
+from .presets import DEFAULT_PROFILE, DEFAULT_SEED, MODE_ALIASES
 from .prompts import PromptLike
-from .resolve import (IMAGE_MODES, MAX_FPS, MAX_GUIDANCE, MAX_SEED, MAX_STEPS, MAX_TIMESTEP, MediaLike, ResolvedRequest,
-                      resolve)
+from .resolve import IMAGE_MODES, MAX_GUIDANCE, MAX_STEPS, MediaLike, ResolvedRequest, resolve
 from .step_cache import StepCache
 
 # Names other modules import from here (their homes are resolve.py and presets.py).
-__all__ = ["GenerationRequest", "ResolvedRequest", "IMAGE_MODES", "MAX_FPS", "MAX_GUIDANCE", "MAX_SEED", "MAX_STEPS",
-           "MAX_TIMESTEP", "MODE_ALIASES", "MediaLike", "normalize_mode"]
+__all__ = ["GenerationRequest", "ResolvedRequest", "IMAGE_MODES", "MAX_GUIDANCE", "MAX_STEPS", "MODE_ALIASES"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,48 +29,37 @@ class GenerationRequest:
 
     Args:
         mode: ``text2image``, ``text2video``, ``image2video``, ``video2video`` (``t2i``/``t2v``/``i2v``/``v2v``),
-            ``image2image`` (``i2i``, image editing on Diffusers and the Cosmos Framework: without a tier, aspect
-            ratio or size the output keeps the input's shape, longer side 512, as in the framework), or an action
-            mode: ``forward_dynamics``, ``inverse_dynamics``, ``policy`` (``fd``/``id``/``wam``).
+            ``image2image`` (``i2i``: without a tier, aspect ratio or size the edit keeps the input's shape, longer
+            side 512, as in the framework), ``forward_dynamics``, ``inverse_dynamics``, ``policy`` (fd, id, wam).
         prompt: text, a structured caption dict, or a ``pathlib.Path`` to a ``.json``/``.txt`` file (a ``str`` is
             always the prompt itself).
-        negative_prompt: the same forms; ``None`` keeps each backend's own default (the framework's negative
-            caption file for video, empty elsewhere).
-        profile: ``tiny`` (default, embedded model), ``nano``, ``super``, ``edge``, the distilled
-            ``super-t2i-4step`` / ``super-i2v-4step``, or the stand-ins ``tiny-distilled`` / ``tiny-edge``; supplies
-            the model and, per mode, every omitted setting below, and refuses what its checkpoint cannot do
-            (``cosmos_helpers.limits``).
-        model: another model than the profile's (hub id, local folder, or ``"tiny"``). This is the one place a
-            model is chosen; every backend runs it or refuses.
+        negative_prompt: the same forms; ``None`` keeps each backend's own default.
+        profile: ``tiny`` (default, embedded model), ``nano``, ``super``, ``edge``, ``super-t2i-4step``,
+            ``super-i2v-4step``, ``tiny-distilled``, ``tiny-edge`` (``presets.PROFILES``): the model and, per mode,
+            every omitted setting below; it refuses what its checkpoint cannot do (``cosmos_helpers.limits``).
+        model: another model than the profile's (hub id, local folder, or ``"tiny"``); every backend runs it or refuses.
         tier / aspect_ratio: a resolution bucket (``"480"``, ``"16,9"``); or give ``width`` and ``height``.
         num_frames: 1 for images, ``4k+1`` for video (the causal VAE's constraint).
         fps: frame rate; it conditions the model (mRoPE, duration metadata), not only playback.
         num_inference_steps, guidance_scale, flow_shift: sampling settings.
         seed: always recorded; the default is fixed so reruns reproduce.
         sound: generate a 48 kHz stereo soundtrack with the video.
-        image: the conditioning image of ``image2video`` (path, PIL image or HxWx3 array).
-        video: the conditioning video of ``video2video`` (path or TxHxWx3 array).
-        condition_frames / condition_video_keep: which latent frames of ``video`` stay clean, from which end;
-            ``None`` keeps the backend's default (all three: ``(0, 1)`` from the ``"first"`` end).
-        use_system_prompt: Cosmos3's built-in system prompt; ``None`` keeps the backend's default.
-        add_resolution_template / add_duration_template: append the sentence templates to a *plain-text*
-            prompt (a JSON caption gets its metadata injected instead); ``None`` keeps the backend's default.
-        guidance_interval: ``(lo, hi)`` timesteps (0-1000) inside which classifier-free guidance applies;
-            ``None`` keeps the backend's default (vLLM-Omni: ``(400, 1000)`` for images).
+        image / video: the conditioning image (path, PIL image or HxWx3 array) or video (path or TxHxWx3 array).
+        condition_frames / condition_video_keep: which latent frames of ``video`` stay clean, from which end.
+        use_system_prompt: Cosmos3's built-in system prompt.
+        add_resolution_template / add_duration_template: append the sentence templates to a *plain-text* prompt.
+        guidance_interval: ``(lo, hi)`` timesteps (0-1000) inside which classifier-free guidance applies.
         guardrails: run the Cosmos guardrails; ``None`` takes the profile's choice.
-        actions: the trajectory ``forward_dynamics`` plays: a ``(num_frames - 1, D)`` array, nested lists or a
-            ``.json``/``.npz``/LeRobot ``.parquet`` file (:mod:`cosmos_helpers.trajectories`); it sets
-            ``num_frames`` when that is left out.
-        embodiment: whose actions (``protocol.action.RAW_DIM``: ``"av"``, ``"bridge_orig_lerobot"``, ...); it
-            fixes ``D`` and the model's action weights. Action modes only.
-        view_point: the camera's viewpoint sentence of the action caption (``"ego_view"``, ...); ``None`` keeps the
-            backend's default.
-        step_cache: ``None`` (the backend's default, recorded in the manifest; on vLLM-Omni the server's, so it
-            stays ``None`` there), ``"off"``, or ``SeaCache(...)`` / ``"sea"`` (:mod:`cosmos_helpers.step_cache`).
-            It changes the pictures, so it is in the fingerprint.
-        precision: ``None`` (bf16), ``"fp8"`` / ``FP8(...)``, ``"mxfp8"`` / ``"nvfp4"``
-            (:mod:`cosmos_helpers.precision`); a backend that cannot run it refuses. It is in the fingerprint too.
+        actions: the trajectory ``forward_dynamics`` plays, ``(num_frames - 1, D)``: an array, nested lists or a file
+            (:mod:`cosmos_helpers.trajectories`); it sets ``num_frames`` when that is left out.
+        embodiment: whose actions (``protocol.action.RAW_DIM``: ``"av"``, ...); it fixes ``D`` and the action weights.
+        view_point: the camera's viewpoint sentence of the action caption (``"ego_view"``, ...).
+        step_cache: ``None``, ``"off"``, or ``SeaCache(...)`` / ``"sea"`` (:mod:`cosmos_helpers.step_cache`).
+        precision: ``None`` (bf16), ``"fp8"`` / ``FP8(...)``, ``"mxfp8"``, ``"nvfp4"`` (:mod:`.precision`).
 
+    ``None`` for a backend option (negative prompt, condition frames, system prompt, templates, guidance interval,
+    view point, step cache, precision) keeps that backend's own default (vLLM-Omni guides images in ``(400, 1000)``);
+    ``step_cache`` and ``precision`` change the pictures, so they are in the fingerprint.
     Action modes (``forward_dynamics``, ``inverse_dynamics``, ``policy``) take ``image`` (the start frame) or, for
     inverse dynamics, ``video``; their size comes from that media and ``tier`` (an action tier: 256, 480, 704, 720).
     """

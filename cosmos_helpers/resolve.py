@@ -42,10 +42,9 @@ _SIZE_FIELDS = frozenset({"tier", "aspect_ratio", "width", "height"})
 
 
 class ResolvedRequest:
-    """A request with every value resolved: the names of :class:`~cosmos_helpers.request.GenerationRequest` (see it
-    for what each means; those left out were filled in from the profile), plus ``caption`` / ``negative`` (the prompts
-    as loaded), ``request`` (what the caller gave) and ``given`` (the names the caller set). Built by :func:`resolve`,
-    which fills it in step by step (a later step reads the earlier ones' results) and then freezes it."""
+    """A request with every value resolved (the names of :class:`~cosmos_helpers.request.GenerationRequest`), plus
+    ``caption`` / ``negative`` (the prompts as loaded), ``request`` (as given) and ``given`` (the names set there).
+    :func:`resolve` fills it in step by step (a later step reads the earlier ones' results), then freezes it."""
 
     def __init__(self, request: Any) -> None:
         given = {f.name: getattr(request, f.name) for f in fields(request)}
@@ -76,10 +75,8 @@ class ResolvedRequest:
 
     @property
     def keeps_image_size(self) -> bool:
-        """An edit given no tier, aspect ratio or size: the framework's own default, the input's shape with its
-        longer side at 512 (``protocol.variants.edit_size``), and no aspect ratio. Given a tier or an aspect ratio an
-        edit takes a bucket: the framework needs both for one, so the other is filled in (the input's nearest aspect
-        ratio, the profile's tier) and both are sent."""
+        """An edit given no tier, aspect ratio or size: the input's shape, longer side 512, as the framework does
+        (``protocol.variants.edit_size``). Given either, an edit takes a bucket and the other is filled in."""
         return self.mode == "image2image" and not self.given & _SIZE_FIELDS
 
     @property
@@ -87,8 +84,7 @@ class ResolvedRequest:
         return 0.0 if self.is_image else self.num_frames / self.fps
 
     def explicit(self, name: str) -> bool:
-        """Whether ``name`` was given by the caller (not filled in from the profile). Meaningful for the fields
-        that default to ``None``; ``seed`` and ``sound`` always have a value to send."""
+        """Whether the caller gave ``name`` (not the profile); ``seed`` and ``sound`` always have a value to send."""
         return name in self.given
 
     def resolve(self) -> "ResolvedRequest":
@@ -119,17 +115,14 @@ class ResolvedRequest:
         return None if self.video is None else media.load_video_frames(self.video)[0]
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe record for manifests (media as path + content hash), the request's fields in their order and
-        the prompts last, as sent."""
+        """A JSON-safe record for manifests (media as path + hash), the prompts last, as sent."""
         out: dict[str, Any] = {}
         for name in (f.name for f in fields(self.request) if f.name not in ("prompt", "negative_prompt")):
             value = getattr(self, name)
             if name in ("image", "video"):
                 value = None if value is None else media.describe_media(value)
-            elif isinstance(value, np.ndarray):
-                value = value.tolist()
-            elif isinstance(value, tuple):
-                value = list(value)
+            elif isinstance(value, (np.ndarray, tuple)):
+                value = np.asarray(value).tolist()
             elif name in _RECORDS:
                 if value is None:  # the backend's default, as every request was before the option existed
                     continue
@@ -175,8 +168,7 @@ def resolve(request: Any) -> ResolvedRequest:
         frames = action_request.frames_from_actions(d)
         _frames(d, defaults if frames is None else replace(defaults, num_frames=frames))
         _sampling(d, defaults)
-        for name, value in action_request.resolve(d, defaults).items():
-            setattr(d, name, value)
+        vars(d).update(action_request.resolve(d, defaults))
         d.aspect_ratio = detect_aspect_ratio(d.width, d.height)
     else:
         action_request.refuse_action_fields(d)
@@ -185,8 +177,7 @@ def resolve(request: Any) -> ResolvedRequest:
         _sampling(d, defaults)
         _media(d)
     _backend_options(d)
-    if d.guardrails is None:
-        d.guardrails = profile.guardrails
+    d.guardrails = profile.guardrails if d.guardrails is None else d.guardrails
     if d.sound and d.is_image:
         raise ValidationError("sound", f"{d.mode} produces a still image, which cannot carry sound.",
                               "use mode='text2video' (or image2video) with sound=True, or sound=False.")
@@ -241,14 +232,13 @@ def _size(d: ResolvedRequest, defaults) -> None:
 
 
 def _image_size(image: MediaLike) -> tuple[int, int]:
-    """``(width, height)`` of a conditioning image, checked first (so a bad one is named as the image)."""
+    """``(width, height)`` of a conditioning image, checked first (a bad one is named as the image)."""
     media.check_image(image, field="image")
     return media.load_image(image).size
 
 
 def _default_aspect(d: ResolvedRequest, defaults) -> str:
-    """An edit keeps its input's shape (the framework's image2image keeps the input size): the bucket aspect
-    closest to the image's; every other mode takes the profile's."""
+    """An edit's aspect: the bucket closest to its image's (the framework keeps the input size); else the profile's."""
     if d.mode != "image2image" or d.image is None:
         return defaults.aspect_ratio
     return detect_aspect_ratio(*_image_size(d.image))
@@ -270,9 +260,8 @@ def _explicit_size(d: ResolvedRequest) -> None:
         if value < 16:
             raise ValidationError(name, f"{value} px is too small.", "use at least 16 px.")
         if value % 16:
-            lower, upper = value // 16 * 16, (value // 16 + 1) * 16
             raise ValidationError(name, f"{value} is not a multiple of 16 (the VAE's spatial stride).",
-                                  f"use {lower} or {upper}.")
+                                  f"use {value // 16 * 16} or {value // 16 * 16 + 16}.")
         setattr(d, name, int(value))
 
 
@@ -299,8 +288,8 @@ def _frames(d: ResolvedRequest, defaults) -> None:
     if not _is_number(fps):
         raise ValidationError("fps", f"expected a number, got {fps!r}.", "pass e.g. fps=24.")
     if not 1 <= fps <= MAX_FPS:
-        raise ValidationError("fps", f"{fps} fps is out of range.", f"use 1 to {MAX_FPS:g} (Cosmos3 is trained "
-                                                                     "at 10-30).")
+        raise ValidationError("fps", f"{fps} fps is out of range.",
+                              f"use 1 to {MAX_FPS:g} (Cosmos3 is trained at 10-30).")
     d.fps = float(fps)
 
 

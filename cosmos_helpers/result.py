@@ -65,17 +65,11 @@ class FinishedFile:
 
 @dataclass
 class Generation:
-    """A finished generation.
-
-    ``frames`` is uint8 ``(T, H, W, 3)`` (``T == 1`` for images); ``sound`` is float32 ``(2, N)`` in [-1, 1] at
-    ``sample_rate`` or ``None``; ``timings`` maps phase names to seconds; ``finished`` is the backend's own
-    file, when it made one (saved as it is); ``crf`` is the H.264 quality frames made here are saved at (the
-    framework's ``video_save_quality`` maps to one); ``actions`` is the trajectory an action mode predicted,
-    float32 ``(T, D)`` (:mod:`cosmos_helpers.trajectories`), or ``None``; ``settings`` is what, besides the
-    request, the backend made it with that shapes an output (its ``output_settings()``: dtype, scheduler, ...);
-    ``standin`` says, for an output a stand-in made (:mod:`cosmos_helpers.standins`), which backend it stands in for
-    (``of``), the program and the model that really ran (``model_run``, also ``model``); ``None`` otherwise.
-    """
+    """A finished generation: uint8 ``frames`` ``(T, H, W, 3)`` (``T == 1`` for images), float32 ``sound`` ``(2, N)``
+    in [-1, 1] or ``None``, phase ``timings`` in seconds; ``finished`` is the backend's own file (saved as it is),
+    ``crf`` the H.264 quality frames made here are saved at, ``actions`` the float32 ``(T, D)`` trajectory an action
+    mode predicted; ``settings`` the backend's ``output_settings()`` (dtype, scheduler, ...); ``standin``, for a
+    stand-in's output, which backend it stands in for (``of``) and what really ran (``model_run``)."""
 
     frames: np.ndarray
     fps: float
@@ -141,9 +135,7 @@ class Generation:
     @property
     def media_suffix(self) -> str:
         """The suffix ``save`` writes: the backend's own file's, else ``.png`` / ``.mp4``."""
-        if self.finished is not None:
-            return self.finished.suffix
-        return ".png" if self.is_image else ".mp4"
+        return self.finished.suffix if self.finished is not None else ".png" if self.is_image else ".mp4"
 
     def __repr__(self) -> str:
         kind = "image" if self.is_image else f"{self.num_frames} frames @ {self.fps:g} fps"
@@ -152,11 +144,8 @@ class Generation:
                 f"{backend_label(self.backend, self.standin)}:{self.model})")
 
     def save(self, stem: str | Path, *, overwrite: bool = False) -> Path:
-        """Write ``<stem>.<suffix>`` and ``<stem>.json``; return the media path.
-
-        Refuses to replace an existing file unless ``overwrite=True``; if the existing output is this very
-        request on this backend it is left alone and its path returned (a rerun, not a conflict).
-        """
+        """Write ``<stem>.<suffix>`` and ``<stem>.json``; return the media path. Refuses to replace an existing file
+        unless ``overwrite=True``; this very request's output on this backend is left alone (a rerun)."""
         stem = Path(stem)
         target = stem.with_suffix(self.media_suffix)
         manifest_path = stem.with_suffix(MANIFEST_SUFFIX)
@@ -248,9 +237,7 @@ class Generation:
                          settings=dict(manifest.get("settings") or {}), standin=manifest.get("standin"),
                          timings=dict(manifest.get("timings", {})),
                          provenance={"loaded_from": str(media_path), "manifest": manifest},
-                         finished=FinishedFile(media_path.suffix, path=media_path),
-                         actions=None if manifest.get("actions") is None else np.asarray(manifest["actions"],
-                                                                                         dtype=np.float32))
+                         finished=FinishedFile(media_path.suffix, path=media_path), actions=manifest.get("actions"))
         generation.paths = {"media": media_path, "manifest": manifest_path}
         return generation
 
@@ -282,21 +269,16 @@ def read_manifest(path: str | Path) -> dict[str, Any] | None:
 
 def check_free(stem: str | Path, request: Recorded | None = None, *, backend: str | None = None,
                settings: dict[str, Any] | None = None) -> Path | None:
-    """Before any work: is ``stem`` free for this request's output?
-
-    Returns ``None`` when nothing is there, the finished media when it is this very request's on this backend (a
-    rerun: reuse it), and raises :class:`OutputExistsError` when another run's output is there, so nothing
-    already produced is overwritten by a run that only finds out after minutes of generation.
-    """
+    """Before any work: ``None`` when ``stem`` is free, the finished media when it is this very request's on this
+    backend (a rerun: reuse it); :class:`OutputExistsError` when another run's output is there."""
     stem = Path(stem)
-    manifest = stem.with_suffix(MANIFEST_SUFFIX)
     existing = existing_output(stem)
     if existing is None:
         return None
     done = find_saved(stem, request, backend=backend, settings=settings) if request is not None else None
     if done is not None:
         return done
-    saved = read_manifest(manifest) or {}
+    saved = read_manifest(stem.with_suffix(MANIFEST_SUFFIX)) or {}
     if request is not None and saved.get("fingerprint") == request.fingerprint():
         if _unchecked_for(saved, request):
             raise OutputExistsError(f"{existing} is this request's output made without guardrails, and this request "
@@ -312,14 +294,9 @@ def check_free(stem: str | Path, request: Recorded | None = None, *, backend: st
 
 def find_saved(stem: str | Path, request: Recorded, *, backend: str | None = None,
                settings: dict[str, Any] | None = None) -> Path | None:
-    """The finished media for ``request`` at ``stem``, if a previous run of it already produced it.
-
-    "It" means the same request (its fingerprint covers the model and every setting) *and*, when ``backend``
-    is given, the same backend, and when ``settings`` is given, the same backend settings (dtype, scheduler...):
-    another backend's output, or one made with other settings, is another generation, not something to reuse. An
-    output made without guardrails was never checked, so it does not serve a request that asks for them (one
-    made with them serves a request without them: it passed a check that request does not ask for).
-    """
+    """The finished media a previous run of ``request`` left at ``stem``: the same fingerprint (model and every
+    setting) and, when given, the same ``backend`` and backend ``settings``. An output made without guardrails does
+    not serve a request that asks for them (one made with them serves any)."""
     stem = Path(stem)
     manifest = read_manifest(stem.with_suffix(MANIFEST_SUFFIX))
     if not manifest or manifest.get("fingerprint") != request.fingerprint():

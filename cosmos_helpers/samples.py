@@ -1,11 +1,7 @@
-"""Our own sample media, rendered by code: a conditioning image, a short clip, a sound clip, and for the action modes
-a trajectory per embodiment with a drive rendered along it (the checkpoints' driving logs and robot datasets cannot be
-shipped; a drive and the trajectory that made it are inverse dynamics' input and its expected answer).
-
-The cookbooks need inputs that are small, free to redistribute and reproducible, so they are drawn here from a
-seed (``python -m cosmos_helpers.samples DIR`` rewrites the committed copies). :func:`write_world_samples` adds
-prompts, an image and a clip from the tiny model's synthetic world (``cosmos_helpers.world``), so the audiovisual
-cookbooks show on the CPU what they ask for; they are ordinary prompts for Nano too.
+"""Our own sample media, drawn by code from a seed so they are small, free to redistribute and reproducible: an image,
+a clip, a sound, a trajectory per embodiment with a drive rendered along it (inverse dynamics' input and its answer),
+and prompts and media of the tiny model's synthetic world (:func:`write_world_samples`).
+``python -m cosmos_helpers.samples DIR`` rewrites the committed copies.
 """
 
 from __future__ import annotations
@@ -99,7 +95,6 @@ def write_world_samples(folder: str | Path, *, overwrite: bool = False, fps: flo
                         frames: int = 9, width: int = 320, height: int = 180) -> dict[str, Path]:
     """Prompts (a sentence each, and a structured caption with sound for two of them), the image-to-video image
     and the video-to-video clip, for :data:`WORLD_SAMPLES`, into ``folder``."""
-
     folder, paths = Path(folder), {}
     for mode, (name, key) in WORLD_SAMPLES.items():
         scene = place(key, np.random.default_rng(0), frames=frames, width=width, height=height)
@@ -126,9 +121,8 @@ GROUND = np.array([96, 100, 92], dtype=np.uint8)
 
 
 def sample_trajectory(embodiment: str, steps: int, *, speed: float = 0.5, turn_deg: float = 2.0) -> np.ndarray:
-    """``(steps, D)`` float32 for ``embodiment``: forward ``speed`` per step while turning ``turn_deg`` per step;
-    every further 9-D pose block repeats the motion at a tenth of the size, every grasp value closes (0 -> 1) at
-    half-way. Pose-only embodiments (``av``, ``camera_pose``) get the 9-D pose."""
+    """``(steps, D)`` float32 for ``embodiment``: forward ``speed`` while turning ``turn_deg`` per step; each further
+    9-D pose block repeats it at a tenth of the size, each grasp value closes (0 -> 1) at half-way."""
     width = proto.RAW_DIM[embodiment]
     t = np.arange(steps)
     yaw = np.full(steps, np.radians(turn_deg))

@@ -24,13 +24,9 @@ NUM_TRAIN_TIMESTEPS = 1000
 
 
 def configure_scheduler(base_config: Any, scheduler: Any, shift: float, *, shift_given: bool = True):
-    """A fresh flow-matching scheduler with ``shift`` (Karras sigmas off) that starts at its first timestep.
-
-    ``scheduler`` is a diffusers scheduler class (configured from ``base_config``), ``None`` for flow UniPC, or an
-    instance, whose own settings are the user's: its shift is kept unless ``shift_given`` (the request set
-    ``flow_shift``), and a disagreement between the two, or Karras sigmas (under which a flow shift does nothing),
-    is refused rather than overridden. Config keys the class does not know are dropped instead of warned about.
-    """
+    """A fresh flow-matching scheduler with ``shift`` (Karras sigmas off) that starts at its first timestep, from a
+    diffusers scheduler class (configured from ``base_config``), ``None`` (flow UniPC), or an instance: its settings
+    are the user's, its shift kept unless ``shift_given``; a disagreement, or Karras sigmas, is refused."""
     from diffusers import UniPCMultistepScheduler
 
     instance = not (scheduler is None or isinstance(scheduler, type))

@@ -1,9 +1,8 @@
 """Step caching as one request option: ``GenerationRequest(step_cache=None | "off" | SeaCache(...))``.
 
-Every backend ships SeaCache for Cosmos 3, each with its own default: off in diffusers and vLLM-Omni, **on** in the
-framework's inference CLI. So ``None`` keeps that backend's default (the manifest records which), ``"off"`` runs every
-step in full, and a :class:`SeaCache` turns it on, a field left ``None`` taking that backend's own value
-(:mod:`cosmos_helpers.protocol.step_cache`). A backend refuses before any work what it cannot honour.
+Every backend ships SeaCache for Cosmos 3: off in diffusers and vLLM-Omni, **on** in the framework's CLI. ``None``
+keeps that backend's default (the manifest records which), ``"off"`` runs every step in full, a :class:`SeaCache`
+turns it on (:mod:`cosmos_helpers.protocol.step_cache`). A backend refuses before any work what it cannot honour.
 """
 
 from __future__ import annotations
@@ -27,12 +26,10 @@ class SeaCache:
     Args:
         threshold: accumulated relative-L1 budget of the vision indicator before a step runs in full again (larger:
             more steps skipped, faster, further from the uncached result). diffusers / vLLM-Omni 0.25, framework 0.35.
-        residual_order: 0 reuses the last computed residual, 1 extrapolates linearly from the last two (2,
-            quadratic, on the framework and vLLM-Omni; the stand-ins run diffusers, so 0 or 1).
+        residual_order: 0 reuses the last residual, 1 extrapolates linearly (2, quadratic: framework, vLLM-Omni).
         max_consecutive: at most this many skipped steps in a row per guidance branch (0: no limit, the framework's
             only setting); diffusers / vLLM-Omni 2.
-        retention_steps / cache_end_steps: steps at the start / end that always run in full (1 everywhere; only
-            diffusers lets you change them).
+        retention_steps / cache_end_steps: steps at the start / end always run in full (1; diffusers lets you change).
         power_exp: exponent of the clean-signal power prior of the indicator's filter (3.0 everywhere).
     """
 
@@ -110,8 +107,8 @@ def step_cache_argument(text: str) -> StepCache:
 
 
 def step_cache_record(value: StepCache) -> Any:
-    """The JSON form in a request's record (and so its fingerprint): ``"off"`` or ``{"sea_cache": {given}}``;
-    ``None`` is left out of the record, as it always was before the option existed."""
+    """The JSON form in a request's record (and fingerprint): ``"off"`` or ``{"sea_cache": {given}}`` (``None``: left
+    out of the record)."""
     return value if not isinstance(value, SeaCache) else {"sea_cache": value.given()}
 
 
@@ -156,7 +153,3 @@ def _takers(name: str) -> str:
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-__all__ = ["OFF", "SeaCache", "StepCache", "check_for_backend", "check_step_cache", "describe", "parse_step_cache",
-           "step_cache_argument", "step_cache_record"]

@@ -6,27 +6,18 @@ of the rotation matrix, as the framework's ``convert_rotation`` writes ``rot6d``
 Files: JSON (the framework's action file: a ``[T][D]`` array, or ``{"actions": [[...]]}``), NumPy ``.npz`` (an
 ``actions`` array) and LeRobot parquet (needs the optional ``pyarrow``: ``pip install cosmos-helpers[lerobot]``).
 
-The LeRobot layout this reads and writes, with where each fact was read:
+The LeRobot layout read and written (huggingface/lerobot v0.3.3 and main @ 7427f31, pyproject 0.6.2):
 
-* Files: codebase ``v2.1`` keeps one parquet per episode, ``data/chunk-{episode_chunk:03d}/
-  episode_{episode_index:06d}.parquet`` (huggingface/lerobot v0.3.3, ``src/lerobot/datasets/utils.py``
-  ``DEFAULT_PARQUET_PATH``); ``v3.0`` packs many episodes into ``data/chunk-{chunk_index:03d}/
-  file-{file_index:03d}.parquet`` (lerobot main @ 7427f31, pyproject 0.6.2: ``datasets/utils.py``
-  ``DEFAULT_DATA_PATH``, ``CODEBASE_VERSION = "v3.0"`` in ``datasets/dataset_metadata.py``). So a file may hold
-  several episodes, one after another, and a reader must select one by ``episode_index``.
-* Columns: ``action`` and ``observation.state`` (``utils/constants.py`` ``ACTION``, ``OBS_STATE``) plus the
-  per-frame ``timestamp`` (float32), ``frame_index``, ``episode_index``, ``index`` (the frame's index in the whole
-  dataset) and ``task_index`` (int64), all of shape ``(1,)`` (``DEFAULT_FEATURES``: ``datasets/utils.py`` in
-  v0.3.3, ``utils/constants.py`` at 7427f31, the same five).
-* Types: ``meta/info.json`` ``features`` gives each column's ``dtype``, ``shape`` and ``names`` (and ``fps`` at
-  the top level). A ``(1,)`` feature is a scalar column; a ``(D,)`` one is ``datasets.Sequence(length=D)``
-  (``datasets/feature_utils.py`` ``get_hf_features_from_features``), which ``datasets`` stores as Arrow
-  ``fixed_size_list<float32>[D]`` (datasets ``features/features.py`` ``get_nested_type``: ``pa.list_(type,
-  length)``). Other writers give a plain ``list<float>``; both are read.
-* Timing: ``timestamp = frame_index / fps`` and ``index`` runs on across episodes (``datasets/dataset_writer.py``
-  ``add_frame`` and ``save_episode``).
-* A real ``info.json`` (rerun-io/rerun @ 473c6d4, ``tests/assets/lerobot/v30_apple_storage/meta/info.json``) is
-  kept as ``tests/contracts/fixtures/lerobot_info-v3.0.json``; the tests hold this writer to it.
+* Files: ``v2.1`` keeps one episode per ``data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet``
+  (``datasets/utils.py`` ``DEFAULT_PARQUET_PATH``); ``v3.0`` packs many into ``data/chunk-{chunk_index:03d}/
+  file-{file_index:03d}.parquet`` (``DEFAULT_DATA_PATH``), so a reader selects one by ``episode_index``.
+* Columns: ``action``, ``observation.state`` and the per-frame ``timestamp`` (float32), ``frame_index``,
+  ``episode_index``, ``index`` (across the dataset) and ``task_index`` (int64), each of shape ``(1,)``
+  (``DEFAULT_FEATURES``). A ``(D,)`` feature is ``datasets.Sequence(length=D)``, stored as Arrow
+  ``fixed_size_list<float32>[D]``; other writers give a plain ``list<float>``; both are read.
+* Timing: ``timestamp = frame_index / fps``; ``index`` runs on across episodes (``dataset_writer.py``).
+* A real ``meta/info.json`` (rerun-io/rerun @ 473c6d4) is kept as ``tests/contracts/fixtures/lerobot_info-v3.0.json``;
+  the tests hold this writer to it.
 """
 
 from __future__ import annotations
@@ -52,10 +43,8 @@ PYARROW_FIX = "`pip install pyarrow` (or `pip install cosmos-helpers[lerobot]`),
 def load_trajectory(source: Any, *, field: str = "actions", episode: int | None = None) -> np.ndarray:
     """A ``(T, D)`` float32 array from an array, nested lists, or a ``.json`` / ``.npz`` / LeRobot ``.parquet`` file.
 
-    For parquet, ``field`` picks the column (``"actions"`` means LeRobot's ``action``; ``"observation.state"`` and
-    other column names are read as given) and ``episode`` the episode, required when the file holds several: a
-    trajectory is one episode, and silently joining two would make a path that jumps. Rows come back in
-    ``frame_index`` order, whatever order the file stores them in.
+    For parquet, ``field`` picks the column (``"actions"`` means ``action``) and ``episode`` the episode, required when
+    the file holds several (joining two would make a path that jumps); rows come back in ``frame_index`` order.
     """
     if isinstance(source, (str, Path)):
         path = Path(source).expanduser()
@@ -72,9 +61,8 @@ def load_trajectory(source: Any, *, field: str = "actions", episode: int | None 
     try:
         array = np.asarray(source, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValidationError(field, f"{type(source).__name__} is not a numeric (T, D) trajectory.",
-                              "pass a (T, D) array, nested lists of numbers, or a .json / .npz / .parquet file."
-                              ) from None
+        fix = "pass a (T, D) array, nested lists of numbers, or a .json / .npz / .parquet file."
+        raise ValidationError(field, f"{type(source).__name__} is not a numeric (T, D) trajectory.", fix) from None
     return array.astype(np.float32) if array.ndim == 2 else array
 
 
@@ -173,9 +161,8 @@ def _column_rows(column: Any, field: str, name: str, pa: Any) -> np.ndarray:
 
 def save_trajectory(path: str | Path, actions: np.ndarray, *, overwrite: bool = False, fps: float | None = None,
                     episode_index: int = 0, task_index: int = 0) -> Path:
-    """Write ``actions`` as the framework's action file (``.json``, a ``[T][D]`` array), ``.npz``, or a
-    single-episode LeRobot data file (``.parquet``; ``fps`` is required there, since LeRobot stores each frame's
-    ``timestamp = frame_index / fps`` and a guessed rate would misplace every frame in time)."""
+    """Write ``actions`` as the framework's ``.json`` action file, ``.npz``, or a one-episode LeRobot ``.parquet``
+    (``fps`` required: it stores ``timestamp = frame_index / fps``, and a guessed rate would misplace every frame)."""
     path = Path(path)
     array = np.asarray(actions, dtype=np.float32)
     suffix = path.suffix.lower()
@@ -193,9 +180,7 @@ def save_trajectory(path: str | Path, actions: np.ndarray, *, overwrite: bool = 
 
 
 def _lerobot_parquet(name: str, array: np.ndarray, fps: float | None, episode_index: int, task_index: int) -> bytes:
-    """The bytes of a LeRobot data file holding one episode: ``action`` as ``fixed_size_list<float32>[D]`` and
-    the bookkeeping columns, as ``LeRobotDataset`` writes them (``index`` counts from 0, as for a dataset's first
-    episode)."""
+    """The bytes of a one-episode LeRobot data file, as ``LeRobotDataset`` writes it (``index`` from 0)."""
     if array.ndim != 2 or not array.shape[0] or not array.shape[1]:
         raise ValidationError("actions", f"shape {array.shape} is not a (T, D) trajectory.", "pass a (T, D) array.")
     if fps is None or not math.isfinite(fps) or fps <= 0:
@@ -325,9 +310,8 @@ def step_errors(predicted: np.ndarray, given: np.ndarray) -> dict[str, np.ndarra
 
 
 def normalize(actions: np.ndarray, stats: dict[str, Any], method: str = "quantile") -> np.ndarray:
-    """Scale raw actions as the framework's training data was (``protocol.action.NORMALIZATION``): ``quantile``
-    maps ``q01..q99`` to -1..1, ``minmax`` ``min..max`` to -1..1, ``meanstd`` standardises. Inference takes raw
-    actions (the framework passes no normaliser at inference), so this is for comparing with training data."""
+    """Scale raw actions as the framework's training data was: ``quantile`` maps ``q01..q99`` to -1..1, ``minmax``
+    ``min..max``, ``meanstd`` standardises. Inference takes raw actions: this is for comparing with training data."""
     a = np.asarray(actions, dtype=np.float64)
     if method == "meanstd":
         return ((a - _stat(stats, "mean", a)) / np.maximum(_stat(stats, "std", a), 1e-8)).astype(np.float32)

@@ -13,11 +13,9 @@
 or uint8 frames ``(T,H,W,3)``. Videos are played from a small preview transcode (``<stem>.preview.mp4``:
 H.264 yuv420p + AAC, at most ``max_side`` pixels), never from the full-resolution file.
 
-In a live Jupyter kernel these are ipywidgets. Under papermill / nbconvert (set ``COSMOS_HELPERS_STATIC=1``
-to force it; ``0`` forces live) they are self-contained HTML that embeds only the small preview, so an
-executed notebook reads well as a file. The functions display their result and also return it (marked so
-that returning it as the cell's last expression does not show it twice); ``display=False`` only returns it.
-Importing this module does not import torch, ipywidgets or matplotlib.
+Live Jupyter: ipywidgets; papermill / nbconvert (``COSMOS_HELPERS_STATIC=1``): self-contained HTML embedding only
+the preview. Each displays its result and returns it (shown once as a cell's last line); ``display=False`` only
+returns it. Importing this module does not import torch, ipywidgets or matplotlib.
 """
 
 from __future__ import annotations

@@ -13,9 +13,8 @@ from .result import Generation, check_free
 
 def generate_and_save(backend: Backend, request: GenerationRequest, stem: str | Path, *,
                       overwrite: bool = False, skip_existing: bool = True, **kwargs: Any) -> Generation:
-    """Generate ``request`` on ``backend`` and save it at ``stem`` (``.png``/``.mp4`` + ``.json``); with
-    ``skip_existing``, this request's finished output from this backend (same ``output_settings``) already at ``stem``
-    is loaded instead, so an interrupted batch resumes where it stopped."""
+    """Generate ``request`` on ``backend`` and save it at ``stem``; with ``skip_existing``, this request's finished
+    output from this backend (same ``output_settings``) at ``stem`` is loaded instead (a batch resumes)."""
     done = _finished(backend, request, stem, overwrite)
     if done is not None:
         if not skip_existing:
@@ -29,9 +28,8 @@ def generate_and_save(backend: Backend, request: GenerationRequest, stem: str | 
 
 def generate_and_save_all(backend: Backend, jobs: Mapping[str | Path, GenerationRequest], *,
                           overwrite: bool = False) -> dict[Path, Generation]:
-    """:func:`generate_and_save` for several ``{stem: request}`` at once, keyed by stem: finished outputs are loaded,
-    the rest go to the backend's ``generate_many`` (the Cosmos Framework then loads its checkpoint once), and every
-    stem is checked before anything runs, so a clash fails before any work."""
+    """:func:`generate_and_save` for ``{stem: request}``: every stem checked first, finished outputs loaded, the rest
+    through the backend's ``generate_many`` (the Cosmos Framework then loads its checkpoint once)."""
     stems = {Path(stem): request for stem, request in jobs.items()}
     results = {stem: done for stem, request in stems.items()
                if (done := _finished(backend, request, stem, overwrite)) is not None}
@@ -46,9 +44,8 @@ def generate_and_save_all(backend: Backend, jobs: Mapping[str | Path, Generation
 
 
 def _finished(backend: Backend, request: GenerationRequest, stem: str | Path, overwrite: bool) -> Generation | None:
-    """This request's finished output at ``stem``, loaded and marked ``provenance["skipped"]``; ``None`` when
-    there is none or ``overwrite``. Another request's output there raises (``check_free``): nothing is reused for
-    a different request."""
+    """This request's finished output at ``stem``, loaded and marked ``provenance["skipped"]`` (``None``: none, or
+    ``overwrite``); another request's output there raises (``check_free``)."""
     done = None if overwrite else check_free(stem, request, backend=backend.name, settings=backend.output_settings())
     if done is None:
         return None

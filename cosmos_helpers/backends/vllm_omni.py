@@ -432,7 +432,8 @@ def saving(client: BaseVllmClient, show: Any, job_id: str, path: Path, overwrite
            response: httpx.Response) -> Iterator[Callable[[bytes], None]]:
     """``write(chunk)`` of a job's streamed MP4: to ``path`` atomically, with a progress display; an empty one fails."""
     total = int(response.headers.get("content-length") or 0) or None
-    with (progress_display(client, show, total=total, desc=f"download {path.name}", unit="B", unit_scale=True) as update,
+    with (progress_display(client, show, total=total, desc=f"download {path.name}", unit="B",
+                           unit_scale=True) as update,
           media.atomic_path(path, overwrite=overwrite) as tmp, open(tmp, "wb") as handle):
         def write(chunk: bytes) -> None:
             handle.write(chunk)

@@ -187,8 +187,7 @@ class FrameworkBackend(Backend):
         return self.work_dir
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.env)
+        env = {**os.environ, **self.env}
         if self.checkout is not None:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.checkout), env.get("PYTHONPATH", "")) if p)
         env.setdefault("PYTHONUNBUFFERED", "1")

@@ -33,10 +33,9 @@ from .base import ProgressCallback
 from .framework_run import check_request, request_payload
 from .vllm_base import HttpBackend
 from .vllm_omni import Blocking
-from .vllm_wire import decode_image, decode_mp4, error_message, parse_json
+from .vllm_wire import DEFAULT_URL, decode_image, decode_mp4, error_message, parse_json
 
 NAME = "framework-serve"
-DEFAULT_URL = "http://127.0.0.1:8000"
 _GUARDRAILS_NOTE = ("the served setup's (models.<name>.setup.guardrails of the serve config; the framework's "
                     "latency.yaml / throughput.yaml: off)")
 

@@ -107,11 +107,8 @@ class VllmOmniBackend(Blocking, BaseVllmClient):
 
     def wait_until_ready(self, timeout: float = 1800.0, *, process: Any = None, log: Any = None,
                          interval: float | None = None, progress: bool | None = None) -> dict:
-        """Poll ``/health`` until 200 (refused connections, timeouts and 503 mean "not ready yet").
-
-        ``process`` (a ``subprocess.Popen``) makes the wait fail at once, with ``log``'s tail (a path or a
-        callable), if the server exits. Then reads the served model from ``/v1/models``.
-        """
+        """Poll ``/health`` until 200 (refused connections, timeouts and 503 mean "not ready yet"), then read the
+        served model. ``process`` (a ``Popen``) fails the wait at once, with ``log``'s tail, if the server exits."""
         watch = ReadyWatch(self, timeout, process, log, interval)
         with progress_display(self, progress, **watch.bar) as show:
             while True:
@@ -164,12 +161,9 @@ class VllmOmniBackend(Blocking, BaseVllmClient):
 
     def send_video_form(self, fields: dict[str, str], files: dict[str, tuple[str, bytes, str]] | None = None, *,
                         what: str = "video", model: str | None = None) -> Generation:
-        """POST a hand-built multipart form to ``/v1/videos/sync`` (e.g. a transfer) and return its video.
-
-        ``fields`` are text (every value a string; ``prompt``, ``num_frames`` and ``seed`` required), ``files``
-        map ``input_reference`` / ``control_reference`` to ``(filename, bytes, mime)``. ``model``, when given,
-        is checked against the server's like a request's.
-        """
+        """POST a hand-built multipart form to ``/v1/videos/sync`` (e.g. a transfer) and return its video: ``fields``
+        are strings (``prompt``, ``num_frames`` and ``seed`` required), ``files`` map ``input_reference`` /
+        ``control_reference`` to ``(filename, bytes, mime)``; ``model`` is checked like a request's."""
         files = dict(files or {})
         seed, fps = check_form(fields, files)
         served = self._served(model)
@@ -234,11 +228,8 @@ class VllmOmniBackend(Blocking, BaseVllmClient):
 
 
 class AsyncVllmOmniBackend(BaseVllmClient):
-    """The asyncio twin of :class:`VllmOmniBackend` (same methods, ``await``-able).
-
-    Encoding a conditioning input and decoding the server's image or MP4 run in ``asyncio.to_thread``, so a
-    notebook's event loop keeps serving other tasks while a long video is decoded.
-    """
+    """The asyncio twin of :class:`VllmOmniBackend` (same methods, ``await``-able). Media work (encoding an input,
+    decoding an answer) runs in ``asyncio.to_thread``, so the event loop keeps serving while a long video decodes."""
 
     @property
     def client(self) -> httpx.AsyncClient:

@@ -1,19 +1,13 @@
 """``FrameworkBackend``: run Cosmos 3 through an NVIDIA/cosmos-framework checkout's inference CLI.
 
-Each run writes its input into a fresh run folder and launches, in the checkout::
-
-    python -m cosmos_framework.scripts.inference -i <run>/<name>.json -o <run>/out --checkpoint-path Cosmos3-Nano
-
-(``torchrun --nproc-per-node G`` for ``gpus > 1``). Guardrails are always said (``--[no-]guardrails``), never left to
-the framework's default; the request's step cache becomes ``--[no-]diffusion-cache`` and its settings. The log streams
-into a progress bar, and the framework's own ``<run>/out/<name>/vision.mp4`` (``vision.jpg``) is the result's file.
-
-The model is the request's (a hub id maps to its checkpoint name, a local folder passes as a path). A framework input
-file runs *unchanged* (command-line overrides go on the framework's own command line); a :class:`GenerationRequest`
-becomes a sample holding only what the request says, so the framework's defaults apply to the rest.
-
-Without a checkout, :meth:`FrameworkBackend.standin` runs the same contract through this package's stand-in program
-(:mod:`cosmos_helpers.standins.framework_cli`) on the tiny models, and every output's ``standin`` record says so.
+Each run writes its input into a fresh run folder and launches ``python -m cosmos_framework.scripts.inference -i
+<run>/<name>.json -o <run>/out --checkpoint-path Cosmos3-Nano`` in the checkout (``torchrun`` for ``gpus > 1``).
+Guardrails are always said (``--[no-]guardrails``), never left to the framework's default; the request's step cache
+becomes ``--[no-]diffusion-cache``. The log moves a progress bar; ``<run>/out/<name>/vision.mp4`` (``.jpg``) is the
+result's file. A framework input file runs *unchanged* (overrides go on the command line); a request becomes a sample
+holding only what it says, so the framework's defaults apply to the rest. Without a checkout,
+:meth:`FrameworkBackend.standin` runs the same contract through :mod:`cosmos_helpers.standins.framework_cli` on the
+tiny models, and every output's ``standin`` record says so.
 """
 
 from __future__ import annotations
@@ -57,16 +51,14 @@ class FrameworkBackend(Backend):
     """Run framework input samples and :class:`GenerationRequest` s through ``cosmos_framework.scripts.inference``.
 
     Args:
-        checkout: the NVIDIA/cosmos-framework checkout (the working directory of every run).
-        gpus: GPUs per run; more than 1 launches ``torchrun --nproc-per-node gpus``.
-        parallelism_preset: ``latency`` or ``throughput``; ``None`` leaves the framework's default.
+        checkout: the NVIDIA/cosmos-framework checkout (the working directory of every run). gpus: GPUs per run
+            (more than 1: ``torchrun``). parallelism_preset: ``latency``, ``throughput`` or ``None`` (the default's).
         python: interpreter that imports ``cosmos_framework`` (default: see :attr:`python`).
         extra_args: more CLI flags, e.g. ``("--sampler", "edm")``; not the diffusion cache's, which are the request's
             (``GenerationRequest(step_cache="off" | SeaCache(...))``; left out: the CLI's default, SeaCache on).
-        work_dir: where run folders go (default ``<checkout>/outputs/cosmos_helpers``).
-        module: the module to run (default ``cosmos_framework.scripts.inference`` or ``$COSMOS_FRAMEWORK_MODULE``).
-        progress: show a progress bar while the run streams its log.
-        env: extra environment variables for the run; timeout: seconds before a run is killed.
+        work_dir: where run folders go (default ``<checkout>/outputs/cosmos_helpers``). module: the module to run
+            (default ``cosmos_framework.scripts.inference`` or ``$COSMOS_FRAMEWORK_MODULE``). progress: a progress
+            bar while the run streams its log. env: extra environment variables; timeout: seconds before a kill.
 
     The model, the guardrails and the step cache are the request's or the run's, as on every backend.
     """
@@ -195,8 +187,7 @@ class FrameworkBackend(Backend):
         return self.work_dir
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.env)
+        env = {**os.environ, **self.env}
         if self.checkout is not None:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.checkout), env.get("PYTHONPATH", "")) if p)
         env.setdefault("PYTHONUNBUFFERED", "1")

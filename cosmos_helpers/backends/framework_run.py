@@ -109,8 +109,6 @@ class StepProgress:
             self.bar.refresh()
 
 
-
-
 def stream(cmd: list[str], *, cwd: Path, env: Mapping[str, str], log_path: Path, counter: StepProgress,
            timeout: float | None) -> tuple[int, list[str]]:
     """Run ``cmd``, writing its log as it comes and feeding each line to ``counter``; ``(exit code, log tail)``.
@@ -188,7 +186,6 @@ def standin_record(sample_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FrameworkRunError(f"the framework stand-in wrote no {path}, so what made the output is unknown.")
     return json.loads(path.read_text(encoding="utf-8"))
-
 
 
 def cache_flags(step_cache: StepCache) -> list[str]:

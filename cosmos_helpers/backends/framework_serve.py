@@ -1,13 +1,10 @@
-"""``FrameworkServeBackend``: Cosmos 3 on the Cosmos Framework's Ray Serve app, over HTTP.
-
-The app (facts in :mod:`cosmos_helpers.protocol.ray_serve`) takes one framework sample per ``POST /generate``, runs it
-on a replica of the model's deployment, and serves the answer's files under ``/outputs/``. A
-:class:`GenerationRequest` is sent as the sample the framework backend would write for it (one translation, not two),
-a framework input sample as written.
+"""``FrameworkServeBackend``: Cosmos 3 on the Cosmos Framework's Ray Serve app (:mod:`..protocol.ray_serve`) over
+HTTP: one framework sample per ``POST /generate``, the answer's files served under ``/outputs/``. A request goes as
+the sample the framework backend would write for it (one translation, not two), a framework input sample as written.
 
 Refused before anything is sent: a model the server does not run; ``step_cache``, ``precision`` and
-``guardrails=True``, which are the deployment's setup, not sample fields; local media unless the server reads this
-machine's files (``shared_files=True``): the app has no upload route. Errors keep the server's words.
+``guardrails=True`` (the deployment's setup, not sample fields); local media unless the server reads this machine's
+files (``shared_files=True``): the app has no upload route. Errors keep the server's words.
 """
 
 from __future__ import annotations
@@ -36,10 +33,9 @@ from .base import ProgressCallback
 from .framework_run import check_request, request_payload
 from .vllm_base import HttpBackend
 from .vllm_omni import Blocking
-from .vllm_wire import decode_image, decode_mp4, error_message, parse_json
+from .vllm_wire import DEFAULT_URL, decode_image, decode_mp4, error_message, parse_json
 
 NAME = "framework-serve"
-DEFAULT_URL = "http://127.0.0.1:8000"
 _GUARDRAILS_NOTE = ("the served setup's (models.<name>.setup.guardrails of the serve config; the framework's "
                     "latency.yaml / throughput.yaml: off)")
 
@@ -56,12 +52,11 @@ class FrameworkServeBackend(Blocking, HttpBackend):
     Args:
         url: the app's root, e.g. ``http://head-node:8000`` (``serve run .../throughput.yaml`` listens on 8000).
         timeout: read timeout of a generation, in seconds (the app's own limit is 300 s per batch on the workers).
-        connect_timeout: seconds to wait for a connection on every call.
-        retries: attempts of idempotent calls (``/models``, ``/info``, file downloads); a generation is sent once.
+        connect_timeout: seconds to wait for a connection; retries: attempts of idempotent calls (``/models``,
+            ``/info``, file downloads; a generation is sent once). transport: an ``httpx`` transport (tests, proxies).
         shared_files: the server reads this machine's files (same host or a shared filesystem), so local media
             may be sent as paths; otherwise only URLs are (the app downloads them).
         work_dir: where a request's conditioning arrays are written for the server to read (with ``shared_files``).
-        transport: an ``httpx`` transport (tests, proxies).
     """
 
     name = NAME

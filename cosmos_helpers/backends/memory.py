@@ -1,21 +1,17 @@
 """Fitting a Cosmos3 pipeline on a smaller GPU with diffusers' own machinery, picked by card size.
 
-``DiffusersBackend(memory="24GB" | "48GB" | "80GB")`` names the card; :func:`plan_memory` turns it into settings once
-the transformer's weight size is known: it stays whole on the GPU when its weights leave :data:`HEADROOM_GIB` for
-activations (the VAE and sound tokenizer then offloaded under 80 GB), else its layers stream in from CPU memory one
-group at a time on a side CUDA stream (group offloading); the VAE decodes in tiles.
+``DiffusersBackend(memory="24GB" | "48GB" | "80GB")`` names the card; :func:`plan_memory` keeps the transformer whole
+on the GPU when its weights leave :data:`HEADROOM_GIB` for activations (the VAE and sound tokenizer offloaded under
+80 GB), else streams its layers from CPU memory a group at a time on a side CUDA stream; the VAE decodes in tiles.
+Explicit ``offload=``, ``vae_tiling=`` and ``weight_storage=`` always win over the preset.
 
-FP8 weight *storage* (``weight_storage="fp8"``: diffusers' layerwise casting, weights stored as ``float8_e4m3fn`` and
-cast to the compute dtype layer by layer, so every product still runs in bf16) halves the resident weights but changes
-outputs, so no preset turns it on: a user asks for it. It is not NVIDIA's FP8 checkpoint: that one is
-``GenerationRequest(precision="fp8")`` (ModelOpt FP8 weights and activations with a per-step policy,
-:mod:`cosmos_helpers.precision`), and the two do not go together. The old spelling ``fp8=True`` is refused with a
-pointer to both (:data:`RENAMED`). On an H200 the casting made Nano's 24 GB preset 362 s instead of 432 s (less to
-stream), while on a card that holds the bf16 weights it is slower than bf16 (a cast per layer per pass).
-
-Explicit ``offload=``, ``vae_tiling=`` and ``weight_storage=`` always win over the preset. Outputs with offloading and
-tiling equal the resident pipeline's up to kernel choice; the fast path needs the whole transformer resident and
-unhooked, so it is refused together with offloading or FP8 storage (it would silently run stock code).
+FP8 weight *storage* (``weight_storage="fp8"``: diffusers' layerwise casting, every product still in bf16) halves the
+resident weights but changes outputs, so no preset turns it on. It is not NVIDIA's FP8 checkpoint
+(``GenerationRequest(precision="fp8")``, :mod:`cosmos_helpers.precision`), and the two do not go together; the old
+spelling ``fp8=True`` is refused with a pointer to both (:data:`RENAMED`). On an H200 it made Nano's 24 GB preset 362 s
+instead of 432 s (less to stream); on a card that holds the bf16 weights it is slower (a cast per layer per pass).
+Offloading and tiling give the resident pipeline's outputs up to kernel choice; the fast path needs the transformer
+resident and unhooked, so it is refused with offloading or FP8 storage (it would silently run stock code).
 """
 
 from __future__ import annotations

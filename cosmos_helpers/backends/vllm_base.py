@@ -1,33 +1,28 @@
-"""The shared half of the vLLM-Omni clients, with no network I/O: configuration, calls, what answers become.
+"""The shared half of the vLLM-Omni clients (as httpx's ``BaseClient`` is to ``Client`` and ``AsyncClient``), with no
+network I/O: configuration, calls, what answers become, and the bookkeeping of both senders' waits and displays.
 
-:class:`BaseVllmClient` is to :class:`~cosmos_helpers.backends.vllm_omni.VllmOmniBackend` and its asyncio twin
-what httpx's ``BaseClient`` is to ``Client`` and ``AsyncClient``: it builds calls, checks the request's model
-against the server's, and turns answers into ``Generation`` objects that keep the server's bytes.
-
-What a request may ask that the real server cannot honour is refused here, before anything is sent: another
-model than the served one, and what the served checkpoint's pipeline refuses (Edge: sound, video2video).
-Everything else a ``GenerationRequest`` can say is honoured by vLLM-Omni 0.30.0 as asked: any size that is a
-multiple of 16 (this project's CPU tier "128" too; only transfer's ``resolution`` is bucketed), every frame count,
-fps, step count, guidance, shift and seed the request accepts, the negative prompt, and each backend-default option
-(``use_system_prompt``, the templates, ``guidance_interval``, ``guardrails``, the video2video conditioning), which
-travel in ``extra_params``. One limit is the server's to keep: a server started with ``--no-guardrails`` cannot run
-guardrails a request turns on (guardrails.py:202), and ``/v1/models`` does not say how it was started.
+Refused here before anything is sent: another model than the served one, and what the served checkpoint's pipeline
+refuses (Edge: sound, video2video); vLLM-Omni 0.30.0 honours the rest of a request as asked. A server started with
+``--no-guardrails`` cannot run guardrails a request turns on (guardrails.py:202), and ``/v1/models`` cannot tell.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import httpx
 import numpy as np
 
 from .. import media
-from ..errors import (ConnectionLostError, GenerationTimeoutError, OutputExistsError, ServerError, ValidationError)
+from ..errors import (BackendUnavailableError, ConnectionLostError, GenerationTimeoutError, JobFailedError,
+                      ServerError, ValidationError)
 from ..limits import check_backend_mode
 from ..presets import PROFILES, SOUND_SAMPLE_RATE
+from ..progress import progress_bar
 from ..protocol import action
 from ..protocol import vllm_omni as proto
 from ..precision import check_for_backend as check_precision_for
@@ -41,8 +36,9 @@ from .base import Backend
 from .vllm_serve import curl_command
 from .vllm_transfer import check_transfer
 from .vllm_wire import (API_KEY_ENV, BACKEND_NAME, DEFAULT_URL, Call, Files, RetryPolicy, Upload, check_action,
-                        check_response_format, error_from_response, form_parts, image_body, parse_json,
-                        refuse_request_cache, server_metrics, timings_from_headers, timings_from_job, video_fields)
+                        check_response_format, error_from_response, form_parts, guardrail_error, image_body,
+                        parse_json, refuse_request_cache, server_metrics, timings_from_headers, timings_from_job,
+                        video_fields)
 
 
 def check_seconds(**values: Any) -> None:
@@ -107,17 +103,15 @@ class BaseVllmClient(HttpBackend):
     """Configuration, call building and reply reading shared by :class:`VllmOmniBackend` and its async twin.
 
     Args:
-        url: the server, e.g. ``http://127.0.0.1:8000``.
-        api_key: sent as ``Authorization: Bearer``; default ``$COSMOS3_VLLM_API_KEY``.
-        timeout: read timeout of generation calls, in seconds (the server's own sync timeout, 600 s by
-            default, counts time spent queued).
-        connect_timeout: seconds to wait for a connection on every call.
+        url: the server, e.g. ``http://127.0.0.1:8000``. api_key: sent as ``Authorization: Bearer``; default
+            ``$COSMOS3_VLLM_API_KEY``.
+        timeout: read timeout of generation calls, in seconds (the server's own sync timeout, 600 s by default,
+            counts time spent queued). connect_timeout: seconds to wait for a connection on every call.
         poll_interval: seconds between job polls (2-5 s for a real server).
-        retries: attempts of idempotent calls (health, models, polls, listing, deleting, downloads);
-            generation POSTs are sent once.
-        progress: progress displays for readiness waits, job polls and downloads.
-        image_response_format: ``b64_json`` (default) or ``file`` for text2image.
-        transport: an ``httpx`` transport (tests, proxies); default httpx's own.
+        retries: attempts of idempotent calls (health, models, polls, listing, deleting, downloads); generation
+            POSTs are sent once. progress: progress displays for readiness waits, job polls and downloads.
+        image_response_format: ``b64_json`` (default) or ``file`` for text2image. transport: an ``httpx``
+            transport (tests, proxies); default httpx's own.
 
     The model is not an option: it is the request's. The client checks it against ``GET /v1/models``.
     """
@@ -175,6 +169,12 @@ class BaseVllmClient(HttpBackend):
         """The equivalent ``curl`` command (the same fields this client sends; see :func:`curl_command`)."""
         kwargs.setdefault("response_format", self.image_response_format)
         return curl_command(self.url, request, api_key=self.api_key, **kwargs)
+
+    def _route(self, request: ResolvedRequest) -> Any:
+        """The method that runs a request: a job for an action mode (its actions come in the job record only)."""
+        if request.is_action:
+            return self.generate_async_job
+        return self.generate_image if request.mode == "text2image" else self.generate_video
 
     def _image_call(self, request: GenerationRequest, response_format: str | None) -> Call:
         body = image_body(request, response_format or self.image_response_format)
@@ -346,16 +346,105 @@ def job_actions(job: Mapping[str, Any], request: GenerationRequest) -> np.ndarra
     return data.reshape(request.num_frames - 1, width)
 
 
-def check_content(job_id: str, size: int) -> None:
-    """A finished job's content must not be empty (an action-only output has no video)."""
-    if not size:
-        raise ServerError(200, f"job {job_id} content is empty")
+class ReadyWatch:
+    """A readiness wait's deadline, last answer and server process (if we started it). A sender performs ``call``
+    (``/health``) every ``interval`` s without the retry policy: a refusal, a timeout or a 503 mean "not yet"."""
+
+    def __init__(self, client: BaseVllmClient, timeout: float, process: Any, log: Any,
+                 interval: float | None) -> None:
+        self.url, self.timeout, self.process, self.log = client.url, float(timeout), process, log
+        self.interval = 2.0 if interval is None else interval
+        self.call = client._call(proto.HEALTH, "readiness check", min(5.0, max(self.interval, 1.0)))
+        self.bar = {"total": int(timeout), "desc": f"waiting for {self.url}", "unit": "s"}
+        self.start = time.monotonic()
+        self.state = "not started"
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def check_process(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise BackendUnavailableError(
+                f"the server process exited with code {self.process.returncode} before it became ready. "
+                f"Last log lines:\n{log_tail(self.process, self.log)}")
+
+    def answered(self, response: httpx.Response) -> bool:
+        """Whether ``/health`` said ready; a wrong key will not get better by waiting, so it raises."""
+        if response.status_code in (401, 403):
+            raise error_from_response(response.status_code, response.content, response.headers)
+        self.state = f"HTTP {response.status_code}"
+        return response.status_code == 200
+
+    def failed(self, exc: BaseException) -> None:
+        refused = "refused" in str(exc).lower() or isinstance(exc, httpx.ConnectError)
+        self.state = "connection refused" if refused else type(exc).__name__
+
+    def check_deadline(self, show: Callable[[float, str], None]) -> None:
+        show(int(self.elapsed), self.state)
+        if self.elapsed >= self.timeout:
+            raise GenerationTimeoutError(
+                f"{self.url} was not ready after {self.timeout:g} s (last answer: {self.state}). A real Cosmos3 "
+                "server needs minutes to load (and longer to download); raise timeout= or check its log.")
+
+    def result(self, served_model: str | None) -> dict[str, Any]:
+        return {"status": "healthy", "served_model": served_model, "ready_after_s": self.elapsed}
 
 
-def output_path(path: str | Path, overwrite: bool) -> Path:
-    """``path``, refused if it exists (checked before the work; ``atomic_path`` checks again when publishing)."""
-    path = Path(path)
-    if path.exists() and not overwrite:
-        raise OutputExistsError(f"{path} already exists; pass overwrite=True or choose another name.")
-    return path
+def log_tail(process: Any, log: Any, lines: int = 40) -> str:
+    """The server's last log lines: ``log()``, the file ``log``, else what the process wrote to its pipe."""
+    if callable(log):
+        return str(log())
+    try:
+        if isinstance(log, (str, Path)) and Path(log).is_file():
+            text = Path(log).read_text(errors="replace")
+        else:
+            data = process.stdout.read()
+            text = data.decode(errors="replace") if isinstance(data, bytes) else str(data)
+    except (AttributeError, OSError, ValueError):  # no pipe, or a closed one: no log to show
+        return "(no log captured)"
+    return "\n".join(text.splitlines()[-lines:])
 
+
+class JobWatch:
+    """The bookkeeping of a job's polls: deadline, progress shown (``progress`` may be a callable(job)), outcome."""
+
+    def __init__(self, client: BaseVllmClient, job_id: str, timeout: float | None, interval: float | None,
+                 progress: Any) -> None:
+        self.timeout = client.timeout if timeout is None else timeout
+        self.interval = client.poll_interval if interval is None else interval
+        self.progress = progress
+        self.bar = {"total": 100, "desc": f"job {job_id[-8:]}", "unit": "%"}
+        self.start = time.monotonic()
+
+    def finished(self, job: Mapping[str, Any], show: Callable[[float, str], None]) -> bool:
+        """True once the job completed; raises when it failed or the wait ran out; False to keep polling."""
+        status, elapsed = job.get("status"), time.monotonic() - self.start
+        show(int(job.get("progress") or 0), f"{status}, {elapsed:.0f} s")
+        if callable(self.progress):
+            self.progress(job)
+        if status == "completed":
+            return True
+        if status == "failed":
+            raise guardrail_error(str((job.get("error") or {}).get("message", ""))) or JobFailedError(dict(job))
+        if elapsed >= self.timeout:
+            raise GenerationTimeoutError(f"job {job.get('id')} was still {status} after {self.timeout:g} s; it keeps "
+                                         "running on the server. Call wait() again, or delete() it.")
+        return False
+
+
+@contextmanager
+def progress_display(client: BaseVllmClient, show: Any, **kwargs: Any) -> Iterator[Callable[..., None]]:
+    """A progress display (``show`` overrides the client's setting) as ``update(n, text)``; shared by both senders."""
+    bar = progress_bar(enabled=bool(client.progress if show is None else show), **kwargs)
+
+    def update(n: float, text: str = "") -> None:
+        if bar is not None:
+            bar.n = min(n, bar.total) if bar.total else n
+            bar.set_postfix_str(text, refresh=True)
+
+    try:
+        yield update
+    finally:
+        if bar is not None:
+            bar.close()

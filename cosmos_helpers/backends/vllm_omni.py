@@ -3,30 +3,28 @@
 text2image goes to ``POST /v1/images/generations`` (JSON), every video mode to ``POST /v1/videos/sync``
 (multipart), long videos optionally through jobs (``POST /v1/videos``, polling, ``GET .../content``,
 ``DELETE``). The returned ``Generation`` keeps the bytes the server sent, so saving copies them as they are.
-
-Two senders, written out twice on purpose like httpx's ``Client`` and ``AsyncClient`` (see :mod:`.vllm_base`):
-:class:`VllmOmniBackend` blocks, :class:`AsyncVllmOmniBackend` awaits and runs media work in a worker thread.
+Two senders, written out twice on purpose like httpx's ``Client`` and ``AsyncClient`` (see :mod:`.vllm_base`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Iterator, Sequence
 
 import httpx
 
 from .. import media
 from ..protocol import vllm_omni as proto
 from ..request import GenerationRequest
-from ..errors import ValidationError
+from ..errors import OutputExistsError, ServerError, ValidationError
 from ..result import Generation
 from ..specs.runs import SampleRun
 from .base import ProgressCallback
-from .vllm_base import BaseVllmClient, check_content, check_request, output_path
+from .vllm_base import BaseVllmClient, JobWatch, ReadyWatch, check_request, progress_display
 from .vllm_transfer import transfer_form
-from .vllm_watch import JobWatch, ReadyWatch, download_progress, progress_display
 from .vllm_wire import (Call, check_form, check_mp4_reply, decode_image_reply, decode_mp4, input_reference, parse_json,
                         refuse_sync_action, upload_files, video_fields)
 
@@ -51,12 +49,9 @@ class Blocking:
             self._client = None
 
     def _send(self, call: Call, consume: Callable[[httpx.Response], Any] | None = None) -> Any:
-        """Perform ``call`` under the retry policy; an error answer raises this package's exception (unless the call
-        accepts it).
-
-        The answer is streamed: ``consume`` reads it (a download) and its result is returned, so a connection
-        lost while it reads is retried like any other; without ``consume`` the answer is read and returned.
-        """
+        """Perform ``call`` under the retry policy; an error answer raises (unless the call accepts it). The answer
+        is streamed: ``consume`` reads it (a download, retried like any call if the connection is lost while it
+        reads) and its result is returned; without ``consume`` the answer is read and returned."""
         attempt = 0
         while True:
             attempt += 1
@@ -76,10 +71,7 @@ class Blocking:
 
 
 class VllmOmniBackend(Blocking, BaseVllmClient):
-    """A blocking client for a vLLM-Omni server; ``generate(request)`` like every backend.
-
-    See :class:`~cosmos_helpers.backends.vllm_base.BaseVllmClient` for the options.
-    """
+    """A blocking client for a vLLM-Omni server (options: :class:`~.vllm_base.BaseVllmClient`)."""
 
     def _served(self, model: str | None, request: GenerationRequest | None = None) -> str:
         if self._models is None:
@@ -115,11 +107,8 @@ class VllmOmniBackend(Blocking, BaseVllmClient):
 
     def wait_until_ready(self, timeout: float = 1800.0, *, process: Any = None, log: Any = None,
                          interval: float | None = None, progress: bool | None = None) -> dict:
-        """Poll ``/health`` until 200 (refused connections, timeouts and 503 mean "not ready yet").
-
-        ``process`` (a ``subprocess.Popen``) makes the wait fail at once, with ``log``'s tail (a path or a
-        callable), if the server exits. Then reads the served model from ``/v1/models``.
-        """
+        """Poll ``/health`` until 200 (refused connections, timeouts and 503 mean "not ready yet"), then read the
+        served model. ``process`` (a ``Popen``) fails the wait at once, with ``log``'s tail, if the server exits."""
         watch = ReadyWatch(self, timeout, process, log, interval)
         with progress_display(self, progress, **watch.bar) as show:
             while True:
@@ -140,10 +129,7 @@ class VllmOmniBackend(Blocking, BaseVllmClient):
         """Images through ``/v1/images/generations``, every video mode through ``/v1/videos/sync``; the action modes
         as an asynchronous job on ``/v1/videos`` (the predicted actions come in the job's record only)."""
         request = check_request(request)
-        if request.is_action:
-            generation = self.generate_async_job(request)
-        else:
-            generation = (self.generate_image if request.mode == "text2image" else self.generate_video)(request)
+        generation = self._route(request)(request)
         if progress is not None:
             progress(request.num_inference_steps, request.num_inference_steps)
         return generation
@@ -175,12 +161,9 @@ class VllmOmniBackend(Blocking, BaseVllmClient):
 
     def send_video_form(self, fields: dict[str, str], files: dict[str, tuple[str, bytes, str]] | None = None, *,
                         what: str = "video", model: str | None = None) -> Generation:
-        """POST a hand-built multipart form to ``/v1/videos/sync`` (e.g. a transfer) and return its video.
-
-        ``fields`` are text (every value a string; ``prompt``, ``num_frames`` and ``seed`` required), ``files``
-        map ``input_reference`` / ``control_reference`` to ``(filename, bytes, mime)``. ``model``, when given,
-        is checked against the server's like a request's.
-        """
+        """POST a hand-built multipart form to ``/v1/videos/sync`` (e.g. a transfer) and return its video: ``fields``
+        are strings (``prompt``, ``num_frames`` and ``seed`` required), ``files`` map ``input_reference`` /
+        ``control_reference`` to ``(filename, bytes, mime)``; ``model`` is checked like a request's."""
         files = dict(files or {})
         seed, fps = check_form(fields, files)
         served = self._served(model)
@@ -216,12 +199,9 @@ class VllmOmniBackend(Blocking, BaseVllmClient):
         path = output_path(path, overwrite)
 
         def save(response: httpx.Response) -> Path:
-            with (download_progress(self, progress, path, response) as show,
-                  media.atomic_path(path, overwrite=overwrite) as tmp, open(tmp, "wb") as handle):
+            with saving(self, progress, job_id, path, overwrite, response) as write:
                 for chunk in response.iter_bytes(CHUNK):
-                    handle.write(chunk)
-                    show(handle.tell())
-                check_content(job_id, handle.tell())
+                    write(chunk)
             return path
 
         return self._send(self._content_call(job_id), save)
@@ -248,11 +228,8 @@ class VllmOmniBackend(Blocking, BaseVllmClient):
 
 
 class AsyncVllmOmniBackend(BaseVllmClient):
-    """The asyncio twin of :class:`VllmOmniBackend` (same methods, ``await``-able).
-
-    Encoding a conditioning input and decoding the server's image or MP4 run in ``asyncio.to_thread``, so a
-    notebook's event loop keeps serving other tasks while a long video is decoded.
-    """
+    """The asyncio twin of :class:`VllmOmniBackend` (same methods, ``await``-able). Media work (encoding an input,
+    decoding an answer) runs in ``asyncio.to_thread``, so the event loop keeps serving while a long video decodes."""
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -337,10 +314,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
 
     async def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
         request = check_request(request)
-        if request.is_action:
-            generation = await self.generate_async_job(request)
-        else:
-            generation = await (self.generate_image if request.mode == "text2image" else self.generate_video)(request)
+        generation = await self._route(request)(request)
         if progress is not None:
             progress(request.num_inference_steps, request.num_inference_steps)
         return generation
@@ -404,12 +378,9 @@ class AsyncVllmOmniBackend(BaseVllmClient):
         path = output_path(path, overwrite)
 
         async def save(response: httpx.Response) -> Path:
-            with (download_progress(self, progress, path, response) as show,
-                  media.atomic_path(path, overwrite=overwrite) as tmp, open(tmp, "wb") as handle):
+            with saving(self, progress, job_id, path, overwrite, response) as write:
                 async for chunk in response.aiter_bytes(CHUNK):
-                    handle.write(chunk)
-                    show(handle.tell())
-                check_content(job_id, handle.tell())
+                    write(chunk)
             return path
 
         return await self._send(self._content_call(job_id), save)
@@ -431,3 +402,33 @@ class AsyncVllmOmniBackend(BaseVllmClient):
         if not keep:
             await self.delete(job["id"])
         return self._from_job(content, video, job, started=started, request=request, kept=keep)
+
+
+def check_content(job_id: str, size: int) -> None:
+    """A finished job's content must not be empty (an action-only output has no video)."""
+    if not size:
+        raise ServerError(200, f"job {job_id} content is empty")
+
+
+def output_path(path: str | Path, overwrite: bool) -> Path:
+    """``path``, refused if it exists (checked before the work; ``atomic_path`` checks again when publishing)."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise OutputExistsError(f"{path} already exists; pass overwrite=True or choose another name.")
+    return path
+
+
+@contextmanager
+def saving(client: BaseVllmClient, show: Any, job_id: str, path: Path, overwrite: bool,
+           response: httpx.Response) -> Iterator[Callable[[bytes], None]]:
+    """``write(chunk)`` of a job's streamed MP4: to ``path`` atomically, with a progress display; an empty one fails."""
+    total = int(response.headers.get("content-length") or 0) or None
+    with (progress_display(client, show, total=total, desc=f"download {path.name}", unit="B",
+                           unit_scale=True) as update,
+          media.atomic_path(path, overwrite=overwrite) as tmp, open(tmp, "wb") as handle):
+        def write(chunk: bytes) -> None:
+            handle.write(chunk)
+            update(handle.tell())
+
+        yield write
+        check_content(job_id, handle.tell())

@@ -105,12 +105,11 @@ def refuse_request_cache(step_cache: Any) -> None:
     """vLLM-Omni picks its step cache when the server starts (``--cache-backend``, ``--cache-config``), for every
     request it serves, and a request has no field for it: so a request that sets ``step_cache`` (``"off"`` too: the
     client cannot tell what the server runs) is refused before it is sent."""
-    if step_cache is None:
-        return
-    raise ValidationError("step_cache", f"the vllm-omni backend cannot set a step cache per request: vLLM-Omni "
-                          f"{proto.VERSION} takes it when the server starts, for every request it serves.",
-                          f"leave step_cache out, and start the server with it: serve_command(model, "
-                          f"step_cache={step_cache!r}) prints the command.")
+    if step_cache is not None:
+        raise ValidationError("step_cache", f"the vllm-omni backend cannot set a step cache per request: vLLM-Omni "
+                              f"{proto.VERSION} takes it when the server starts, for every request it serves.",
+                              f"leave step_cache out, and start the server with it: serve_command(model, "
+                              f"step_cache={step_cache!r}) prints the command.")
 
 
 def _sampling(request: GenerationRequest) -> dict[str, Any]:
@@ -173,12 +172,9 @@ def upload_files(upload: Upload | None) -> dict[str, tuple[str, bytes, str]]:
 
 
 def input_reference(request: GenerationRequest) -> Upload | None:
-    """The ``input_reference`` of image2video / video2video / the action modes (media work: run it off an event
-    loop).
-
-    The server stretches an image to ``size``, so it is centre-cropped to the output aspect here and sent as
-    PNG. A video file is uploaded as it is; an array video is encoded to MP4 once.
-    """
+    """The ``input_reference`` of image2video / video2video / the action modes (media work). The server stretches
+    an image to ``size``, so it is centre-cropped to the output aspect and sent as PNG; a video file is uploaded as
+    it is, an array video encoded to MP4 once."""
     if request.is_action and request.image is not None:  # padded into its canvas there, so sent as it is
         image = request.conditioning_image()
         return Upload("input_reference.png", media.image_bytes(np.asarray(image), "PNG"), "image/png",
@@ -215,10 +211,8 @@ def form_parts(fields: Mapping[str, str], files: Files) -> list[tuple[str, tuple
 
 
 def check_form(fields: Mapping[str, Any], files: Files) -> tuple[int, float | None]:
-    """Refuse a hand-built video form the server would misread, before it is sent.
-
-    Returns the seed and fps it asks for, recorded client side: the server echoes neither.
-    """
+    """Refuse a hand-built video form the server would misread, before it is sent; returns the seed and fps it asks
+    for, recorded client side (the server echoes neither)."""
     for name, value in fields.items():
         if name not in proto.VIDEO_FIELDS:
             raise ValidationError(name, "is not a form field of vLLM-Omni's video routes (it would be ignored).",

@@ -405,7 +405,7 @@ def test_no_transfer_method_and_no_transfer_import():
     """A transfer sample runs through ``run_sample`` (its form built in backends.vllm_transfer and sent with
     send_video_form); nothing of the client imports cosmos_helpers.transfer (the old import was a cycle)."""
     assert not hasattr(VllmOmniBackend, "transfer") and not hasattr(AsyncVllmOmniBackend, "transfer")
-    for module in ("vllm_omni", "vllm_base", "vllm_wire", "vllm_serve", "vllm_transfer", "vllm_watch"):
+    for module in ("vllm_omni", "vllm_base", "vllm_wire", "vllm_serve", "vllm_transfer"):
         lines = (Path(vllm_omni.__file__).parent / f"{module}.py").read_text().splitlines()
         imports = [line for line in lines if line.lstrip().startswith(("from ", "import "))]
         assert imports and not [line for line in imports if "..transfer" in line or "helpers.transfer" in line], \

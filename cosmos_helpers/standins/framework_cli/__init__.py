@@ -1,21 +1,18 @@
 """STAND-IN for ``python -m cosmos_framework.scripts.inference``: NOT the NVIDIA Cosmos Framework.
 
-A program that speaks the inference CLI's *command-line contract*, so
-:class:`~cosmos_helpers.backends.framework.FrameworkBackend` runs end to end on a CPU machine without a framework
-checkout (``FrameworkBackend.standin()``, or ``python -m cosmos_helpers.standins.framework_cli -i input.json -o
-out/``). It says what it is: its banner, and a ``standin.json`` beside every output naming the model that really ran.
+A program that speaks the inference CLI's *command-line contract*, so ``FrameworkBackend`` runs end to end on a CPU
+without a checkout (``FrameworkBackend.standin()``, or ``python -m cosmos_helpers.standins.framework_cli -i input.json
+-o out/``). It says what it is: its banner, and a ``standin.json`` beside every output naming the model that ran.
 
-* the model: the embedded **tiny** weights, under their own names (``--checkpoint-path tiny``, ``tiny-distilled``,
-  ``tiny-edge``) or with a framework checkpoint's defaults (a distilled one: the distilled format, on the fixed
-  schedule with guidance 1, as the framework runs one). It never shrinks what an input asks for.
+* the model: the embedded **tiny** weights, under their own names (``tiny``, ``tiny-distilled``, ``tiny-edge``) or
+  with a framework checkpoint's defaults (a distilled one on its fixed schedule, guidance 1). It never shrinks what
+  an input asks for;
 * flags: a subset of the real ones (checked against ``tests/contracts/fixtures``); ``--[no-]guardrails`` and
   ``--[no-]diffusion-cache`` are on by default, as there; any other flag is an error, as in the real CLI;
 * the diffusion cache: SeaCache with the framework's values through diffusers' own hooks (:mod:`.cli`);
-* inputs: read as the framework reads them (``.json``: one sample, ``.jsonl``: one per line; a sample without
-  ``name`` is named after its file) and validated against the real ``OmniSampleOverrides`` JSON schema;
-* outputs, the framework's layout: ``<out>/<name>/vision.mp4`` (``vision.jpg`` for one frame),
-  ``control_<hint>.mp4`` for transfer, predicted actions in ``sample_outputs.json``; ``step k/N`` progress lines;
-  on a bad input an ``ERROR: ...`` line and exit code 1.
+* inputs and outputs as the framework's (``.json``: one sample, ``.jsonl``: one per line, validated against the real
+  ``OmniSampleOverrides`` schema; ``<out>/<name>/vision.mp4`` or ``.jpg``, ``control_<hint>.mp4``,
+  ``sample_outputs.json``); ``step k/N`` progress lines; on a bad input an ``ERROR: ...`` line and exit code 1.
 """
 
 from __future__ import annotations

@@ -4,11 +4,8 @@ run, so ``--help``, a bad flag and a bad cache setting answer at once.
 The diffusion cache: the real inference CLI caches **by default** (``scripts/inference.py``:
 ``OmniSetupOverrides.model_construct(diffusion_cache=True)``) with ``DiffusionCache.Config``'s values
 (``model/generator/mot/diffusion_cache.py``): threshold 0.35, residual order 1, the first and the last step always
-computed, power prior 3.0 and no limit on skips in a row; ``--diffusion-cache-thresh`` and
-``--diffusion-cache-residual-order`` replace the first two and ``--no-diffusion-cache`` turns it off. The stand-in
-does the same with diffusers' own ``SeaCacheConfig`` hooks (a request ``step_cache`` on ``DiffusersBackend``), at
-those values and ``max_consecutive_cached=0`` (no limit): the closest diffusers comes. Where it differs from the
-framework's ``diffusion_cache.py``:
+computed, power prior 3.0, no limit on skips in a row. The stand-in does the same with diffusers' own
+``SeaCacheConfig`` hooks at those values (``max_consecutive_cached=0``), the closest diffusers comes. It differs:
 
 * the boundary: diffusers skips the decoder stack and the final norms (``_run_decoder_stack``) and adds back their
   extrapolated residual; the framework skips the whole ``net.language_model`` forward, reuses its understanding
@@ -38,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from ... import media
+from ...backends.framework_run import TINY_MODELS
 from ...errors import ValidationError
 from ...models.tiny_distilled import MODEL_NAME as TINY_DISTILLED
-from ...models.tiny_edge import MODEL_NAME as TINY_EDGE
 from ...protocol import framework as fw
 from ...protocol import step_cache as facts
 from ...protocol import variants
@@ -52,8 +49,7 @@ from . import MODULE
 
 BANNER = ("[framework stand-in] cosmos_helpers.standins.framework_cli, NOT the NVIDIA Cosmos Framework: it runs the "
           "embedded tiny weights whatever --checkpoint-path says")
-_FLAGS = {name: names[2] for name, names in facts.FIELDS.items()}
-TINY_MODELS = ("tiny", TINY_DISTILLED, TINY_EDGE)  # the embedded weights, named as themselves
+_ORDER_FLAG = facts.FIELDS["residual_order"][2]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,10 +153,10 @@ def standin_cache(args: argparse.Namespace) -> StepCache:
     order = args.diffusion_cache_residual_order
     runs = facts.RESIDUAL_ORDERS["diffusers"]
     if order is not None and order not in runs:
-        raise ValidationError(_FLAGS["residual_order"], f"{order}: the stand-in runs diffusers' SeaCache, which "
+        raise ValidationError(_ORDER_FLAG, f"{order}: the stand-in runs diffusers' SeaCache, which "
                               f"extrapolates with order {' or '.join(map(str, runs))} only (the framework takes "
                               f"{order}; the stand-in does not model it).",
-                              f"pass {_FLAGS['residual_order']} {runs[-1]} (or leave it out: "
+                              f"pass {_ORDER_FLAG} {runs[-1]} (or leave it out: "
                               f"{facts.FRAMEWORK_DEFAULTS['residual_order']}), or run the real framework.")
     given = {"threshold": args.diffusion_cache_thresh, "residual_order": order}
     return SeaCache(**{**facts.FRAMEWORK_DEFAULTS, **{k: v for k, v in given.items() if v is not None}})

@@ -25,11 +25,8 @@ def join_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool
         raise BackendUnavailableError(message) from exc
     if ray.is_initialized():
         return False
-    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-    if address:
-        ray.init(address=address, **options)
-    else:
-        ray.init(num_cpus=num_cpus, **options)
+    where: dict[str, Any] = {"address": address} if address else {"num_cpus": num_cpus}
+    ray.init(**where, include_dashboard=False, log_to_driver=False, configure_logging=False)
     return True
 
 
@@ -137,10 +134,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    server = LocalRayServe(args.out, profile=args.profile, replicas=args.replicas, num_cpus=args.num_cpus,
-                           num_gpus=args.num_gpus, port=args.port, host=args.host, address=args.address,
-                           keep_going=args.keep_going, skip_invalid_samples=args.skip_invalid_samples,
-                           timeout=args.timeout)
+    names = ("profile", "replicas", "num_cpus", "num_gpus", "port", "host", "address", "keep_going",
+             "skip_invalid_samples", "timeout")
+    server = LocalRayServe(args.out, **{name: getattr(args, name) for name in names})
     with server:
         print(f"stand-in Ray Serve app (tiny model, {args.replicas} replicas) at {server.url}; Ctrl-C stops it",
               flush=True)

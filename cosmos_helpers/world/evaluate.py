@@ -21,7 +21,7 @@ from ..specs.runs import SampleRun
 from . import meaning
 from .render import render_uint8
 from .scenes import Scene, caption, sample_scenes
-from .sheet import contact_sheet
+from ..views.sheet import contact_sheet
 
 Row = dict[str, Any]
 

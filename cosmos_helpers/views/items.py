@@ -84,15 +84,10 @@ class Item:
         return [fact for fact in facts if fact]
 
     def caption_html(self) -> str:
-        parts = ['<div class="cosmos-helpers-caption" style="line-height:1.35">']
-        if self.label:
-            parts.append(f'<div style="font-weight:600">{html.escape(self.label)}</div>')
-        if self.summary:
-            parts.append(f'<div style="margin:2px 0">{html.escape(self.summary)}</div>')
-        facts = self.facts()
-        if facts:
-            parts.append(f'<div style="color:#666;font-size:90%">{html.escape(SEP.join(facts))}</div>')
-        return "".join(parts) + "</div>"
+        lines = ((self.label, "font-weight:600"), (self.summary, "margin:2px 0"),
+                 (SEP.join(self.facts()), "color:#666;font-size:90%"))
+        inner = "".join(f'<div style="{style}">{html.escape(text)}</div>' for text, style in lines if text)
+        return f'<div class="cosmos-helpers-caption" style="line-height:1.35">{inner}</div>'
 
     def caption_text(self) -> str:
         return " | ".join(x for x in (self.label, self.summary, SEP.join(self.facts())) if x)

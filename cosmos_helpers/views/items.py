@@ -164,20 +164,16 @@ def _from_path(path: Path, label: str | None) -> Item:
         candidate = read_manifest(path.with_suffix(".json"))
         if candidate and candidate.get("schema") == MANIFEST_SCHEMA and candidate.get("media") == path.name:
             manifest = candidate
-    item = Item(label=label or "", path=path)
     if path.suffix.lower() in media.IMAGE_SUFFIXES:
         from PIL import Image
 
         with Image.open(path) as img:
-            item.width, item.height = img.size
-        item.kind, item.num_frames = "image", 1
+            item = Item(label=label or "", path=path, kind="image", width=img.width, height=img.height, num_frames=1)
     else:
         info = media.probe_video(path)
-        item.width, item.height = info["width"], info["height"]
-        item.fps = float(info["fps"] or 24.0)
-        item.num_frames = int(info["frames"] or 0)
-        item.has_sound = info["audio_rate"] is not None
-        item.sample_rate = int(info["audio_rate"] or SOUND_SAMPLE_RATE)
+        item = Item(label=label or "", path=path, width=info["width"], height=info["height"],
+                    fps=float(info["fps"] or 24.0), num_frames=int(info["frames"] or 0),
+                    has_sound=info["audio_rate"] is not None, sample_rate=int(info["audio_rate"] or SOUND_SAMPLE_RATE))
     if manifest:
         item.is_output = True
         item.summary, item.details = request_details(

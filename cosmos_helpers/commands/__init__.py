@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+from pathlib import Path
 from typing import Any, Sequence
 
 from ..backends import NAMES, backend_by_name
@@ -38,8 +39,10 @@ def add_model_arguments(parser: Any, profile_help: str, *, model: bool = True) -
         parser.add_argument("--model", default=None, help="override the profile's model: tiny, a hub id or a folder")
 
 
-def add_settings(group: Any, *, frames_help: str) -> None:
-    """The rest of :data:`SETTINGS` (``--profile`` and ``--model``: :func:`add_model_arguments`)."""
+def add_settings(parser: Any, title: str, *, frames_help: str) -> Any:
+    """The group ``title`` of every :data:`SETTINGS` option (``--profile`` and ``--model`` included); returns it."""
+    group = parser.add_argument_group(title)
+    add_model_arguments(group, "model and per-mode defaults")
     group.add_argument("--tier", default=None, help="resolution tier: 256, 480, 720, ...")
     group.add_argument("--aspect-ratio", default=None, help="16,9 | 4,3 | 1,1 | 3,4 | 9,16")
     group.add_argument("--frames", type=int, default=None, help=frames_help)
@@ -47,6 +50,16 @@ def add_settings(group: Any, *, frames_help: str) -> None:
     group.add_argument("--steps", type=int, default=None)
     group.add_argument("--guidance", type=float, default=None)
     add_step_cache_argument(group)
+    return group
+
+
+def add_where(parser: Any, *, name_default: str | None, name_help: str, overwrite_help: str) -> None:
+    """The ``where`` group: :func:`add_backend_arguments`, ``--out``, ``--name`` and ``--overwrite``."""
+    where = parser.add_argument_group("where")
+    add_backend_arguments(where)
+    where.add_argument("--out", type=Path, default=Path("outputs"), help="output folder (default ./outputs)")
+    where.add_argument("--name", default=name_default, help=name_help)
+    where.add_argument("--overwrite", action="store_true", help=overwrite_help)
 
 
 def settings(args: argparse.Namespace) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from ..errors import ValidationError
 from ..request import GenerationRequest
 from ..trajectories import load_trajectory, save_trajectory
 from ..workflow import generate_and_save
-from . import add_backend_arguments, add_model_arguments, add_settings, backend, settings
+from . import add_settings, add_where, backend, settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,19 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--embodiment", default=None, help="whose actions (action modes): av, bridge_orig_lerobot, ...")
     what.add_argument("--view-point", default=None, help="action caption viewpoint: ego_view, wrist_view, ...")
     what.add_argument("--sound", action="store_true", help="also generate a 48 kHz stereo soundtrack")
-    model = parser.add_argument_group("model and settings (default: the profile's)")
-    add_model_arguments(model, "model and per-mode defaults")
-    add_settings(model, frames_help="number of frames (4k+1)")
+    model = add_settings(parser, "model and settings (default: the profile's)", frames_help="number of frames (4k+1)")
     model.add_argument("--width", type=int, default=None)
     model.add_argument("--height", type=int, default=None)
     model.add_argument("--flow-shift", type=float, default=None)
     model.add_argument("--seed", type=int, default=0)
     model.add_argument("--guardrails", choices=["on", "off"], default=None, help="default: the profile's")
-    where = parser.add_argument_group("where")
-    add_backend_arguments(where)
-    where.add_argument("--out", type=Path, default=Path("outputs"), help="output folder (default ./outputs)")
-    where.add_argument("--name", default=None, help="output file stem (default: the mode)")
-    where.add_argument("--overwrite", action="store_true", help="replace an existing output of another request")
+    add_where(parser, name_default=None, name_help="output file stem (default: the mode)",
+              overwrite_help="replace an existing output of another request")
     check = parser.add_argument_group("blocklist pre-check, before anything is sent (the prompt is never changed)")
     check.add_argument("--precheck", choices=("off", "warn", "refuse"), default="off",
                        help="find words the Cosmos blocklist guardrail rejects: warn, or refuse a flagged prompt")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..presets import DEFAULT_SEED
-from . import add_backend_arguments, add_model_arguments, add_settings, backend, settings
+from . import add_settings, add_where, backend, settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,16 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="last frames of a chunk the next continues from (1 + 4k; default Cosmos3's v2v default, 5)")
     what.add_argument("--image", type=Path, help="start from this image (the first chunk is image2video)")
     what.add_argument("--sound", action="store_true", help="also generate a soundtrack, continuous across chunks")
-    model = parser.add_argument_group("model and settings (default: the profile's, the same for every chunk)")
-    add_model_arguments(model, "model and per-mode defaults")
-    add_settings(model, frames_help="frames per chunk (4k+1)")
+    model = add_settings(parser, "model and settings (default: the profile's, the same for every chunk)",
+                         frames_help="frames per chunk (4k+1)")
     model.add_argument("--seed", type=int, default=DEFAULT_SEED, help="chunk i uses seed + i (unless --seeds)")
     model.add_argument("--seeds", type=int, nargs="+", default=None, help="one seed per chunk")
-    where = parser.add_argument_group("where")
-    add_backend_arguments(where)
-    where.add_argument("--out", type=Path, default=Path("outputs"), help="output folder (default ./outputs)")
-    where.add_argument("--name", default="long_video", help="output stem; chunks go to <name>_chunks/")
-    where.add_argument("--overwrite", action="store_true", help="replace files another run left at these names")
+    add_where(parser, name_default="long_video", name_help="output stem; chunks go to <name>_chunks/",
+              overwrite_help="replace files another run left at these names")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -29,6 +29,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
+from .framework import SIZES
+
 MODES: tuple[str, ...] = ("forward_dynamics", "inverse_dynamics", "policy")
 # The framework's model_mode for each (args.py:166-168: "wam" is its name for the policy task).
 FRAMEWORK_MODES: Mapping[str, str] = MappingProxyType(
@@ -77,20 +79,10 @@ VLLM_DOMAIN_ID: Mapping[str, int] = MappingProxyType({
 RAW_DIM: Mapping[str, int] = MappingProxyType({**FRAMEWORK_RAW_DIM, **DIFFUSERS_RAW_DIM})
 
 # diffusers :187: action resolution tier -> {h/w ratio: (height, width)}; the input is fitted (never upscaled)
-# and padded into the closest-ratio canvas.
+# and padded into the closest-ratio canvas. The canvases are the framework's sizes of these tiers.
 RESOLUTION_BINS: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType({
-    "256": MappingProxyType({"1.0": (256, 256), "0.8": (256, 320), "1.25": (320, 256), "0.6": (192, 320),
-                             "1.6666666666666667": (320, 192)}),
-    "480": MappingProxyType({"1.0": (640, 640), "0.7391304347826086": (544, 736),
-                             "1.3529411764705883": (736, 544), "0.5769230769230769": (480, 832),
-                             "1.7333333333333334": (832, 480)}),
-    "704": MappingProxyType({"1.0": (960, 960), "0.7647058823529411": (832, 1088),
-                             "1.3076923076923077": (1088, 832), "0.55": (704, 1280),
-                             "1.8181818181818181": (1280, 704)}),
-    "720": MappingProxyType({"1.0": (960, 960), "0.7536231884057971": (832, 1104),
-                             "1.3269230769230769": (1104, 832), "0.5625": (720, 1280),
-                             "1.7777777777777777": (1280, 720)}),
-})
+    tier: MappingProxyType({str(h / w): (h, w) for w, h in SIZES[tier].values()})
+    for tier in ("256", "480", "704", "720")})
 TIERS: tuple[str, ...] = tuple(RESOLUTION_BINS)
 # action_normalization.py:33-43 (training data only: inference/action.py:148 passes action_normalizer=None, so a
 # trajectory is given and predicted in raw units).

@@ -37,9 +37,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Mapping
 
-DIFFUSERS_VERSION = "0.42.1"
-VLLM_OMNI_VERSION = "0.30.0"
-FRAMEWORK_COMMIT = "5eee9ed"
+from .step_cache import DIFFUSERS_VERSION, FRAMEWORK_COMMIT, VLLM_OMNI_VERSION  # noqa: F401 - the versions read here
+
 MODELOPT_VERSION = "0.47.0"  # what loads and builds the checkpoints here (pyproject's fp8 extra)
 
 REVISION = "fp8"  # the hub revision of nvidia/Cosmos3-* with the ModelOpt FP8 weights

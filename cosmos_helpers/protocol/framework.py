@@ -9,7 +9,6 @@ silently different run.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -70,12 +69,9 @@ RESOLUTION_TEMPLATES: Mapping[str, str] = MappingProxyType({
 
 # inference/configs/model/<name>.yaml and args.py _NUM_FRAMES_DEFAULTS / _CHECKPOINTS.
 MODEL_CONFIGS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
-    "Cosmos3-Nano": MappingProxyType({"hub": "nvidia/Cosmos3-Nano", "resolution": "720", "use_system_prompt": False}),
-    "Cosmos3-Super": MappingProxyType({"hub": "nvidia/Cosmos3-Super", "resolution": "720",
-                                       "use_system_prompt": False}),
-    "Cosmos3-Edge": MappingProxyType({"hub": "nvidia/Cosmos3-Edge", "resolution": "480", "use_system_prompt": False,
-                                      "num_frames": 121}),
-})
+    name: MappingProxyType({"hub": f"nvidia/{name}", "resolution": resolution, "use_system_prompt": False, **more})
+    for name, resolution, more in (("Cosmos3-Nano", "720", {}), ("Cosmos3-Super", "720", {}),
+                                   ("Cosmos3-Edge", "480", {"num_frames": 121}))})
 DEFAULT_CHECKPOINT = "Cosmos3-Nano"  # args.py:1281 DEFAULT_CHECKPOINT_NAME: the model of a run that names none
 CHECKPOINTS: Mapping[str, str] = MappingProxyType({  # hub repository -> --checkpoint-path name
     f"nvidia/{name}": name for name in (
@@ -193,13 +189,9 @@ GUARDRAILS_DEFAULT = True  # common/args.py:850 GuardrailOverrides.guardrails
 SEED_MAX = 2**31 - 1  # inference.py:282: a sample without a seed gets a 31-bit one
 CONTROL_FILE = "control_{hint}{suffix}"
 DOWNLOAD_CACHE_ENV = "COSMOS_DOWNLOAD_CACHE_DIR"
-
-
 # inference.py:1800-1806: each sample's record, with an action sample's predicted actions in
 # ``outputs[0].content.action``.
 SAMPLE_OUTPUTS = "sample_outputs.json"
-
-
 # The JSON schema of ``OmniSampleOverrides`` (inference/args.py), the model every input file is validated with:
 # generated data, written by ``scripts/refresh_contracts.py --framework CHECKOUT`` from the real pydantic model.
 # It ships with the package (the framework stand-in validates its inputs with it; the tests check ours with it).
@@ -208,12 +200,7 @@ SAMPLE_SCHEMA_FILE = f"framework_sample_schema-{VERSION}.json"
 
 def sample_overrides_schema() -> dict[str, Any]:
     """The framework's sample JSON schema (a fresh copy: callers may change theirs)."""
-    return json.loads(_sample_schema_text())
-
-
-@functools.lru_cache(maxsize=1)
-def _sample_schema_text() -> str:
-    return resources.files(__package__).joinpath("data", SAMPLE_SCHEMA_FILE).read_text(encoding="utf-8")
+    return json.loads(resources.files(__package__).joinpath("data", SAMPLE_SCHEMA_FILE).read_text(encoding="utf-8"))
 
 
 def vision_file(num_frames: int) -> str:

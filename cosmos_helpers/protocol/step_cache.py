@@ -37,10 +37,9 @@ DIFFUSERS_DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "power_exp": 3.0})
 # vLLM-Omni's are the same; its first and last step are always full (seacache/hook.py:153-155), not configurable.
 VLLM_OMNI_DEFAULTS: Mapping[str, Any] = DIFFUSERS_DEFAULTS
-FRAMEWORK_DEFAULTS: Mapping[str, Any] = MappingProxyType({
-    # ret_steps 1, cutoff_from_end 1, no limit on consecutive skips (0 = no limit, as diffusers counts it)
-    "threshold": 0.35, "residual_order": 1, "max_consecutive": 0, "retention_steps": 1, "cache_end_steps": 1,
-    "power_exp": 3.0})
+# The framework's: ret_steps 1, cutoff_from_end 1, no limit on consecutive skips (0 = no limit, as diffusers counts it).
+FRAMEWORK_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {**DIFFUSERS_DEFAULTS, "threshold": 0.35, "max_consecutive": 0})
 
 # Residual orders each backend runs: diffusers checks for 0 or 1; vLLM-Omni and the framework take any order >= 0
 # (a Newton polynomial through the last order + 1 residuals; the framework documents 0, 1, 2), and a SeaCache here

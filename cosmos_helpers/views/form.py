@@ -73,38 +73,36 @@ class GenerateForm:
 
     def _fields(self, w: Any, d: dict[str, Any]) -> None:
         """One widget per request field, filled from ``d`` and then the profile's defaults for the mode."""
-        profile = get_profile(d.get("profile", DEFAULT_PROFILE)).defaults(d.get("mode", "text2video"))
-        wide = lambda: w.Layout(width="100%")  # noqa: E731 - one Layout per widget: hiding one must not hide another
-        style = _STYLE
-        self.prompt = w.Textarea(value=str(d.get("prompt", DEFAULT_PROMPT)), description="prompt",
-                                 rows=4, layout=wide(), style=style)
-        self.mode = w.Dropdown(options=list(MODES), value=d.get("mode", "text2video"), description="mode", style=style)
-        self.image = w.Text(value=str(d.get("image") or d.get("video") or ""), description="image / video",
-                            placeholder="path of the conditioning image (image2video) or video (video2video)",
-                            layout=wide(), style=style)
-        self.tier = w.Dropdown(options=list(TIERS), value=str(d.get("tier", profile.tier)), description="tier",
-                               style=style)
-        self.embodiment = w.Dropdown(options=sorted(action.RAW_DIM), value=d.get("embodiment") or "av",
-                                     description="embodiment", style=style)
-        self.actions = w.Text(value=str(d.get("actions") or ""), description="actions",
-                              placeholder="trajectory .json / .npz to play (forward_dynamics)", layout=wide(),
-                              style=style)
-        self.aspect_ratio = w.Dropdown(options=list(ASPECT_RATIOS), value=d.get("aspect_ratio", profile.aspect_ratio),
-                                       description="aspect", style=style)
-        self.num_frames = w.BoundedIntText(value=int(d.get("num_frames", profile.num_frames)), min=1, max=1001,
-                                           step=4, description="frames", style=style)
-        steps = int(d.get("num_inference_steps", profile.num_inference_steps))
-        self.num_inference_steps = w.BoundedIntText(value=steps, min=1, max=MAX_STEPS, description="steps", style=style)
-        guidance = float(d.get("guidance_scale", profile.guidance_scale))
-        self.guidance_scale = w.BoundedFloatText(value=guidance, min=0.0, max=MAX_GUIDANCE, step=0.5,
-                                                 description="guidance", style=style)
-        self.seed = w.IntText(value=int(d.get("seed", 0)), description="seed", style=style)
-        self.sound = w.Checkbox(value=bool(d.get("sound", False)), description="sound (48 kHz stereo)", style=style)
+        p = get_profile(d.get("profile", DEFAULT_PROFILE)).defaults(d.get("mode", "text2video"))
+        v = {"prompt": DEFAULT_PROMPT, "mode": "text2video", "tier": p.tier, "aspect_ratio": p.aspect_ratio,
+             "num_frames": p.num_frames, "num_inference_steps": p.num_inference_steps,
+             "guidance_scale": p.guidance_scale, "seed": 0, "sound": False, **d}
+
+        def field(kind: str, description: str, value: Any, *, wide: bool = False, **options: Any) -> Any:
+            if wide:  # one Layout per widget: hiding one must not hide another
+                options["layout"] = w.Layout(width="100%")
+            return getattr(w, kind)(value=value, description=description, style=_STYLE, **options)
+
+        self.prompt = field("Textarea", "prompt", str(v["prompt"]), rows=4, wide=True)
+        self.mode = field("Dropdown", "mode", v["mode"], options=list(MODES))
+        self.image = field("Text", "image / video", str(d.get("image") or d.get("video") or ""), wide=True,
+                           placeholder="path of the conditioning image (image2video) or video (video2video)")
+        self.tier = field("Dropdown", "tier", str(v["tier"]), options=list(TIERS))
+        self.embodiment = field("Dropdown", "embodiment", d.get("embodiment") or "av", options=sorted(action.RAW_DIM))
+        self.actions = field("Text", "actions", str(d.get("actions") or ""), wide=True,
+                             placeholder="trajectory .json / .npz to play (forward_dynamics)")
+        self.aspect_ratio = field("Dropdown", "aspect", v["aspect_ratio"], options=list(ASPECT_RATIOS))
+        self.num_frames = field("BoundedIntText", "frames", int(v["num_frames"]), min=1, max=1001, step=4)
+        self.num_inference_steps = field("BoundedIntText", "steps", int(v["num_inference_steps"]), min=1, max=MAX_STEPS)
+        self.guidance_scale = field("BoundedFloatText", "guidance", float(v["guidance_scale"]), min=0.0,
+                                    max=MAX_GUIDANCE, step=0.5)
+        self.seed = field("IntText", "seed", int(v["seed"]))
+        self.sound = field("Checkbox", "sound (48 kHz stereo)", bool(v["sound"]))
         cache = d.get("step_cache")
-        self.step_cache = w.Dropdown(options=_CACHE_CHOICES, description="step cache", style=style,
-                                     value="default" if cache is None else "off" if cache == "off" else "sea")
-        self.cache_threshold = w.Text(value="" if getattr(cache, "threshold", None) is None else str(cache.threshold),
-                                      placeholder="backend's own", description="threshold", style=style)
+        self.step_cache = field("Dropdown", "step cache", "default" if cache is None else "off" if cache == "off"
+                                else "sea", options=_CACHE_CHOICES)
+        self.cache_threshold = field("Text", "threshold", "" if getattr(cache, "threshold", None) is None
+                                     else str(cache.threshold), placeholder="backend's own")
 
     def _layout(self, w: Any, backend: Any) -> Any:
         """The form's widgets in reading order; ``_sync_mode`` hides the ones the mode does not use."""
@@ -180,7 +178,8 @@ class GenerateForm:
 
     def generate(self):
         """Validate, run with a live progress bar, save (with ``output_dir``), show; return the Generation."""
-        self._clear_marks()
+        for name in _FIELDS:  # clear the marks of the last failure
+            getattr(self, name).layout.border = None
         self.last_error = None
         try:
             request = self.request().resolve()
@@ -247,10 +246,6 @@ class GenerateForm:
         else:
             text = f"<b>{html.escape(type(exc).__name__)}</b>: {html.escape(str(exc))}"
         self.status.value = f"<div style='color:#b42318'>{text}</div>"
-
-    def _clear_marks(self) -> None:
-        for name in _FIELDS:
-            getattr(self, name).layout.border = None
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         if is_static():

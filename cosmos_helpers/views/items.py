@@ -84,15 +84,10 @@ class Item:
         return [fact for fact in facts if fact]
 
     def caption_html(self) -> str:
-        parts = ['<div class="cosmos-helpers-caption" style="line-height:1.35">']
-        if self.label:
-            parts.append(f'<div style="font-weight:600">{html.escape(self.label)}</div>')
-        if self.summary:
-            parts.append(f'<div style="margin:2px 0">{html.escape(self.summary)}</div>')
-        facts = self.facts()
-        if facts:
-            parts.append(f'<div style="color:#666;font-size:90%">{html.escape(SEP.join(facts))}</div>')
-        return "".join(parts) + "</div>"
+        lines = ((self.label, "font-weight:600"), (self.summary, "margin:2px 0"),
+                 (SEP.join(self.facts()), "color:#666;font-size:90%"))
+        inner = "".join(f'<div style="{style}">{html.escape(text)}</div>' for text, style in lines if text)
+        return f'<div class="cosmos-helpers-caption" style="line-height:1.35">{inner}</div>'
 
     def caption_text(self) -> str:
         return " | ".join(x for x in (self.label, self.summary, SEP.join(self.facts())) if x)
@@ -169,20 +164,16 @@ def _from_path(path: Path, label: str | None) -> Item:
         candidate = read_manifest(path.with_suffix(".json"))
         if candidate and candidate.get("schema") == MANIFEST_SCHEMA and candidate.get("media") == path.name:
             manifest = candidate
-    item = Item(label=label or "", path=path)
     if path.suffix.lower() in media.IMAGE_SUFFIXES:
         from PIL import Image
 
         with Image.open(path) as img:
-            item.width, item.height = img.size
-        item.kind, item.num_frames = "image", 1
+            item = Item(label=label or "", path=path, kind="image", width=img.width, height=img.height, num_frames=1)
     else:
         info = media.probe_video(path)
-        item.width, item.height = info["width"], info["height"]
-        item.fps = float(info["fps"] or 24.0)
-        item.num_frames = int(info["frames"] or 0)
-        item.has_sound = info["audio_rate"] is not None
-        item.sample_rate = int(info["audio_rate"] or SOUND_SAMPLE_RATE)
+        item = Item(label=label or "", path=path, width=info["width"], height=info["height"],
+                    fps=float(info["fps"] or 24.0), num_frames=int(info["frames"] or 0),
+                    has_sound=info["audio_rate"] is not None, sample_rate=int(info["audio_rate"] or SOUND_SAMPLE_RATE))
     if manifest:
         item.is_output = True
         item.summary, item.details = request_details(

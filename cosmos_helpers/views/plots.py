@@ -43,12 +43,6 @@ def shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "\u2026"
 
 
-def strip_indexes(num_frames: int, n: int) -> list[int]:
-    """``n`` evenly spaced frame indexes from first to last (fewer when the clip is shorter)."""
-    n = max(1, min(int(n), num_frames))
-    return sorted({int(round(i)) for i in np.linspace(0, num_frames - 1, n)})
-
-
 def frame_strip(generation: Any, n: int = 8, *, height: int | None = 144, labels: bool = True,
                 fps: float = 24.0, display: bool = True):
     """A strip of ``n`` evenly spaced frames (first to last) as one PIL image, with times under them.
@@ -61,7 +55,8 @@ def frame_strip(generation: Any, n: int = 8, *, height: int | None = 144, labels
 
     item = as_item(generation, fps=fps)
     frames = item.frames()
-    indexes = strip_indexes(frames.shape[0], n)
+    count = max(1, min(int(n), frames.shape[0]))  # evenly spaced, first to last (fewer when the clip is shorter)
+    indexes = sorted({int(round(i)) for i in np.linspace(0, frames.shape[0] - 1, count)})
     src_h, src_w = frames.shape[1:3]
     out_h = src_h if height is None else min(int(height), src_h)
     out_w = max(1, round(src_w * out_h / src_h))
@@ -171,6 +166,7 @@ def trajectory_plot(*trajectories: np.ndarray, labels: Sequence[str] | None = No
     top = fig.add_subplot(1, columns, 1)
     space = fig.add_subplot(1, columns, 2, projection="3d")
     steps = fig.add_subplot(1, columns, 3)
+    grip = fig.add_subplot(1, columns, 4) if has_grasp else None
     for index, (array, label) in enumerate(zip(arrays, labels)):
         path = integrate(array) if array.shape[1] >= proto.POSE_DIM else np.cumsum(
             np.vstack([np.zeros((1, 3)), np.pad(array[:, :3], ((0, 0), (0, max(0, 3 - array.shape[1]))))]), axis=0)
@@ -180,8 +176,7 @@ def trajectory_plot(*trajectories: np.ndarray, labels: Sequence[str] | None = No
         for axis, style in zip(range(min(3, array.shape[1])), ("-", "--", ":")):
             steps.plot(array[:, axis], style, color=colour, label=f"{label} {AXES[axis]}" if index == 0 or axis == 0
                        else None)
-        if has_grasp:
-            grip = fig.axes[3] if len(fig.axes) > 3 else fig.add_subplot(1, columns, 4)
+        if grip is not None:
             grip.plot(array[:, proto.POSE_DIM:].mean(axis=1), color=colour)
     top.plot([0], [0], "k*", markersize=8)
     top.set(title="path from above (start *)", xlabel="x", ylabel="y")
@@ -190,8 +185,8 @@ def trajectory_plot(*trajectories: np.ndarray, labels: Sequence[str] | None = No
     space.set(title="path in 3-D", xlabel="x", ylabel="y", zlabel="z")
     steps.set(title="translation per step", xlabel="step")
     steps.legend(fontsize=6, ncol=2)
-    if has_grasp:
-        fig.axes[3].set(title="grasp (mean)", xlabel="step")
+    if grip is not None:
+        grip.set(title="grasp (mean)", xlabel="step")
     if title:
         fig.suptitle(title, fontsize=10)
     return present_figure(fig, display=display)

@@ -1,16 +1,20 @@
 """One labelled contact sheet as a PNG: rows of pictures with a label on the left, optionally under column titles.
 
-A sweep's report (a parameter matrix of thumbnails) and the tiny world's training sheet (a strip of frames per
-clip) both draw one, with PIL's default font (about 6 px wide, 12 px high per character).
+A sweep's report (a parameter matrix of thumbnails) and the tiny world's :func:`contact_sheet` (a strip of frames
+per clip, drawn like every other strip in the cookbooks) both draw one, with PIL's default font (about 6 px wide,
+12 px high per character).
 """
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from .. import media
+from ..errors import ValidationError
+from .plots import frame_strip
 
 GAP = 6
 TEXT_H = 14
@@ -60,9 +64,7 @@ def _picture(content: Any) -> bool:
 
 
 def write_png(image: Any, path: str | Path, *, overwrite: bool) -> Path:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return media.write_bytes_atomic(path, buffer.getvalue(), overwrite=overwrite)
+    return media.write_png(path, np.asarray(image), overwrite=overwrite)
 
 
 def wrap(text: str, width_px: int) -> list[str]:
@@ -75,3 +77,18 @@ def wrap(text: str, width_px: int) -> list[str]:
         else:
             lines.append(word[:limit])
     return lines or [""]
+
+
+def contact_sheet(rows: Sequence[tuple[str, np.ndarray]], path: str | Path, *, frames: int = 3,
+                  height: int | None = None, overwrite: bool = False) -> Path:
+    """Write a PNG grid of ``rows`` ``(label, uint8 frames [T, H, W, 3])``: the label, then ``frames`` evenly spaced
+    frames, scaled down (never up) to ``height``. An existing file is kept unless ``overwrite``."""
+    if not rows:
+        raise ValidationError("rows", "no rows to draw.", "pass [(label, frames), ...].")
+    strips = []
+    for i, row in enumerate(rows):
+        if not (isinstance(row, tuple) and len(row) == 2 and isinstance(row[1], np.ndarray)):
+            raise ValidationError(f"rows[{i}]", "expected a (label, frames) pair.",
+                                  "pass a tuple of a text label and uint8 frames [T, H, W, 3].")
+        strips.append((str(row[0]), [frame_strip(row[1], n=frames, height=height, display=False)]))
+    return write_png(labelled_sheet(strips, label_width=260), path, overwrite=overwrite)

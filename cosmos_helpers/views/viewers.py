@@ -65,12 +65,9 @@ def _present(items: list[Item], layout: str, *, max_side: int | None, display: b
     if not items:
         return present(_html("<em>nothing to show</em>"), display=display)
     if is_static():
-        if layout == "single":
-            body = static.figure_html(items[0], max_side)
-        elif layout == "grid":
-            body = static.grid_html(items, columns, max_side=max_side, players=players)
-        else:
-            body = static.side_by_side_html(items, max_side)
+        body = {"single": lambda: static.figure_html(items[0], max_side),
+                "grid": lambda: static.grid_html(items, columns, max_side=max_side, players=players),
+                "row": lambda: static.side_by_side_html(items, max_side)}[layout]()
         return present(_html(body), display=display)
     import ipywidgets as widgets
 

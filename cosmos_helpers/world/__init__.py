@@ -2,7 +2,8 @@
 
 :mod:`.scenes` (vocabulary, scenes, splits, captions, sound), :mod:`.render` (torch rendering, imported inside its
 functions, and transfer controls; the function ``render`` shadows the module name here), :mod:`.meaning` (numpy
-measurements on decoded frames), :mod:`.sheet` (a labelled contact sheet) and :mod:`.evaluate` (held-out checks).
+measurements on decoded frames), :mod:`.evaluate` (held-out checks) and ``contact_sheet`` (a labelled PNG of clips,
+from :mod:`cosmos_helpers.views.sheet`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from .render import controls, render, render_uint8
 from .scenes import (ALL_KEYS, COLOURS, DIRECTION_VECTORS, DIRECTIONS, FLOORS, HELDOUT_KEYS, SHAPES, SPEEDS,
                      TEMPLATE_HELDOUT, TEMPLATES, TRAIN_KEYS, Scene, caption, caption_json, parse_caption,
                      sample_scenes, sound)
-from .sheet import contact_sheet
+from ..views.sheet import contact_sheet
 
 __all__ = ["ALL_KEYS", "COLOURS", "DIRECTION_VECTORS", "DIRECTIONS", "FLOORS", "HELDOUT_KEYS", "SHAPES",
            "SPEEDS", "TEMPLATE_HELDOUT", "TEMPLATES", "TRAIN_KEYS", "Scene", "caption", "caption_json",

@@ -21,7 +21,7 @@ from ..specs.runs import SampleRun
 from . import meaning
 from .render import render_uint8
 from .scenes import Scene, caption, sample_scenes
-from .sheet import contact_sheet
+from ..views.sheet import contact_sheet
 
 Row = dict[str, Any]
 
@@ -144,12 +144,9 @@ def transfer(backend: Any, scenes: list[Scene], seed: int = 0, profile: str = "t
             r = sample.resolved(profile=profile)
             generation = backend.run_sample(SampleRun.create(sample, r, step_cache=step_cache), progress=False)
             outputs.append((prompt, generation.frames, generation.controls["edge"]))
-    rows = []
-    for i, (prompt, frames, control) in enumerate(outputs):
-        other = outputs[(i + 1) % len(outputs)][2]
-        rows.append(dict(prompt=prompt, frames=frames, f1=meaning.edge_f1(frames, control),
-                         f1_shuffled=meaning.edge_f1(frames, other)))
-    return rows
+    return [dict(prompt=prompt, frames=frames, f1=meaning.edge_f1(frames, control),
+                 f1_shuffled=meaning.edge_f1(frames, outputs[(i + 1) % len(outputs)][2]))  # the next sample's control
+            for i, (prompt, frames, control) in enumerate(outputs)]
 
 
 def evaluate(backend: Any, n: int = 10, seed: int = 0, checks: tuple[str, ...] = (

@@ -28,9 +28,9 @@ def _check(scenes: Sequence[Scene], width: int, height: int, frames: int) -> Non
     if bad is not None:
         raise ValidationError("scenes", f"expected Scene objects, got a {type(bad).__name__}.",
                               "build them with sample_scenes(...) or Scene(...).")
-    for name, value in (("width", width), ("height", height), ("frames", frames)):
+    for name, value, example in (("width", width, DEFAULT_WIDTH), ("height", height, DEFAULT_HEIGHT),
+                                 ("frames", frames, DEFAULT_FRAMES)):
         if not isinstance(value, (int, np.integer)) or value < 1:
-            example = {"width": DEFAULT_WIDTH, "height": DEFAULT_HEIGHT, "frames": DEFAULT_FRAMES}[name]
             raise ValidationError(name, f"expected a whole number of 1 or more, got {value!r}.",
                                   f"pass e.g. {name}={example}.")
 

@@ -35,11 +35,12 @@ def test_items_run_as_ray_tasks_on_two_workers_a_killed_worker_is_reported_and_i
         requests, tmp_path / "out", ray=True, workers=2, item_timeout=120, gallery=False)), daemon=True)
     driver.start()
     deadline, victim = time.monotonic() + 120, None
-    while victim is None and time.monotonic() < deadline and driver.is_alive():
-        victim = busy_worker()
+    while time.monotonic() < deadline and driver.is_alive():
+        if (victim := busy_worker()) is not None:
+            victim.send_signal(signal.SIGKILL)  # at once: an item a loaded machine lets finish is not a lost one
+            break
         time.sleep(0.1)
     assert victim is not None, "no Ray worker ever ran an item"
-    victim.send_signal(signal.SIGKILL)
     driver.join(timeout=240)
     assert not driver.is_alive(), "the batch hung after its worker was killed"
     result = outcome["result"]

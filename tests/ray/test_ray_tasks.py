@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -19,10 +20,13 @@ pytestmark = pytest.mark.slow
 
 
 def busy_worker() -> psutil.Process | None:
-    """A Ray worker process running an item now (Ray titles it ``ray::ItemWorker.run`` while it does)."""
-    for process in psutil.process_iter(["cmdline"]):
-        if any("ItemWorker.run" in part for part in process.info["cmdline"] or ()):
-            return process
+    """A worker of this test's Ray instance running an item now (Ray titles it ``ray::ItemWorker.run`` while it
+    does). Only this process's descendants count: the Ray cookbook's kernel, on another pytest-xdist worker, runs
+    ItemWorkers of its own Ray instance, and killing one of those would take an item from the wrong batch."""
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if any("ItemWorker.run" in part for part in process.cmdline()):
+                return process
     return None
 
 

@@ -1,10 +1,6 @@
 """The shared half of the vLLM-Omni clients (as httpx's ``BaseClient`` is to ``Client`` and ``AsyncClient``), with no
-network I/O: configuration, calls, what answers become, and the bookkeeping of both senders' waits and displays.
-
-Refused here before anything is sent: another model than the served one, and what the served checkpoint's pipeline
-refuses (Edge: sound, video2video); vLLM-Omni 0.30.0 honours the rest of a request as asked. A server started with
-``--no-guardrails`` cannot run guardrails a request turns on (guardrails.py:202), and ``/v1/models`` cannot tell.
-"""
+network I/O. A server started with ``--no-guardrails`` cannot run guardrails a request turns on (guardrails.py:202),
+and ``/v1/models`` cannot tell, so that one is not refused here."""
 
 from __future__ import annotations
 
@@ -85,7 +81,6 @@ class HttpBackend(Backend):
         return Call(method, path, what, self._timeout(read), **kwargs)
 
     def _check(self, call: Call, response: httpx.Response) -> None:
-        """Raise for an error answer (read by then) unless the call accepts it."""
         status = response.status_code
         if status >= 400 and not (call.accept is not None and call.accept(status, response.content)):
             raise error_from_response(status, response.content, response.headers)
@@ -102,18 +97,9 @@ class HttpBackend(Backend):
 class BaseVllmClient(HttpBackend):
     """Configuration, call building and reply reading shared by :class:`VllmOmniBackend` and its async twin.
 
-    Args:
-        url: the server, e.g. ``http://127.0.0.1:8000``. api_key: sent as ``Authorization: Bearer``; default
-            ``$COSMOS3_VLLM_API_KEY``.
-        timeout: read timeout of generation calls, in seconds (the server's own sync timeout, 600 s by default,
-            counts time spent queued). connect_timeout: seconds to wait for a connection on every call.
-        poll_interval: seconds between job polls (2-5 s for a real server).
-        retries: attempts of idempotent calls (health, models, polls, listing, deleting, downloads); generation
-            POSTs are sent once. progress: progress displays for readiness waits, job polls and downloads.
-        image_response_format: ``b64_json`` (default) or ``file`` for text2image. transport: an ``httpx``
-            transport (tests, proxies); default httpx's own.
-
-    The model is not an option: it is the request's. The client checks it against ``GET /v1/models``.
+    ``timeout``: read timeout of generation calls, in seconds (the server's own sync timeout, 600 s by default, counts
+    time spent queued). ``poll_interval``: 2-5 s suit a real server. The model is the request's, checked against
+    ``/v1/models``.
     """
 
     name = BACKEND_NAME
@@ -143,8 +129,7 @@ class BaseVllmClient(HttpBackend):
     # what a request or a sample may ask ------------------------------------------------------------------
 
     def check(self, request: GenerationRequest) -> None:
-        """What is refused without asking the server: not a request, a mode or option vLLM-Omni cannot take as
-        asked, a body it would reject (the blocking client then checks the served model too)."""
+        """What is refused without asking the server (the blocking client then checks the served model too)."""
         check_request(request)
         if request.mode == "text2image":
             image_body(request, self.image_response_format)
@@ -152,21 +137,20 @@ class BaseVllmClient(HttpBackend):
             video_fields(request)
 
     def check_sample(self, sample: Any, r: ResolvedSample, given: set[str], step_cache: Any = None) -> None:
-        """A sample runs as its request (a transfer as vLLM-Omni's transfer form); a step cache is the server's,
-        chosen when it starts."""
+        """A step cache is the server's, chosen when it starts."""
         super().check_sample(sample, r, given)
         refuse_request_cache(step_cache)
 
     def localize(self, r: ResolvedSample, given: set[str], *, progress: Any = True,
                  server_paths: bool = False) -> ResolvedSample:
-        """URL inputs fetched; a transfer's form checked against them (before any control is computed for it)."""
+        """A transfer's form is checked against its fetched inputs before any control is computed for it."""
         r = super().localize(r, given, progress=progress, server_paths=server_paths)
         if r.is_transfer:
             check_transfer(r, given, server_paths=server_paths)
         return r
 
     def curl(self, request: GenerationRequest, **kwargs: Any) -> str:
-        """The equivalent ``curl`` command (the same fields this client sends; see :func:`curl_command`)."""
+        """The ``curl`` command that sends what this client sends (:func:`curl_command`)."""
         kwargs.setdefault("response_format", self.image_response_format)
         return curl_command(self.url, request, api_key=self.api_key, **kwargs)
 
@@ -212,8 +196,8 @@ class BaseVllmClient(HttpBackend):
         self.standin = dict(record) if isinstance(record, Mapping) else None
 
     def _match_model(self, wanted: str | None, request: GenerationRequest | None = None) -> str:
-        """The served name for a request's model; refuses (before any generation) a model the server lacks,
-        and a request the served checkpoint would refuse once queued."""
+        """The served name for a request's model; refuses a model the server lacks, and a request the served
+        checkpoint would refuse once queued."""
         cards = self._models or []
         if not cards:
             raise ValidationError("model", f"{self.url}{proto.MODELS} lists no model, so the request's model "
@@ -237,7 +221,7 @@ class BaseVllmClient(HttpBackend):
     def _generation(self, data: bytes, suffix: str, frames: np.ndarray, *, served: str, started: float,
                     request: GenerationRequest | None, seed: int, fps: float | None, timings: Mapping[str, float],
                     provenance: Mapping[str, Any], video: media.VideoData | None = None) -> Generation:
-        """A ``Generation`` that keeps the server's bytes as they came, and its frames (and sound) for previews."""
+        """A ``Generation`` that keeps the server's bytes as they came; frames (and sound) are for previews."""
         total = time.perf_counter() - started
         if video is not None:
             fps, provenance = float(fps or video.fps or 24.0), {**provenance, "mp4_bytes": len(data)}
@@ -246,11 +230,10 @@ class BaseVllmClient(HttpBackend):
                                 finished=FinishedFile(suffix, data=data), sound=video.sound if video else None,
                                 sample_rate=int((video and video.sample_rate) or SOUND_SAMPLE_RATE))
         generation.timings.update({"request_s": total, "total_s": total, **timings})
-        generation.provenance.update({"url": self.url, "served_model": served, "seed_recorded_client_side": True,
-                                      **provenance})
-        generation.provenance["served_model"] = served  # the name checked, over the name an answer reported
         server = (self.standin or {}).get("step_cache")  # only a stand-in says what its server caches
-        generation.provenance["step_cache"] = {**describe(None, BACKEND_NAME), **({"server": server} if server else {})}
+        cache = {**describe(None, BACKEND_NAME), **({"server": server} if server else {})}
+        generation.provenance.update({"url": self.url, "seed_recorded_client_side": True, **provenance,
+                                      "served_model": served, "step_cache": cache})  # the name checked, not an answer's
         return generation
 
     def _image_generation(self, request: GenerationRequest, response: httpx.Response, decoded: tuple, *,
@@ -266,7 +249,6 @@ class BaseVllmClient(HttpBackend):
     def _from_sync(self, response: httpx.Response, video: media.VideoData, *, served: str, started: float,
                    request: GenerationRequest | None, seed: int, fps: float | None, upload: Upload | None = None,
                    provenance: Mapping[str, Any] | None = None) -> Generation:
-        """A ``/v1/videos/sync`` answer (its MP4 already decoded) as a ``Generation``."""
         timings, header_provenance = timings_from_headers(response.headers)
         extra = {**header_provenance, "endpoint": proto.VIDEOS_SYNC, **(provenance or {})}
         if upload is not None:
@@ -293,8 +275,7 @@ class BaseVllmClient(HttpBackend):
 
 
 def check_request(request: Any, *, job: bool = False) -> ResolvedRequest:
-    """Refuse what is not a request, and an image as a job; the rest is refused against the served model. Returns
-    the resolved request, which the caller sends."""
+    """The resolved request to send; refuses what vLLM-Omni cannot take whatever model it serves."""
     if not isinstance(request, (GenerationRequest, ResolvedRequest)):
         raise ValidationError("request", f"expected a GenerationRequest, got {type(request).__name__}.",
                               "build one with GenerationRequest(mode=..., prompt=...).")
@@ -329,9 +310,8 @@ def check_checkpoint(request: GenerationRequest, names: set[Any]) -> None:
 
 
 def job_actions(job: Mapping[str, Any], request: GenerationRequest) -> np.ndarray | None:
-    """The trajectory a finished action job predicted: the job record's ``action`` (``VideoAction``: ``data``,
-    ``shape``, ``raw_action_dim``; serving_video.py:876-893), ``(chunk, D)``. Forward dynamics is given its
-    trajectory, so nothing is taken from its record; inverse dynamics and policy must have one."""
+    """The ``(chunk, D)`` trajectory a finished inverse-dynamics or policy job predicted: its record's ``action``
+    (``VideoAction``, serving_video.py:876-893)."""
     if not request.is_action or request.mode not in action.PREDICTS_ACTIONS:
         return None
     answer = job.get("action")
@@ -348,7 +328,7 @@ def job_actions(job: Mapping[str, Any], request: GenerationRequest) -> np.ndarra
 
 class ReadyWatch:
     """A readiness wait's deadline, last answer and server process (if we started it). A sender performs ``call``
-    (``/health``) every ``interval`` s without the retry policy: a refusal, a timeout or a 503 mean "not yet"."""
+    every ``interval`` s without the retry policy: a refusal, a timeout or a 503 mean "not yet"."""
 
     def __init__(self, client: BaseVllmClient, timeout: float, process: Any, log: Any,
                  interval: float | None) -> None:
@@ -435,16 +415,10 @@ class JobWatch:
 
 @contextmanager
 def progress_display(client: BaseVllmClient, show: Any, **kwargs: Any) -> Iterator[Callable[..., None]]:
-    """A progress display (``show`` overrides the client's setting) as ``update(n, text)``; shared by both senders."""
-    bar = progress_bar(enabled=bool(client.progress if show is None else show), **kwargs)
-
-    def update(n: float, text: str = "") -> None:
-        if bar is not None:
+    """A progress display as ``update(n, text)`` (``show`` overrides the client's setting)."""
+    with progress_bar(enabled=bool(client.progress if show is None else show), **kwargs) as bar:
+        def update(n: float, text: str = "") -> None:
             bar.n = min(n, bar.total) if bar.total else n
             bar.set_postfix_str(text, refresh=True)
 
-    try:
         yield update
-    finally:
-        if bar is not None:
-            bar.close()

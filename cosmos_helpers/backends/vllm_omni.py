@@ -1,10 +1,6 @@
-"""``VllmOmniBackend``: Cosmos3 on a vLLM-Omni server (``vllm serve <model> --omni``) over HTTP.
-
-text2image goes to ``POST /v1/images/generations`` (JSON), every video mode to ``POST /v1/videos/sync``
-(multipart), long videos optionally through jobs (``POST /v1/videos``, polling, ``GET .../content``,
-``DELETE``). The returned ``Generation`` keeps the bytes the server sent, so saving copies them as they are.
-Two senders, written out twice on purpose like httpx's ``Client`` and ``AsyncClient`` (see :mod:`.vllm_base`).
-"""
+"""``VllmOmniBackend``: Cosmos3 on a vLLM-Omni server (``vllm serve <model> --omni``) over HTTP, and its asyncio twin:
+two senders written out twice on purpose, like httpx's ``Client`` and ``AsyncClient`` (see :mod:`.vllm_base`). The
+``Generation`` keeps the bytes the server sent, so saving copies them as they are."""
 
 from __future__ import annotations
 
@@ -38,7 +34,6 @@ class Blocking:
 
     @property
     def client(self) -> httpx.Client:
-        """The ``httpx.Client`` (made on first use)."""
         if self._client is None:
             self._client = httpx.Client(**self._client_options())
         return self._client
@@ -49,9 +44,8 @@ class Blocking:
             self._client = None
 
     def _send(self, call: Call, consume: Callable[[httpx.Response], Any] | None = None) -> Any:
-        """Perform ``call`` under the retry policy; an error answer raises (unless the call accepts it). The answer
-        is streamed: ``consume`` reads it (a download, retried like any call if the connection is lost while it
-        reads) and its result is returned; without ``consume`` the answer is read and returned."""
+        """Perform ``call`` under the retry policy; an error answer raises unless the call accepts it. ``consume`` reads
+        the streamed answer (retried like any call if the connection is lost) and its result is returned."""
         attempt = 0
         while True:
             attempt += 1
@@ -79,14 +73,12 @@ class VllmOmniBackend(Blocking, BaseVllmClient):
         return self._match_model(model, request)
 
     def check(self, request: GenerationRequest) -> None:
-        """:meth:`BaseVllmClient.check`, then the served model and what its pipeline refuses (the server's model
-        list is asked for once, and remembered)."""
+        """Also the served model and what its pipeline refuses (the model list is asked for once, and remembered)."""
         super().check(request)
         self._served(request.model, request)
 
     def run_sample(self, run: SampleRun, *, progress: Any = True, server_paths: bool = False) -> Generation:
-        """A transfer sample as vLLM-Omni's transfer form (its model checked against the server's), any other as
-        its request."""
+        """A transfer sample as vLLM-Omni's transfer form, any other as its request."""
         r = run.resolved
         if not r.is_transfer:
             return super().run_sample(run, progress=progress, server_paths=server_paths)
@@ -144,7 +136,6 @@ class VllmOmniBackend(Blocking, BaseVllmClient):
                                       started=started, response_format=call.json["response_format"])
 
     def _sync_video(self, call: Call, **how: Any) -> Generation:
-        """Send a ``/v1/videos/sync`` call; its MP4 is checked, decoded and kept (``how``: see ``_from_sync``)."""
         started = time.perf_counter()
         response = self._send(call)
         check_mp4_reply(response)
@@ -233,7 +224,6 @@ class AsyncVllmOmniBackend(BaseVllmClient):
 
     @property
     def client(self) -> httpx.AsyncClient:
-        """The ``httpx.AsyncClient`` (made on first use)."""
         if self._client is None:
             self._client = httpx.AsyncClient(**self._client_options())
         return self._client
@@ -405,7 +395,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
 
 
 def check_content(job_id: str, size: int) -> None:
-    """A finished job's content must not be empty (an action-only output has no video)."""
+    """An action-only output has no video."""
     if not size:
         raise ServerError(200, f"job {job_id} content is empty")
 

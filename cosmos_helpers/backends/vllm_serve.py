@@ -1,8 +1,5 @@
-"""Command lines around a vLLM-Omni server: ``vllm serve ... --omni`` to start one, ``curl`` to call one.
-
-Both are for copying into a terminal on a GPU host. :func:`curl_command` renders the very fields the client
-sends (it builds them with the same :mod:`.vllm_wire` functions), so a request can be reproduced by hand.
-"""
+"""Command lines around a vLLM-Omni server, for copying into a terminal: ``vllm serve ... --omni`` to start one,
+``curl`` to call one (the very fields the client sends, built by the same :mod:`.vllm_wire` functions)."""
 
 from __future__ import annotations
 
@@ -54,15 +51,9 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
                   served_model_name: str | None = None, guardrails: bool = True, precision: Any = None,
                   force_cutlass_fp8: bool = False, kv_cache_fp8: bool = False,
                   step_cache: StepCache = None) -> ServeCommand:
-    """The ``vllm serve <model> --omni`` command for a Cosmos3 checkpoint on ``gpus`` GPUs.
-
-    GPUs per request = tensor_parallel x cfg_parallel x ulysses, which must fit ``gpus``; with no degree given,
-    tensor parallelism takes them all. ``api_key`` is printed as ``$COSMOS3_VLLM_API_KEY``, never in clear.
-    ``docker=True`` makes ``str(command)`` the ``docker run`` form (``.argv`` stays the bare command).
-    ``precision`` / ``force_cutlass_fp8`` / ``kv_cache_fp8``: :func:`cosmos_helpers.precision.vllm_serve_flags`.
-    ``step_cache`` is every request's (vLLM-Omni takes it at start): a :class:`~cosmos_helpers.SeaCache` gives
-    ``--cache-backend sea_cache --cache-config '{...}'``, ``"off"`` ``--cache-backend none``, ``None`` nothing.
-    """
+    """The ``vllm serve <model> --omni`` command for a Cosmos3 checkpoint on ``gpus`` GPUs: with no degree given,
+    tensor parallelism takes them all. ``api_key`` is printed as ``$COSMOS3_VLLM_API_KEY``, never in clear;
+    ``docker=True`` makes ``str(command)`` the ``docker run`` form; ``step_cache`` is every request's."""
     if not isinstance(model, str) or not model.strip():
         raise ValidationError("model", f"expected a model id or folder, got {model!r}.", "e.g. 'nvidia/Cosmos3-Nano'.")
     precision_flags = vllm_serve_flags(check_precision(precision), force_cutlass=force_cutlass_fp8,
@@ -105,7 +96,7 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
 
 
 def cache_flags(step_cache: StepCache) -> list[str]:
-    """``vllm serve``'s flags for a step cache (see :func:`serve_command`), checked against what vLLM-Omni can set."""
+    """``vllm serve``'s flags for a step cache, checked against what vLLM-Omni can set."""
     step_cache = check_step_cache(step_cache)
     check_for_backend(step_cache, "vllm-omni")
     if step_cache is None:
@@ -118,8 +109,8 @@ def cache_flags(step_cache: StepCache) -> list[str]:
 
 
 def cache_config(step_cache: SeaCache) -> dict[str, Any]:
-    """``--cache-config``'s object: the fields ``step_cache`` sets, under vLLM-Omni's keys (its defaults for the rest;
-    a field vLLM-Omni has no key for was refused by ``check_for_backend`` unless it asks for vLLM-Omni's own value)."""
+    """``--cache-config``'s object: the fields ``step_cache`` sets, under vLLM-Omni's keys (``check_for_backend``
+    refused those it has none for)."""
     return {cache_facts.FIELDS[name][1]: value for name, value in step_cache.given().items()
             if cache_facts.FIELDS[name][1] is not None}
 
@@ -127,13 +118,8 @@ def cache_config(step_cache: SeaCache) -> dict[str, Any]:
 def curl_command(url: str, request: GenerationRequest, *, api_key: str | None = None, async_job: bool = False,
                  output: str | None = None, reference_path: str | None = None,
                  response_format: str = "b64_json") -> str:
-    """The ``curl`` command that sends what :class:`VllmOmniBackend` sends for ``request``.
-
-    Text fields use ``--form-string`` (curl's ``-F`` would interpret ``;``, ``@`` and ``<`` inside JSON
-    captions). The key is read from ``$COSMOS3_VLLM_API_KEY`` rather than printed. One difference is left to
-    the reader: the client centre-crops an image2video image to the output aspect before sending it; curl
-    sends the file named here as it is (the note at the end says so).
-    """
+    """The ``curl`` command that sends what :class:`VllmOmniBackend` sends, but an image2video image as it is (a note
+    says to crop it). ``--form-string``: curl's ``-F`` would read ``;``, ``@`` and ``<`` in JSON captions."""
     request = request.resolve()
     base = url.rstrip("/")
     auth = ["-H", f"Authorization: Bearer ${API_KEY_ENV}"] if (api_key or os.environ.get(API_KEY_ENV)) else []

@@ -1,11 +1,5 @@
-"""A framework transfer sample as vLLM-Omni 0.30.0's transfer form (the client half; the local server's hook that
-runs one is :mod:`cosmos_helpers.standins.vllm_omni.transfer`, with vLLM-Omni's transfer rules).
-
-The RGB clip is ``input_reference``, the first precomputed control ``control_reference`` + ``control_type``, every
-hint an ``extra_params`` block; no ``fps`` field is sent (``extra_params.fps`` is the framework's output fps: the
-input's, else the sample's) and ``num_frames`` is the first control's length, so the server runs what the framework
-would. What vLLM-Omni would reject, or run otherwise than the sample says, is refused first (:func:`check_transfer`).
-"""
+"""A framework transfer sample as vLLM-Omni 0.30.0's transfer form, refused first where vLLM-Omni would reject it or
+run it otherwise (the local server's side is :mod:`cosmos_helpers.standins.vllm_omni.transfer`)."""
 
 from __future__ import annotations
 
@@ -24,7 +18,6 @@ Files = dict[str, tuple[str, bytes, str]]
 
 
 def check_transfer(r: ResolvedSample, given: set[str], *, server_paths: bool = False) -> None:
-    """Refuse, before anything is sent, what vLLM-Omni would reject or run differently than the sample says."""
     def refuse(field: str, problem: str, fix: str) -> None:
         raise ValidationError(field, f"{BACKEND} {vo.VERSION}: {problem}", fix)
 
@@ -59,11 +52,10 @@ def check_transfer(r: ResolvedSample, given: set[str], *, server_paths: bool = F
 
 
 def transfer_form(r: ResolvedSample, given: set[str], *, server_paths: bool = False) -> tuple[dict[str, str], Files]:
-    """``(fields, files)`` of the multipart transfer request for a resolved sample with local media paths.
-
-    ``given`` are the fields the input file (or the command line) set: only those, and what is needed to keep the
-    framework's meaning, are sent; the rest is left to the server's defaults, which equal the framework's.
-    """
+    """``(fields, files)`` of the transfer request: the RGB clip is ``input_reference``, the first precomputed control
+    ``control_reference``, every hint an ``extra_params`` block; only the ``given`` fields and what keeps the
+    framework's meaning are sent (the server's defaults are the framework's). No ``fps`` field: ``extra_params.fps``
+    is the framework's output fps, the input's, else the sample's."""
     check_transfer(r, given, server_paths=server_paths)
     files: Files = {}
     fields: dict[str, str] = {"prompt": r.prompt, "num_inference_steps": str(r.num_steps), "seed": str(r.seed)}

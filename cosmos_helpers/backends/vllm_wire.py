@@ -1,13 +1,6 @@
-"""The vLLM-Omni 0.30.0 wire format as this client speaks it: what a ``GenerationRequest`` becomes on the wire, and
-what an answer becomes here. Nothing here touches the network.
-
-* only what the request resolved, plus the options the caller *set*: unset, the server keeps its own defaults;
-* options travel in ``extra_params`` as real JSON values (``"false"`` would be truthy there);
-* no ``model`` field: the served name may differ from the hub id (the client checks ``GET /v1/models``);
-* video always carries ``num_frames`` (an omitted one makes a one-frame video); every form value is a string.
-
-The media work is in plain functions that the asyncio client runs in a worker thread.
-"""
+"""The vLLM-Omni 0.30.0 wire format: what a ``GenerationRequest`` becomes on the wire (no ``model`` field: the served
+name may differ from the hub id) and what an answer becomes here. No network I/O; the media work is in plain functions
+that the asyncio client runs in a worker thread."""
 
 from __future__ import annotations
 
@@ -52,13 +45,12 @@ FORM_REQUIRED: Mapping[str, str] = {"prompt": "the server requires it",
 
 
 def extra_params(request: GenerationRequest) -> dict[str, Any]:
-    """The ``extra_params`` object: guardrails, the options the caller set, and video2video's conditioning."""
+    """Guardrails, the options the caller set (JSON values: ``"false"`` would be truthy), video2video's conditioning."""
     extra: dict[str, Any] = {"guardrails": bool(request.guardrails)}
     for name, key in OPTION_KEYS.items():
         value = getattr(request, name)
-        if value is None:
-            continue  # the server's own default applies
-        extra[key] = [float(v) for v in value] if name == "guidance_interval" else bool(value)
+        if value is not None:  # else the server's own default applies
+            extra[key] = [float(v) for v in value] if name == "guidance_interval" else bool(value)
     if request.mode == "video2video" and request.condition_frames is not None:
         extra["condition_frame_indexes_vision"] = [int(i) for i in request.condition_frames]
     if request.mode == "video2video" and request.condition_video_keep is not None:
@@ -69,9 +61,8 @@ def extra_params(request: GenerationRequest) -> dict[str, Any]:
 
 
 def action_params(request: GenerationRequest) -> dict[str, Any]:
-    """The ``extra_params`` of an action request, under the keys the Cosmos3 pipeline reads (``protocol.action``):
-    the mode, the embodiment by name, the chunk, the raw width (policy and inverse dynamics need it,
-    pipeline_cosmos3.py:2644-2647) and, for forward dynamics, the trajectory as nested lists."""
+    """An action request's ``extra_params`` (``protocol.action``); policy and inverse dynamics need the raw width
+    (pipeline_cosmos3.py:2644-2647)."""
     params: dict[str, Any] = {"action_mode": request.mode, "domain_name": request.embodiment,
                               "action_chunk_size": request.num_frames - 1,
                               "raw_action_dim": action.RAW_DIM[request.embodiment]}
@@ -89,7 +80,6 @@ def refuse_sync_action(request: GenerationRequest) -> None:
 
 
 def check_action(request: GenerationRequest) -> None:
-    """What vLLM-Omni cannot honour in an action request, refused before it is sent."""
     if not request.is_action:
         return
     if request.view_point is not None:
@@ -102,9 +92,7 @@ def check_action(request: GenerationRequest) -> None:
 
 
 def refuse_request_cache(step_cache: Any) -> None:
-    """vLLM-Omni picks its step cache when the server starts (``--cache-backend``, ``--cache-config``), for every
-    request it serves, and a request has no field for it: so a request that sets ``step_cache`` (``"off"`` too: the
-    client cannot tell what the server runs) is refused before it is sent."""
+    """A request has no step cache field (``"off"`` is refused too: the client cannot tell what the server runs)."""
     if step_cache is not None:
         raise ValidationError("step_cache", f"the vllm-omni backend cannot set a step cache per request: vLLM-Omni "
                               f"{proto.VERSION} takes it when the server starts, for every request it serves.",
@@ -122,7 +110,7 @@ def _sampling(request: GenerationRequest) -> dict[str, Any]:
 
 
 def image_body(request: GenerationRequest, response_format: str = "b64_json") -> dict[str, Any]:
-    """The JSON body of ``POST /v1/images/generations`` (fields of the real ``ImageGenerationRequest``)."""
+    """The JSON body of ``POST /v1/images/generations`` (``ImageGenerationRequest``)."""
     if request.mode != "text2image":
         raise ValidationError("mode", f"{proto.IMAGES} makes images; got mode={request.mode!r}.",
                               "use a video route (generate_video) for video modes.")
@@ -159,7 +147,7 @@ def check_response_format(response_format: str) -> None:
 
 @dataclass(frozen=True)
 class Upload:
-    """A file part of a multipart form, and what was done to it on the way (kept in provenance)."""
+    """A file part of a multipart form, and what was done to it on the way (for provenance)."""
 
     filename: str
     data: bytes
@@ -172,9 +160,8 @@ def upload_files(upload: Upload | None) -> dict[str, tuple[str, bytes, str]]:
 
 
 def input_reference(request: GenerationRequest) -> Upload | None:
-    """The ``input_reference`` of image2video / video2video / the action modes (media work). The server stretches
-    an image to ``size``, so it is centre-cropped to the output aspect and sent as PNG; a video file is uploaded as
-    it is, an array video encoded to MP4 once."""
+    """The ``input_reference`` of image2video, video2video and the action modes (media work); a video file is
+    uploaded as it is, an array encoded to MP4 once."""
     if request.is_action and request.image is not None:  # padded into its canvas there, so sent as it is
         image = request.conditioning_image()
         return Upload("input_reference.png", media.image_bytes(np.asarray(image), "PNG"), "image/png",
@@ -259,18 +246,13 @@ class Call:
     accept: Callable[[int, bytes], bool] | None = None
 
     def kwargs(self) -> dict[str, Any]:
-        """The arguments of ``httpx.Client.request`` / ``.stream``."""
         return {"method": self.method, "url": self.path, "timeout": self.timeout, "json": self.json,
                 "files": self.files, "params": self.params}
 
 
 class RetryPolicy:
-    """The one place that decides whether a call is sent again, and after how long.
-
-    Only idempotent methods (GET, DELETE) are retried: a generation POST never is, since a retried 500 or a
-    reset after the server took the request would start the same GPU work twice. They are retried after a
-    transport failure and after 429 / 502 / 503, and a DELETE after 409 ("cancellation in progress").
-    """
+    """Whether a call is sent again, and after how long. Only GET and DELETE are retried (a DELETE after 409 too:
+    "cancellation in progress"): a retried generation POST could start the same GPU work twice."""
 
     STATUSES: Mapping[str, tuple[int, ...]] = {"GET": (429, 502, 503), "DELETE": (409, 429, 502, 503)}
 
@@ -298,7 +280,6 @@ class RetryPolicy:
 
 
 def parse_json(content: bytes | str) -> Any:
-    """A JSON answer, or ``None`` when the body is not JSON."""
     try:
         return json.loads(content)
     except ValueError:  # not UTF-8, or not JSON
@@ -357,7 +338,7 @@ def server_metrics(source: Any) -> tuple[dict[str, float], dict[str, Any]]:
 
 
 def _number(value: Any) -> float | None:
-    """A measurement as a float: a JSON number or a header's text; ``None`` for anything else."""
+    """A JSON number or a header's text as a finite float, else ``None``."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
     try:
@@ -368,7 +349,6 @@ def _number(value: Any) -> float | None:
 
 
 def timings_from_headers(headers: Mapping[str, str]) -> tuple[dict[str, float], dict[str, Any]]:
-    """A sync answer's ``X-*`` headers as (timings, provenance)."""
     timings, provenance = server_metrics({"inference_time_s": headers.get("x-inference-time-s"),
                                           "stage_durations": parse_json(headers.get("x-stage-durations") or ""),
                                           "peak_memory_mb": headers.get("x-peak-memory-mb")})
@@ -378,14 +358,13 @@ def timings_from_headers(headers: Mapping[str, str]) -> tuple[dict[str, float], 
 
 
 def timings_from_job(job: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
-    """A finished job record's metrics as (timings, provenance)."""
     timings, provenance = server_metrics({**job, "stage_durations": job.get("stage_durations") or {}})
     provenance.update({"job_id": job.get("id"), "served_model": job.get("model"), "job": dict(job)})
     return timings, provenance
 
 
 def decode_image(raw: bytes) -> tuple[np.ndarray, str | None]:
-    """An image's frames ``(1, H, W, 3)`` and its format (media work)."""
+    """Frames ``(1, H, W, 3)`` and format (media work)."""
     from PIL import Image
 
     try:

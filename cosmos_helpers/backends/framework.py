@@ -1,14 +1,6 @@
-"""``FrameworkBackend``: run Cosmos 3 through an NVIDIA/cosmos-framework checkout's inference CLI.
-
-Each run writes its input into a fresh run folder and launches ``python -m cosmos_framework.scripts.inference -i
-<run>/<name>.json -o <run>/out --checkpoint-path Cosmos3-Nano`` in the checkout (``torchrun`` for ``gpus > 1``).
-Guardrails are always said (``--[no-]guardrails``), never left to the framework's default; the request's step cache
-becomes ``--[no-]diffusion-cache``. The log moves a progress bar; ``<run>/out/<name>/vision.mp4`` (``.jpg``) is the
-result's file. A framework input file runs *unchanged* (overrides go on the command line); a request becomes a sample
-holding only what it says, so the framework's defaults apply to the rest. Without a checkout,
-:meth:`FrameworkBackend.standin` runs the same contract through :mod:`cosmos_helpers.standins.framework_cli` on the
-tiny models, and every output's ``standin`` record says so.
-"""
+"""``FrameworkBackend``: Cosmos 3 through an NVIDIA/cosmos-framework checkout's inference CLI, one run folder per run;
+a framework input file runs *unchanged* (overrides go on the command line). Without a checkout,
+:meth:`FrameworkBackend.standin` runs the same contract on the tiny models."""
 
 from __future__ import annotations
 
@@ -48,20 +40,9 @@ MODULE_ENV = "COSMOS_FRAMEWORK_MODULE"
 
 
 class FrameworkBackend(Backend):
-    """Run framework input samples and :class:`GenerationRequest` s through ``cosmos_framework.scripts.inference``.
-
-    Args:
-        checkout: the NVIDIA/cosmos-framework checkout (the working directory of every run). gpus: GPUs per run
-            (more than 1: ``torchrun``). parallelism_preset: ``latency``, ``throughput`` or ``None`` (the default's).
-        python: interpreter that imports ``cosmos_framework`` (default: see :attr:`python`).
-        extra_args: more CLI flags, e.g. ``("--sampler", "edm")``; not the diffusion cache's, which are the request's
-            (``GenerationRequest(step_cache="off" | SeaCache(...))``; left out: the CLI's default, SeaCache on).
-        work_dir: where run folders go (default ``<checkout>/outputs/cosmos_helpers``). module: the module to run
-            (default ``cosmos_framework.scripts.inference`` or ``$COSMOS_FRAMEWORK_MODULE``). progress: a progress
-            bar while the run streams its log. env: extra environment variables; timeout: seconds before a kill.
-
-    The model, the guardrails and the step cache are the request's or the run's, as on every backend.
-    """
+    """Run framework input samples and requests through ``cosmos_framework.scripts.inference`` in ``checkout``
+    (``torchrun`` for ``gpus > 1``). ``extra_args``: more CLI flags, never the diffusion cache's; ``timeout``: seconds
+    before a kill. The model, the guardrails and the step cache are the request's or the run's, as on every backend."""
 
     name = NAME
     as_written = True
@@ -105,8 +86,7 @@ class FrameworkBackend(Backend):
     def standin(cls, *, work_dir: str | os.PathLike[str] | None = None, gpus: int = 1,
                 parallelism_preset: str | None = None, extra_args: Sequence[str] = (), progress: bool = True,
                 env: dict[str, str] | None = None, timeout: float | None = None) -> "FrameworkBackend":
-        """A backend that runs the framework CLI's stand-in with this Python, from any folder: no checkout (run
-        folders in ``work_dir``, default ``./outputs/cosmos_helpers``). Requests may name the tiny models."""
+        """The framework CLI's stand-in, run with this Python from any folder; requests may name the tiny models."""
         backend = cls(Path.cwd(), gpus=gpus, parallelism_preset=parallelism_preset, python=sys.executable,
                       extra_args=extra_args, work_dir=work_dir or Path("outputs") / "cosmos_helpers",
                       module=STANDIN_MODULE, progress=progress, env=env, timeout=timeout)
@@ -121,10 +101,8 @@ class FrameworkBackend(Backend):
     @property
     def python(self) -> str:
         """The interpreter: ``python=``, ``$COSMOS_FRAMEWORK_PYTHON``, ``<checkout>/.venv/bin/python``, this Python."""
-        if self._python:
-            return self._python
-        if os.environ.get(PYTHON_ENV):
-            return os.environ[PYTHON_ENV]
+        if self._python or os.environ.get(PYTHON_ENV):
+            return self._python or os.environ[PYTHON_ENV]
         venv = self.checkout / ".venv" / "bin" / "python"
         return str(venv) if venv.exists() else sys.executable
 
@@ -133,7 +111,6 @@ class FrameworkBackend(Backend):
         return str(model) if self.is_standin and str(model) in TINY_MODELS else checkpoint_for(model)
 
     def launcher(self) -> list[str]:
-        """``[python, -m, module]`` or ``[torchrun, --nproc-per-node, G, -m, module]``."""
         if self.gpus == 1:
             return [self.python, "-m", self.module]
         torchrun = Path(self.python).parent / "torchrun"
@@ -157,7 +134,7 @@ class FrameworkBackend(Backend):
                 cmd += [flags[key], str(value)]
         if self.parallelism_preset:
             cmd += [flags["parallelism"], self.parallelism_preset]
-        cmd.append(flags["guardrails"] if guardrails else flags["no_guardrails"])
+        cmd.append(flags["guardrails"] if guardrails else flags["no_guardrails"])  # never the framework's default
         return cmd + request_flags + cache_flags(step_cache) + list(self.extra_args)
 
     def check_available(self) -> None:
@@ -196,8 +173,8 @@ class FrameworkBackend(Backend):
     def prepare(self, payload: Mapping[str, Any], *, name: str, model: str, guardrails: bool,
                 overrides: Mapping[str, Any] | None = None, flags: Sequence[str] = (),
                 step_cache: StepCache = None) -> FrameworkRun:
-        """Write a run folder (``<name>.json`` holding ``payload`` as it is, ``command.txt``) without launching; the
-        file is named after the sample, so a sample without ``name`` gets that name from the framework."""
+        """Write a run folder without launching; ``<name>.json`` is named after the sample, so a sample without
+        ``name`` gets that name from the framework."""
         self.checkpoint_for(model)  # refuse a model the framework cannot run before anything is written
         self._check_cache(step_cache)
         return self._write(name, f"{name}.json", [payload], [name], model=model, guardrails=guardrails,
@@ -235,28 +212,25 @@ class FrameworkBackend(Backend):
         except OSError as exc:
             raise self._unavailable(exc) from exc
         finally:
-            if bar is not None:
-                bar.close()
+            bar.close()
         if code != 0:
             raise FrameworkRunError(f"the Cosmos Framework run exited with code {code} (full log: {log_path}). "
                                     "Log tail:\n" + "\n".join(tail))
         return [collect(run.sample_dir, run.out_dir, log_path) for run in runs]
 
     def _run(self, runs: Sequence[FrameworkRun], requests: Sequence[GenerationRequest], label: str) -> list[Generation]:
-        """Launch the written runs of checked requests and read each one's output back."""
         started = time.perf_counter()
         paths = self._launch(runs, [r.num_inference_steps for r in requests], label)
         return [self._generation(run, path, started, workflow=r.mode, model=r.model, request=r)
                 for run, path, r in zip(runs, paths, requests)]
 
     def check_sample(self, sample: Sample, r: ResolvedSample, given: set[str], step_cache: StepCache = None) -> None:
-        """What no backend runs as written, a model or a step cache the framework has no flag for."""
         check_portable(sample, r)
         self.checkpoint_for(r.model)
         self._check_cache(step_cache)
 
     def dry_run(self, run: SampleRun, *, pending: Collection[str] = ()) -> PlannedRun:
-        """The run folder written for a job submitted elsewhere (input file and command), without launching."""
+        """The run folder, written for a job submitted elsewhere."""
         if pending:
             raise ValidationError("compute_controls", "a framework dry run writes an input file for elsewhere, and the "
                                   "controls it names are not computed yet.", "run without dry_run, or compute them "
@@ -266,13 +240,11 @@ class FrameworkBackend(Backend):
                           payload=written.payload)
 
     def prepare_sample(self, sample_run: SampleRun) -> FrameworkRun:
-        """The run folder of one framework input sample, unchanged, without launching."""
         r = sample_run.resolved
         return self.prepare(sample_run.sample.payload(), name=sample_run.sample.name, model=r.model,
                             guardrails=r.guardrails, overrides=sample_run.overrides, step_cache=sample_run.step_cache)
 
     def run_sample(self, run: SampleRun, *, progress: Any = True, server_paths: bool = False) -> Generation:
-        """Run one framework input sample unchanged (see :meth:`prepare_sample`); its log moves this backend's bar."""
         r, written = run.resolved, self.prepare_sample(run)
         started = time.perf_counter()
         return self._generation(written, self.launch(written, expected_steps=r.num_steps), started,
@@ -280,7 +252,7 @@ class FrameworkBackend(Backend):
 
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None,
                  name: str | None = None) -> Generation:
-        """Run a :class:`GenerationRequest`; the log moves this backend's bar, ``progress`` hears once it is done."""
+        """``progress`` hears once the run is done (its log moves this backend's bar)."""
         self.check(request := request.resolve())  # resolved once: what runs, is recorded and is returned
         name = name or f"{request.mode}_{request.fingerprint()[:8]}"
         flags = framework_flags(request.precision, request.model)
@@ -293,8 +265,7 @@ class FrameworkBackend(Backend):
         return generation
 
     def check(self, request: GenerationRequest) -> None:
-        """Refuse, before anything is written, a model, step cache or precision the framework has no flag for, and
-        what its sample cannot say."""
+        """Refuse, before anything is written, what the framework has no flag for or its sample cannot say."""
         request = request.resolve()
         self.checkpoint_for(request.model)
         self._check_cache(request.step_cache)
@@ -312,9 +283,8 @@ class FrameworkBackend(Backend):
 
     def generate_many(self, requests: Sequence[GenerationRequest], *,
                       names: Sequence[str] | None = None) -> list[Generation]:
-        """Several requests in one framework run (one ``.jsonl``, one process, one checkpoint load: minutes on a GPU
-        host). One command line runs one checkpoint, guardrails setting and precision (requests that differ there are
-        refused), and one diffusion-cache setting (requests run in one framework run per ``step_cache``)."""
+        """Several requests in one framework run per ``step_cache`` (one ``.jsonl``, one process, one checkpoint load:
+        minutes on a GPU host); they must share one checkpoint, guardrails setting and precision."""
         requests = [request.resolve() for request in requests]
         settings = {(r.model, bool(r.guardrails), json.dumps(precision_record(r.precision))) for r in requests}
         if len(settings) > 1:
@@ -343,13 +313,12 @@ class FrameworkBackend(Backend):
         return [done[index] for index in range(len(requests))]
 
     def output_settings(self) -> dict[str, Any]:
-        """The extra flags, the parallelism preset, and the stand-in's program (its output is never the framework's)."""
+        """The stand-in's program too: its output is never the framework's."""
         settings = {"extra_args": list(self.extra_args), "parallelism_preset": self.parallelism_preset}
         return {**settings, "standin": self.module} if self.is_standin else settings
 
     def _generation(self, run: FrameworkRun, path: Path, started: float, *, workflow: str, model: str,
                     request: GenerationRequest | None = None) -> Generation:
-        """A finished sample's output read back, with where it came from."""
         frames, fps, sound, rate = read_output(path, float(run.payload.get("fps") or 24))
         controls = {p.stem.removeprefix("control_"): str(p) for p in sorted(path.parent.glob("control_*"))}
         standin = standin_record(path.parent) if self.is_standin else None

@@ -1,8 +1,5 @@
 """One framework run: the sample a :class:`~cosmos_helpers.request.GenerationRequest` becomes (``FrameworkBackend``'s
-wire format: what the request says and nothing it leaves unset, so the framework's own defaults apply, and its step
-cache's command-line flags), its folder (:class:`FrameworkRun`), the run as a process (its log streamed to a file, the
-step counters it prints moving a progress bar, a timeout killing it) and its outputs, found where the framework's
-layout puts them."""
+wire format), its folder (:class:`FrameworkRun`), the run as a process and its outputs."""
 
 from __future__ import annotations
 
@@ -77,28 +74,21 @@ class FrameworkRun:
 
 
 class StepProgress:
-    """Moves a bar by the run log's step counters (the last ``done/total`` of a line).
-
-    One sample: the bar follows whatever counter the log shows. A batch (``steps``: each sample's step count, in
-    order): the samples run one after another and each counts its own steps from the start, so the bar covers
-    them all; a counter that goes back is the next sample's, and counters of another size (loading) are skipped.
-    """
+    """Moves a bar by the run log's step counters (the last ``done/total`` of a line). In a batch (``steps``: each
+    sample's step count; the bar's total, their sum) each sample counts from the start: a counter that goes back is
+    the next sample's, and counters of another size (loading) are skipped."""
 
     def __init__(self, bar: Any, steps: Sequence[int] = ()) -> None:
         self.bar, self.steps = bar, list(steps)
         self.done_before = self.last = self.last_total = 0
-        if bar is not None and len(self.steps) > 1:
-            bar.total = sum(self.steps)
 
     def update(self, line: str) -> None:
-        for done, total in _STEP_PATTERN.findall(line)[-1:] if self.bar is not None else ():
+        for done, total in _STEP_PATTERN.findall(line)[-1:]:
             done_i, total_i = int(done), int(total)
             if not (0 < total_i < 10000 and 0 <= done_i <= total_i):
                 continue
             if len(self.steps) <= 1:
-                if self.bar.total != total_i:
-                    self.bar.total, self.bar.n = total_i, 0
-                self.bar.n = done_i
+                self.bar.total, self.bar.n = total_i, done_i
             elif total_i in self.steps:
                 if done_i < self.last:
                     self.done_before += self.last_total
@@ -111,8 +101,7 @@ class StepProgress:
 
 def stream(cmd: list[str], *, cwd: Path, env: Mapping[str, str], log_path: Path, counter: StepProgress,
            timeout: float | None) -> tuple[int, list[str]]:
-    """Run ``cmd``, writing its log as it comes and feeding each line to ``counter``; ``(exit code, log tail)``.
-    ``timeout`` kills it after that many seconds. An ``OSError`` (no such program) propagates."""
+    """Run ``cmd``, writing its log as it comes and feeding each line to ``counter``; ``(exit code, log tail)``."""
     tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
     process = subprocess.Popen(cmd, cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, bufsize=1, errors="replace")
@@ -165,15 +154,13 @@ def collect(sample_dir: Path, out_dir: Path, log_path: Path) -> Path:
         path = sample_dir / fw.vision_file(frames)
         if path.is_file():
             return path
-    found = sorted(p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file()) \
-        if out_dir.is_dir() else []
+    found = sorted(p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*") if p.is_file())  # none if no dir
     raise FrameworkRunError(f"the run finished but wrote no {sample_dir}/vision.mp4 or vision.jpg (it wrote: "
                             f"{', '.join(found[:10]) or 'nothing'}; full log: {log_path}).")
 
 
 def read_output(path: Path, fps: float) -> tuple[np.ndarray, float, np.ndarray | None, int | None]:
-    """``(frames, fps, sound, sample_rate)`` of the framework's ``vision.mp4``, or of its ``vision.jpg`` (at
-    ``fps``, the sample's)."""
+    """``(frames, fps, sound, sample_rate)`` of ``vision.mp4``, or of ``vision.jpg`` at the sample's ``fps``."""
     if path.suffix == ".mp4":
         video = media.read_video(path, with_audio=True)
         return video.frames, float(video.fps), video.sound, video.sample_rate
@@ -189,9 +176,8 @@ def standin_record(sample_dir: Path) -> dict[str, Any]:
 
 
 def cache_flags(step_cache: StepCache) -> list[str]:
-    """The framework's flags for a step cache: none for ``None`` (the CLI's own default: SeaCache on, 0.35),
-    ``--no-diffusion-cache`` for ``"off"``, ``--diffusion-cache`` and a flag per given field it has one for for a
-    :class:`SeaCache` (``check_for_backend`` refused the fields it has none for, unless they ask for its own value)."""
+    """The framework's flags for a step cache (``None``: the CLI's own default, SeaCache on; ``check_for_backend``
+    refused the fields it has no flag for)."""
     if step_cache is None:
         return []
     if step_cache == OFF:
@@ -224,12 +210,8 @@ def checkpoint_for(model: str) -> str:
 
 
 def request_payload(request: GenerationRequest, *, name: str, image_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The framework sample of a :class:`GenerationRequest`: what the request says, and nothing it leaves unset.
-
-    Sizes must be a framework bucket; a ``guidance_interval`` (inclusive here) becomes the framework's strict
-    ``(lo, hi)`` with the same timesteps (``protocol.framework.to_strict``); conditioning arrays are written to
-    ``image_dir``.
-    """
+    """The framework sample of a request: what it says and nothing it leaves unset, so the framework's defaults apply;
+    conditioning arrays are written to ``image_dir``."""
     request = request.resolve()
     check_request(request)
     if request.is_action:
@@ -252,9 +234,9 @@ def request_payload(request: GenerationRequest, *, name: str, image_dir: str | o
     if request.guidance_interval is not None:
         payload["guidance_interval"] = list(fw.to_strict(request.guidance_interval))
     if request.mode in ("image2video", "image2image"):
-        payload["vision_path"] = _media_path(request.image, request, Path(image_dir), ".png")
+        payload["vision_path"] = _media_path(request, Path(image_dir), video=False)
     if request.mode == "video2video":
-        payload["vision_path"] = _media_path(request.video, request, Path(image_dir), ".mp4")
+        payload["vision_path"] = _media_path(request, Path(image_dir), video=True)
         if request.explicit("condition_frames"):
             payload["condition_frame_indexes_vision"] = list(request.condition_frames)
         if request.explicit("condition_video_keep"):
@@ -274,10 +256,7 @@ def _action_payload(request: GenerationRequest, *, name: str, folder: Path) -> d
         payload["guidance_interval"] = list(fw.to_strict(request.guidance_interval))
     if request.view_point is not None:
         payload["view_point"] = request.view_point
-    if request.video is not None:
-        payload["vision_path"] = _media_path(request.video, request, folder, ".mp4")
-    else:
-        payload["vision_path"] = _media_path(request.image, request, folder, ".png")
+    payload["vision_path"] = _media_path(request, folder, video=request.video is not None)
     if request.actions is not None:
         target = folder / f"{request.fingerprint()}-actions.json"
         if not target.exists():
@@ -324,15 +303,16 @@ def _bucket(request: GenerationRequest) -> tuple[str, str] | None:
     return bucket
 
 
-def _media_path(source: Any, request: GenerationRequest, folder: Path, suffix: str) -> str:
-    """A conditioning input as a file the framework can read: its own path, or an array written once by content."""
+def _media_path(request: GenerationRequest, folder: Path, *, video: bool) -> str:
+    """The conditioning image or video as a file the framework can read: its own path, or an array written once."""
+    source = request.video if video else request.image
     if isinstance(source, (str, os.PathLike)):
         return str(Path(source).expanduser().resolve())
-    target = folder / f"{request.fingerprint()}{suffix}"
+    target = folder / f"{request.fingerprint()}{'.mp4' if video else '.png'}"
     if not target.exists():
-        if suffix == ".png":
-            media.write_png(target, np.asarray(request.conditioning_image()))
-        else:
+        if video:
             media.write_mp4(target, request.conditioning_video(), request.fps)
+        else:
+            media.write_png(target, np.asarray(request.conditioning_image()))
     return str(target)
 

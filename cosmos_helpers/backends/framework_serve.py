@@ -1,11 +1,6 @@
-"""``FrameworkServeBackend``: Cosmos 3 on the Cosmos Framework's Ray Serve app (:mod:`..protocol.ray_serve`) over
-HTTP: one framework sample per ``POST /generate``, the answer's files served under ``/outputs/``. A request goes as
-the sample the framework backend would write for it (one translation, not two), a framework input sample as written.
-
-Refused before anything is sent: a model the server does not run; ``step_cache``, ``precision`` and
-``guardrails=True`` (the deployment's setup, not sample fields); local media unless the server reads this machine's
-files (``shared_files=True``): the app has no upload route. Errors keep the server's words.
-"""
+"""``FrameworkServeBackend``: Cosmos 3 on the Cosmos Framework's Ray Serve app (:mod:`..protocol.ray_serve`): one
+framework sample per ``POST /generate`` (a request as the sample the framework backend would write for it, one
+translation, not two), the answer's files under ``/outputs/``."""
 
 from __future__ import annotations
 
@@ -47,17 +42,9 @@ def deployment_name(model: str) -> str:
 
 
 class FrameworkServeBackend(Blocking, HttpBackend):
-    """A client of the Cosmos Framework's Ray Serve app; ``generate(request)`` like every backend.
-
-    Args:
-        url: the app's root, e.g. ``http://head-node:8000`` (``serve run .../throughput.yaml`` listens on 8000).
-        timeout: read timeout of a generation, in seconds (the app's own limit is 300 s per batch on the workers).
-        connect_timeout: seconds to wait for a connection; retries: attempts of idempotent calls (``/models``,
-            ``/info``, file downloads; a generation is sent once). transport: an ``httpx`` transport (tests, proxies).
-        shared_files: the server reads this machine's files (same host or a shared filesystem), so local media
-            may be sent as paths; otherwise only URLs are (the app downloads them).
-        work_dir: where a request's conditioning arrays are written for the server to read (with ``shared_files``).
-    """
+    """A client of the Cosmos Framework's Ray Serve app (the app's own limit is 300 s per batch on the workers).
+    ``shared_files``: the server reads this machine's files, so local media may be sent as paths (``work_dir`` holds a
+    request's conditioning arrays for it); otherwise only URLs are (the app downloads them)."""
 
     name = NAME
     as_written = True
@@ -90,7 +77,6 @@ class FrameworkServeBackend(Blocking, HttpBackend):
         return answer
 
     def served(self, model: str) -> str:
-        """The deployment that runs ``model``; refused (before anything is sent) when the server has none."""
         name = deployment_name(model)
         models = self._models if self._models is not None else self.models()
         if name not in models:
@@ -147,8 +133,7 @@ class FrameworkServeBackend(Blocking, HttpBackend):
 
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None,
                  name: str | None = None) -> Generation:
-        """Send ``request`` as the framework sample the framework backend would write for it; ``progress`` is not
-        called (the app reports no steps)."""
+        """``request`` as the framework backend's sample; ``progress`` is not called (the app reports no steps)."""
         request = request.resolve()
         self.check(request)
         served = self.served(request.model)
@@ -161,8 +146,6 @@ class FrameworkServeBackend(Blocking, HttpBackend):
     # framework input samples: sent as written ------------------------------------------------------------
 
     def check_sample(self, sample: Sample, r: ResolvedSample, given: set[str], step_cache: Any = None) -> None:
-        """What no backend runs as written, a step cache or guardrails the sample cannot ask of the deployment, and
-        local paths the server cannot read."""
         check_portable(sample, r)
         self._check_cache(step_cache)
         self._check_guardrails(bool(r.guardrails), "--no-guardrails (run_spec(..., guardrails=False))")
@@ -171,19 +154,17 @@ class FrameworkServeBackend(Blocking, HttpBackend):
                 raise self._local_media(key)
 
     def dry_run(self, run: SampleRun, *, pending: Collection[str] = ()) -> PlannedRun:
-        """What would be posted, and the deployment it would go to (checked against the server's models)."""
         payload, served = self._sample_payload(run)
         return PlannedRun(run, payload=payload, extra={"deployment": served})
 
     def run_sample(self, run: SampleRun, *, progress: Any = True, server_paths: bool = False) -> Generation:
-        """Send a framework input sample as written: the command-line overrides merged in as ``submit.py`` merges
-        its ``--overrides``, local paths absolute, to its model's deployment."""
         r = run.resolved
         payload, served = self._sample_payload(run)
         return self._run(payload, served, workflow="transfer" if r.is_transfer else r.model_mode,
                          request_model=r.model)
 
     def _sample_payload(self, run: SampleRun) -> tuple[dict[str, Any], str]:
+        """The sample as written, the overrides merged in as ``submit.py`` merges its ``--overrides``."""
         served = self.served(run.resolved.model)
         payload = run.sample.payload()
         payload.update({k: v for k, v in run.overrides.items() if v is not None})

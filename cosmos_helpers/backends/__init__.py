@@ -13,12 +13,8 @@ URL_BACKENDS: tuple[str, ...] = ("vllm-omni", "framework-serve")
 
 def backend_by_name(name: str, *, url: str | None = None, checkout: str | os.PathLike[str] | None = None,
                     gpus: int = 1, progress: bool = True) -> Any:
-    """``DiffusersBackend(gpus=)``, ``FrameworkBackend(checkout, gpus=)``, ``VllmOmniBackend(url)`` or
-    ``FrameworkServeBackend(url)`` (the framework's Ray Serve app), checked before any work: a ``url``, ``checkout``
-    or ``gpus`` the chosen backend cannot use is refused, not dropped.
-
-    Heavy libraries load only for the backend asked for.
-    """
+    """The backend ``name``, its heavy libraries loaded only then; a ``url``, ``checkout`` or ``gpus`` it cannot use
+    is refused before any work, not dropped."""
     for option, value, owners in (("url", url, URL_BACKENDS), ("checkout", checkout, ("framework",))):
         if value and name not in owners and name in NAMES:
             raise ValidationError(option, f"{option} is for the {' and '.join(owners)} backends; the {name} backend "

@@ -1,13 +1,5 @@
-"""What every backend is: one class that workflows, the CLI, specs, long videos and sweeps can rely on.
-
-A backend translates a :class:`~cosmos_helpers.request.GenerationRequest` into its own call and the answer back into
-a :class:`~cosmos_helpers.result.Generation`. Everything that differs between backends lives in the backend, so code
-outside ``backends/`` never tests a backend's name or probes it with ``getattr``.
-
-Framework input samples (``run_spec``) go through five hooks, in this order: :meth:`Backend.resolve_sample`,
-:meth:`Backend.check_sample`, :meth:`Backend.localize`, then :meth:`Backend.dry_run` or :meth:`Backend.run_sample`.
-Their defaults run a sample as the :class:`GenerationRequest` it means, with the profile filling what the sample
-leaves unset; the framework's backends override them to run the sample as written.
+"""What every backend is: a :class:`~cosmos_helpers.request.GenerationRequest` in, a
+:class:`~cosmos_helpers.result.Generation` out; whatever differs lives in the backend, so no caller tests its name.
 """
 
 from __future__ import annotations
@@ -34,14 +26,11 @@ class Backend:
     as_written: ClassVar[bool] = False  # samples run unchanged: the framework applies its defaults, fetches URLs
 
     def check(self, request: GenerationRequest) -> None:
-        """Raise :class:`~cosmos_helpers.errors.ValidationError` for anything in ``request`` this backend cannot run
-        as asked, before any model loads or any request leaves the machine. The default refuses nothing.
-        Overrides take either kind of request and read ``request.resolve()``."""
+        """Raise ``ValidationError`` for what this backend cannot run as asked, before any model loads or any request
+        leaves the machine (the default refuses nothing); overrides read ``request.resolve()``."""
 
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None) -> Generation:
-        """Run one request (a ``GenerationRequest`` or its ``resolve()``: a backend resolves it once, on entry, and
-        its helpers read the resolved values); ``progress(step, total)`` after each denoising step where the backend
-        can tell."""
+        """Run one request (resolved once, on entry); ``progress(step, total)`` after each step where it can tell."""
         raise NotImplementedError
 
     def generate_many(self, requests: Sequence[GenerationRequest], *,
@@ -54,8 +43,7 @@ class Backend:
         return [self.generate(request) for request in requests]
 
     def output_settings(self) -> dict[str, Any]:
-        """What, besides the request, shapes this backend's outputs (a rerun with other settings is not finished
-        work). A client whose server holds its settings has none of its own."""
+        """What, besides the request, shapes the outputs (a rerun with other settings is not finished work)."""
         return {}
 
     def close(self) -> None:
@@ -67,21 +55,19 @@ class Backend:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    # Framework input samples (run_spec) --------------------------------------------------------------------------
+    # Framework input samples (run_spec), in this order: resolve_sample, check_sample, localize, dry_run or run_sample.
+    # The defaults run a sample as the request it means; the framework's backends run it as written.
 
     def resolve_sample(self, sample: Sample, *, folder: Any, profile: str | None, model: str | None,
                        overrides: Mapping[str, Any] | None, guardrails: bool | None) -> ResolvedSample:
-        """The values this backend runs ``sample`` with: the framework's defaults, the profile's where the sample
-        leaves a field unset, the overrides over both; an unseeded sample's seed comes from its output ``folder``.
-        Run :attr:`as_written`, the profile only picks the model and the guardrails, and the framework (or the app)
-        draws an unseeded sample's seed."""
+        """The framework's defaults, the profile's where ``sample`` leaves a field unset, the overrides over both, the
+        seed from ``folder``; run :attr:`as_written`, the profile only picks model and guardrails, and no seed."""
         return sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
                                output_dir=None if self.as_written else folder, fill=not self.as_written)
 
     def check_sample(self, sample: Sample, r: ResolvedSample, given: set[str], step_cache: Any = None) -> None:
-        """Every refusal of a sample run before any work (``given``: the fields the input or the command line set).
-        The default runs the sample as a request: what a request cannot say, or this backend's
-        :attr:`sample_support` does not cover, is refused; a run's step cache is refused unless overridden."""
+        """Every refusal before any work (``given``: the fields the input or the command line set); by default what a
+        request cannot say or :attr:`sample_support` does not cover, and a run's step cache."""
         check_portable(sample, r)
         check_as_request(sample, r, given, self.name, self.sample_support)
         if step_cache is not None:
@@ -90,9 +76,8 @@ class Backend:
 
     def localize(self, r: ResolvedSample, given: set[str], *, progress: Any = True,
                  server_paths: bool = False) -> ResolvedSample:
-        """``r`` with its inputs where this backend reads them (the default: URLs fetched into the framework's
-        download cache), and refused now where a check needs the files themselves (``server_paths``: the server
-        shares this filesystem); as it is when run :attr:`as_written`."""
+        """``r`` with its inputs where this backend reads them (by default URLs fetched into the framework's download
+        cache; as it is when run :attr:`as_written`), checked where a check needs the files themselves."""
         return r if self.as_written else localize(r, progress=bool(progress))
 
     def dry_run(self, run: SampleRun, *, pending: Collection[str] = ()) -> PlannedRun:
@@ -101,7 +86,6 @@ class Backend:
         return PlannedRun(run)
 
     def run_sample(self, run: SampleRun, *, progress: Any = True, server_paths: bool = False) -> Generation:
-        """Make the output of a checked sample run (no saving). The default generates its request (a callable
-        ``progress`` gets the steps)."""
+        """The checked run's output (unsaved): by default its request's (a callable ``progress`` gets the steps)."""
         request = generation_request(run.resolved, run.given, run.step_cache)
         return self.generate(request, progress=progress if callable(progress) else None)

@@ -1,18 +1,6 @@
-"""Fitting a Cosmos3 pipeline on a smaller GPU with diffusers' own machinery, picked by card size.
-
-``DiffusersBackend(memory="24GB" | "48GB" | "80GB")`` names the card; :func:`plan_memory` keeps the transformer whole
-on the GPU when its weights leave :data:`HEADROOM_GIB` for activations (the VAE and sound tokenizer offloaded under
-80 GB), else streams its layers from CPU memory a group at a time on a side CUDA stream; the VAE decodes in tiles.
-Explicit ``offload=``, ``vae_tiling=`` and ``weight_storage=`` always win over the preset.
-
-FP8 weight *storage* (``weight_storage="fp8"``: diffusers' layerwise casting, every product still in bf16) halves the
-resident weights but changes outputs, so no preset turns it on. It is not NVIDIA's FP8 checkpoint
-(``GenerationRequest(precision="fp8")``, :mod:`cosmos_helpers.precision`), and the two do not go together; the old
-spelling ``fp8=True`` is refused with a pointer to both (:data:`RENAMED`). On an H200 it made Nano's 24 GB preset 362 s
-instead of 432 s (less to stream); on a card that holds the bf16 weights it is slower (a cast per layer per pass).
-Offloading and tiling give the resident pipeline's outputs up to kernel choice; the fast path needs the transformer
-resident and unhooked, so it is refused with offloading or FP8 storage (it would silently run stock code).
-"""
+"""Fitting a Cosmos3 pipeline on a smaller GPU with diffusers' own machinery, picked by card size
+(``DiffusersBackend(memory="24GB" | "48GB" | "80GB")``); explicit ``offload=``, ``vae_tiling=`` and ``weight_storage=``
+win. Offloading and tiling keep the outputs up to kernel choice; the fast path needs the transformer resident."""
 
 from __future__ import annotations
 
@@ -24,7 +12,10 @@ from ..errors import ValidationError
 PRESETS = {"24GB": 24, "48GB": 48, "80GB": 80}
 HEADROOM_GIB = 16  # activations + VAE at 720p 189f beside resident weights (stock Nano: 41.0 GiB peak, 28.2 weights)
 OFFLOADS = ("group", "model")
-STORAGES = ("fp8",)  # weight_storage values: the weights kept in FP8 between layers (None: the model's dtype)
+# weight_storage values: FP8 between layers, bf16 compute (not NVIDIA's FP8 checkpoint). It changes outputs, so no
+# preset turns it on; on an H200 Nano's 24 GB preset took 362 s, not 432 s (less to stream), but a card that holds the
+# bf16 weights is slower with it (a cast per layer per pass).
+STORAGES = ("fp8",)
 RENAMED = ("fp8", "fp8=True was FP8 weight *storage* with bf16 compute (diffusers' layerwise casting), which its name "
            "made look like NVIDIA's FP8 checkpoint.",
            "use weight_storage='fp8' for the same thing, or GenerationRequest(precision='fp8') for NVIDIA's ModelOpt "
@@ -96,17 +87,15 @@ def resolve_memory(memory: Any = None, *, offload: Any = None, vae_tiling: bool 
 
 
 def plan_memory(settings: MemorySettings, weight_bytes: int, *, fast: Any = False) -> MemorySettings:
-    """The settings with the preset's choices made for a transformer of ``weight_bytes`` (explicit ones kept)."""
+    """The preset's choices for a transformer of ``weight_bytes``: resident when its weights leave
+    :data:`HEADROOM_GIB` (VAE and sound tokenizer offloaded under 80 GB), else its layers stream from CPU memory a
+    group at a time on a side CUDA stream; the VAE decodes in tiles."""
     preset_gib = PRESETS.get(settings.preset or "", 0)
     weights_gib = weight_bytes * (0.5 if settings.weight_storage else 1.0) / 2**30
     offload = settings.offload
-    if offload is None:
-        if not preset_gib:
-            offload = "none"
-        elif weights_gib + HEADROOM_GIB > preset_gib:
-            offload = "group"
-        else:
-            offload = "model" if preset_gib < 80 else "none"
+    if offload is None and preset_gib:
+        offload = "group" if weights_gib + HEADROOM_GIB > preset_gib else "model" if preset_gib < 80 else "none"
+    offload = offload or "none"
     vae_tiling = settings.vae_tiling if settings.vae_tiling is not None else bool(preset_gib)
     planned = replace(settings, offload=offload, vae_tiling=vae_tiling)
     if fast and planned.hooks_transformer:
@@ -117,12 +106,10 @@ def plan_memory(settings: MemorySettings, weight_bytes: int, *, fast: Any = Fals
 
 
 def apply_memory(pipe, settings: MemorySettings, device: str) -> dict[str, Any]:
-    """Install ``settings`` (already planned) on a loaded pipeline that has not been moved yet; returns what was
-    done, for the generation's provenance."""
+    """Install planned ``settings`` on a loaded, unmoved pipeline; returns what was done (for provenance)."""
     import torch
 
-    done: dict[str, Any] = {"preset": settings.preset, "offload": settings.offload, "vae_tiling": settings.vae_tiling,
-                            "weight_storage": settings.weight_storage}
+    done: dict[str, Any] = {k: v for k, v in asdict(settings).items() if k != "blocks_per_group"}
     dev = torch.device(device)
     if settings.weight_storage:
         pipe.transformer.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn,

@@ -244,8 +244,7 @@ def _validation_message(response: httpx.Response) -> str:
         return _detail(response)
     lines = []
     for problem in problems:
-        loc = [str(p) for p in (problem.get("loc") or []) if p != "body"]
-        field = ".".join(loc) or "body"
+        field = ".".join(str(p) for p in (problem.get("loc") or []) if p != "body") or "body"
         fix = ("remove it (the fields are the framework's OmniSampleOverrides)" if problem.get("type") ==
                "extra_forbidden" else f"write {field} as the framework's sample model types it")
         lines.append(f"{field}: {problem.get('msg')} (got {json.dumps(problem.get('input'))[:80]}). Fix: {fix}.")

@@ -78,12 +78,11 @@ def resolve_memory(memory: Any = None, *, offload: Any = None, vae_tiling: bool 
     if preset and device is not None and not str(device).startswith("cuda"):
         raise ValidationError("memory", f"memory presets fit a CUDA card; device={device!r} has none to fit.",
                               "drop memory=, or run on a CUDA device.")
-    settings = MemorySettings(preset=preset, offload=offload, vae_tiling=vae_tiling, weight_storage=weight_storage)
     if fast and (offload in OFFLOADS or weight_storage):
         what = f"offload={offload!r}" if offload in OFFLOADS else f"weight_storage={weight_storage!r}"
         raise ValidationError("fast", f"the fast path needs the whole transformer resident in its own dtype, "
                               f"which {what} does not give.", f"drop fast=True, or drop {what}.")
-    return settings
+    return MemorySettings(preset=preset, offload=offload, vae_tiling=vae_tiling, weight_storage=weight_storage)
 
 
 def plan_memory(settings: MemorySettings, weight_bytes: int, *, fast: Any = False) -> MemorySettings:

@@ -61,7 +61,8 @@ class Backend:
     def resolve_sample(self, sample: Sample, *, folder: Any, profile: str | None, model: str | None,
                        overrides: Mapping[str, Any] | None, guardrails: bool | None) -> ResolvedSample:
         """The framework's defaults, the profile's where ``sample`` leaves a field unset, the overrides over both, the
-        seed from ``folder``; run :attr:`as_written`, the profile only picks model and guardrails, and no seed."""
+        seed from ``folder``; run :attr:`as_written`, the profile only picks model and guardrails (the framework draws
+        the seed)."""
         return sample.resolved(profile=profile, model=model, overrides=overrides, guardrails=guardrails,
                                output_dir=None if self.as_written else folder, fill=not self.as_written)
 

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from ...backends.vllm_omni import VllmOmniBackend
 from ...backends.vllm_wire import API_KEY_ENV
 from ..threaded import ThreadedApp, free_port
-from .settings import binding_warning
+from .cli import binding_warning
 
 _LIVE: "weakref.WeakSet[LocalServer]" = weakref.WeakSet()
 

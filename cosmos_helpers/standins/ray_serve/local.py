@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -140,8 +141,6 @@ def run(args: argparse.Namespace) -> int:
     with server:
         print(f"stand-in Ray Serve app (tiny model, {args.replicas} replicas) at {server.url}; Ctrl-C stops it",
               flush=True)
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
     return 0

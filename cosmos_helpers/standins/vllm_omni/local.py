@@ -6,6 +6,7 @@ the log tail) if it dies, and is stopped on exit, on error and at interpreter ex
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from ...backends.vllm_base import log_tail
 from ...backends.vllm_omni import VllmOmniBackend
 from ...backends.vllm_wire import API_KEY_ENV
 from ..threaded import ThreadedApp, free_port
@@ -120,20 +122,15 @@ class LocalServer:
         self.stop()
 
     def __del__(self) -> None:  # last resort; normal paths call stop()
-        try:
+        with contextlib.suppress(Exception):
             self.stop(timeout=2.0)
-        except Exception:
-            pass
 
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
     def log_tail(self, lines: int = 40) -> str:
-        if self.log_path is None or not self.log_path.is_file():
-            return "(no log yet)"
-        text = self.log_path.read_text(errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.process, self.log_path, lines)
 
     def client(self, **options: Any):
         """A :class:`~cosmos_helpers.backends.vllm_omni.VllmOmniBackend` for this server."""
@@ -165,19 +162,15 @@ class _LocalClient(VllmOmniBackend):
 
 
 def _signal_group(process: subprocess.Popen, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, sig)  # start_new_session=True: the group id is the child's pid
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 @atexit.register
 def _stop_all() -> None:
     for server in list(_LIVE):
-        try:
+        with contextlib.suppress(Exception):
             server.stop(timeout=3.0)
-        except Exception:
-            pass
 
 
 class ThreadedServer(ThreadedApp):

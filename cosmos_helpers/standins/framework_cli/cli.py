@@ -61,9 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--resolution", default=None)
     parser.add_argument("--num-steps", type=int, default=None)
     parser.add_argument("--parallelism-preset", choices=("throughput", "latency"), default=None)
-    for flag in ("guardrails", "diffusion-cache"):
-        parser.add_argument(f"--{flag}", dest=flag.replace("-", "_"), action="store_true", default=None)
-        parser.add_argument(f"--no-{flag}", dest=flag.replace("-", "_"), action="store_false")
+    parser.add_argument("--guardrails", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument("--diffusion-cache", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--diffusion-cache-thresh", type=float, default=None)
     parser.add_argument("--diffusion-cache-residual-order", type=int, default=None)
     return parser

@@ -1,20 +1,12 @@
 """``cosmos-helpers serve``: the local vLLM-Omni 0.30.0 stand-in for Cosmos3 (FastAPI + uvicorn), and what a server
-is configured with: the :class:`ServerLimits` (``create_app`` options and the limit flags), the binding warning and
-the step cache.
+is configured with: the :class:`ServerLimits` (stand-in hardening with defaults for a workshop laptop serving a room
+of notebooks), the binding warning and the step cache (``--cache-backend`` / ``--cache-config``, run as a
+:class:`~cosmos_helpers.SeaCache` by diffusers' hooks for every request; what differs is refused at start). Both are
+in the README's "Where the stand-in differs".
 
 Like ``vllm serve`` it loads the model *before* binding the port, so while it loads connections are refused;
 ``Application startup complete.`` means ready. Heavy imports (torch, fastapi, uvicorn) happen in ``run``, so
-``--help`` stays fast. Binding anywhere but loopback without an API key prints a loud warning.
-
-The limits are stand-in hardening, with defaults for a workshop laptop serving a room of notebooks: a request over a
-limit is refused *before* any generation work, in vLLM's envelope: 413 for the body's bytes, 400 for a form field
-over its cap (Starlette's answer, as on vLLM-Omni) and for everything decoded or requested, 429 with ``Retry-After``
-when the queue is full (vLLM-Omni queues without bound: ``--max-queue 0``, and opens server-local paths unchecked).
-
-The step cache is vLLM-Omni's ``--cache-backend`` / ``--cache-config``, picked at start for every request and run as
-a :class:`~cosmos_helpers.SeaCache` by diffusers' hooks; logged at start as vLLM-Omni does and recorded in the
-``/v1/models`` card. Where it differs (README, "Where the stand-in differs") is refused at start, before the model
-loads: a misspelt ``--cache-config`` key, which vLLM-Omni would keep and ignore, included.
+``--help`` stays fast.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...errors import BackendUnavailableError
 from ...protocol import ray_serve as rs
-from ..threaded import free_port
+from ..threaded import Service, free_port
 
 
 def join_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool:
@@ -31,7 +31,7 @@ def join_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool
     return True
 
 
-class LocalRayServe:
+class LocalRayServe(Service):
     """The stand-in Ray Serve app on this machine's Ray instance (or ``address``'s cluster), its files in
     ``output_dir`` (served under ``/outputs``). ``start()`` waits up to ``timeout`` until each of ``replicas``
     (``num_cpus`` / ``num_gpus`` each) has loaded its model; then ``.url`` is the app's root and ``.backend()`` its
@@ -45,10 +45,6 @@ class LocalRayServe:
                         "keep_going": keep_going, "skip_invalid_samples": skip_invalid_samples}
         self.host, self.port, self.address, self.timeout = host, port or free_port(host), address, float(timeout)
         self._started_ray = self._started_serve = False
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
 
     def __repr__(self) -> str:
         return f"LocalRayServe({self.url!r}, output_dir={str(self.output_dir)!r})"
@@ -109,12 +105,6 @@ class LocalRayServe:
             serve.delete(rs.APP_NAME)
         if self._started_ray:
             ray.shutdown()
-
-    def __enter__(self) -> "LocalRayServe":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -21,14 +21,14 @@ from typing import Any, Sequence
 from ...backends.vllm_base import log_tail
 from ...backends.vllm_omni import VllmOmniBackend
 from ...backends.vllm_wire import API_KEY_ENV
-from ..threaded import ThreadedApp, free_port
+from ..threaded import Service, ThreadedApp, free_port
 from .cli import binding_warning
 
 _LIVE: "weakref.WeakSet[LocalServer]" = weakref.WeakSet()
 
 
 @dataclass(eq=False, repr=False)  # eq=False: hashable, for the registry of live servers
-class LocalServer:
+class LocalServer(Service):
     """``with LocalServer() as server: backend = server.client()``.
 
     ``model`` (``"tiny"``, a hub id or a checkpoint folder) or ``profile`` names what to serve (neither: the default
@@ -54,12 +54,6 @@ class LocalServer:
     log_path: Path | None = field(default=None, init=False)
     _log_dir: tempfile.TemporaryDirectory | None = field(default=None, init=False)
     _log_handle: Any = field(default=None, init=False)
-
-    @property
-    def url(self) -> str:
-        if self.port is None:
-            raise RuntimeError("the server has not been started")
-        return f"http://{self.host}:{self.port}"
 
     def argv(self) -> list[str]:
         argv = [sys.executable, *self.entry, "--host", self.host, "--port", str(self.port)]
@@ -114,12 +108,6 @@ class LocalServer:
         if self.running:
             _signal_group(self.process, signal.SIGKILL)
             self.process.wait(5)
-
-    def __enter__(self) -> "LocalServer":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     def __del__(self) -> None:  # last resort; normal paths call stop()
         with contextlib.suppress(Exception):

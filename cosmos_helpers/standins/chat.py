@@ -119,7 +119,6 @@ def _problem(body: Any, model: str) -> JSONResponse | None:
 
 
 def create_chat_app(model: str = STANDIN_MODEL) -> FastAPI:
-    """The FastAPI app: ``/health``, ``/v1/models``, ``/v1/chat/completions``."""
     app = FastAPI(title="Cosmos caption upsampler stand-in",
                   description=f"Deterministic, offline; serves {model!r}. Templates: {', '.join(KINDS)}.")
 

@@ -120,8 +120,7 @@ class LocalServer(Service):
     def log_tail(self, lines: int = 40) -> str:
         return log_tail(self.process, self.log_path, lines)
 
-    def client(self, **options: Any):
-        """A :class:`~cosmos_helpers.backends.vllm_omni.VllmOmniBackend` for this server."""
+    def client(self, **options: Any) -> VllmOmniBackend:
         return VllmOmniBackend(self.url, api_key=self.api_key, **{"poll_interval": 0.2, **options})
 
     def __repr__(self) -> str:

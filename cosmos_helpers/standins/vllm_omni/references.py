@@ -213,7 +213,6 @@ def control_type(declared: str | None, uploaded: bool, extra: dict[str, Any]) ->
 
 
 def hints(extra: dict[str, Any]) -> list[str]:
-    """The hint kinds a request selects (a hint set to ``null`` selects nothing)."""
     return [kind for kind in vo.HINT_KINDS if extra.get(kind) is not None]
 
 

@@ -250,13 +250,11 @@ async def delete_video(video_id: str, state: State) -> VideoDeleted:
 
 @dataclass
 class Result:
-    """What a run produced: its (first) ``Generation``, the encoded images of an image request, and timings."""
-
-    generation: Any
+    generation: Any  # the (first) Generation
     inference_time_s: float
     stage_durations: dict[str, float]
     peak_memory_mb: float
-    images: tuple[bytes, ...] = ()
+    images: tuple[bytes, ...] = ()  # an image request's, encoded
 
 
 def run_video(task: VideoTask, backend: Any, out: Path, progress: Callable[[int, int], None],
@@ -285,7 +283,6 @@ def run_video(task: VideoTask, backend: Any, out: Path, progress: Callable[[int,
 
 
 def run_images(task: ImageTask, backend: Any, progress: Callable[[int, int], None]) -> Result:
-    """``n`` images one after another (seeds ``seed, seed+1, ...``), encoded as asked."""
     pil_format = {"jpg": "JPEG"}.get(task.output_format, task.output_format.upper())
     started = time.perf_counter()
     with _answered("Image generation", value_error_status=400):

@@ -132,8 +132,6 @@ def new_record(job_id: str, model: str, request: VideoRequest) -> VideoJob:
 
 @dataclass
 class Job:
-    """A record plus what only the server needs."""
-
     record: VideoJob
     uploads: list[Path] = field(default_factory=list)
     future: Future | None = None

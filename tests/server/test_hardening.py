@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cosmos_helpers import Generation, media
-from cosmos_helpers.standins.vllm_omni.cli import ServerLimits, binding_warning, is_loopback
+from cosmos_helpers.standins.vllm_omni.settings import ServerLimits, binding_warning, is_loopback
 from cosmos_helpers.standins.vllm_omni.local import ThreadedServer
 
 from .doubles import InstantBackend

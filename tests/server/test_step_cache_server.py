@@ -10,7 +10,7 @@ import pytest
 from cosmos_helpers import SeaCache
 from cosmos_helpers.backends.vllm_omni import VllmOmniBackend
 from cosmos_helpers.errors import ValidationError
-from cosmos_helpers.standins.vllm_omni.cli import server_cache
+from cosmos_helpers.standins.vllm_omni.settings import server_cache
 
 from ..contracts.conftest import load
 from .doubles import InstantBackend

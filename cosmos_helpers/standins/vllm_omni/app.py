@@ -21,7 +21,7 @@ from ...backends.diffusers import DiffusersBackend
 from ...presets import model_for
 from ...protocol.vllm_omni import IMAGES, SYNC_TIMEOUT_S, VERSION
 from ...step_cache import StepCache, check_for_backend, check_step_cache
-from .cli import ServerLimits
+from .settings import ServerLimits
 from .models import ApiError, envelope, install_error_handlers
 from .references import TransferRunner
 from .routes import router

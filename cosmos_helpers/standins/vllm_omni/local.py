@@ -22,7 +22,7 @@ from ...backends.vllm_base import log_tail
 from ...backends.vllm_omni import VllmOmniBackend
 from ...backends.vllm_wire import API_KEY_ENV
 from ..threaded import Service, ThreadedApp, free_port
-from .cli import binding_warning
+from .settings import binding_warning
 
 _LIVE: "weakref.WeakSet[LocalServer]" = weakref.WeakSet()
 

@@ -2,7 +2,7 @@
 (data:, http(s):// when allowed, file:// under ``--allowed-local-media-path``), and transfer controls.
 
 As on vLLM-Omni the kind is decided by content (an image if PIL opens it, else a video), never by name or MIME type.
-All is held to :class:`~.cli.ServerLimits` *before* decoding (an image's pixels from its header, so a
+All is held to :class:`~.settings.ServerLimits` *before* decoding (an image's pixels from its header, so a
 decompression bomb costs nothing; a video's size, frames and duration from its container).
 
 A hint in ``extra_params`` or an uploaded ``control_reference`` + ``control_type`` make a request a transfer
@@ -28,7 +28,7 @@ from PIL import Image, UnidentifiedImageError
 from ... import media
 from ...protocol import vllm_omni as vo
 from ...specs.download import TooLarge, download
-from .cli import ServerLimits
+from .settings import ServerLimits
 from .models import ApiError, bad_request, value_error
 
 

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Callable
 from fastapi import Depends, Request
 
 from ...protocol.vllm_omni import JOB_ID, SYNC_TIMEOUT_S, VERSION, VIDEO_DEFAULTS
-from .cli import ServerLimits, describe_server
+from .settings import ServerLimits, describe_server
 from .models import ApiError, VideoJob, VideoList, VideoRequest
 from .references import TransferRunner, Uploads
 

@@ -25,7 +25,7 @@ from ...protocol import vllm_omni as vo
 from ...request import GenerationRequest
 from . import action_task, references
 from .action_task import given
-from .cli import ServerLimits
+from .settings import ServerLimits
 from .models import ImageRequest, VideoRequest, bad_request, value_error
 from .references import Reference, TransferInputs, Uploads
 from .state import ServerState

@@ -168,7 +168,6 @@ class ThreadedServer(ThreadedApp):
                  ready_timeout: float = 120.0, **app_options: Any) -> None:
         from .app import create_app  # FastAPI and the backend load on first use
 
-        warning = binding_warning(host, app_options.get("api_key"))
-        if warning:
+        if warning := binding_warning(host, app_options.get("api_key")):
             warnings.warn(warning, stacklevel=2)
         super().__init__(create_app(backend, **app_options), host=host, port=port, ready_timeout=ready_timeout)

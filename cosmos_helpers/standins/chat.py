@@ -66,10 +66,8 @@ def answer(body: dict[str, Any], model: str) -> dict[str, Any]:
     text = _message_text(body["messages"][-1])
     sentence, parameters = sentence_and_parameters(text)
     format_ = body.get("response_format") or {}
-    if format_.get("type") == "json_schema":
-        schema = format_["json_schema"]["schema"]
-    else:
-        schema = caption_schema("video" if "temporal_caption" in text else "image")
+    schema = (format_["json_schema"]["schema"] if format_.get("type") == "json_schema"
+              else caption_schema("video" if "temporal_caption" in text else "image"))
     caption = instance(schema, sentence)
     if isinstance(caption, dict):
         caption.update({k: v for k, v in parameters.items() if k in schema.get("properties", {})})
@@ -119,7 +117,6 @@ def _problem(body: Any, model: str) -> JSONResponse | None:
 
 
 def create_chat_app(model: str = STANDIN_MODEL) -> FastAPI:
-    """The FastAPI app: ``/health``, ``/v1/models``, ``/v1/chat/completions``."""
     app = FastAPI(title="Cosmos caption upsampler stand-in",
                   description=f"Deterministic, offline; serves {model!r}. Templates: {', '.join(KINDS)}.")
 

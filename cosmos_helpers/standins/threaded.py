@@ -1,4 +1,5 @@
-"""An ASGI app under uvicorn in a background thread of this process, on a free loopback port."""
+"""An ASGI app under uvicorn in a background thread of this process, on a free loopback port, and what every local
+server shares (:class:`Service`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,23 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-class ThreadedApp:
+class Service:
+    """``with service:`` starts it (``start()``) and stops it (``stop()``) on the way out."""
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the server has not been started")
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+class ThreadedApp(Service):
     """``with ThreadedApp(app) as served: served.url``; ``lifespan`` as uvicorn's (``"on"`` runs the app's start-up,
     which may load a model: hence ``ready_timeout``)."""
 
@@ -26,10 +43,6 @@ class ThreadedApp:
         self.ready_timeout, self.lifespan, self.name = ready_timeout, lifespan, name
         self._server: Any = None
         self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
 
     def start(self):
         import uvicorn
@@ -56,9 +69,3 @@ class ThreadedApp:
         if self._thread is not None:
             self._thread.join(10)
         self._server = self._thread = None
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()

@@ -61,9 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--resolution", default=None)
     parser.add_argument("--num-steps", type=int, default=None)
     parser.add_argument("--parallelism-preset", choices=("throughput", "latency"), default=None)
-    for flag in ("guardrails", "diffusion-cache"):
-        parser.add_argument(f"--{flag}", dest=flag.replace("-", "_"), action="store_true", default=None)
-        parser.add_argument(f"--no-{flag}", dest=flag.replace("-", "_"), action="store_false")
+    parser.add_argument("--guardrails", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument("--diffusion-cache", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--diffusion-cache-thresh", type=float, default=None)
     parser.add_argument("--diffusion-cache-residual-order", type=int, default=None)
     return parser
@@ -108,7 +107,10 @@ def run_one(item: dict, path: Path, name: str, args: argparse.Namespace, cache: 
     resolved = sample.resolved(model=model, overrides=overrides, output_dir=folder, guardrails=args.guardrails)
     backend, given = DiffusersBackend(progress=False), given_fields(sample, overrides)
     backend.check_sample(sample, resolved, given)
-    check_cache_for(cache, resolved.model_mode)
+    if isinstance(cache, SeaCache) and resolved.model_mode in fw.SOUND_CONDITION_MODES:  # before any model loads
+        raise ValidationError(facts.FRAMEWORK_ON_FLAG, f"the stand-in's experimental {resolved.model_mode} loop has "
+                              "no step cache (the framework caches this mode; its cache is on by default).",
+                              f"pass {facts.FRAMEWORK_OFF_FLAG} for this sample, or run the real framework.")
     resolved = backend.localize(resolved, given, progress=False)
     if weights == TINY_DISTILLED:  # the framework samples a distilled checkpoint on its fixed schedule with
         # guidance 1, whatever the sample says (inference.py:1575-1580)
@@ -160,14 +162,6 @@ def standin_cache(args: argparse.Namespace) -> StepCache:
                               f"{facts.FRAMEWORK_DEFAULTS['residual_order']}), or run the real framework.")
     given = {"threshold": args.diffusion_cache_thresh, "residual_order": order}
     return SeaCache(**{**facts.FRAMEWORK_DEFAULTS, **{k: v for k, v in given.items() if v is not None}})
-
-
-def check_cache_for(cache: StepCache, mode: str) -> None:
-    """Refuse, before any model loads, a cached run of a sample the stand-in's loops cannot cache."""
-    if isinstance(cache, SeaCache) and mode in fw.SOUND_CONDITION_MODES:
-        raise ValidationError(facts.FRAMEWORK_ON_FLAG, f"the stand-in's experimental {mode} loop has no step cache "
-                              "(the framework caches this mode; its cache is on by default).",
-                              f"pass {facts.FRAMEWORK_OFF_FLAG} for this sample, or run the real framework.")
 
 
 def cache_summary(cache: StepCache, provenance: dict[str, Any]) -> dict[str, Any]:

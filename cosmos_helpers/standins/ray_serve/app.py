@@ -48,7 +48,6 @@ class StandinModel:
 
 @serve.ingress(fastapi_app)
 class StandinRouter:
-    """The router: the framework's routes, and where each request's files go."""
     def __init__(self, models: dict[str, Any], output_dir: str, setup: dict[str, Any]) -> None:
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -69,19 +68,15 @@ class StandinRouter:
         from .samples import validated  # the handler travels by value (serve.ingress); its helpers by import
 
         sample = validated(body)
-        name = sample.get("model")
-        if name:
-            if name not in self.models:
-                raise fastapi.HTTPException(status_code=rs.UNKNOWN_MODEL_STATUS, detail=f"Model '{name}' not "
-                                            f"found. Available models: {list(self.models)}")
-            handle = self.models[name]
-        else:
-            handle = next(iter(self.models.values()))
+        name = sample.get("model") or next(iter(self.models))
+        if name not in self.models:
+            raise fastapi.HTTPException(status_code=rs.UNKNOWN_MODEL_STATUS, detail=f"Model '{name}' not found. "
+                                        f"Available models: {list(self.models)}")
         folder = f"{rs.OUTPUT_FOLDER_PREFIX}{datetime.now().strftime(rs.TIMESTAMP_FORMAT)}_{uuid.uuid4().hex[:4]}"
         sample["output_dir"] = str(self.output_dir / folder)
         if sample.get("seed") is None:
             sample["seed"] = random.randint(*rs.SEED_RANGE)
-        return await handle.generate.remote(sample, folder)
+        return await self.models[name].generate.remote(sample, folder)
 
 
 def build_app(output_dir: str | Path, *, profile: str = "tiny", replicas: int = 2, num_cpus: float = 1,

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 from ...errors import BackendUnavailableError
 from ...protocol import ray_serve as rs
-from ..threaded import free_port
+from ..threaded import Service, free_port
 
 
 def join_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool:
@@ -30,7 +31,7 @@ def join_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool
     return True
 
 
-class LocalRayServe:
+class LocalRayServe(Service):
     """The stand-in Ray Serve app on this machine's Ray instance (or ``address``'s cluster), its files in
     ``output_dir`` (served under ``/outputs``). ``start()`` waits up to ``timeout`` until each of ``replicas``
     (``num_cpus`` / ``num_gpus`` each) has loaded its model; then ``.url`` is the app's root and ``.backend()`` its
@@ -44,10 +45,6 @@ class LocalRayServe:
                         "keep_going": keep_going, "skip_invalid_samples": skip_invalid_samples}
         self.host, self.port, self.address, self.timeout = host, port or free_port(host), address, float(timeout)
         self._started_ray = self._started_serve = False
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
 
     def __repr__(self) -> str:
         return f"LocalRayServe({self.url!r}, output_dir={str(self.output_dir)!r})"
@@ -109,12 +106,6 @@ class LocalRayServe:
         if self._started_ray:
             ray.shutdown()
 
-    def __enter__(self) -> "LocalRayServe":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("outputs/ray_serve"),
@@ -140,8 +131,6 @@ def run(args: argparse.Namespace) -> int:
     with server:
         print(f"stand-in Ray Serve app (tiny model, {args.replicas} replicas) at {server.url}; Ctrl-C stops it",
               flush=True)
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
     return 0

@@ -37,27 +37,20 @@ def create_app(backend: Any = None, *, api_key: str | None = None, served_model_
                **limit_options: Any) -> FastAPI:
     """The app serving ``model`` (``tiny``, a hub id or a checkpoint folder; default the default profile's) through
     ``backend`` (``generate(request, progress=cb)``, ``pipeline(model)`` to load ahead; default ``DiffusersBackend``).
-
-    ``served_model_name`` is what clients may send as ``model`` (default ``model``); ``storage_dir`` holds job files and
-    uploads (default a fresh temporary folder); ``sync_timeout`` counts queueing, as on vLLM-Omni. ``guardrails`` is
-    off by default here (vLLM-Omni refuses to start without ``cosmos_guardrail``, which CPU machines lack); a request
-    may still turn it off with ``extra_params.guardrails``. Without a ``transfer_runner`` (``(form_fields,
-    extra_params, rgb_video_path, control_paths) -> Generation``) a transfer request gets 400. ``step_progress``
-    reports job progress per step (vLLM-Omni jumps from 0 to 100); ``step_cache`` is ``--cache-backend`` (``None`` or
-    a ``SeaCache``); ``limit_options`` override single fields of ``limits``, e.g. ``create_app(max_queue=4)``.
-    """
+    The options are ``cosmos-helpers serve``'s flags (:mod:`.cli`); ``storage_dir`` defaults to a fresh temporary
+    folder, ``guardrails`` is off here (vLLM-Omni refuses to start without ``cosmos_guardrail``, which CPU machines
+    lack), without a ``transfer_runner`` a transfer request gets 400, and ``limit_options`` override single fields of
+    ``limits``, e.g. ``create_app(max_queue=4)``."""
     limits = replace(limits or ServerLimits(), **limit_options)  # a TypeError names an unknown option
-    model = model_for(model=model)
+    model = str(model_for(model=model))
     step_cache = check_step_cache(step_cache)
     check_for_backend(step_cache, "diffusers")
-    if backend is None:
-        backend = DiffusersBackend(progress=False)
     scratch = None if storage_dir else tempfile.TemporaryDirectory(prefix="cosmos-vllm-server-")
-    state = ServerState(backend=backend, model=str(model), served_model_name=served_model_name or str(model),
-                        jobs=JobStore(Path(storage_dir or scratch.name)), worker=SerialWorker(limits.max_queue),
-                        limits=limits,
-                        guardrails=guardrails, sync_timeout=sync_timeout, step_progress=step_progress,
-                        transfer_runner=transfer_runner, warmup=warmup, step_cache=step_cache)
+    state = ServerState(backend=backend or DiffusersBackend(progress=False), model=model,
+                        served_model_name=served_model_name or model, jobs=JobStore(Path(storage_dir or scratch.name)),
+                        worker=SerialWorker(limits.max_queue), limits=limits, guardrails=guardrails,
+                        sync_timeout=sync_timeout, step_progress=step_progress, transfer_runner=transfer_runner,
+                        warmup=warmup, step_cache=step_cache)
     app = FastAPI(title="cosmos-helpers vLLM-Omni stand-in", version=VERSION, lifespan=_lifespan,
                   description=f"A local stand-in for vLLM-Omni {VERSION} serving Cosmos3. Errors use vLLM's "
                               'envelope {"error": {"message", "type", "param", "code"}}; bad input is a 400.')
@@ -93,10 +86,8 @@ async def _janitor(state: ServerState) -> None:
     interval = min(max(state.limits.job_ttl / 4, 0.25), 60.0)
     while state.limits.job_ttl > 0:
         await asyncio.sleep(interval)
-        try:
+        with contextlib.suppress(Exception):  # a sweep must never take the server down; the next one retries
             await run_in_threadpool(state.jobs.sweep, state.limits.job_ttl)
-        except Exception:  # a sweep must never take the server down; the next one retries
-            pass
 
 
 @dataclass

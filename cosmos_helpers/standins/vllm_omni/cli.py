@@ -94,8 +94,7 @@ def run(args: argparse.Namespace, backend: Any = None) -> int:
     limits = limits_from_args(args)  # a bad value fails before anything loads
     step_cache = server_cache(args.cache_backend, args.cache_config)
     model = served_model(args)
-    warning = binding_warning(args.host, args.api_key)
-    if warning:
+    if warning := binding_warning(args.host, args.api_key):
         print(warning, file=sys.stderr, flush=True)
     started = time.perf_counter()
     if args.threads:

@@ -6,6 +6,7 @@ the log tail) if it dies, and is stopped on exit, on error and at interpreter ex
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import subprocess
@@ -17,16 +18,17 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from ...backends.vllm_base import log_tail
 from ...backends.vllm_omni import VllmOmniBackend
 from ...backends.vllm_wire import API_KEY_ENV
-from ..threaded import ThreadedApp, free_port
+from ..threaded import Service, ThreadedApp, free_port
 from .settings import binding_warning
 
 _LIVE: "weakref.WeakSet[LocalServer]" = weakref.WeakSet()
 
 
 @dataclass(eq=False, repr=False)  # eq=False: hashable, for the registry of live servers
-class LocalServer:
+class LocalServer(Service):
     """``with LocalServer() as server: backend = server.client()``.
 
     ``model`` (``"tiny"``, a hub id or a checkpoint folder) or ``profile`` names what to serve (neither: the default
@@ -52,12 +54,6 @@ class LocalServer:
     log_path: Path | None = field(default=None, init=False)
     _log_dir: tempfile.TemporaryDirectory | None = field(default=None, init=False)
     _log_handle: Any = field(default=None, init=False)
-
-    @property
-    def url(self) -> str:
-        if self.port is None:
-            raise RuntimeError("the server has not been started")
-        return f"http://{self.host}:{self.port}"
 
     def argv(self) -> list[str]:
         argv = [sys.executable, *self.entry, "--host", self.host, "--port", str(self.port)]
@@ -113,30 +109,18 @@ class LocalServer:
             _signal_group(self.process, signal.SIGKILL)
             self.process.wait(5)
 
-    def __enter__(self) -> "LocalServer":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
     def __del__(self) -> None:  # last resort; normal paths call stop()
-        try:
+        with contextlib.suppress(Exception):
             self.stop(timeout=2.0)
-        except Exception:
-            pass
 
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
     def log_tail(self, lines: int = 40) -> str:
-        if self.log_path is None or not self.log_path.is_file():
-            return "(no log yet)"
-        text = self.log_path.read_text(errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.process, self.log_path, lines)
 
-    def client(self, **options: Any):
-        """A :class:`~cosmos_helpers.backends.vllm_omni.VllmOmniBackend` for this server."""
+    def client(self, **options: Any) -> VllmOmniBackend:
         return VllmOmniBackend(self.url, api_key=self.api_key, **{"poll_interval": 0.2, **options})
 
     def __repr__(self) -> str:
@@ -165,19 +149,15 @@ class _LocalClient(VllmOmniBackend):
 
 
 def _signal_group(process: subprocess.Popen, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, sig)  # start_new_session=True: the group id is the child's pid
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 @atexit.register
 def _stop_all() -> None:
     for server in list(_LIVE):
-        try:
+        with contextlib.suppress(Exception):
             server.stop(timeout=3.0)
-        except Exception:
-            pass
 
 
 class ThreadedServer(ThreadedApp):
@@ -188,7 +168,6 @@ class ThreadedServer(ThreadedApp):
                  ready_timeout: float = 120.0, **app_options: Any) -> None:
         from .app import create_app  # FastAPI and the backend load on first use
 
-        warning = binding_warning(host, app_options.get("api_key"))
-        if warning:
+        if warning := binding_warning(host, app_options.get("api_key")):
             warnings.warn(warning, stacklevel=2)
         super().__init__(create_app(backend, **app_options), host=host, port=port, ready_timeout=ready_timeout)

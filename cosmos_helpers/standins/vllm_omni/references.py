@@ -111,8 +111,10 @@ def check_video(path: Path, name: str, limits: ServerLimits) -> dict[str, Any]:
     """Probe a video file (400 if unreadable) and hold it to the pixel, frame and duration limits."""
     try:
         info = media.probe_video(path)
-        if not info.get("frames"):
-            info["frames"] = _count_frames(path, limits.max_video_frames + 1)
+        if not info.get("frames"):  # not stated by the container: demux (no decoding) one packet past the limit
+            with av.open(str(path)) as container:
+                packets = (packet for packet in container.demux(container.streams.video[0]) if packet.size)
+                info["frames"] = sum(1 for _ in itertools.islice(packets, limits.max_video_frames + 1))
     except Exception as exc:  # PyAV raises many types
         raise bad_request(f"Invalid {name}: not a readable image or video ({type(exc).__name__})",
                           param=name) from None
@@ -127,13 +129,6 @@ def check_video(path: Path, name: str, limits: ServerLimits) -> dict[str, Any]:
     else:
         return info
     raise bad_request(f"Invalid {name}: {problem}", param=name)
-
-
-def _count_frames(path: Path, stop_after: int) -> int:
-    """Demux (no decoding) up to ``stop_after`` video packets when the container does not state a count."""
-    with av.open(str(path)) as container:
-        packets = (packet for packet in container.demux(container.streams.video[0]) if packet.size)
-        return sum(1 for _ in itertools.islice(packets, stop_after))
 
 
 def fetch(reference: Any, name: str, key: str, limits: ServerLimits) -> bytes:
@@ -213,7 +208,6 @@ def control_type(declared: str | None, uploaded: bool, extra: dict[str, Any]) ->
 
 
 def hints(extra: dict[str, Any]) -> list[str]:
-    """The hint kinds a request selects (a hint set to ``null`` selects nothing)."""
     return [kind for kind in vo.HINT_KINDS if extra.get(kind) is not None]
 
 

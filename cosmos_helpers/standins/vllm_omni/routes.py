@@ -1,11 +1,5 @@
-"""The routes of the stand-in (one router), as vLLM-Omni's api_server.py:1937-2950 answers them.
-
-* ``GET /health`` and ``GET /v1/models``: ready means the model is loaded.
-* ``POST /v1/images/generations``: a JSON body, base64 images or the raw file (a zip for ``n`` > 1).
-* ``POST /v1/videos/sync``: the MP4 in the answer, with vLLM's ``X-*`` headers; the timeout counts queueing.
-* Asynchronous video jobs: a failed job answers ``GET`` with its failure code and the job as the body, and its
-  content with 422; ``DELETE`` stops a queued job at once and a running one at its next step, waiting at most vLLM's
-  abort budget (4 s) before a 409. Waiting never cancels work already running, as on vLLM-Omni.
+"""The routes of the stand-in (one router), as vLLM-Omni's api_server.py:1937-2950 answers them. The sync timeout
+counts queueing; a timed-out or abandoned wait never cancels work already running, as on vLLM-Omni.
 """
 
 from __future__ import annotations
@@ -20,7 +14,7 @@ import time
 import uuid
 import zipfile
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterator, Literal
 
@@ -43,14 +37,11 @@ from .translate import ImageTask, VideoTask
 router = APIRouter()
 DELETE_WAIT_S = 4.0  # VLLM_OMNI_ABORT_TIMEOUT (2 s) + 2 s of scheduling slack
 
-_CAUSES = {
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorEnvelope, "description": text} for code, text in {
     400: "Bad input (validation, a guardrail block, a refused option)", 401: "Missing or wrong API key",
     404: "Unknown job (or malformed id), or its file is not ready", 413: "Request body too large",
     429: "Queue full; retry after Retry-After seconds (a stand-in feature)", 500: "Generation failed",
-    504: "Synchronous generation timed out (queueing included)", "4XX": "Any other client error",
-}
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorEnvelope, "description": text}
-                                           for code, text in _CAUSES.items()}
+    504: "Synchronous generation timed out (queueing included)", "4XX": "Any other client error"}.items()}
 MP4: dict[int | str, dict[str, Any]] = {200: {"content": {"video/mp4": {}}}, **ERRORS}
 JOBS = ["video jobs"]
 
@@ -259,13 +250,11 @@ async def delete_video(video_id: str, state: State) -> VideoDeleted:
 
 @dataclass
 class Result:
-    """What a run produced: its (first) ``Generation``, the encoded images of an image request, and timings."""
-
-    generation: Any
+    generation: Any  # the (first) Generation
     inference_time_s: float
     stage_durations: dict[str, float]
     peak_memory_mb: float
-    images: tuple[bytes, ...] = ()
+    images: tuple[bytes, ...] = ()  # an image request's, encoded
 
 
 def run_video(task: VideoTask, backend: Any, out: Path, progress: Callable[[int, int], None],
@@ -275,9 +264,7 @@ def run_video(task: VideoTask, backend: Any, out: Path, progress: Callable[[int,
     try:
         with _answered("Video generation"):
             if task.transfer is not None:
-                inputs = task.transfer
-                generation = transfer_runner(dict(inputs.form_fields), dict(inputs.extra_params),
-                                             inputs.rgb_video_path, dict(inputs.control_paths))
+                generation = transfer_runner(*astuple(task.transfer))  # copies: the runner may change them
             else:
                 generation = backend.generate(task.generation, progress=progress)
             progress(0, 0)  # a last cancellation check before the file is written
@@ -296,7 +283,6 @@ def run_video(task: VideoTask, backend: Any, out: Path, progress: Callable[[int,
 
 
 def run_images(task: ImageTask, backend: Any, progress: Callable[[int, int], None]) -> Result:
-    """``n`` images one after another (seeds ``seed, seed+1, ...``), encoded as asked."""
     pil_format = {"jpg": "JPEG"}.get(task.output_format, task.output_format.upper())
     started = time.perf_counter()
     with _answered("Image generation", value_error_status=400):

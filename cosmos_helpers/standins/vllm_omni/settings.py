@@ -1,15 +1,9 @@
 """What a stand-in server is configured with: the :class:`ServerLimits` (``create_app`` options and ``cosmos-helpers
-serve`` flags), the binding warning and the step cache.
-
-The limits are stand-in hardening, with defaults for a workshop laptop serving a room of notebooks: a request over a
-limit is refused *before* any generation work, in vLLM's envelope: 413 for the body's bytes, 400 for a form field
-over its cap (Starlette's answer, as on vLLM-Omni) and for everything decoded or requested, 429 with ``Retry-After``
-when the queue is full (vLLM-Omni queues without bound: ``--max-queue 0``, and opens server-local paths unchecked).
-
-The step cache is vLLM-Omni's ``--cache-backend`` / ``--cache-config``, picked at start for every request and run as
-a :class:`~cosmos_helpers.SeaCache` by diffusers' hooks; logged at start as vLLM-Omni does and recorded in the
-``/v1/models`` card. Where it differs (README, "Where the stand-in differs") is refused at start, before the model
-loads: a misspelt ``--cache-config`` key, which vLLM-Omni would keep and ignore, included.
+serve`` flags), the binding warning and the step cache (vLLM-Omni's ``--cache-backend`` / ``--cache-config``, run as
+a :class:`~cosmos_helpers.SeaCache` by diffusers' hooks for every request). The limits are stand-in hardening, with
+defaults for a workshop laptop serving a room of notebooks: a request over one is refused *before* any generation
+work, in vLLM's envelope (each flag's help names the status). Where both differ from vLLM-Omni is in the README
+("Where the stand-in differs"); a cache setting the stand-in cannot run is refused at start, before the model loads.
 """
 
 from __future__ import annotations

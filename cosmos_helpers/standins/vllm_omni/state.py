@@ -8,6 +8,7 @@ with a bound on waiting work (``max_queue``, then 429 + ``Retry-After``: a stand
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -131,8 +132,6 @@ def new_record(job_id: str, model: str, request: VideoRequest) -> VideoJob:
 
 @dataclass
 class Job:
-    """A record plus what only the server needs."""
-
     record: VideoJob
     uploads: list[Path] = field(default_factory=list)
     future: Future | None = None
@@ -207,11 +206,9 @@ class JobStore:
         orphans += [path for path in (*self.storage_dir.glob("uploads/*"), *self.storage_dir.glob("sync/*"))
                     if path.is_file() and not any(path.name.startswith(job + "_") for job in live)]
         for path in orphans:
-            try:
+            with contextlib.suppress(OSError):
                 if now - os.stat(path).st_mtime > ttl:
                     path.unlink(missing_ok=True)
-            except OSError:
-                continue
         return [job.record.id for job in expired]
 
 

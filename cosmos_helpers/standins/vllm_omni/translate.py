@@ -11,6 +11,7 @@ A distilled (4-step) checkpoint is served as on vLLM-Omni (``protocol.variants``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from dataclasses import dataclass
@@ -29,7 +30,6 @@ from .models import ImageRequest, VideoRequest, bad_request, value_error
 from .references import Reference, TransferInputs, Uploads
 from .state import ServerState
 
-TRANSFER_DISABLED = "transfer is not enabled on this server (start it with a transfer runner)"
 _EDGE_HUB = vo.EDGE_MODEL.rsplit("/", 1)[-1].lower()
 # what the pipeline ignores on a distilled checkpoint: the fixed schedule and the baked-in guidance replace them
 _DISTILLED_IGNORES = ("num_inference_steps", "guidance_scale", "guidance_interval", "negative_prompt", "flow_shift")
@@ -56,8 +56,6 @@ _EXTRA_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 @dataclass
 class VideoTask:
-    """A parsed video POST: a generation or a transfer, and the files it wrote."""
-
     request: VideoRequest
     generation: GenerationRequest | None
     transfer: TransferInputs | None
@@ -66,11 +64,9 @@ class VideoTask:
 
 @dataclass
 class ImageTask:
-    """A parsed image POST: the body, the generation it asks for, and the image format vLLM-Omni would write."""
-
     body: ImageRequest
     request: GenerationRequest
-    output_format: str
+    output_format: str  # the image format vLLM-Omni would write
 
 
 def video_task(req: VideoRequest, files: dict[str, bytes], form_fields: dict[str, str], state: ServerState,
@@ -85,7 +81,7 @@ def video_task(req: VideoRequest, files: dict[str, bytes], form_fields: dict[str
     uploaded_kind = references.control_type(form_fields.get("control_type"), "control_reference" in files, extra)
     transfer = references.check(extra, uploaded_kind)
     if transfer and state.transfer_runner is None:
-        raise value_error(TRANSFER_DISABLED)
+        raise value_error("transfer is not enabled on this server (start it with a transfer runner)")
     if transfer and _sound(req.generate_sound, extra):
         raise value_error("generate_sound: Cosmos3 transfer does not generate sound; leave it out.",
                           param="generate_sound")
@@ -213,9 +209,8 @@ def _checked(req: ImageRequest | VideoRequest, extra: dict[str, Any], state: Ser
     if req.model is not None and req.model != state.served_model_name:
         raise bad_request(f"Model mismatch: request specifies '{req.model}' but server is running "
                           f"'{state.served_model_name}'.", param="model")
-    limits = state.limits
-    return (check_prompt(req.prompt, "prompt", limits), check_prompt(req.negative_prompt or "", "negative_prompt",
-                                                                     limits), check_extra(extra, limits))
+    return (check_prompt(req.prompt, "prompt", state.limits),
+            check_prompt(req.negative_prompt or "", "negative_prompt", state.limits), check_extra(extra, state.limits))
 
 
 def check_prompt(value: str, name: str, limits: ServerLimits) -> str:
@@ -296,13 +291,11 @@ def _condition_frames(value: Any) -> tuple[int, ...]:
         return tuple(vo.GENERATION_EXTRA["condition_frame_indexes_vision"])
     if isinstance(value, int) and not isinstance(value, bool):
         return (value,)
-    try:
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    with contextlib.suppress(ValueError):
         if isinstance(value, str):
             return tuple(int(part) for part in value.split(",") if part.strip())
-        if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            return tuple(value)
-    except ValueError:
-        pass
     raise value_error(f"extra_params.condition_frame_indexes_vision: {value!r} is not an int, a list of ints or a "
                       "string like '0,1'", param="extra_params.condition_frame_indexes_vision")
 

@@ -1,9 +1,8 @@
 """``long_video``: a clip longer than one generation, made chunk after chunk, resumable, saved with its chunks.
 
-Chunk ``i > 0`` is a video2video continuation of chunk ``i - 1`` *as saved* (its file), so a rerun builds exactly
-the same requests and skips every chunk already saved for them. Everything is checked before the first chunk:
-prompts, seeds, conditioning frames, every chunk's request, what the backend refuses, and which saved files are this
-run's (reused) or another run's (refused unless ``overwrite=True``).
+Chunk ``i > 0`` continues chunk ``i - 1`` *as saved* (its file), so a rerun builds the same requests and skips the
+chunks saved for them. Everything is checked before the first chunk, including which saved files are this run's
+(reused) or another run's (refused unless ``overwrite=True``).
 """
 
 from __future__ import annotations
@@ -124,10 +123,9 @@ def _plan(prompts: Any, backend: Any, *, chunks: int | None, out: str | Path, na
     options = dict(options)
     mode = options.pop("mode", None)
     image = options.pop("image", None)
-    if options.get("video") is not None:
+    if options.pop("video", None) is not None:
         raise ValidationError("video", "a long video starts from text or an image; continuing a video is extend().",
                               "drop video=, or call extend(generation, prompt, backend).")
-    options.pop("video", None)
     if mode is not None and normalize_mode(mode) not in _FIRST_MODES:
         raise ValidationError("mode", f"a long video starts with a text2video or image2video chunk, not {mode}.",
                               "use mode='text2video' (or 'image2video' with image=); to continue a video, extend().")

@@ -1,8 +1,7 @@
 """``ResolvedRequest``: what a :class:`~cosmos_helpers.request.GenerationRequest` asks for, every value concrete.
 
-:func:`resolve` fills in the profile's defaults for the mode and checks every value as a person would check it.
-Backends translate the resolved value, never the request as given, so the same request makes the same video
-everywhere; the manifest records it (:meth:`ResolvedRequest.to_dict`) and reruns compare its fingerprint.
+:func:`resolve` fills in the profile's defaults for the mode and checks every value as a person would. Backends
+translate this, never the request as given, so the same request makes the same video everywhere.
 """
 
 from __future__ import annotations

@@ -60,11 +60,9 @@ class SeaCache:
         return f"SeaCache({', '.join(f'{k}={v!r}' for k, v in self.given().items())})"
 
     def given(self) -> dict[str, Any]:
-        """The fields set here (what the request asks for; the rest is each backend's own)."""
         return {name: value for name, value in asdict(self).items() if value is not None}
 
     def values_for(self, backend: str) -> dict[str, Any]:
-        """Every SeaCache value ``backend`` runs with: the given ones, its own for the rest."""
         return {**facts.backend_defaults(backend), **self.given()}
 
 
@@ -72,8 +70,8 @@ StepCache = Union[None, str, SeaCache]
 
 
 def check_step_cache(value: Any) -> StepCache:
-    """The request's ``step_cache`` as stored: ``None``, ``"off"`` or a :class:`SeaCache` (``"sea"`` for
-    ``SeaCache()``); anything else is refused."""
+    """The request's ``step_cache`` as stored: ``None``, ``"off"`` or a :class:`SeaCache` (``"sea"``: the default)."""
+
     if value is None or isinstance(value, SeaCache):
         return value
     if isinstance(value, str) and value.strip().lower() in (OFF, "sea", "sea_cache", "seacache"):
@@ -107,8 +105,8 @@ def step_cache_argument(text: str) -> StepCache:
 
 
 def step_cache_record(value: StepCache) -> Any:
-    """The JSON form in a request's record (and fingerprint): ``"off"`` or ``{"sea_cache": {given}}`` (``None``: left
-    out of the record)."""
+    """The JSON form in a request's record (and fingerprint): ``"off"`` or ``{"sea_cache": {given}}``."""
+
     return value if not isinstance(value, SeaCache) else {"sea_cache": value.given()}
 
 

@@ -1,8 +1,7 @@
 """What a profile's checkpoint cannot do, refused while a request is built (before any model loads).
 
 A distilled checkpoint samples a fixed schedule with guidance baked in: the framework and vLLM-Omni would silently
-ignore a step count, a guidance scale or a negative prompt given for it, diffusers raises only once the model is
-loaded (``protocol.variants``). Checkpoints without the sound pathway, or published for some modes, refuse the rest.
+ignore a step count, guidance scale or negative prompt given for it, diffusers raises only once the model is loaded.
 """
 
 from __future__ import annotations

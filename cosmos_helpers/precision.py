@@ -155,7 +155,6 @@ def vllm_serve_flags(value: Precision, *, force_cutlass: bool = False, kv_cache_
 def framework_flags(value: Precision, model: str) -> list[str]:
     """The framework's flags for ``value`` with ``model``, refusing what it would run otherwise than asked (FP8 is a
     local ModelOpt folder, ``hf_quant_config.json``, and runs as FP8 whatever the request says)."""
-
     check_for_backend(value, "framework")
     folder = Path(str(model)).expanduser()
     modelopt = folder.is_dir() and (folder / facts.FRAMEWORK_FP8_MARKER).is_file()

@@ -2,8 +2,6 @@
 
 The buckets are the Cosmos Framework's plus this project's CPU tier ``128``. Defaults are *per mode*, as Cosmos 3's
 differ (text-to-image: 50 steps, guidance 4, shift 3 at 1:1; video: 35 steps, guidance 6, shift 10 at 16:9).
-``nano`` / ``super`` / ``edge`` are the framework's published defaults; ``tiny`` shrinks size, length and steps for a
-CPU; the distilled 4-step checkpoints run one mode each; ``tiny-distilled`` and ``tiny-edge`` are CPU stand-ins.
 """
 
 from __future__ import annotations

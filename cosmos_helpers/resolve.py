@@ -127,9 +127,7 @@ class ResolvedRequest:
                     continue
                 value = _RECORDS[name](value)
             out[name] = value
-        out["prompt"] = self.prompt_text()
-        out["negative_prompt"] = self.negative_prompt_text()
-        return out
+        return {**out, "prompt": self.prompt_text(), "negative_prompt": self.negative_prompt_text()}
 
     def fingerprint(self) -> str:
         """What a rerun compares to skip finished work (:func:`~cosmos_helpers.result.record_fingerprint`)."""
@@ -148,8 +146,7 @@ _RECORDS = {"step_cache": step_cache_record, "precision": precision_record}
 
 
 def resolve(request: Any) -> ResolvedRequest:
-    """Every value of ``request`` (a ``GenerationRequest``) concrete and checked; a mistake raises
-    :class:`~cosmos_helpers.errors.ValidationError` naming the field and the fix."""
+    """Every value of ``request`` (a ``GenerationRequest``) concrete and checked, or a ``ValidationError``."""
     d = ResolvedRequest(request)
     d.mode = normalize_mode(d.mode)
     if not isinstance(d.profile, str) or d.profile.strip().lower() not in PROFILES:
@@ -188,16 +185,13 @@ def resolve(request: Any) -> ResolvedRequest:
 def _prompts(d: ResolvedRequest) -> None:
     if d.prompt is None:
         raise ValidationError("prompt", "no prompt given.", "pass the text, a caption dict or a Path to a file.")
-    caption = load_caption(d.prompt, field="prompt")
-    if isinstance(caption, str):
-        caption = parse_caption(caption)
+    caption = parse_caption(load_caption(d.prompt, field="prompt"))
     if (isinstance(caption, str) and not caption.strip()) or (isinstance(caption, dict) and not caption):
         raise ValidationError("prompt", "the prompt is empty.", "describe the scene to generate.")
     negative: Caption | None = None
     if d.negative_prompt is not None:
-        negative = load_caption(d.negative_prompt, field="negative_prompt")
         # A negative caption is sent as compact JSON: metadata injection is for the positive prompt only.
-        negative = compact(parse_caption(negative) if isinstance(negative, str) else negative)
+        negative = compact(parse_caption(load_caption(d.negative_prompt, field="negative_prompt")))
     d.caption, d.negative = caption, negative
 
 

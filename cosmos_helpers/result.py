@@ -285,9 +285,8 @@ def check_free(stem: str | Path, request: Recorded | None = None, *, backend: st
 
 def find_saved(stem: str | Path, request: Recorded, *, backend: str | None = None,
                settings: dict[str, Any] | None = None) -> Path | None:
-    """The finished media a previous run of ``request`` left at ``stem``: the same fingerprint (model and every
-    setting) and, when given, the same ``backend`` and backend ``settings``. An output made without guardrails does
-    not serve a request that asks for them (one made with them serves any)."""
+    """The finished media a previous run of ``request`` left at ``stem``: the same fingerprint and, when given, the
+    same ``backend`` and its ``settings``; an output made without guardrails never serves a request asking for them."""
     stem = Path(stem)
     manifest = read_manifest(stem.with_suffix(MANIFEST_SUFFIX))
     if (not manifest or manifest.get("fingerprint") != request.fingerprint()

@@ -127,9 +127,7 @@ def plot_schedules(curves: Iterable[tuple[str, Any, float]], steps: int = 35):
     for label, scheduler, shift in curves:
         values = timesteps_for(scheduler, steps, shift)
         ax.plot(np.arange(len(values)), values, marker="o", markersize=3, label=label)
-    ax.set_xlabel("denoising step")
-    ax.set_ylabel("timestep (1000 = pure noise)")
-    ax.set_title(f"Where {steps} steps are spent")
+    ax.set(xlabel="denoising step", ylabel="timestep (1000 = pure noise)", title=f"Where {steps} steps are spent")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -71,7 +71,6 @@ StepCache = Union[None, str, SeaCache]
 
 def check_step_cache(value: Any) -> StepCache:
     """The request's ``step_cache`` as stored: ``None``, ``"off"`` or a :class:`SeaCache` (``"sea"``: the default)."""
-
     if value is None or isinstance(value, SeaCache):
         return value
     if isinstance(value, str) and value.strip().lower() in (OFF, "sea", "sea_cache", "seacache"):
@@ -106,7 +105,6 @@ def step_cache_argument(text: str) -> StepCache:
 
 def step_cache_record(value: StepCache) -> Any:
     """The JSON form in a request's record (and fingerprint): ``"off"`` or ``{"sea_cache": {given}}``."""
-
     return value if not isinstance(value, SeaCache) else {"sea_cache": value.given()}
 
 

@@ -121,8 +121,7 @@ def join(chunks: Sequence[Generation], overlaps: Sequence[int]) -> tuple[np.ndar
     with_sound = [chunk.sound is not None for chunk in chunks]
     if any(with_sound) and not all(with_sound):
         raise ValueError("some chunks have sound and some do not")
-    sound = join_sound(chunks, overlaps) if all(with_sound) else None
-    return frames, sound, starts
+    return frames, join_sound(chunks, overlaps) if all(with_sound) else None, starts
 
 
 def join_sound(chunks: Sequence[Generation], overlaps: Sequence[int]) -> np.ndarray:

@@ -214,7 +214,12 @@ def _size(d: ResolvedRequest, defaults) -> None:
         if tier not in VIDEO_SIZES:
             raise ValidationError("tier", f"unknown resolution tier {d.tier!r}.",
                                   f"use one of {', '.join(VIDEO_SIZES)} (or width=/height=).")
-        aspect = normalize_aspect(d.aspect_ratio if d.aspect_ratio is not None else _default_aspect(d, defaults))
+        if d.aspect_ratio is not None:
+            aspect = normalize_aspect(d.aspect_ratio)
+        elif d.mode == "image2image" and d.image is not None:  # an edit: the bucket closest to its image's
+            aspect = detect_aspect_ratio(*_image_size(d.image))
+        else:
+            aspect = defaults.aspect_ratio
     if aspect not in ASPECT_RATIOS:
         raise ValidationError("aspect_ratio", f"unknown aspect ratio {d.aspect_ratio!r}.",
                               f"use one of {', '.join(ASPECT_RATIOS)} (\"16:9\" is accepted too).")
@@ -228,13 +233,6 @@ def _image_size(image: MediaLike) -> tuple[int, int]:
     """``(width, height)`` of a conditioning image, checked first (a bad one is named as the image)."""
     media.check_image(image, field="image")
     return media.load_image(image).size
-
-
-def _default_aspect(d: ResolvedRequest, defaults) -> str:
-    """An edit's aspect: the bucket closest to its image's (the framework keeps the input size); else the profile's."""
-    if d.mode != "image2image" or d.image is None:
-        return defaults.aspect_ratio
-    return detect_aspect_ratio(*_image_size(d.image))
 
 
 def _explicit_size(d: ResolvedRequest) -> None:
@@ -338,7 +336,7 @@ def _condition_frames(d: ResolvedRequest) -> tuple[int, ...]:
         raise ValidationError("condition_frames", f"{d.condition_frames!r} is not a list of latent frame indexes.",
                               "pass e.g. (0, 1): the first two latent frames stay clean.")
     latent_frames = (d.num_frames - 1) // 4 + 1
-    if d.mode == "video2video" and max(frames) >= latent_frames:
+    if max(frames) >= latent_frames:  # only video2video gets here
         raise ValidationError("condition_frames", f"index {max(frames)} is past the {latent_frames} latent frames "
                               f"of a {d.num_frames}-frame video.", "use smaller indexes or more frames.")
     return tuple(int(i) for i in frames)

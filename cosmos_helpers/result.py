@@ -175,8 +175,7 @@ class Generation:
             raise
 
     def _write_media(self, target: Path, overwrite: bool) -> None:
-        stem = target.with_suffix("")
-        stale = [stem.with_suffix(s) for s in MEDIA_SUFFIXES if s != target.suffix] if overwrite else []
+        stale = [target.with_suffix(s) for s in MEDIA_SUFFIXES if s != target.suffix] if overwrite else []
         if self.finished is not None:
             self.finished.publish(target, overwrite=overwrite)
         elif self.is_image:

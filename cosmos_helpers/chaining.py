@@ -109,15 +109,12 @@ def join(chunks: Sequence[Generation], overlaps: Sequence[int]) -> tuple[np.ndar
     faded over them); ``starts[i]`` is where chunk ``i``'s kept frames begin in the joined video."""
     if len(chunks) != len(overlaps) or not chunks:
         raise ValueError("one overlap per chunk, and at least one chunk")
-    fps = chunks[0].fps
-    parts, starts, total = [], [], 0
-    for chunk, overlap in zip(chunks, overlaps):
-        if chunk.fps != fps or chunk.frames.shape[1:] != chunks[0].frames.shape[1:]:
-            raise ValueError("chunks differ in size or frame rate; they cannot be joined")
-        starts.append(total)
-        parts.append(chunk.frames[overlap:])
-        total += chunk.num_frames - overlap
-    frames = np.concatenate(parts)
+    first = chunks[0]
+    if any(chunk.fps != first.fps or chunk.frames.shape[1:] != first.frames.shape[1:] for chunk in chunks):
+        raise ValueError("chunks differ in size or frame rate; they cannot be joined")
+    kept = [chunk.frames[overlap:] for chunk, overlap in zip(chunks, overlaps)]
+    starts = np.cumsum([0] + [len(part) for part in kept[:-1]]).tolist()
+    frames = np.concatenate(kept)
     with_sound = [chunk.sound is not None for chunk in chunks]
     if any(with_sound) and not all(with_sound):
         raise ValueError("some chunks have sound and some do not")

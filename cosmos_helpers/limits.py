@@ -30,11 +30,8 @@ def check_profile_limits(request: Any, profile: Profile) -> None:
     if request.sound and not profile.sound:
         raise ValidationError("sound", f"profile {profile.name!r} ({profile.model}) has no sound pathway.",
                               "use sound=False, or profile 'nano' / 'super' (or 'tiny') for video with sound.")
-    if profile.distilled:
-        _check_distilled(request, profile)
-
-
-def _check_distilled(request: Any, profile: Profile) -> None:
+    if not profile.distilled:
+        return
     steps = len(profile.distilled_sigmas)
     where = f"profile {profile.name!r} is a distilled checkpoint"
     fixed = {"num_inference_steps": (steps, f"it samples its fixed {steps}-step schedule "

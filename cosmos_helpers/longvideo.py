@@ -169,14 +169,12 @@ def _seeds(seed: int, seeds: Sequence[int] | None, count: int) -> list[int]:
 def _reusable_chunks(plan: _Plan, overwrite: bool) -> list[Path]:
     """The saved chain from chunk 0 a rerun can reuse; another run's file at a later chunk's name is refused."""
     reusable: list[Path] = []
-    previous: Path | None = None
     for index in range(plan.count):
-        done = find_saved(plan.chunk_stem(index), plan.request(index, previous), backend=plan.backend,
-                          settings=plan.settings)
+        done = find_saved(plan.chunk_stem(index), plan.request(index, reusable[-1].resolve() if reusable else None),
+                          backend=plan.backend, settings=plan.settings)
         if done is None:
             break
         reusable.append(done)
-        previous = done.resolve()
     if not overwrite:
         for index in range(len(reusable), plan.count):
             stale = existing_output(plan.chunk_stem(index))

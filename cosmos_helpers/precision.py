@@ -64,20 +64,17 @@ class FP8:
 
 
 Precision = Union[None, str, FP8]
+_NAMED: dict[str, Precision] = {"bf16": None, "bfloat16": None, facts.REVISION: FP8(),  # a name given -> as stored
+                                **{method: method for method in RUNTIME_METHODS}}
 
 
 def check_precision(value: Any) -> Precision:
     """The request's ``precision`` as stored: ``None``, an :class:`FP8`, or a runtime method name."""
     if value is None or isinstance(value, FP8):
         return value
-    if isinstance(value, str):
-        text = value.strip().lower().replace("-", "")
-        if text in ("bf16", "bfloat16"):
-            return None
-        if text == facts.REVISION:
-            return FP8()
-        if text in RUNTIME_METHODS:
-            return text
+    text = value.strip().lower().replace("-", "") if isinstance(value, str) else None
+    if text in _NAMED:
+        return _NAMED[text]
     raise ValidationError("precision", f"{value!r} is not a precision choice.",
                           "pass None (the checkpoint's bf16 weights), 'fp8' or FP8(...) (NVIDIA's ModelOpt FP8 "
                           "revision; from cosmos_helpers import FP8), or 'mxfp8' / 'nvfp4' (the Cosmos Framework "

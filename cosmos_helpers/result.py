@@ -92,9 +92,8 @@ class Generation:
         if frames.ndim != 4 or frames.shape[-1] != 3:
             raise ValueError(f"frames must be (T, H, W, 3), got {frames.shape}")
         self.frames = frames
-        if self.sound is not None:
-            sound = np.asarray(self.sound, dtype=np.float32)
-            self.sound = sound[None] if sound.ndim == 1 else sound
+        if self.sound is not None:  # a mono (N,) track as (1, N)
+            self.sound = np.atleast_2d(np.asarray(self.sound, dtype=np.float32))
         if self.actions is not None:
             self.actions = np.asarray(self.actions, dtype=np.float32)
 

@@ -80,8 +80,7 @@ def _notebook_page(notebook: Path, offline: bool = True) -> Path | str:
         body, _ = exporter.from_notebook_node(node, resources={"metadata": {"name": notebook.stem}})
     except Exception as exc:  # one broken notebook must not take the gallery down
         return f"could not convert: {type(exc).__name__}: {exc}"
-    media.write_bytes_atomic(target, body.encode("utf-8"), overwrite=True)
-    return target
+    return media.write_bytes_atomic(target, body.encode("utf-8"), overwrite=True)
 
 
 def _run_entry(root: Path, manifest_path: Path, manifest: dict[str, Any], max_side: int | None) -> dict[str, Any]:

@@ -118,8 +118,7 @@ def long_video(prompts: Any, backend: Backend, *, chunks: int | None = None, out
 def _plan(prompts: Any, backend: Any, *, chunks: int | None, out: str | Path, name: str, seed: int,
           seeds: Sequence[int] | None, conditioning_frames: int | None, options: dict[str, Any]) -> _Plan:
     prompt_list = _prompt_list(prompts, chunks)
-    count = len(prompt_list)
-    seed_list = _seeds(seed, seeds, count)
+    seed_list = _seeds(seed, seeds, len(prompt_list))
     options = dict(options)
     mode = options.pop("mode", None)
     image = options.pop("image", None)

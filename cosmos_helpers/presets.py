@@ -157,8 +157,7 @@ _TINY = Profile(
                                           num_frames=min(d.num_frames, 9), num_inference_steps=4)
                             for mode, d in _NANO.modes.items()}),
 )
-# Stand-ins of the variants on the embedded weights, for CPU runs and CI: the variant's modes, schedule and
-# capabilities at the tiny profile's sizes (``tiny-distilled`` is a real distilled-format checkpoint folder).
+# Stand-ins of the variants on the embedded weights for CPU runs and CI: their modes, schedule and limits, tiny sizes.
 _TINY_DISTILLED = Profile(
     name="tiny-distilled", model="tiny-distilled", guardrails=False,
     description="embedded random-weight Cosmos3 in the distilled format (diffusers' Cosmos3DistilledBlocks): the "

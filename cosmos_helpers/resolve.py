@@ -74,8 +74,7 @@ class ResolvedRequest:
 
     @property
     def keeps_image_size(self) -> bool:
-        """An edit given no tier, aspect ratio or size: the input's shape, longer side 512, as the framework does
-        (``protocol.variants.edit_size``). Given either, an edit takes a bucket and the other is filled in."""
+        """An edit given no tier, aspect ratio or size keeps its input's shape, longer side 512 (``edit_size``)."""
         return self.mode == "image2image" and not self.given & _SIZE_FIELDS
 
     @property

@@ -19,10 +19,8 @@ _FALSE = {"0", "false", "no", "off"}
 def is_static() -> bool:
     """Whether outputs should be static HTML rather than live ipywidgets (see the module docstring)."""
     forced = os.environ.get("COSMOS_HELPERS_STATIC", "").strip().lower()
-    if forced in _TRUE:
-        return True
-    if forced in _FALSE:
-        return False
+    if forced in _TRUE | _FALSE:
+        return forced in _TRUE
     shell = _ipython()
     if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
         return True
@@ -30,10 +28,8 @@ def is_static() -> bool:
 
 
 def _ipython():
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython is a dependency
-        return None
+    from IPython import get_ipython  # a dependency; None outside an IPython shell
+
     return get_ipython()
 
 

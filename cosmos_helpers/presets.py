@@ -149,13 +149,19 @@ _EDGE = _checkpoint_profile("edge", "Cosmos3-Edge", "nvidia/Cosmos3-Edge at the 
                             "121 frames; no sound pathway)", sound=variants.EDGE_SOUND)
 _SUPER_T2I_4STEP = _distilled_profile("super-t2i-4step", "nvidia/Cosmos3-Super-Text2Image-4Step")
 _SUPER_I2V_4STEP = _distilled_profile("super-i2v-4step", "nvidia/Cosmos3-Super-Image2Video-4Step")
+def _on_cpu(profile: Profile) -> Mapping[str, ModeDefaults]:
+    """A checkpoint's defaults shrunk for the embedded CPU models: the CPU tier (the action tier for action modes,
+    whose canvas has no smaller bucket), at most 9 frames, 4 steps."""
+    return MappingProxyType({mode: replace(d, tier=ACTION_TIER if mode in action.MODES else CPU_TIER,
+                                           num_frames=min(d.num_frames, 9), num_inference_steps=4)
+                             for mode, d in profile.modes.items()})
+
+
 _TINY = Profile(
     name="tiny", model="tiny", guardrails=False,
     description="embedded Cosmos3 trained on a synthetic world of coloured balls and boxes (real classes): Nano's "
                 "guidance and shift at the CPU tier, 9 frames, 4 steps",
-    modes=MappingProxyType({mode: replace(d, tier=ACTION_TIER if mode in action.MODES else CPU_TIER,
-                                          num_frames=min(d.num_frames, 9), num_inference_steps=4)
-                            for mode, d in _NANO.modes.items()}),
+    modes=_on_cpu(_NANO),
 )
 # Stand-ins of the variants on the embedded weights for CPU runs and CI: their modes, schedule and limits, tiny sizes.
 _TINY_DISTILLED = Profile(
@@ -171,8 +177,7 @@ _TINY_EDGE = Profile(
     name="tiny-edge", model="tiny-edge", guardrails=False, sound=False,
     description="embedded random-weight Cosmos3 with Edge's backbone (Nemotron dense), defaults and limits (no "
                 "sound) at the CPU tier",
-    modes=MappingProxyType({mode: replace(d, tier=CPU_TIER, num_frames=min(d.num_frames, 9), num_inference_steps=4)
-                            for mode, d in _EDGE.modes.items()}))
+    modes=_on_cpu(_EDGE))
 PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (
     _TINY, _NANO, _SUPER, _EDGE, _TINY_DISTILLED, _TINY_EDGE, _SUPER_T2I_4STEP, _SUPER_I2V_4STEP)})
 # What runs when nobody names a profile or a model: the embedded model, so every cookbook runs on a laptop.

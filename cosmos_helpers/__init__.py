@@ -1,14 +1,11 @@
 """Helpers that make NVIDIA Cosmos 3 generation easy to learn, run and trust from notebooks.
 
-Describe a generation once with :class:`GenerationRequest`, run it on any backend
-(:class:`DiffusersBackend` in-process, :class:`VllmOmniBackend` over HTTP, :class:`FrameworkBackend` through
-the Cosmos Framework CLI, :class:`FrameworkServeBackend` on the framework's Ray Serve app), and get a
-:class:`Generation` back that saves atomically with a manifest.
+Describe a generation once with :class:`GenerationRequest`, run it on any backend (diffusers in-process, vLLM-Omni
+over HTTP, the Cosmos Framework's CLI or Ray Serve app), and get a :class:`Generation` that saves with a manifest.
 
-Here are the names a cookbook's first cell needs; the rest live in named subpackages: ``presets`` (profiles,
-sizes), ``errors``, ``prompting`` and ``prompts`` (captions), ``actions`` (trajectories), ``transfer`` and
-``controls``, ``batch``, ``sweeps``, ``fast``, ``backends.*``, ``standins.*`` (local servers), ``media``.
-Importing this package is cheap: torch, diffusers and the HTTP stack load only when first used.
+Here are the names a cookbook's first cell needs; the rest live in named modules (``presets``, ``errors``,
+``prompting``, ``actions``, ``transfer``, ``controls``, ``batch``, ``sweeps``, ``fast``, ``backends``, ``standins``,
+``media``). Importing this package is cheap: torch, diffusers and the HTTP stack load only when first used.
 """
 
 from __future__ import annotations

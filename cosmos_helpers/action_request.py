@@ -106,8 +106,7 @@ def _conditioning_size(request: Any) -> tuple[int, int]:
         raise ValidationError(wanted, f"{request.mode} needs {article} {wanted}: {why}.", f"pass {wanted}= {forms}.")
     if wanted == "image":
         media.check_image(source, field="image")
-        w, h = media.load_image(source).size
-        return h, w
+        return media.load_image(source).size[::-1]
     media.check_video(source, field="video")
     frames = media.load_video_frames(source, max_frames=request.num_frames)[0]  # enough to tell it is long enough
     if len(frames) < request.num_frames:

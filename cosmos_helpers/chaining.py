@@ -4,11 +4,9 @@ Cosmos3's video2video mode keeps some *latent* frames of a conditioning clip cle
 (``condition_frame_indexes_vision``; ``condition_video_keep='last'`` takes them from the end of the clip). Latent
 indexes ``0..k-1`` hold ``4(k-1)+1`` pixel frames (the VAE's temporal stride), so a continuation is conditioned
 on ``1, 5, 9, ...`` pixel frames of the previous clip, and its output *starts* with its own re-creation of them.
-The default is Cosmos3's own v2v default, latent frames ``(0, 1)``: 5 pixel frames.
 
-Joining: each continuation loses its first ``conditioning_frames`` frames (the previous chunk shows them), so no
-frame is duplicated and pictures never crossfade; over the overlap the old sound track fades linearly into the new
-one, so the joined track is exactly as long as the joined frames, without a click at the join.
+Joining drops those re-created frames (no frame twice, no crossfade); over them the old sound track fades linearly
+into the new one, so the joined track is as long as the joined frames, without a click at the join.
 """
 
 from __future__ import annotations
@@ -94,9 +92,8 @@ def extend(generation: Generation, prompt: Any, backend: Any, *, conditioning_fr
     Its other settings are those of the generation it continues (``options``, e.g. ``num_frames=17``, win); the seed
     defaults to its seed + 1. ``join([generation, chunk], [0, overlap_of(chunk.request)])`` makes one clip of them.
     """
-    request = continuation_request(generation, prompt, conditioning_frames=conditioning_frames, seed=seed,
-                                   **options)
-    return backend.generate(request)
+    return backend.generate(continuation_request(generation, prompt, conditioning_frames=conditioning_frames,
+                                                 seed=seed, **options))
 
 
 def overlap_of(request: Any) -> int:
@@ -108,25 +105,20 @@ def overlap_of(request: Any) -> int:
 
 
 def join(chunks: Sequence[Generation], overlaps: Sequence[int]) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
-    """``(frames, sound, starts)`` of chained chunks: ``overlaps[i]`` leading frames of chunk ``i`` dropped,
-    sound cut to the kept frames and faded over each overlap; ``starts[i]`` is where chunk ``i``'s kept frames
-    begin in the joined video."""
+    """``(frames, sound, starts)`` of chained chunks: ``overlaps[i]`` leading frames of chunk ``i`` dropped (the sound
+    faded over them); ``starts[i]`` is where chunk ``i``'s kept frames begin in the joined video."""
     if len(chunks) != len(overlaps) or not chunks:
         raise ValueError("one overlap per chunk, and at least one chunk")
-    fps = chunks[0].fps
-    parts, starts, total = [], [], 0
-    for chunk, overlap in zip(chunks, overlaps):
-        if chunk.fps != fps or chunk.frames.shape[1:] != chunks[0].frames.shape[1:]:
-            raise ValueError("chunks differ in size or frame rate; they cannot be joined")
-        starts.append(total)
-        parts.append(chunk.frames[overlap:])
-        total += chunk.num_frames - overlap
-    frames = np.concatenate(parts)
+    first = chunks[0]
+    if any(chunk.fps != first.fps or chunk.frames.shape[1:] != first.frames.shape[1:] for chunk in chunks):
+        raise ValueError("chunks differ in size or frame rate; they cannot be joined")
+    kept = [chunk.frames[overlap:] for chunk, overlap in zip(chunks, overlaps)]
+    starts = np.cumsum([0] + [len(part) for part in kept[:-1]]).tolist()
+    frames = np.concatenate(kept)
     with_sound = [chunk.sound is not None for chunk in chunks]
     if any(with_sound) and not all(with_sound):
         raise ValueError("some chunks have sound and some do not")
-    sound = join_sound(chunks, overlaps) if all(with_sound) else None
-    return frames, sound, starts
+    return frames, join_sound(chunks, overlaps) if all(with_sound) else None, starts
 
 
 def join_sound(chunks: Sequence[Generation], overlaps: Sequence[int]) -> np.ndarray:
@@ -148,8 +140,7 @@ def join_sound(chunks: Sequence[Generation], overlaps: Sequence[int]) -> np.ndar
 
 
 def _fit(sound: np.ndarray, length: int) -> np.ndarray:
-    """A track of exactly ``length`` samples: an extra tail trimmed, a short one padded with its own last sample (never
-    silence in the middle of a clip)."""
+    """Exactly ``length`` samples: a long tail trimmed, a short one padded with its last sample (no gap mid-clip)."""
     sound = np.asarray(sound, dtype=np.float32)
     if sound.shape[1] >= length:
         return sound[:, :length].copy()

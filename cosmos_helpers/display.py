@@ -1,13 +1,9 @@
 """Where is this output going: a live Jupyter front end (widgets work) or a static document? And showing one thing.
 
 Static (papermill, nbconvert, nbmake, plain Python, terminal IPython): the output is read later as a file, where
-ipywidgets render as nothing, so we emit self-contained HTML. The decision is explicit, never a guess:
-
-1. ``COSMOS_HELPERS_STATIC`` set: ``1``/``true``/``yes`` -> static, ``0``/``false``/``no`` -> live. Our runner
-   (``cosmos-helpers run-cookbooks``) and the test suite set it; set it yourself for other headless runs.
-2. A kernel that a Jupyter server started for a notebook session (it sets ``JPY_SESSION_NAME``) or VS Code
-   started -> live.
-3. Anything else -> static.
+ipywidgets render as nothing, so we emit self-contained HTML. ``COSMOS_HELPERS_STATIC=1`` / ``0`` forces static / live
+(``run-cookbooks`` and the tests set it); otherwise only a kernel that a Jupyter server started for a notebook
+session (``JPY_SESSION_NAME``) or VS Code started is live.
 """
 
 from __future__ import annotations
@@ -21,12 +17,10 @@ _FALSE = {"0", "false", "no", "off"}
 
 
 def is_static() -> bool:
-    """True when outputs should be static HTML rather than live ipywidgets (see the module docstring)."""
+    """Whether outputs should be static HTML rather than live ipywidgets (see the module docstring)."""
     forced = os.environ.get("COSMOS_HELPERS_STATIC", "").strip().lower()
-    if forced in _TRUE:
-        return True
-    if forced in _FALSE:
-        return False
+    if forced in _TRUE | _FALSE:
+        return forced in _TRUE
     shell = _ipython()
     if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
         return True
@@ -34,10 +28,8 @@ def is_static() -> bool:
 
 
 def _ipython():
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython is a dependency
-        return None
+    from IPython import get_ipython  # a dependency; None outside an IPython shell
+
     return get_ipython()
 
 

@@ -6,7 +6,6 @@ Half of all notebook failures are environment failures; showing the facts first 
 from __future__ import annotations
 
 import platform
-import sys
 from typing import Any
 
 from .models.tiny import cache_root
@@ -34,5 +33,5 @@ def environment_report(*, verbose: bool = True) -> dict[str, Any]:
     if verbose:
         width = max(map(len, report))
         for key, value in report.items():
-            print(f"{key:<{width}}  {value}", file=sys.stdout)
+            print(f"{key:<{width}}  {value}")
     return report

@@ -1,9 +1,7 @@
 """A browsable HTML gallery of an output folder: executed notebooks, every result, and a table of runs.
 
-:func:`write_gallery` writes ``<output_dir>/index.html`` with every executed notebook converted beside it
-(``<name>.html``); every result found by its manifest (``"schema": "cosmos-helpers/generation/v1"``) as a thumbnail
-(``<stem>.thumb.jpg``), a player on the small preview (``<stem>.preview.mp4``) and an action result's trajectories
-(``<stem>.trajectory.png``); and a table of runs, a stand-in's output marked ``framework (stand-in)``.
+:func:`write_gallery` writes ``<output_dir>/index.html``: every notebook converted beside it, every result found by
+its manifest as a thumbnail, a player on its small preview and an action result's trajectories, and a table of runs.
 Links are relative, so the folder can be zipped, copied or served as is (``python -m http.server``); previews,
 thumbnails and notebook pages are rebuilt only when stale.
 """
@@ -82,8 +80,7 @@ def _notebook_page(notebook: Path, offline: bool = True) -> Path | str:
         body, _ = exporter.from_notebook_node(node, resources={"metadata": {"name": notebook.stem}})
     except Exception as exc:  # one broken notebook must not take the gallery down
         return f"could not convert: {type(exc).__name__}: {exc}"
-    media.write_bytes_atomic(target, body.encode("utf-8"), overwrite=True)
-    return target
+    return media.write_bytes_atomic(target, body.encode("utf-8"), overwrite=True)
 
 
 def _run_entry(root: Path, manifest_path: Path, manifest: dict[str, Any], max_side: int | None) -> dict[str, Any]:
@@ -99,11 +96,8 @@ def _run_entry(root: Path, manifest_path: Path, manifest: dict[str, Any], max_si
         if not preview.fresh(thumb, media_path):
             media.write_bytes_atomic(thumb, preview.poster_jpeg(item, THUMB_SIDE, frame=0 if item.is_image else None),
                                      overwrite=True)
-        entry["thumb"] = thumb
-        if not item.is_image:
-            entry["preview"] = preview.ensure_preview(item, max_side)
-        entry["item"] = item
-        entry["trajectory"] = _trajectory(manifest_path, media_path, manifest)
+        entry.update(item=item, thumb=thumb, preview=None if item.is_image else preview.ensure_preview(item, max_side),
+                     trajectory=_trajectory(manifest_path, media_path, manifest))
     except Exception as exc:  # an unreadable file is reported in its card, not fatal
         entry["error"] = f"{type(exc).__name__}: {exc}"
     return entry

@@ -1,8 +1,7 @@
 """What a profile's checkpoint cannot do, refused while a request is built (before any model loads).
 
 A distilled checkpoint samples a fixed schedule with guidance baked in: the framework and vLLM-Omni would silently
-ignore a step count, a guidance scale or a negative prompt given for it, diffusers raises only once the model is
-loaded (``protocol.variants``). Checkpoints without the sound pathway, or published for some modes, refuse the rest.
+ignore a step count, guidance scale or negative prompt given for it, diffusers raises only once the model is loaded.
 """
 
 from __future__ import annotations
@@ -31,11 +30,8 @@ def check_profile_limits(request: Any, profile: Profile) -> None:
     if request.sound and not profile.sound:
         raise ValidationError("sound", f"profile {profile.name!r} ({profile.model}) has no sound pathway.",
                               "use sound=False, or profile 'nano' / 'super' (or 'tiny') for video with sound.")
-    if profile.distilled:
-        _check_distilled(request, profile)
-
-
-def _check_distilled(request: Any, profile: Profile) -> None:
+    if not profile.distilled:
+        return
     steps = len(profile.distilled_sigmas)
     where = f"profile {profile.name!r} is a distilled checkpoint"
     fixed = {"num_inference_steps": (steps, f"it samples its fixed {steps}-step schedule "

@@ -1,9 +1,8 @@
 """``long_video``: a clip longer than one generation, made chunk after chunk, resumable, saved with its chunks.
 
-Chunk ``i > 0`` is a video2video continuation of chunk ``i - 1`` *as saved* (its file), so a rerun builds exactly
-the same requests and skips every chunk already saved for them. Everything is checked before the first chunk:
-prompts, seeds, conditioning frames, every chunk's request, what the backend refuses, and which saved files are this
-run's (reused) or another run's (refused unless ``overwrite=True``).
+Chunk ``i > 0`` continues chunk ``i - 1`` *as saved* (its file), so a rerun builds the same requests and skips the
+chunks saved for them. Everything is checked before the first chunk, including which saved files are this run's
+(reused) or another run's (refused unless ``overwrite=True``).
 """
 
 from __future__ import annotations
@@ -119,15 +118,13 @@ def long_video(prompts: Any, backend: Backend, *, chunks: int | None = None, out
 def _plan(prompts: Any, backend: Any, *, chunks: int | None, out: str | Path, name: str, seed: int,
           seeds: Sequence[int] | None, conditioning_frames: int | None, options: dict[str, Any]) -> _Plan:
     prompt_list = _prompt_list(prompts, chunks)
-    count = len(prompt_list)
-    seed_list = _seeds(seed, seeds, count)
+    seed_list = _seeds(seed, seeds, len(prompt_list))
     options = dict(options)
     mode = options.pop("mode", None)
     image = options.pop("image", None)
-    if options.get("video") is not None:
+    if options.pop("video", None) is not None:
         raise ValidationError("video", "a long video starts from text or an image; continuing a video is extend().",
                               "drop video=, or call extend(generation, prompt, backend).")
-    options.pop("video", None)
     if mode is not None and normalize_mode(mode) not in _FIRST_MODES:
         raise ValidationError("mode", f"a long video starts with a text2video or image2video chunk, not {mode}.",
                               "use mode='text2video' (or 'image2video' with image=); to continue a video, extend().")
@@ -171,14 +168,12 @@ def _seeds(seed: int, seeds: Sequence[int] | None, count: int) -> list[int]:
 def _reusable_chunks(plan: _Plan, overwrite: bool) -> list[Path]:
     """The saved chain from chunk 0 a rerun can reuse; another run's file at a later chunk's name is refused."""
     reusable: list[Path] = []
-    previous: Path | None = None
     for index in range(plan.count):
-        done = find_saved(plan.chunk_stem(index), plan.request(index, previous), backend=plan.backend,
-                          settings=plan.settings)
+        done = find_saved(plan.chunk_stem(index), plan.request(index, reusable[-1].resolve() if reusable else None),
+                          backend=plan.backend, settings=plan.settings)
         if done is None:
             break
         reusable.append(done)
-        previous = done.resolve()
     if not overwrite:
         for index in range(len(reusable), plan.count):
             stale = existing_output(plan.chunk_stem(index))

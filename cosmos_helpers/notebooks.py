@@ -45,8 +45,7 @@ def repo_root(start: str | Path | None = None) -> Path:
 
 
 def find_cookbooks(root: str | Path | None = None, only: Iterable[str] = ()) -> list[Path]:
-    """The cookbooks under ``cookbooks/``, not the executed copies an interactive run leaves in its ``outputs/``
-    folder (a sweep writes one notebook per run there) or Jupyter's checkpoints."""
+    """The cookbooks under ``cookbooks/``, not the executed copies runs leave in ``outputs/``, nor checkpoints."""
     base = repo_root(root) / COOKBOOK_DIR
     notebooks = sorted(p for p in base.rglob("*.ipynb")
                        if not SKIPPED_FOLDERS.intersection(p.relative_to(base).parts[:-1]))
@@ -73,8 +72,7 @@ def execute_notebook(notebook: str | Path, executed: str | Path, parameters: dic
 def run_cookbooks(out: str | Path, *, root: str | Path | None = None, profile: str = DEFAULT_PROFILE,
                   parameters: dict[str, Any] | None = None, only: Iterable[str] = (), kernel: str = "python3",
                   gallery: bool = True, log_output: bool = False) -> list[NotebookRun]:
-    """Execute every cookbook into ``out``; failures are recorded, not raised, so one bad notebook
-    does not hide the others' results."""
+    """Execute every cookbook into ``out``; failures are recorded, not raised: one must not hide the others' results."""
     import papermill
 
     out = Path(out).resolve()

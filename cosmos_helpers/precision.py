@@ -1,11 +1,9 @@
 """Numeric precision as one request option: ``GenerationRequest(precision=None | "fp8" | FP8(...) | "mxfp8")``.
 
-A request field, not ``nano-fp8`` profiles: the FP8 weights are another revision of the *same* checkpoint, so the
-switch composes with every profile and ``model=``, and it is in every manifest and fingerprint (an FP8 result never
-serves a bf16 request). ``None`` / ``"bf16"``: the bf16 weights; ``"fp8"`` = ``FP8()``: NVIDIA's ModelOpt FP8
-revision with the checkpoint's per-step policy (W8A16 on the first and last steps, W8A8 between), which ``FP8(...)``
-overrides; ``"mxfp8"`` / ``"nvfp4"``: the Cosmos Framework's load-time quantization (Blackwell GPUs only). A backend
-that cannot honour a value refuses it before any work. Facts: :mod:`cosmos_helpers.protocol.fp8`.
+A request field, not profiles: FP8 is another revision of the *same* checkpoint, so it composes with every profile and
+``model=`` and is in every fingerprint. ``None`` / ``"bf16"``: the bf16 weights; ``"fp8"`` = ``FP8()``: NVIDIA's
+ModelOpt FP8 revision with the checkpoint's per-step policy (W8A16 first and last steps, W8A8 between); ``"mxfp8"`` /
+``"nvfp4"``: the Cosmos Framework's load-time quantization (Blackwell only). Facts: :mod:`cosmos_helpers.protocol.fp8`.
 """
 
 from __future__ import annotations
@@ -57,7 +55,6 @@ class FP8:
                                   "cannot go with it.", "drop mixed=False, or drop first_steps/last_steps/reasoner.")
 
     def given(self) -> dict[str, Any]:
-        """The fields set here (what the request asks for; the rest is the checkpoint's policy)."""
         return {name: value for name, value in asdict(self).items() if value is not None}
 
     @property
@@ -67,20 +64,17 @@ class FP8:
 
 
 Precision = Union[None, str, FP8]
+_NAMED: dict[str, Precision] = {"bf16": None, "bfloat16": None, facts.REVISION: FP8(),  # a name given -> as stored
+                                **{method: method for method in RUNTIME_METHODS}}
 
 
 def check_precision(value: Any) -> Precision:
     """The request's ``precision`` as stored: ``None``, an :class:`FP8`, or a runtime method name."""
     if value is None or isinstance(value, FP8):
         return value
-    if isinstance(value, str):
-        text = value.strip().lower().replace("-", "")
-        if text in ("bf16", "bfloat16"):
-            return None
-        if text == facts.REVISION:
-            return FP8()
-        if text in RUNTIME_METHODS:
-            return text
+    text = value.strip().lower().replace("-", "") if isinstance(value, str) else None
+    if text in _NAMED:
+        return _NAMED[text]
     raise ValidationError("precision", f"{value!r} is not a precision choice.",
                           "pass None (the checkpoint's bf16 weights), 'fp8' or FP8(...) (NVIDIA's ModelOpt FP8 "
                           "revision; from cosmos_helpers import FP8), or 'mxfp8' / 'nvfp4' (the Cosmos Framework "
@@ -88,8 +82,7 @@ def check_precision(value: Any) -> Precision:
 
 
 def precision_record(value: Precision) -> Any:
-    """The JSON form in a request's record (and fingerprint): ``{"fp8": {given}}`` or the method name (``None``: left
-    out of the record)."""
+    """The JSON form in a request's record (and fingerprint): ``{"fp8": {given}}`` or the method name."""
     return {facts.REVISION: value.given()} if isinstance(value, FP8) else value
 
 
@@ -104,8 +97,7 @@ def describe(value: Precision, backend: str) -> dict[str, Any]:
 
 
 def check_for_backend(value: Precision, backend: str) -> None:
-    """Refuse, before any work, a precision ``backend`` cannot run as asked (what a backend can run beyond this, e.g.
-    the framework's local-folder rule, its own check adds)."""
+    """Refuse, before any work, a precision ``backend`` cannot run as asked (its own check may add more)."""
     assert backend in facts.BACKEND_DEFAULT, backend
     if value is None:
         return
@@ -129,8 +121,7 @@ def check_for_backend(value: Precision, backend: str) -> None:
 
 
 def diffusers_call_kwargs(value: Precision) -> dict[str, Any]:
-    """The ``Cosmos3OmniPipeline.__call__`` arguments of an :class:`FP8`'s given fields (none: the checkpoint's
-    policy, diffusers' own default)."""
+    """The ``Cosmos3OmniPipeline.__call__`` arguments of an :class:`FP8`'s given fields."""
     if not isinstance(value, FP8):
         return {}
     translated = {"mixed": facts.DIFFUSERS_FORMATS, "reasoner": facts.DIFFUSERS_REASONER}
@@ -140,8 +131,7 @@ def diffusers_call_kwargs(value: Precision) -> dict[str, Any]:
 
 def vllm_serve_flags(value: Precision, *, force_cutlass: bool = False, kv_cache_fp8: bool = False) -> list[str]:
     """The ``vllm serve`` flags that load ``value``: ``--revision fp8`` and, for given schedule fields,
-    ``--additional-config '{"cosmos3_mixed_precision": {...}}'`` (it replaces the checkpoint's policy as a whole, its
-    missing fields at vLLM-Omni's defaults 3, 3, a16, the published policy's values); kernels on request."""
+    ``--additional-config`` (it replaces the checkpoint's whole policy, missing fields at vLLM-Omni's 3, 3, a16)."""
     if isinstance(value, str):
         check_for_backend(value, "vllm-omni")
     if force_cutlass and not isinstance(value, FP8):
@@ -160,9 +150,8 @@ def vllm_serve_flags(value: Precision, *, force_cutlass: bool = False, kv_cache_
 
 
 def framework_flags(value: Precision, model: str) -> list[str]:
-    """The framework's flags for ``value`` with ``model``, refusing what it would run otherwise than asked: a runtime
-    method is ``--quantization-method``; FP8 is a local ModelOpt folder (``hf_quant_config.json``), FP8 whatever the
-    request says."""
+    """The framework's flags for ``value`` with ``model``, refusing what it would run otherwise than asked (FP8 is a
+    local ModelOpt folder, ``hf_quant_config.json``, and runs as FP8 whatever the request says)."""
     check_for_backend(value, "framework")
     folder = Path(str(model)).expanduser()
     modelopt = folder.is_dir() and (folder / facts.FRAMEWORK_FP8_MARKER).is_file()

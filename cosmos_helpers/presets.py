@@ -2,8 +2,6 @@
 
 The buckets are the Cosmos Framework's plus this project's CPU tier ``128``. Defaults are *per mode*, as Cosmos 3's
 differ (text-to-image: 50 steps, guidance 4, shift 3 at 1:1; video: 35 steps, guidance 6, shift 10 at 16:9).
-``nano`` / ``super`` / ``edge`` are the framework's published defaults; ``tiny`` shrinks size, length and steps for a
-CPU; the distilled 4-step checkpoints run one mode each; ``tiny-distilled`` and ``tiny-edge`` are CPU stand-ins.
 """
 
 from __future__ import annotations
@@ -151,16 +149,21 @@ _EDGE = _checkpoint_profile("edge", "Cosmos3-Edge", "nvidia/Cosmos3-Edge at the 
                             "121 frames; no sound pathway)", sound=variants.EDGE_SOUND)
 _SUPER_T2I_4STEP = _distilled_profile("super-t2i-4step", "nvidia/Cosmos3-Super-Text2Image-4Step")
 _SUPER_I2V_4STEP = _distilled_profile("super-i2v-4step", "nvidia/Cosmos3-Super-Image2Video-4Step")
+def _on_cpu(profile: Profile) -> Mapping[str, ModeDefaults]:
+    """A checkpoint's defaults shrunk for the embedded CPU models: the CPU tier (the action tier for action modes,
+    whose canvas has no smaller bucket), at most 9 frames, 4 steps."""
+    return MappingProxyType({mode: replace(d, tier=ACTION_TIER if mode in action.MODES else CPU_TIER,
+                                           num_frames=min(d.num_frames, 9), num_inference_steps=4)
+                             for mode, d in profile.modes.items()})
+
+
 _TINY = Profile(
     name="tiny", model="tiny", guardrails=False,
     description="embedded Cosmos3 trained on a synthetic world of coloured balls and boxes (real classes): Nano's "
                 "guidance and shift at the CPU tier, 9 frames, 4 steps",
-    modes=MappingProxyType({mode: replace(d, tier=ACTION_TIER if mode in action.MODES else CPU_TIER,
-                                          num_frames=min(d.num_frames, 9), num_inference_steps=4)
-                            for mode, d in _NANO.modes.items()}),
+    modes=_on_cpu(_NANO),
 )
-# Stand-ins of the variants on the embedded weights, for CPU runs and CI: the variant's modes, schedule and
-# capabilities at the tiny profile's sizes (``tiny-distilled`` is a real distilled-format checkpoint folder).
+# Stand-ins of the variants on the embedded weights for CPU runs and CI: their modes, schedule and limits, tiny sizes.
 _TINY_DISTILLED = Profile(
     name="tiny-distilled", model="tiny-distilled", guardrails=False,
     description="embedded random-weight Cosmos3 in the distilled format (diffusers' Cosmos3DistilledBlocks): the "
@@ -174,8 +177,7 @@ _TINY_EDGE = Profile(
     name="tiny-edge", model="tiny-edge", guardrails=False, sound=False,
     description="embedded random-weight Cosmos3 with Edge's backbone (Nemotron dense), defaults and limits (no "
                 "sound) at the CPU tier",
-    modes=MappingProxyType({mode: replace(d, tier=CPU_TIER, num_frames=min(d.num_frames, 9), num_inference_steps=4)
-                            for mode, d in _EDGE.modes.items()}))
+    modes=_on_cpu(_EDGE))
 PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (
     _TINY, _NANO, _SUPER, _EDGE, _TINY_DISTILLED, _TINY_EDGE, _SUPER_T2I_4STEP, _SUPER_I2V_4STEP)})
 # What runs when nobody names a profile or a model: the embedded model, so every cookbook runs on a laptop.

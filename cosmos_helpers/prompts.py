@@ -50,9 +50,9 @@ def compact(caption: Caption) -> str:
     return caption
 
 
-def parse_caption(text: str) -> Caption:
-    """A string that is a JSON object becomes a dict; anything else stays text."""
-    stripped = text.strip()
+def parse_caption(text: Caption) -> Caption:
+    """A string that is a JSON object becomes a dict; anything else stays as it is."""
+    stripped = text.strip() if isinstance(text, str) else ""
     if stripped.startswith("{"):
         try:
             value = json.loads(stripped)
@@ -96,7 +96,7 @@ def with_templates(text: str, *, width: int, height: int, num_frames: int, fps: 
 
 def caption_summary(caption: Caption, limit: int = 180) -> str:
     """A one-line human summary of a caption, for previews and galleries."""
-    value = parse_caption(caption) if isinstance(caption, str) else caption
+    value = parse_caption(caption)
     if isinstance(value, dict):
         texts = (value[key].strip() for key in ("comprehensive_t2i_caption", "temporal_caption", "background_setting")
                  if isinstance(value.get(key), str) and value[key].strip())

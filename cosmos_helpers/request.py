@@ -1,8 +1,5 @@
 """``GenerationRequest``: what the caller asks for, kept as given (``tier=None`` stays ``None``: what was set and
-what the profile filled in stay apart). Backends translate its resolved form (:mod:`.resolve`): what to generate is
-concrete, an omitted value coming from the *profile*, so the same request makes the same video everywhere; how a
-backend prepares it is ``None`` for that backend's own default (see the README's table) or forwarded to every backend
-(refused by one that cannot honour it).
+what the profile filled in stay apart); backends translate its resolved form (:mod:`.resolve`).
 """
 
 from __future__ import annotations
@@ -107,14 +104,11 @@ class GenerationRequest:
         """A new request with some values changed, checked again (``dataclasses.replace``)."""
         return replace(self, **changes)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The manifest's record of the resolved request (:meth:`ResolvedRequest.to_dict`)."""
+    def to_dict(self) -> dict[str, Any]:  # the manifest's record; fingerprint() and summary() also of resolve()
         return self._resolved.to_dict()
 
     def fingerprint(self) -> str:
-        """What a rerun compares to skip finished work (:meth:`ResolvedRequest.fingerprint`)."""
         return self._resolved.fingerprint()
 
     def summary(self) -> str:
-        """One line of what will be generated, with the values resolved."""
         return self._resolved.summary()

@@ -1,8 +1,7 @@
 """``ResolvedRequest``: what a :class:`~cosmos_helpers.request.GenerationRequest` asks for, every value concrete.
 
-:func:`resolve` fills in the profile's defaults for the mode and checks every value as a person would check it.
-Backends translate the resolved value, never the request as given, so the same request makes the same video
-everywhere; the manifest records it (:meth:`ResolvedRequest.to_dict`) and reruns compare its fingerprint.
+:func:`resolve` fills in the profile's defaults for the mode and checks every value as a person would. Backends
+translate this, never the request as given, so the same request makes the same video everywhere.
 """
 
 from __future__ import annotations
@@ -75,8 +74,7 @@ class ResolvedRequest:
 
     @property
     def keeps_image_size(self) -> bool:
-        """An edit given no tier, aspect ratio or size: the input's shape, longer side 512, as the framework does
-        (``protocol.variants.edit_size``). Given either, an edit takes a bucket and the other is filled in."""
+        """An edit given no tier, aspect ratio or size keeps its input's shape, longer side 512 (``edit_size``)."""
         return self.mode == "image2image" and not self.given & _SIZE_FIELDS
 
     @property
@@ -128,9 +126,7 @@ class ResolvedRequest:
                     continue
                 value = _RECORDS[name](value)
             out[name] = value
-        out["prompt"] = self.prompt_text()
-        out["negative_prompt"] = self.negative_prompt_text()
-        return out
+        return {**out, "prompt": self.prompt_text(), "negative_prompt": self.negative_prompt_text()}
 
     def fingerprint(self) -> str:
         """What a rerun compares to skip finished work (:func:`~cosmos_helpers.result.record_fingerprint`)."""
@@ -149,8 +145,7 @@ _RECORDS = {"step_cache": step_cache_record, "precision": precision_record}
 
 
 def resolve(request: Any) -> ResolvedRequest:
-    """Every value of ``request`` (a ``GenerationRequest``) concrete and checked; a mistake raises
-    :class:`~cosmos_helpers.errors.ValidationError` naming the field and the fix."""
+    """Every value of ``request`` (a ``GenerationRequest``) concrete and checked, or a ``ValidationError``."""
     d = ResolvedRequest(request)
     d.mode = normalize_mode(d.mode)
     if not isinstance(d.profile, str) or d.profile.strip().lower() not in PROFILES:
@@ -189,16 +184,13 @@ def resolve(request: Any) -> ResolvedRequest:
 def _prompts(d: ResolvedRequest) -> None:
     if d.prompt is None:
         raise ValidationError("prompt", "no prompt given.", "pass the text, a caption dict or a Path to a file.")
-    caption = load_caption(d.prompt, field="prompt")
-    if isinstance(caption, str):
-        caption = parse_caption(caption)
+    caption = parse_caption(load_caption(d.prompt, field="prompt"))
     if (isinstance(caption, str) and not caption.strip()) or (isinstance(caption, dict) and not caption):
         raise ValidationError("prompt", "the prompt is empty.", "describe the scene to generate.")
     negative: Caption | None = None
     if d.negative_prompt is not None:
-        negative = load_caption(d.negative_prompt, field="negative_prompt")
         # A negative caption is sent as compact JSON: metadata injection is for the positive prompt only.
-        negative = compact(parse_caption(negative) if isinstance(negative, str) else negative)
+        negative = compact(parse_caption(load_caption(d.negative_prompt, field="negative_prompt")))
     d.caption, d.negative = caption, negative
 
 
@@ -221,7 +213,12 @@ def _size(d: ResolvedRequest, defaults) -> None:
         if tier not in VIDEO_SIZES:
             raise ValidationError("tier", f"unknown resolution tier {d.tier!r}.",
                                   f"use one of {', '.join(VIDEO_SIZES)} (or width=/height=).")
-        aspect = normalize_aspect(d.aspect_ratio if d.aspect_ratio is not None else _default_aspect(d, defaults))
+        if d.aspect_ratio is not None:
+            aspect = normalize_aspect(d.aspect_ratio)
+        elif d.mode == "image2image" and d.image is not None:  # an edit: the bucket closest to its image's
+            aspect = detect_aspect_ratio(*_image_size(d.image))
+        else:
+            aspect = defaults.aspect_ratio
     if aspect not in ASPECT_RATIOS:
         raise ValidationError("aspect_ratio", f"unknown aspect ratio {d.aspect_ratio!r}.",
                               f"use one of {', '.join(ASPECT_RATIOS)} (\"16:9\" is accepted too).")
@@ -235,13 +232,6 @@ def _image_size(image: MediaLike) -> tuple[int, int]:
     """``(width, height)`` of a conditioning image, checked first (a bad one is named as the image)."""
     media.check_image(image, field="image")
     return media.load_image(image).size
-
-
-def _default_aspect(d: ResolvedRequest, defaults) -> str:
-    """An edit's aspect: the bucket closest to its image's (the framework keeps the input size); else the profile's."""
-    if d.mode != "image2image" or d.image is None:
-        return defaults.aspect_ratio
-    return detect_aspect_ratio(*_image_size(d.image))
 
 
 def _explicit_size(d: ResolvedRequest) -> None:
@@ -345,7 +335,7 @@ def _condition_frames(d: ResolvedRequest) -> tuple[int, ...]:
         raise ValidationError("condition_frames", f"{d.condition_frames!r} is not a list of latent frame indexes.",
                               "pass e.g. (0, 1): the first two latent frames stay clean.")
     latent_frames = (d.num_frames - 1) // 4 + 1
-    if d.mode == "video2video" and max(frames) >= latent_frames:
+    if max(frames) >= latent_frames:  # only video2video gets here
         raise ValidationError("condition_frames", f"index {max(frames)} is past the {latent_frames} latent frames "
                               f"of a {d.num_frames}-frame video.", "use smaller indexes or more frames.")
     return tuple(int(i) for i in frames)

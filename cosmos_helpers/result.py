@@ -1,10 +1,8 @@
 """``Generation``: what any backend returns, and how it is saved so that nothing is ever lost.
 
-``save()`` writes the media, then a sidecar JSON manifest holding the resolved request, backend, model, seed,
-package versions and timings. Both writes are atomic and refuse to clobber. Media a backend produced itself
-(the MP4 a vLLM-Omni server sent, the ``vision.mp4`` the framework wrote) is kept as it came and copied byte
-for byte; frames made in this process are encoded once (PNG, or H.264 + AAC). A rerun asks
-:func:`find_saved` whether a finished output of the same request *on the same backend* is already there.
+``save()`` writes the media (a backend's own file byte for byte, else PNG or H.264 + AAC), then a JSON manifest of
+the resolved request, backend, versions and timings; both atomic, never clobbering. A rerun asks :func:`find_saved`
+whether this request's finished output *on the same backend* is already there.
 """
 
 from __future__ import annotations
@@ -36,9 +34,8 @@ class Recorded(Protocol):
 
 
 def record_fingerprint(record: dict[str, Any]) -> str:
-    """A stable hash of a request's record: everything that changes the output (model included). Guardrails are
-    left out: they only let an output through or not, so a rerun with them switched off still finds its work
-    done (:func:`find_saved` does not let an unchecked output serve a request that asks for them)."""
+    """A stable hash of everything in a request's record that changes the output, but guardrails: they only let an
+    output through or not (:func:`find_saved` does not let an unchecked output serve a request asking for them)."""
     record = {key: value for key, value in record.items() if key != "guardrails"}
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -95,9 +92,8 @@ class Generation:
         if frames.ndim != 4 or frames.shape[-1] != 3:
             raise ValueError(f"frames must be (T, H, W, 3), got {frames.shape}")
         self.frames = frames
-        if self.sound is not None:
-            sound = np.asarray(self.sound, dtype=np.float32)
-            self.sound = sound[None] if sound.ndim == 1 else sound
+        if self.sound is not None:  # a mono (N,) track as (1, N)
+            self.sound = np.atleast_2d(np.asarray(self.sound, dtype=np.float32))
         if self.actions is not None:
             self.actions = np.asarray(self.actions, dtype=np.float32)
 
@@ -134,7 +130,6 @@ class Generation:
 
     @property
     def media_suffix(self) -> str:
-        """The suffix ``save`` writes: the backend's own file's, else ``.png`` / ``.mp4``."""
         return self.finished.suffix if self.finished is not None else ".png" if self.is_image else ".mp4"
 
     def __repr__(self) -> str:
@@ -150,21 +145,17 @@ class Generation:
         target = stem.with_suffix(self.media_suffix)
         manifest_path = stem.with_suffix(MANIFEST_SUFFIX)
         done = None if overwrite else check_free(stem, self.request, backend=self.backend, settings=self.settings)
-        if done is not None:
-            if done != target:
-                raise OutputExistsError(f"{done} is this request's output in another format; pass overwrite=True "
-                                        "or choose another name.")
-            self.paths = {"media": target, "manifest": manifest_path}
-            return target
-        self._replace_media(target, manifest_path, overwrite)
-        try:
-            media.write_bytes_atomic(manifest_path, json.dumps(self.manifest(target), indent=2).encode(),
-                                     overwrite=overwrite)  # check_free found none: one there now is a racing save's
-        except BaseException:
-            # Media without a manifest could never be recognised as finished work; take it back so a rerun
-            # regenerates instead of refusing to clobber an orphan.
-            target.unlink(missing_ok=True)
-            raise
+        if done is not None and done != target:
+            raise OutputExistsError(f"{done} is this request's output in another format; pass overwrite=True "
+                                    "or choose another name.")
+        if done is None:
+            self._replace_media(target, manifest_path, overwrite)
+            try:
+                media.write_bytes_atomic(manifest_path, json.dumps(self.manifest(target), indent=2).encode(),
+                                         overwrite=overwrite)  # check_free found none: one there now is a racing save's
+            except BaseException:  # orphan media could never be recognised as finished work: a rerun regenerates it
+                target.unlink(missing_ok=True)
+                raise
         self.paths = {"media": target, "manifest": manifest_path}
         return target
 
@@ -183,8 +174,7 @@ class Generation:
             raise
 
     def _write_media(self, target: Path, overwrite: bool) -> None:
-        stem = target.with_suffix("")
-        stale = [stem.with_suffix(s) for s in MEDIA_SUFFIXES if s != target.suffix] if overwrite else []
+        stale = [target.with_suffix(s) for s in MEDIA_SUFFIXES if s != target.suffix] if overwrite else []
         if self.finished is not None:
             self.finished.publish(target, overwrite=overwrite)
         elif self.is_image:
@@ -275,8 +265,7 @@ def check_free(stem: str | Path, request: Recorded | None = None, *, backend: st
     existing = existing_output(stem)
     if existing is None:
         return None
-    done = find_saved(stem, request, backend=backend, settings=settings) if request is not None else None
-    if done is not None:
+    if request is not None and (done := find_saved(stem, request, backend=backend, settings=settings)) is not None:
         return done
     saved = read_manifest(stem.with_suffix(MANIFEST_SUFFIX)) or {}
     if request is not None and saved.get("fingerprint") == request.fingerprint():
@@ -294,16 +283,13 @@ def check_free(stem: str | Path, request: Recorded | None = None, *, backend: st
 
 def find_saved(stem: str | Path, request: Recorded, *, backend: str | None = None,
                settings: dict[str, Any] | None = None) -> Path | None:
-    """The finished media a previous run of ``request`` left at ``stem``: the same fingerprint (model and every
-    setting) and, when given, the same ``backend`` and backend ``settings``. An output made without guardrails does
-    not serve a request that asks for them (one made with them serves any)."""
+    """The finished media a previous run of ``request`` left at ``stem``: the same fingerprint and, when given, the
+    same ``backend`` and its ``settings``; an output made without guardrails never serves a request asking for them."""
     stem = Path(stem)
     manifest = read_manifest(stem.with_suffix(MANIFEST_SUFFIX))
-    if not manifest or manifest.get("fingerprint") != request.fingerprint():
-        return None
-    if backend is not None and manifest.get("backend") != backend:
-        return None
-    if _unchecked_for(manifest, request) or not _same_settings(manifest, settings):
+    if (not manifest or manifest.get("fingerprint") != request.fingerprint()
+            or (backend is not None and manifest.get("backend") != backend)
+            or _unchecked_for(manifest, request) or not _same_settings(manifest, settings)):
         return None
     target = stem.with_name(manifest.get("media") or "")
     return target if manifest.get("media") and target.is_file() else None

@@ -106,8 +106,7 @@ def _native_class():
 
 def native_flow_scheduler(base_config: Any, shift: float):
     """The framework's sampler: native-schedule flow UniPC (order 2, bh2, predict-x0, final sigma 0) with ``shift``."""
-    config = dict(base_config)
-    config.update(solver_order=2, solver_type="bh2", predict_x0=True, lower_order_final=True,
+    config = dict(base_config, solver_order=2, solver_type="bh2", predict_x0=True, lower_order_final=True,
                   final_sigmas_type="zero", num_train_timesteps=NUM_TRAIN_TIMESTEPS)
     return configure_scheduler(config, _native_class(), shift)
 
@@ -127,9 +126,7 @@ def plot_schedules(curves: Iterable[tuple[str, Any, float]], steps: int = 35):
     for label, scheduler, shift in curves:
         values = timesteps_for(scheduler, steps, shift)
         ax.plot(np.arange(len(values)), values, marker="o", markersize=3, label=label)
-    ax.set_xlabel("denoising step")
-    ax.set_ylabel("timestep (1000 = pure noise)")
-    ax.set_title(f"Where {steps} steps are spent")
+    ax.set(xlabel="denoising step", ylabel="timestep (1000 = pure noise)", title=f"Where {steps} steps are spent")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -60,11 +60,9 @@ class SeaCache:
         return f"SeaCache({', '.join(f'{k}={v!r}' for k, v in self.given().items())})"
 
     def given(self) -> dict[str, Any]:
-        """The fields set here (what the request asks for; the rest is each backend's own)."""
         return {name: value for name, value in asdict(self).items() if value is not None}
 
     def values_for(self, backend: str) -> dict[str, Any]:
-        """Every SeaCache value ``backend`` runs with: the given ones, its own for the rest."""
         return {**facts.backend_defaults(backend), **self.given()}
 
 
@@ -72,8 +70,7 @@ StepCache = Union[None, str, SeaCache]
 
 
 def check_step_cache(value: Any) -> StepCache:
-    """The request's ``step_cache`` as stored: ``None``, ``"off"`` or a :class:`SeaCache` (``"sea"`` for
-    ``SeaCache()``); anything else is refused."""
+    """The request's ``step_cache`` as stored: ``None``, ``"off"`` or a :class:`SeaCache` (``"sea"``: the default)."""
     if value is None or isinstance(value, SeaCache):
         return value
     if isinstance(value, str) and value.strip().lower() in (OFF, "sea", "sea_cache", "seacache"):
@@ -107,8 +104,7 @@ def step_cache_argument(text: str) -> StepCache:
 
 
 def step_cache_record(value: StepCache) -> Any:
-    """The JSON form in a request's record (and fingerprint): ``"off"`` or ``{"sea_cache": {given}}`` (``None``: left
-    out of the record)."""
+    """The JSON form in a request's record (and fingerprint): ``"off"`` or ``{"sea_cache": {given}}``."""
     return value if not isinstance(value, SeaCache) else {"sea_cache": value.given()}
 
 
@@ -131,24 +127,21 @@ def check_for_backend(value: StepCache, backend: str) -> None:
     backend has built in), or a residual order it does not run."""
     if not isinstance(value, SeaCache):
         return
-    index = _BACKENDS.index(backend)
     defaults = facts.backend_defaults(backend)
     for name, given in value.given().items():
-        if facts.FIELDS[name][index] is None and given != defaults[name]:
+        knobs = dict(zip(_BACKENDS, facts.FIELDS[name]))  # backend -> its setting's name, or None
+        if knobs[backend] is None and given != defaults[name]:
+            takers = ", ".join(other for other, knob in knobs.items() if knob is not None)
             raise ValidationError(f"step_cache.{name}", f"the {backend} backend has no setting for it: its SeaCache "
                                   f"always uses {defaults[name]!r} (you asked for {given!r}).",
                                   f"leave {name} out (or set it to {defaults[name]!r}), or run on a backend that "
-                                  f"takes it ({_takers(name)}).")
+                                  f"takes it ({takers}).")
     order, orders = value.residual_order, facts.RESIDUAL_ORDERS[backend]
     if order is not None and order not in orders:
         takers = ", ".join(other for other, runs in facts.RESIDUAL_ORDERS.items() if order in runs)
         raise ValidationError("step_cache.residual_order", f"the {backend} backend extrapolates with order "
                               f"{' or '.join(map(str, orders))}, not {order}.",
                               f"use residual_order={orders[-1]}, or a backend that runs order {order} ({takers}).")
-
-
-def _takers(name: str) -> str:
-    return ", ".join(backend for index, backend in enumerate(_BACKENDS) if facts.FIELDS[name][index] is not None)
 
 
 def _number(value: Any) -> bool:

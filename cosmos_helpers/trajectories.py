@@ -2,9 +2,8 @@
 
 A trajectory is a float ``(T, D)`` array, one row per transition between two video frames, in an embodiment's raw
 action layout (``protocol.action``): a 9-D pose delta (translation, then the 6-D rotation: the first two columns
-of the rotation matrix, as the framework's ``convert_rotation`` writes ``rot6d``) followed by the grasp state.
-Files: JSON (the framework's action file: a ``[T][D]`` array, or ``{"actions": [[...]]}``), NumPy ``.npz`` (an
-``actions`` array) and LeRobot parquet (needs the optional ``pyarrow``: ``pip install cosmos-helpers[lerobot]``).
+of the rotation matrix, the framework's ``rot6d``) followed by the grasp state. Files: JSON (the framework's ``[T][D]``
+array, or ``{"actions": [[...]]}``), NumPy ``.npz`` (an ``actions`` array) and LeRobot parquet (optional ``pyarrow``).
 
 The LeRobot layout read and written (huggingface/lerobot v0.3.3 and main @ 7427f31, pyproject 0.6.2):
 
@@ -197,9 +196,6 @@ def _lerobot_parquet(name: str, array: np.ndarray, fps: float | None, episode_in
     return buffer.getvalue().to_pybytes()
 
 
-# ---------------------------------------------------------------------------------------------- rotations
-
-
 def rot6d_to_matrix(rot6d: np.ndarray) -> np.ndarray:
     """``(..., 6)`` -> ``(..., 3, 3)`` by Gram-Schmidt on the two stored columns (Zhou et al. 2019)."""
     r = np.asarray(rot6d, dtype=np.float64)
@@ -219,34 +215,18 @@ def matrix_to_rot6d(matrix: np.ndarray) -> np.ndarray:
 
 def matrix_to_quaternion(matrix: np.ndarray) -> np.ndarray:
     """``(..., 3, 3)`` -> unit quaternions ``(..., 4)`` as ``(x, y, z, w)`` with ``w >= 0``."""
-    matrices = np.asarray(matrix, dtype=np.float64)
-    flat = matrices.reshape(-1, 3, 3)
-    out = np.empty((len(flat), 4))
-    for i, r in enumerate(flat):
-        trace = np.trace(r)
-        if trace > 0:
-            s = 2.0 * math.sqrt(trace + 1.0)
-            q = [(r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s, 0.25 * s]
-        else:
-            k = int(np.argmax(np.diag(r)))
-            j, m = (k + 1) % 3, (k + 2) % 3
-            s = 2.0 * math.sqrt(max(1.0 + r[k, k] - r[j, j] - r[m, m], 1e-12))
-            q = [0.0] * 4
-            q[k], q[j], q[m], q[3] = 0.25 * s, (r[j, k] + r[k, j]) / s, (r[m, k] + r[k, m]) / s, (r[m, j] - r[j, m]) / s
-        q = np.asarray(q) / np.linalg.norm(q)
-        out[i] = -q if q[3] < 0 else q
-    return out.reshape(matrices.shape[:-2] + (4,))
+    from scipy.spatial.transform import Rotation
+
+    m = np.asarray(matrix, dtype=np.float64)
+    return Rotation.from_matrix(m.reshape(-1, 3, 3)).as_quat(canonical=True).reshape(m.shape[:-2] + (4,))
 
 
 def quaternion_to_matrix(quat: np.ndarray) -> np.ndarray:
     """``(..., 4)`` ``(x, y, z, w)`` -> ``(..., 3, 3)``."""
+    from scipy.spatial.transform import Rotation
+
     q = np.asarray(quat, dtype=np.float64)
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
-    x, y, z, w = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    rows = [[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]]
-    return np.stack([np.stack(r, axis=-1) for r in rows], axis=-2)
+    return Rotation.from_quat(q.reshape(-1, 4)).as_matrix().reshape(q.shape[:-1] + (3, 3))
 
 
 def yaw_matrix(yaw: np.ndarray) -> np.ndarray:
@@ -254,9 +234,6 @@ def yaw_matrix(yaw: np.ndarray) -> np.ndarray:
     yaw = np.asarray(yaw, dtype=np.float64)
     c, s, zero, one = np.cos(yaw), np.sin(yaw), np.zeros_like(yaw), np.ones_like(yaw)
     return np.stack([np.stack([c, -s, zero], -1), np.stack([s, c, zero], -1), np.stack([zero, zero, one], -1)], -2)
-
-
-# ---------------------------------------------------------------------------------------------- poses and paths
 
 
 def pose_deltas(translations: np.ndarray, rotations: np.ndarray, grasp: np.ndarray | None = None) -> np.ndarray:
@@ -304,9 +281,6 @@ def step_errors(predicted: np.ndarray, given: np.ndarray) -> dict[str, np.ndarra
     if p.shape[1] > proto.POSE_DIM:
         errors["grasp"] = np.abs(p[:, proto.POSE_DIM:] - g[:, proto.POSE_DIM:]).mean(axis=-1)
     return errors
-
-
-# ---------------------------------------------------------------------------------------------- normalisation
 
 
 def normalize(actions: np.ndarray, stats: dict[str, Any], method: str = "quantile") -> np.ndarray:

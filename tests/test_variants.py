@@ -8,7 +8,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from cosmos_helpers import GenerationRequest
+from cosmos_helpers import GenerationRequest, presets
 from cosmos_helpers.backends.framework import checkpoint_for, request_payload
 from cosmos_helpers.backends.vllm_omni import VllmOmniBackend
 from cosmos_helpers.errors import ValidationError
@@ -64,6 +64,14 @@ def test_tiny_edge_has_edges_defaults_at_the_cpu_tier():
     assert (edge.tier, edge.num_frames, edge.model) == ("480", 121, "nvidia/Cosmos3-Edge")
     assert (tiny.tier, tiny.num_frames, tiny.model) == ("128", 9, "tiny-edge")
     assert (tiny.guidance_scale, tiny.flow_shift) == (edge.guidance_scale, edge.flow_shift)
+
+
+@pytest.mark.parametrize("profile", ["tiny", "tiny-edge"])
+def test_cpu_stand_ins_size_action_modes_by_the_action_tier(profile):
+    clip = np.zeros((17, 32, 32, 3), np.uint8)
+    resolved = GenerationRequest(mode="inverse_dynamics", prompt="p", profile=profile, embodiment="av",
+                                 video=clip).resolve()
+    assert (resolved.tier, resolved.num_frames) == (presets.ACTION_TIER, 9)
 
 
 def test_image2image_is_one_frame_from_an_image_at_the_images_aspect():

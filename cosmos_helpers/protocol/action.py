@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from .framework import SIZES
+from .vllm_omni import closest_bucket
 
 MODES: tuple[str, ...] = ("forward_dynamics", "inverse_dynamics", "policy")
 # The framework's model_mode for each (args.py:166-168: "wam" is its name for the policy task).
@@ -109,11 +110,8 @@ VLLM_EXTRA_KEYS: tuple[str, ...] = ("action_mode", "domain_name", "action_chunk_
 
 def closest_bin(tier: str, height: int, width: int) -> tuple[int, int]:
     """``(height, width)`` of the tier's canvas whose ratio is closest to the input's (diffusers'
-    ``VideoProcessor.classify_height_width_bin``: the first of equally close ratios wins)."""
-    ratio = height / width
-    bins = RESOLUTION_BINS[str(tier)]
-    key = min(bins, key=lambda r: abs(float(r) - ratio))
-    return bins[key]
+    ``VideoProcessor.classify_height_width_bin``: the first of equally close ratios wins), vLLM-Omni's rule too."""
+    return closest_bucket(width, height, str(tier))[::-1]
 
 
 def output_size(tier: str, height: int, width: int, spatial: int = 16) -> tuple[int, int]:

@@ -73,6 +73,5 @@ FRAMEWORK_OFF_FLAG = "--no-diffusion-cache"
 
 
 def backend_defaults(backend: str) -> Mapping[str, Any]:
-    """The SeaCache values ``backend`` uses for the fields a request leaves ``None``."""
     return {"diffusers": DIFFUSERS_DEFAULTS, "vllm-omni": VLLM_OMNI_DEFAULTS,
             "framework": FRAMEWORK_DEFAULTS}[backend]

@@ -116,8 +116,7 @@ class ResolvedSample:
         return tuple(h.kind for h in self.hints)
 
     @property
-    def chunk_frames(self) -> int | None:
-        """The chunk the framework generates: ``num_video_frames_per_chunk`` rounded up to 4k+1."""
+    def chunk_frames(self) -> int | None:  # the chunk the framework generates
         chunk = self.num_video_frames_per_chunk
         return None if chunk is None else fw.round_up_frames(chunk)
 
@@ -260,8 +259,7 @@ class _Resolver:
         self._negative_file()
 
     def _negative_file(self) -> None:
-        """``negative_prompt_file`` is read only when no negative prompt is set yet (args.py:885), and the mode's
-        defaults always set one, so with the built-in defaults the framework never reads it."""
+        """Read only when no negative prompt is set yet (args.py:885): never with the built-in defaults."""
         name = self.f.negative_prompt_file
         if name is None or "negative_prompt" in self.user:
             return
@@ -279,14 +277,13 @@ class _Resolver:
                      f"the framework's defaults/{Path(name).name} (read by the framework only)")
 
     def _transfer(self) -> None:
-        for key, value in fw.TRANSFER_SAMPLE_DEFAULTS.items():
-            if key not in self.user:
-                self.put(key, value, "transfer default")
         kinds = self.sample.hint_kinds
-        if len(kinds) == 1:
-            for key, value in fw.HINT_TUNED_DEFAULTS[kinds[0]].items():
+        tuned = fw.HINT_TUNED_DEFAULTS[kinds[0]] if len(kinds) == 1 else {}
+        for defaults, source in ((fw.TRANSFER_SAMPLE_DEFAULTS, "transfer default"),
+                                 (tuned, f"{kinds[0]} tuned default")):
+            for key, value in defaults.items():
                 if key not in self.user:
-                    self.put(key, value, f"{kinds[0]} tuned default")
+                    self.put(key, value, source)
 
     def _build(self) -> ResolvedSample:
         v, f = self.values, self.f

@@ -1,11 +1,8 @@
 """One run of a sample on one backend: what each backend can honour, the request it becomes, and its fingerprint.
 
 A framework input runs *unchanged* on the framework; on diffusers and vLLM-Omni with the same meaning or not at all:
-a field a backend cannot honour is refused before any work (:func:`check_as_request`, with the backend's
-:class:`SampleSupport`), fields the framework itself ignores are accepted and recorded. Backend options of a
-:class:`~cosmos_helpers.request.GenerationRequest` stay ``None`` unless the input sets them. ``SampleRun.fingerprint``
-is what a rerun compares. URL inputs are fetched into the framework's download cache (:func:`fetch`:
-``$COSMOS_DOWNLOAD_CACHE_DIR``, else ``~/.cache/cosmos-helpers/downloads``), so both find the same file.
+a field a backend cannot honour is refused before any work, fields the framework itself ignores are accepted and
+recorded. URL inputs are fetched into the framework's download cache (:func:`fetch`), so both find the same file.
 """
 
 from __future__ import annotations
@@ -168,11 +165,9 @@ def _check_action(r: ResolvedSample, backend: str, support: SampleSupport, given
 
 
 def generation_request(r: ResolvedSample, given: set[str], step_cache: StepCache = None) -> GenerationRequest:
-    """The :class:`GenerationRequest` of a resolved generation sample (local media paths), with the run's ``step_cache``
-    (not a sample field: the framework takes it on its command line). What to generate is always concrete (the sample's
-    resolved values, its model and guardrails); backend options are set only when the input sets them:
-    ``negative_prompt``, the sentence templates (the framework's own sentences), ``guidance_interval`` (the framework's
-    strict ``lo < t < hi`` as the inclusive interval with the same timesteps, ``protocol.framework.to_inclusive``)."""
+    """The :class:`GenerationRequest` of a resolved sample (local media paths) and the run's ``step_cache`` (the
+    framework's command line sets it): what to generate always concrete; backend options (``negative_prompt``, the
+    templates, ``guidance_interval`` made inclusive) only where the input sets them."""
     options: dict[str, Any] = {}
     if r.guidance_interval is not None and "guidance_interval" in given:
         options["guidance_interval"] = fw.to_inclusive(r.guidance_interval)
@@ -240,8 +235,7 @@ TIMEOUT_S = 60.0
 
 
 def fetch(url: str, field: str, *, progress: bool = True) -> Path:
-    """The local copy of ``url`` given in ``field`` (``vision_path``, ``edge.control_path``, ...): the cached file
-    (in ``$COSMOS_DOWNLOAD_CACHE_DIR``, else this project's default cache folder), or a fresh download into it."""
+    """The local copy of ``url`` given in ``field`` (``vision_path``, ``edge.control_path``, ...), cached or fetched."""
     from .download import download  # httpx loads on first use
     name = fw.DOWNLOAD_NAMES[field.split(".")[-1]] + Path(url.split("?")[0]).suffix.lower()
     root = Path(os.environ.get(fw.DOWNLOAD_CACHE_ENV) or DEFAULT_CACHE).expanduser()
@@ -308,7 +302,7 @@ class SampleRun:
         return record
 
     def fingerprint(self) -> str:
-        """What a rerun compares, hashed as a request's is (:func:`~cosmos_helpers.result.record_fingerprint`)."""
+        """What a rerun compares."""
         return record_fingerprint(self.to_dict())
 
 

@@ -150,7 +150,6 @@ def prepare_transfer(r: ResolvedSample, *, aspect_ratio: str | None = None, fps:
 
 
 def chunk_length(total_frames: int, chunk: int) -> int:
-    """The chunk the framework generates: 1 for a single frame, else ``chunk`` rounded up to 4k+1."""
     return 1 if total_frames == 1 else round_up_frames(chunk)
 
 
@@ -184,21 +183,20 @@ def format_transfer_prompt(prompt: str, negative: str | None, r: ResolvedSample,
                            chunk_frames: int, fps: float) -> tuple[str, str | None]:
     """The (prompt, negative) text the framework tokenises for a transfer run (an empty negative is ``None``):
     metadata or template sentences for one chunk of ``chunk_frames`` at the output ``fps`` (as an integer)."""
-    fps_int = round(float(fps))
+    size = dict(width=width, height=height, num_frames=chunk_frames, fps=round(float(fps)))
     caption = parse_caption(prompt)
     if isinstance(caption, dict):
-        text = with_metadata(caption, width=width, height=height, num_frames=chunk_frames, fps=fps_int,
-                             aspect_ratio=r.aspect_ratio)
+        text = with_metadata(caption, **size, aspect_ratio=r.aspect_ratio)
     else:
-        text = with_templates(prompt, width=width, height=height, num_frames=chunk_frames, fps=fps_int,
-                              duration_template=r.duration_template, resolution_template=r.resolution_template)
+        text = with_templates(prompt, **size, duration_template=r.duration_template,
+                              resolution_template=r.resolution_template)
     neg = negative
     if r.negative_metadata_mode in ("same", "inverse"):
         inverse = r.negative_metadata_mode == "inverse"
-        neg = with_templates(negative or "", width=width, height=height, num_frames=chunk_frames, fps=fps_int,
+        neg = with_templates(negative or "", **size, force_duration=inverse,
                              duration_template=r.inverse_duration_template if inverse else r.duration_template,
-                             resolution_template=r.inverse_resolution_template if inverse else r.resolution_template,
-                             force_duration=inverse).lstrip(".").strip()
+                             resolution_template=r.inverse_resolution_template if inverse else r.resolution_template
+                             ).lstrip(".").strip()
     if r.emphasize_control_in_prompt and r.hints:
         text = text.rstrip() + " " + control_directive(r.hint_kinds)
     return text, neg or None

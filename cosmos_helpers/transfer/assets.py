@@ -62,7 +62,6 @@ def depth_style_clip(num_frames: int = CLIP_FRAMES, width: int = CLIP_SIZE[0],
 
 
 def write_transfer_assets(folder: str | Path, *, overwrite: bool = False) -> dict[str, Path]:
-    """Write the RGB clip, its first frame, the depth-style control, the prompt and the chime into ``folder``."""
     folder = Path(folder)
     clip = rolling_ball_clip(CLIP_FRAMES, *CLIP_SIZE)
     paths = {

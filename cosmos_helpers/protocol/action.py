@@ -45,7 +45,6 @@ POSE_DIM = 9  # 3-D translation + 6-D rotation
 TRANSLATION = slice(0, 3)
 ROTATION_6D = slice(3, 9)
 
-# diffusers pipeline_cosmos3_omni.py:227 / :263.
 DIFFUSERS_DOMAIN_ID: Mapping[str, int] = MappingProxyType({
     "no_action": 0, "av": 1, "camera_pose": 2, "hand_pose": 3, "pusht": 4, "libero": 5, "umi": 6,
     "bridge_orig_lerobot": 7, "droid_lerobot": 8, "robomind-franka": 8, "galbot": 9, "robomind-franka-dual": 12,
@@ -85,8 +84,7 @@ RESOLUTION_BINS: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType(
     tier: MappingProxyType({str(h / w): (h, w) for w, h in SIZES[tier].values()})
     for tier in ("256", "480", "704", "720")})
 TIERS: tuple[str, ...] = tuple(RESOLUTION_BINS)
-# action_normalization.py:33-43 (training data only: inference/action.py:148 passes action_normalizer=None, so a
-# trajectory is given and predicted in raw units).
+# Training data only (see above): a trajectory is given and predicted in raw units.
 NORMALIZATION: tuple[str, ...] = ("quantile", "meanstd", "minmax")
 # diffusers :220: the action model was trained with these framing sentences; "ego_view" is the default.
 VIEW_POINTS: tuple[str, ...] = ("ego_view", "third_person_view", "wrist_view", "concat_view")

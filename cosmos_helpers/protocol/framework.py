@@ -1,10 +1,7 @@
-"""The Cosmos Framework's facts, as of NVIDIA/cosmos-framework 5eee9ed: the one home for them in this package.
-
-What an input file (``-i spec.json``) may contain and what it means, the per-mode defaults the framework fills
-in, its model configs, its command line and its output layout. Paths are inside ``cosmos_framework/`` of the
-checkout. ``tests/contracts/`` holds the same facts read from the real code by ``scripts/refresh_contracts.py``
-and checks every table here against them, so a new framework version shows up as a failing test, not as a
-silently different run.
+"""The Cosmos Framework's facts, as of NVIDIA/cosmos-framework 5eee9ed: input files (``-i``) and their meaning,
+per-mode defaults, model configs, command line, output layout. Paths are inside ``cosmos_framework/``;
+``tests/contracts/`` checks every table against the real code (``scripts/refresh_contracts.py``), so a new framework
+version shows up as a failing test, not as a silently different run.
 """
 
 from __future__ import annotations
@@ -34,8 +31,8 @@ SIZES: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType({
     "720": {"1,1": (960, 960), "4,3": (1104, 832), "3,4": (832, 1104), "16,9": (1280, 720), "9,16": (720, 1280)},
     "768": {"1,1": (1024, 1024), "4,3": (1184, 880), "3,4": (880, 1184), "16,9": (1360, 768), "9,16": (768, 1360)},
 })
-# inference/defaults/<mode>/sample_args.json, the fields that decide what is generated. Video modes take their
-# negative prompt from defaults/neg_prompts.json (a structured negative caption shipped with the framework).
+# inference/defaults/<mode>/sample_args.json, the fields that decide what is generated; video modes' negative
+# prompt is defaults/neg_prompts.json (a structured negative caption).
 NEGATIVE_PROMPT_FILE = "neg_prompts.json"
 _VIDEO = {"num_steps": 35, "guidance": 6.0, "shift": 10.0, "aspect_ratio": "16,9", "fps": 24, "num_frames": 189,
           "negative_prompt_file": NEGATIVE_PROMPT_FILE}
@@ -80,8 +77,7 @@ CHECKPOINTS: Mapping[str, str] = MappingProxyType({  # hub repository -> --check
 
 # ---------------------------------------------------------------------------------------------- input files
 
-# Every field of args.py OmniSampleOverrides (a sample object with any other key is rejected by the framework),
-# grouped by what it is about.
+# Every field of args.py OmniSampleOverrides (any other key is rejected), grouped by what it is about.
 SAMPLE_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "sample": ("name", "model", "extra", "seed", "num_outputs", "output_dir", "tensors_file", "pickle_file",
                "defaults_file", "model_mode"),
@@ -189,12 +185,10 @@ GUARDRAILS_DEFAULT = True  # common/args.py:850 GuardrailOverrides.guardrails
 SEED_MAX = 2**31 - 1  # inference.py:282: a sample without a seed gets a 31-bit one
 CONTROL_FILE = "control_{hint}{suffix}"
 DOWNLOAD_CACHE_ENV = "COSMOS_DOWNLOAD_CACHE_DIR"
-# inference.py:1800-1806: each sample's record, with an action sample's predicted actions in
-# ``outputs[0].content.action``.
+# inference.py:1800-1806: each sample's record (an action sample's predicted actions: outputs[0].content.action).
 SAMPLE_OUTPUTS = "sample_outputs.json"
-# The JSON schema of ``OmniSampleOverrides`` (inference/args.py), the model every input file is validated with:
-# generated data, written by ``scripts/refresh_contracts.py --framework CHECKOUT`` from the real pydantic model.
-# It ships with the package (the framework stand-in validates its inputs with it; the tests check ours with it).
+# The JSON schema of ``OmniSampleOverrides`` (inference/args.py) that validates every input file, written by
+# ``scripts/refresh_contracts.py --framework CHECKOUT`` from the real model; shipped for the framework stand-in.
 SAMPLE_SCHEMA_FILE = f"framework_sample_schema-{VERSION}.json"
 
 
@@ -297,8 +291,8 @@ CONTROL_CHANNELS = 3
 # relative inverse depth (near is bright), normalised per video, stored as a video (grey in all three channels).
 # The training segmentation is a colour video of masks (seg.py:55-83 ``segmentation_color_mask``): masks sorted by
 # pixel count, largest first, each painted one colour for the whole clip, uncovered pixels black (0, 0, 0); the
-# colours are random HSV or, with ``use_fixed_color_list``, a permutation of these 23 (seg.py:10-36; the fixture
-# key ``seg_colors``, read from seg.py by scripts/refresh_contracts.py, holds the same list).
+# colours are random HSV or, with ``use_fixed_color_list``, a permutation of these 23 (seg.py:10-36; fixture key
+# ``seg_colors``).
 SEG_COLORS: tuple[tuple[int, int, int], ...] = (
     (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255), (255, 140, 0),
     (255, 105, 180), (0, 0, 139), (0, 128, 128), (75, 0, 130), (128, 0, 128), (255, 69, 0), (34, 139, 34),

@@ -7,9 +7,7 @@ Read from diffusers 0.42.1 (``hooks/sea_cache.py:38-114``), vLLM-Omni 0.30.0 (``
 (``scripts/refresh_contracts.py --only step-cache``).
 
 Every backend runs the same rule (accumulate the relative L1 change of a Wiener-filtered vision indicator; skip the
-decoder stack and add the extrapolated residual while it stays under the threshold); they differ in their defaults
-and in which knobs a user can reach. ``FIELDS`` maps the fields of :class:`cosmos_helpers.SeaCache` to each
-backend's own name; ``None`` = that backend has the value built in (``FIXED``), so only that value is honourable.
+decoder stack and add the extrapolated residual while it stays under the threshold), with its own defaults and knobs.
 """
 
 from __future__ import annotations

@@ -238,10 +238,9 @@ def _check_transfer(sample: Sample, computed: Collection[str] = ()) -> None:
     if sum(weights) <= 0:
         raise ValidationError("weight", f"all hint weights are zero ({dict(zip(sample.hint_kinds, weights))}); "
                               "they are normalised by their sum.", "give at least one hint a positive weight.")
-    defaults = fw.TRANSFER_SAMPLE_DEFAULTS
-    tuned = fw.HINT_TUNED_DEFAULTS[sample.hint_kinds[0]] if len(sample.hint_kinds) == 1 else {}
-    chunk_given = f.num_video_frames_per_chunk or tuned.get("num_video_frames_per_chunk")
-    chunk = fw.round_up_frames(chunk_given or defaults["num_video_frames_per_chunk"])
+    kinds = sample.hint_kinds
+    defaults = {**fw.TRANSFER_SAMPLE_DEFAULTS, **(fw.HINT_TUNED_DEFAULTS[kinds[0]] if len(kinds) == 1 else {})}
+    chunk = fw.round_up_frames(f.num_video_frames_per_chunk or defaults["num_video_frames_per_chunk"])
     n_cond = defaults["num_conditional_frames"] if f.num_conditional_frames is None else f.num_conditional_frames
     if n_cond >= chunk:
         raise ValidationError("num_conditional_frames", f"{n_cond} overlap frames leave no new frames in a "

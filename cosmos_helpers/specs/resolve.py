@@ -25,11 +25,11 @@ from ..presets import MODES, VIDEO_SIZES, get_profile, model_for, normalize_tier
 from ..protocol import framework as fw
 
 OVERRIDABLE: tuple[str, ...] = ("resolution", "num_steps", "seed")  # what `cosmos-helpers run` may override
+TEMPLATES = ("duration_template", "resolution_template", "inverse_duration_template", "inverse_resolution_template")
 # What every generation sample must end up with (OmniSampleArgs has no default for them).
-_REQUIRED: tuple[str, ...] = ("fps", "num_steps", "guidance", "shift", "sigma_max", "normalize_cfg",
-                              "duration_template", "resolution_template", "inverse_duration_template",
-                              "inverse_resolution_template", "negative_metadata_mode", "negative_prompt_keep_metadata",
-                              "video_save_quality", "image_save_quality")
+_REQUIRED: tuple[str, ...] = ("fps", "num_steps", "guidance", "shift", "sigma_max", "normalize_cfg", *TEMPLATES,
+                              "negative_metadata_mode", "negative_prompt_keep_metadata", "video_save_quality",
+                              "image_save_quality")
 # How a filled-in value is typed in a ResolvedSample, by the field's annotation (``None`` stays ``None``: a transfer
 # field of a sample without hints); other fields take the value as it is.
 _CASTS: Mapping[str, Callable[[Any], Any]] = {
@@ -144,10 +144,9 @@ class ResolvedSample:
 def resolve(sample: Any, *, profile: str | None = None, model: str | None = None,
             overrides: Mapping[str, Any] | None = None, output_dir: str | Path | None = None,
             guardrails: bool | None = None, fill: bool = True) -> ResolvedSample:
-    """The framework's effective values for ``sample`` (a ``load.Sample``; ``load`` imports this module), as the
-    module docstring says: ``model`` and ``guardrails`` win over the ``profile``'s; ``overrides`` are command-line
-    values (``OVERRIDABLE``); ``output_dir`` is ``<out>/<name>``, from which the framework derives the seed of a
-    sample without one."""
+    """The framework's effective values for ``sample`` (a ``load.Sample``): ``model`` and ``guardrails`` win over the
+    ``profile``'s; ``overrides`` are command-line values (``OVERRIDABLE``); ``output_dir`` is ``<out>/<name>``, from
+    which the framework derives the seed of a sample without one."""
     return _Resolver(sample, profile, model, dict(overrides or {}), output_dir, guardrails, fill).run()
 
 

@@ -26,9 +26,7 @@ from ..request import GenerationRequest
 from ..result import record_fingerprint
 from ..step_cache import StepCache, check_step_cache, step_cache_record
 from .load import Sample
-from .resolve import ResolvedSample, builtin_defaults
-
-_TEMPLATES = ("duration_template", "resolution_template", "inverse_duration_template", "inverse_resolution_template")
+from .resolve import TEMPLATES, ResolvedSample, builtin_defaults
 
 
 def given_fields(sample: Sample, overrides: Mapping[str, Any] | None = None,
@@ -126,7 +124,7 @@ def _check_generation(r: ResolvedSample, given: set[str], refuse, *, encodes_its
     for name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg"):
         if name in given:
             refuse(name, f"a generation request has no {name} option.")
-    for name in _TEMPLATES:
+    for name in TEMPLATES:
         default = fw.PROMPT_DEFAULTS.get(name) or fw.RESOLUTION_TEMPLATES["image" if r.is_image else "video"]
         if name in given and getattr(r, name) != default:
             refuse(name, "custom template sentences are the framework's only (diffusers and vLLM-Omni have "
@@ -159,7 +157,7 @@ def _check_action(r: ResolvedSample, backend: str, support: SampleSupport, given
     if not support.view_point and r.view_point:
         refuse("view_point", f"vLLM-Omni {vo.VERSION} reads no camera viewpoint for action requests.",
                "remove view_point, or run the sample on diffusers or the framework.")
-    for field_name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg", *_TEMPLATES):
+    for field_name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg", *TEMPLATES):
         if field_name in given:
             refuse(field_name, "an action run builds its own caption, with no negative, and guides unnormalised.")
 

@@ -181,8 +181,7 @@ def control_directive(hint_kinds: Sequence[str]) -> str:
 
 def format_transfer_prompt(prompt: str, negative: str | None, r: ResolvedSample, width: int, height: int,
                            chunk_frames: int, fps: float) -> tuple[str, str | None]:
-    """The (prompt, negative) text the framework tokenises for a transfer run (an empty negative is ``None``):
-    metadata or template sentences for one chunk of ``chunk_frames`` at the output ``fps`` (as an integer)."""
+    """The (prompt, negative) text the framework tokenises for a transfer run (an empty negative is ``None``)."""
     size = dict(width=width, height=height, num_frames=chunk_frames, fps=round(float(fps)))
     caption = parse_caption(prompt)
     if isinstance(caption, dict):

@@ -57,11 +57,10 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
     ``step_cache``: ``None`` (the backend's default: on in the framework's command line, off elsewhere), ``"off"`` or
     a :class:`~cosmos_helpers.SeaCache`; vLLM-Omni takes it when its server starts, so there it is refused.
     """
-    runner = _backend(backend, checkout, url, progress)
-    run, folder = _checked_run(spec, runner, profile=profile, model=model, out=out, overrides=overrides,
-                               guardrails=guardrails, compute_controls=compute_controls, step_cache=step_cache,
-                               progress=progress, dry=False, server_paths=server_paths, overwrite=overwrite,
-                               control_device=control_device)
+    runner, run, folder = _checked_run(spec, backend, checkout, url, profile=profile, model=model, out=out,
+                                       overrides=overrides, guardrails=guardrails, compute_controls=compute_controls,
+                                       step_cache=step_cache, progress=progress, dry=False, server_paths=server_paths,
+                                       overwrite=overwrite, control_device=control_device)
     stem = folder / STEM
     if not overwrite:
         done = check_free(stem, run, backend=runner.name, settings=runner.output_settings())
@@ -85,25 +84,21 @@ def plan_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, back
     """:func:`run_spec`'s checks, and no work: what would run, as a :class:`~cosmos_helpers.specs.PlannedRun`
     (its ``run`` is what the output's manifest would record). On the framework it writes the run folder (input
     file and command, for a job submitted elsewhere); URL inputs are not downloaded, controls not computed."""
-    runner = _backend(backend, checkout, url, progress)
-    run, _ = _checked_run(spec, runner, profile=profile, model=model, out=out, overrides=overrides,
-                          guardrails=guardrails, compute_controls=compute_controls, step_cache=step_cache,
-                          progress=progress, dry=True)
+    runner, run, _ = _checked_run(spec, backend, checkout, url, profile=profile, model=model, out=out,
+                                  overrides=overrides, guardrails=guardrails, compute_controls=compute_controls,
+                                  step_cache=step_cache, progress=progress, dry=True)
     return runner.dry_run(run, pending=tuple(compute_controls or ()))
 
 
-def _backend(backend: Any, checkout: Any, url: str | None, progress: bool) -> Backend:
-    return backend_by_name(backend, checkout=checkout, url=url, progress=progress) if isinstance(
-        backend, str) else backend
-
-
-def _checked_run(spec: Any, runner: Backend, *, profile: str | None, model: str | None, out: Any,
-                 overrides: Mapping[str, Any] | None, guardrails: bool | None,
+def _checked_run(spec: Any, backend: Any, checkout: Any, url: str | None, *, profile: str | None, model: str | None,
+                 out: Any, overrides: Mapping[str, Any] | None, guardrails: bool | None,
                  compute_controls: Mapping[str, str] | None, step_cache: StepCache, progress: bool, dry: bool,
                  server_paths: bool = False, overwrite: bool = False, control_device: str | None = None
-                 ) -> tuple[SampleRun, Path]:
-    """The sample read, resolved and checked by ``runner`` before any work; unless ``dry``, its inputs made local
-    (and checked where a check reads them) and its computed controls made, so the run records their content."""
+                 ) -> tuple[Backend, SampleRun, Path]:
+    """The backend (built from a name), and the sample read, resolved and checked by it before any work; unless
+    ``dry``, its inputs made local (and checked where a check reads them) and its computed controls made."""
+    runner = backend_by_name(backend, checkout=checkout, url=url, progress=progress) if isinstance(
+        backend, str) else backend
     if compute_controls:
         check_models(compute_controls)  # the kinds first: a sample gets an empty hint of each
     sample = as_sample(spec, computed=tuple(compute_controls or ()))
@@ -122,7 +117,7 @@ def _checked_run(spec: Any, runner: Backend, *, profile: str | None, model: str 
             _check_same_input(folder / STEM, sample)
         write_control_videos(resolved.vision_path, compute_controls, folder, max_frames=resolved.max_frames,
                              device=control_device, overwrite=overwrite, progress=progress)
-    return SampleRun.create(sample, resolved, overrides, step_cache), folder
+    return runner, SampleRun.create(sample, resolved, overrides, step_cache), folder
 
 
 def with_computed_controls(sample: Sample, models: Mapping[str, str], folder: str | os.PathLike[str]) -> Sample:
@@ -196,10 +191,9 @@ def _save_controls(generation: Generation, folder: Path, overwrite: bool) -> Non
 
 
 class SpecRunner(AbstractContextManager):
-    """Run samples on one backend with one profile into one output folder (what the transfer notebook uses). The backend
-    is built once, by :func:`cosmos_helpers.backends.backend_by_name` (so a missing checkout or URL is reported now).
-    For ``vllm-omni`` without ``server_url`` a local vLLM-Omni-compatible server with the transfer hook is started on
-    loopback at the first run (it shares this filesystem) and stopped by :meth:`close`."""
+    """Run samples on one backend and profile into one output folder (the transfer notebook's runner). The backend is
+    built now, so a missing checkout or URL is reported at once; ``vllm-omni`` without ``server_url`` starts a local
+    server with the transfer hook on loopback (it shares this filesystem) at the first run, stopped by :meth:`close`."""
 
     def __init__(self, backend: str = "diffusers", *, profile: str = DEFAULT_PROFILE, model: str | None = None,
                  output_dir: str | os.PathLike[str] = "outputs/transfer", checkout: str | None = None,
@@ -211,7 +205,6 @@ class SpecRunner(AbstractContextManager):
         self.output_dir, self.server_url = Path(output_dir), server_url
         self.overrides, self.overwrite, self.progress = dict(overrides or {}), overwrite, progress
         self._server = None
-        # A local server starts at the first run; every other backend is built (and checked) now.
         self._backend = None if backend == VLLM and not server_url else backend_by_name(
             backend, url=server_url, checkout=checkout, progress=progress)
         self.backend = backend
@@ -231,9 +224,8 @@ class SpecRunner(AbstractContextManager):
     def run(self, spec: Sample | Mapping[str, Any] | str | os.PathLike[str],
             overrides: Mapping[str, Any] | None = None, compute_controls: Mapping[str, str] | None = None
             ) -> Generation:
-        """Run one sample (a :class:`Sample`, a dict or a one-sample file); see :func:`run_spec`. ``overrides`` add
-        to the runner's (``resolution="256"`` gives vLLM-Omni a tier it knows with the ``tiny`` profile), and
-        ``compute_controls`` to the runner's (``{"depth": "tiny"}``)."""
+        """One sample, as :func:`run_spec` runs it; ``overrides`` and ``compute_controls`` add to the runner's
+        (``resolution="256"`` gives vLLM-Omni a tier it knows with the ``tiny`` profile)."""
         if self._backend is None:
             self._backend = backend_by_name(self.backend, url=self._start_server(), progress=self.progress)
         return run_spec(spec, backend=self._backend, profile=self.profile, model=self.model, out=self.output_dir,

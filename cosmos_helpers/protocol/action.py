@@ -84,7 +84,7 @@ RESOLUTION_BINS: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType(
     tier: MappingProxyType({str(h / w): (h, w) for w, h in SIZES[tier].values()})
     for tier in ("256", "480", "704", "720")})
 TIERS: tuple[str, ...] = tuple(RESOLUTION_BINS)
-# Training data only (see above): a trajectory is given and predicted in raw units.
+# Training data only (module docstring): a trajectory is given and predicted in raw units.
 NORMALIZATION: tuple[str, ...] = ("quantile", "meanstd", "minmax")
 # diffusers :220: the action model was trained with these framing sentences; "ego_view" is the default.
 VIEW_POINTS: tuple[str, ...] = ("ego_view", "third_person_view", "wrist_view", "concat_view")

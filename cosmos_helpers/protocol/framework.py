@@ -31,8 +31,8 @@ SIZES: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType({
     "720": {"1,1": (960, 960), "4,3": (1104, 832), "3,4": (832, 1104), "16,9": (1280, 720), "9,16": (720, 1280)},
     "768": {"1,1": (1024, 1024), "4,3": (1184, 880), "3,4": (880, 1184), "16,9": (1360, 768), "9,16": (768, 1360)},
 })
-# inference/defaults/<mode>/sample_args.json, the fields that decide what is generated; video modes' negative
-# prompt is defaults/neg_prompts.json (a structured negative caption).
+# inference/defaults/<mode>/sample_args.json, the fields that decide what is generated. Video modes take their
+# negative prompt from defaults/neg_prompts.json (a structured negative caption shipped with the framework).
 NEGATIVE_PROMPT_FILE = "neg_prompts.json"
 _VIDEO = {"num_steps": 35, "guidance": 6.0, "shift": 10.0, "aspect_ratio": "16,9", "fps": 24, "num_frames": 189,
           "negative_prompt_file": NEGATIVE_PROMPT_FILE}
@@ -291,8 +291,8 @@ CONTROL_CHANNELS = 3
 # relative inverse depth (near is bright), normalised per video, stored as a video (grey in all three channels).
 # The training segmentation is a colour video of masks (seg.py:55-83 ``segmentation_color_mask``): masks sorted by
 # pixel count, largest first, each painted one colour for the whole clip, uncovered pixels black (0, 0, 0); the
-# colours are random HSV or, with ``use_fixed_color_list``, a permutation of these 23 (seg.py:10-36; fixture key
-# ``seg_colors``).
+# colours are random HSV or, with ``use_fixed_color_list``, a permutation of these 23 (seg.py:10-36; the fixture
+# key ``seg_colors``, read from seg.py by scripts/refresh_contracts.py, holds the same list).
 SEG_COLORS: tuple[tuple[int, int, int], ...] = (
     (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255), (255, 140, 0),
     (255, 105, 180), (0, 0, 139), (0, 128, 128), (75, 0, 130), (128, 0, 128), (255, 69, 0), (34, 139, 34),

@@ -19,7 +19,7 @@ DIFFUSERS_VERSION = "0.42.1"
 VLLM_OMNI_VERSION = "0.30.0"
 FRAMEWORK_COMMIT = "5eee9ed"
 
-# Our field -> (diffusers SeaCacheConfig, vLLM-Omni --cache-config key, framework CLI flag); None: not settable.
+# Our field -> (diffusers SeaCacheConfig, vLLM-Omni --cache-config key, framework CLI flag); None: built in there.
 FIELDS: Mapping[str, tuple[str | None, str | None, str | None]] = MappingProxyType({
     "threshold": ("threshold", "sea_threshold", "--diffusion-cache-thresh"),
     "residual_order": ("residual_order", "sea_residual_order", "--diffusion-cache-residual-order"),

@@ -193,11 +193,10 @@ def generation_request(r: ResolvedSample, given: set[str], step_cache: StepCache
 
 
 def _action_request(r: ResolvedSample, options: dict[str, Any], step_cache: StepCache) -> GenerationRequest:
-    """The request of an action sample. The framework reads ``action_chunk_size + 1`` frames of ``vision_path``
-    and conditions forward dynamics and policy on the first (inference/action.py:202); the action file is a
-    ``[T][D]`` JSON array (:56-58); ``image_size`` is the action tier; ``wam`` is the policy task. Its guidance
-    interval is read as for any sample (inference.py:1709); its negative prompt is not (no negative caption in
-    the action batch), so none is sent."""
+    """The request of an action sample. The framework reads ``action_chunk_size + 1`` frames of ``vision_path`` and
+    conditions forward dynamics and policy on the first (inference/action.py:202); the action file is a ``[T][D]``
+    JSON array (:56-58); ``image_size`` is the action tier. Its guidance interval is read as for any sample
+    (inference.py:1709), its negative prompt is not (no negative caption in the action batch), so none is sent."""
     mode = ap.MODES[list(ap.FRAMEWORK_MODES.values()).index(r.model_mode)]
     vision = Path(r.vision_path)
     if mode in ap.TAKES_VIDEO:
@@ -306,9 +305,8 @@ class SampleRun:
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """What ``run_spec`` would do, without doing it (``plan_spec``): the checked run it records, and what the backend
-    made of it for elsewhere: the framework's written run folder (``input_file``, ``command``), or the sample a
-    server would be sent (``payload``, and ``extra`` such as its deployment)."""
+    """What ``plan_spec`` found: the checked run, and what the backend made of it for elsewhere: the framework's
+    written run folder (``input_file``, ``command``) or what a server would be sent (``payload``, ``extra``)."""
     run: SampleRun
     folder: Path | None = None
     input_file: Path | None = None

@@ -100,8 +100,7 @@ class PreparedTransfer:
 def prepare_transfer(r: ResolvedSample, *, aspect_ratio: str | None = None, fps: float | None = None,
                      emit_warnings: bool = True) -> PreparedTransfer:
     """Read and fit the media of a resolved transfer sample (local paths: URLs are fetched before this).
-    ``aspect_ratio`` and ``fps`` replace the framework's rules for the bucket's aspect and the output fps (vLLM-Omni
-    picks both its own way; see :mod:`cosmos_helpers.standins.vllm_omni.transfer`)."""
+    ``aspect_ratio`` and ``fps`` replace the framework's rules for both (the vLLM-Omni stand-in picks its own)."""
     if not r.is_transfer:
         raise ValidationError("model_mode", "this sample has no control hint, so it is not a transfer.",
                               "add edge/blur/depth/seg/wsm, or run it as a generation.")

@@ -48,8 +48,6 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from .vllm_omni import EDGE_DEFAULTS
-
 # fw args.py:1257-1258 / :1276-1277: the published fixed-step schedule (flow sigmas, first to last step).
 DISTILLED_T_LIST: tuple[float, ...] = (1.0, 0.9375, 0.8333333333333334, 0.625)
 DISTILLED_SAMPLE_TYPE = "sde"
@@ -72,7 +70,8 @@ DISTILLED_MODES: Mapping[str, tuple[str, ...]] = MappingProxyType({
 
 # Edge, as vLLM-Omni fills in what a request leaves out (vo pipeline_cosmos3.py:194-199); the framework's are
 # the defaults files' (protocol.framework.MODE_DEFAULTS) at 480 with 121 video frames.
-EDGE_VLLM_DEFAULTS: Mapping[str, object] = EDGE_DEFAULTS
+EDGE_VLLM_DEFAULTS: Mapping[str, object] = MappingProxyType({
+    "video_size": (832, 480), "image_size": (640, 640), "guidance_scale": 5.0, "flow_shift": 3.0})
 EDGE_SOUND = False  # fw Cosmos3-Edge.yaml:113 sound_gen: false; vo pipeline_cosmos3.py:1968-1969
 
 # Image editing as the framework does it (see the module docstring).

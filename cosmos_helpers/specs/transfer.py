@@ -208,10 +208,9 @@ def check_control_consistency(r: ResolvedSample, control_frames: Any, control_fp
     kind = hint or (r.hint_kinds[0] if r.hints else "control")
     shape = getattr(control_frames, "shape", None)
     count = int(shape[0]) if shape is not None else int(control_frames)
+    frames = count if r.max_frames is None else min(count, r.max_frames)
     messages: list[str] = []
-    frames = count
-    if r.max_frames is not None and count > r.max_frames:
-        frames = r.max_frames
+    if frames < count:
         messages.append(f"{kind} control has {count} frames, more than max_frames {r.max_frames}: the framework reads "
                         f"only the first {r.max_frames}.")
     if frames != r.num_frames and not r.sources.get("num_frames", "").startswith("profile"):

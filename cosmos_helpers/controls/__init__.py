@@ -1,7 +1,5 @@
-"""Depth and segmentation controls computed from an RGB clip with a ``transformers`` model the user names.
-
-Names load on first use (torch and transformers come in only when a model loads).
-"""
+"""Depth and segmentation controls computed from an RGB clip with a ``transformers`` model the user names (names
+load on first use: torch and transformers come in only when a model loads)."""
 
 from __future__ import annotations
 

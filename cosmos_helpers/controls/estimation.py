@@ -1,17 +1,12 @@
 """Depth and segmentation control maps computed from RGB frames with a ``transformers`` model the user names.
 
 The framework and vLLM-Omni compute only edge and blur; a depth or seg hint needs a control video made beforehand
-(``protocol.framework.ESTIMATED_HINTS``), in the form the model was trained on:
-
-* **depth**: a Depth Anything model (V1 or V2) predicts relative inverse depth per frame, resized back to the frame
-  and normalised over the *whole clip* (:func:`depth_to_control`);
-* **seg**: a SegFormer model labels each pixel, each class one colour for the whole clip (:func:`color_segments`):
-  a plain semantic class with many maintained checkpoints, one pass per frame and labels stable from frame to frame
-  (a panoptic model's instance splits could not keep stable colours over a clip).
-
+(``protocol.framework.ESTIMATED_HINTS``) in the form the model was trained on: Depth Anything (V1 or V2) relative
+inverse depth normalised over the whole clip (:func:`depth_to_control`); SegFormer classes, one colour each for the
+whole clip (:func:`color_segments`; a panoptic model's instance splits could not keep stable colours over a clip).
 The model named is the model used, nothing falls back: ``"tiny"`` is the random-weight stand-in of the same class
-(:mod:`cosmos_helpers.controls.tiny`), else a folder or a hub id (its config is read first, so a model of the wrong
-kind fails before any weights load). Frames and maps are numpy ``uint8`` ``[T, H, W, 3]`` RGB.
+(:mod:`cosmos_helpers.controls.tiny`), else a folder or a hub id whose config is read first, so a model of the wrong
+kind fails before any weights load. Frames and maps are numpy ``uint8`` ``[T, H, W, 3]`` RGB.
 """
 
 from __future__ import annotations
@@ -42,7 +37,6 @@ MIN_SIDE = 2  # pixels: below this there is no picture to estimate anything from
 
 @dataclass(frozen=True)
 class ControlModel:
-    """A checked control model: what was named, where it loads from, its class."""
     kind: str
     name: str
     source: str  # the folder or hub id ``from_pretrained`` reads

@@ -44,8 +44,7 @@ def edge_map(frames: np.ndarray, preset: str = HINT_PRESET_DEFAULTS["edge"]) -> 
 
 def blur_parameters(width: int, height: int, preset: str) -> BlurParameters | None:
     """The blur pipeline's parameters for a frame size; ``None`` for ``"none"`` (identity). The bilateral filter is
-    scaled by the longest side of the *downscaled* frame relative to 720 px, so the blur looks the same at every
-    resolution; ``d`` is rounded (Python's round), kept >= 1 and made odd, sigmas are kept >= 1."""
+    scaled by the longest side of the *downscaled* frame relative to 720 px, so the blur looks the same everywhere."""
     if preset not in BLUR_PRESETS:
         raise ValidationError("blur.preset_blur_strength", f"unknown blur preset {preset!r}.",
                               f"use one of {', '.join(BLUR_PRESETS)}.")
@@ -54,9 +53,7 @@ def blur_parameters(width: int, height: int, preset: str) -> BlurParameters | No
     k, f = BLUR_FACTORS[preset]
     small_w, small_h = (max(1, width // k), max(1, height // k)) if k > 1 else (width, height)
     scale = max(small_w, small_h) / BILATERAL["reference_side"]
-    d = max(1, round(BILATERAL["d"] * scale))
-    if d % 2 == 0:
-        d += 1
+    d = max(1, round(BILATERAL["d"] * scale)) | 1  # odd
     sigma_color = max(1.0, BILATERAL["sigma_color"] * scale)
     sigma_space = max(1.0, BILATERAL["sigma_space"] * scale)
     return BlurParameters(k, d, sigma_color, sigma_space, (max(1, int(width / f)), max(1, int(height / f))))
@@ -83,11 +80,8 @@ def blur_map(frames: np.ndarray, preset: str = HINT_PRESET_DEFAULTS["blur"]) -> 
 
 
 def compute_control(kind: str, rgb_frames: np.ndarray, preset: str | None = None) -> np.ndarray:
-    """Compute a control map from RGB frames; only edge and blur can be computed."""
-    if kind == "edge":
-        return edge_map(rgb_frames, preset or HINT_PRESET_DEFAULTS["edge"])
-    if kind == "blur":
-        return blur_map(rgb_frames, preset or HINT_PRESET_DEFAULTS["blur"])
+    if kind in ("edge", "blur"):
+        return (edge_map if kind == "edge" else blur_map)(rgb_frames, preset or HINT_PRESET_DEFAULTS[kind])
     if kind in HINT_KINDS:
         only = ", ".join(COMPUTABLE_HINTS)
         raise ValidationError(f"{kind}.control_path", f"{kind} maps cannot be computed from RGB here (only {only} "

@@ -1,9 +1,8 @@
 """Tiny random-weight depth and segmentation models: the real ``transformers`` classes, shrunk, built offline.
 
-``DepthAnythingForDepthEstimation`` (DINOv2 backbone, DPT neck and head) and ``SegformerForSemanticSegmentation``
-with a handful of labels, each saved with its image processor as a hub checkpoint is, so the loading code is the
-real one; only widths, depths and the input size shrink. Their maps are noise-like but deterministic: they keep CI
-offline and never stand in for a model the user names. Built on first use into ``$COSMOS_HELPERS_CACHE``.
+Built into ``$COSMOS_HELPERS_CACHE`` on first use, each saved with its image processor as a hub checkpoint is, so the
+loading code is the real one. Their maps are noise-like but deterministic: they keep CI offline and never stand in
+for a model the user names.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Depth / seg control videos of a clip, written as the framework reads a supplied control, and reused safely.
 
-One ``estimated_<kind>.mp4`` per kind, with the clip's frame count, size (odd sides made even) and fps, so the
-framework lines it up with the RGB input frame for frame, in H.264 at the framework's own control quality (CRF 0);
-beside it an ``estimated_<kind>.json`` record of the model, the clip's hash, ``max_frames`` and the clip's shape.
-A rerun with the same clip and model reuses the file; another run's file is overwritten only with ``overwrite``.
+One ``estimated_<kind>.mp4`` per kind with the clip's frame count, size (odd sides made even) and fps, so the
+framework lines it up with the RGB input frame for frame, at the framework's own control quality (CRF 0); beside it
+an ``estimated_<kind>.json`` record (model, clip hash, shape) says when a rerun may reuse it.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ FILE = "estimated_{kind}"
 
 
 def control_video_path(folder: str | os.PathLike[str], kind: str) -> Path:
-    """Where the ``kind`` control of a run in ``folder`` is written (absolute)."""
     return (Path(folder) / f"{FILE.format(kind=kind)}.mp4").expanduser().resolve()
 
 

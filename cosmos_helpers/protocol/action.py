@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from .framework import SIZES
+from .vllm_omni import closest_bucket
 
 MODES: tuple[str, ...] = ("forward_dynamics", "inverse_dynamics", "policy")
 # The framework's model_mode for each (args.py:166-168: "wam" is its name for the policy task).
@@ -44,7 +45,6 @@ POSE_DIM = 9  # 3-D translation + 6-D rotation
 TRANSLATION = slice(0, 3)
 ROTATION_6D = slice(3, 9)
 
-# diffusers pipeline_cosmos3_omni.py:227 / :263.
 DIFFUSERS_DOMAIN_ID: Mapping[str, int] = MappingProxyType({
     "no_action": 0, "av": 1, "camera_pose": 2, "hand_pose": 3, "pusht": 4, "libero": 5, "umi": 6,
     "bridge_orig_lerobot": 7, "droid_lerobot": 8, "robomind-franka": 8, "galbot": 9, "robomind-franka-dual": 12,
@@ -84,8 +84,7 @@ RESOLUTION_BINS: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType(
     tier: MappingProxyType({str(h / w): (h, w) for w, h in SIZES[tier].values()})
     for tier in ("256", "480", "704", "720")})
 TIERS: tuple[str, ...] = tuple(RESOLUTION_BINS)
-# action_normalization.py:33-43 (training data only: inference/action.py:148 passes action_normalizer=None, so a
-# trajectory is given and predicted in raw units).
+# Training data only (module docstring): a trajectory is given and predicted in raw units.
 NORMALIZATION: tuple[str, ...] = ("quantile", "meanstd", "minmax")
 # diffusers :220: the action model was trained with these framing sentences; "ego_view" is the default.
 VIEW_POINTS: tuple[str, ...] = ("ego_view", "third_person_view", "wrist_view", "concat_view")
@@ -109,11 +108,8 @@ VLLM_EXTRA_KEYS: tuple[str, ...] = ("action_mode", "domain_name", "action_chunk_
 
 def closest_bin(tier: str, height: int, width: int) -> tuple[int, int]:
     """``(height, width)`` of the tier's canvas whose ratio is closest to the input's (diffusers'
-    ``VideoProcessor.classify_height_width_bin``: the first of equally close ratios wins)."""
-    ratio = height / width
-    bins = RESOLUTION_BINS[str(tier)]
-    key = min(bins, key=lambda r: abs(float(r) - ratio))
-    return bins[key]
+    ``VideoProcessor.classify_height_width_bin``: the first of equally close ratios wins), vLLM-Omni's rule too."""
+    return closest_bucket(width, height, str(tier))[::-1]
 
 
 def output_size(tier: str, height: int, width: int, spatial: int = 16) -> tuple[int, int]:

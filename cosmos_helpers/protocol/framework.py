@@ -1,10 +1,7 @@
-"""The Cosmos Framework's facts, as of NVIDIA/cosmos-framework 5eee9ed: the one home for them in this package.
-
-What an input file (``-i spec.json``) may contain and what it means, the per-mode defaults the framework fills
-in, its model configs, its command line and its output layout. Paths are inside ``cosmos_framework/`` of the
-checkout. ``tests/contracts/`` holds the same facts read from the real code by ``scripts/refresh_contracts.py``
-and checks every table here against them, so a new framework version shows up as a failing test, not as a
-silently different run.
+"""The Cosmos Framework's facts, as of NVIDIA/cosmos-framework 5eee9ed: input files (``-i``) and their meaning,
+per-mode defaults, model configs, command line, output layout. Paths are inside ``cosmos_framework/``;
+``tests/contracts/`` checks every table against the real code (``scripts/refresh_contracts.py``), so a new framework
+version shows up as a failing test, not as a silently different run.
 """
 
 from __future__ import annotations
@@ -80,8 +77,7 @@ CHECKPOINTS: Mapping[str, str] = MappingProxyType({  # hub repository -> --check
 
 # ---------------------------------------------------------------------------------------------- input files
 
-# Every field of args.py OmniSampleOverrides (a sample object with any other key is rejected by the framework),
-# grouped by what it is about.
+# Every field of args.py OmniSampleOverrides (any other key is rejected), grouped by what it is about.
 SAMPLE_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "sample": ("name", "model", "extra", "seed", "num_outputs", "output_dir", "tensors_file", "pickle_file",
                "defaults_file", "model_mode"),
@@ -189,12 +185,10 @@ GUARDRAILS_DEFAULT = True  # common/args.py:850 GuardrailOverrides.guardrails
 SEED_MAX = 2**31 - 1  # inference.py:282: a sample without a seed gets a 31-bit one
 CONTROL_FILE = "control_{hint}{suffix}"
 DOWNLOAD_CACHE_ENV = "COSMOS_DOWNLOAD_CACHE_DIR"
-# inference.py:1800-1806: each sample's record, with an action sample's predicted actions in
-# ``outputs[0].content.action``.
+# inference.py:1800-1806: each sample's record (an action sample's predicted actions: outputs[0].content.action).
 SAMPLE_OUTPUTS = "sample_outputs.json"
-# The JSON schema of ``OmniSampleOverrides`` (inference/args.py), the model every input file is validated with:
-# generated data, written by ``scripts/refresh_contracts.py --framework CHECKOUT`` from the real pydantic model.
-# It ships with the package (the framework stand-in validates its inputs with it; the tests check ours with it).
+# The JSON schema of ``OmniSampleOverrides`` (inference/args.py) that validates every input file, written by
+# ``scripts/refresh_contracts.py --framework CHECKOUT`` from the real model; shipped for the framework stand-in.
 SAMPLE_SCHEMA_FILE = f"framework_sample_schema-{VERSION}.json"
 
 

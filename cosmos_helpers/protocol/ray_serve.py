@@ -2,14 +2,12 @@
 
 A router deployment (FastAPI ingress) before one autoscaling deployment per model, each replica a placement group
 of ``world_size`` GPU workers. ``POST /generate`` takes an ``OmniSampleOverrides`` body (``model`` picks the
-deployment, the first when left out; unknown: 404 listing the served ones; no seed: ``random.randint(0, 10000)``
-on the server; a folder ``generate_<timestamp>_<4 hex>`` per request) and answers ``SampleOutputs`` (``args``,
-``status`` success/error/skip, ``message``, ``stack_trace``, ``outputs``: ``content`` and ``files`` relative to
-``output_dir``); ``GET /models``, ``GET /info`` (``environment``, ``models``, ``output_dir``), ``GET /outputs/<path>``
-(``StaticFiles``). The setup (``OmniSetupOverrides`` under ``models.<name>.setup``) belongs to the deployment: its
-``diffusion_cache`` is off there (the CLI turns it on; the config leaves it unset) and so is ``keep_going`` (a
-failing sample is an HTTP 500, not ``status: "error"``). Checked against ``tests/contracts/fixtures/
-ray_serve-5eee9ed.json`` (``scripts/refresh_contracts.py --only ray-serve``).
+deployment, the first when left out; unknown: 404 listing the served ones) and answers ``SampleOutputs`` (``args``,
+``status``, ``message``, ``stack_trace``, ``outputs``: ``content`` and ``files`` relative to ``output_dir``);
+``GET /models``, ``GET /info``, ``GET /outputs/<path>`` (``StaticFiles``). The setup (``OmniSetupOverrides`` under
+``models.<name>.setup``) belongs to the deployment: ``diffusion_cache`` and ``keep_going`` are off there (a failing
+sample is an HTTP 500, not ``status: "error"``). Checked against ``tests/contracts/fixtures/ray_serve-5eee9ed.json``
+(``scripts/refresh_contracts.py --only ray-serve``).
 """
 
 from __future__ import annotations

@@ -7,9 +7,7 @@ Read from diffusers 0.42.1 (``hooks/sea_cache.py:38-114``), vLLM-Omni 0.30.0 (``
 (``scripts/refresh_contracts.py --only step-cache``).
 
 Every backend runs the same rule (accumulate the relative L1 change of a Wiener-filtered vision indicator; skip the
-decoder stack and add the extrapolated residual while it stays under the threshold); they differ in their defaults
-and in which knobs a user can reach. ``FIELDS`` maps the fields of :class:`cosmos_helpers.SeaCache` to each
-backend's own name; ``None`` = that backend has the value built in (``FIXED``), so only that value is honourable.
+decoder stack and add the extrapolated residual while it stays under the threshold), with its own defaults and knobs.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ DIFFUSERS_VERSION = "0.42.1"
 VLLM_OMNI_VERSION = "0.30.0"
 FRAMEWORK_COMMIT = "5eee9ed"
 
-# Our field -> (diffusers SeaCacheConfig, vLLM-Omni --cache-config key, framework CLI flag); None: not settable.
+# Our field -> (diffusers SeaCacheConfig, vLLM-Omni --cache-config key, framework CLI flag); None: built in there.
 FIELDS: Mapping[str, tuple[str | None, str | None, str | None]] = MappingProxyType({
     "threshold": ("threshold", "sea_threshold", "--diffusion-cache-thresh"),
     "residual_order": ("residual_order", "sea_residual_order", "--diffusion-cache-residual-order"),
@@ -73,6 +71,5 @@ FRAMEWORK_OFF_FLAG = "--no-diffusion-cache"
 
 
 def backend_defaults(backend: str) -> Mapping[str, Any]:
-    """The SeaCache values ``backend`` uses for the fields a request leaves ``None``."""
     return {"diffusers": DIFFUSERS_DEFAULTS, "vllm-omni": VLLM_OMNI_DEFAULTS,
             "framework": FRAMEWORK_DEFAULTS}[backend]

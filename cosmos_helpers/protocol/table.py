@@ -1,8 +1,5 @@
-"""The README's per-backend defaults table, generated from the protocol facts (a test keeps the README in step).
-
-Each row is a setting a request may leave to the backend; each cell is what that backend then does. The
-sampling settings are different per mode on every backend, so they get a row per mode.
-"""
+"""The README's per-backend defaults table, generated from the protocol facts (a test keeps the README in step):
+a row per setting a request may leave to the backend (sampling: per mode), a cell per backend's answer."""
 
 from __future__ import annotations
 
@@ -17,7 +14,6 @@ def _sampling(steps: int, guidance: float, shift: float) -> str:
 
 
 def defaults_table() -> str:
-    """The markdown table: a ``setting | diffusers | vLLM-Omni | framework`` row each."""
     image, video = vllm_omni.IMAGE_DEFAULTS, vllm_omni.VIDEO_DEFAULTS
     t2i, t2v = framework.MODE_DEFAULTS["text2image"], framework.MODE_DEFAULTS["text2video"]
     nano = framework.MODEL_CONFIGS["Cosmos3-Nano"]

@@ -1,10 +1,6 @@
-"""vLLM-Omni 0.30.0's HTTP protocol for Cosmos3: the one home for its facts, used by the client and the stand-in.
-
-Routes, the fields each route reads, the defaults the Cosmos3 pipeline applies to what a request leaves out,
-the resolution tiers it knows, the error envelope and the job lifecycle. Paths below are inside ``vllm_omni/``
-of the 0.30.0 wheel (``shared/reference/vllm-omni-protocol.md`` explains each one). ``tests/contracts/`` reads
-the same facts from the wheel itself and checks these tables, the client's requests and the stand-in's answers
-against them.
+"""vLLM-Omni 0.30.0's HTTP protocol for Cosmos3 (routes, fields, the pipeline's defaults, tiers, errors, jobs), for
+the client and the stand-in. Paths are inside ``vllm_omni/`` of the wheel (``shared/reference/vllm-omni-protocol.md``
+explains each); ``tests/contracts/`` checks these tables, the client's requests and the stand-in against the wheel.
 """
 
 from __future__ import annotations
@@ -16,10 +12,10 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from . import framework
+# The server rounds a video's frame count up to 4k+1 (24 -> 25) as the framework does (pipeline_cosmos3.py:210-216
+# `_ceil_video_num_frames`, applied at :3848).
+from .framework import round_up_frames  # noqa: F401
 from .step_cache import VLLM_CACHE_BACKEND_FLAG, VLLM_CACHE_CONFIG_FLAG
-# The server rounds a video's frame count up to 4k+1 (24 -> 25) exactly as the framework does
-# (pipeline_cosmos3.py:210-216 `_ceil_video_num_frames`, applied at :3848); one function for both.
-from .framework import round_up_frames  # noqa: E402,F401
 
 VERSION = "0.30.0"
 

@@ -47,8 +47,7 @@ HINT_MODELS: Mapping[str, type[_Strict]] = {
     kind: _hint_model(f"{kind.capitalize()}HintFields", fw.PRESET_FIELDS[kind], _PRESET_CHOICES[kind])
     if kind in fw.PRESET_FIELDS else HintFields for kind in fw.HINT_KINDS}
 
-# The JSON type of every field of ``protocol.framework.SAMPLE_FIELDS`` that is not plain text (a string); the
-# contract test compares the resulting schema with the framework's, field by field.
+# The JSON type of every field of ``protocol.framework.SAMPLE_FIELDS`` that is not plain text (a string).
 _TYPES: Mapping[str, Any] = {
     "extra": dict[str, Any], "seed": int, "num_outputs": Positive, "output_dir": DirPath, "tensors_file": FilePath,
     "pickle_file": FilePath, "defaults_file": FilePath, "model_mode": Literal[fw.MODEL_MODES],

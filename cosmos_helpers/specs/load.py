@@ -1,11 +1,5 @@
-"""Reading framework input files (``-i``): a ``.json`` object (or, here, a list of them) or one object per ``.jsonl``
-line, named as the framework names them, relative paths relative to the file's folder, and what the user wrote kept
-key for key (:attr:`Sample.data`: the framework backend hands it on unchanged).
-
-:func:`check_sample` reports at once what the framework rejects beyond field types (``inference/args.py``), what
-would only fail minutes into a run (a depth hint with nothing to read, overlapping chunks) and what the framework
-would silently run otherwise than written (both ``prompt`` and ``prompt_path``).
-"""
+"""Reading framework input files (``-i``: a ``.json`` object or list, or ``.jsonl`` lines) as the framework names
+and locates them, what the user wrote kept key for key (:attr:`Sample.data`: the framework backend hands it on)."""
 
 from __future__ import annotations
 
@@ -48,12 +42,10 @@ class Sample:
 
     @property
     def mode(self) -> str:
-        """``model_mode``, or the framework's inference from ``vision_path`` and ``num_frames``."""
         return self.fields.model_mode or fw.infer_mode(self.fields.vision_path, self.fields.num_frames)
 
     @property
-    def hint_kinds(self) -> tuple[str, ...]:
-        """The hints present, in the framework's packing order (edge, blur, depth, seg, wsm)."""
+    def hint_kinds(self) -> tuple[str, ...]:  # in the framework's packing order
         return tuple(kind for kind in fw.HINT_KINDS if getattr(self.fields, kind) is not None)
 
     @property
@@ -97,11 +89,9 @@ class Sample:
         return data
 
     def resolved(self, **kwargs: Any) -> ResolvedSample:
-        """What the framework runs this sample with: see :func:`cosmos_helpers.specs.resolve.resolve`."""
         return resolve(self, **kwargs)
 
     def to_json(self) -> str:
-        """The sample as written, 2-space indented with a trailing newline."""
         return json.dumps(dict(self.data), indent=2, ensure_ascii=False) + "\n"
 
 
@@ -165,7 +155,9 @@ def _parse_json(text: str, path: Path, line: int | None) -> Any:
 
 
 def check_sample(sample: Sample, *, check_files: bool = True, computed: Collection[str] = ()) -> None:
-    """Raise :class:`ValidationError` for the first rule ``sample`` breaks."""
+    """Raise :class:`ValidationError` for the first rule ``sample`` breaks: what the framework rejects beyond field
+    types (``inference/args.py``), what would fail only minutes into a run (a depth hint with nothing to read,
+    overlapping chunks), what the framework would run otherwise than written (both ``prompt`` and ``prompt_path``)."""
     f, mode = sample.fields, sample.mode
     if f.prompt is not None and f.prompt_path is not None:
         raise ValidationError("prompt_path", "both prompt and prompt_path are given (the framework would silently "
@@ -246,10 +238,9 @@ def _check_transfer(sample: Sample, computed: Collection[str] = ()) -> None:
     if sum(weights) <= 0:
         raise ValidationError("weight", f"all hint weights are zero ({dict(zip(sample.hint_kinds, weights))}); "
                               "they are normalised by their sum.", "give at least one hint a positive weight.")
-    defaults = fw.TRANSFER_SAMPLE_DEFAULTS
-    tuned = fw.HINT_TUNED_DEFAULTS[sample.hint_kinds[0]] if len(sample.hint_kinds) == 1 else {}
-    chunk_given = f.num_video_frames_per_chunk or tuned.get("num_video_frames_per_chunk")
-    chunk = fw.round_up_frames(chunk_given or defaults["num_video_frames_per_chunk"])
+    kinds = sample.hint_kinds
+    defaults = {**fw.TRANSFER_SAMPLE_DEFAULTS, **(fw.HINT_TUNED_DEFAULTS[kinds[0]] if len(kinds) == 1 else {})}
+    chunk = fw.round_up_frames(f.num_video_frames_per_chunk or defaults["num_video_frames_per_chunk"])
     n_cond = defaults["num_conditional_frames"] if f.num_conditional_frames is None else f.num_conditional_frames
     if n_cond >= chunk:
         raise ValidationError("num_conditional_frames", f"{n_cond} overlap frames leave no new frames in a "

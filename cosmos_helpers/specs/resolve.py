@@ -25,11 +25,11 @@ from ..presets import MODES, VIDEO_SIZES, get_profile, model_for, normalize_tier
 from ..protocol import framework as fw
 
 OVERRIDABLE: tuple[str, ...] = ("resolution", "num_steps", "seed")  # what `cosmos-helpers run` may override
+TEMPLATES = ("duration_template", "resolution_template", "inverse_duration_template", "inverse_resolution_template")
 # What every generation sample must end up with (OmniSampleArgs has no default for them).
-_REQUIRED: tuple[str, ...] = ("fps", "num_steps", "guidance", "shift", "sigma_max", "normalize_cfg",
-                              "duration_template", "resolution_template", "inverse_duration_template",
-                              "inverse_resolution_template", "negative_metadata_mode", "negative_prompt_keep_metadata",
-                              "video_save_quality", "image_save_quality")
+_REQUIRED: tuple[str, ...] = ("fps", "num_steps", "guidance", "shift", "sigma_max", "normalize_cfg", *TEMPLATES,
+                              "negative_metadata_mode", "negative_prompt_keep_metadata", "video_save_quality",
+                              "image_save_quality")
 # How a filled-in value is typed in a ResolvedSample, by the field's annotation (``None`` stays ``None``: a transfer
 # field of a sample without hints); other fields take the value as it is.
 _CASTS: Mapping[str, Callable[[Any], Any]] = {
@@ -116,8 +116,7 @@ class ResolvedSample:
         return tuple(h.kind for h in self.hints)
 
     @property
-    def chunk_frames(self) -> int | None:
-        """The chunk the framework generates: ``num_video_frames_per_chunk`` rounded up to 4k+1."""
+    def chunk_frames(self) -> int | None:  # the chunk the framework generates
         chunk = self.num_video_frames_per_chunk
         return None if chunk is None else fw.round_up_frames(chunk)
 
@@ -145,10 +144,9 @@ class ResolvedSample:
 def resolve(sample: Any, *, profile: str | None = None, model: str | None = None,
             overrides: Mapping[str, Any] | None = None, output_dir: str | Path | None = None,
             guardrails: bool | None = None, fill: bool = True) -> ResolvedSample:
-    """The framework's effective values for ``sample`` (a ``load.Sample``; ``load`` imports this module), as the
-    module docstring says: ``model`` and ``guardrails`` win over the ``profile``'s; ``overrides`` are command-line
-    values (``OVERRIDABLE``); ``output_dir`` is ``<out>/<name>``, from which the framework derives the seed of a
-    sample without one."""
+    """The framework's effective values for ``sample`` (a ``load.Sample``): ``model`` and ``guardrails`` win over the
+    ``profile``'s; ``overrides`` are command-line values (``OVERRIDABLE``); ``output_dir`` is ``<out>/<name>``, from
+    which the framework derives the seed of a sample without one."""
     return _Resolver(sample, profile, model, dict(overrides or {}), output_dir, guardrails, fill).run()
 
 
@@ -260,8 +258,7 @@ class _Resolver:
         self._negative_file()
 
     def _negative_file(self) -> None:
-        """``negative_prompt_file`` is read only when no negative prompt is set yet (args.py:885), and the mode's
-        defaults always set one, so with the built-in defaults the framework never reads it."""
+        """Read only when no negative prompt is set yet (args.py:885): never with the built-in defaults."""
         name = self.f.negative_prompt_file
         if name is None or "negative_prompt" in self.user:
             return
@@ -279,14 +276,13 @@ class _Resolver:
                      f"the framework's defaults/{Path(name).name} (read by the framework only)")
 
     def _transfer(self) -> None:
-        for key, value in fw.TRANSFER_SAMPLE_DEFAULTS.items():
-            if key not in self.user:
-                self.put(key, value, "transfer default")
         kinds = self.sample.hint_kinds
-        if len(kinds) == 1:
-            for key, value in fw.HINT_TUNED_DEFAULTS[kinds[0]].items():
+        tuned = fw.HINT_TUNED_DEFAULTS[kinds[0]] if len(kinds) == 1 else {}
+        for defaults, source in ((fw.TRANSFER_SAMPLE_DEFAULTS, "transfer default"),
+                                 (tuned, f"{kinds[0]} tuned default")):
+            for key, value in defaults.items():
                 if key not in self.user:
-                    self.put(key, value, f"{kinds[0]} tuned default")
+                    self.put(key, value, source)
 
     def _build(self) -> ResolvedSample:
         v, f = self.values, self.f

@@ -1,11 +1,8 @@
 """One run of a sample on one backend: what each backend can honour, the request it becomes, and its fingerprint.
 
 A framework input runs *unchanged* on the framework; on diffusers and vLLM-Omni with the same meaning or not at all:
-a field a backend cannot honour is refused before any work (:func:`check_as_request`, with the backend's
-:class:`SampleSupport`), fields the framework itself ignores are accepted and recorded. Backend options of a
-:class:`~cosmos_helpers.request.GenerationRequest` stay ``None`` unless the input sets them. ``SampleRun.fingerprint``
-is what a rerun compares. URL inputs are fetched into the framework's download cache (:func:`fetch`:
-``$COSMOS_DOWNLOAD_CACHE_DIR``, else ``~/.cache/cosmos-helpers/downloads``), so both find the same file.
+a field a backend cannot honour is refused before any work, fields the framework itself ignores are accepted and
+recorded. URL inputs are fetched into the framework's download cache (:func:`fetch`), so both find the same file.
 """
 
 from __future__ import annotations
@@ -29,9 +26,7 @@ from ..request import GenerationRequest
 from ..result import record_fingerprint
 from ..step_cache import StepCache, check_step_cache, step_cache_record
 from .load import Sample
-from .resolve import ResolvedSample, builtin_defaults
-
-_TEMPLATES = ("duration_template", "resolution_template", "inverse_duration_template", "inverse_resolution_template")
+from .resolve import TEMPLATES, ResolvedSample, builtin_defaults
 
 
 def given_fields(sample: Sample, overrides: Mapping[str, Any] | None = None,
@@ -129,7 +124,7 @@ def _check_generation(r: ResolvedSample, given: set[str], refuse, *, encodes_its
     for name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg"):
         if name in given:
             refuse(name, f"a generation request has no {name} option.")
-    for name in _TEMPLATES:
+    for name in TEMPLATES:
         default = fw.PROMPT_DEFAULTS.get(name) or fw.RESOLUTION_TEMPLATES["image" if r.is_image else "video"]
         if name in given and getattr(r, name) != default:
             refuse(name, "custom template sentences are the framework's only (diffusers and vLLM-Omni have "
@@ -162,17 +157,15 @@ def _check_action(r: ResolvedSample, backend: str, support: SampleSupport, given
     if not support.view_point and r.view_point:
         refuse("view_point", f"vLLM-Omni {vo.VERSION} reads no camera viewpoint for action requests.",
                "remove view_point, or run the sample on diffusers or the framework.")
-    for field_name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg", *_TEMPLATES):
+    for field_name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg", *TEMPLATES):
         if field_name in given:
             refuse(field_name, "an action run builds its own caption, with no negative, and guides unnormalised.")
 
 
 def generation_request(r: ResolvedSample, given: set[str], step_cache: StepCache = None) -> GenerationRequest:
-    """The :class:`GenerationRequest` of a resolved generation sample (local media paths), with the run's ``step_cache``
-    (not a sample field: the framework takes it on its command line). What to generate is always concrete (the sample's
-    resolved values, its model and guardrails); backend options are set only when the input sets them:
-    ``negative_prompt``, the sentence templates (the framework's own sentences), ``guidance_interval`` (the framework's
-    strict ``lo < t < hi`` as the inclusive interval with the same timesteps, ``protocol.framework.to_inclusive``)."""
+    """The :class:`GenerationRequest` of a resolved sample (local media paths) and the run's ``step_cache`` (the
+    framework's command line sets it): what to generate always concrete; backend options (``negative_prompt``, the
+    templates, ``guidance_interval`` made inclusive) only where the input sets them."""
     options: dict[str, Any] = {}
     if r.guidance_interval is not None and "guidance_interval" in given:
         options["guidance_interval"] = fw.to_inclusive(r.guidance_interval)
@@ -200,11 +193,10 @@ def generation_request(r: ResolvedSample, given: set[str], step_cache: StepCache
 
 
 def _action_request(r: ResolvedSample, options: dict[str, Any], step_cache: StepCache) -> GenerationRequest:
-    """The request of an action sample. The framework reads ``action_chunk_size + 1`` frames of ``vision_path``
-    and conditions forward dynamics and policy on the first (inference/action.py:202); the action file is a
-    ``[T][D]`` JSON array (:56-58); ``image_size`` is the action tier; ``wam`` is the policy task. Its guidance
-    interval is read as for any sample (inference.py:1709); its negative prompt is not (no negative caption in
-    the action batch), so none is sent."""
+    """The request of an action sample. The framework reads ``action_chunk_size + 1`` frames of ``vision_path`` and
+    conditions forward dynamics and policy on the first (inference/action.py:202); the action file is a ``[T][D]``
+    JSON array (:56-58); ``image_size`` is the action tier. Its guidance interval is read as for any sample
+    (inference.py:1709), its negative prompt is not (no negative caption in the action batch), so none is sent."""
     mode = ap.MODES[list(ap.FRAMEWORK_MODES.values()).index(r.model_mode)]
     vision = Path(r.vision_path)
     if mode in ap.TAKES_VIDEO:
@@ -240,8 +232,7 @@ TIMEOUT_S = 60.0
 
 
 def fetch(url: str, field: str, *, progress: bool = True) -> Path:
-    """The local copy of ``url`` given in ``field`` (``vision_path``, ``edge.control_path``, ...): the cached file
-    (in ``$COSMOS_DOWNLOAD_CACHE_DIR``, else this project's default cache folder), or a fresh download into it."""
+    """The local copy of ``url`` given in ``field`` (``vision_path``, ``edge.control_path``, ...), cached or fetched."""
     from .download import download  # httpx loads on first use
     name = fw.DOWNLOAD_NAMES[field.split(".")[-1]] + Path(url.split("?")[0]).suffix.lower()
     root = Path(os.environ.get(fw.DOWNLOAD_CACHE_ENV) or DEFAULT_CACHE).expanduser()
@@ -308,15 +299,14 @@ class SampleRun:
         return record
 
     def fingerprint(self) -> str:
-        """What a rerun compares, hashed as a request's is (:func:`~cosmos_helpers.result.record_fingerprint`)."""
+        """What a rerun compares."""
         return record_fingerprint(self.to_dict())
 
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """What ``run_spec`` would do, without doing it (``plan_spec``): the checked run it records, and what the backend
-    made of it for elsewhere: the framework's written run folder (``input_file``, ``command``), or the sample a
-    server would be sent (``payload``, and ``extra`` such as its deployment)."""
+    """What ``plan_spec`` found: the checked run, and what the backend made of it for elsewhere: the framework's
+    written run folder (``input_file``, ``command``) or what a server would be sent (``payload``, ``extra``)."""
     run: SampleRun
     folder: Path | None = None
     input_file: Path | None = None

@@ -100,8 +100,7 @@ class PreparedTransfer:
 def prepare_transfer(r: ResolvedSample, *, aspect_ratio: str | None = None, fps: float | None = None,
                      emit_warnings: bool = True) -> PreparedTransfer:
     """Read and fit the media of a resolved transfer sample (local paths: URLs are fetched before this).
-    ``aspect_ratio`` and ``fps`` replace the framework's rules for the bucket's aspect and the output fps (vLLM-Omni
-    picks both its own way; see :mod:`cosmos_helpers.standins.vllm_omni.transfer`)."""
+    ``aspect_ratio`` and ``fps`` replace the framework's rules for both (the vLLM-Omni stand-in picks its own)."""
     if not r.is_transfer:
         raise ValidationError("model_mode", "this sample has no control hint, so it is not a transfer.",
                               "add edge/blur/depth/seg/wsm, or run it as a generation.")
@@ -150,7 +149,6 @@ def prepare_transfer(r: ResolvedSample, *, aspect_ratio: str | None = None, fps:
 
 
 def chunk_length(total_frames: int, chunk: int) -> int:
-    """The chunk the framework generates: 1 for a single frame, else ``chunk`` rounded up to 4k+1."""
     return 1 if total_frames == 1 else round_up_frames(chunk)
 
 
@@ -182,23 +180,21 @@ def control_directive(hint_kinds: Sequence[str]) -> str:
 
 def format_transfer_prompt(prompt: str, negative: str | None, r: ResolvedSample, width: int, height: int,
                            chunk_frames: int, fps: float) -> tuple[str, str | None]:
-    """The (prompt, negative) text the framework tokenises for a transfer run (an empty negative is ``None``):
-    metadata or template sentences for one chunk of ``chunk_frames`` at the output ``fps`` (as an integer)."""
-    fps_int = round(float(fps))
+    """The (prompt, negative) text the framework tokenises for a transfer run (an empty negative is ``None``)."""
+    size = dict(width=width, height=height, num_frames=chunk_frames, fps=round(float(fps)))
     caption = parse_caption(prompt)
     if isinstance(caption, dict):
-        text = with_metadata(caption, width=width, height=height, num_frames=chunk_frames, fps=fps_int,
-                             aspect_ratio=r.aspect_ratio)
+        text = with_metadata(caption, **size, aspect_ratio=r.aspect_ratio)
     else:
-        text = with_templates(prompt, width=width, height=height, num_frames=chunk_frames, fps=fps_int,
-                              duration_template=r.duration_template, resolution_template=r.resolution_template)
+        text = with_templates(prompt, **size, duration_template=r.duration_template,
+                              resolution_template=r.resolution_template)
     neg = negative
     if r.negative_metadata_mode in ("same", "inverse"):
         inverse = r.negative_metadata_mode == "inverse"
-        neg = with_templates(negative or "", width=width, height=height, num_frames=chunk_frames, fps=fps_int,
+        neg = with_templates(negative or "", **size, force_duration=inverse,
                              duration_template=r.inverse_duration_template if inverse else r.duration_template,
-                             resolution_template=r.inverse_resolution_template if inverse else r.resolution_template,
-                             force_duration=inverse).lstrip(".").strip()
+                             resolution_template=r.inverse_resolution_template if inverse else r.resolution_template
+                             ).lstrip(".").strip()
     if r.emphasize_control_in_prompt and r.hints:
         text = text.rstrip() + " " + control_directive(r.hint_kinds)
     return text, neg or None
@@ -212,10 +208,9 @@ def check_control_consistency(r: ResolvedSample, control_frames: Any, control_fp
     kind = hint or (r.hint_kinds[0] if r.hints else "control")
     shape = getattr(control_frames, "shape", None)
     count = int(shape[0]) if shape is not None else int(control_frames)
+    frames = count if r.max_frames is None else min(count, r.max_frames)
     messages: list[str] = []
-    frames = count
-    if r.max_frames is not None and count > r.max_frames:
-        frames = r.max_frames
+    if frames < count:
         messages.append(f"{kind} control has {count} frames, more than max_frames {r.max_frames}: the framework reads "
                         f"only the first {r.max_frames}.")
     if frames != r.num_frames and not r.sources.get("num_frames", "").startswith("profile"):

@@ -1,10 +1,6 @@
-"""Video transfer (control video -> photoreal video) and running framework input samples on any backend.
-
-Names load on first use, so ``cosmos-helpers --help`` and ``import cosmos_helpers.transfer`` stay cheap (OpenCV
-and torch come in only when a control map or a transfer actually runs). Reading input files lives in
-:mod:`cosmos_helpers.specs`; reading and writing media in :mod:`cosmos_helpers.media`, computed depth and
-segmentation in :mod:`cosmos_helpers.controls`: the ones a transfer notebook uses are given here too.
-"""
+"""Video transfer (control video -> photoreal video) and running framework input samples on any backend, with the
+names a transfer notebook uses from :mod:`cosmos_helpers.specs`, ``.media`` and ``.controls``; all load on first use,
+so ``cosmos-helpers --help`` stays cheap (OpenCV and torch come in only when a control map or a transfer runs)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The transfer cookbook's own sample media, rendered by code: RGB clip, a depth-style control, prompts, a chime.
-
-``depth_style_clip()`` renders the scene of :func:`cosmos_helpers.samples.rolling_ball_clip` as a depth-style
-control (3-channel grayscale, near = bright, normalised per video, like the framework cookbook's depth asset):
-the sky is far (dark), the floor brightens towards the camera, the ball is shaded by its distance and its
-sphere normal. ``python -m cosmos_helpers.transfer.assets DIR`` rewrites the committed copies.
+"""The transfer cookbook's own sample media, rendered by code: RGB clip, a depth-style control, prompts, a chime
+(``python -m cosmos_helpers.transfer.assets DIR`` rewrites the committed copies).
 """
 
 from __future__ import annotations
@@ -39,7 +35,9 @@ NEGATIVE_PROMPT = {
 
 def depth_style_clip(num_frames: int = CLIP_FRAMES, width: int = CLIP_SIZE[0],
                      height: int = CLIP_SIZE[1]) -> np.ndarray:
-    """A depth-style control of the rolling-ball scene, uint8 ``(T, H, W, 3)``: near = bright, far = dark."""
+    """The scene of :func:`~cosmos_helpers.samples.rolling_ball_clip` as a depth-style control, uint8 ``(T, H, W, 3)``
+    like the framework cookbook's depth asset: grey, near = bright, normalised per video; the sky is far (dark), the
+    floor brightens towards the camera, the ball is shaded by its distance and its sphere normal."""
     yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
     horizon = int(height * 0.45)
     nearness = np.clip((yy - horizon) / max(1, height - horizon), 0.0, 1.0) ** 0.8
@@ -62,7 +60,6 @@ def depth_style_clip(num_frames: int = CLIP_FRAMES, width: int = CLIP_SIZE[0],
 
 
 def write_transfer_assets(folder: str | Path, *, overwrite: bool = False) -> dict[str, Path]:
-    """Write the RGB clip, its first frame, the depth-style control, the prompt and the chime into ``folder``."""
     folder = Path(folder)
     clip = rolling_ball_clip(CLIP_FRAMES, *CLIP_SIZE)
     paths = {

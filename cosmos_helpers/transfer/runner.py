@@ -4,9 +4,7 @@ It resolves the sample, refuses what the backend cannot honour, makes sure the o
 only then works: ``<out>/<name>/vision.mp4`` (``vision.jpg`` for one frame) with its manifest ``vision.json`` and,
 for a transfer on diffusers or the framework, ``control_<hint>.mp4``. The manifest's fingerprint covers the input
 as written, the overrides, profile, model and the content of every input file, so a rerun skips a finished output
-and never mistakes another input's output for it (:func:`~cosmos_helpers.result.check_free`). :func:`plan_spec`
-makes the same checks and does no work. :class:`SpecRunner` is the notebook's convenience: one backend, profile and
-output folder for several samples, and a local vLLM-Omni server when no URL is given.
+and never mistakes another input's output for it (:func:`~cosmos_helpers.result.check_free`).
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -43,36 +42,25 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
              progress: bool = True, checkout: str | os.PathLike[str] | None = None, url: str | None = None,
              server_paths: bool = False, compute_controls: Mapping[str, str] | None = None,
              control_device: str | None = None, step_cache: StepCache = None) -> Generation:
-    """Run one sample and save it as ``<out>/<name>/vision.*``; a finished identical run is loaded instead.
+    """Run one sample (a :class:`~cosmos_helpers.specs.Sample`, a dict or a one-sample input file) on ``backend``
+    (a name or a backend object; ``checkout`` / ``url`` locate the framework / the vLLM-Omni server for a name) and
+    save it as ``<out>/<name>/vision.*``; a finished identical run is loaded instead. Returns the saved (or reused)
+    :class:`~cosmos_helpers.result.Generation`; :func:`plan_spec` checks the same run without doing it.
 
-    Args:
-        spec: a :class:`~cosmos_helpers.specs.Sample`, a dict, or a one-sample input file.
-        backend: ``"diffusers"``, ``"framework"``, ``"vllm-omni"``, ``"framework-serve"``, or a backend object
-            (``DiffusersBackend``, ``FrameworkBackend``, ``VllmOmniBackend``, ``FrameworkServeBackend``) to run on.
-        profile: picks the model (unless ``model``) and the guardrails (unless ``guardrails``) and fills the tier,
-            frames and steps the sample leaves unset (``tiny`` on a CPU); on the framework it only picks.
-        overrides: ``resolution``, ``num_steps``, ``seed``: win over the sample (the framework's CLI flags).
-        guardrails: run the Cosmos guardrails; ``None``: the profile's choice.
-        checkout / url: where the framework / the vLLM-Omni server is, when ``backend`` is a name.
-        server_paths: vLLM-Omni only: the server shares this filesystem, so controls beyond the uploaded one may be
-            sent as paths.
-        compute_controls: ``{"depth": MODEL, "seg": MODEL}``: compute those controls from ``vision_path`` with the
-            ``transformers`` models named (``"tiny"``: the offline stand-ins) into ``<out>/<name>/estimated_<kind>.mp4``
-            and run with them as supplied controls (:func:`with_computed_controls`); ``control_device``
-            is where those models run (default CUDA when there is one).
-        step_cache: ``None`` (the backend's own default: on in the framework's command line, off elsewhere),
-            ``"off"`` or a :class:`~cosmos_helpers.SeaCache`: on the framework its ``--[no-]diffusion-cache`` flags,
-            on diffusers its SeaCache hooks; vLLM-Omni takes it when its server starts, so there it is refused.
-
-    Returns:
-        the saved (or reused) :class:`~cosmos_helpers.result.Generation`. :func:`plan_spec` checks the same run
-        without doing it.
+    ``profile`` picks the model (unless ``model``) and the guardrails (unless ``guardrails``) and fills the tier,
+    frames and steps the sample leaves unset (``tiny`` on a CPU); on the framework it only picks. ``overrides``
+    (``resolution``, ``num_steps``, ``seed``) win over the sample, as the framework's CLI flags do. ``server_paths``:
+    the vLLM-Omni server shares this filesystem, so controls beyond the uploaded one may be sent as paths.
+    ``compute_controls`` (``{"depth": MODEL, "seg": MODEL}``, ``"tiny"``: the offline stand-ins) computes those
+    controls from ``vision_path`` on ``control_device`` (default CUDA when there is one) into
+    ``<out>/<name>/estimated_<kind>.mp4`` and runs with them as supplied controls (:func:`with_computed_controls`).
+    ``step_cache``: ``None`` (the backend's default: on in the framework's command line, off elsewhere), ``"off"`` or
+    a :class:`~cosmos_helpers.SeaCache`; vLLM-Omni takes it when its server starts, so there it is refused.
     """
-    runner = _backend(backend, checkout, url, progress)
-    run, folder = _checked_run(spec, runner, profile=profile, model=model, out=out, overrides=overrides,
-                               guardrails=guardrails, compute_controls=compute_controls, step_cache=step_cache,
-                               progress=progress, dry=False, server_paths=server_paths, overwrite=overwrite,
-                               control_device=control_device)
+    runner, run, folder = _checked_run(spec, backend, checkout, url, profile=profile, model=model, out=out,
+                                       overrides=overrides, guardrails=guardrails, compute_controls=compute_controls,
+                                       step_cache=step_cache, progress=progress, dry=False, server_paths=server_paths,
+                                       overwrite=overwrite, control_device=control_device)
     stem = folder / STEM
     if not overwrite:
         done = check_free(stem, run, backend=runner.name, settings=runner.output_settings())
@@ -96,25 +84,21 @@ def plan_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, back
     """:func:`run_spec`'s checks, and no work: what would run, as a :class:`~cosmos_helpers.specs.PlannedRun`
     (its ``run`` is what the output's manifest would record). On the framework it writes the run folder (input
     file and command, for a job submitted elsewhere); URL inputs are not downloaded, controls not computed."""
-    runner = _backend(backend, checkout, url, progress)
-    run, _ = _checked_run(spec, runner, profile=profile, model=model, out=out, overrides=overrides,
-                          guardrails=guardrails, compute_controls=compute_controls, step_cache=step_cache,
-                          progress=progress, dry=True)
+    runner, run, _ = _checked_run(spec, backend, checkout, url, profile=profile, model=model, out=out,
+                                  overrides=overrides, guardrails=guardrails, compute_controls=compute_controls,
+                                  step_cache=step_cache, progress=progress, dry=True)
     return runner.dry_run(run, pending=tuple(compute_controls or ()))
 
 
-def _backend(backend: Any, checkout: Any, url: str | None, progress: bool) -> Backend:
-    return backend_by_name(backend, checkout=checkout, url=url, progress=progress) if isinstance(
-        backend, str) else backend
-
-
-def _checked_run(spec: Any, runner: Backend, *, profile: str | None, model: str | None, out: Any,
-                 overrides: Mapping[str, Any] | None, guardrails: bool | None,
+def _checked_run(spec: Any, backend: Any, checkout: Any, url: str | None, *, profile: str | None, model: str | None,
+                 out: Any, overrides: Mapping[str, Any] | None, guardrails: bool | None,
                  compute_controls: Mapping[str, str] | None, step_cache: StepCache, progress: bool, dry: bool,
                  server_paths: bool = False, overwrite: bool = False, control_device: str | None = None
-                 ) -> tuple[SampleRun, Path]:
-    """The sample read, resolved and checked by ``runner`` before any work; unless ``dry``, its inputs made local
-    (and checked where a check reads them) and its computed controls made, so the run records their content."""
+                 ) -> tuple[Backend, SampleRun, Path]:
+    """The backend (built from a name), and the sample read, resolved and checked by it before any work; unless
+    ``dry``, its inputs made local (and checked where a check reads them) and its computed controls made."""
+    runner = backend_by_name(backend, checkout=checkout, url=url, progress=progress) if isinstance(
+        backend, str) else backend
     if compute_controls:
         check_models(compute_controls)  # the kinds first: a sample gets an empty hint of each
     sample = as_sample(spec, computed=tuple(compute_controls or ()))
@@ -133,15 +117,13 @@ def _checked_run(spec: Any, runner: Backend, *, profile: str | None, model: str 
             _check_same_input(folder / STEM, sample)
         write_control_videos(resolved.vision_path, compute_controls, folder, max_frames=resolved.max_frames,
                              device=control_device, overwrite=overwrite, progress=progress)
-    return SampleRun.create(sample, resolved, overrides, step_cache), folder
+    return runner, SampleRun.create(sample, resolved, overrides, step_cache), folder
 
 
 def with_computed_controls(sample: Sample, models: Mapping[str, str], folder: str | os.PathLike[str]) -> Sample:
-    """``sample`` with each hint of ``models`` (``{"depth": MODEL, "seg": MODEL}``) pointing at the control video this
-    package computes from ``vision_path`` into ``folder`` before the run (not yet made), so every backend gets an
-    ordinary supplied control, as if the user had made the file. A hint the sample has keeps its weight; one it lacks
-    is added; one that already names a control file is refused (two sources for one control). Checks everything
-    that can be checked without work: the kinds, the models (their configs), a local ``vision_path``."""
+    """``sample`` with each hint of ``models`` pointing at the control video computed (later) from ``vision_path``
+    into ``folder``, so every backend gets an ordinary supplied control; a hint the sample has keeps its weight. Checks
+    what needs no work: the kinds, the models (their configs), a ``vision_path``."""
     check_models(models)
     data: dict[str, Any] = copy.deepcopy(dict(with_computed_hints(sample.data, models)))
     if not data.get("vision_path"):
@@ -208,11 +190,10 @@ def _save_controls(generation: Generation, folder: Path, overwrite: bool) -> Non
         generation.provenance["control_files"] = written
 
 
-class SpecRunner:
-    """Run samples on one backend with one profile into one output folder (what the transfer notebook uses). The backend
-    is built once, by :func:`cosmos_helpers.backends.backend_by_name` (so a missing checkout or URL is reported now).
-    For ``vllm-omni`` without ``server_url`` a local vLLM-Omni-compatible server with the transfer hook is started on
-    loopback at the first run (it shares this filesystem) and stopped by :meth:`close`."""
+class SpecRunner(AbstractContextManager):
+    """Run samples on one backend and profile into one output folder (the transfer notebook's runner). The backend is
+    built now, so a missing checkout or URL is reported at once; ``vllm-omni`` without ``server_url`` starts a local
+    server with the transfer hook on loopback (it shares this filesystem) at the first run, stopped by :meth:`close`."""
 
     def __init__(self, backend: str = "diffusers", *, profile: str = DEFAULT_PROFILE, model: str | None = None,
                  output_dir: str | os.PathLike[str] = "outputs/transfer", checkout: str | None = None,
@@ -224,16 +205,12 @@ class SpecRunner:
         self.output_dir, self.server_url = Path(output_dir), server_url
         self.overrides, self.overwrite, self.progress = dict(overrides or {}), overwrite, progress
         self._server = None
-        # A local server starts at the first run; every other backend is built (and checked) now.
         self._backend = None if backend == VLLM and not server_url else backend_by_name(
             backend, url=server_url, checkout=checkout, progress=progress)
         self.backend = backend
 
     def __repr__(self) -> str:
         return f"SpecRunner({self.backend!r}, profile={self.profile!r}, output_dir={str(self.output_dir)!r})"
-
-    def __enter__(self) -> SpecRunner:
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
@@ -247,9 +224,8 @@ class SpecRunner:
     def run(self, spec: Sample | Mapping[str, Any] | str | os.PathLike[str],
             overrides: Mapping[str, Any] | None = None, compute_controls: Mapping[str, str] | None = None
             ) -> Generation:
-        """Run one sample (a :class:`Sample`, a dict or a one-sample file); see :func:`run_spec`. ``overrides`` add
-        to the runner's (``resolution="256"`` gives vLLM-Omni a tier it knows with the ``tiny`` profile), and
-        ``compute_controls`` to the runner's (``{"depth": "tiny"}``)."""
+        """One sample, as :func:`run_spec` runs it; ``overrides`` and ``compute_controls`` add to the runner's
+        (``resolution="256"`` gives vLLM-Omni a tier it knows with the ``tiny`` profile)."""
         if self._backend is None:
             self._backend = backend_by_name(self.backend, url=self._start_server(), progress=self.progress)
         return run_spec(spec, backend=self._backend, profile=self.profile, model=self.model, out=self.output_dir,

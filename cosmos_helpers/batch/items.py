@@ -1,24 +1,9 @@
-"""The items of a batch file: one generation request or one framework input sample per line.
+"""The items of a batch file: one JSON object per line, a :class:`~cosmos_helpers.request.GenerationRequest`
+(a line with ``mode``; paths relative to the file) or a Cosmos Framework input sample, all checked when read.
 
-``REQUESTS.jsonl`` holds one JSON object per line (blank lines skipped). A line with ``mode`` is a
-:class:`~cosmos_helpers.request.GenerationRequest` (its keyword arguments; ``prompt`` a string or a caption object,
-``image`` / ``video`` paths relative to the file) and an optional ``name``; any other line is a Cosmos Framework input
-sample (``OmniSampleOverrides``, as in the framework's ``-i`` files; ``model_mode`` picks the mode). Every line is
-checked when the file is read, so a bad line 11 fails before item 1 runs.
-
-Each item's output goes where a framework run puts it, ``<out>/<name>/vision.*`` with its manifest, so a rerun
-finds finished items by their fingerprint (:func:`cosmos_helpers.result.check_free`) and refuses another request's
-output at that name. Names default to ``<file stem>_<line index>`` (the framework's rule for JSONL) and must be
-unique.
-
-Before a batch works, :func:`plan` checks every item on its backend (a request line's :class:`GenerationRequest`, or
-a sample's run as ``run_spec`` records it, ``plan_spec(...).run``) and asks
-:func:`~cosmos_helpers.result.check_free` of its folder: finished by this very record on this backend with these
-settings (skipped), free (to do), or another request's output (refused, for the whole batch, before anything
-runs). A sample with URL inputs is recorded by the content of the copies it downloads, which a plan cannot know
-without downloading: such an item is only skipped when found, never refused here (its own run refuses a clash
-before it generates). :func:`run_item` (``generate_and_save`` or ``run_spec``) skips a finished output and refuses
-another's again, so a worker racing a rerun cannot overwrite anything.
+Each goes to ``<out>/<name>/vision.*`` with its manifest (names default to ``<file stem>_<line index>``, the
+framework's rule); :func:`plan` skips finished items and refuses another request's output before any work. A sample
+with URL inputs is recorded by its downloads, unknown to a plan: it is only skipped when found, never refused there.
 """
 
 from __future__ import annotations

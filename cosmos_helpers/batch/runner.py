@@ -1,14 +1,7 @@
-"""``run_batch(requests, out)``: many items, resumably, on this machine, a server, or a Ray cluster.
+"""``run_batch(requests, out)``: many items, resumably, on this machine, a server (``concurrency`` at a time), or Ray.
 
-Where the items run: with ``ray=ADDRESS`` (``"auto"``, ``"ray://head:10001"``, ``True`` for a new local instance)
-each is a Ray task on a pool of actors that each keep a ``DiffusersBackend`` (:mod:`.ray_pool`); with a server backend
-and ``url=`` each is a request, ``concurrency`` at a time, so a Ray Serve app (or vLLM-Omni) spreads them over its
-replicas; otherwise they run in this process, one after another. Every line and every item's folder is checked first
-(:func:`.items.plan`: finished items are skipped, another request's output stops the batch). A failure is recorded
-and, unless a second attempt cannot change it (:func:`retryable`), the item is tried once more; nothing is raised for
-failed items (:attr:`BatchResult.failed`). An item ends ``ok``, ``skipped`` (its manifest matched) or ``failed``;
-``started`` / ``finished`` are seconds since the batch began (for :mod:`cosmos_helpers.views.timeline`). At the end
-``summary.csv``, ``batch.json`` and the gallery (``index.html``) are written in ``out``.
+A failure is retried once unless a second attempt cannot change it (:func:`retryable`) and never raised
+(:attr:`BatchResult.failed`); times are seconds since the batch began (:mod:`cosmos_helpers.views.timeline`).
 """
 
 from __future__ import annotations
@@ -43,7 +36,7 @@ COLUMNS = ("name", "kind", "mode", "status", "attempts", "seconds", "worker", "m
 
 @dataclass
 class ItemRecord:
-    """One item's outcome (see the module docstring)."""
+    """One item's outcome: ``ok``, ``skipped`` (its manifest matched) or ``failed``."""
 
     name: str
     kind: str
@@ -202,7 +195,8 @@ def run_batch(requests: str | os.PathLike[str] | Sequence[Mapping[str, Any]], ou
               backend: Any = RAY_BACKEND, url: str | None = None, ray: Any = None, workers: int | None = None,
               num_cpus: float = 1, concurrency: int | None = None, profile: str = "tiny", item_timeout: float = 1800.0,
               gallery: bool = True) -> BatchResult:
-    """Run every item of ``requests`` (a JSONL path or a list of objects) into ``out`` (module docstring).
+    """Run every item of ``requests`` (a JSONL path or a list of objects) into ``out``; finished items are skipped,
+    another request's output stops the batch before any work; writes ``summary.csv``, ``batch.json``, ``index.html``.
 
     Args:
         backend: ``"diffusers"`` (in this process, or on Ray workers with ``ray``), ``"framework-serve"`` or

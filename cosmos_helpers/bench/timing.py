@@ -1,11 +1,4 @@
-"""Timing the cases: each backend built once, a cold call and warm calls per case, device synchronised.
-
-The cost of a computed and of a cached guidance pass (:func:`pass_costs`): with step caching a step runs 0, 1 or 2
-decoder stacks (two guidance branches, each decided on its own), so step times fall into groups by how many passes
-computed; a least-squares line through (computed passes, step seconds) gives the cost of one computed pass (the
-slope) and of a step whose passes were all cached (the intercept: the scheduler step and the embedding / prediction
-heads of both branches).
-"""
+"""Timing the cases: each backend built once, a cold call and warm calls per case, device synchronised."""
 
 from __future__ import annotations
 
@@ -222,7 +215,11 @@ def _environment(backend: DiffusersBackend) -> dict[str, Any]:
 
 
 def pass_costs(step_s: Sequence[float], schedule: str) -> dict[str, float | int | None]:
-    """``step_s``: seconds of each denoising step (device synchronised); ``schedule``: the manifest's pass schedule
+    """The cost of a computed and of a cached guidance pass: a step computes 0, 1 or 2 decoder stacks (one per
+    guidance branch), so a least-squares line through (computed passes, step seconds) has a computed pass as slope
+    and an all-cached step (scheduler step, embedding and prediction heads) as intercept.
+
+    ``step_s``: seconds of each denoising step (device synchronised); ``schedule``: the manifest's pass schedule
     (``C`` computed, ``.`` cached, in call order). Step 1 is left out (it also packs the prompts). Needs the same
     number of passes in every step (no guidance interval); otherwise only the counts are returned."""
     steps = len(step_s)

@@ -1,11 +1,7 @@
-"""``sweep(notebook, grid)``: every check before the first run, then the runs in parallel over workers.
+"""``sweep(notebook, grid)``: every check before the first run, then the runs in parallel over slots.
 
-Each worker (a *slot*: a vLLM-Omni server, a GPU, or a plain local process) takes the next pending run and executes
-it, one at a time. With several slots each has its own ``python -m cosmos_helpers.sweeps.worker`` process (see that
-module for why); a single slot runs here, in a thread of this process; with ``ray`` each slot is a Ray actor on the
-cluster. A server slot injects its URL into the notebook's server parameter; a GPU slot sets
-``CUDA_VISIBLE_DEVICES`` for the run's process and so for its kernel (a Ray GPU slot gets it from Ray). The run
-manifest records the slot, so where each run ran can be checked afterwards.
+A slot (a vLLM-Omni server, a GPU, or a local process) runs one run at a time: in a ``cosmos_helpers.sweeps.worker``
+process each, in a thread here when it is the only one, or as a Ray actor. The run manifest records the slot.
 """
 
 from __future__ import annotations

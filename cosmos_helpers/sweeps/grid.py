@@ -1,17 +1,5 @@
-"""A sweep's grid: the parameter sets to run, read from YAML, CSV or Python, and checked against the notebook.
-
-Three spellings of the same thing, a list of parameter sets (each a ``{name: value}`` mapping):
-
-* a mapping ``{name: [values...]}``: every combination (Cartesian product, in the order written; a single
-  value that is not a list is that parameter's only value; a parameter whose values are themselves lists is
-  written as a list of lists);
-* a list of mappings: exactly these sets;
-* a CSV file: one set per row, the header row names the parameters; cells are read as YAML scalars
-  (``3.5`` is a number, ``true`` a boolean, ``'7'`` in quotes a text).
-
-Every set is checked against the notebook's tagged ``parameters`` cell (papermill's ``inspect_notebook``)
-before anything runs: unknown names, values whose type differs from the default's, an empty grid and
-duplicate sets are errors that name the offender.
+"""A sweep's grid: the parameter sets to run (YAML, CSV or Python), checked against the notebook's tagged
+``parameters`` cell (papermill's ``inspect_notebook``) before anything runs.
 """
 
 from __future__ import annotations
@@ -33,7 +21,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._+=,-]+")
 
 
 def load_grid(grid: Any) -> list[dict[str, Any]]:
-    """The parameter sets of ``grid``: a ``.yaml``/``.yml``/``.csv`` path, a mapping or a list of mappings."""
+    """The parameter sets of ``grid``: a ``.yaml``/``.yml``/``.csv`` path, a mapping ``{name: [values]}`` (every
+    combination, in order; a non-list value is the only one) or a list of ``{name: value}`` sets. A CSV has one set
+    per row under a header row, its cells read as YAML scalars (``'7'`` in quotes is a text)."""
     source = "grid"
     if isinstance(grid, (str, Path)):
         source = str(grid)

@@ -1,15 +1,5 @@
-"""What a sweep leaves to look at: a summary table, a contact sheet of outputs by parameter, a time plot, a page.
-
-* ``summary.csv``: one row per run: its parameters, status, seconds, attempt, worker, outputs, error;
-* ``contact_sheet.png``: every run's outputs side by side. With two varying parameters and one output per
-  run it is a matrix (rows: the first parameter's values, columns: the second's); otherwise one row per
-  run, one column per output name;
-* ``times.png``: seconds per run, failed runs in red and runs finished by an earlier invocation hatched;
-* ``sweep.html``: the table with links to each executed notebook and manifest, the outputs side by side by
-  parameter as in the sheet (videos as small playable previews), and the plot.
-
-Everything is written atomically and is rebuilt on every invocation (from the run manifests, so a resumed
-sweep's report covers all its runs).
+"""What a sweep leaves to look at, rebuilt from the run manifests on every invocation (written atomically):
+``summary.csv``, ``contact_sheet.png`` (outputs by parameter), ``times.png`` and ``sweep.html`` linking it all.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """``GenerateForm``: fill in a request, press Generate, watch the steps, see the result.
 
-The form builds a :class:`GenerationRequest` from its fields (plus any ``defaults`` it has no field for,
-such as ``negative_prompt`` or ``flow_shift``), so every check the request makes applies here too; a
-:class:`ValidationError` is shown in the form, next to the field it names, not as a traceback.
+The form builds a :class:`GenerationRequest`, so every check the request makes applies; a :class:`ValidationError`
+is shown next to the field it names, not as a traceback.
 """
 
 from __future__ import annotations

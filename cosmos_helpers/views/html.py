@@ -1,9 +1,7 @@
 """Static, self-contained HTML for previews: what an executed notebook keeps as its output.
 
-Only small things are embedded: the preview transcode (a few hundred KB for the tiny and 480p cases) and
-JPEG posters. A preview over :func:`preview.embed_limit` is not embedded; its poster and the file's path
-are shown instead. No ``<script>`` tags and no external resources; the slider's only behaviour is an
-inline ``oninput`` on a range input, which JupyterLab (trusted output) and nbconvert HTML both run.
+Only small previews and JPEG posters are embedded; no ``<script>`` and no external resources (the slider's only
+behaviour is an inline ``oninput``, which JupyterLab trusted output and nbconvert HTML both run).
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""One viewable thing, whatever it came from: a :class:`Generation`, a saved file, or a frame array.
-
-An :class:`Item` knows its media file (when there is one), how to get its frames and sound, and the
-caption a person wants next to it: the prompt summary, seed, backend and time.
-"""
+"""One viewable thing, whatever it came from (a :class:`Generation`, a saved file, frames), with its caption."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Linked HTML pages written beside the files they show (the output gallery, a sweep's report).
-
-Unlike :mod:`.html` (self-contained output kept inside a notebook) these pages link their media by relative paths,
-so the folder can be zipped, copied or served as is, and videos play their small preview transcode, never the
-full-resolution file.
+"""Linked HTML pages written beside the files they show (the output gallery, a sweep's report): media linked by
+relative paths, so the folder can be zipped or served as is, and videos play their small preview transcode.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Pictures of a result: ``frame_strip`` (evenly spaced frames in one picture), ``sound_plot`` (waveform +
-spectrogram), ``join_plot`` (where a chained long video was joined) and action trajectories (the path from above and
-in 3-D, the per-axis steps, predicted-vs-given errors per step). Figures are matplotlib ``Figure``s made without
-pyplot (no global state), shown as PNGs (``display=False`` returns them).
+"""Pictures of a result: frame strips, sound, the joins of a chained long video and action trajectories.
 
-``join_plot`` draws, on top, the frames on either side of every join so the eye can judge, and below, the mean
-absolute difference between consecutive frames, the steps across a join in red: a join no taller than the motion
-inside a chunk is a continuous join.
+Figures are matplotlib ``Figure``s made without pyplot (no global state), shown as PNGs (``display=False`` returns
+them).
 """
 
 from __future__ import annotations
@@ -116,7 +112,8 @@ def sound_plot(generation: Any, *, title: str | None = None, label: str | None =
 
 def join_plot(generation: Any, *, side: int = SIDE, figsize: tuple[float, float] | None = None, dpi: int = 100,
               display: bool = True):
-    """Frames around each join over the frame-to-frame difference curve of a long video (a matplotlib Figure).
+    """Frames around each join over the frame-to-frame difference curve of a long video (a matplotlib Figure): a
+    join's step no taller than the motion inside a chunk is a continuous join.
 
     ``generation``: what ``generate_long_video`` returned, or ``Generation.load`` of its saved ``.mp4``.
     """

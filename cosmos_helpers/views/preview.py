@@ -1,10 +1,6 @@
-"""Small, browser-safe previews: never ship a full-resolution file to a browser or into a notebook.
-
-A video's preview is an H.264 (yuv420p, ``+faststart``) MP4 capped at ``max_side`` pixels, with the sound
-re-encoded as AAC when there is sound. A saved output ``clip.mp4`` gets ``clip.preview.mp4`` beside it,
-rebuilt when it is older than the source; frames that were never saved (and files in read-only folders)
-get theirs in a cache folder (``COSMOS_HELPERS_PREVIEW_DIR``, default ``<tmp>/cosmos-helpers-previews``),
-named by a content hash. Posters and thumbnails are JPEG bytes made in memory.
+"""Small, browser-safe previews (H.264 + AAC, ``+faststart``, capped at ``max_side``): never ship a full-resolution
+file to a browser or into a notebook. A saved ``clip.mp4`` gets ``clip.preview.mp4`` beside it; anything else gets
+one in :func:`cache_dir`, named by a content hash.
 """
 
 from __future__ import annotations

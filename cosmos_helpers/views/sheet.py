@@ -1,8 +1,5 @@
-"""One labelled contact sheet as a PNG: rows of pictures with a label on the left, optionally under column titles.
-
-A sweep's report (a parameter matrix of thumbnails) and the tiny world's :func:`contact_sheet` (a strip of frames
-per clip, drawn like every other strip in the cookbooks) both draw one, with PIL's default font (about 6 px wide,
-12 px high per character).
+"""One labelled contact sheet as a PNG: rows of pictures with a label on the left, optionally under column titles,
+in PIL's default font (about 6 px wide, 12 px high per character).
 """
 
 from __future__ import annotations

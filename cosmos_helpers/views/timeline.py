@@ -1,9 +1,4 @@
-"""``batch_timeline``: where and when each item of one or more batches ran, and how long each took.
-
-The left panel is a timeline per worker (a Ray worker, a Serve replica, this process): one bar per item from its
-start to its end, in seconds since its batch began, so idle workers and stragglers show at a glance. The right panel
-is each item's time, batch by batch. Items skipped as already finished have no bar. Made without pyplot.
-"""
+"""``batch_timeline``: where and when each item of one or more batches ran, and how long each took."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""``show``, ``grid`` and ``compare``: one item view, three layouts, and one place that picks live or static.
-
-Every view is built from the same per-item pieces (:func:`live_figure` for a running Jupyter kernel,
-``html.figure_html`` for a saved document); :func:`_present` lays them out (one, a grid, a row) and decides,
-once, which of the two renderings a context gets.
+"""``show``, ``grid`` and ``compare``: one item view, three layouts, and one place (:func:`_present`) that picks
+live widgets or static HTML.
 """
 
 from __future__ import annotations

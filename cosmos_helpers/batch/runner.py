@@ -6,8 +6,6 @@ A failure is retried once unless a second attempt cannot change it (:func:`retry
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import queue
@@ -22,7 +20,7 @@ from ..backends import backend_by_name
 from ..errors import ValidationError
 from ..gallery import write_gallery
 from ..progress import progress_bar
-from ..views.pages import markdown_table
+from ..views.pages import Outcomes, markdown_table, write_csv
 from .items import BatchItem, load_items, plan, timed_run
 from .ray_pool import RayPool
 
@@ -69,12 +67,7 @@ def retryable(error_type: str) -> bool:
 
 def write_reports(out: Path, records: Sequence[ItemRecord], facts: dict[str, Any]) -> dict[str, Path]:
     """``summary.csv`` (one row per item) and ``batch.json`` (every record with its attempts, and the batch's facts)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
-    writer.writeheader()
-    for record in records:
-        writer.writerow(record.row())
-    summary = media.write_bytes_atomic(out / "summary.csv", buffer.getvalue().encode(), overwrite=True)
+    summary = write_csv(out / "summary.csv", [record.row() for record in records], COLUMNS)
     detail = {"facts": facts, "items": [{**asdict(r), "seconds": r.seconds} for r in records]}
     batch = media.write_bytes_atomic(out / "batch.json", json.dumps(detail, indent=1, default=str).encode(),
                                      overwrite=True)
@@ -82,7 +75,7 @@ def write_reports(out: Path, records: Sequence[ItemRecord], facts: dict[str, Any
 
 
 @dataclass
-class BatchResult:
+class BatchResult(Outcomes):
     """The items of a batch and what became of them; shown in a notebook as a table."""
 
     out: Path
@@ -90,25 +83,17 @@ class BatchResult:
     where: str
     files: dict[str, Path] = field(default_factory=dict)
     seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return all(r.ok for r in self.records)
-
-    @property
-    def failed(self) -> list[ItemRecord]:
-        return [r for r in self.records if not r.ok]
+    _entries = "records"
 
     def rows(self) -> list[dict[str, Any]]:
         return [r.row() for r in self.records]
 
     def _repr_markdown_(self) -> str:
-        done = sum(r.ok for r in self.records)
         table = markdown_table(self.rows(), ("name", "mode", "status", "attempts", "seconds", "worker"))
-        return f"**Batch** on {self.where}: {done} of {len(self.records)} ok in {self.seconds:.1f} s\n\n{table}"
+        return f"**Batch** on {self.where}: {self.done} of {len(self.records)} ok in {self.seconds:.1f} s\n\n{table}"
 
     def __repr__(self) -> str:
-        return f"BatchResult({sum(r.ok for r in self.records)}/{len(self.records)} ok on {self.where}, out={self.out})"
+        return f"BatchResult({self.done}/{len(self.records)} ok on {self.where}, out={self.out})"
 
 
 class Tracker:

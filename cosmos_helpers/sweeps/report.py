@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ from .. import media
 from ..gallery import list_outputs
 from ..views import preview
 from ..views.items import as_item
-from ..views.pages import esc, href, markdown_table, media_view, page
+from ..views.pages import Outcomes, esc, href, markdown_table, media_view, page, write_csv
 from ..views.plots import new_figure, shorten
 from ..views.sheet import labelled_sheet, write_png
 from .runs import SweepRun
@@ -33,12 +32,10 @@ _CSS = ("body{font:14px system-ui,sans-serif;margin:24px} table{border-collapse:
 
 
 def _names(runs: Sequence[SweepRun]) -> list[str]:
-    """Every parameter name of ``runs``, in the order they first appear."""
     return list(dict.fromkeys(name for run in runs for name in run.parameters))
 
 
 def varying(runs: Sequence[SweepRun]) -> list[str]:
-    """The parameter names whose value differs between runs."""
     return [name for name in _names(runs) if len({repr(run.parameters.get(name)) for run in runs}) > 1]
 
 
@@ -67,17 +64,7 @@ def rows(runs: Sequence[SweepRun]) -> list[dict[str, Any]]:
     return table
 
 
-def write_csv(out: Path, table: list[dict[str, Any]]) -> Path:
-    buffer = io.StringIO()
-    if table:
-        writer = csv.DictWriter(buffer, fieldnames=list(table[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(table)
-    return media.write_bytes_atomic(out / SUMMARY_CSV, buffer.getvalue().encode("utf-8"), overwrite=True)
-
-
 def write_time_plot(out: Path, runs: Sequence[SweepRun]) -> Path:
-    """Horizontal bars of seconds per run."""
     names = varying(runs)
     figure = new_figure((7, 0.9 + 0.4 * len(runs)), 100)
     axes = figure.add_subplot()
@@ -113,7 +100,7 @@ def sheet_layout(runs: Sequence[SweepRun]) -> tuple[list[str], list[str], dict[t
     return [label(run, names) for run in runs], columns, cells
 
 
-def _tile(path: Path | None, run: SweepRun) -> Any:
+def _tile(run: SweepRun, path: Path | None) -> Any:
     """The middle frame of ``path`` as a thumbnail, or a note saying why there is none."""
     from PIL import Image
 
@@ -131,13 +118,13 @@ def write_contact_sheet(out: Path, runs: Sequence[SweepRun]) -> Path:
     """One PNG: the middle frame of every output, labelled by its parameters (see :func:`sheet_layout`)."""
     row_labels, col_labels, cells = sheet_layout(runs)
     label_w = min(320, max(60, 7 * max(len(text) for text in row_labels)))
-    rows = [(text, [_tile(cells[(r, c)][1], cells[(r, c)][0]) if (r, c) in cells else None
-                    for c in range(len(col_labels))]) for r, text in enumerate(row_labels)]
+    rows = [(text, [_tile(*cells[(r, c)]) if (r, c) in cells else None for c in range(len(col_labels))])
+            for r, text in enumerate(row_labels)]
     sheet = labelled_sheet(rows, label_width=label_w, columns=col_labels, cell=(TILE, TILE))
     return write_png(sheet, out / CONTACT_SHEET, overwrite=True)
 
 
-def _media_html(out: Path, path: Path | None, run: SweepRun) -> str:
+def _media_html(out: Path, run: SweepRun, path: Path | None) -> str:
     """An image, or a player on the video's small preview (never the full-resolution file), linking the file."""
     if path is None or not path.is_file():
         return f"<div class='note'>{'failed' if run.status == 'failed' else 'no output'}</div>"
@@ -154,8 +141,8 @@ def _matrix_html(out: Path, runs: Sequence[SweepRun]) -> str:
     head = "<th></th>" + "".join(f"<th>{esc(text)}</th>" for text in col_labels)
     body = []
     for r, text in enumerate(row_labels):
-        row = "".join(f"<td>{_media_html(out, cells[(r, c)][1], cells[(r, c)][0])}</td>" if (r, c) in cells
-                      else "<td></td>" for c in range(len(col_labels)))
+        row = "".join(f"<td>{_media_html(out, *cells[(r, c)]) if (r, c) in cells else ''}</td>"
+                      for c in range(len(col_labels)))
         body.append(f"<tr><th>{esc(text)}</th>{row}</tr>")
     return f"<table class='sheet'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -181,24 +168,15 @@ def write_page(out: Path, title: str, runs: Sequence[SweepRun], table: list[dict
 
 
 @dataclass
-class SweepResult:
-    """The runs of a sweep (finished earlier ones included) and the files that summarise them.
-
-    Displayed in a notebook it is the summary table; :meth:`table` is a pandas DataFrame when pandas is
-    installed."""
+class SweepResult(Outcomes):
+    """The runs of a sweep (finished earlier ones included) and the files that summarise them; shown in a notebook
+    as the summary table."""
 
     notebook: Path
     out: Path
     runs: list[SweepRun]
     files: dict[str, Path] = field(default_factory=dict)  # summary, contact_sheet, time_plot, page
-
-    @property
-    def ok(self) -> bool:
-        return all(run.ok for run in self.runs)
-
-    @property
-    def failed(self) -> list[SweepRun]:
-        return [run for run in self.runs if not run.ok]
+    _entries = "runs"
 
     def rows(self) -> list[dict[str, Any]]:
         return rows(self.runs)
@@ -216,11 +194,10 @@ class SweepResult:
         return pandas.DataFrame(self.rows()).set_index("run")
 
     def _repr_markdown_(self) -> str:
-        done = sum(run.ok for run in self.runs)
-        return f"**Sweep of {self.notebook.name}**: {done} of {len(self.runs)} runs ok\n\n{self.markdown()}"
+        return f"**Sweep of {self.notebook.name}**: {self.done} of {len(self.runs)} runs ok\n\n{self.markdown()}"
 
     def __repr__(self) -> str:
-        return f"SweepResult({self.notebook.name}: {sum(r.ok for r in self.runs)}/{len(self.runs)} ok, out={self.out})"
+        return f"SweepResult({self.notebook.name}: {self.done}/{len(self.runs)} ok, out={self.out})"
 
 
 class _Markdown(str):
@@ -233,7 +210,7 @@ class _Markdown(str):
 def write_reports(result: SweepResult) -> dict[str, Path]:
     """The summary CSV, contact sheet, time plot and HTML page of ``result``."""
     table = rows(result.runs)
-    files = {"summary": write_csv(result.out, table),
+    files = {"summary": write_csv(result.out / SUMMARY_CSV, table, list(table[0]) if table else []),
              "contact_sheet": write_contact_sheet(result.out, result.runs),
              "time_plot": write_time_plot(result.out, result.runs)}
     files["page"] = write_page(result.out, f"Sweep of {result.notebook.name}", result.runs, table)

@@ -130,10 +130,8 @@ def plan(items: Sequence[BatchItem], backend: Any, out: str | os.PathLike[str], 
             backend.check(recorded)
         else:
             recorded = plan_spec(item.sample(), backend=backend, profile=profile, out=out, progress=False).run
-        if item.kind == "sample" and any(fw.is_url(value) for value in item.sample().path_fields().values()):
-            found = find_saved(item.stem(out), recorded, backend=backend.name, settings=settings)
-        else:
-            found = check_free(item.stem(out), recorded, backend=backend.name, settings=settings)
+        urls = item.kind == "sample" and any(fw.is_url(value) for value in item.sample().path_fields().values())
+        found = (find_saved if urls else check_free)(item.stem(out), recorded, backend=backend.name, settings=settings)
         if found is None:
             todo.append(item)
         else:

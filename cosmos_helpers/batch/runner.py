@@ -156,7 +156,11 @@ class ThreadPool:
             label = f"{self.label} slot {slot}" if self.concurrency > 1 else self.label
             while (item := work.get()) is not None:
                 started(item, label)
-                if finished(item, label, *self._one(item)):
+                try:
+                    outcome, error = timed_run(item, self.backend, self.out, profile=self.profile), None
+                except Exception as exc:  # recorded per item; the others go on
+                    outcome, error = None, exc
+                if finished(item, label, outcome, error):
                     work.put(item)  # tried again, after the items already waiting
                 work.task_done()
 
@@ -165,12 +169,6 @@ class ThreadPool:
         work.join()  # every item done, retries included (each is put back before its first try is done)
         for _ in range(self.concurrency):
             work.put(None)
-
-    def _one(self, item: BatchItem) -> tuple[dict[str, Any] | None, BaseException | None]:
-        try:
-            return timed_run(item, self.backend, self.out, profile=self.profile), None
-        except Exception as exc:  # recorded per item; the others go on
-            return None, exc
 
     def close(self) -> None:
         pass

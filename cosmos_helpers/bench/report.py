@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..views.plots import new_figure
 from .cases import BACKEND_TITLES, Row, mode_title
 
 
@@ -73,25 +74,17 @@ def _step_cache_lines(rows: list[Row]) -> list[str]:
 
 
 def _axes(figsize: tuple[float, float]):
-    """A new figure and axes on the file-only backend."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(figsize=figsize)
+    """A figure without pyplot (no global state) and its axes."""
+    fig = new_figure(figsize, 120)
+    return fig, fig.add_subplot()
 
 
 def _finish(fig, ax, path: Path, title: str) -> Path:
-    """The charts' common end: the seconds axis, title and legend, then the PNG written and the figure closed."""
-    import matplotlib.pyplot as plt
-
+    """The charts' common end: the seconds axis, title and legend, then the PNG written."""
     ax.set_ylabel("seconds per generation (warm)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    fig.savefig(path)
     return path
 
 

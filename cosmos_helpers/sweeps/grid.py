@@ -189,11 +189,8 @@ def validate_sets(notebook: str | Path, sets: Iterable[Mapping[str, Any]], *,
 # --- run folders ----------------------------------------------------------------------------------------------
 
 def _text(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, (int, float, str)):
-        return str(value)
-    return json.dumps(value, sort_keys=True, default=str)
+    plain = isinstance(value, (int, float, str)) and not isinstance(value, bool)
+    return str(value) if plain else json.dumps(value, sort_keys=True, default=str)
 
 
 def run_name(parameters: Mapping[str, Any]) -> str:

@@ -10,13 +10,15 @@ from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import quote
 
+import numpy as np
+
 from .. import media
 from ..gallery import list_outputs
 from ..views import preview
 from ..views.items import as_item
 from ..views.pages import Outcomes, esc, href, markdown_table, media_view, page, write_csv
 from ..views.plots import new_figure, shorten
-from ..views.sheet import labelled_sheet, write_png
+from ..views.sheet import labelled_sheet
 from .runs import SweepRun
 
 SUMMARY_CSV = "summary.csv"
@@ -121,7 +123,7 @@ def write_contact_sheet(out: Path, runs: Sequence[SweepRun]) -> Path:
     rows = [(text, [_tile(*cells[(r, c)]) if (r, c) in cells else None for c in range(len(col_labels))])
             for r, text in enumerate(row_labels)]
     sheet = labelled_sheet(rows, label_width=label_w, columns=col_labels, cell=(TILE, TILE))
-    return write_png(sheet, out / CONTACT_SHEET, overwrite=True)
+    return media.write_png(out / CONTACT_SHEET, np.asarray(sheet), overwrite=True)
 
 
 def _media_html(out: Path, run: SweepRun, path: Path | None) -> str:

@@ -30,10 +30,7 @@ def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
         width, height = max(1, round(item.width * scale)), max(1, round(item.height * scale))
     else:
         width, height = even_size(item.width, item.height, max_side)
-    factor = 1
-    limit = min(MIN_DISPLAY_SIDE, max_side or MIN_DISPLAY_SIDE)
-    while max(width, height) * (factor + 1) <= limit:
-        factor += 1
+    factor = max(1, min(MIN_DISPLAY_SIDE, max_side or MIN_DISPLAY_SIDE) // max(width, height))
     return width * factor, height * factor
 
 

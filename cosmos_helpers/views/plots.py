@@ -41,11 +41,9 @@ def shorten(text: str, width: int) -> str:
 
 def frame_strip(generation: Any, n: int = 8, *, height: int | None = 144, labels: bool = True,
                 fps: float = 24.0, display: bool = True):
-    """A strip of ``n`` evenly spaced frames (first to last) as one PIL image, with times under them.
-
-    Each frame is scaled to ``height`` pixels (``None``: native size; never upscaled); frames are separated
-    by a 4 px gap; ``labels`` adds a 16 px row with each frame's index and time. Displays it and returns
-    nothing (``display=False``: returns the image). Accepts whatever :func:`show` accepts.
+    """A strip of ``n`` evenly spaced frames (first to last) as one PIL image, each scaled down to ``height``
+    (``None``: native size), with each one's index and time under it (``labels``). Displays it (``display=False``:
+    returns it). Accepts whatever :func:`show` accepts.
     """
     from PIL import Image, ImageDraw
 
@@ -74,11 +72,8 @@ def frame_strip(generation: Any, n: int = 8, *, height: int | None = 144, labels
 
 def sound_plot(generation: Any, *, title: str | None = None, label: str | None = None,
                figsize: tuple[float, float] = (10, 5), dpi: int = 100, display: bool = True):
-    """Waveform (each channel) over a spectrogram (channel mean, dB) of a result's sound.
-
-    Displays the matplotlib ``Figure`` (``figsize * dpi`` pixels; made without pyplot, so no global state) as a
-    PNG (``display=False``: returns it); prints a note and returns ``None`` when there is no sound.
-    """
+    """Waveform (each channel) over a spectrogram (channel mean, dB) of a result's sound, as a PNG
+    (``display=False``: the ``Figure``); without sound a note is printed and ``None`` returned."""
     item = as_item(generation, label)
     sound, rate = item.sound()
     if sound is None or sound.size == 0:

@@ -3,8 +3,6 @@
 ``run_batch(REQUESTS.jsonl, out)`` (``cosmos-helpers batch``) runs each line into ``<out>/<name>/vision.*``.
 """
 
-from __future__ import annotations
-
 from .items import BatchItem, load_items, write_items
 from .runner import BatchResult, ItemRecord, run_batch
 

@@ -35,7 +35,6 @@ class Timed(NamedTuple):
 
 
 def _timed(name: str, backend: Any, request: GenerationRequest, cuda: bool) -> Timed:
-    """``backend.generate(request)``, timed (see :class:`Timed`)."""
     import torch
 
     if cuda:
@@ -155,7 +154,6 @@ def _runners(made: dict[str, DiffusersBackend], backends: Sequence[str], vllm_ur
 
 
 def _write(out: Path, rows: list[Row], settings: dict[str, Any], *, scaling: bool) -> BenchResult:
-    """``benchmark.md``, ``benchmark.json``, ``benchmark.png`` (and ``scaling.png``) under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(rows, settings)
     md_path, json_path = out / "benchmark.md", out / "benchmark.json"

@@ -4,8 +4,6 @@
 ``<out>/<run name>/``, resumably, and writes a summary table, a contact sheet, a time plot and an HTML page.
 """
 
-from __future__ import annotations
-
 from .dispatch import sweep
 from .grid import load_grid
 from .report import SweepResult

@@ -125,8 +125,6 @@ def _refuse_duplicates(sets: list[dict[str, Any]], source: str) -> None:
         seen[key] = index
 
 
-# --- checking against the notebook --------------------------------------------------------------------------
-
 _TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list, tuple),
           "dict": (dict,), "tuple": (list, tuple)}
 
@@ -185,8 +183,6 @@ def validate_sets(notebook: str | Path, sets: Iterable[Mapping[str, Any]], *,
                                       f"give {name} {type_name} values.")
     return accepted
 
-
-# --- run folders ----------------------------------------------------------------------------------------------
 
 def _text(value: Any) -> str:
     plain = isinstance(value, (int, float, str)) and not isinstance(value, bool)

@@ -210,7 +210,6 @@ class _Markdown(str):
 
 
 def write_reports(result: SweepResult) -> dict[str, Path]:
-    """The summary CSV, contact sheet, time plot and HTML page of ``result``."""
     table = rows(result.runs)
     files = {"summary": write_csv(result.out / SUMMARY_CSV, table, list(table[0]) if table else []),
              "contact_sheet": write_contact_sheet(result.out, result.runs),

@@ -147,8 +147,6 @@ def _set_aside(run: SweepRun, manifest: dict[str, Any]) -> None:
     shutil.move(str(run.folder), str(target))
 
 
-# --- who is working where ---------------------------------------------------------------------------------
-
 def this_process() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid()}
 

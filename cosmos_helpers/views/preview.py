@@ -9,6 +9,7 @@ import base64
 import hashlib
 import os
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 from typing import Iterable
 
@@ -50,12 +51,10 @@ def ensure_preview(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
             return item.path
         if item.is_output:  # a saved result: the preview lives beside it (galleries link it there)
             target = preview_path_for(item.path, max_side)
-            try:
+            with suppress(PermissionError):
                 if not fresh(target, item.path):
                     transcode_file(item.path, target, max_side=max_side)
                 return target
-            except PermissionError:
-                pass
         # Inputs (assets, control videos) and read-only folders: never write beside them; use the cache.
         key = hashlib.sha1(f"{item.path.resolve()}|{item.path.stat().st_mtime_ns}|{max_side}".encode()).hexdigest()
         target = cache_dir() / f"{item.path.stem}-{key[:16]}.preview.mp4"

@@ -1,9 +1,6 @@
-"""The items of a batch file: one JSON object per line, a :class:`~cosmos_helpers.request.GenerationRequest`
-(a line with ``mode``; paths relative to the file) or a Cosmos Framework input sample, all checked when read.
-
-Each goes to ``<out>/<name>/vision.*`` with its manifest (names default to ``<file stem>_<line index>``, the
-framework's rule); :func:`plan` skips finished items and refuses another request's output before any work. A sample
-with URL inputs is recorded by its downloads, unknown to a plan: it is only skipped when found, never refused there.
+"""The items of a batch file: one JSON object per line, a :class:`~cosmos_helpers.request.GenerationRequest` (with
+``mode``) or a Cosmos Framework input sample, checked when read. :func:`plan` skips finished items and refuses another
+request's output at ``<out>/<name>/vision.*`` before any work (never a URL sample's: its record needs the downloads).
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""``run_batch(requests, out)``: many items, resumably, on this machine, a server (``concurrency`` at a time), or Ray.
-
-A failure is retried once unless a second attempt cannot change it (:func:`retryable`) and never raised
+"""``run_batch(requests, out)``: many items, resumably, here, on a server (``concurrency`` at a time), or on Ray. A
+failure is retried once unless a second attempt cannot change it (:func:`retryable`) and never raised
 (:attr:`BatchResult.failed`); times are seconds since the batch began (:mod:`cosmos_helpers.views.timeline`).
 """
 

@@ -101,10 +101,8 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
                   dtype: Any = None, seed: int = 0, fast_options: dict | None = None, pipeline: Any = None,
                   gpus: Sequence[str] = (), memory: str | None = None, step_cache: Any = None,
                   log: Callable[[str], None] | None = print) -> BenchResult:
-    """Run every case through every backend and write the table, the chart and the JSON under ``out_dir``.
-
-    ``pipeline``: an already built ``Cosmos3OmniPipeline`` to time (e.g. from
-    :func:`cosmos_helpers.models.random_nano.build_random_nano_pipeline`) instead of loading the profile's.
+    """Run every case through every backend and write the table, the chart and the JSON under ``out_dir``;
+    ``pipeline``: a built ``Cosmos3OmniPipeline`` to time (e.g. ``build_random_nano_pipeline``'s), not the profile's.
     """
     import torch
 
@@ -118,7 +116,12 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
     made = _diffusers_backends(random_nano, device, dtype, any(c.sound for c in case_list), fast_options, pipeline,
                                gpus, memory)
     stock = made["stock"]
-    runners = _runners(made, backends, vllm_url)
+    # the backends asked for (the multi-GPU ones always), and a vLLM-Omni server's client with ``vllm_url``
+    runners: dict[str, Any] = {name: b for name, b in made.items() if name in backends or "gpu" in name}
+    if vllm_url:
+        from ..backends.vllm_omni import VllmOmniBackend
+
+        runners["vllm"] = VllmOmniBackend(vllm_url)
     cuda = stock.device.startswith("cuda")
     if memory and cuda:
         _cap_memory(stock, get_profile(profile).model, memory, log)
@@ -141,16 +144,6 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
             torch.cuda.empty_cache()
     # with a memory preset the one-GPU row is offloaded and the workers are not: no like-for-like line to draw
     return _write(Path(out_dir), rows, settings, scaling=bool(gpus) and not memory)
-
-
-def _runners(made: dict[str, DiffusersBackend], backends: Sequence[str], vllm_url: str | None) -> dict[str, Any]:
-    """The backends asked for (the multi-GPU ones always), and a vLLM-Omni server's client with ``vllm_url``."""
-    runners: dict[str, Any] = {name: b for name, b in made.items() if name in backends or "gpu" in name}
-    if vllm_url:
-        from ..backends.vllm_omni import VllmOmniBackend
-
-        runners["vllm"] = VllmOmniBackend(vllm_url)
-    return runners
 
 
 def _write(out: Path, rows: list[Row], settings: dict[str, Any], *, scaling: bool) -> BenchResult:

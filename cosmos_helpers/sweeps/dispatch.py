@@ -322,8 +322,7 @@ def _validate(notebook: Path, sets: list[dict[str, Any]], fixed: dict[str, Any],
                               f"every run would write to the same place (its parameters: {valid}).",
                               "add output_dir to its parameters cell, name another with output_parameter=, or "
                               "pass output_parameter=None (--no-output-parameter) to run it anyway.")
-    for values in sets:
-        both = sorted(set(values) & set(fixed))
-        if both:
-            raise ValidationError(f"grid parameter {both[0]!r}", "is also given as a fixed parameter.",
-                                  "set it in the grid or in parameters, not both.")
+    both = sorted({name for values in sets for name in values} & set(fixed))
+    if both:
+        raise ValidationError(f"grid parameter {both[0]!r}", "is also given as a fixed parameter.",
+                              "set it in the grid or in parameters, not both.")

@@ -31,7 +31,7 @@ def load_grid(grid: Any) -> list[dict[str, Any]]:
     if isinstance(grid, Mapping):
         sets = _product(grid, source)
     elif isinstance(grid, Sequence) and not isinstance(grid, (str, bytes)):
-        sets = [_one_set(entry, f"{source}[{index}]") for index, entry in enumerate(grid)]
+        sets = [_set(entry, f"{source}[{index}]") for index, entry in enumerate(grid)]
     else:
         raise ValidationError(source, f"is a {type(grid).__name__}, not a grid.",
                               "give a mapping {name: [values]}, a list of {name: value} sets, or a YAML/CSV file.")
@@ -88,7 +88,7 @@ def _read_csv(text: str, path: Path) -> list[dict[str, Any]]:
 
 
 def _product(grid: Mapping[str, Any], source: str) -> list[dict[str, Any]]:
-    names = _names(grid, source)
+    names = list(_set(grid, source))
     if not names:
         raise ValidationError(source, "is empty: there is nothing to run.",
                               "map each parameter to its values, e.g. {seed: [0, 1]}.")
@@ -96,18 +96,13 @@ def _product(grid: Mapping[str, Any], source: str) -> list[dict[str, Any]]:
     return [dict(zip(names, combo)) for combo in itertools.product(*choices)]
 
 
-def _one_set(entry: Any, where: str) -> dict[str, Any]:
+def _set(entry: Any, where: str) -> dict[str, Any]:
     if not isinstance(entry, Mapping):
         raise ValidationError(where, f"is {entry!r}, not a parameter set.", "write each run as {name: value, ...}.")
-    _names(entry, where)
-    return dict(entry)
-
-
-def _names(values: Mapping[str, Any], where: str) -> list[str]:
-    for name in values:
+    for name in entry:
         if not isinstance(name, str) or not name:
             raise ValidationError(f"{where}: {name!r}", "is not a parameter name.", "use the notebook's names.")
-    return list(values)
+    return dict(entry)
 
 
 def canonical(parameters: Mapping[str, Any]) -> str:

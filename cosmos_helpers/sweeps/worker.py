@@ -1,9 +1,6 @@
-"""The processes that execute a sweep's runs: ``python -m cosmos_helpers.sweeps.worker``, and Ray actors.
-
-papermill changes the working directory during a run and the kernel inherits the environment (its
-``CUDA_VISIBLE_DEVICES``), so parallel runs need a process each: one JSON task per stdin line, one JSON answer
-``{"seconds", "error"}`` per stdout line (the notebook's log goes to stderr). A Ray actor that dies mid-run is
-restarted by Ray once and the run tried once more on it.
+"""The processes that execute a sweep's runs: ``python -m cosmos_helpers.sweeps.worker`` (papermill changes the working
+directory and the kernel inherits the environment, so parallel runs need a process each: one JSON task per stdin line,
+one JSON answer per stdout line, the notebook's log on stderr), and Ray actors (restarted once, the run retried once).
 """
 
 from __future__ import annotations

@@ -107,11 +107,8 @@ def sound_plot(generation: Any, *, title: str | None = None, label: str | None =
 
 def join_plot(generation: Any, *, side: int = SIDE, figsize: tuple[float, float] | None = None, dpi: int = 100,
               display: bool = True):
-    """Frames around each join over the frame-to-frame difference curve of a long video (a matplotlib Figure): a
-    join's step no taller than the motion inside a chunk is a continuous join.
-
-    ``generation``: what ``generate_long_video`` returned, or ``Generation.load`` of its saved ``.mp4``.
-    """
+    """Frames around each join over the frame-to-frame difference curve of a long video (``generate_long_video``'s
+    result, or ``Generation.load`` of its ``.mp4``): a join no taller than the motion inside a chunk is continuous."""
     starts = chunk_starts(generation)
     frames = generation.frames
     report = join_continuity(frames, starts)

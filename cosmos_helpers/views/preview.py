@@ -39,11 +39,7 @@ def cache_dir() -> Path:
 
 
 def ensure_preview(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
-    """The preview MP4 of a video item, made (or remade, when stale) on demand.
-
-    Saved results (with a manifest) get ``<stem>.preview.mp4`` beside them; other files (assets, control
-    videos) and in-memory frames get theirs in :func:`cache_dir`, so inputs are never written next to.
-    """
+    """The preview MP4 of a video item, made (or remade, when stale) on demand (where: the module docstring)."""
     if item.is_image:
         raise ValueError("images have no video preview; use poster_jpeg() or image_bytes()")
     if item.path is not None:

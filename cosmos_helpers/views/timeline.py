@@ -12,10 +12,8 @@ _COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#
 
 def batch_timeline(*results: Any, labels: Sequence[str] | None = None, figsize: tuple[float, float] = (11, 4.5),
                    dpi: int = 100, display: bool = True):
-    """The timeline per worker and the time per item of ``results`` (:class:`~cosmos_helpers.batch.BatchResult`).
-
-    Displays the matplotlib ``Figure`` (``display=False``: returns it); ``labels`` name the batches (default: where
-    each ran)."""
+    """The timeline per worker and the time per item of ``results`` (:class:`~cosmos_helpers.batch.BatchResult`),
+    ``labels`` naming them (default: where each ran); ``display=False`` returns the ``Figure``."""
     if not results:
         raise ValueError("batch_timeline needs at least one batch result")
     names = list(labels) if labels is not None else [r.where for r in results]

@@ -86,16 +86,16 @@ def write_time_plot(out: Path, runs: Sequence[SweepRun]) -> Path:
 
 
 def sheet_layout(runs: Sequence[SweepRun]) -> tuple[list[str], list[str], dict[tuple[int, int], tuple]]:
-    """(row labels, column labels, {(row, col): (run, media path or None)}) for the contact sheet."""
+    """(row labels, column labels, {(row, col): (run, media path or None)}) for the contact sheet: a matrix of the two
+    varying parameters when each run has one output at most, else one row per run and a column per output name."""
     names = varying(runs)
     found = {run.name: outputs_of(run) for run in runs}
     if len(names) == 2 and all(len(found[run.name]) <= 1 for run in runs):
-        row_values = list(dict.fromkeys(repr(run.parameters.get(names[0])) for run in runs))
-        col_values = list(dict.fromkeys(repr(run.parameters.get(names[1])) for run in runs))
-        cells = {(row_values.index(repr(run.parameters.get(names[0]))),
-                  col_values.index(repr(run.parameters.get(names[1])))):
-                 (run, found[run.name][0][1] if found[run.name] else None) for run in runs}
-        return ([f"{names[0]}={v}" for v in row_values], [f"{names[1]}={v}" for v in col_values], cells)
+        keys = [[repr(run.parameters.get(name)) for name in names] for run in runs]
+        row_values, col_values = (list(dict.fromkeys(key[axis] for key in keys)) for axis in (0, 1))
+        cells = {(row_values.index(r), col_values.index(c)): (run, found[run.name][0][1] if found[run.name] else None)
+                 for run, (r, c) in zip(runs, keys)}
+        return [f"{names[0]}={v}" for v in row_values], [f"{names[1]}={v}" for v in col_values], cells
     columns = list(dict.fromkeys(name for run in runs for name, _ in found[run.name])) or ["output"]
     cells = {(r, c): (run, dict(found[run.name]).get(column))
              for r, run in enumerate(runs) for c, column in enumerate(columns)}

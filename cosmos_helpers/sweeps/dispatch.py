@@ -168,8 +168,7 @@ class Worker:
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
         process = self._start()
         try:
-            process.stdin.write(json.dumps(task) + "\n")
-            process.stdin.flush()
+            print(json.dumps(task), file=process.stdin, flush=True)
             answer = process.stdout.readline()
         except (BrokenPipeError, OSError):
             answer = ""

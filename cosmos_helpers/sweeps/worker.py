@@ -33,8 +33,7 @@ def main() -> int:
     for line in sys.stdin:
         if not line.strip():
             continue
-        answers.write(json.dumps(run_task(json.loads(line))) + "\n")
-        answers.flush()
+        print(json.dumps(run_task(json.loads(line))), file=answers, flush=True)
     return 0
 
 

@@ -7,8 +7,6 @@ from typing import Any, Sequence
 from ..display import present_figure
 from .plots import new_figure, shorten
 
-_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
-
 
 def batch_timeline(*results: Any, labels: Sequence[str] | None = None, figsize: tuple[float, float] = (11, 4.5),
                    dpi: int = 100, display: bool = True):
@@ -21,7 +19,7 @@ def batch_timeline(*results: Any, labels: Sequence[str] | None = None, figsize: 
     timeline, times = fig.subplots(1, 2, width_ratios=(3, 2))
     rows: list[str] = []
     for index, (result, name) in enumerate(zip(results, names)):
-        colour = _COLOURS[index % len(_COLOURS)]
+        colour = f"C{index}"  # matplotlib's colour cycle
         made = [r for r in result.records if r.status in ("ok", "failed") and r.seconds is not None]
         workers = sorted({str(r.worker) for r in made})
         for worker in workers:

@@ -22,7 +22,8 @@ from ..transfer.runner import plan_spec, run_spec
 from ..workflow import generate_and_save
 
 STEM = "vision"  # the framework's output name, which run_spec uses too
-_MEDIA = ("image", "video", "actions")
+_MEDIA = ("image", "video", "actions")  # paths relative to the batch file
+_TUPLES = ("guidance_interval", "condition_frames")
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,8 @@ class BatchItem:
     def request(self) -> Any:
         """The :class:`GenerationRequest` of a request line (validated again: cheap, and the object is not shared)."""
         values = {k: v for k, v in self.data.items() if k != "name"}
-        for key in _MEDIA:
-            if isinstance(values.get(key), str):
-                values[key] = self.base_dir / values[key]
-        for key in ("guidance_interval", "condition_frames"):
-            if isinstance(values.get(key), list):
-                values[key] = tuple(values[key])
+        values.update({k: self.base_dir / v for k, v in values.items() if k in _MEDIA and isinstance(v, str)})
+        values.update({k: tuple(v) for k, v in values.items() if k in _TUPLES and isinstance(v, list)})  # JSON lists
         try:
             return GenerationRequest(**values)
         except TypeError as exc:  # an unknown keyword

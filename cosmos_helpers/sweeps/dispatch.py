@@ -6,10 +6,10 @@ process each, in a thread here when it is the only one, or as a Ray actor. The r
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
-import queue
 import subprocess
 import sys
 import threading
@@ -208,17 +208,15 @@ def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, tota
 
     ``total`` counts every run of the sweep, so the progress reads ``finished of all``. On Ctrl-C the worker
     processes are stopped and the runs in flight stay ``running`` in their manifests, which a rerun repeats."""
-    pending: "queue.Queue[SweepRun]" = queue.Queue()
-    for run in runs:
-        pending.put(run)
+    pending = collections.deque(runs)  # popleft is thread-safe
     workers = _workers(runs, slots, dispatch, log_dir)
     stop, lock = threading.Event(), threading.Lock()
 
     def work(worker: Worker | InProcessWorker) -> None:
         while not stop.is_set():
             try:
-                run = pending.get_nowait()
-            except queue.Empty:
+                run = pending.popleft()
+            except IndexError:
                 return
             print(f"start {run.name} on {worker.slot.label()}", flush=True)
             try:

@@ -77,13 +77,11 @@ def _read_csv(text: str, path: Path) -> list[dict[str, Any]]:
         if len(row) != len(header):
             raise ValidationError(f"{path} line {line}", f"has {len(row)} cells, the header has {len(header)}.",
                                   "give one value per column.")
-        values = {}
         for name, cell in zip(header, row):
             if not cell.strip():
                 raise ValidationError(f"{path} line {line}, column {name!r}", "is empty.",
                                       "give a value (write null for None, '' for an empty text).")
-            values[name] = yaml.safe_load(cell)
-        sets.append(values)
+        sets.append({name: yaml.safe_load(cell) for name, cell in zip(header, row)})
     return sets
 
 

@@ -21,7 +21,6 @@ from .items import as_item
 STRIP_GAP = 4
 LABEL_HEIGHT = 16
 SIDE = 2  # frames shown on each side of a join
-AXES = ("x", "y", "z")
 
 
 def new_figure(figsize: tuple[float, float], dpi: int) -> Any:
@@ -59,9 +58,7 @@ def frame_strip(generation: Any, n: int = 8, *, height: int | None = 144, labels
     strip = Image.new("RGB", (total_w, out_h + label_h), "white")
     draw = ImageDraw.Draw(strip)
     for slot, index in enumerate(indexes):
-        tile = Image.fromarray(frames[index])
-        if tile.size != (out_w, out_h):
-            tile = tile.resize((out_w, out_h), Image.LANCZOS)
+        tile = Image.fromarray(frames[index]).resize((out_w, out_h), Image.LANCZOS)  # a copy at the same size
         x = slot * (out_w + STRIP_GAP)
         strip.paste(tile, (x, 0))
         if labels:
@@ -163,7 +160,7 @@ def trajectory_plot(*trajectories: np.ndarray, labels: Sequence[str] | None = No
         top.plot(path[:, 0], path[:, 1], "-o", color=colour, markersize=2.5, label=label)
         space.plot(path[:, 0], path[:, 1], path[:, 2], color=colour)
         for axis, style in zip(range(min(3, array.shape[1])), ("-", "--", ":")):
-            steps.plot(array[:, axis], style, color=colour, label=f"{label} {AXES[axis]}" if index == 0 or axis == 0
+            steps.plot(array[:, axis], style, color=colour, label=f"{label} {'xyz'[axis]}" if index == 0 or axis == 0
                        else None)
         if grip is not None:
             grip.plot(array[:, proto.POSE_DIM:].mean(axis=1), color=colour)

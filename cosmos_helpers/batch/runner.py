@@ -118,24 +118,21 @@ class Tracker:
             if outcome is not None and "started" in outcome:  # the worker's own clock: no queueing counted
                 record.started = float(outcome["started"]) - self.origin
                 record.finished = float(outcome["finished"]) - self.origin
+            again = False
             if error is None:
                 record.status, record.media, record.error = ("skipped" if outcome.get("skipped") else "ok",
                                                              outcome.get("media"), None)
-                self._tick(record)
-                return False
-            kind = type(error).__name__
-            record.attempts.append({"worker": record.worker, "error": f"{kind}: {error}"})
-            again = retryable(kind) and len(record.attempts) < ATTEMPTS
-            record.status, record.error = ("retrying" if again else "failed"), f"{kind}: {error}"
-            print(f"{item.name} failed on {record.worker}: {kind}: {error}" + ("; trying once more" if again else ""),
-                  flush=True)
+            else:
+                kind = type(error).__name__
+                record.attempts.append({"worker": record.worker, "error": f"{kind}: {error}"})
+                again = retryable(kind) and len(record.attempts) < ATTEMPTS
+                record.status, record.error = ("retrying" if again else "failed"), f"{kind}: {error}"
+                note = "; trying once more" if again else ""
+                print(f"{item.name} failed on {record.worker}: {kind}: {error}{note}", flush=True)
             if not again:
-                self._tick(record)
+                self.bar.update(1)
+                self.bar.set_postfix_str(f"{record.name} {record.status}")
             return again
-
-    def _tick(self, record: ItemRecord) -> None:
-        self.bar.update(1)
-        self.bar.set_postfix_str(f"{record.name} {record.status}")
 
 
 class ThreadPool:

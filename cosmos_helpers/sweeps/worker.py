@@ -44,10 +44,8 @@ class NotebookWorker:
         os.environ.update(environment)
 
     def describe(self) -> str:
-        import ray
-
-        gpus = ",".join(str(g) for g in ray.get_gpu_ids())
-        return f"{socket.gethostname()}:{os.getpid()}" + (f" gpu {gpus}" if gpus else "")
+        """Where it runs: the probe :meth:`RayWorker._back` waits on."""
+        return f"{socket.gethostname()}:{os.getpid()}"
 
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
         return run_task(task)

@@ -156,9 +156,8 @@ def write_page(out: Path, title: str, runs: Sequence[SweepRun], table: list[dict
     head = "".join(f"<th>{esc(column)}</th>" for column in columns) + "<th>files</th>"
     body = []
     for run, row in zip(runs, table):
-        links = [f"<a href='{href(out, run.executed)}'>notebook</a>"] if run.executed.is_file() else []
-        if run.manifest_path.is_file():
-            links.append(f"<a href='{href(out, run.manifest_path)}'>manifest</a>")
+        links = [f"<a href='{href(out, path)}'>{name}</a>" for name, path in
+                 (("notebook", run.executed), ("manifest", run.manifest_path)) if path.is_file()]
         cells = "".join(f"<td>{esc(row[column])}</td>" for column in columns)
         body.append(f"<tr class='{esc(run.status)}'>{cells}<td>{' &middot; '.join(links)}</td></tr>")
     sheet = f" (<a href='{quote(CONTACT_SHEET)}'>as one picture</a>)" if (out / CONTACT_SHEET).is_file() else ""

@@ -25,8 +25,7 @@ def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
     if not item.width or not item.height:
         item.height, item.width = item.frame(0).shape[:2]
     if item.is_image:
-        longest = max(item.width, item.height)
-        scale = 1.0 if not max_side or longest <= max_side else max_side / longest
+        scale = min(1.0, max_side / max(item.width, item.height)) if max_side else 1.0
         width, height = max(1, round(item.width * scale)), max(1, round(item.height * scale))
     else:
         width, height = even_size(item.width, item.height, max_side)

@@ -77,9 +77,7 @@ def sound_plot(generation: Any, *, title: str | None = None, label: str | None =
         if display:
             print("no sound in this result (generate with sound=True to get a soundtrack)")
         return None
-    sound = np.asarray(sound, dtype=np.float32)
-    if sound.ndim == 1:
-        sound = sound[None]
+    sound = np.atleast_2d(np.asarray(sound, dtype=np.float32))  # (channels, samples)
     times = np.arange(sound.shape[1]) / rate
     fig = new_figure(figsize, dpi)
     wave, spec = fig.subplots(2, 1, sharex=True, height_ratios=(1, 1.4))
@@ -120,8 +118,7 @@ def join_plot(generation: Any, *, side: int = SIDE, figsize: tuple[float, float]
             ax.imshow(frames[min(max(index, 0), len(frames) - 1)])
             ax.set_xticks([])
             ax.set_yticks([])
-            after = index > join
-            ax.set_title(f"join {j + 1}: frame {index}", fontsize=8, color="tab:red" if after else "k")
+            ax.set_title(f"join {j + 1}: frame {index}", fontsize=8, color="tab:red" if index > join else "k")
     for ax in axes[len(joins) * 2 * side:]:
         ax.set_axis_off()
     top.suptitle("frames either side of each join (red: the first frames kept of the next chunk)", fontsize=9)

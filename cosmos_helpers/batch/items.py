@@ -66,7 +66,8 @@ class BatchItem:
 
 def load_items(source: str | os.PathLike[str] | Sequence[Mapping[str, Any]], *,
                base_dir: str | os.PathLike[str] | None = None) -> list[BatchItem]:
-    """The items of a JSONL file (or of a list of objects), each parsed and validated now."""
+    """The items of a JSONL file (or of a list of objects), each parsed and validated now; an item's optional ``name``
+    (default ``<file stem>_<line index>``, the framework's rule) is its output folder."""
     if isinstance(source, (str, os.PathLike)):
         path = Path(source).expanduser()
         if not path.is_file():

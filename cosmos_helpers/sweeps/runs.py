@@ -93,8 +93,9 @@ def read_run_manifest(folder: Path) -> dict[str, Any] | None:
 
 
 def plan(runs: list[SweepRun]) -> list[SweepRun]:
-    """Mark finished runs as reused and return the ones to execute; refuse any folder that belongs to another
-    notebook or parameter set. Checks every run before it changes anything."""
+    """Mark finished runs as reused and return the ones to execute (a failed or interrupted one's folder moved into
+    ``.attempts/`` first); refuse a folder of another notebook, its older code or other parameters, one without a
+    manifest, or one a live sweep is running. Checks every run before it changes anything."""
     todo: list[tuple[SweepRun, dict[str, Any] | None]] = []
     for run in runs:
         manifest = read_run_manifest(run.folder)

@@ -111,11 +111,9 @@ def canonical(parameters: Mapping[str, Any]) -> str:
 def _refuse_duplicates(sets: list[dict[str, Any]], source: str) -> None:
     seen: dict[str, int] = {}
     for index, values in enumerate(sets):
-        key = canonical(values)
-        if key in seen:
-            raise ValidationError(source, f"runs {values} twice (sets {seen[key]} and {index}).",
+        if (first := seen.setdefault(canonical(values), index)) != index:
+            raise ValidationError(source, f"runs {values} twice (sets {first} and {index}).",
                                   "list every parameter set once.")
-        seen[key] = index
 
 
 _TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list, tuple),

@@ -1,24 +1,6 @@
-"""The items of a batch file: one generation request or one framework input sample per line.
-
-``REQUESTS.jsonl`` holds one JSON object per line (blank lines skipped). A line with ``mode`` is a
-:class:`~cosmos_helpers.request.GenerationRequest` (its keyword arguments; ``prompt`` a string or a caption object,
-``image`` / ``video`` paths relative to the file) and an optional ``name``; any other line is a Cosmos Framework input
-sample (``OmniSampleOverrides``, as in the framework's ``-i`` files; ``model_mode`` picks the mode). Every line is
-checked when the file is read, so a bad line 11 fails before item 1 runs.
-
-Each item's output goes where a framework run puts it, ``<out>/<name>/vision.*`` with its manifest, so a rerun
-finds finished items by their fingerprint (:func:`cosmos_helpers.result.check_free`) and refuses another request's
-output at that name. Names default to ``<file stem>_<line index>`` (the framework's rule for JSONL) and must be
-unique.
-
-Before a batch works, :func:`plan` checks every item on its backend (a request line's :class:`GenerationRequest`, or
-a sample's run as ``run_spec`` records it, ``plan_spec(...).run``) and asks
-:func:`~cosmos_helpers.result.check_free` of its folder: finished by this very record on this backend with these
-settings (skipped), free (to do), or another request's output (refused, for the whole batch, before anything
-runs). A sample with URL inputs is recorded by the content of the copies it downloads, which a plan cannot know
-without downloading: such an item is only skipped when found, never refused here (its own run refuses a clash
-before it generates). :func:`run_item` (``generate_and_save`` or ``run_spec``) skips a finished output and refuses
-another's again, so a worker racing a rerun cannot overwrite anything.
+"""The items of a batch file: one JSON object per line, a :class:`~cosmos_helpers.request.GenerationRequest` (with
+``mode``) or a Cosmos Framework input sample, checked when read. :func:`plan` skips finished items and refuses another
+request's output at ``<out>/<name>/vision.*`` before any work (never a URL sample's: its record needs the downloads).
 """
 
 from __future__ import annotations
@@ -40,7 +22,8 @@ from ..transfer.runner import plan_spec, run_spec
 from ..workflow import generate_and_save
 
 STEM = "vision"  # the framework's output name, which run_spec uses too
-_MEDIA = ("image", "video", "actions")
+_MEDIA = ("image", "video", "actions")  # paths relative to the batch file
+_TUPLES = ("guidance_interval", "condition_frames")
 
 
 @dataclass(frozen=True)
@@ -56,12 +39,8 @@ class BatchItem:
     def request(self) -> Any:
         """The :class:`GenerationRequest` of a request line (validated again: cheap, and the object is not shared)."""
         values = {k: v for k, v in self.data.items() if k != "name"}
-        for key in _MEDIA:
-            if isinstance(values.get(key), str):
-                values[key] = self.base_dir / values[key]
-        for key in ("guidance_interval", "condition_frames"):
-            if isinstance(values.get(key), list):
-                values[key] = tuple(values[key])
+        values.update({k: self.base_dir / v for k, v in values.items() if k in _MEDIA and isinstance(v, str)})
+        values.update({k: tuple(v) for k, v in values.items() if k in _TUPLES and isinstance(v, list)})  # JSON lists
         try:
             return GenerationRequest(**values)
         except TypeError as exc:  # an unknown keyword
@@ -87,7 +66,8 @@ class BatchItem:
 
 def load_items(source: str | os.PathLike[str] | Sequence[Mapping[str, Any]], *,
                base_dir: str | os.PathLike[str] | None = None) -> list[BatchItem]:
-    """The items of a JSONL file (or of a list of objects), each parsed and validated now."""
+    """The items of a JSONL file (or of a list of objects), each parsed and validated now; an item's optional ``name``
+    (default ``<file stem>_<line index>``, the framework's rule) is its output folder."""
     if isinstance(source, (str, os.PathLike)):
         path = Path(source).expanduser()
         if not path.is_file():
@@ -145,10 +125,8 @@ def plan(items: Sequence[BatchItem], backend: Any, out: str | os.PathLike[str], 
             backend.check(recorded)
         else:
             recorded = plan_spec(item.sample(), backend=backend, profile=profile, out=out, progress=False).run
-        if item.kind == "sample" and any(fw.is_url(value) for value in item.sample().path_fields().values()):
-            found = find_saved(item.stem(out), recorded, backend=backend.name, settings=settings)
-        else:
-            found = check_free(item.stem(out), recorded, backend=backend.name, settings=settings)
+        urls = item.kind == "sample" and any(fw.is_url(value) for value in item.sample().path_fields().values())
+        found = (find_saved if urls else check_free)(item.stem(out), recorded, backend=backend.name, settings=settings)
         if found is None:
             todo.append(item)
         else:

@@ -1,11 +1,7 @@
 """Batch items as Ray tasks on a pool of actors, each keeping one ``DiffusersBackend`` (the model loads once per GPU).
 
-:class:`RayPool` joins Ray (``address``: a cluster, ``auto``, or a new local instance), starts one
-:class:`ItemWorker` actor per GPU of the cluster (``num_gpus=1``) or, on CPUs only, ``workers`` actors of
-``num_cpus`` each, and hands each actor one item at a time. Outputs are written by the actors, into ``out``, which must
-be a folder every node sees (as the framework's Ray app's ``output_dir`` must be): nothing large crosses the
-object store. Every wait has a deadline: an item that runs longer than ``item_timeout`` has its actor killed (Ray
-restarts it, once), and an actor that dies is reported for the item it held, which the runner retries once.
+One actor per GPU (or ``workers`` on CPUs) writes its items into ``out``, a folder every node sees. Every wait has a
+deadline: an item past ``item_timeout`` has its actor killed (Ray restarts it once) and is retried once.
 """
 
 from __future__ import annotations
@@ -45,7 +41,7 @@ class ItemWorker:
 
 
 class RayPool:
-    """The actors of one batch (see the module docstring)."""
+    """The actors of one batch: joins Ray (``address``: a cluster, ``auto``, or None for a new local instance)."""
 
     def __init__(self, out: str, *, profile: str, address: str | None = None, workers: int | None = None,
                  num_cpus: float = 1, item_timeout: float = 1800.0, start_timeout: float = 600.0) -> None:

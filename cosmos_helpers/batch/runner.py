@@ -1,20 +1,10 @@
-"""``run_batch(requests, out)``: many items, resumably, on this machine, a server, or a Ray cluster.
-
-Where the items run: with ``ray=ADDRESS`` (``"auto"``, ``"ray://head:10001"``, ``True`` for a new local instance)
-each is a Ray task on a pool of actors that each keep a ``DiffusersBackend`` (:mod:`.ray_pool`); with a server backend
-and ``url=`` each is a request, ``concurrency`` at a time, so a Ray Serve app (or vLLM-Omni) spreads them over its
-replicas; otherwise they run in this process, one after another. Every line and every item's folder is checked first
-(:func:`.items.plan`: finished items are skipped, another request's output stops the batch). A failure is recorded
-and, unless a second attempt cannot change it (:func:`retryable`), the item is tried once more; nothing is raised for
-failed items (:attr:`BatchResult.failed`). An item ends ``ok``, ``skipped`` (its manifest matched) or ``failed``;
-``started`` / ``finished`` are seconds since the batch began (for :mod:`cosmos_helpers.views.timeline`). At the end
-``summary.csv``, ``batch.json`` and the gallery (``index.html``) are written in ``out``.
+"""``run_batch(requests, out)``: many items, resumably, here, on a server (``concurrency`` at a time), or on Ray. A
+failure is retried once unless a second attempt cannot change it (:func:`retryable`) and never raised
+(:attr:`BatchResult.failed`); times are seconds since the batch began (:mod:`cosmos_helpers.views.timeline`).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import queue
@@ -29,7 +19,7 @@ from ..backends import backend_by_name
 from ..errors import ValidationError
 from ..gallery import write_gallery
 from ..progress import progress_bar
-from ..views.pages import markdown_table
+from ..views.pages import Outcomes, markdown_table, write_csv
 from .items import BatchItem, load_items, plan, timed_run
 from .ray_pool import RayPool
 
@@ -43,7 +33,7 @@ COLUMNS = ("name", "kind", "mode", "status", "attempts", "seconds", "worker", "m
 
 @dataclass
 class ItemRecord:
-    """One item's outcome (see the module docstring)."""
+    """One item's outcome: ``ok``, ``skipped`` (its manifest matched) or ``failed``."""
 
     name: str
     kind: str
@@ -76,12 +66,7 @@ def retryable(error_type: str) -> bool:
 
 def write_reports(out: Path, records: Sequence[ItemRecord], facts: dict[str, Any]) -> dict[str, Path]:
     """``summary.csv`` (one row per item) and ``batch.json`` (every record with its attempts, and the batch's facts)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
-    writer.writeheader()
-    for record in records:
-        writer.writerow(record.row())
-    summary = media.write_bytes_atomic(out / "summary.csv", buffer.getvalue().encode(), overwrite=True)
+    summary = write_csv(out / "summary.csv", [record.row() for record in records], COLUMNS)
     detail = {"facts": facts, "items": [{**asdict(r), "seconds": r.seconds} for r in records]}
     batch = media.write_bytes_atomic(out / "batch.json", json.dumps(detail, indent=1, default=str).encode(),
                                      overwrite=True)
@@ -89,7 +74,7 @@ def write_reports(out: Path, records: Sequence[ItemRecord], facts: dict[str, Any
 
 
 @dataclass
-class BatchResult:
+class BatchResult(Outcomes):
     """The items of a batch and what became of them; shown in a notebook as a table."""
 
     out: Path
@@ -97,25 +82,17 @@ class BatchResult:
     where: str
     files: dict[str, Path] = field(default_factory=dict)
     seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return all(r.ok for r in self.records)
-
-    @property
-    def failed(self) -> list[ItemRecord]:
-        return [r for r in self.records if not r.ok]
+    _entries = "records"
 
     def rows(self) -> list[dict[str, Any]]:
         return [r.row() for r in self.records]
 
     def _repr_markdown_(self) -> str:
-        done = sum(r.ok for r in self.records)
         table = markdown_table(self.rows(), ("name", "mode", "status", "attempts", "seconds", "worker"))
-        return f"**Batch** on {self.where}: {done} of {len(self.records)} ok in {self.seconds:.1f} s\n\n{table}"
+        return f"**Batch** on {self.where}: {self.done} of {len(self.records)} ok in {self.seconds:.1f} s\n\n{table}"
 
     def __repr__(self) -> str:
-        return f"BatchResult({sum(r.ok for r in self.records)}/{len(self.records)} ok on {self.where}, out={self.out})"
+        return f"BatchResult({self.done}/{len(self.records)} ok on {self.where}, out={self.out})"
 
 
 class Tracker:
@@ -141,24 +118,21 @@ class Tracker:
             if outcome is not None and "started" in outcome:  # the worker's own clock: no queueing counted
                 record.started = float(outcome["started"]) - self.origin
                 record.finished = float(outcome["finished"]) - self.origin
+            again = False
             if error is None:
                 record.status, record.media, record.error = ("skipped" if outcome.get("skipped") else "ok",
                                                              outcome.get("media"), None)
-                self._tick(record)
-                return False
-            kind = type(error).__name__
-            record.attempts.append({"worker": record.worker, "error": f"{kind}: {error}"})
-            again = retryable(kind) and len(record.attempts) < ATTEMPTS
-            record.status, record.error = ("retrying" if again else "failed"), f"{kind}: {error}"
-            print(f"{item.name} failed on {record.worker}: {kind}: {error}" + ("; trying once more" if again else ""),
-                  flush=True)
+            else:
+                kind = type(error).__name__
+                record.attempts.append({"worker": record.worker, "error": f"{kind}: {error}"})
+                again = retryable(kind) and len(record.attempts) < ATTEMPTS
+                record.status, record.error = ("retrying" if again else "failed"), f"{kind}: {error}"
+                note = "; trying once more" if again else ""
+                print(f"{item.name} failed on {record.worker}: {kind}: {error}{note}", flush=True)
             if not again:
-                self._tick(record)
+                self.bar.update(1)
+                self.bar.set_postfix_str(f"{record.name} {record.status}")
             return again
-
-    def _tick(self, record: ItemRecord) -> None:
-        self.bar.update(1)
-        self.bar.set_postfix_str(f"{record.name} {record.status}")
 
 
 class ThreadPool:
@@ -178,7 +152,11 @@ class ThreadPool:
             label = f"{self.label} slot {slot}" if self.concurrency > 1 else self.label
             while (item := work.get()) is not None:
                 started(item, label)
-                if finished(item, label, *self._one(item)):
+                try:
+                    outcome, error = timed_run(item, self.backend, self.out, profile=self.profile), None
+                except Exception as exc:  # recorded per item; the others go on
+                    outcome, error = None, exc
+                if finished(item, label, outcome, error):
                     work.put(item)  # tried again, after the items already waiting
                 work.task_done()
 
@@ -188,12 +166,6 @@ class ThreadPool:
         for _ in range(self.concurrency):
             work.put(None)
 
-    def _one(self, item: BatchItem) -> tuple[dict[str, Any] | None, BaseException | None]:
-        try:
-            return timed_run(item, self.backend, self.out, profile=self.profile), None
-        except Exception as exc:  # recorded per item; the others go on
-            return None, exc
-
     def close(self) -> None:
         pass
 
@@ -202,7 +174,8 @@ def run_batch(requests: str | os.PathLike[str] | Sequence[Mapping[str, Any]], ou
               backend: Any = RAY_BACKEND, url: str | None = None, ray: Any = None, workers: int | None = None,
               num_cpus: float = 1, concurrency: int | None = None, profile: str = "tiny", item_timeout: float = 1800.0,
               gallery: bool = True) -> BatchResult:
-    """Run every item of ``requests`` (a JSONL path or a list of objects) into ``out`` (module docstring).
+    """Run every item of ``requests`` (a JSONL path or a list of objects) into ``out``; finished items are skipped,
+    another request's output stops the batch before any work; writes ``summary.csv``, ``batch.json``, ``index.html``.
 
     Args:
         backend: ``"diffusers"`` (in this process, or on Ray workers with ``ray``), ``"framework-serve"`` or

@@ -1,23 +1,8 @@
 """``cosmos-helpers bench``: the same requests through stock Diffusers, the fast path and vLLM-Omni, in one run.
 
-For every case (mode x resolution tier) and backend it records the cold time (first call: kernel
-selection, CUDA-graph capture and attention tuning included), the warm time (median of the following
-calls), peak GPU memory and how far the output's pixels are from stock's. It writes, under ``--out``:
-
-* ``benchmark.md``: a mode x tier table in seconds (the shape of NVIDIA's ``inference_benchmarks.md``)
-  with a speed-up row, then the per-case details;
-* ``benchmark.png``: the warm times as grouped bars, speed-ups written over the fast bars;
-* ``benchmark.json``: every number, the settings and the environment.
-
-The options are the command's (``--help``). ``--random-nano`` / ``--random-super`` time random weights of the real
-shapes, since latency does not depend on weight values; ``--memory`` caps this process's GPU memory at the preset's
-size once the model is placed, so the peak column proves the fit.
-
-Example (one H200)::
-
-    cosmos-helpers bench --random-nano --cases t2i:256,t2v:256:189 --steps 35 --text-tokens 2000 --out out/
-Modules: :mod:`.cases` (what is timed), :mod:`.timing` (``run_benchmark``, ``pass_costs``), :mod:`.report` (the
-files); their names are given here too.
+Per case (mode x tier) and backend: the cold time (kernel selection, graph capture, tuning included), the warm time
+(median of the next calls), peak GPU memory and the pixel distance from stock; written under ``--out`` as
+``benchmark.md`` (a mode x tier table, the shape of NVIDIA's ``inference_benchmarks.md``), ``.png`` and ``.json``.
 """
 
 from __future__ import annotations

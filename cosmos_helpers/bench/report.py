@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..views.plots import new_figure
 from .cases import BACKEND_TITLES, Row, mode_title
 
 
@@ -72,26 +73,12 @@ def _step_cache_lines(rows: list[Row]) -> list[str]:
     return lines
 
 
-def _axes(figsize: tuple[float, float]):
-    """A new figure and axes on the file-only backend."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(figsize=figsize)
-
-
 def _finish(fig, ax, path: Path, title: str) -> Path:
-    """The charts' common end: the seconds axis, title and legend, then the PNG written and the figure closed."""
-    import matplotlib.pyplot as plt
-
+    """The charts' common end: the seconds axis, title and legend, then the PNG written."""
     ax.set_ylabel("seconds per generation (warm)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    fig.savefig(path)
     return path
 
 
@@ -101,7 +88,8 @@ def render_png(rows: list[Row], path: Path, *, title: str = "") -> Path:
     cases = list(dict.fromkeys(r.case for r in rows))
     backends = list(dict.fromkeys(r.backend for r in rows))
     width = 0.8 / max(len(backends), 1)
-    fig, ax = _axes((max(6.0, 1.6 * len(cases) + 2), 4.2))
+    fig = new_figure((max(6.0, 1.6 * len(cases) + 2), 4.2), 120)
+    ax = fig.add_subplot()
     colors = {"stock": "#8c8c8c", "fast": "#76b900", "vllm": "#1f77b4"}
     for i, backend in enumerate(backends):
         found = [by_key.get((case, backend)) for case in cases]
@@ -126,7 +114,8 @@ def gpu_count(backend: str) -> int | None:
 
 def render_scaling_png(rows: list[Row], path: Path, *, title: str = "") -> Path:
     """Warm seconds against the number of GPUs, a line per case and parallel plan (the ideal 1/N dotted)."""
-    fig, ax = _axes((6.4, 4.2))
+    fig = new_figure((6.4, 4.2), 120)
+    ax = fig.add_subplot()
     counts: set[int] = set()
     for case in dict.fromkeys(r.case for r in rows):
         found = {r.backend: r for r in rows if r.case == case and r.warm_s and gpu_count(r.backend)}

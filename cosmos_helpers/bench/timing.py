@@ -1,11 +1,4 @@
-"""Timing the cases: each backend built once, a cold call and warm calls per case, device synchronised.
-
-The cost of a computed and of a cached guidance pass (:func:`pass_costs`): with step caching a step runs 0, 1 or 2
-decoder stacks (two guidance branches, each decided on its own), so step times fall into groups by how many passes
-computed; a least-squares line through (computed passes, step seconds) gives the cost of one computed pass (the
-slope) and of a step whose passes were all cached (the intercept: the scheduler step and the embedding / prediction
-heads of both branches).
-"""
+"""Timing the cases: each backend built once, a cold call and warm calls per case, device synchronised."""
 
 from __future__ import annotations
 
@@ -42,7 +35,6 @@ class Timed(NamedTuple):
 
 
 def _timed(name: str, backend: Any, request: GenerationRequest, cuda: bool) -> Timed:
-    """``backend.generate(request)``, timed (see :class:`Timed`)."""
     import torch
 
     if cuda:
@@ -109,10 +101,8 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
                   dtype: Any = None, seed: int = 0, fast_options: dict | None = None, pipeline: Any = None,
                   gpus: Sequence[str] = (), memory: str | None = None, step_cache: Any = None,
                   log: Callable[[str], None] | None = print) -> BenchResult:
-    """Run every case through every backend and write the table, the chart and the JSON under ``out_dir``.
-
-    ``pipeline``: an already built ``Cosmos3OmniPipeline`` to time (e.g. from
-    :func:`cosmos_helpers.models.random_nano.build_random_nano_pipeline`) instead of loading the profile's.
+    """Run every case through every backend and write the table, the chart and the JSON under ``out_dir``;
+    ``pipeline``: a built ``Cosmos3OmniPipeline`` to time (e.g. ``build_random_nano_pipeline``'s), not the profile's.
     """
     import torch
 
@@ -126,7 +116,12 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
     made = _diffusers_backends(random_nano, device, dtype, any(c.sound for c in case_list), fast_options, pipeline,
                                gpus, memory)
     stock = made["stock"]
-    runners = _runners(made, backends, vllm_url)
+    # the backends asked for (the multi-GPU ones always), and a vLLM-Omni server's client with ``vllm_url``
+    runners: dict[str, Any] = {name: b for name, b in made.items() if name in backends or "gpu" in name}
+    if vllm_url:
+        from ..backends.vllm_omni import VllmOmniBackend
+
+        runners["vllm"] = VllmOmniBackend(vllm_url)
     cuda = stock.device.startswith("cuda")
     if memory and cuda:
         _cap_memory(stock, get_profile(profile).model, memory, log)
@@ -151,18 +146,7 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
     return _write(Path(out_dir), rows, settings, scaling=bool(gpus) and not memory)
 
 
-def _runners(made: dict[str, DiffusersBackend], backends: Sequence[str], vllm_url: str | None) -> dict[str, Any]:
-    """The backends asked for (the multi-GPU ones always), and a vLLM-Omni server's client with ``vllm_url``."""
-    runners: dict[str, Any] = {name: b for name, b in made.items() if name in backends or "gpu" in name}
-    if vllm_url:
-        from ..backends.vllm_omni import VllmOmniBackend
-
-        runners["vllm"] = VllmOmniBackend(vllm_url)
-    return runners
-
-
 def _write(out: Path, rows: list[Row], settings: dict[str, Any], *, scaling: bool) -> BenchResult:
-    """``benchmark.md``, ``benchmark.json``, ``benchmark.png`` (and ``scaling.png``) under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(rows, settings)
     md_path, json_path = out / "benchmark.md", out / "benchmark.json"
@@ -222,7 +206,11 @@ def _environment(backend: DiffusersBackend) -> dict[str, Any]:
 
 
 def pass_costs(step_s: Sequence[float], schedule: str) -> dict[str, float | int | None]:
-    """``step_s``: seconds of each denoising step (device synchronised); ``schedule``: the manifest's pass schedule
+    """The cost of a computed and of a cached guidance pass: a step computes 0, 1 or 2 decoder stacks (one per
+    guidance branch), so a least-squares line through (computed passes, step seconds) has a computed pass as slope
+    and an all-cached step (scheduler step, embedding and prediction heads) as intercept.
+
+    ``step_s``: seconds of each denoising step (device synchronised); ``schedule``: the manifest's pass schedule
     (``C`` computed, ``.`` cached, in call order). Step 1 is left out (it also packs the prompts). Needs the same
     number of passes in every step (no guidance interval); otherwise only the counts are returned."""
     steps = len(step_s)

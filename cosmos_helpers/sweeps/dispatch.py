@@ -1,19 +1,15 @@
-"""``sweep(notebook, grid)``: every check before the first run, then the runs in parallel over workers.
+"""``sweep(notebook, grid)``: every check before the first run, then the runs in parallel over slots.
 
-Each worker (a *slot*: a vLLM-Omni server, a GPU, or a plain local process) takes the next pending run and executes
-it, one at a time. With several slots each has its own ``python -m cosmos_helpers.sweeps.worker`` process (see that
-module for why); a single slot runs here, in a thread of this process; with ``ray`` each slot is a Ray actor on the
-cluster. A server slot injects its URL into the notebook's server parameter; a GPU slot sets
-``CUDA_VISIBLE_DEVICES`` for the run's process and so for its kernel (a Ray GPU slot gets it from Ray). The run
-manifest records the slot, so where each run ran can be checked afterwards.
+A slot (a vLLM-Omni server, a GPU, or a local process) runs one run at a time: in a ``cosmos_helpers.sweeps.worker``
+process each, in a thread here when it is the only one, or as a Ray actor. The run manifest records the slot.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
-import queue
 import subprocess
 import sys
 import threading
@@ -172,8 +168,7 @@ class Worker:
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
         process = self._start()
         try:
-            process.stdin.write(json.dumps(task) + "\n")
-            process.stdin.flush()
+            print(json.dumps(task), file=process.stdin, flush=True)
             answer = process.stdout.readline()
         except (BrokenPipeError, OSError):
             answer = ""
@@ -213,17 +208,15 @@ def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, tota
 
     ``total`` counts every run of the sweep, so the progress reads ``finished of all``. On Ctrl-C the worker
     processes are stopped and the runs in flight stay ``running`` in their manifests, which a rerun repeats."""
-    pending: "queue.Queue[SweepRun]" = queue.Queue()
-    for run in runs:
-        pending.put(run)
+    pending = collections.deque(runs)  # popleft is thread-safe
     workers = _workers(runs, slots, dispatch, log_dir)
     stop, lock = threading.Event(), threading.Lock()
 
     def work(worker: Worker | InProcessWorker) -> None:
         while not stop.is_set():
             try:
-                run = pending.get_nowait()
-            except queue.Empty:
+                run = pending.popleft()
+            except IndexError:
                 return
             print(f"start {run.name} on {worker.slot.label()}", flush=True)
             try:
@@ -326,8 +319,7 @@ def _validate(notebook: Path, sets: list[dict[str, Any]], fixed: dict[str, Any],
                               f"every run would write to the same place (its parameters: {valid}).",
                               "add output_dir to its parameters cell, name another with output_parameter=, or "
                               "pass output_parameter=None (--no-output-parameter) to run it anyway.")
-    for values in sets:
-        both = sorted(set(values) & set(fixed))
-        if both:
-            raise ValidationError(f"grid parameter {both[0]!r}", "is also given as a fixed parameter.",
-                                  "set it in the grid or in parameters, not both.")
+    both = sorted({name for values in sets for name in values} & set(fixed))
+    if both:
+        raise ValidationError(f"grid parameter {both[0]!r}", "is also given as a fixed parameter.",
+                              "set it in the grid or in parameters, not both.")

@@ -1,17 +1,5 @@
-"""A sweep's grid: the parameter sets to run, read from YAML, CSV or Python, and checked against the notebook.
-
-Three spellings of the same thing, a list of parameter sets (each a ``{name: value}`` mapping):
-
-* a mapping ``{name: [values...]}``: every combination (Cartesian product, in the order written; a single
-  value that is not a list is that parameter's only value; a parameter whose values are themselves lists is
-  written as a list of lists);
-* a list of mappings: exactly these sets;
-* a CSV file: one set per row, the header row names the parameters; cells are read as YAML scalars
-  (``3.5`` is a number, ``true`` a boolean, ``'7'`` in quotes a text).
-
-Every set is checked against the notebook's tagged ``parameters`` cell (papermill's ``inspect_notebook``)
-before anything runs: unknown names, values whose type differs from the default's, an empty grid and
-duplicate sets are errors that name the offender.
+"""A sweep's grid: the parameter sets to run (YAML, CSV or Python), checked against the notebook's tagged
+``parameters`` cell (papermill's ``inspect_notebook``) before anything runs.
 """
 
 from __future__ import annotations
@@ -33,7 +21,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._+=,-]+")
 
 
 def load_grid(grid: Any) -> list[dict[str, Any]]:
-    """The parameter sets of ``grid``: a ``.yaml``/``.yml``/``.csv`` path, a mapping or a list of mappings."""
+    """The parameter sets of ``grid``: a ``.yaml``/``.yml``/``.csv`` path, a mapping ``{name: [values]}`` (every
+    combination, in order; a non-list value is the only one) or a list of ``{name: value}`` sets. A CSV has one set
+    per row under a header row, its cells read as YAML scalars (``'7'`` in quotes is a text)."""
     source = "grid"
     if isinstance(grid, (str, Path)):
         source = str(grid)
@@ -41,7 +31,7 @@ def load_grid(grid: Any) -> list[dict[str, Any]]:
     if isinstance(grid, Mapping):
         sets = _product(grid, source)
     elif isinstance(grid, Sequence) and not isinstance(grid, (str, bytes)):
-        sets = [_one_set(entry, f"{source}[{index}]") for index, entry in enumerate(grid)]
+        sets = [_set(entry, f"{source}[{index}]") for index, entry in enumerate(grid)]
     else:
         raise ValidationError(source, f"is a {type(grid).__name__}, not a grid.",
                               "give a mapping {name: [values]}, a list of {name: value} sets, or a YAML/CSV file.")
@@ -87,18 +77,16 @@ def _read_csv(text: str, path: Path) -> list[dict[str, Any]]:
         if len(row) != len(header):
             raise ValidationError(f"{path} line {line}", f"has {len(row)} cells, the header has {len(header)}.",
                                   "give one value per column.")
-        values = {}
         for name, cell in zip(header, row):
             if not cell.strip():
                 raise ValidationError(f"{path} line {line}, column {name!r}", "is empty.",
                                       "give a value (write null for None, '' for an empty text).")
-            values[name] = yaml.safe_load(cell)
-        sets.append(values)
+        sets.append({name: yaml.safe_load(cell) for name, cell in zip(header, row)})
     return sets
 
 
 def _product(grid: Mapping[str, Any], source: str) -> list[dict[str, Any]]:
-    names = _names(grid, source)
+    names = list(_set(grid, source))
     if not names:
         raise ValidationError(source, "is empty: there is nothing to run.",
                               "map each parameter to its values, e.g. {seed: [0, 1]}.")
@@ -106,18 +94,13 @@ def _product(grid: Mapping[str, Any], source: str) -> list[dict[str, Any]]:
     return [dict(zip(names, combo)) for combo in itertools.product(*choices)]
 
 
-def _one_set(entry: Any, where: str) -> dict[str, Any]:
+def _set(entry: Any, where: str) -> dict[str, Any]:
     if not isinstance(entry, Mapping):
         raise ValidationError(where, f"is {entry!r}, not a parameter set.", "write each run as {name: value, ...}.")
-    _names(entry, where)
-    return dict(entry)
-
-
-def _names(values: Mapping[str, Any], where: str) -> list[str]:
-    for name in values:
+    for name in entry:
         if not isinstance(name, str) or not name:
             raise ValidationError(f"{where}: {name!r}", "is not a parameter name.", "use the notebook's names.")
-    return list(values)
+    return dict(entry)
 
 
 def canonical(parameters: Mapping[str, Any]) -> str:
@@ -128,14 +111,10 @@ def canonical(parameters: Mapping[str, Any]) -> str:
 def _refuse_duplicates(sets: list[dict[str, Any]], source: str) -> None:
     seen: dict[str, int] = {}
     for index, values in enumerate(sets):
-        key = canonical(values)
-        if key in seen:
-            raise ValidationError(source, f"runs {values} twice (sets {seen[key]} and {index}).",
+        if (first := seen.setdefault(canonical(values), index)) != index:
+            raise ValidationError(source, f"runs {values} twice (sets {first} and {index}).",
                                   "list every parameter set once.")
-        seen[key] = index
 
-
-# --- checking against the notebook --------------------------------------------------------------------------
 
 _TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list, tuple),
           "dict": (dict,), "tuple": (list, tuple)}
@@ -196,14 +175,9 @@ def validate_sets(notebook: str | Path, sets: Iterable[Mapping[str, Any]], *,
     return accepted
 
 
-# --- run folders ----------------------------------------------------------------------------------------------
-
 def _text(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, (int, float, str)):
-        return str(value)
-    return json.dumps(value, sort_keys=True, default=str)
+    plain = isinstance(value, (int, float, str)) and not isinstance(value, bool)
+    return str(value) if plain else json.dumps(value, sort_keys=True, default=str)
 
 
 def run_name(parameters: Mapping[str, Any]) -> str:

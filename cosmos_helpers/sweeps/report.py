@@ -1,33 +1,24 @@
-"""What a sweep leaves to look at: a summary table, a contact sheet of outputs by parameter, a time plot, a page.
-
-* ``summary.csv``: one row per run: its parameters, status, seconds, attempt, worker, outputs, error;
-* ``contact_sheet.png``: every run's outputs side by side. With two varying parameters and one output per
-  run it is a matrix (rows: the first parameter's values, columns: the second's); otherwise one row per
-  run, one column per output name;
-* ``times.png``: seconds per run, failed runs in red and runs finished by an earlier invocation hatched;
-* ``sweep.html``: the table with links to each executed notebook and manifest, the outputs side by side by
-  parameter as in the sheet (videos as small playable previews), and the plot.
-
-Everything is written atomically and is rebuilt on every invocation (from the run manifests, so a resumed
-sweep's report covers all its runs).
+"""What a sweep leaves to look at, rebuilt from the run manifests on every invocation (written atomically):
+``summary.csv``, ``contact_sheet.png`` (outputs by parameter), ``times.png`` and ``sweep.html`` linking it all.
 """
 
 from __future__ import annotations
 
-import csv
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import quote
 
+import numpy as np
+
 from .. import media
 from ..gallery import list_outputs
 from ..views import preview
 from ..views.items import as_item
-from ..views.pages import esc, href, markdown_table, media_view, page
+from ..views.pages import Outcomes, esc, href, markdown_table, media_view, page, write_csv
 from ..views.plots import new_figure, shorten
-from ..views.sheet import labelled_sheet, write_png
+from ..views.sheet import labelled_sheet
 from .runs import SweepRun
 
 SUMMARY_CSV = "summary.csv"
@@ -43,12 +34,10 @@ _CSS = ("body{font:14px system-ui,sans-serif;margin:24px} table{border-collapse:
 
 
 def _names(runs: Sequence[SweepRun]) -> list[str]:
-    """Every parameter name of ``runs``, in the order they first appear."""
     return list(dict.fromkeys(name for run in runs for name in run.parameters))
 
 
 def varying(runs: Sequence[SweepRun]) -> list[str]:
-    """The parameter names whose value differs between runs."""
     return [name for name in _names(runs) if len({repr(run.parameters.get(name)) for run in runs}) > 1]
 
 
@@ -77,17 +66,7 @@ def rows(runs: Sequence[SweepRun]) -> list[dict[str, Any]]:
     return table
 
 
-def write_csv(out: Path, table: list[dict[str, Any]]) -> Path:
-    buffer = io.StringIO()
-    if table:
-        writer = csv.DictWriter(buffer, fieldnames=list(table[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(table)
-    return media.write_bytes_atomic(out / SUMMARY_CSV, buffer.getvalue().encode("utf-8"), overwrite=True)
-
-
 def write_time_plot(out: Path, runs: Sequence[SweepRun]) -> Path:
-    """Horizontal bars of seconds per run."""
     names = varying(runs)
     figure = new_figure((7, 0.9 + 0.4 * len(runs)), 100)
     axes = figure.add_subplot()
@@ -107,23 +86,23 @@ def write_time_plot(out: Path, runs: Sequence[SweepRun]) -> Path:
 
 
 def sheet_layout(runs: Sequence[SweepRun]) -> tuple[list[str], list[str], dict[tuple[int, int], tuple]]:
-    """(row labels, column labels, {(row, col): (run, media path or None)}) for the contact sheet."""
+    """(row labels, column labels, {(row, col): (run, media path or None)}) for the contact sheet: a matrix of the two
+    varying parameters when each run has one output at most, else one row per run and a column per output name."""
     names = varying(runs)
     found = {run.name: outputs_of(run) for run in runs}
     if len(names) == 2 and all(len(found[run.name]) <= 1 for run in runs):
-        row_values = list(dict.fromkeys(repr(run.parameters.get(names[0])) for run in runs))
-        col_values = list(dict.fromkeys(repr(run.parameters.get(names[1])) for run in runs))
-        cells = {(row_values.index(repr(run.parameters.get(names[0]))),
-                  col_values.index(repr(run.parameters.get(names[1])))):
-                 (run, found[run.name][0][1] if found[run.name] else None) for run in runs}
-        return ([f"{names[0]}={v}" for v in row_values], [f"{names[1]}={v}" for v in col_values], cells)
+        keys = [[repr(run.parameters.get(name)) for name in names] for run in runs]
+        row_values, col_values = (list(dict.fromkeys(key[axis] for key in keys)) for axis in (0, 1))
+        cells = {(row_values.index(r), col_values.index(c)): (run, found[run.name][0][1] if found[run.name] else None)
+                 for run, (r, c) in zip(runs, keys)}
+        return [f"{names[0]}={v}" for v in row_values], [f"{names[1]}={v}" for v in col_values], cells
     columns = list(dict.fromkeys(name for run in runs for name, _ in found[run.name])) or ["output"]
     cells = {(r, c): (run, dict(found[run.name]).get(column))
              for r, run in enumerate(runs) for c, column in enumerate(columns)}
     return [label(run, names) for run in runs], columns, cells
 
 
-def _tile(path: Path | None, run: SweepRun) -> Any:
+def _tile(run: SweepRun, path: Path | None) -> Any:
     """The middle frame of ``path`` as a thumbnail, or a note saying why there is none."""
     from PIL import Image
 
@@ -141,13 +120,13 @@ def write_contact_sheet(out: Path, runs: Sequence[SweepRun]) -> Path:
     """One PNG: the middle frame of every output, labelled by its parameters (see :func:`sheet_layout`)."""
     row_labels, col_labels, cells = sheet_layout(runs)
     label_w = min(320, max(60, 7 * max(len(text) for text in row_labels)))
-    rows = [(text, [_tile(cells[(r, c)][1], cells[(r, c)][0]) if (r, c) in cells else None
-                    for c in range(len(col_labels))]) for r, text in enumerate(row_labels)]
+    rows = [(text, [_tile(*cells[(r, c)]) if (r, c) in cells else None for c in range(len(col_labels))])
+            for r, text in enumerate(row_labels)]
     sheet = labelled_sheet(rows, label_width=label_w, columns=col_labels, cell=(TILE, TILE))
-    return write_png(sheet, out / CONTACT_SHEET, overwrite=True)
+    return media.write_png(out / CONTACT_SHEET, np.asarray(sheet), overwrite=True)
 
 
-def _media_html(out: Path, path: Path | None, run: SweepRun) -> str:
+def _media_html(out: Path, run: SweepRun, path: Path | None) -> str:
     """An image, or a player on the video's small preview (never the full-resolution file), linking the file."""
     if path is None or not path.is_file():
         return f"<div class='note'>{'failed' if run.status == 'failed' else 'no output'}</div>"
@@ -164,8 +143,8 @@ def _matrix_html(out: Path, runs: Sequence[SweepRun]) -> str:
     head = "<th></th>" + "".join(f"<th>{esc(text)}</th>" for text in col_labels)
     body = []
     for r, text in enumerate(row_labels):
-        row = "".join(f"<td>{_media_html(out, cells[(r, c)][1], cells[(r, c)][0])}</td>" if (r, c) in cells
-                      else "<td></td>" for c in range(len(col_labels)))
+        row = "".join(f"<td>{_media_html(out, *cells[(r, c)]) if (r, c) in cells else ''}</td>"
+                      for c in range(len(col_labels)))
         body.append(f"<tr><th>{esc(text)}</th>{row}</tr>")
     return f"<table class='sheet'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -177,9 +156,8 @@ def write_page(out: Path, title: str, runs: Sequence[SweepRun], table: list[dict
     head = "".join(f"<th>{esc(column)}</th>" for column in columns) + "<th>files</th>"
     body = []
     for run, row in zip(runs, table):
-        links = [f"<a href='{href(out, run.executed)}'>notebook</a>"] if run.executed.is_file() else []
-        if run.manifest_path.is_file():
-            links.append(f"<a href='{href(out, run.manifest_path)}'>manifest</a>")
+        links = [f"<a href='{href(out, path)}'>{name}</a>" for name, path in
+                 (("notebook", run.executed), ("manifest", run.manifest_path)) if path.is_file()]
         cells = "".join(f"<td>{esc(row[column])}</td>" for column in columns)
         body.append(f"<tr class='{esc(run.status)}'>{cells}<td>{' &middot; '.join(links)}</td></tr>")
     sheet = f" (<a href='{quote(CONTACT_SHEET)}'>as one picture</a>)" if (out / CONTACT_SHEET).is_file() else ""
@@ -191,24 +169,15 @@ def write_page(out: Path, title: str, runs: Sequence[SweepRun], table: list[dict
 
 
 @dataclass
-class SweepResult:
-    """The runs of a sweep (finished earlier ones included) and the files that summarise them.
-
-    Displayed in a notebook it is the summary table; :meth:`table` is a pandas DataFrame when pandas is
-    installed."""
+class SweepResult(Outcomes):
+    """The runs of a sweep (finished earlier ones included) and the files that summarise them; shown in a notebook
+    as the summary table."""
 
     notebook: Path
     out: Path
     runs: list[SweepRun]
     files: dict[str, Path] = field(default_factory=dict)  # summary, contact_sheet, time_plot, page
-
-    @property
-    def ok(self) -> bool:
-        return all(run.ok for run in self.runs)
-
-    @property
-    def failed(self) -> list[SweepRun]:
-        return [run for run in self.runs if not run.ok]
+    _entries = "runs"
 
     def rows(self) -> list[dict[str, Any]]:
         return rows(self.runs)
@@ -226,11 +195,10 @@ class SweepResult:
         return pandas.DataFrame(self.rows()).set_index("run")
 
     def _repr_markdown_(self) -> str:
-        done = sum(run.ok for run in self.runs)
-        return f"**Sweep of {self.notebook.name}**: {done} of {len(self.runs)} runs ok\n\n{self.markdown()}"
+        return f"**Sweep of {self.notebook.name}**: {self.done} of {len(self.runs)} runs ok\n\n{self.markdown()}"
 
     def __repr__(self) -> str:
-        return f"SweepResult({self.notebook.name}: {sum(r.ok for r in self.runs)}/{len(self.runs)} ok, out={self.out})"
+        return f"SweepResult({self.notebook.name}: {self.done}/{len(self.runs)} ok, out={self.out})"
 
 
 class _Markdown(str):
@@ -241,9 +209,8 @@ class _Markdown(str):
 
 
 def write_reports(result: SweepResult) -> dict[str, Path]:
-    """The summary CSV, contact sheet, time plot and HTML page of ``result``."""
     table = rows(result.runs)
-    files = {"summary": write_csv(result.out, table),
+    files = {"summary": write_csv(result.out / SUMMARY_CSV, table, list(table[0]) if table else []),
              "contact_sheet": write_contact_sheet(result.out, result.runs),
              "time_plot": write_time_plot(result.out, result.runs)}
     files["page"] = write_page(result.out, f"Sweep of {result.notebook.name}", result.runs, table)

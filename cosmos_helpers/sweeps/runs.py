@@ -1,22 +1,7 @@
-"""A sweep run's folder and manifest, the resume rules, and who is working where.
-
-A run lives in ``<out>/<run name>/``: the executed notebook, the notebook's own outputs (``outputs/``, given
-as its ``output_dir`` when it has one) and ``sweep-run.json``, the run manifest, written atomically when the run
-starts (``running``) and when it ends (``ok`` or ``failed``), so a folder always says what happened to it:
-
-* ``ok`` with the same notebook and parameters: finished, skipped by a rerun;
-* ``failed``, or ``running`` left by an interrupted sweep: run again; the earlier attempt's folder is moved
-  to ``<out>/.attempts/`` first, so nothing it produced is lost or mixed with the new attempt;
-* ``running`` by a sweep process that is still alive (its pid on this host, or any process on another host; this
-  process while the run is still in flight here): refused, so two sweeps never run the same folder at once;
-* another notebook, the same notebook with other code (its code cells' digest), or other parameters, or a
-  non-empty folder without a manifest: refused before anything runs (reusing it would mislabel someone's results).
-
-Two sweeps never work in one folder: another process is refused by an OS lock on ``<out>/sweep.lock``, held while
-a sweep plans and runs (:func:`holding`; the OS releases it however the process ends, so it is never stale; without
-``fcntl``, on Windows, only the second guard applies). This process is refused by its own record of runs in flight
-(:func:`in_flight`): a single-slot sweep runs its notebook in a thread that Ctrl-C cannot stop, so a Jupyter cell
-run again after Ctrl-C may find its interrupted run still going.
+"""A sweep run's folder and manifest (``sweep-run.json``, written when it starts and ends), the resume rules
+(:func:`plan`), and who is working where: an OS lock on ``<out>/sweep.lock`` refuses another process (:func:`holding`;
+without ``fcntl`` only the second guard applies), and this process's record of runs in flight (:func:`in_flight`)
+refuses itself: a single-slot sweep runs in a thread Ctrl-C cannot stop, so a cell rerun may find it still going.
 """
 
 from __future__ import annotations
@@ -108,8 +93,9 @@ def read_run_manifest(folder: Path) -> dict[str, Any] | None:
 
 
 def plan(runs: list[SweepRun]) -> list[SweepRun]:
-    """Mark finished runs as reused and return the ones to execute; refuse any folder that belongs to another
-    notebook or parameter set. Checks every run before it changes anything."""
+    """Mark finished runs as reused and return the ones to execute (a failed or interrupted one's folder moved into
+    ``.attempts/`` first); refuse a folder of another notebook, its older code or other parameters, one without a
+    manifest, or one a live sweep is running. Checks every run before it changes anything."""
     todo: list[tuple[SweepRun, dict[str, Any] | None]] = []
     for run in runs:
         manifest = read_run_manifest(run.folder)
@@ -161,8 +147,6 @@ def _set_aside(run: SweepRun, manifest: dict[str, Any]) -> None:
         target = target.with_name(f"{target.name.split('~')[0]}~{suffix}")
     shutil.move(str(run.folder), str(target))
 
-
-# --- who is working where ---------------------------------------------------------------------------------
 
 def this_process() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid()}

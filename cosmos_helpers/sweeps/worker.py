@@ -1,18 +1,6 @@
-"""The processes that execute a sweep's runs: ``python -m cosmos_helpers.sweeps.worker``, and Ray actors.
-
-papermill changes the process's working directory for the duration of a run and the kernel inherits the
-process environment, so parallel runs (each in its notebook's folder, each with its own
-``CUDA_VISIBLE_DEVICES``) cannot share one process. Each worker of a sweep is one of these processes, started
-with its slot's environment and kept for all the runs that slot takes (papermill is imported once). It
-reads one JSON task per line on stdin, runs the notebook through the same runner as ``run-cookbooks`` and
-answers one JSON line ``{"seconds", "error"}`` on the stdout it was started with; anything else that would
-print to stdout (the notebook's log) is sent to stderr, so it cannot garble the answers.
-
-With ``sweep(..., ray=ADDRESS)`` (``--ray [ADDRESS]``) each slot is instead a long-lived Ray actor
-(:class:`NotebookWorker`), one per GPU of the cluster (``num_gpus=1``: Ray sets its ``CUDA_VISIBLE_DEVICES``, which
-the kernel inherits) or ``jobs`` on CPUs, running one notebook at a time the same way. The notebook and the sweep
-folder must be on a filesystem every node sees. An actor that dies mid-run (killed, out of memory, its node lost) is
-reported for that run, restarted by Ray (once), and the run is tried once more on it.
+"""The processes that execute a sweep's runs: ``python -m cosmos_helpers.sweeps.worker`` (papermill changes the working
+directory and the kernel inherits the environment, so parallel runs need a process each: one JSON task per stdin line,
+one JSON answer per stdout line, the notebook's log on stderr), and Ray actors (restarted once, the run retried once).
 """
 
 from __future__ import annotations
@@ -45,8 +33,7 @@ def main() -> int:
     for line in sys.stdin:
         if not line.strip():
             continue
-        answers.write(json.dumps(run_task(json.loads(line))) + "\n")
-        answers.flush()
+        print(json.dumps(run_task(json.loads(line))), file=answers, flush=True)
     return 0
 
 
@@ -57,10 +44,8 @@ class NotebookWorker:
         os.environ.update(environment)
 
     def describe(self) -> str:
-        import ray
-
-        gpus = ",".join(str(g) for g in ray.get_gpu_ids())
-        return f"{socket.gethostname()}:{os.getpid()}" + (f" gpu {gpus}" if gpus else "")
+        """Where it runs: the probe :meth:`RayWorker._back` waits on."""
+        return f"{socket.gethostname()}:{os.getpid()}"
 
     def run(self, task: dict[str, Any]) -> dict[str, Any]:
         return run_task(task)

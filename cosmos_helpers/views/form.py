@@ -1,8 +1,7 @@
 """``GenerateForm``: fill in a request, press Generate, watch the steps, see the result.
 
-The form builds a :class:`GenerationRequest` from its fields (plus any ``defaults`` it has no field for,
-such as ``negative_prompt`` or ``flow_shift``), so every check the request makes applies here too; a
-:class:`ValidationError` is shown in the form, next to the field it names, not as a traceback.
+The form builds a :class:`GenerationRequest`, so every check the request makes applies; a :class:`ValidationError`
+is shown next to the field it names, not as a traceback.
 """
 
 from __future__ import annotations
@@ -33,18 +32,13 @@ _STYLE = {"description_width": "80px"}
 
 
 class GenerateForm:
-    """An interactive form around ``backend.generate(request, progress=callback)``.
+    """An interactive form around ``backend.generate(request, progress=callback)`` of any backend.
 
-    Args:
-        backend: any backend (``DiffusersBackend``, ``VllmOmniBackend``, ``FrameworkBackend``, ...).
-        defaults: initial request values (``GenerationRequest`` field names: ``profile``, ``mode``, ``prompt``,
-            ``tier``, ``aspect_ratio``, ``num_frames``, ``num_inference_steps``, ``guidance_scale``, ``seed``,
-            ``sound``, ``step_cache``, ...); fields without a widget are passed to every request unchanged.
-        output_dir: when given, every result is saved there (MP4/PNG + manifest) before it is shown.
-
-    ``form.generate()`` does what the button does and returns the :class:`Generation` (or ``None`` when
-    the request was invalid or the backend failed); ``form.last`` and ``form.history`` keep the results.
-    Displayed outside a live kernel (papermill, nbconvert), the form renders as a static note.
+    ``defaults``: initial request values (``GenerationRequest`` field names); those without a widget (such as
+    ``negative_prompt``) go to every request unchanged. ``output_dir``: every result is saved there (MP4/PNG +
+    manifest) before it is shown. ``form.generate()`` does what the button does and returns the :class:`Generation`
+    (``None`` when the request was invalid or the backend failed); ``form.last`` and ``form.history`` keep them.
+    Outside a live kernel (papermill, nbconvert) the form renders as a static note.
     """
 
     def __init__(self, backend: Any, *, defaults: dict[str, Any] | None = None,

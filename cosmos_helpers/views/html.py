@@ -1,9 +1,7 @@
 """Static, self-contained HTML for previews: what an executed notebook keeps as its output.
 
-Only small things are embedded: the preview transcode (a few hundred KB for the tiny and 480p cases) and
-JPEG posters. A preview over :func:`preview.embed_limit` is not embedded; its poster and the file's path
-are shown instead. No ``<script>`` tags and no external resources; the slider's only behaviour is an
-inline ``oninput`` on a range input, which JupyterLab (trusted output) and nbconvert HTML both run.
+Only small previews and JPEG posters are embedded; no ``<script>`` and no external resources (the slider's only
+behaviour is an inline ``oninput``, which JupyterLab trusted output and nbconvert HTML both run).
 """
 
 from __future__ import annotations
@@ -27,15 +25,11 @@ def display_size(item: Item, max_side: int | None) -> tuple[int, int]:
     if not item.width or not item.height:
         item.height, item.width = item.frame(0).shape[:2]
     if item.is_image:
-        longest = max(item.width, item.height)
-        scale = 1.0 if not max_side or longest <= max_side else max_side / longest
+        scale = min(1.0, max_side / max(item.width, item.height)) if max_side else 1.0
         width, height = max(1, round(item.width * scale)), max(1, round(item.height * scale))
     else:
         width, height = even_size(item.width, item.height, max_side)
-    factor = 1
-    limit = min(MIN_DISPLAY_SIDE, max_side or MIN_DISPLAY_SIDE)
-    while max(width, height) * (factor + 1) <= limit:
-        factor += 1
+    factor = max(1, min(MIN_DISPLAY_SIDE, max_side or MIN_DISPLAY_SIDE) // max(width, height))
     return width * factor, height * factor
 
 

@@ -1,8 +1,4 @@
-"""One viewable thing, whatever it came from: a :class:`Generation`, a saved file, or a frame array.
-
-An :class:`Item` knows its media file (when there is one), how to get its frames and sound, and the
-caption a person wants next to it: the prompt summary, seed, backend and time.
-"""
+"""One viewable thing, whatever it came from (a :class:`Generation`, a saved file, frames), with its caption."""
 
 from __future__ import annotations
 
@@ -58,8 +54,7 @@ class Item:
             want = 1 if index == 0 else max(1, (self.num_frames or 1) // 2 + 1)
             return media.read_video(self.path, max_frames=want).frames[-1]
         frames = self.frames()
-        if index is None:
-            index = frames.shape[0] // 2
+        index = frames.shape[0] // 2 if index is None else index
         return frames[max(0, min(int(index), frames.shape[0] - 1))]
 
     def sound(self) -> tuple[np.ndarray | None, int]:

@@ -1,16 +1,18 @@
-"""Linked HTML pages written beside the files they show (the output gallery, a sweep's report).
-
-Unlike :mod:`.html` (self-contained output kept inside a notebook) these pages link their media by relative paths,
-so the folder can be zipped, copied or served as is, and videos play their small preview transcode, never the
-full-resolution file.
+"""Linked HTML pages written beside the files they show (the output gallery, a sweep's report): media linked by
+relative paths, so the folder can be zipped or served as is, and videos play their small preview transcode; and what
+a sweep's and a batch's results share (their tables, ``ok`` and ``failed``).
 """
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 from urllib.parse import quote
+
+from .. import media
 
 
 def href(root: Path, path: Path) -> str:
@@ -53,3 +55,30 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) ->
         cells = ("" if row[c] is None else str(row[c]).replace("|", "\\|") for c in columns)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> Path:
+    """``columns`` of ``rows`` as a CSV file, written atomically (a result's ``summary.csv``)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return media.write_bytes_atomic(path, buffer.getvalue().encode("utf-8"), overwrite=True)
+
+
+class Outcomes:
+    """``ok`` and ``failed`` of a sweep's or a batch's result, over its entries (the attribute named ``_entries``)."""
+
+    _entries = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def failed(self) -> list:
+        return [entry for entry in getattr(self, self._entries) if not entry.ok]
+
+    @property
+    def done(self) -> int:
+        return sum(entry.ok for entry in getattr(self, self._entries))

@@ -1,11 +1,7 @@
-"""Pictures of a result: ``frame_strip`` (evenly spaced frames in one picture), ``sound_plot`` (waveform +
-spectrogram), ``join_plot`` (where a chained long video was joined) and action trajectories (the path from above and
-in 3-D, the per-axis steps, predicted-vs-given errors per step). Figures are matplotlib ``Figure``s made without
-pyplot (no global state), shown as PNGs (``display=False`` returns them).
+"""Pictures of a result: frame strips, sound, the joins of a chained long video and action trajectories.
 
-``join_plot`` draws, on top, the frames on either side of every join so the eye can judge, and below, the mean
-absolute difference between consecutive frames, the steps across a join in red: a join no taller than the motion
-inside a chunk is a continuous join.
+Figures are matplotlib ``Figure``s made without pyplot (no global state), shown as PNGs (``display=False`` returns
+them).
 """
 
 from __future__ import annotations
@@ -25,7 +21,6 @@ from .items import as_item
 STRIP_GAP = 4
 LABEL_HEIGHT = 16
 SIDE = 2  # frames shown on each side of a join
-AXES = ("x", "y", "z")
 
 
 def new_figure(figsize: tuple[float, float], dpi: int) -> Any:
@@ -45,11 +40,9 @@ def shorten(text: str, width: int) -> str:
 
 def frame_strip(generation: Any, n: int = 8, *, height: int | None = 144, labels: bool = True,
                 fps: float = 24.0, display: bool = True):
-    """A strip of ``n`` evenly spaced frames (first to last) as one PIL image, with times under them.
-
-    Each frame is scaled to ``height`` pixels (``None``: native size; never upscaled); frames are separated
-    by a 4 px gap; ``labels`` adds a 16 px row with each frame's index and time. Displays it and returns
-    nothing (``display=False``: returns the image). Accepts whatever :func:`show` accepts.
+    """A strip of ``n`` evenly spaced frames (first to last) as one PIL image, each scaled down to ``height``
+    (``None``: native size), with each one's index and time under it (``labels``). Displays it (``display=False``:
+    returns it). Accepts whatever :func:`show` accepts.
     """
     from PIL import Image, ImageDraw
 
@@ -65,9 +58,7 @@ def frame_strip(generation: Any, n: int = 8, *, height: int | None = 144, labels
     strip = Image.new("RGB", (total_w, out_h + label_h), "white")
     draw = ImageDraw.Draw(strip)
     for slot, index in enumerate(indexes):
-        tile = Image.fromarray(frames[index])
-        if tile.size != (out_w, out_h):
-            tile = tile.resize((out_w, out_h), Image.LANCZOS)
+        tile = Image.fromarray(frames[index]).resize((out_w, out_h), Image.LANCZOS)  # a copy at the same size
         x = slot * (out_w + STRIP_GAP)
         strip.paste(tile, (x, 0))
         if labels:
@@ -78,20 +69,15 @@ def frame_strip(generation: Any, n: int = 8, *, height: int | None = 144, labels
 
 def sound_plot(generation: Any, *, title: str | None = None, label: str | None = None,
                figsize: tuple[float, float] = (10, 5), dpi: int = 100, display: bool = True):
-    """Waveform (each channel) over a spectrogram (channel mean, dB) of a result's sound.
-
-    Displays the matplotlib ``Figure`` (``figsize * dpi`` pixels; made without pyplot, so no global state) as a
-    PNG (``display=False``: returns it); prints a note and returns ``None`` when there is no sound.
-    """
+    """Waveform (each channel) over a spectrogram (channel mean, dB) of a result's sound, as a PNG
+    (``display=False``: the ``Figure``); without sound a note is printed and ``None`` returned."""
     item = as_item(generation, label)
     sound, rate = item.sound()
     if sound is None or sound.size == 0:
         if display:
             print("no sound in this result (generate with sound=True to get a soundtrack)")
         return None
-    sound = np.asarray(sound, dtype=np.float32)
-    if sound.ndim == 1:
-        sound = sound[None]
+    sound = np.atleast_2d(np.asarray(sound, dtype=np.float32))  # (channels, samples)
     times = np.arange(sound.shape[1]) / rate
     fig = new_figure(figsize, dpi)
     wave, spec = fig.subplots(2, 1, sharex=True, height_ratios=(1, 1.4))
@@ -116,10 +102,8 @@ def sound_plot(generation: Any, *, title: str | None = None, label: str | None =
 
 def join_plot(generation: Any, *, side: int = SIDE, figsize: tuple[float, float] | None = None, dpi: int = 100,
               display: bool = True):
-    """Frames around each join over the frame-to-frame difference curve of a long video (a matplotlib Figure).
-
-    ``generation``: what ``generate_long_video`` returned, or ``Generation.load`` of its saved ``.mp4``.
-    """
+    """Frames around each join over the frame-to-frame difference curve of a long video (``generate_long_video``'s
+    result, or ``Generation.load`` of its ``.mp4``): a join no taller than the motion inside a chunk is continuous."""
     starts = chunk_starts(generation)
     frames = generation.frames
     report = join_continuity(frames, starts)
@@ -134,8 +118,7 @@ def join_plot(generation: Any, *, side: int = SIDE, figsize: tuple[float, float]
             ax.imshow(frames[min(max(index, 0), len(frames) - 1)])
             ax.set_xticks([])
             ax.set_yticks([])
-            after = index > join
-            ax.set_title(f"join {j + 1}: frame {index}", fontsize=8, color="tab:red" if after else "k")
+            ax.set_title(f"join {j + 1}: frame {index}", fontsize=8, color="tab:red" if index > join else "k")
     for ax in axes[len(joins) * 2 * side:]:
         ax.set_axis_off()
     top.suptitle("frames either side of each join (red: the first frames kept of the next chunk)", fontsize=9)
@@ -174,7 +157,7 @@ def trajectory_plot(*trajectories: np.ndarray, labels: Sequence[str] | None = No
         top.plot(path[:, 0], path[:, 1], "-o", color=colour, markersize=2.5, label=label)
         space.plot(path[:, 0], path[:, 1], path[:, 2], color=colour)
         for axis, style in zip(range(min(3, array.shape[1])), ("-", "--", ":")):
-            steps.plot(array[:, axis], style, color=colour, label=f"{label} {AXES[axis]}" if index == 0 or axis == 0
+            steps.plot(array[:, axis], style, color=colour, label=f"{label} {'xyz'[axis]}" if index == 0 or axis == 0
                        else None)
         if grip is not None:
             grip.plot(array[:, proto.POSE_DIM:].mean(axis=1), color=colour)

@@ -1,10 +1,6 @@
-"""Small, browser-safe previews: never ship a full-resolution file to a browser or into a notebook.
-
-A video's preview is an H.264 (yuv420p, ``+faststart``) MP4 capped at ``max_side`` pixels, with the sound
-re-encoded as AAC when there is sound. A saved output ``clip.mp4`` gets ``clip.preview.mp4`` beside it,
-rebuilt when it is older than the source; frames that were never saved (and files in read-only folders)
-get theirs in a cache folder (``COSMOS_HELPERS_PREVIEW_DIR``, default ``<tmp>/cosmos-helpers-previews``),
-named by a content hash. Posters and thumbnails are JPEG bytes made in memory.
+"""Small, browser-safe previews (H.264 + AAC, ``+faststart``, capped at ``max_side``): never ship a full-resolution
+file to a browser or into a notebook. A saved ``clip.mp4`` gets ``clip.preview.mp4`` beside it; anything else gets
+one in :func:`cache_dir`, named by a content hash.
 """
 
 from __future__ import annotations
@@ -13,6 +9,7 @@ import base64
 import hashlib
 import os
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 from typing import Iterable
 
@@ -42,11 +39,7 @@ def cache_dir() -> Path:
 
 
 def ensure_preview(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
-    """The preview MP4 of a video item, made (or remade, when stale) on demand.
-
-    Saved results (with a manifest) get ``<stem>.preview.mp4`` beside them; other files (assets, control
-    videos) and in-memory frames get theirs in :func:`cache_dir`, so inputs are never written next to.
-    """
+    """The preview MP4 of a video item, made (or remade, when stale) on demand (where: the module docstring)."""
     if item.is_image:
         raise ValueError("images have no video preview; use poster_jpeg() or image_bytes()")
     if item.path is not None:
@@ -54,12 +47,10 @@ def ensure_preview(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
             return item.path
         if item.is_output:  # a saved result: the preview lives beside it (galleries link it there)
             target = preview_path_for(item.path, max_side)
-            try:
+            with suppress(PermissionError):
                 if not fresh(target, item.path):
                     transcode_file(item.path, target, max_side=max_side)
                 return target
-            except PermissionError:
-                pass
         # Inputs (assets, control videos) and read-only folders: never write beside them; use the cache.
         key = hashlib.sha1(f"{item.path.resolve()}|{item.path.stat().st_mtime_ns}|{max_side}".encode()).hexdigest()
         target = cache_dir() / f"{item.path.stem}-{key[:16]}.preview.mp4"

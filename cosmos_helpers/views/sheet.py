@@ -1,12 +1,10 @@
-"""One labelled contact sheet as a PNG: rows of pictures with a label on the left, optionally under column titles.
-
-A sweep's report (a parameter matrix of thumbnails) and the tiny world's :func:`contact_sheet` (a strip of frames
-per clip, drawn like every other strip in the cookbooks) both draw one, with PIL's default font (about 6 px wide,
-12 px high per character).
+"""One labelled contact sheet as a PNG: rows of pictures with a label on the left, optionally under column titles,
+in PIL's default font (about 6 px wide, 12 px high per character).
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -63,20 +61,9 @@ def _picture(content: Any) -> bool:
     return content is not None and not isinstance(content, str)
 
 
-def write_png(image: Any, path: str | Path, *, overwrite: bool) -> Path:
-    return media.write_png(path, np.asarray(image), overwrite=overwrite)
-
-
 def wrap(text: str, width_px: int) -> list[str]:
-    """Greedy word wrap for PIL's default font; a word longer than a line is cut to it."""
-    limit = max(1, width_px // CHAR_W)
-    lines: list[str] = []
-    for word in str(text).split():
-        if lines and len(lines[-1]) + 1 + len(word) <= limit:
-            lines[-1] += " " + word
-        else:
-            lines.append(word[:limit])
-    return lines or [""]
+    """Word wrap for PIL's default font (a word longer than a line is split over lines)."""
+    return textwrap.wrap(str(text), max(1, width_px // CHAR_W)) or [""]
 
 
 def contact_sheet(rows: Sequence[tuple[str, np.ndarray]], path: str | Path, *, frames: int = 3,
@@ -91,4 +78,4 @@ def contact_sheet(rows: Sequence[tuple[str, np.ndarray]], path: str | Path, *, f
             raise ValidationError(f"rows[{i}]", "expected a (label, frames) pair.",
                                   "pass a tuple of a text label and uint8 frames [T, H, W, 3].")
         strips.append((str(row[0]), [frame_strip(row[1], n=frames, height=height, display=False)]))
-    return write_png(labelled_sheet(strips, label_width=260), path, overwrite=overwrite)
+    return media.write_png(path, np.asarray(labelled_sheet(strips, label_width=260)), overwrite=overwrite)

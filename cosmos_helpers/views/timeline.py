@@ -1,9 +1,4 @@
-"""``batch_timeline``: where and when each item of one or more batches ran, and how long each took.
-
-The left panel is a timeline per worker (a Ray worker, a Serve replica, this process): one bar per item from its
-start to its end, in seconds since its batch began, so idle workers and stragglers show at a glance. The right panel
-is each item's time, batch by batch. Items skipped as already finished have no bar. Made without pyplot.
-"""
+"""``batch_timeline``: where and when each item of one or more batches ran, and how long each took."""
 
 from __future__ import annotations
 
@@ -12,15 +7,11 @@ from typing import Any, Sequence
 from ..display import present_figure
 from .plots import new_figure, shorten
 
-_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
-
 
 def batch_timeline(*results: Any, labels: Sequence[str] | None = None, figsize: tuple[float, float] = (11, 4.5),
                    dpi: int = 100, display: bool = True):
-    """The timeline per worker and the time per item of ``results`` (:class:`~cosmos_helpers.batch.BatchResult`).
-
-    Displays the matplotlib ``Figure`` (``display=False``: returns it); ``labels`` name the batches (default: where
-    each ran)."""
+    """The timeline per worker and the time per item of ``results`` (:class:`~cosmos_helpers.batch.BatchResult`),
+    ``labels`` naming them (default: where each ran); ``display=False`` returns the ``Figure``."""
     if not results:
         raise ValueError("batch_timeline needs at least one batch result")
     names = list(labels) if labels is not None else [r.where for r in results]
@@ -28,7 +19,7 @@ def batch_timeline(*results: Any, labels: Sequence[str] | None = None, figsize: 
     timeline, times = fig.subplots(1, 2, width_ratios=(3, 2))
     rows: list[str] = []
     for index, (result, name) in enumerate(zip(results, names)):
-        colour = _COLOURS[index % len(_COLOURS)]
+        colour = f"C{index}"  # matplotlib's colour cycle
         made = [r for r in result.records if r.status in ("ok", "failed") and r.seconds is not None]
         workers = sorted({str(r.worker) for r in made})
         for worker in workers:

@@ -1,8 +1,5 @@
-"""``show``, ``grid`` and ``compare``: one item view, three layouts, and one place that picks live or static.
-
-Every view is built from the same per-item pieces (:func:`live_figure` for a running Jupyter kernel,
-``html.figure_html`` for a saved document); :func:`_present` lays them out (one, a grid, a row) and decides,
-once, which of the two renderings a context gets.
+"""``show``, ``grid`` and ``compare``: one item view, three layouts, and one place (:func:`_present`) that picks
+live widgets or static HTML.
 """
 
 from __future__ import annotations
@@ -18,13 +15,9 @@ from .items import Item, as_item
 
 def show(generation_or_path: Any, *, max_side: int | None = preview.DEFAULT_MAX_SIDE, label: str | None = None,
          fps: float = 24.0, display: bool = True):
-    """Show one result: an image, or a video player *with sound*, and a caption (prompt, seed, backend, time).
-
-    Accepts a :class:`Generation`, a saved file (``.mp4``/``.png``/``.jpg`` or its ``.json`` manifest) or uint8
-    frames ``(T,H,W,3)``. Videos play from a small preview transcode (``<stem>.preview.mp4``, at most ``max_side``
-    pixels, H.264 + AAC), never from the full-resolution file. In a live kernel this is an ipywidgets box; under
-    papermill/nbconvert static HTML that embeds only the small preview. Displays it (``display=False``: returns
-    it instead).
+    """Show one result (a :class:`Generation`, a saved file or its ``.json`` manifest, or uint8 frames ``(T,H,W,3)``):
+    an image, or a video player *with sound* on a small preview transcode (at most ``max_side`` pixels), and a
+    caption (prompt, seed, backend, time). Displays it (``display=False``: returns it instead).
     """
     return _present([as_item(generation_or_path, label, fps=fps)], "single", max_side=max_side, display=display)
 
@@ -40,13 +33,11 @@ def grid(generations: Sequence[Any], columns: int = 3, *, labels: Sequence[str] 
 def compare(a: Any, b: Any, *more: Any, labels: Sequence[str] | None = None, mode: str = "side_by_side",
             frame: int | None = None, max_side: int | None = preview.DEFAULT_MAX_SIDE, fps: float = 24.0,
             psnr: bool = False, display: bool = True):
-    """Compare results: control vs output, backend A vs B, seed vs seed.
+    """Compare results (as :func:`show` takes them): control vs output, backend A vs B, seed vs seed.
 
-    ``mode="side_by_side"``: players (or images) in a row, each with its caption. ``mode="slider"``: one frame of
-    each (``frame``, default the middle one) stacked under a range input; drag to wipe between them (with more
-    than two inputs, each against the first; static HTML, the same live and saved). Inputs may be Generations,
-    saved files or uint8 arrays ``(T,H,W,3)`` (played at ``fps``). ``psnr=True`` adds each one's PSNR against
-    the first to its caption (e.g. a cached generation against the uncached one).
+    ``mode="side_by_side"``: players (or images) in a row, each with its caption. ``mode="slider"``: one frame
+    (``frame``, default the middle one) of each against the first, wiped by dragging. ``psnr=True`` adds each
+    one's PSNR against the first to its caption (e.g. a cached generation against the uncached one).
     """
     items = _items((a, b, *more), labels, fps=fps)
     if psnr:

@@ -1,9 +1,7 @@
 """Pre-check a prompt against the Cosmos blocklist before it is sent, and say when the guardrails will not run.
 
-A blocked prompt costs a round trip (or a model load) and returns a bare "Input was blocked by Cosmos3
-guardrails."; the pre-check names the words and the fix first, and never changes the prompt (rewording is the
-user's call). Which texts each stack's guardrails read, and when they are off without saying so, are facts of the
-upstream code, listed in ``COVERAGE``.
+A blocked prompt costs a round trip (or a model load) for a bare "Input was blocked by Cosmos3 guardrails."; the
+pre-check names the words and the fix first and never rewords the prompt (the user's call).
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from ..protocol.prompting import FACTS
 from .blocklist import Blocklist, BlockedWord, find_blocked
 
 _VLLM = FACTS["vllm_omni_guardrails"]
-# What each stack's text guardrail reads, and where it is off without a word, from its code.
+# What each stack's text guardrail reads, and where it is off without a word, from the upstream code.
 COVERAGE: dict[str, str] = {
     "framework": "Cosmos Framework 5eee9ed checks the positive prompt only "
                  "(inference/inference.py:1759, data_batch[input_caption_key]); --no-guardrails turns it off; its "
@@ -68,7 +66,6 @@ class PrecheckReport:
     __str__ = explain
 
     def _repr_markdown_(self) -> str:
-        """A table in notebooks: field, word, blocklist entry, rule, fix; then the notes."""
         rows = [f"| {name} | `{hit.word}` | `{hit.entry}` | {hit.rule} | {hit.fix} |"
                 for name, hits in self.flagged.items() for hit in hits]
         table = ["| field | word | entry | rule | fix |", "| --- | --- | --- | --- | --- |", *rows] if rows else [

@@ -264,10 +264,8 @@ def blank_caption(kind: str = "video") -> dict[str, Any]:
 
 
 def _path(parts: Any) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "caption"
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts)
+    return text.removeprefix(".") or "caption"
 
 
 def _describe(schema: Mapping[str, Any]) -> str:

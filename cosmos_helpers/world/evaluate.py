@@ -1,8 +1,5 @@
-"""Does the tiny model do what it is told? Held-out prompts through a backend, measured on the decoded frames.
-
-Each check generates from the held-out split of the synthetic world (attribute combinations and phrasings training
-never saw) and measures the output with :mod:`.meaning`. Any backend that takes a ``GenerationRequest`` works, so
-one report compares diffusers, the fast path, the vLLM-Omni stand-in and the framework stand-in.
+"""Does the tiny model do what it is told? The world's held-out split (attribute combinations and phrasings training
+never saw) through any backend that takes a ``GenerationRequest``, measured on the decoded frames with :mod:`.meaning`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The embedded tiny Cosmos3 as a *distilled* checkpoint, for CPU runs and CI of the few-step path: random weights.
 
-The :mod:`cosmos_helpers.models.tiny` weights, saved as diffusers 0.42.1 expects a distilled checkpoint: a modular
-``Cosmos3DistilledBlocks`` pipeline whose ``modular_model_index.json`` carries the fixed schedule
-(``distilled_sigmas``) with a stochastic ``FlowMatchEulerDiscreteScheduler`` at shift 1, as the framework's converter
-exports one (``protocol.variants``), loaded with ``ModularPipeline.from_pretrained`` like a real 4-step checkpoint.
+The :mod:`.tiny` weights as diffusers 0.42.1 expects a distilled checkpoint: a modular ``Cosmos3DistilledBlocks``
+pipeline whose ``modular_model_index.json`` carries the fixed schedule (``distilled_sigmas``) and a stochastic
+``FlowMatchEulerDiscreteScheduler`` at shift 1, as the framework's converter exports one (``protocol.variants``).
 """
 
 from __future__ import annotations

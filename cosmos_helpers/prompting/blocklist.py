@@ -127,8 +127,7 @@ class BlockedWord:
 def find_blocked(text: str, blocklist: Blocklist) -> list[BlockedWord]:
     """Every word of ``text`` the guardrail's blocklist passes would match (the guardrail stops at the first)."""
     text = re.sub(r"[^\x00-\x7F]+", " ", text).replace("\x00", "")  # to_ascii, then the sentinel removed
-    whitelist = {w.lower() for w in blocklist.whitelist}
-    custom = tuple(sorted({w.lower() for w in blocklist.custom} - whitelist))
+    custom = tuple(sorted({w.lower() for w in blocklist.custom} - {w.lower() for w in blocklist.whitelist}))
     found = _censor_pass(_normalize(text), custom, "blocklist")
     tokens = re.findall(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]", text)
     known = frozenset(custom)

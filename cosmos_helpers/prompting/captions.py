@@ -25,6 +25,7 @@ from ..errors import ValidationError
 from ..media import write_bytes_atomic
 from ..prompts import load_caption
 from ..protocol.prompting import FACTS
+from ..views.pages import markdown_table
 
 # caption kind -> the framework's default (external API) template, as prompt_upsampling.py pairs them
 _FILES = FACTS["upsampler"]["template_files"]
@@ -157,13 +158,9 @@ class CaptionCheck:
     def _repr_markdown_(self) -> str:
         if self.ok:
             return f"**OK**: {self.explain()}"
-        rows = [f"| `{p.path}` | {_cell(p.problem)} | {_cell(p.fix)} |" for p in self.problems]
-        return "\n".join([f"**{len(self.problems)} problem(s)** in this {self.kind} caption:", "",
-                          "| field | problem | fix |", "| --- | --- | --- |", *rows])
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+        rows = [{"field": f"`{p.path}`", "problem": p.problem.replace("\n", " "), "fix": p.fix} for p in self.problems]
+        return (f"**{len(self.problems)} problem(s)** in this {self.kind} caption:\n\n"
+                + markdown_table(rows, ("field", "problem", "fix")))
 
 
 def guess_kind(caption: Mapping[str, Any]) -> str:

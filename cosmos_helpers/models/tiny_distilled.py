@@ -43,8 +43,7 @@ def as_distilled(base, sigmas: tuple[float, ...] = variants.DISTILLED_T_LIST):
 
 
 def _relocatable(index: Path) -> None:
-    """Components load from the folder itself (no absolute build path): the folder can move, and is identical
-    wherever it was built."""
+    """Components load from the folder itself (no absolute build path), so it can move and is the same anywhere."""
     data = json.loads(index.read_text())
     for value in data.values():
         if isinstance(value, list) and len(value) == 3 and isinstance(value[2], dict):

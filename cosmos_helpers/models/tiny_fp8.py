@@ -67,9 +67,8 @@ def save(pipe: Any, out: str | Path) -> Path:
     mto.enable_huggingface_checkpointing()
     plain = pipe if type(pipe) is Cosmos3OmniPipeline else Cosmos3OmniPipeline(**pipe.components,
                                                                                 enable_safety_checker=False)
-    out = Path(out)
     plain.save_pretrained(out)
-    return out
+    return Path(out)
 
 
 def calibration_requests() -> list[Any]:

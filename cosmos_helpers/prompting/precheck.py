@@ -15,6 +15,7 @@ from ..backends.base import Backend
 from ..errors import GuardrailError, ValidationError
 from ..prompts import compact
 from ..protocol.prompting import FACTS
+from ..views.pages import markdown_table
 from .blocklist import Blocklist, BlockedWord, find_blocked
 
 _VLLM = FACTS["vllm_omni_guardrails"]
@@ -66,11 +67,10 @@ class PrecheckReport:
     __str__ = explain
 
     def _repr_markdown_(self) -> str:
-        rows = [f"| {name} | `{hit.word}` | `{hit.entry}` | {hit.rule} | {hit.fix} |"
+        rows = [{"field": name, "word": f"`{hit.word}`", "entry": f"`{hit.entry}`", "rule": hit.rule, "fix": hit.fix}
                 for name, hits in self.flagged.items() for hit in hits]
-        table = ["| field | word | entry | rule | fix |", "| --- | --- | --- | --- | --- |", *rows] if rows else [
-            "**No blocklisted words.**"]
-        return "\n".join([f"Blocklist: {self.source}", "", *table, "", *(f"* {note}" for note in self.notes)])
+        table = markdown_table(rows, tuple(rows[0])) if rows else "**No blocklisted words.**"
+        return "\n".join([f"Blocklist: {self.source}", "", table, "", *(f"* {note}" for note in self.notes)])
 
 
 def framework_negative_prompt() -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """The embedded tiny Cosmos3 with the *Edge* backbone, for CPU runs and CI of the Edge profile: random weights.
 
-Only the transformer differs from :mod:`.tiny`: Edge's language backbone is Nemotron dense (vLLM-Omni
-``transformer_cosmos3_edge.py:27``), which diffusers 0.42.1 builds from ``hidden_act="relu2"``
-(``transformer_cosmos3.py:182-192, :322``).
+Edge's language backbone is Nemotron dense (vLLM-Omni ``transformer_cosmos3_edge.py:27``), which diffusers 0.42.1's
+``Cosmos3OmniTransformer`` builds from ``hidden_act="relu2"`` (``transformer_cosmos3.py:182-192, :322``). Only the
+transformer differs from :mod:`cosmos_helpers.models.tiny`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Action-conditioned generation's toolkit: trajectories to send, a drive to condition on, plots to read the result.
-
-``sample_trajectory`` / ``render_drive`` (:mod:`cosmos_helpers.samples`), ``load_trajectory`` /
-``save_trajectory`` (:mod:`cosmos_helpers.trajectories`, JSON, ``.npy`` or LeRobot parquet) and
-``trajectory_plot`` / ``trajectory_error_plot`` (:mod:`cosmos_helpers.views.plots`). Names load on first use.
-"""
+"""Action-conditioned generation's toolkit: trajectories to send (JSON, ``.npy`` or LeRobot parquet), a drive to
+condition on, plots to read the result. Names load on first use."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Command-line commands: each module has ``add_arguments(parser)`` and ``run(args)``; the options several commands
-share are added (and read back) by the helpers here."""
+"""Command-line commands: each module has ``add_arguments(parser)`` and ``run(args)``; shared options are here."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ SETTINGS = {"profile": "profile", "model": "model", "tier": "tier", "aspect_rati
 
 
 def add_backend_arguments(parser: Any) -> None:
-    """``--backend``, ``--url``, ``--checkout`` and ``--gpus``, read by :func:`backend`."""
     parser.add_argument("--backend", choices=NAMES, default="diffusers", help="where to run (default diffusers)")
     parser.add_argument("--url", default=None, help="server URL (--backend vllm-omni, or framework-serve: the Cosmos "
                         "Framework's Ray Serve app)")
@@ -40,7 +38,6 @@ def add_model_arguments(parser: Any, profile_help: str, *, model: bool = True) -
 
 
 def add_settings(parser: Any, title: str, *, frames_help: str) -> Any:
-    """The group ``title`` of every :data:`SETTINGS` option (``--profile`` and ``--model`` included); returns it."""
     group = parser.add_argument_group(title)
     add_model_arguments(group, "model and per-mode defaults")
     group.add_argument("--tier", default=None, help="resolution tier: 256, 480, 720, ...")
@@ -54,7 +51,6 @@ def add_settings(parser: Any, title: str, *, frames_help: str) -> Any:
 
 
 def add_where(parser: Any, *, name_default: str | None, name_help: str, overwrite_help: str) -> None:
-    """The ``where`` group: :func:`add_backend_arguments`, ``--out``, ``--name`` and ``--overwrite``."""
     where = parser.add_argument_group("where")
     add_backend_arguments(where)
     where.add_argument("--out", type=Path, default=Path("outputs"), help="output folder (default ./outputs)")
@@ -73,7 +69,6 @@ def add_step_cache_argument(group: Any) -> None:
 
 
 def add_notebook_arguments(parser: argparse.ArgumentParser, *, parameter_help: str) -> None:
-    """What the commands that run notebooks with papermill share: ``-p NAME VALUE``, ``--kernel``, ``--log-output``."""
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help=f"{parameter_help} (VALUE as a Python literal or plain text); repeatable")
     parser.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
@@ -81,13 +76,12 @@ def add_notebook_arguments(parser: argparse.ArgumentParser, *, parameter_help: s
 
 
 def parameters(pairs: Sequence[Sequence[str]]) -> dict[str, Any]:
-    """``-p`` pairs as notebook parameters: a value that reads as a Python literal is that literal (``3``,
-    ``[1, 2]``, ``None``), anything else stays text, so ``-p prompt 'a red ball'`` needs no extra quotes."""
-    return {name: _literal(value) for name, value in pairs}
-
-
-def _literal(text: str) -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+    """``-p`` pairs as notebook parameters: a Python literal is that literal, anything else stays text, so
+    ``-p prompt 'a red ball'`` needs no extra quotes."""
+    values = {}
+    for name, text in pairs:
+        try:
+            values[name] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            values[name] = text
+    return values

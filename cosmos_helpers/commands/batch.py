@@ -1,8 +1,5 @@
-"""``cosmos-helpers batch REQUESTS.jsonl --out DIR``: many requests or framework samples, resumable, anywhere.
-
-Each line is a ``GenerationRequest`` (a line with ``mode``) or a Cosmos Framework input sample. They run here one
-after another, as Ray tasks on one actor per GPU (``--ray``), or on a server (``--url``); a rerun skips finished items.
-"""
+"""``cosmos-helpers batch REQUESTS.jsonl --out DIR``: requests or framework input samples, one a line, run here, as
+Ray tasks on one actor per GPU (``--ray``) or on a server (``--url``); a rerun skips finished items."""
 
 from __future__ import annotations
 

@@ -36,10 +36,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.check:
         result = check_caption(args.check, args.kind, require_metadata=args.require_metadata)
-        print(result.explain())
-        return 0 if result.ok else 1
-    source = Path(args.precheck)
-    text = load_caption(source, field="precheck") if source.suffix in (".json", ".txt") else args.precheck
-    report = precheck(text, blocklist=args.blocklist)
-    print(report.explain())
-    return 0 if report.ok else 1
+    else:
+        source = Path(args.precheck)
+        text = load_caption(source, field="precheck") if source.suffix in (".json", ".txt") else args.precheck
+        result = precheck(text, blocklist=args.blocklist)
+    print(result.explain())
+    return 0 if result.ok else 1

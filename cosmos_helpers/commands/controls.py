@@ -1,8 +1,5 @@
-"""``cosmos-helpers controls CLIP --compute depth=MODEL,seg=MODEL``: depth / seg control videos for a run elsewhere.
-
-Written as ``<out>/estimated_<kind>.mp4`` in the framework's supplied-control format, each ready to be a sample's
-``control_path``; ``cosmos-helpers run --compute-controls`` does the same inside a run.
-"""
+"""``cosmos-helpers controls CLIP --compute depth=MODEL,seg=MODEL``: depth / seg control videos for a run elsewhere,
+as ``<out>/estimated_<kind>.mp4`` in the framework's supplied-control format (a sample's ``control_path``)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """``cosmos-helpers run --input FILE`` (alias ``transfer``): run a Cosmos Framework input file, unchanged, anywhere.
 
-Samples run in order into ``<out>/<name>/vision.mp4`` (``.jpg`` for one frame) with a manifest ``vision.json``; a
-rerun skips finished ones. On diffusers and vLLM-Omni a value comes from ``--resolution`` / ``--steps`` / ``--seed``,
-else the file, else the profile (``tiny``: CPU tier 128, 9 frames, 4 steps), else the backend; on the framework the
-profile only picks the model and guardrails, and the framework fills the rest. No heavy imports at module level.
+Samples run in order into ``<out>/<name>/vision.mp4`` (``.jpg`` for one frame) with a manifest; a rerun skips
+finished ones. On diffusers and vLLM-Omni a value comes from the command line, else the file, else the profile, else
+the backend; on the framework the profile only picks the model and guardrails.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The one reader and writer of images, video and sound: atomic, never clobbering, with the usual file mode.
-
-Video goes through PyAV: H.264 yuv420p (every browser plays it), AAC stereo 48 kHz muxed in when there is sound.
-Every write is published whole or not at all, with the mode the umask gives (:mod:`.atomic`); :mod:`.image` and
-:mod:`.video` read, :mod:`.encode` writes video and sound. Every name is exported here (``media.read_video``).
-"""
+"""The one reader and writer of images, video and sound (PyAV), every write published whole or not at all, never
+clobbering, with the mode the umask gives (:mod:`.atomic`). Every name is exported here (``media.read_video``)."""
 
 from __future__ import annotations
 

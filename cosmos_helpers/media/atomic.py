@@ -33,8 +33,9 @@ def atomic_path(final: str | Path, *, overwrite: bool = False) -> Iterator[Path]
     (so a concurrent writer is not clobbered either)."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
+    fix = "pass overwrite=True or choose another name."
     if final.exists() and not overwrite:
-        raise OutputExistsError(f"{final} already exists; pass overwrite=True or choose another name.")
+        raise OutputExistsError(f"{final} already exists; {fix}")
     tmp = _create_partial(final)
     try:
         yield tmp
@@ -43,22 +44,17 @@ def atomic_path(final: str | Path, *, overwrite: bool = False) -> Iterator[Path]
         if overwrite:
             os.replace(tmp, final)
         else:
-            _publish_new(tmp, final)
+            try:
+                os.link(tmp, final)
+            except FileExistsError:
+                raise OutputExistsError(f"{final} appeared while writing; {fix}") from None
+            except OSError:  # filesystems without hard links: a checked rename
+                if final.exists():
+                    raise OutputExistsError(f"{final} already exists; {fix}") from None
+                os.replace(tmp, final)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-
-
-def _publish_new(tmp: Path, final: Path) -> None:
-    try:
-        os.link(tmp, final)
-    except FileExistsError:
-        raise OutputExistsError(f"{final} appeared while writing; pass overwrite=True or choose another name.") \
-            from None
-    except OSError:  # filesystems without hard links: a checked rename
-        if final.exists():
-            raise OutputExistsError(f"{final} already exists; pass overwrite=True or choose another name.") from None
-        os.replace(tmp, final)
 
 
 def write_bytes_atomic(path: str | Path, data: bytes, *, overwrite: bool = False) -> Path:

@@ -95,10 +95,6 @@ def center_crop_to_aspect(image, width: int, height: int):
     target = width / height
     if abs(src_w / src_h - target) < 1e-3:
         return image
-    if src_w / src_h > target:
-        new_w = max(1, round(src_h * target))
-        left = (src_w - new_w) // 2
-        return image.crop((left, 0, left + new_w, src_h))
-    new_h = max(1, round(src_w / target))
-    top = (src_h - new_h) // 2
-    return image.crop((0, top, src_w, top + new_h))
+    new_w, new_h = min(src_w, max(1, round(src_h * target))), min(src_h, max(1, round(src_w / target)))
+    left, top = (src_w - new_w) // 2, (src_h - new_h) // 2
+    return image.crop((left, top, left + new_w, top + new_h))

@@ -99,9 +99,7 @@ def read_video(path: str | Path | bytes, *, max_frames: int | None = None, with_
 
 def read_media(path: str | Path, *, max_frames: int | None = None, field: str = "path") -> VideoData:
     """An image (one frame, ``fps`` ``None``) or a video, by its suffix; a clear error for anything else."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValidationError(field, f"file not found: {path}.", "check the path.")
+    path = _existing(path, field, "media")
     if max_frames is not None and max_frames < 1:
         raise ValidationError("max_frames", f"must be >= 1, got {max_frames}.", "use None for all frames.")
     if path.suffix.lower() in IMAGE_SUFFIXES:

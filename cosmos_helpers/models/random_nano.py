@@ -15,14 +15,11 @@ from diffusers import AutoencoderKLWan, Cosmos3OmniPipeline, Cosmos3OmniTransfor
 from diffusers.models.autoencoders.autoencoder_cosmos3_audio import Cosmos3AVAEAudioTokenizer
 
 from .shapes import transformer_shape
-from .tiny import SCHEDULER_CONFIG, build_tokenizer
+from .tiny import SCHEDULER_CONFIG, VAE_CONFIG, build_tokenizer
 
-# Constructor defaults of Cosmos3OmniTransformer are Nano's; only sound is switched on explicitly.
-NANO_VAE_CONFIG: dict[str, Any] = dict(
-    base_dim=160, decoder_base_dim=256, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
-    temperal_downsample=[False, True, True], is_residual=True, in_channels=12, out_channels=12, patch_size=2,
-    scale_factor_spatial=16, scale_factor_temporal=4, latents_mean=[0.0] * 48, latents_std=[1.0] * 48,
-)
+# The tiny model's VAE layout at Nano's widths (the transformer's constructor defaults are Nano's).
+NANO_VAE_CONFIG: dict[str, Any] = {**VAE_CONFIG, "base_dim": 160, "decoder_base_dim": 256, "num_res_blocks": 2,
+                                   "latents_mean": [0.0] * 48, "latents_std": [1.0] * 48}
 NANO_SOUND_DIM = 64
 
 

@@ -22,7 +22,6 @@ from typing import Any
 
 from ..errors import ValidationError
 
-FRAMEWORK_COMMIT = "5eee9ed"
 _QWEN3_VL_COMMON: dict[str, Any] = dict(head_dim=128, num_key_value_heads=8, rope_axes_dim=[24, 20, 20],
                                         rope_theta=5_000_000.0, vocab_size=151936)
 TRANSFORMER_SHAPES: dict[str, dict[str, Any]] = {

@@ -1,9 +1,8 @@
 """The embedded tiny Cosmos3 as a *distilled* checkpoint, for CPU runs and CI of the few-step path: random weights.
 
-The :mod:`cosmos_helpers.models.tiny` weights, saved as diffusers 0.42.1 expects a distilled checkpoint: a modular
-``Cosmos3DistilledBlocks`` pipeline whose ``modular_model_index.json`` carries the fixed schedule
-(``distilled_sigmas``) with a stochastic ``FlowMatchEulerDiscreteScheduler`` at shift 1, as the framework's converter
-exports one (``protocol.variants``), loaded with ``ModularPipeline.from_pretrained`` like a real 4-step checkpoint.
+The :mod:`.tiny` weights as diffusers 0.42.1 expects a distilled checkpoint: a modular ``Cosmos3DistilledBlocks``
+pipeline whose ``modular_model_index.json`` carries the fixed schedule (``distilled_sigmas``) and a stochastic
+``FlowMatchEulerDiscreteScheduler`` at shift 1, as the framework's converter exports one (``protocol.variants``).
 """
 
 from __future__ import annotations
@@ -44,8 +43,7 @@ def as_distilled(base, sigmas: tuple[float, ...] = variants.DISTILLED_T_LIST):
 
 
 def _relocatable(index: Path) -> None:
-    """Components load from the folder itself (no absolute build path): the folder can move, and is identical
-    wherever it was built."""
+    """Components load from the folder itself (no absolute build path), so it can move and is the same anywhere."""
     data = json.loads(index.read_text())
     for value in data.values():
         if isinstance(value, list) and len(value) == 3 and isinstance(value[2], dict):

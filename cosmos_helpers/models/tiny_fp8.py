@@ -1,11 +1,9 @@
 """The ``tiny`` model's FP8 revision: the trained tiny Cosmos3 quantized the way NVIDIA's ``revision="fp8"`` is.
 
 As the hub revision (``protocol.fp8``): the decoder layers' linears of both towers in static per-tensor FP8 (E4M3
-weights *and* calibrated activation scales, ModelOpt's ``FP8_DEFAULT_CFG``), everything else in high precision, the
-ModelOpt state beside the weights and a ``quantization_config`` with ``runtime.diffusion_step_policy`` in
-``transformer/config.json``; calibrated on training-split captions through the pipeline's own call, saved with
-``save_pretrained`` under ModelOpt's checkpointing, so it loads through the hub revision's path. Built on first use
-(seconds on a CPU) into the model cache (``scripts/build_tiny_fp8.py`` writes it anywhere). Needs ``nvidia-modelopt``.
+weights *and* calibrated activation scales, ModelOpt's ``FP8_DEFAULT_CFG``), the rest in high precision, the ModelOpt
+state beside the weights and ``quantization_config`` (``runtime.diffusion_step_policy``) in the transformer config;
+calibrated on training-split captions, so it loads through the hub revision's path. Needs ``nvidia-modelopt``.
 """
 
 from __future__ import annotations
@@ -69,9 +67,8 @@ def save(pipe: Any, out: str | Path) -> Path:
     mto.enable_huggingface_checkpointing()
     plain = pipe if type(pipe) is Cosmos3OmniPipeline else Cosmos3OmniPipeline(**pipe.components,
                                                                                 enable_safety_checker=False)
-    out = Path(out)
     plain.save_pretrained(out)
-    return out
+    return Path(out)
 
 
 def calibration_requests() -> list[Any]:

@@ -77,8 +77,7 @@ def weights_digest(weights: str | Path) -> str:
 
 
 def trained_tiny_path(root: str | Path | None = None, weights: str | Path = WEIGHTS) -> Path:
-    """The folder of the trained tiny model, built from the shipped weights on first use (named by their hash, so
-    new weights never reuse an old folder)."""
+    """The trained tiny model's folder, built from the shipped weights on first use (named by their hash)."""
     target = tiny.cache_root(root) / f"tiny-cosmos3-world-{weights_digest(weights)}"
     return tiny.cached_build(target, "model_index.json",
                              lambda staging: build_trained_pipeline(weights).save_pretrained(staging))

@@ -42,12 +42,8 @@ class Layout:
 
     @property
     def noisy_token_mask(self) -> torch.Tensor:
-        masks = []
-        for (t, h, w), noisy in zip(self.token_shapes, self.noisy_frames):
-            frames = torch.zeros(t, dtype=torch.bool)
-            frames[list(noisy)] = True
-            masks.append(frames.repeat_interleave(h * w))
-        return torch.cat(masks)
+        return torch.cat([torch.isin(torch.arange(t), torch.tensor(noisy, dtype=torch.long)).repeat_interleave(h * w)
+                          for (t, h, w), noisy in zip(self.token_shapes, self.noisy_frames)])
 
 
 def layout(pipe: Any, input_ids: list[int], latent_shape: tuple[int, ...], mode: str, fps: float,

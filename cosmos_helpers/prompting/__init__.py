@@ -1,7 +1,6 @@
-"""Prompts that pass: structured Cosmos3 captions built and checked against the framework's own templates
-(``captions``), sentences upsampled into them through any OpenAI-compatible chat endpoint (``upsample``;
-an offline one: :class:`cosmos_helpers.standins.chat.ChatStandin`), and the blocklist guardrail's words found before
-a request is sent (``precheck``, ``blocklist``)."""
+"""Prompts that pass: structured Cosmos3 captions checked against the framework's own templates (``captions``),
+sentences upsampled into them through any OpenAI-compatible chat endpoint (``upsample``), and the blocklist
+guardrail's words found before a request is sent (``precheck``, ``blocklist``)."""
 
 from __future__ import annotations
 

@@ -1,29 +1,20 @@
 """The Cosmos text blocklist, matched here with the framework guardrail's own rules, before a request is sent.
 
-The framework's ``Blocklist`` guardrail (``auxiliary/guardrail/blocklist/blocklist.py``) reads three word lists
-from the ``blocklist`` folder of the hub checkpoint ``nvidia/Cosmos-Guardrail1``, downloaded at run time:
-``custom/`` (every file, one entry a line), ``exact_match/`` and ``whitelist/``. The lists are not in the
-framework, so this package ships none: :meth:`Blocklist.from_folder` reads a downloaded checkpoint (or finds
-it in the Hugging Face cache), and :meth:`Blocklist.known_subset` holds only the entries shown blocked in
-public (NVIDIA/TensorRT-LLM#17523), which is a sample, not the list.
+The framework's ``Blocklist`` guardrail (``auxiliary/guardrail/blocklist/blocklist.py``) reads the ``custom/``,
+``exact_match/`` and ``whitelist/`` lists of the ``blocklist`` folder of ``nvidia/Cosmos-Guardrail1``, downloaded at
+run time; none ships here (:meth:`Blocklist.known_subset` is a public sample, NVIDIA/TensorRT-LLM#17523). After
+``to_ascii``, a prompt is blocked by (1) the censor pass: after NFKC, accent removal and invisibles to spaces, a
+better-profanity word or run of words equals a non-whitelisted ``custom`` entry, look-alikes included (``bl33ding``);
+(2) the same after each token is lemmatised as a noun (``corpses``); (3) an ``exact_match`` entry as whole words, or
+for entries of 6+ characters a same-length run of words within 0.4 characters of it.
 
-A prompt is blocked when, after non-ASCII characters become spaces (``to_ascii``):
-
-1. **censor pass**: after NFKC folding, accent removal and invisible characters becoming spaces, a *word*
-   (a run of letters, digits and ``@ $ * " '``) or a run of words equals a ``custom`` entry, case-insensitively
-   and through better-profanity's look-alike characters (``bl33ding`` is ``bleeding``); ``whitelist``
-   entries are taken out of the list;
-2. **lemma pass**: the same after each token is lemmatised as a noun (WordNet, so plurals: ``corpses``);
-3. **exact-match pass**: an ``exact_match`` entry occurs as whole words (``\\b...\\b``, case-insensitive), or,
-   for entries of 6+ characters, a same-length run of words is within 0.4 characters of it.
-
-Here the lemma pass uses WordNet's noun suffix rules without its dictionary (nltk is not a dependency): a
-plural whose singular is an entry is flagged even where WordNet would not know the word. Quotes count as word
-characters in pass 1 but not in passes 2 and 3, so ``"bleeding"`` inside JSON is still caught.
+The lemma pass applies WordNet's noun suffix rules without its dictionary (nltk is not a dependency), so it flags a
+plural WordNet would not know. Quotes are word characters in pass 1 only: ``"bleeding"`` inside JSON is caught.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import unicodedata
@@ -77,8 +68,7 @@ class Blocklist:
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> "Blocklist":
-        """The lists of a ``blocklist`` folder (``custom/``, ``exact_match/``, ``whitelist/``), or of a
-        Cosmos-Guardrail1 checkpoint folder that holds one."""
+        """The lists of a ``blocklist`` folder, or of a Cosmos-Guardrail1 checkpoint folder that holds one."""
         root = Path(folder).expanduser()
         if (root / _GUARD["checkpoint_subfolder"]).is_dir():
             root = root / _GUARD["checkpoint_subfolder"]
@@ -137,8 +127,7 @@ class BlockedWord:
 def find_blocked(text: str, blocklist: Blocklist) -> list[BlockedWord]:
     """Every word of ``text`` the guardrail's blocklist passes would match (the guardrail stops at the first)."""
     text = re.sub(r"[^\x00-\x7F]+", " ", text).replace("\x00", "")  # to_ascii, then the sentinel removed
-    whitelist = {w.lower() for w in blocklist.whitelist}
-    custom = tuple(sorted({w.lower() for w in blocklist.custom} - whitelist))
+    custom = tuple(sorted({w.lower() for w in blocklist.custom} - {w.lower() for w in blocklist.whitelist}))
     found = _censor_pass(_normalize(text), custom, "blocklist")
     tokens = re.findall(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]", text)
     known = frozenset(custom)
@@ -179,10 +168,9 @@ def _censor_pass(text: str, entries: tuple[str, ...], rule: str) -> list[Blocked
 
 
 # text character -> the entry characters it can stand for (itself, and what it is a look-alike of)
-_STANDS_FOR: dict[str, frozenset[str]] = {}
-for _letter, _variants in _LOOKALIKE.items():
-    for _variant in _variants:
-        _STANDS_FOR[_variant] = _STANDS_FOR.get(_variant, frozenset({_variant})) | {_letter}
+_STANDS_FOR: dict[str, frozenset[str]] = {
+    variant: frozenset({variant, *(letter for letter, of in _LOOKALIKE.items() if variant in of)})
+    for variants in _LOOKALIKE.values() for variant in variants}
 _END = ""  # trie key marking a complete entry (no character is empty)
 
 
@@ -224,32 +212,25 @@ def _lemma(token: str, entries: frozenset[str]) -> str:
 def _exact_pass(text: str, entries: Iterable[str]) -> list[BlockedWord]:
     """``check_against_whole_word_blocklist``: whole words, then near matches of long entries."""
     prompt = re.sub(r"\s+", " ", text).strip().lower()
-    words = prompt.split()
-    found, runs = [], {}  # runs: {word count: the prompt's runs of that many words}, made once per count
+    words, found = prompt.split(), []
+
+    @functools.cache
+    def runs(size: int) -> tuple[list[str], frozenset[str]]:  # the prompt's runs of ``size`` words
+        listed = [" ".join(words[i: i + size]) for i in range(len(words) - size + 1)]
+        return listed, frozenset(listed)
+
     for entry in dict.fromkeys(re.sub(r"\s+", " ", e).strip().lower() for e in entries):
-        hit = re.search(r"\b" + re.escape(entry) + r"\b", prompt)
-        if hit:
+        if hit := re.search(r"\b" + re.escape(entry) + r"\b", prompt):
             found.append(BlockedWord(hit.group(0), entry, "exact-match list"))
-            continue
-        if len(entry) >= PARTIAL_MIN_CHARS:
-            size = len(entry.split())
-            if size not in runs:
-                listed = [" ".join(words[i: i + size]) for i in range(len(words) - size + 1)]
-                runs[size] = (listed, frozenset(listed))
-            near = _near_match(entry, runs[size])
-            if near:
-                found.append(BlockedWord(near, entry, "exact-match list, near match"))
+        elif len(entry) >= PARTIAL_MIN_CHARS and (near := _near_match(entry, runs(len(entry.split())))):
+            found.append(BlockedWord(near, entry, "exact-match list, near match"))
     return found
 
 
 def _near_match(entry: str, runs: tuple[list[str], frozenset[str]]) -> str | None:
-    """``check_partial_match``: a run of as many words as ``entry`` has, with a ``SequenceMatcher`` ratio of at
-    least (n - 0.4) / n, n the entry's length.
-
-    With fewer than 1 letter allowed, that bound only an identical run meets: the ratio is 2M / (|run| + n) with
-    M <= min(|run|, n) matched characters, so it needs |run| = n and M >= n - 0.4, i.e. M = n. The runs are then
-    compared as strings; any other setting takes the matcher, as upstream.
-    """
+    """``check_partial_match``: a run of as many words as ``entry`` with a ``SequenceMatcher`` ratio of at least
+    (n - 0.4) / n, n the entry's length. Under 1 letter, only an identical run meets it (ratio 2M / (|run| + n),
+    M <= min(|run|, n) matched), so the runs are compared as strings; any other setting takes the matcher."""
     if PARTIAL_LETTERS < 1:
         return entry if entry in runs[1] else None
     threshold = (len(entry) - PARTIAL_LETTERS) / len(entry)

@@ -2,27 +2,18 @@
 against it with every problem said in plain words: the field and the fix.
 
 The framework's "JSON schemas" (``prompting_templates/external_api/*_json_schema.json``) are example-shaped: every
-key a caption must carry, each with a sentence describing its value; its prompt templates state the rules ("All
-top-level keys must always be present", "Do not add keys beyond the template"). :func:`schema_from_template` turns
-such a template into a real JSON Schema with one rule per phrase, so the file the upsampler is shown (and sends as
-``response_format``) also validates what users write:
-
-* an object: every key required, no others (a ``key_name_1`` / ``<key_name>`` key means "free-form keys");
-* a one-item list: a list of items of that shape;
-* ``"int; ..."`` and ``"must follow resolution_ratio_dict"``: a whole number, 0 or more;
-* ``"one of 'A', 'B'"`` / ``"must be one of: ..."``: those values (plus ``''`` when the text says ``'' if``);
-* ``"'M:SS-M:SS' ..."``: that time-range form; anything else: text.
-
-``jsonschema`` errors are rewritten for people: ``subjects[0].gender: 'male' is not an allowed value. Fix: use one
-of 'Male', 'Female', 'Unknown', ''.`` The generation metadata (``resolution``, ``aspect_ratio``, ``duration``,
-``fps``) may be left out: every backend overwrites it with the request's real values. When given, it is checked,
-``resolution`` against the framework's size table for the aspect ratio.
+key a caption must carry, with a sentence describing its value, under its prompt templates' rules ("All top-level
+keys must always be present", "Do not add keys beyond the template"); :func:`schema_from_template` makes them a real
+JSON Schema, so what the upsampler is shown (and sends as ``response_format``) also validates what users write.
+The generation metadata (``resolution``, ``aspect_ratio``, ``duration``, ``fps``) may be left out: every backend
+overwrites it. When given, it is checked, ``resolution`` against the framework's size table for the aspect ratio.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -34,6 +25,7 @@ from ..errors import ValidationError
 from ..media import write_bytes_atomic
 from ..prompts import load_caption
 from ..protocol.prompting import FACTS
+from ..views.pages import markdown_table
 
 # caption kind -> the framework's default (external API) template, as prompt_upsampling.py pairs them
 _FILES = FACTS["upsampler"]["template_files"]
@@ -78,7 +70,9 @@ def caption_schema(kind: str = "video") -> dict[str, Any]:
 
 
 def schema_from_template(node: Any) -> dict[str, Any]:
-    """A JSON Schema for a value shaped like ``node`` in a framework caption template (rules: module docstring)."""
+    """A JSON Schema for a value shaped like ``node`` in a framework caption template: an object has every key
+    required and no others (a ``key_name_1`` / ``<key_name>`` key: free-form keys), a one-item list is a list of
+    items of that shape, and a leaf's describing phrase sets its type and values (``'' if``: ``''`` allowed too)."""
     if isinstance(node, dict):
         if len(node) == 1 and FREE_KEY.match(next(iter(node))):
             return {"type": "object", "additionalProperties": {"type": "string"},
@@ -164,13 +158,9 @@ class CaptionCheck:
     def _repr_markdown_(self) -> str:
         if self.ok:
             return f"**OK**: {self.explain()}"
-        rows = [f"| `{p.path}` | {_cell(p.problem)} | {_cell(p.fix)} |" for p in self.problems]
-        return "\n".join([f"**{len(self.problems)} problem(s)** in this {self.kind} caption:", "",
-                          "| field | problem | fix |", "| --- | --- | --- |", *rows])
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+        rows = [{"field": f"`{p.path}`", "problem": p.problem.replace("\n", " "), "fix": p.fix} for p in self.problems]
+        return (f"**{len(self.problems)} problem(s)** in this {self.kind} caption:\n\n"
+                + markdown_table(rows, ("field", "problem", "fix")))
 
 
 def guess_kind(caption: Mapping[str, Any]) -> str:
@@ -232,8 +222,6 @@ def save_caption(caption: Mapping[str, Any], path: str | Path, *, overwrite: boo
     """Write ``caption`` as a ``.json`` prompt file; in a folder (``path`` ending in ``/`` or naming one) as
     ``<kind>_caption_<8 hex of its content>.json``, so each distinct caption gets its own file. The same caption
     already there is kept; a different one is never replaced unless ``overwrite``."""
-    import hashlib
-
     data = (json.dumps(dict(caption), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     target = Path(path)
     if str(path).endswith(("/", "\\")) or target.is_dir():
@@ -273,10 +261,8 @@ def blank_caption(kind: str = "video") -> dict[str, Any]:
 
 
 def _path(parts: Any) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "caption"
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts)
+    return text.removeprefix(".") or "caption"
 
 
 def _describe(schema: Mapping[str, Any]) -> str:

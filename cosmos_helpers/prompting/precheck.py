@@ -1,9 +1,7 @@
 """Pre-check a prompt against the Cosmos blocklist before it is sent, and say when the guardrails will not run.
 
-A blocked prompt costs a round trip (or a model load) and returns a bare "Input was blocked by Cosmos3
-guardrails."; the pre-check names the words and the fix first, and never changes the prompt (rewording is the
-user's call). Which texts each stack's guardrails read, and when they are off without saying so, are facts of the
-upstream code, listed in ``COVERAGE``.
+A blocked prompt costs a round trip (or a model load) for a bare "Input was blocked by Cosmos3 guardrails."; the
+pre-check names the words and the fix first and never rewords the prompt (the user's call).
 """
 
 from __future__ import annotations
@@ -17,10 +15,11 @@ from ..backends.base import Backend
 from ..errors import GuardrailError, ValidationError
 from ..prompts import compact
 from ..protocol.prompting import FACTS
+from ..views.pages import markdown_table
 from .blocklist import Blocklist, BlockedWord, find_blocked
 
 _VLLM = FACTS["vllm_omni_guardrails"]
-# What each stack's text guardrail reads, and where it is off without a word, from its code.
+# What each stack's text guardrail reads, and where it is off without a word, from the upstream code.
 COVERAGE: dict[str, str] = {
     "framework": "Cosmos Framework 5eee9ed checks the positive prompt only "
                  "(inference/inference.py:1759, data_batch[input_caption_key]); --no-guardrails turns it off; its "
@@ -68,12 +67,10 @@ class PrecheckReport:
     __str__ = explain
 
     def _repr_markdown_(self) -> str:
-        """A table in notebooks: field, word, blocklist entry, rule, fix; then the notes."""
-        rows = [f"| {name} | `{hit.word}` | `{hit.entry}` | {hit.rule} | {hit.fix} |"
+        rows = [{"field": name, "word": f"`{hit.word}`", "entry": f"`{hit.entry}`", "rule": hit.rule, "fix": hit.fix}
                 for name, hits in self.flagged.items() for hit in hits]
-        table = ["| field | word | entry | rule | fix |", "| --- | --- | --- | --- | --- |", *rows] if rows else [
-            "**No blocklisted words.**"]
-        return "\n".join([f"Blocklist: {self.source}", "", *table, "", *(f"* {note}" for note in self.notes)])
+        table = markdown_table(rows, tuple(rows[0])) if rows else "**No blocklisted words.**"
+        return "\n".join([f"Blocklist: {self.source}", "", table, "", *(f"* {note}" for note in self.notes)])
 
 
 def framework_negative_prompt() -> dict[str, Any]:

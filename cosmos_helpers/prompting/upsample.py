@@ -1,10 +1,9 @@
 """Prompt upsampling: a plain sentence becomes a structured Cosmos3 caption through any OpenAI-compatible chat
 endpoint (vLLM, a hosted API, or the offline stand-in :mod:`cosmos_helpers.standins.chat`).
 
-The request is the one the framework's own upsampler sends (``cosmos_framework/inference/prompt_upsampling.py``),
-plus ``response_format``: the JSON Schema derived from the caption template, which vLLM (structured outputs) and
-OpenAI use to constrain the answer. Like the framework, the generation metadata is then pinned to the values asked
-for; unlike it, the caption is checked before it is returned: it passes ``check_caption``, or an error says why.
+The request is the framework upsampler's (``cosmos_framework/inference/prompt_upsampling.py``) plus the caption
+template's JSON Schema as ``response_format`` (vLLM structured outputs, OpenAI). Like the framework, the generation
+metadata is then pinned to the values asked for; unlike it, the caption must pass ``check_caption``.
 """
 
 from __future__ import annotations
@@ -34,8 +33,7 @@ class UpsampleError(CosmosHelpersError):
 
 
 class ChatRetryPolicy(RetryPolicy):
-    """The vLLM client's retry policy, with chat completions retried too: unlike a generation, a completion has
-    no side effect on the server, so sending it again after a 429/502/503 or a dropped connection is safe."""
+    """The vLLM client's retry policy, with chat completions retried too: a completion has no side effect."""
 
     STATUSES = {**RetryPolicy.STATUSES, "POST": (429, 502, 503)}
 
@@ -92,7 +90,7 @@ def chat_request(sentence: str, *, model: str, kind: str = "video", resolution: 
                  aspect_ratio: str = "16,9", duration: str | None = "5s", fps: int | None = 24,
                  max_tokens: int = 8192, temperature: float | None = None, seed: int | None = None,
                  constrained: bool = True) -> dict[str, Any]:
-    """The ``/v1/chat/completions`` body that upsamples ``sentence`` (checked; nothing is sent)."""
+    """The checked ``/v1/chat/completions`` body that upsamples ``sentence`` (nothing is sent)."""
     if not isinstance(sentence, str) or not sentence.strip():
         raise ValidationError("sentence", "expected a non-empty sentence.",
                               "pass a sentence, e.g. 'A robot arm sorts parcels in a warehouse.'")

@@ -1,9 +1,6 @@
-"""A tiny synthetic world to train the embedded tiny Cosmos3 model on and to measure meaning in what it makes.
-
-:mod:`.scenes` (vocabulary, scenes, splits, captions, sound), :mod:`.render` (torch rendering, imported inside its
-functions, and transfer controls; the function ``render`` shadows the module name here), :mod:`.meaning` (numpy
-measurements on decoded frames), :mod:`.evaluate` (held-out checks) and ``contact_sheet`` (a labelled PNG of clips,
-from :mod:`cosmos_helpers.views.sheet`).
+"""A tiny synthetic world to train the embedded tiny Cosmos3 model on and to measure meaning in what it makes:
+:mod:`.scenes`, :mod:`.render` (its function ``render`` shadows the module name here; torch loads inside it),
+:mod:`.meaning`, :mod:`.evaluate` and ``contact_sheet`` (a labelled PNG of clips, :mod:`cosmos_helpers.views.sheet`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Read the world's meaning back from decoded uint8 frames ``[T, H, W, 3]`` (or one ``[H, W, 3]``): which colour
-is there, where it goes, how well edges match. numpy only.
+is there, where it goes, how well edges match.
 
-Kept simple and checkable: each pixel goes to its nearest colour among the object palette *and* the wall/floor
-tones (so background is never counted as an object), within a distance threshold (so blends and noise are left
-out). Motion is the least-squares slope of the object's centroid track, robust to a few bad frames. Edge agreement
-uses the project's own Canny and a tolerance in pixels, as edge-detection benchmarks do.
+Each pixel goes to its nearest colour among the object palette *and* the wall/floor tones (background is never an
+object), within a distance threshold (blends and noise are left out). Motion is the least-squares slope of the
+object's centroid track, robust to a few bad frames. Edges: the project's own Canny, matched within a tolerance.
 """
 
 from __future__ import annotations
@@ -127,16 +126,10 @@ def psnr(a: Any, b: Any) -> float:
 
 
 def _dilate(mask: np.ndarray, radius: int) -> np.ndarray:
-    """Square (Chebyshev) dilation of the last two axes by ``radius`` pixels, in numpy."""
-    if radius <= 0:
-        return mask
-    padded = np.pad(mask, [(0, 0)] * (mask.ndim - 2) + [(radius, radius)] * 2)
-    out = np.zeros_like(mask)
-    h, w = mask.shape[-2:]
-    for dy in range(2 * radius + 1):
-        for dx in range(2 * radius + 1):
-            out |= padded[..., dy:dy + h, dx:dx + w]
-    return out
+    """Square (Chebyshev) dilation of the last two axes by ``radius`` pixels."""
+    from scipy.ndimage import binary_dilation
+
+    return binary_dilation(mask, np.ones((1,) * (mask.ndim - 2) + (2 * max(radius, 0) + 1,) * 2, bool))
 
 
 def _edges(array: np.ndarray) -> np.ndarray:

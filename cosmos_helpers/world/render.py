@@ -1,9 +1,6 @@
 """Render :class:`~.scenes.Scene` batches to video tensors ``[B, 3, T, H, W]`` in ``[-1, 1]`` (the VAE's layout and
 range), fast enough to feed training on the fly: a tensor expression over the whole batch, one loop over frames.
-
-A signed distance to the shape becomes a ~1 px anti-aliased coverage over a two-tone wall/floor background; the
-ball gets a subtle highlight and shade so it reads as round without leaving its colour class. Control videos come
-from the project's own control-map code, never a look-alike: the model is conditioned on exactly those maps.
+Control videos come from the project's own control-map code: the model is conditioned on exactly those maps.
 """
 
 from __future__ import annotations
@@ -54,7 +51,7 @@ def _parameters(scenes: Sequence[Scene], width: int, height: int, device: Any) -
 
 
 def _frame(p: dict[str, Any], background: Any, xs: Any, ys: Any, f: int) -> Any:
-    """One frame ``[B, 3, H, W]`` in 0..255: the shape's coverage blended over the background."""
+    """One frame ``[B, 3, H, W]`` in 0..255: the shape's ~1 px anti-aliased coverage over the background."""
     import torch
 
     col = lambda t: t[:, None, None]  # noqa: E731  (per-scene value against the pixel grid)
@@ -66,7 +63,7 @@ def _frame(p: dict[str, Any], background: Any, xs: Any, ys: Any, f: int) -> Any:
     ball = col(p["ball"])
     distance = ball * disc + (1 - ball) * square
     coverage = (0.5 - distance).clamp(0.0, 1.0)  # a 1 px soft edge
-    # light from the upper left on the ball only: brighter there, darker lower right, flat for a box
+    # light from the upper left on the ball only, so it reads as round without leaving its colour class
     light = (-(0.6 * dx + 0.8 * dy) / r).clamp(-1.0, 1.0) * SHADE * ball
     colour = (p["colour"][:, :, None, None] * (1 + light[:, None])).clamp(0.0, 255.0)
     alpha = coverage[:, None]

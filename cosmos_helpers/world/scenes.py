@@ -1,12 +1,10 @@
 """A tiny synthetic world: one coloured ball or box moving in a straight line over a two-tone floor.
 
-The vocabulary here is the one home of every fact the renderer, the captions, the sound and the meaning
-measurements share. Because the world is this small, a model trained on it can be *checked*: a caption says colour,
-shape, direction, speed and floor, and :mod:`.meaning` reads colour and direction back from frames.
-
-Generalisation is measured on combinations never seen in training: :data:`HELDOUT_KEYS` is a fixed fifth of the
-5 x 2 x 4 x 2 x 3 = 240 attribute tuples, and :data:`TEMPLATE_HELDOUT` are caption phrasings the training split
-never uses. Every single attribute value still appears in training; only the combinations are new. numpy only.
+The one home of every fact the renderer, captions, sound and meaning measurements share. The world is this small so
+that a model trained on it can be *checked*: a caption says colour, shape, direction, speed and floor, and
+:mod:`.meaning` reads colour and direction back. Generalisation is measured on combinations never seen in training
+(:data:`HELDOUT_KEYS`, a fixed fifth of the 240 attribute tuples; every single value still appears in training) and
+on phrasings it never uses (:data:`TEMPLATE_HELDOUT`).
 """
 
 from __future__ import annotations

@@ -226,12 +226,14 @@ class FastForward:
         self._rotary[id(position_ids)] = (position_ids, und_len, parts)
         return parts
 
-    def _embed_generation(self, kw: dict, dtype: torch.dtype) -> torch.Tensor:
-        """The generation part of stock's packed ``hidden_states`` (rows ``und_len:``), built the same way."""
+    def _embed_branch(self, kw: dict) -> "_Branch":
+        """The generation part of stock's packed ``hidden_states`` (rows ``und_len:``), built the same way, their
+        rotary, and the prompt's text keys/values."""
         t = self.transformer
+        dtype, device = t.embed_tokens.weight.dtype, t.embed_tokens.weight.device
         und_len = kw["und_len"]
-        gen = torch.zeros((kw["sequence_length"] - und_len, t.config.hidden_size), dtype=dtype,
-                          device=t.embed_tokens.weight.device)
+        n_gen = kw["sequence_length"] - und_len
+        gen = torch.zeros((n_gen, t.config.hidden_size), dtype=dtype, device=device)
         time_dtype = next(t.time_embedder.parameters()).dtype
 
         def with_timesteps(packed, modality: str):  # the timestep embedding on the noisy tokens of one modality
@@ -256,7 +258,9 @@ class FastForward:
             if kw["action_mse_loss_indexes"].numel() > 0:
                 packed = with_timesteps(packed, "action")
             gen[kw["action_sequence_indexes"] - und_len] = packed
-        return gen, original_shapes
+        cos_und, sin_und, cos, sin = self._rotary_for(kw["position_ids"], und_len, dtype, device)
+        buf = self.text.get(kw["input_ids"], kw["text_indexes"], und_len, n_gen, cos_und, sin_und)
+        return _Branch(gen, cos, sin, buf, original_shapes, n_gen)
 
     def _decode(self, kw: dict, gen_out: torch.Tensor, original_shapes):
         """Stock's prediction heads, reading the generation rows (indexes shifted by ``und_len``)."""
@@ -276,16 +280,6 @@ class FastForward:
                                        domain_ids.to(device=gen_out.device))
             preds_action = t._unpack_action_latents(packed, kw["action_token_shapes"], kw["action_noisy_frame_indexes"])
         return preds_vision, preds_sound, preds_action
-
-    def _embed_branch(self, kw: dict) -> "_Branch":
-        t = self.transformer
-        dtype, device = t.embed_tokens.weight.dtype, t.embed_tokens.weight.device
-        und_len = kw["und_len"]
-        n_gen = kw["sequence_length"] - und_len
-        gen, original_shapes = self._embed_generation(kw, dtype)
-        cos_und, sin_und, cos, sin = self._rotary_for(kw["position_ids"], und_len, dtype, device)
-        buf = self.text.get(kw["input_ids"], kw["text_indexes"], und_len, n_gen, cos_und, sin_und)
-        return _Branch(gen, cos, sin, buf, original_shapes, n_gen)
 
     def _stack(self, branches: list["_Branch"]) -> list[torch.Tensor]:
         """The generation stack over the branches' rows (one batch), each branch's post-norm rows back."""

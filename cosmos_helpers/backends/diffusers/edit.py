@@ -26,7 +26,8 @@ def edit(pipe, request: GenerationRequest, on_step: Callable[[int], None]) -> np
 
     device = pipe._get_execution_device()
     with torch.inference_mode():
-        source = pipe_latents(pipe, input_pixels(request), device)
+        pixels = torch.tensor(input_pixels(request)).permute(2, 0, 1).float() / 127.5 - 1.0
+        source = pipe._encode_video(pixels[None, :, None].to(device)).float()  # normalised (1, C, 1, H/16, W/16)
         generator = torch.Generator("cpu").manual_seed(request.seed)  # the output's noise, seeded as the pipeline's
         latents = torch.randn(source.shape, generator=generator, dtype=torch.float32).to(device)
         cond, uncond = (pack(pipe, pipe._prepare_text_segment(ids, device=device), source, latents, device)
@@ -46,14 +47,6 @@ def input_pixels(request: GenerationRequest) -> np.ndarray:
     if request.keeps_image_size:  # inference/vision.py resize_pil_image: LANCZOS to the size, no crop
         return np.asarray(image.resize((request.width, request.height), Image.LANCZOS), dtype=np.uint8)
     return media.fit_to_bucket(np.asarray(image, dtype=np.uint8), request.width, request.height)
-
-
-def pipe_latents(pipe, pixels: np.ndarray, device: Any):
-    """uint8 ``(H, W, 3)`` -> the VAE's normalised latent ``(1, C, 1, H/16, W/16)`` in float32."""
-    import torch
-
-    x = torch.from_numpy(np.array(pixels, dtype=np.uint8)).permute(2, 0, 1).float() / 127.5 - 1.0
-    return pipe._encode_video(x[None, :, None].to(device)).float()
 
 
 def token_ids(pipe, request: GenerationRequest) -> tuple[list[int], list[int]]:

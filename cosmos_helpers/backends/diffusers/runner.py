@@ -35,12 +35,12 @@ GUARDRAIL_HELP = (
 )
 
 
+@dataclass
 class Guardrails:
     """One backend's checker: ``cosmos_guardrail.CosmosSafetyChecker`` (loaded on first use) or the caller's own
     (an object with ``check_text_safety(str) -> bool`` and ``check_video_safety(frames) -> frames | None``)."""
 
-    def __init__(self, checker: Any = None) -> None:
-        self.checker = checker
+    checker: Any = None
 
     def check_prompt(self, wanted: bool, prompt: str):
         """The checker for a call whose prompt has passed (``None`` without guardrails)."""

@@ -1,19 +1,8 @@
 """The fast Diffusers path for ``Cosmos3OmniPipeline``: same outputs, less work per step.
 
 ``enable_fast_path(pipe)`` patches one loaded pipeline in place (``disable_fast_path`` undoes it); most people use
-``DiffusersBackend(..., fast=True)``. Each part keeps outputs (its module says why):
-
-* the text pathway's keys/values once per prompt (:mod:`.text_cache`): causal over text, no timestep, so the same at
-  every step; the generation tower alone per pass reads them (:mod:`.transformer`);
-* CUDA graphs (:mod:`.graphs`): a pass as one replay, by default only up to ``SMALL_PASS_TOKENS`` tokens;
-* the fastest agreeing attention kernel per shape (:mod:`.attention`), stacked q/k/v and gate/up products where
-  faster (:mod:`.projections`), fused element-wise steps (``compile``, :mod:`.kernels`);
-* batched guidance (``batch_cfg``): both passes of a step share one read of the weights (attention per branch; the
-  larger products may round differently in bf16);
-* the VAE decode with cuDNN's algorithm search and channels-last videos (:mod:`.vae`), the decoded video to uint8 on
-  the GPU, and no VAE encode of the blank clip text-to-image/video multiplies by zero.
-
-Step caching, which is approximate, composes with it: under diffusers' SeaCache diffusers decides which passes run
+``DiffusersBackend(..., fast=True)``. The parts are :class:`FastOptions`' switches; each module says why its part keeps
+outputs. Step caching (approximate) composes with it: under diffusers' SeaCache, diffusers decides which passes run
 and the fast path runs those (:mod:`.sea_cache`); a pass it cannot run goes to stock code with a warning and is
 counted in the manifest. On CPU the CUDA-only parts are off; fp32 results match stock within 1e-5 (measured 0).
 """
@@ -35,17 +24,19 @@ class FastOptions:
     """Switches of the fast path (defaults: everything that keeps outputs). ``None``: on with CUDA, off on CPU.
 
     Args:
-        text_cache: compute the text pathway once per prompt (the transformer patch; off = stock transformer).
-        cuda_graphs, batch_cfg: replay each pass as a CUDA graph; batch the two guidance branches of a step.
+        text_cache: the text pathway's keys/values once per prompt (:mod:`.text_cache`: causal over text, no
+            timestep, so the same every step); the generation tower alone per pass (off = stock transformer).
+        cuda_graphs, batch_cfg: replay each pass as a CUDA graph (:mod:`.graphs`); batch the two guidance branches of
+            a step (one read of the weights; the larger products may round differently in bf16).
         graph_max_tokens, batch_max_tokens: only up to this many generation tokens per pass (both branches together)
             (``None``: no limit if the switch is ``True``, else :data:`SMALL_PASS_TOKENS`).
         attention: ``"auto"`` (time the candidates per shape on CUDA), or one of :data:`.attention.ALL`
             (``flash3``: FlashAttention-3, where installed). CPU always uses ``native``.
-        skip_blank_encode: skip the VAE encode of the all-zero clip in text-to-image/video.
+        skip_blank_encode: skip the VAE encode of the all-zero clip text-to-image/video multiplies by zero.
         vae_cudnn_benchmark, vae_channels_last: cuDNN's timed algorithms, channels-last videos (:mod:`.vae`).
-        compile: fuse element-wise steps with ``torch.compile`` (the first call in a process pays a few seconds);
-            ``"eager"`` runs the same fused layer code uncompiled (any device).
-        fuse_projections: stacked q/k/v and gate/up products where faster.
+        compile: fuse element-wise steps with ``torch.compile`` (:mod:`.kernels`; the first call in a process pays a
+            few seconds); ``"eager"`` runs the same fused layer code uncompiled (any device).
+        fuse_projections: stacked q/k/v and gate/up products where faster (:mod:`.projections`).
     """
 
     text_cache: bool = True
@@ -61,11 +52,10 @@ class FastOptions:
     vae_channels_last: bool | None = None
 
 
-# Above this many generation tokens per pass the matrix products are large enough on their own: batching the
-# guidance branches and replaying CUDA graphs then only hold memory. Measured on one H200 at Nano shapes
-# (benchmarks/GPU_RESULTS.md, runs 11-12): t2v 480p 1.612 s/step one branch at a time without graphs against
-# 1.646 s batched with graphs (34.6 against 36.9 GiB); 720p 6.204 against 6.241 s (40.8 against 46.5 GiB);
-# t2v 256p (5,760 tokens batched) gains from both.
+# Above this many generation tokens per pass the products are large enough alone: batched guidance and CUDA graphs
+# then only hold memory. One H200, Nano (benchmarks/GPU_RESULTS.md, runs 11-12), one branch at a time without graphs
+# against batched with: t2v 480p 1.612 against 1.646 s/step (34.6 against 36.9 GiB), 720p 6.204 against 6.241 s
+# (40.8 against 46.5 GiB); t2v 256p (5,760 tokens batched) gains from both.
 SMALL_PASS_TOKENS = 16_384
 
 
@@ -221,8 +211,7 @@ def is_fast(pipe) -> bool:
 
 def installed_forward(pipe):
     """The fast forward installed on ``pipe``'s transformer (it counts its own passes), or ``None``."""
-    state = _STATES.get(pipe)
-    return state.forward if state is not None else None
+    return getattr(_STATES.get(pipe), "forward", None)
 
 
 def set_fast_path_active(pipe, active: bool) -> None:

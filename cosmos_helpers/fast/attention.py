@@ -1,15 +1,9 @@
-"""Attention kernels for the generation pathway, and how the fast path picks one.
-
-Every generation token attends, without a mask, to the prompt's keys/values plus all generation tokens; at 480p/720p
-video that is as large as all the matrix products together, so the kernel matters. Candidates: ``native`` (PyTorch's
-default choice, exactly what stock diffusers runs), ``flash`` (FlashAttention-2), ``cudnn`` (K/V heads expanded
-first: cuDNN's SDPA path does not take ``enable_gqa`` on every torch version), ``cudnn_gqa``, ``efficient`` (K/V
-expanded) and, where ``flash_attn_interface`` is installed (built from github.com/Dao-AILab/flash-attention,
-``hopper/``), ``flash3`` through diffusers' ``_flash_3`` backend: at t2v 480p/720p 14-17% less time than cuDNN on an
-H200 (run 17, GPU_RESULTS.md).
-
-``"auto"`` (the default on CUDA) times every candidate once per shape on the first pass's real tensors, drops any
-that fails or disagrees with ``native`` beyond bf16 rounding, and keeps the fastest. CPU always uses ``native``.
+"""Attention kernels for the generation pathway (as costly as all the matrix products at 480p/720p video), and how
+the fast path picks one: ``native`` is exactly what stock runs; ``cudnn`` and ``efficient`` expand the K/V heads
+first (cuDNN's SDPA does not take ``enable_gqa`` on every torch version); ``flash3`` is diffusers' ``_flash_3`` where
+``flash_attn_interface`` is installed (Dao-AILab/flash-attention ``hopper/``; t2v 480p/720p: 14-17% less time than
+cuDNN on an H200, run 17, GPU_RESULTS.md). ``"auto"`` times every candidate once per shape on the first pass's
+tensors, drops any that fails or disagrees with ``native`` beyond bf16 rounding, and keeps the fastest.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""CUDA graphs for the generation stack: one launch per pass instead of thousands.
-
-At text-to-image sizes a Nano pass is ~2,000 small kernels whose launch cost exceeds their run time. A graph is
-captured per shape signature (each branch's lengths and key/value buffers) at its second pass (the first runs eagerly
-and picks the attention kernels) and replayed from then on, across calls too (buffers are recycled by shape). One
-memory pool for all; the least recently used beyond ``max_graphs`` are dropped; a failed capture runs eagerly.
+"""CUDA graphs for the generation stack: one launch per pass instead of ~2,000 small kernels (at text-to-image sizes
+their launches cost more than their work). Captured per shape signature at its second pass (the first runs eagerly
+and picks the attention kernels), replayed across calls (buffers recycled by shape), one memory pool, least recently
+used beyond ``max_graphs`` dropped; a failed capture runs eagerly.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """The element-wise steps the fast path fuses with ``torch.compile`` (residual add + RMSNorm, q/k RMSNorm + rotary,
-the SiLU gate): stock's maths as plain functions, fp32 inside as diffusers' ``RMSNorm``; ``compile="eager"`` runs
-them uncompiled (the fused wiring checked on CPU).
-"""
+the SiLU gate) as plain functions of stock's maths, fp32 inside as diffusers' ``RMSNorm``."""
 
 from __future__ import annotations
 
@@ -42,5 +40,4 @@ def fusable(transformer) -> bool:
             and layer.mlp_moe_gen.hidden_act == "silu")
 
 
-# The fused path's functions, by the names the layer code asks for.
 KERNELS = {"rms": _rms, "rms_rope": _rms_rope, "add_rms": _add_rms, "silu_mul": _silu_mul}

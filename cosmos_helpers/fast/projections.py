@@ -1,10 +1,6 @@
-"""One matrix product for q/k/v and one for gate/up in each generation layer, without a second copy of weights.
-
-A stacked product reads the input once and gives cuBLAS one larger problem (H200, 480p video, both branches: gate/up
-11.3 ms fused against 12.1 ms per layer), but at other sizes the separate ones can be faster (256p: 1.63 against
-1.74 ms), so on CUDA each token count is timed once. The layers' own weights are re-pointed at slices of the stacked
-one (each weight held once, stock code reads the same values); :meth:`FusedProjections.refresh` stacks again when
-something replaced them, :meth:`FusedProjections.unfuse` gives them their own storage back (``save_pretrained``).
+"""One matrix product for q/k/v and one for gate/up per generation layer, without a second copy of the weights: the
+layers' weights become slices of the stacked one. Stacked is not always faster (H200 gate/up: 11.3 against 12.1 ms at
+480p, 1.74 against 1.63 ms at 256p), so on CUDA each token count is timed once.
 """
 
 from __future__ import annotations
@@ -30,9 +26,8 @@ class _Stack:
     def build(cls, parts: tuple[torch.nn.Linear, ...]) -> "_Stack | None":
         weights = [p.weight for p in parts]
         biases = [p.bias for p in parts]
-        if len({(w.device, w.dtype, w.shape[1]) for w in weights}) != 1 or weights[0].device.type == "meta":
-            return None
-        if any(b is None for b in biases) and any(b is not None for b in biases):
+        if (len({(w.device, w.dtype, w.shape[1]) for w in weights}) != 1 or weights[0].device.type == "meta"
+                or len({b is None for b in biases}) != 1):  # one layout, and every part with a bias or none
             return None
         sizes = [w.shape[0] for w in weights]
         with torch.no_grad():
@@ -100,6 +95,7 @@ class FusedProjections:
         return True
 
     def unfuse(self) -> None:
+        """Each layer's weights in their own storage again (``save_pretrained``)."""
         for stack in (*self.qkv, *self.gate_up):
             if stack is not None:
                 stack.unfuse()

@@ -1,14 +1,8 @@
-"""The fast path under diffusers' SeaCache: diffusers' own skip decisions, the fast path's computed passes.
-
-diffusers' SeaCache is one root hook on the transformer whose ``prepare_decoder_stack`` decides per guidance branch
-whether the decoder stack runs or the branch takes the generation rows plus the extrapolated residual, and whose
-``record_decoder_stack`` keeps the history. Stock calls them around ``_run_decoder_stack``; the fast path has no such
-call, so :class:`SeaCacheGate` calls the same two around the fast stack: the decisions stay diffusers' code. The
-"understanding" rows it passes are empty: the fast path never computes them per pass, and nothing reads them.
-
-Batched guidance needs to know at the conditional call whether the negative branch will compute too:
-:meth:`SeaCacheGate.predict` runs diffusers' gate on a copy of that branch's state. Its real decision is still made
-at its own call; were it to differ, the branch runs what it needs and the batch is dropped (time, never results).
+"""The fast path under diffusers' SeaCache: the root hook's own decisions (``prepare_decoder_stack``, and
+``record_decoder_stack`` for the history), called around the fast stack as stock calls them around
+``_run_decoder_stack``, with empty "understanding" rows (the fast path never computes them per pass; nothing reads
+them). Batched guidance asks at the conditional call whether the negative branch will compute
+(:meth:`SeaCacheGate.predict`); were its real decision to differ, the batch is dropped (time, never results).
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
-"""The text (understanding) pathway, computed once per prompt and kept as per-layer keys/values.
+"""The text (understanding) pathway once per prompt, kept as per-layer keys/values.
 
-Exact: text tokens attend causally to text only, with their own weights and no timestep (diffusers 0.42.1
-``transformer_cosmos3.py:93-102, 498-515``), so their keys/values are the same at every step; stock recomputes them
-in both passes of every step. Each layer copies them into one scratch buffer per prompt, its generation keys/values
-after them (stock's ``torch.cat([k_und_for_gen, k_gen])``); one scratch for all layers, since at t2v 720p a copy per
-layer would hold 6.5 GB per prompt. Entries are keyed by the identity of the pipeline's ``input_ids`` (packed once
-per call, so a new call never reuses old keys); buffers are recycled by shape, which keeps CUDA graphs valid.
+Exact: text attends causally to text only, with its own weights and no timestep (diffusers 0.42.1
+``transformer_cosmos3.py:93-102, 498-515``), so stock recomputes the same keys/values every pass. One scratch buffer
+per prompt holds a layer's text then generation keys/values (a copy per layer would hold 6.5 GB at t2v 720p).
+Entries are keyed by the identity of the pipeline's ``input_ids`` (packed once per call); buffers are recycled by
+shape, which keeps CUDA graphs valid.
 """
 
 from __future__ import annotations
@@ -36,10 +35,8 @@ class KVBuffer:
         if self.k_all is None:
             shape = (self.und_len + self.n_gen, *self.k.shape[2:])
             self.k_all, self.v_all = (self.k.new_empty(shape) for _ in "kv")
-        self.k_all[:self.und_len] = self.k[index]
-        self.v_all[:self.und_len] = self.v[index]
-        self.k_all[self.und_len:] = k_gen
-        self.v_all[self.und_len:] = v_gen
+        torch.cat([self.k[index], k_gen], out=self.k_all)
+        torch.cat([self.v[index], v_gen], out=self.v_all)
         return self.k_all, self.v_all
 
 

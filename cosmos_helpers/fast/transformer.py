@@ -1,18 +1,9 @@
-"""A drop-in ``forward`` for ``Cosmos3OmniTransformer`` that computes the same predictions faster.
-
-Stock runs the text tower and the generation tower over the whole packed sequence every pass. This forward takes the
-prompt's per-layer text keys/values from :class:`~.text_cache.TextKVCache` and runs only the generation tower, with
-stock's layer maths operation for operation (bit-identical on CPU in fp32).
-
-``batch_cfg``: the pipeline calls the transformer twice per step with the same noisy latents and different prompts;
-from step 2 on the negative prompt's packed inputs are known, so the conditional call computes both branches in one
-batch and hands the negative result to the next call if, and only if, that call's arguments are the very same objects.
-
-Under Ulysses (:mod:`cosmos_helpers.backends.diffusers.parallel.ulysses`) each rank runs its slice of the generation
-tokens, exchanging them for heads around attention; branches are not batched and passes not graphed there. Under
-diffusers' SeaCache the skip decisions are diffusers' own (:mod:`.sea_cache`); branches are batched only when both
-compute. Anything else (positional arguments, gradients, other context parallelism or diffusers hooks, another text
-index layout) goes to the stock forward with a warning, counted by reason in ``stats["fallback_reasons"]``.
+"""A drop-in ``forward`` for ``Cosmos3OmniTransformer``: the prompt's per-layer text keys/values from
+:class:`~.text_cache.TextKVCache`, then only the generation tower, with stock's layer maths operation for operation
+(bit-identical on CPU in fp32). ``batch_cfg`` computes both guidance branches of a step at the conditional call and
+hands the negative result to the next call only if its arguments are the very same objects. Under Ulysses each rank
+runs its slice of the generation tokens (not batched, not graphed); under SeaCache the skip decisions are diffusers'
+(:mod:`.sea_cache`). What :meth:`FastForward._unsupported` names goes to stock with a warning, counted by reason.
 """
 
 from __future__ import annotations
@@ -166,7 +157,7 @@ class FastForward:
         if stashed is None and self.batch_cfg and self._ulysses() is None:
             partner = self._partner(kw)
         partner_context = self._history[-1][1] if partner is not None else None
-        self._remember(kw, context)
+        self._history = (self._history + [(kw, context)])[-2:]
         branch = stashed.branch if stashed is not None else self._embed_branch(kw)
         rows = gate.decide(branch.gen) if gate is not None else None
         if rows is not None:  # skipped: the generation rows plus diffusers' extrapolated residual
@@ -203,9 +194,6 @@ class FastForward:
                              rows[1].clone() if keep else rows[1])
         return rows[0], self._decode(kw, rows[0], branch.shapes)
 
-    def _remember(self, kw: dict, context: str | None = None) -> None:
-        self._history = (self._history + [(kw, context)])[-2:]
-
     def _partner(self, kw: dict) -> dict | None:
         """The other branch's arguments for this step, if the last two calls were a CFG pair (A, B) and this is A."""
         if len(self._history) < 2:
@@ -238,16 +226,17 @@ class FastForward:
         self._rotary[id(position_ids)] = (position_ids, und_len, parts)
         return parts
 
-    def _embed_generation(self, kw: dict, dtype: torch.dtype) -> torch.Tensor:
-        """The generation part of stock's packed ``hidden_states`` (rows ``und_len:``), built the same way."""
+    def _embed_branch(self, kw: dict) -> "_Branch":
+        """The generation part of stock's packed ``hidden_states`` (rows ``und_len:``), built the same way, their
+        rotary, and the prompt's text keys/values."""
         t = self.transformer
+        dtype, device = t.embed_tokens.weight.dtype, t.embed_tokens.weight.device
         und_len = kw["und_len"]
-        gen = torch.zeros((kw["sequence_length"] - und_len, t.config.hidden_size), dtype=dtype,
-                          device=t.embed_tokens.weight.device)
+        n_gen = kw["sequence_length"] - und_len
+        gen = torch.zeros((n_gen, t.config.hidden_size), dtype=dtype, device=device)
         time_dtype = next(t.time_embedder.parameters()).dtype
 
-        def with_timesteps(packed, modality: str):
-            """Add the timestep embedding to the noisy tokens of one modality (clean ones stay as they are)."""
+        def with_timesteps(packed, modality: str):  # the timestep embedding on the noisy tokens of one modality
             embeds = t.time_embedder(t.time_proj(kw[f"{modality}_timesteps"] * t.config.timestep_scale).to(time_dtype))
             return t._apply_timestep_embeds_to_noisy_tokens(
                 packed_tokens=packed, packed_timestep_embeds=embeds.to(dtype),
@@ -269,7 +258,9 @@ class FastForward:
             if kw["action_mse_loss_indexes"].numel() > 0:
                 packed = with_timesteps(packed, "action")
             gen[kw["action_sequence_indexes"] - und_len] = packed
-        return gen, original_shapes
+        cos_und, sin_und, cos, sin = self._rotary_for(kw["position_ids"], und_len, dtype, device)
+        buf = self.text.get(kw["input_ids"], kw["text_indexes"], und_len, n_gen, cos_und, sin_und)
+        return _Branch(gen, cos, sin, buf, original_shapes, n_gen)
 
     def _decode(self, kw: dict, gen_out: torch.Tensor, original_shapes):
         """Stock's prediction heads, reading the generation rows (indexes shifted by ``und_len``)."""
@@ -289,16 +280,6 @@ class FastForward:
                                        domain_ids.to(device=gen_out.device))
             preds_action = t._unpack_action_latents(packed, kw["action_token_shapes"], kw["action_noisy_frame_indexes"])
         return preds_vision, preds_sound, preds_action
-
-    def _embed_branch(self, kw: dict) -> "_Branch":
-        t = self.transformer
-        dtype, device = t.embed_tokens.weight.dtype, t.embed_tokens.weight.device
-        und_len = kw["und_len"]
-        n_gen = kw["sequence_length"] - und_len
-        gen, original_shapes = self._embed_generation(kw, dtype)
-        cos_und, sin_und, cos, sin = self._rotary_for(kw["position_ids"], und_len, dtype, device)
-        buf = self.text.get(kw["input_ids"], kw["text_indexes"], und_len, n_gen, cos_und, sin_und)
-        return _Branch(gen, cos, sin, buf, original_shapes, n_gen)
 
     def _stack(self, branches: list["_Branch"]) -> list[torch.Tensor]:
         """The generation stack over the branches' rows (one batch), each branch's post-norm rows back."""

@@ -1,13 +1,11 @@
-"""The Wan2.2 VAE decode with cuDNN's algorithm search, optionally channels-last, and the video to uint8 on device.
+"""The Wan2.2 VAE decode (after the transformer, the largest cost of a short video) with cuDNN's algorithm search,
+optionally channels-last, and the video to uint8 on the device.
 
-After the transformer the decode is the largest cost of a short video. cuDNN's default heuristics are not the fastest
-for these 3-D shapes (``cudnn.benchmark`` times them once per shape), and Hopper's convolutions transpose a
-channels-first tensor around each call. On an H200 (189 frames): 0.83 -> 0.70 s at 256p, 4.14 -> 3.80 s at 480p, the
-first decode of a shape paying the search once. Images stay channels-first (t2i 720p: +1.6 s of search, no warm
-gain). Both change only the order of sums inside convolutions: pixels can differ at bf16 rounding, latents cannot.
-
-Stock copies the decoded video to the host as float32 and converts there (480p, 189 frames: 0.9 GB and about 0.7 s,
-against 7 ms here); :func:`video_to_host_uint8` converts first, with :func:`cosmos_helpers.media.to_uint8`'s values.
+cuDNN's default heuristics are not the fastest for these 3-D shapes, and Hopper transposes a channels-first tensor
+around each convolution. H200, 189 frames: 0.83 -> 0.70 s at 256p, 4.14 -> 3.80 s at 480p (the first decode of a
+shape pays the search). Images stay channels-first (t2i 720p: +1.6 s of search, no gain). Both only reorder sums
+inside convolutions: pixels can differ at bf16 rounding, latents cannot. Stock converts to uint8 on the host from
+float32 (480p, 189 frames: 0.9 GB, about 0.7 s, against 7 ms for :func:`video_to_host_uint8`).
 """
 
 from __future__ import annotations

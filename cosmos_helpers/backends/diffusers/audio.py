@@ -1,14 +1,10 @@
 """Audio-conditioned generation (the framework's ``model_mode: "audio_image2video"``) on diffusers. EXPERIMENTAL.
 
-Cosmos3 generates video *conditioned on a sound clip* (the ts2v / ti2sv sequence plan) next to an optional
-conditioning image, as the framework's ``inference/sound.py`` documents: the clip is read, resampled to 48 kHz
-(``resample_poly``), made stereo and trimmed or padded to the video's duration; encoded with the pipeline's audio
-tokenizer (25 latents per second); packed as **clean** sound tokens (no timestep, never stepped) beside the image
-conditioning; and only the video is denoised. Our own loop, because ``Cosmos3OmniPipeline`` only *generates* sound.
-
-EXPERIMENTAL: the packing (sound mRoPE offsets, the negative pass keeping the audio, latent scaling) follows
-diffusers' own sound segment and is **not verified against the framework**; the published checkpoint's audio
-tokenizer may ship without encoder weights (then :func:`encode_audio` explains and fails).
+As the framework's ``inference/sound.py``: the clip resampled to 48 kHz (``resample_poly``), stereo, trimmed or padded
+to the video's duration, encoded with the pipeline's audio tokenizer (25 latents per second) and packed as **clean**
+sound tokens beside the optional image; only the video is denoised, in our own loop (``Cosmos3OmniPipeline`` only
+*generates* sound). The packing follows diffusers' own sound segment and is **not verified against the framework**;
+the published audio tokenizer may ship without encoder weights (then :func:`encode_audio` explains and fails).
 """
 
 from __future__ import annotations
@@ -81,9 +77,7 @@ def conform_audio(samples: np.ndarray, sample_rate: int, num_frames: int, fps: f
     if audio.shape[0] == 1:
         audio = np.repeat(audio, 2, axis=0)
     length = int(num_frames / fps * target_rate)
-    if audio.shape[1] >= length:
-        return np.ascontiguousarray(audio[:, :length])
-    return np.pad(audio, ((0, 0), (0, length - audio.shape[1])))
+    return np.pad(audio[:, :length], ((0, 0), (0, max(length - audio.shape[1], 0))))
 
 
 def encode_audio(pipe: Any, waveform: np.ndarray):
@@ -99,9 +93,7 @@ def encode_audio(pipe: Any, waveform: np.ndarray):
             "encode a conditioning clip; use the Cosmos Framework backend for audio_image2video.")
     hop = int(tokenizer._hop_size)
     wave = np.asarray(waveform, dtype=np.float32)
-    padded = math.ceil(wave.shape[1] / hop) * hop
-    if padded != wave.shape[1]:
-        wave = np.pad(wave, ((0, 0), (0, padded - wave.shape[1])))
+    wave = np.pad(wave, ((0, 0), (0, -wave.shape[1] % hop)))
     param = next(tokenizer.parameters())
     with torch.no_grad():
         dist = tokenizer.encode(torch.from_numpy(wave)[None].to(device=param.device, dtype=param.dtype)).latent_dist
@@ -125,7 +117,6 @@ class AudioCall:
     shift: float
     seed: int
     templates: bool
-    guardrails: bool
 
 
 def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str], *, image: Any = None,
@@ -163,9 +154,9 @@ def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str],
                      waveform=conform_audio(samples, int(sample_rate), num_frames, fps), width=width, height=height,
                      num_frames=num_frames, fps=fps, num_steps=pick(num_steps, d.num_inference_steps),
                      guidance=pick(guidance, d.guidance_scale), shift=pick(shift, d.flow_shift), seed=int(seed),
-                     templates=templates, guardrails=guardrails)
+                     templates=templates)
     started, model = time.perf_counter(), model_for(model=model)  # on the shared pipeline, held under its lock
-    checker = backend.guardrails.check_prompt(call.guardrails, call.prompt)
+    checker = backend.guardrails.check_prompt(guardrails, call.prompt)
     clock = StepClock(call.num_steps, "audio->video (experimental)", bar=progress is True,
                       callback=progress if callable(progress) else None, started=started)
     with clock, backend.borrowed(model) as pipe:
@@ -180,7 +171,7 @@ def generate_with_audio(prompt: str, sound: np.ndarray | str | os.PathLike[str],
                     "negative_prompt": call.negative_prompt, "num_steps": call.num_steps, "guidance": call.guidance,
                     "shift": call.shift, "sound_latent_frames": sound_frames,
                     "image_conditioned": call.image is not None, "scheduler": "NativeFlowUniPCScheduler",
-                    "device": device, "guardrails": call.guardrails})
+                    "device": device, "guardrails": guardrails})
 
 
 def _generate(pipe, call: AudioCall, on_step: Callable[[int], None]) -> tuple[np.ndarray, int, str]:

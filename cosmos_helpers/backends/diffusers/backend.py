@@ -1,8 +1,6 @@
-"""``DiffusersBackend``: Cosmos3 in the notebook's own process through ``diffusers.Cosmos3OmniPipeline``.
-
-Weights are loaded once per model, device and dtype and shared by every backend in the process (:mod:`.loading`);
-what differs between backends (scheduler, fast path, guidance interval, step cache) is lent to the pipeline for one
-call (:mod:`.runner`). ``gpus=N`` runs each call on N worker processes (:mod:`.parallel`).
+"""``DiffusersBackend``: Cosmos3 in the notebook's own process through ``diffusers.Cosmos3OmniPipeline``, on weights
+loaded once per model, device and dtype and shared by every backend (:mod:`.loading`); what differs between backends
+is lent to the pipeline for one call (:mod:`.runner`). ``gpus=N`` runs each call on N worker processes.
 """
 
 from __future__ import annotations
@@ -38,32 +36,28 @@ NAME = "diffusers"
 
 
 class DiffusersBackend(Backend):
-    """Generate with diffusers in-process.
+    """Generate with diffusers in-process; the model is the request's (``GenerationRequest(profile=..., model=...)``).
 
     Args:
         device: ``"cuda"``, ``"cpu"``, ...; default CUDA when available.
         dtype: ``"bfloat16"``/``"float32"``/a torch dtype; default bf16 on CUDA, fp32 on CPU.
         fast: run through ``cosmos_helpers.fast`` (same outputs, less work per step). ``True`` uses the defaults; a
             ``FastOptions`` picks switches, e.g. ``FastOptions(compile=False)`` to skip kernel compilation.
-        gpus, cfg_parallel, ulysses: GPUs per call (default 1: in this process); more start one worker process per
-            GPU. ``cfg_parallel=2`` runs the two guidance branches on two GPU groups (vLLM-Omni's
-            ``--cfg-parallel-size``), ``ulysses`` splits each pass's tokens over that many GPUs (``--ulysses-degree``).
-            Without degrees, ``gpus=2`` is CFG-parallel and ``gpus=4`` is 2 x 2.
+        gpus, cfg_parallel, ulysses: GPUs per call (default 1: in this process), a worker process each:
+            ``cfg_parallel=2`` runs the two guidance branches on two GPU groups (vLLM-Omni's ``--cfg-parallel-size``),
+            ``ulysses`` splits each pass's tokens over that many (``--ulysses-degree``); ``gpus=4`` alone is 2 x 2.
         memory: the card size to fit, ``"24GB"``, ``"48GB"`` or ``"80GB"`` (offloading and VAE tiling, chosen for the
             model's size); ``offload`` (``"group"``, ``"model"``, ``False``), ``vae_tiling`` and ``weight_storage``
             (``"fp8"``: weights stored in FP8, computed in bf16) are explicit settings, which win over ``memory``.
             NVIDIA's FP8 checkpoint is the request's ``precision="fp8"``; ``fp8=`` is refused (renamed).
         scheduler: a diffusers flow-matching scheduler class or instance to use instead of flow UniPC.
         progress: show a denoising progress bar (tqdm.auto: a widget in Jupyter, text under papermill).
-        safety_checker: an object with ``check_text_safety(str) -> bool`` and ``check_video_safety(frames)
-            -> frames | None``; default: ``cosmos_guardrail.CosmosSafetyChecker`` when requested and installed.
+        safety_checker: as :class:`~.runner.Guardrails` takes; default ``CosmosSafetyChecker`` (when requested).
         token: a Hugging Face token for gated hub checkpoints.
         device_map: passed to ``from_pretrained`` for multi-GPU hosts (then the pipeline is not moved).
         builder: a :class:`~.loading.Builder` that makes the pipeline instead of loading the request's model
             (random weights at real shapes, for benchmarks).
         worker_timeout: seconds a multi-GPU call may go without a word from its workers (model load included).
-
-    The model is not an argument: it is the request's (``GenerationRequest(profile=..., model=...)``).
     """
 
     name = NAME
@@ -101,7 +95,12 @@ class DiffusersBackend(Backend):
     def check(self, request: GenerationRequest) -> None:
         request = request.resolve()
         check_backend_mode(request, self.name)
-        self._check_step_cache(request.step_cache)
+        check_for_backend(request.step_cache, self.name)
+        if isinstance(request.step_cache, SeaCache) and self.plan.parallel:  # neither plan is wired to its gate
+            raise ValidationError("step_cache", f"DiffusersBackend(gpus={self.plan.gpus}) does not run SeaCache: its "
+                                  "workers compute guidance branches and token shares outside the per-branch cache "
+                                  "state SeaCache keeps.", "use DiffusersBackend(gpus=1) with step_cache, or leave "
+                                  "step_cache out on several GPUs.")
         is_distilled = distilled.check_request(request, scheduler=self.scheduler, fast=self.fast, gpus=self.plan.gpus)
         modelopt_fp8.check_request(request, fast=self.fast, weight_storage=self.memory and self.memory.weight_storage,
                                    gpus=self.plan.gpus, distilled=is_distilled)
@@ -119,16 +118,6 @@ class DiffusersBackend(Backend):
         if self.plan.parallel:
             self.plan.check_request(request)
             self._check_heads(request.model)
-
-    def _check_step_cache(self, value: Any) -> None:
-        """A SeaCache diffusers cannot run, or one on several GPUs (CFG-parallel computes the negative branch outside
-        its cache context, Ulysses shards the residual: neither is wired to diffusers' gate)."""
-        check_for_backend(value, self.name)
-        if isinstance(value, SeaCache) and self.plan.parallel:
-            raise ValidationError("step_cache", f"DiffusersBackend(gpus={self.plan.gpus}) does not run SeaCache: its "
-                                  "workers compute guidance branches and token shares outside the per-branch cache "
-                                  "state SeaCache keeps.", "use DiffusersBackend(gpus=1) with step_cache, or leave "
-                                  "step_cache out on several GPUs.")
 
     # 2. Generation --------------------------------------------------------------------------------------------
 
@@ -206,8 +195,7 @@ class DiffusersBackend(Backend):
         self._workers = WorkerGroup(self.plan, spec, step_timeout=self.worker_timeout).start()
         return self._workers
 
-    # 5. Framework input samples (run_spec): a generation or action sample as its request, a transfer or an
-    # audio_image2video sample through its own loop; each output saved as the framework saves it
+    # 5. Framework input samples (run_spec): a request, or a transfer or audio_image2video sample's own loop ---------
 
     sample_support = SampleSupport(transfer=True, sound_conditioning=True, action_domains=ap.DIFFUSERS_RAW_DIM,
                                    always_shares_positions=True)
@@ -271,16 +259,17 @@ def _check_options(plan: ParallelPlan, fast: Any, device: str | None, device_map
     """The backend's own options that cannot go together, refused when it is made."""
     if plan.parallel:
         plan.check_placement(device, device_map)
-    if isinstance(fast, FastOptions):
-        from ...fast.attention import check_backend  # imports torch: only when options are given
+    if not isinstance(fast, FastOptions):
+        return
+    from ...fast.attention import check_backend  # imports torch: only when options are given
 
-        check_backend(fast.attention)
-    if plan.ulysses > 1 and isinstance(fast, FastOptions) and (fast.batch_cfg or fast.cuda_graphs):
+    check_backend(fast.attention)
+    if plan.ulysses > 1 and (fast.batch_cfg or fast.cuda_graphs):
         name = "batch_cfg" if fast.batch_cfg else "cuda_graphs"
         raise ValidationError("fast", f"FastOptions({name}=True) cannot run under ulysses={plan.ulysses}: each worker "
                               "holds a share of the tokens and exchanges them every layer, so branches are not batched "
                               "and passes are not graphed there.", f"leave {name} unset, or use ulysses=1.")
-    if plan.cfg_parallel > 1 and isinstance(fast, FastOptions) and fast.batch_cfg:
+    if plan.cfg_parallel > 1 and fast.batch_cfg:
         raise ValidationError("fast", "FastOptions(batch_cfg=True) runs both guidance branches on one GPU, and "
                               "cfg_parallel=2 runs them on two.", "leave batch_cfg unset, or use cfg_parallel=1.")
 

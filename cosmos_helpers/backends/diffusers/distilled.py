@@ -1,9 +1,6 @@
-"""The few-step (distilled) Cosmos3 path of :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend`.
-
-A distilled checkpoint is a diffusers *modular* pipeline (``Cosmos3DistilledBlocks``) with its own fixed schedule and
-scheduler, taking no guidance, negative prompt or sound (``protocol.variants``): it is loaded with
-``ModularPipeline.from_pretrained`` and called with only what it accepts (:func:`call_kwargs`); no backend
-scheduler, shift or fast path is lent to it.
+"""The few-step (distilled) Cosmos3 path of :class:`~cosmos_helpers.backends.diffusers.DiffusersBackend`: a diffusers
+*modular* pipeline (``Cosmos3DistilledBlocks``) with its own fixed schedule and scheduler, taking no guidance, negative
+prompt or sound (``protocol.variants``), so nothing of the backend's (scheduler, shift, fast path) is lent to it.
 """
 
 from __future__ import annotations

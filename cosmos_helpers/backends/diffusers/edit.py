@@ -1,15 +1,10 @@
 """Image editing (``mode="image2image"``) on diffusers: the Cosmos Framework's edit batch, packed for the loaded
-pipeline's transformer (diffusers 0.42.1 ships no Cosmos3 edit workflow; ``protocol.variants`` cites each rule):
+pipeline's transformer (diffusers 0.42.1 ships no Cosmos3 edit workflow; ``protocol.variants`` cites each rule).
 
-* two images: the input, clean (no timestep, no prediction read), then the output, noised;
-* each at its own temporal position: the output's grid starts at ``max(position) + 1`` of the input's (integer
-  positions: the edit batch sets no fps);
-* both prompts under the edit system prompt (unless ``use_system_prompt=False`` is given), the prompt and the
-  negative with the framework's image2image resolution sentence (:func:`token_ids`);
-* the output size: the request's (``GenerationRequest.keeps_image_size``: the input's shape, longer side 512,
-  resized as the framework does; else the bucket, resized to cover and centre-cropped).
-
-The tokenizer, VAE, scheduler (lent for the call), guidance interval and the loop's arithmetic are the pipeline's.
+The input image goes clean (no timestep, no prediction read), then the output noised, whose temporal positions start
+at ``max(position) + 1`` of the input's (integer: the edit batch sets no fps); prompts as :func:`token_ids` makes
+them, sizes as :func:`input_pixels` fits them. The tokenizer, VAE, scheduler (lent for the call), guidance interval
+and the loop's arithmetic are the pipeline's.
 """
 
 from __future__ import annotations
@@ -31,42 +26,27 @@ def edit(pipe, request: GenerationRequest, on_step: Callable[[int], None]) -> np
 
     device = pipe._get_execution_device()
     with torch.inference_mode():
-        # 1. the input at the output size, encoded
-        source = pipe_latents(pipe, input_pixels(request), device)
-        # 2. the two prompts under the edit system prompt
-        cond_ids, uncond_ids = token_ids(pipe, request)
-        # 3. the output's noise (seeded on the CPU, as the pipeline does)
-        generator = torch.Generator("cpu").manual_seed(request.seed)
+        pixels = torch.tensor(input_pixels(request)).permute(2, 0, 1).float() / 127.5 - 1.0
+        source = pipe._encode_video(pixels[None, :, None].to(device)).float()  # normalised (1, C, 1, H/16, W/16)
+        generator = torch.Generator("cpu").manual_seed(request.seed)  # the output's noise, seeded as the pipeline's
         latents = torch.randn(source.shape, generator=generator, dtype=torch.float32).to(device)
-        # 4. the packed sequences, the same every step
-        cond = pack(pipe, pipe._prepare_text_segment(cond_ids, device=device), source, latents, device)
-        uncond = pack(pipe, pipe._prepare_text_segment(uncond_ids, device=device), source, latents, device)
-        # 5. the schedule
+        cond, uncond = (pack(pipe, pipe._prepare_text_segment(ids, device=device), source, latents, device)
+                        for ids in token_ids(pipe, request))  # the packed sequences, the same every step
         timesteps = set_timesteps(pipe, request.num_inference_steps, device)
-        # 6. denoise
-        latents = denoise(pipe, request, cond, uncond, source, latents, timesteps, on_step)
-        # 7. decode
-        image = decode(pipe, latents)
+        image = decode(pipe, denoise(pipe, request, cond, uncond, source, latents, timesteps, on_step))
     pipe.maybe_free_model_hooks()  # as the pipeline ends a call: offloaded models go back to the CPU
     return image
 
 
 def input_pixels(request: GenerationRequest) -> np.ndarray:
-    """The input image as uint8 ``(H, W, 3)`` at the output size, resized as the framework does."""
+    """The input image as uint8 ``(H, W, 3)`` at the output size (``GenerationRequest.keeps_image_size``: the input's
+    shape, longer side 512; else the bucket, covered and centre-cropped), resized as the framework does."""
     from PIL import Image
 
     image = request.conditioning_image()
     if request.keeps_image_size:  # inference/vision.py resize_pil_image: LANCZOS to the size, no crop
         return np.asarray(image.resize((request.width, request.height), Image.LANCZOS), dtype=np.uint8)
     return media.fit_to_bucket(np.asarray(image, dtype=np.uint8), request.width, request.height)
-
-
-def pipe_latents(pipe, pixels: np.ndarray, device: Any):
-    """uint8 ``(H, W, 3)`` -> the VAE's normalised latent ``(1, C, 1, H/16, W/16)`` in float32."""
-    import torch
-
-    x = torch.from_numpy(np.array(pixels, dtype=np.uint8)).permute(2, 0, 1).float() / 127.5 - 1.0
-    return pipe._encode_video(x[None, :, None].to(device)).float()
 
 
 def token_ids(pipe, request: GenerationRequest) -> tuple[list[int], list[int]]:
@@ -94,11 +74,6 @@ def token_ids(pipe, request: GenerationRequest) -> tuple[list[int], list[int]]:
     return ids(prompt), ids(negative)
 
 
-def next_offset(position_ids) -> int:
-    """One past the largest position so far (Qwen3-VL's rule, the framework's ``sequence_packing/mrope.py``)."""
-    return math.ceil(float(position_ids.max())) + 1
-
-
 def pack(pipe, text: dict, source, target, device: Any) -> dict:
     """The transformer's static inputs for ``[text, input (clean), output (noised)]``."""
     import torch
@@ -106,10 +81,10 @@ def pack(pipe, text: dict, source, target, device: Any) -> dict:
     first = pipe._prepare_vision_segment(
         input_vision_tokens=source, has_image_condition=False, mrope_offset=text["vision_start_temporal_offset"],
         vision_fps=None, curr=text["und_len"], device=device, condition_frame_indexes=list(range(source.shape[2])))
+    offset = math.ceil(float(first["vision_mrope_ids"].max())) + 1  # Qwen3-VL's rule (sequence_packing/mrope.py)
     second = pipe._prepare_vision_segment(
-        input_vision_tokens=target, has_image_condition=False, mrope_offset=next_offset(first["vision_mrope_ids"]),
-        vision_fps=None, curr=text["und_len"] + first["num_vision_tokens"], device=device,
-        condition_frame_indexes=[])
+        input_vision_tokens=target, has_image_condition=False, mrope_offset=offset, vision_fps=None,
+        curr=text["und_len"] + first["num_vision_tokens"], device=device, condition_frame_indexes=[])
     items = (first, second)
     return {
         "input_ids": text["input_ids"], "text_indexes": text["text_indexes"], "und_len": text["und_len"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
+import pkgutil
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -23,6 +24,9 @@ from ...models.tiny_trained import trained_tiny_path
 from ...precision import FP8
 from ...protocol.fp8 import REVISION
 from . import distilled, modelopt_fp8
+
+
+TINY_PATHS = {"tiny": trained_tiny_path, TINY_DISTILLED: tiny_distilled_path, TINY_EDGE: tiny_edge_path}
 
 
 @dataclass
@@ -126,23 +130,14 @@ class Builder:
         return cls(target, tuple(sorted(kwargs.items())))
 
     def __call__(self, device: str, dtype: Any):
-        fn = self.target
-        if isinstance(fn, str):
-            import importlib
-
-            module, name = fn.split(":")
-            fn = getattr(importlib.import_module(module), name)
+        fn = pkgutil.resolve_name(self.target) if isinstance(self.target, str) else self.target
         return as_guided(fn(device, dtype, **dict(self.kwargs)))
 
 
 def resolve_source(model: str) -> str:
     """Where ``model`` is read from: the embedded tiny models' folders, a local checkpoint folder, or a hub id."""
-    if model == "tiny":
-        return str(trained_tiny_path())
-    if model == TINY_DISTILLED:
-        return str(tiny_distilled_path())
-    if model == TINY_EDGE:
-        return str(tiny_edge_path())
+    if model in TINY_PATHS:
+        return str(TINY_PATHS[model]())
     path = Path(model).expanduser()
     if path.exists():
         if not (path / "model_index.json").is_file() and not (path / DISTILLED_INDEX).is_file():

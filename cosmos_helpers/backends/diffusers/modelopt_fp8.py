@@ -1,16 +1,12 @@
 """NVIDIA's ModelOpt FP8 checkpoints in process: where the weights come from, ModelOpt's restore and GEMMs, what ran.
 
-``precision="fp8"`` loads the checkpoint's FP8 revision as the hub loads it everywhere: ModelOpt's
-``enable_huggingface_checkpointing()`` (``from_pretrained`` then restores ``transformer/modelopt_state.pth``), then
-``from_pretrained(hub_id, revision="fp8")``; a local folder (or the embedded ``tiny`` model's FP8 build) without a
-revision. diffusers' own ``__call__`` runs the checkpoint's per-step policy, the request's overrides as its
-``mixed_precision_*`` arguments.
-
-ModelOpt 0.47.0 registers no FP8 GEMM by itself, and without one a restored FP8 linear fails in its fallback forward
-(it quantizes the E4M3 weight again): :func:`enable_modelopt` imports ModelOpt's own (``torch._scaled_mm``, CUDA
-SM89+). Where no FP8 GEMM exists (a CPU, an older GPU; ModelOpt's real-quant path also opens an NVTX range a CPU
-torch lacks), :func:`place` gives each FP8 linear :func:`emulated_w8a8` as its W8A8 forward. diffusers' W8A16 steps
-wrap whichever forward the layer has; the manifest says which W8A8 ran.
+``precision="fp8"`` loads the FP8 revision as the hub does everywhere: ModelOpt's ``enable_huggingface_checkpointing()``
+(``from_pretrained`` then restores ``transformer/modelopt_state.pth``), then ``from_pretrained(hub_id,
+revision="fp8")`` (a local folder, or the tiny model's FP8 build, as it is); diffusers' own ``__call__`` runs the
+checkpoint's per-step policy, the request's overrides as its ``mixed_precision_*`` arguments. ModelOpt 0.47.0
+registers no FP8 GEMM itself, and without one a restored FP8 linear fails (its fallback quantizes the E4M3 weight
+again): :func:`enable_modelopt` imports ModelOpt's (``torch._scaled_mm``, CUDA SM89+); elsewhere (a CPU, an older GPU;
+the real-quant path also opens an NVTX range a CPU torch lacks) :func:`place` installs :func:`emulated_w8a8`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
-"""One in-process call, whatever its loop: the shared pipeline borrowed, progress reported, time taken, a Generation.
-
-What a backend changes on the shared pipeline for one call (scheduler, guidance interval, fast path, step cache) is
-lent under the pipeline's lock and taken back however the call ends. The step clock, the guardrails and the step
+"""One in-process call, whatever its loop (the pipeline's own call, the distilled blocks, the edit loop): the shared
+pipeline borrowed, with what this backend lends it for the call (scheduler, guidance interval, fast path, step cache)
+taken back however the call ends; progress reported, time taken, a Generation. The step clock, guardrails and step
 cache serve the other in-process workflows too (transfer, audio, several GPUs).
-
-Three loops denoise (the pipeline's own call, the distilled blocks, the edit loop), behind one shape: call
-arguments, then a denoise that reports steps and returns a :class:`Denoised`.
-
-SeaCache is diffusers' own hook (``SeaCacheConfig`` + ``transformer.enable_cache``), deciding per guidance branch
-whether the decoder stack runs; what ran is counted without reaching into its state: a forward pre-hook counts every
-pass, a second one on the first decoder layer the stock passes that compute; the fast path counts its own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -42,12 +35,12 @@ GUARDRAIL_HELP = (
 )
 
 
+@dataclass
 class Guardrails:
     """One backend's checker: ``cosmos_guardrail.CosmosSafetyChecker`` (loaded on first use) or the caller's own
     (an object with ``check_text_safety(str) -> bool`` and ``check_video_safety(frames) -> frames | None``)."""
 
-    def __init__(self, checker: Any = None) -> None:
-        self.checker = checker
+    checker: Any = None
 
     def check_prompt(self, wanted: bool, prompt: str):
         """The checker for a call whose prompt has passed (``None`` without guardrails)."""
@@ -100,18 +93,14 @@ class StepClock:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.timings = self._timings()
-        self.bar.close()
-
-    def _timings(self) -> dict[str, float]:
         end, marks = time.perf_counter(), self.marks
-        timings = {"load_s": self.load_s, "total_s": end - self.started, "pipeline_s": end - self.call_start}
+        self.timings = {"load_s": self.load_s, "total_s": end - self.started, "pipeline_s": end - self.call_start}
         if marks:
-            timings.update(first_step_s=marks[0] - self.call_start, denoise_s=marks[-1] - self.call_start,
-                           decode_s=end - marks[-1])
+            self.timings.update(first_step_s=marks[0] - self.call_start, denoise_s=marks[-1] - self.call_start,
+                                decode_s=end - marks[-1])
             if len(marks) > 1:
-                timings["step_s"] = (marks[-1] - marks[0]) / (len(marks) - 1)
-        return timings
+                self.timings["step_s"] = (marks[-1] - marks[0]) / (len(marks) - 1)
+        self.bar.close()
 
 
 @dataclass
@@ -138,7 +127,8 @@ class CallCache:
         return self.stack_runs + fast
 
     def watch(self, transformer) -> None:
-        """Count ``transformer``'s passes, and its stock passes that run the decoder stack."""
+        """Count ``transformer``'s passes, and its stock passes that run the decoder stack (SeaCache decides per
+        branch whether it runs; its state is not read)."""
 
         def count_pass(*_: Any) -> None:
             self._close_pass()
@@ -162,11 +152,9 @@ class CallCache:
         self.provenance = {"step_cache": {**self.record, "passes": self.passes, "passes_computed": self.computed,
                                           "schedule": self.schedule}}
         if self.fast is not None:
-            start = self._fast_start[1]
-            fallbacks = {reason: n - start.get(reason, 0) for reason, n in self.fast.stats["fallback_reasons"].items()
-                         if n > start.get(reason, 0)}
+            fallbacks = Counter(self.fast.stats["fallback_reasons"]) - Counter(self._fast_start[1])
             if fallbacks:
-                self.provenance["fast_fallbacks"] = fallbacks
+                self.provenance["fast_fallbacks"] = dict(fallbacks)
 
 
 @contextlib.contextmanager
@@ -248,9 +236,8 @@ class StockLoop:
         if request.sound and output.sound is not None:
             sound = output.sound.float().cpu().numpy()
             sound = sound[0] if sound.ndim == 3 else sound
-        tokenizer = getattr(pipe, "sound_tokenizer", None)
-        rate = int(tokenizer.config.get("sampling_rate", SOUND_SAMPLE_RATE)) if tokenizer is not None \
-            else SOUND_SAMPLE_RATE
+        tokenizer_config = getattr(getattr(pipe, "sound_tokenizer", None), "config", {})
+        rate = int(tokenizer_config.get("sampling_rate", SOUND_SAMPLE_RATE))
         return Denoised(_squeeze(output.video), sound, rate, predicted_actions(output, request))
 
 

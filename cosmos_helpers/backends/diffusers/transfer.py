@@ -1,28 +1,21 @@
 """Video transfer on diffusers: the framework's algorithm on the modular ``Cosmos3OmniBlocks`` (``control_videos=``).
 
-Used as it is, diffusers 0.42.1's modular transfer differs from the Cosmos Framework in ways that change the
-picture (reference ``cosmos3-transfer.md`` §12); each is closed here or in the modules this one calls:
+Used as it is, diffusers 0.42.1's modular transfer differs from the Cosmos Framework in ways that change the picture
+(reference ``cosmos3-transfer.md`` §12); each is closed here or in the modules this one calls (stock -> here):
 
-=====  =====================================================  ==============================================
-#      stock modular pipeline                                 here
-=====  =====================================================  ==============================================
-a      ``set_timesteps(N)``: sigmas start at 1                the native sigmas ``linspace(0.999, 0, N+1)[:-1]``
-                                                              with the sample's ``shift`` (``schedules``)
-b      prompt tokenised verbatim                              JSON metadata / templates, negative metadata mode,
-                                                              control directive (``specs.transfer``)
-c      all controls in one joint attention, no weights        weighted attention for N > 1
-d      controls *stretched* to ``height x width``             controls fitted (cover + centre-crop) first
-e      chunk = whole video, ``num_frames`` caps, fps 24       chunk, fps and size always passed; the length is
-                                                              the first control's (as the framework)
-f      one generator for all chunks                           chunk ``c`` reseeded with ``seed + c``
-g      intervals inclusive, text CFG iff ``g > 1``            strict ``lo < t < hi``, text CFG iff ``g != 1``,
-                                                              ``normalize_cfg``
-h      safety checker required                                the sample's ``guardrails`` (decided once, in
-                                                              ``specs.resolve``)
-=====  =====================================================  ==============================================
+a. ``set_timesteps(N)``: sigmas from 1 -> the native sigmas ``linspace(0.999, 0, N+1)[:-1]`` at ``shift`` (schedules)
+b. the prompt tokenised verbatim -> JSON metadata / templates, negative metadata mode, control directive
+   (``specs.transfer``)
+c. all controls in one joint attention, no weights -> :class:`WeightedMultiControlAttnProcessor` for N > 1
+d. controls *stretched* to ``height x width`` -> fitted (cover + centre-crop) first
+e. chunk = whole video, ``num_frames`` caps, fps 24 -> chunk, fps and size always passed; the length is the first
+   control's (as the framework)
+f. one generator for all chunks -> chunk ``c`` reseeded with ``seed + c`` (the chunk loop)
+g. intervals inclusive, text CFG iff ``g > 1`` -> strict ``lo < t < hi``, text CFG iff ``g != 1``, ``normalize_cfg``
+   (the denoiser)
+h. safety checker required -> the sample's ``guardrails`` (decided once, in ``specs.resolve``)
 
-(c) is :class:`WeightedMultiControlAttnProcessor`; (f) and (g) are the chunk loop and denoiser that replace the
-stock ones, reading one call's :class:`CallSettings`. The blocks, pipeline and scheduler are made per call (a few
+The replaced blocks read one call's :class:`CallSettings`. Blocks, pipeline and scheduler are made per call (a few
 milliseconds) on the backend's shared weights; the one shared thing a call changes, the attention processors, is
 changed only under the pipeline's lock (``DiffusersBackend.borrowed``) and restored before it is released.
 """
@@ -45,9 +38,8 @@ from ...schedules import native_flow_scheduler
 from ...specs.resolve import ResolvedSample
 from ...specs.transfer import PreparedTransfer, mirror_pad, prepare_transfer
 from ...step_cache import StepCache, check_for_backend
+from ..base import ProgressCallback
 from .runner import GUARDRAIL_HELP, StepClock, call_cache, guardrail_errors
-
-ProgressCallback = Callable[[int, int], None]
 
 
 @dataclass(repr=False)
@@ -71,11 +63,8 @@ def run_transfer(spec: ResolvedSample | PreparedTransfer, *, backend: Any,
     r = prepared.spec
     clock = StepClock(r.num_steps * len(prepared.chunks), "transfer", bar=progress is True,
                       callback=progress if callable(progress) else None, started=started)
-    settings = CallSettings(
-        seed=prepared.seed, guidance=r.guidance, control_guidance=r.control_guidance,
-        guidance_interval=r.guidance_interval, control_guidance_interval=r.control_guidance_interval,
-        normalize_cfg=r.normalize_cfg, on_step=lambda *_: clock.step(),
-        on_chunk=lambda chunk, chunks: clock.bar.set_description(f"transfer chunk {chunk + 1}/{chunks}"))
+    settings = CallSettings(r, prepared.seed, on_step=lambda *_: clock.step(),
+                            on_chunk=lambda chunk, n: clock.bar.set_description(f"transfer chunk {chunk + 1}/{n}"))
     processor = (WeightedMultiControlAttnProcessor(r.normalized_weights, _tokens_per_item(prepared))
                  if len(prepared.controls) > 1 else None)
     check_for_backend(step_cache, "diffusers")
@@ -184,16 +173,15 @@ class WeightedMultiControlAttnProcessor:
 
         causal_out = sdpa(q_und, k_und, v_und, True)
         target = slice(n * length, (n + 1) * length)
-        control_outs, target_out = [], None
+        control_outs, target_outs = [], []
         for i, weight in enumerate(self.weights):
             ctrl = slice(i * length, (i + 1) * length)
             out = sdpa(torch.cat([q_gen[ctrl], q_gen[target]]),
                        torch.cat([k_und_for_gen, k_gen[ctrl], k_gen[target]]),
                        torch.cat([v_und, v_gen[ctrl], v_gen[target]]), False)
             control_outs.append(out[:length])
-            part = out[length:] * weight
-            target_out = part if target_out is None else target_out + part
-        full_out = torch.cat([*control_outs, target_out], dim=0)
+            target_outs.append(out[length:] * weight)
+        full_out = torch.cat([*control_outs, sum(target_outs)], dim=0)
         return attn.to_out(causal_out), attn.to_add_out(full_out)
 
 
@@ -213,14 +201,11 @@ def installed_processor(transformer, processor) -> Iterator[None]:
 
 @dataclass
 class CallSettings:
-    """One call's settings, read by the replaced blocks; ``passes`` records transformer passes per step."""
+    """One call's sample (its guidances, their intervals, ``normalize_cfg``) and seed, read by the replaced blocks;
+    ``passes`` records transformer passes per step."""
 
+    spec: ResolvedSample
     seed: int
-    guidance: float
-    control_guidance: float
-    guidance_interval: tuple[float, float] | None = None
-    control_guidance_interval: tuple[float, float] | None = None
-    normalize_cfg: bool = False
     on_step: Callable[[int, int], None] | None = None
     on_chunk: Callable[[int, int], None] | None = None
     passes: list[int] = field(default_factory=list)
@@ -231,8 +216,10 @@ class CallSettings:
 
 
 @lru_cache(maxsize=None)
-def _chunk_loop() -> type:
+def _loop_blocks() -> tuple[type, type]:
+    """The chunk loop and scheduler step that replace the stock ones, reading ``settings``."""
     import torch
+    from diffusers.modular_pipelines.cosmos.denoise import Cosmos3TransferLoopSchedulerStep
     from diffusers.modular_pipelines.cosmos.modular_blocks_cosmos3 import Cosmos3TransferChunkDenoiseStep
 
     class ChunkLoop(Cosmos3TransferChunkDenoiseStep):
@@ -257,7 +244,19 @@ def _chunk_loop() -> type:
                     components, state = block(components, state)
             return components, state
 
-    return ChunkLoop
+    class SchedulerStep(Cosmos3TransferLoopSchedulerStep):
+        """The stock step and clean-frame re-pin, then a progress report."""
+
+        settings: CallSettings
+
+        @torch.no_grad()
+        def __call__(self, components, block_state, i, t):
+            components, block_state = super().__call__(components, block_state, i, t)
+            if self.settings.on_step is not None:
+                self.settings.on_step(i + 1, len(components.scheduler.timesteps))
+            return components, block_state
+
+    return ChunkLoop, SchedulerStep
 
 
 @lru_cache(maxsize=None)
@@ -272,13 +271,13 @@ def _denoiser() -> type:
 
         @torch.no_grad()
         def __call__(self, components, block_state, i, t):
-            s, timestep = self.settings, float(t.item())
+            s, r, timestep = self.settings, self.settings.spec, float(t.item())
 
             def active(interval):
                 return interval is None or (interval[0] < timestep < interval[1])
 
-            g = s.guidance if active(s.guidance_interval) else 1.0
-            cg = s.control_guidance if active(s.control_guidance_interval) else 1.0
+            g = r.guidance if active(r.guidance_interval) else 1.0
+            cg = r.control_guidance if active(r.control_guidance_interval) else 1.0
             fields = block_state.denoiser_input_fields
             kwargs = dict(step=i, sigma=float(components.scheduler.sigmas[i]),
                           num_inference_steps=components.scheduler.num_inference_steps)
@@ -294,7 +293,7 @@ def _denoiser() -> type:
                 v_u = self._forward(components, fields["uncond_full_static"], block_state.vision_tokens_full,
                                     block_state.vision_timesteps, "uncond", **kwargs).float()
                 velocity, passes = v_u + g * (v_c - v_u), passes + 1
-                if s.normalize_cfg:
+                if r.normalize_cfg:
                     velocity = velocity * (v_c.norm() / (velocity.norm() + 1e-8)).clamp(0.0, 1.0)
             s.passes.append(passes)
             block_state.velocity = velocity * block_state.velocity_mask
@@ -303,33 +302,14 @@ def _denoiser() -> type:
     return Denoiser
 
 
-@lru_cache(maxsize=None)
-def _scheduler_step() -> type:
-    import torch
-    from diffusers.modular_pipelines.cosmos.denoise import Cosmos3TransferLoopSchedulerStep
-
-    class SchedulerStep(Cosmos3TransferLoopSchedulerStep):
-        """The stock step and clean-frame re-pin, then a progress report."""
-
-        settings: CallSettings
-
-        @torch.no_grad()
-        def __call__(self, components, block_state, i, t):
-            components, block_state = super().__call__(components, block_state, i, t)
-            if self.settings.on_step is not None:
-                self.settings.on_step(i + 1, len(components.scheduler.timesteps))
-            return components, block_state
-
-    return SchedulerStep
-
-
 def transfer_pipeline(base: Any, settings: CallSettings, shift: float):
     """``Cosmos3OmniBlocks`` for one call on ``base``'s weights, the native schedule at ``shift``, with the chunk
     loop, denoiser and scheduler step replaced and bound to ``settings``."""
     from diffusers.modular_pipelines import Cosmos3OmniBlocks
 
     blocks = Cosmos3OmniBlocks()
-    chunk, denoiser, step = _chunk_loop()(), _denoiser()(), _scheduler_step()()
+    chunk, step = (cls() for cls in _loop_blocks())
+    denoiser = _denoiser()()
     for block in (chunk, denoiser, step):
         block.settings = settings
     loop = chunk.sub_blocks["denoise"]

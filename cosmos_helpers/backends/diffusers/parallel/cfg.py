@@ -1,12 +1,10 @@
 """CFG-parallel: the conditional and the negative pass of a denoising step on two groups of GPUs at once.
 
-The pipeline calls its transformer twice per step (``cond`` then ``uncond``, each in its ``cache_context``) with the
-same noisy tensors and per-prompt packed inputs that do not change between steps. This forward wraps whatever
-``transformer.forward`` is and, from the second guided step on, at the ``cond`` call group 0 computes the
-conditional pass and group 1 the negative one (the negative inputs seen at step 1 with this step's noisy tensors);
-one all-gather exchanges them. The ``uncond`` call gets the kept prediction if its arguments are the very objects
-expected, else it is computed (never a wrong answer, only a slower one). Step 1 and steps outside the guidance
-interval run both passes on every GPU; every rank of a pair takes the same decisions on the same inputs.
+The pipeline calls its transformer twice per step (``cond``, ``uncond``) with the same noisy tensors and per-prompt
+packed inputs. From the second guided step on, at the ``cond`` call group 0 computes the conditional pass and group 1
+the negative one (step 1's negative inputs with this step's noisy tensors), exchanged by one all-gather. The
+``uncond`` call gets the kept prediction only if its arguments are the very objects expected, else it is computed
+(slower, never wrong). Step 1 and steps outside the guidance interval run both passes on every GPU.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""How one Diffusers generation is spread over several GPUs, in ``serve_command``'s words (``cfg_parallel=``,
-``ulysses=``: vLLM-Omni's ``--cfg-parallel-size`` and ``--ulysses-degree``), so a plan moves between the two
-unchanged (:meth:`ParallelPlan.serve_kwargs`). Tensor parallelism is vLLM-Omni's alone (Diffusers has no sharded
-Cosmos3 layers).
-
-* **CFG-parallel** (``cfg_parallel=2``): the two guidance passes of a step at once, one per group of GPUs.
-* **Ulysses** (``ulysses=N``): each pass's tokens in ``N`` slices; attention swaps slices for heads (an all-to-all).
-
-``cfg_parallel x ulysses`` must equal ``gpus`` (an idle GPU would be a silent waste).
+"""How one Diffusers generation is spread over several GPUs, in ``serve_command``'s words (``cfg_parallel=``:
+vLLM-Omni's ``--cfg-parallel-size``, the two guidance passes at once on two GPU groups; ``ulysses=``:
+``--ulysses-degree``, each pass's tokens in N slices, attention swapping slices for heads), so a plan moves between
+the two unchanged. Tensor parallelism is vLLM-Omni's alone (Diffusers has no sharded Cosmos3 layers).
 """
 
 from __future__ import annotations
@@ -28,8 +23,9 @@ class ParallelPlan:
     @classmethod
     def build(cls, gpus: int | None = None, *, cfg_parallel: int | None = None, ulysses: int | None = None,
               tensor_parallel: int | None = None) -> "ParallelPlan":
-        """The degrees validated (``serve_command``'s rules) and the unset ones filled: CFG-parallel takes two GPUs
-        first (it halves the work without communication inside a pass), Ulysses the rest (``gpus=4``: 2 x 2)."""
+        """The degrees validated (``serve_command``'s rules; their product is ``gpus``: an idle GPU would be a silent
+        waste) and the unset ones filled: CFG-parallel takes two GPUs first (it halves the work without communication
+        inside a pass), Ulysses the rest (``gpus=4``: 2 x 2)."""
         given = {"gpus": gpus, "cfg_parallel": cfg_parallel, "ulysses": ulysses, "tensor_parallel": tensor_parallel}
         for name, value in given.items():
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):

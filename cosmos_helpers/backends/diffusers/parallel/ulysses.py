@@ -1,11 +1,9 @@
 """Ulysses sequence parallelism for ``Cosmos3OmniTransformer``, through the seams diffusers 0.42.1 leaves.
 
-The transformer calls ``_cp_shard_fn`` before its decoder layers and ``_cp_gather_fn`` after them; in between every
-GPU of a group holds one contiguous slice of each pathway's tokens, so the per-token work runs on ``1/N`` of them.
-Attention swaps token slices for heads with one all-to-all, drops the padding that made the slices even (zeros at
-the end, never attended to), attends as stock does and swaps back. Key/value heads ``N`` does not divide are repeated
-to the query heads first, which is what grouped attention computes anyway. The fast path shards only the generation
-tokens and reads the prompt's cached text keys/values, whole on every rank (:meth:`Ulysses.fast_attention`).
+Between ``_cp_shard_fn`` and ``_cp_gather_fn`` (around the decoder layers) each GPU of a group holds one slice of each
+pathway's tokens, zero-padded at the end to even slices (never attended to). Attention swaps token slices for heads
+with one all-to-all (key/value heads N does not divide repeated to the query heads first, as grouped attention
+computes anyway), attends as stock does and swaps back.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
-"""One rank of a multi-GPU Diffusers plan, started by :class:`~.workers.WorkerGroup` as ``python -m`` this module.
-
-It dies with its parent (parent-death signal, a watchdog on the parent's pid, end-of-file on the connection), joins
-``torch.distributed`` (NCCL on CUDA, gloo on CPU, collectives with a timeout), installs the fast path (when asked)
-and then the plan around it, and runs every request it is sent. Rank 0 reports steps and returns the Generation.
+"""One rank of a multi-GPU Diffusers plan (``python -m`` this module, from :class:`~.workers.WorkerGroup`): it dies with
+its parent, joins ``torch.distributed`` (NCCL on CUDA, gloo on CPU), installs the fast path (when asked) and the plan
+around it, and runs every request it is sent; rank 0 reports steps and returns the Generation.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -26,21 +25,16 @@ from .workers import ADDRESS_ENV, AUTHKEY_ENV, MULTICAST_OFF
 
 def _die_with_parent(parent: int) -> None:
     if sys.platform.startswith("linux"):
-        try:
-            import ctypes
+        import ctypes
 
+        with contextlib.suppress(OSError):
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
 
     def watch() -> None:
-        while True:
-            if os.getppid() != parent:
-                os._exit(3)
+        while os.getppid() == parent:
             time.sleep(0.5)
-
-    if os.getppid() != parent:
         os._exit(3)
+
     threading.Thread(target=watch, daemon=True, name="parent-watchdog").start()
 
 
@@ -55,9 +49,8 @@ def join_group(spec: dict, rank: int, world: int):
     dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{spec['port']}",
                             rank=rank, world_size=world, timeout=timedelta(seconds=spec["collective_timeout"]))
     plan = ParallelPlan(**spec["plan"])
-    ulysses_groups, cfg_groups = plan.rank_groups()
     mine = {}
-    for kind, groups in (("ulysses", ulysses_groups), ("cfg", cfg_groups)):
+    for kind, groups in zip(("ulysses", "cfg"), plan.rank_groups()):
         for ranks in groups:
             group = dist.new_group(ranks) if len(ranks) > 1 else None
             if rank in ranks:
@@ -151,10 +144,8 @@ def main() -> int:
     except EOFError:  # the parent closed the connection: it is gone or stopping us
         return 0
     except Exception:  # noqa: BLE001 - start-up failures go to the parent too
-        try:
+        with contextlib.suppress(OSError):
             conn.send(("error", rank, traceback.format_exc()))
-        except OSError:
-            pass
         return 1
     finally:
         import torch.distributed as dist

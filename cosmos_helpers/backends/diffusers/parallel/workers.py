@@ -1,14 +1,13 @@
-"""The worker processes of a multi-GPU plan, seen from the notebook: start, run a request, stop.
-
-One process per GPU (:mod:`.worker`) over an authenticated local connection, NVLink multicast off
-(:data:`MULTICAST_OFF`: on shared hosts NVLS can take the GPUs out of service). Start-up, each step and stopping have
-timeouts; a worker that exits is reported (exit code, log tail) and the whole group stopped: a half group cannot run
-a collective.
+"""The worker processes of a multi-GPU plan, seen from the notebook: one per GPU (:mod:`.worker`) over an
+authenticated local connection, NVLink multicast off (:data:`MULTICAST_OFF`: on shared hosts NVLS can take the GPUs out
+of service). Start-up, steps and stopping have timeouts; a worker that exits is reported (exit code, log tail) and the
+whole group stopped: a half group cannot run a collective.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import secrets
 import subprocess
@@ -93,14 +92,11 @@ class WorkerGroup:
 
     def _accept(self, listener: Listener) -> None:
         accepted: list[Connection] = []
-        failure: list[BaseException] = []
 
         def accept_all() -> None:
-            try:
+            with contextlib.suppress(OSError, EOFError):  # closed by a timeout, or a connection with a wrong key
                 while len(accepted) < self.plan.gpus:
                     accepted.append(listener.accept())
-            except (OSError, EOFError) as exc:  # closed by a timeout, or a connection with a wrong key
-                failure.append(exc)
 
         thread = threading.Thread(target=accept_all, daemon=True, name="worker-accept")
         thread.start()
@@ -108,7 +104,7 @@ class WorkerGroup:
         while thread.is_alive() and time.monotonic() < deadline:
             self._check_exits()
             thread.join(0.2)
-        if thread.is_alive() or failure or len(accepted) < self.plan.gpus:
+        if len(accepted) < self.plan.gpus:
             listener.close()
             raise WorkerError(f"only {len(accepted)} of {self.plan.gpus} workers connected within "
                               f"{self.start_timeout:.0f} s{self._log_tail()}")
@@ -122,10 +118,8 @@ class WorkerGroup:
         after a failure the others may be blocked in a collective)."""
         with self._lock:
             for conn in self.conns.values():
-                try:
+                with contextlib.suppress(OSError):
                     conn.send(("stop",))
-                except OSError:
-                    pass
             deadline = time.monotonic() + (self.stop_timeout if graceful else 0.0)
             for proc in self.procs:
                 try:

@@ -11,14 +11,6 @@ its cap gets Starlette's 400 (upstream: the same, at its fixed 1 MiB).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..._lazy import lazy_exports
 
-__all__ = ["LocalServer", "ThreadedServer", "create_app"]
-_HOMES = {"LocalServer": ".local", "ThreadedServer": ".local", "create_app": ".app"}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'cosmos_helpers.standins.vllm_omni' has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOMES[name], __name__), name)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {".local": "LocalServer ThreadedServer", ".app": "create_app"})

@@ -144,8 +144,7 @@ def _chunk(req: Any, extra: dict[str, Any]) -> tuple[int, int]:
 
 def _size(req: Any, extra: dict[str, Any], reference: Any) -> tuple[int, int]:
     if req.size is not None:
-        width, height = req.size.lower().split("x")
-        return int(width), int(height)
+        return tuple(map(int, req.size.lower().split("x")))
     if req.width is not None and req.height is not None:
         return int(req.width), int(req.height)
     tier = str(extra.get("resolution", extra.get("image_size", DEFAULT_TIER)))

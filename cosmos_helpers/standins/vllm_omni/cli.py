@@ -1,9 +1,6 @@
-"""``cosmos-helpers serve``: the local vLLM-Omni 0.30.0 stand-in for Cosmos3 (FastAPI + uvicorn).
-
-Like ``vllm serve`` it loads the model *before* binding the port, so while it loads connections are refused;
-``Application startup complete.`` means ready. Heavy imports (torch, fastapi, uvicorn) happen in ``run``, so
-``--help`` stays fast. The limit flags (:class:`~.settings.ServerLimits`) are stand-in hardening. Binding anywhere
-but loopback without an API key prints a loud warning.
+"""``cosmos-helpers serve``: the local vLLM-Omni 0.30.0 stand-in for Cosmos3 (FastAPI + uvicorn). Like ``vllm serve``
+it loads the model *before* binding the port, so while it loads connections are refused; ``Application startup
+complete.`` means ready. Heavy imports (torch, fastapi, uvicorn) happen in ``run``, so ``--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -121,8 +118,7 @@ def run(args: argparse.Namespace, backend: Any = None) -> int:
     print(f"serving {state.served_model_name!r} on http://{args.host}:{args.port} (storage {state.storage}; "
           f"guardrails {'on' if args.guardrails else 'off'}; imports took {time.perf_counter() - started:.1f} s)",
           flush=True)
-    print(limits, flush=True)
-    print(log_line(step_cache), flush=True)
+    print(limits, log_line(step_cache), sep="\n", flush=True)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                             timeout_graceful_shutdown=2, access_log=args.log_level == "debug")
     uvicorn.Server(config).run()

@@ -70,8 +70,7 @@ class LocalServer(Service):
         self._log_dir = tempfile.TemporaryDirectory(prefix="cosmos-local-server-")
         self.log_path = Path(self._log_dir.name) / "server.log"
         self._log_handle = open(self.log_path, "wb")
-        env = dict(os.environ if self.env is None else self.env)
-        env.setdefault("PYTHONUNBUFFERED", "1")
+        env = {"PYTHONUNBUFFERED": "1", **(os.environ if self.env is None else self.env)}
         env.pop(API_KEY_ENV, None)
         if self.api_key:
             env[API_KEY_ENV] = self.api_key  # not on the command line, where `ps` would show it

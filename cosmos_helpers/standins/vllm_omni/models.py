@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from typing import Annotated, Any, Literal, Mapping
 
 from fastapi import UploadFile
@@ -32,24 +33,17 @@ class ApiError(HTTPException):
 
     def __init__(self, status: int, message: str, *, type: str | None = None, param: str | None = None,
                  headers: Mapping[str, str] | None = None) -> None:
-        super().__init__(status, detail=message, headers=dict(headers) if headers else None)
+        super().__init__(status, detail=message, headers=headers)
         self.message, self.type, self.param = message, type, param
 
 
-def bad_request(message: str, *, param: str | None = None) -> ApiError:
-    """What vLLM-Omni's own ``HTTPException(400, ...)`` looks like."""
-    return ApiError(400, message, param=param)
-
-
-def value_error(message: str, *, param: str | None = None) -> ApiError:
-    """What a ``ValueError`` raised while vLLM-Omni builds the request looks like."""
-    return ApiError(400, message, type=VALUE_ERROR, param=param)
+bad_request = partial(ApiError, 400)  # what vLLM-Omni's own HTTPException(400, ...) looks like
+value_error = partial(ApiError, 400, type=VALUE_ERROR)  # a ValueError raised while vLLM-Omni builds the request
 
 
 def envelope(status: int, message: str, *, type: str | None = None, param: str | None = None,
              headers: Mapping[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(vo.error_body(status, message, type=type, param=param), status_code=status,
-                        headers=dict(headers) if headers else None)
+    return JSONResponse(vo.error_body(status, message, type=type, param=param), status_code=status, headers=headers)
 
 
 def install_error_handlers(app) -> None:
@@ -224,9 +218,6 @@ class VideoRequest(BaseModel):
         return value
 
 
-VideoStatus = Literal[vo.JOB_STATUSES]  # type: ignore[valid-type]
-
-
 class VideoError(BaseModel):
     code: int | str
     message: str
@@ -239,7 +230,7 @@ class VideoJob(BaseModel):
     object: Literal["video"] = "video"
     model: str
     prompt: str
-    status: VideoStatus = "queued"
+    status: Literal[vo.JOB_STATUSES] = "queued"  # type: ignore[valid-type]
     progress: int = 0
     size: SizeStr | None = None
     seconds: SecondStr = "4"

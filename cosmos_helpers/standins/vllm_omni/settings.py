@@ -89,17 +89,13 @@ class ServerLimits:
                                   "--allowed-local-media-path DIR to allow files under DIR); upload the file instead")
         if "\x00" in text:
             raise PermissionError(f"{what}: the path contains a NUL byte")
-        real = os.path.realpath(text)
-        for root in self.allowed_local_media_paths:
-            try:
-                if os.path.commonpath([real, root]) == root:
-                    if not os.path.isfile(real):
-                        raise FileNotFoundError(f"{what}: {value!r} is not a file under the allowed media path")
-                    return Path(real)
-            except ValueError:  # different drives
-                continue
-        raise PermissionError(f"{what}: {value!r} is outside the allowed media path(s) "
-                              f"({', '.join(self.allowed_local_media_paths)})")
+        real = Path(os.path.realpath(text))
+        if not any(real.is_relative_to(root) for root in self.allowed_local_media_paths):
+            raise PermissionError(f"{what}: {value!r} is outside the allowed media path(s) "
+                                  f"({', '.join(self.allowed_local_media_paths)})")
+        if not real.is_file():
+            raise FileNotFoundError(f"{what}: {value!r} is not a file under the allowed media path")
+        return real
 
     def __str__(self) -> str:
         roots = ", ".join(self.allowed_local_media_paths) or "none"

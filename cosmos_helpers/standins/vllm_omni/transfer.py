@@ -72,7 +72,6 @@ def vllm_transfer(form: Mapping[str, str], extra: Mapping[str, Any], rgb_video_p
     interval = x.get("control_guidance_interval")
     if isinstance(interval, str):
         interval = [float(v) for v in interval.split(",")]
-    templates = {key: x.flag(f"use_{key}_template") for key in ("duration", "resolution")}
     r = ResolvedSample(
         name="vllm_transfer", model=model_for(model=model), profile=None, model_mode="video2video",
         prompt=form.get("prompt") or "", negative_prompt=form.get("negative_prompt") or None,
@@ -84,8 +83,8 @@ def vllm_transfer(form: Mapping[str, str], extra: Mapping[str, Any], rgb_video_p
         guidance_interval=None,  # not applied to transfer (pipeline_cosmos3.py:3613-3629)
         shift=float(x.get("flow_shift", "shift", form_key="flow_shift") or vo.VIDEO_DEFAULTS["flow_shift"]),
         normalize_cfg=False, seed=int(form["seed"]) if form.get("seed") else secrets.randbelow(vo.VIDEO_SEED_MAX + 1),
-        duration_template=fw.PROMPT_DEFAULTS["duration_template"] if templates["duration"] else None,
-        resolution_template=fw.RESOLUTION_TEMPLATES["video"] if templates["resolution"] else None,
+        duration_template=fw.PROMPT_DEFAULTS["duration_template"] if x.flag("use_duration_template") else None,
+        resolution_template=fw.RESOLUTION_TEMPLATES["video"] if x.flag("use_resolution_template") else None,
         **{key: fw.PROMPT_DEFAULTS[key] for key in ("sigma_max", "inverse_duration_template",  # no such options
                                                     "inverse_resolution_template", "video_save_quality",
                                                     "image_save_quality")},

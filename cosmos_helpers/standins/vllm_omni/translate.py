@@ -105,16 +105,13 @@ def video_task(req: VideoRequest, files: dict[str, bytes], form_fields: dict[str
 
 def frame_count(req: VideoRequest, limits: ServerLimits) -> int:
     """``num_frames``, else ``seconds x fps``, else one frame; rounded up to 4k+1 and held to the limit."""
-    if req.num_frames is not None:
-        frames = req.num_frames
-    elif req.seconds is not None:
+    frames = req.num_frames
+    if frames is None and req.seconds is not None:
         if len(req.seconds) > 9:
             raise value_error(f"seconds: {req.seconds[:12]}... is longer than any video this server makes "
                               f"(limit {limits.max_output_frames} frames)", param="seconds")
         frames = int(float(req.seconds) * (req.fps or vo.VIDEO_DEFAULTS["fps"]))
-    else:
-        frames = vo.VIDEO_DEFAULTS["num_frames"]
-    frames = vo.round_up_frames(max(1, frames))
+    frames = vo.round_up_frames(max(1, given(frames, vo.VIDEO_DEFAULTS["num_frames"])))
     if frames > limits.max_output_frames:
         raise value_error(f"num_frames {frames} is above the limit of {limits.max_output_frames} frames",
                           param="num_frames")
@@ -301,10 +298,8 @@ def _condition_frames(value: Any) -> tuple[int, ...]:
 
 
 def _sound(field: bool | None, extra: dict[str, Any]) -> bool:
-    for key in ("generate_sound", "sound_gen"):  # extra_params wins over the form field
-        if extra.get(key) is not None:
-            return bool(extra[key])
-    return bool(field)
+    asked = (extra[key] for key in ("generate_sound", "sound_gen") if extra.get(key) is not None)
+    return bool(next(asked, field))  # extra_params wins over the form field
 
 
 def _number(extra: dict[str, Any], key: str) -> float | None:

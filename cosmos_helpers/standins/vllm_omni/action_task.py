@@ -107,8 +107,7 @@ def video_action(request: Any, predicted: np.ndarray | None) -> dict[str, Any] |
     request = None if request is None else request.resolve()
     if request is None or not request.is_action:
         return None
-    actions = predicted if predicted is not None else request.actions
-    data = np.asarray(actions, dtype=np.float32)
+    data = np.asarray(predicted if predicted is not None else request.actions, dtype=np.float32)
     return {"data": data.tolist(), "shape": list(data.shape), "dtype": "torch.float32",
             "raw_action_dim": int(data.shape[-1]), "action_mode": request.mode,
             "domain_id": proto.VLLM_DOMAIN_ID[request.embodiment]}

@@ -27,8 +27,6 @@ from .references import TransferRunner
 from .routes import router
 from .state import JobStore, SerialWorker, ServerState
 
-MAX_FILES, MAX_FIELDS = 8, 256  # multipart parts a video POST may carry (two files are used)
-
 
 def create_app(backend: Any = None, *, api_key: str | None = None, served_model_name: str | None = None,
                model: str | None = None, storage_dir: str | Path | None = None, sync_timeout: float = SYNC_TIMEOUT_S,
@@ -59,8 +57,8 @@ def create_app(backend: Any = None, *, api_key: str | None = None, served_model_
     install_error_handlers(app)
     app.add_middleware(Gates, key=api_key or None, max_request_bytes=limits.max_request_bytes,
                        max_json_bytes=limits.max_field_bytes)
-    app.include_router(router, form_limits={"max_part_size": limits.max_field_bytes, "max_files": MAX_FILES,
-                                            "max_fields": MAX_FIELDS})
+    app.include_router(router, form_limits={"max_part_size": limits.max_field_bytes,  # a video POST uses two files
+                                            "max_files": 8, "max_fields": 256})
     return app
 
 

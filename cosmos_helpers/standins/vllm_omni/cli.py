@@ -101,15 +101,10 @@ def run(args: argparse.Namespace, backend: Any = None) -> int:
     import uvicorn
 
     from .app import create_app
+    from .transfer import make_transfer_runner  # transfer runs on diffusers
 
     print(f"loading {model!r} ...", flush=True)
-    try:  # transfer on diffusers (:mod:`.transfer`); without its optional dependencies, none
-        from .transfer import make_transfer_runner
-    except ImportError as exc:
-        print(f"transfer disabled: {exc}", file=sys.stderr, flush=True)
-        transfer_runner = None
-    else:
-        transfer_runner = make_transfer_runner(model=model, guardrails=args.guardrails, step_cache=step_cache)
+    transfer_runner = make_transfer_runner(model=model, guardrails=args.guardrails, step_cache=step_cache)
     app = create_app(backend, api_key=args.api_key or None, served_model_name=args.served_model_name, model=model,
                      storage_dir=args.storage_dir, sync_timeout=args.sync_timeout, guardrails=args.guardrails,
                      step_progress=args.step_progress, limits=limits, step_cache=step_cache,

@@ -90,13 +90,11 @@ class LocalServer(Service):
         process = self.process
         if self.running:
             _signal_group(process, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                _signal_group(process, signal.SIGKILL)
-                process.wait(5)
         if process is not None:
-            _signal_group(process, signal.SIGKILL)  # stragglers in the group, if any
+            _signal_group(process, signal.SIGKILL)  # a server past its timeout, and stragglers in the group
+            process.wait(5)
         if self._log_handle is not None:
             self._log_handle.close()
             self._log_handle = None

@@ -4,8 +4,7 @@ envelope ``{"error": {"message", "type", "param", "code"}}`` for every error (ne
 
 A video POST is read in two layers, as upstream: ``VideoForm`` (the multipart form, as text: FastAPI's 400 "N
 validation errors", ``param`` ``body.<field>``), then ``VideoRequest`` (its JSON fields parsed: 400
-"BadRequestError" with pydantic's text). A 400 raised by vLLM-Omni's handlers has the HTTP phrase as ``type``; a
-``ValueError`` raised while it builds the request has "BadRequestError".
+"BadRequestError" with pydantic's text).
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ class ApiError(HTTPException):
         self.message, self.type, self.param = message, type, param
 
 
-bad_request = partial(ApiError, 400)  # what vLLM-Omni's own HTTPException(400, ...) looks like
+bad_request = partial(ApiError, 400)  # vLLM-Omni's own HTTPException(400, ...): the HTTP phrase as type
 value_error = partial(ApiError, 400, type=VALUE_ERROR)  # a ValueError raised while vLLM-Omni builds the request
 
 
@@ -76,8 +75,6 @@ _Positive64 = Annotated[int, Field(ge=1, le=vo.INT64_MAX)]
 
 class ImageRequest(BaseModel):
     """``POST /v1/images/generations`` (protocol/images.py): the fields the stand-in reads; others are ignored."""
-
-    model_config = ConfigDict(extra="ignore")
 
     prompt: str
     model: str | None = None
@@ -130,8 +127,6 @@ class ImageResponse(BaseModel):
 
 class VideoForm(BaseModel):
     """The multipart form of ``POST /v1/videos`` and ``/sync`` (video/generation/helpers.py:852-890), as text."""
-
-    model_config = ConfigDict(extra="ignore")
 
     prompt: str
     model: str | None = None

@@ -96,8 +96,6 @@ def sniff(content: bytes, name: str, uploads: Uploads, limits: ServerLimits) -> 
             probe.verify()
         image = Image.open(io.BytesIO(content)).convert("RGB")
         return Reference(image.size, image=image)
-    except ApiError:
-        raise
     except Image.DecompressionBombError as exc:
         raise bad_request(f"Invalid {name}: {exc}", param=name) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, IndexError, struct_error):
@@ -178,9 +176,7 @@ TransferRunner = Callable[[dict, dict, "Path | None", "dict[str, Path]"], Any]
 
 
 @dataclass
-class TransferInputs:
-    """The arguments of ``transfer_runner(form_fields, extra_params, rgb_video_path, control_paths)``."""
-
+class TransferInputs:  # the runner's arguments, in order
     form_fields: dict[str, str]
     extra_params: dict[str, Any]
     rgb_video_path: Path | None = None

@@ -241,9 +241,8 @@ async def delete_video(video_id: str, state: State) -> VideoDeleted:
                 ended.cancelled() or ended.exception()
     elif job.record.status == "completed" and not job.record.file_name:
         raise ApiError(409, "Video output not yet available. Please try again later.")
-    state.jobs.path_for(video_id).unlink(missing_ok=True)  # a cancelled or failed job may have left a partial file
     state.jobs.remove(video_id)
-    for path in job.uploads:
+    for path in (state.jobs.path_for(video_id), *job.uploads):  # a cancelled or failed job may leave a partial file
         path.unlink(missing_ok=True)
     return VideoDeleted(id=video_id)
 

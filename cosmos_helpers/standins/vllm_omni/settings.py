@@ -65,9 +65,7 @@ class ServerLimits:
                            "vLLM-Omni)")
     job_ttl: float = _flag(3600.0, "--job-ttl", "seconds a finished job and its file are kept (expires_at); 0 keeps "
                            "them until DELETE", metavar="S")
-    # folders whose files a request may name by server-local path (control_path, file:// references; vLLM-Omni opens
-    # them unchecked), resolved with realpath so that '..' and symlinks cannot step outside
-    allowed_local_media_paths: tuple[str, ...] = ()
+    allowed_local_media_paths: tuple[str, ...] = ()  # --allowed-local-media-path (vLLM-Omni opens any path unchecked)
     fetch_timeout: float = 60.0  # an http(s):// reference (vLLM-Omni: 60)
     allow_url_fetch: bool = False  # off: a server reachable by others would fetch any URL it sees for them (SSRF)
 

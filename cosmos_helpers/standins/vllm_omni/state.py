@@ -47,10 +47,8 @@ Task = Callable[[TaskContext], Any]
 
 
 class SerialWorker:
-    """``submit(key, task) -> Future``; ``cancel(key)``; bounded by ``max_queue`` (0 = unbounded)."""
-
     def __init__(self, max_queue: int = 0) -> None:
-        self.max_queue = max_queue
+        self.max_queue = max_queue  # tasks that may wait (0: unbounded)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.RLock()  # a cancelled future runs its done-callbacks in the cancelling thread
         self._tasks: dict[str, tuple[Future, TaskContext]] = {}

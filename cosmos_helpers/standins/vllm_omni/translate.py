@@ -77,7 +77,8 @@ def video_task(req: VideoRequest, files: dict[str, bytes], form_fields: dict[str
     prompt, negative, extra = _checked(req, req.extra_params or {}, state)
     if req.lora is not None and _too_deep(req.lora, limits.max_json_depth):
         raise bad_request(f"Invalid JSON in form field 'lora': nested deeper than {limits.max_json_depth} levels")
-    num_frames = None if action_task.is_action(extra) else frame_count(req, limits)
+    action = action_task.is_action(extra)
+    num_frames = None if action else frame_count(req, limits)
     uploaded_kind = references.control_type(form_fields.get("control_type"), "control_reference" in files, extra)
     transfer = references.check(extra, uploaded_kind)
     if transfer and state.transfer_runner is None:
@@ -93,10 +94,8 @@ def video_task(req: VideoRequest, files: dict[str, bytes], form_fields: dict[str
             inputs = references.inputs(form_fields, extra, reference, files.get("control_reference"), uploaded_kind,
                                        uploads, limits)
             return VideoTask(req, None, inputs, uploads)
-        if action_task.is_action(extra):
-            generation = action_task.generation(req, prompt, negative, extra, reference, state)
-        else:
-            generation = _generation(req, prompt, negative, extra, num_frames, reference, state)
+        generation = (action_task.generation(req, prompt, negative, extra, reference, state) if action
+                      else _generation(req, prompt, negative, extra, num_frames, reference, state))
         return VideoTask(req, generation, None, uploads)
     except BaseException:
         uploads.discard()

@@ -37,6 +37,7 @@ class TaskContext:
 
     key: str
     cancel: threading.Event = field(default_factory=threading.Event)
+    started: bool = False
 
     def progress(self, step: int, total: int) -> None:
         if self.cancel.is_set():
@@ -73,7 +74,7 @@ class SerialWorker:
     def admit(self) -> None:
         """429 with ``Retry-After`` (the mean recent run time, at least 1 s) when ``max_queue`` tasks already wait."""
         with self._lock:  # waiting: accepted and not started
-            waiting = sum(1 for future, _context in self._tasks.values() if not (future.running() or future.done()))
+            waiting = sum(1 for _future, context in self._tasks.values() if not context.started)
             recent = list(self._durations)
         if self.max_queue and waiting >= self.max_queue:
             seconds = math.ceil(max(1.0, sum(recent) / len(recent)) if recent else 1.0)
@@ -100,6 +101,8 @@ class SerialWorker:
                 future.cancel()
 
     def _run(self, task: Task, context: TaskContext) -> Any:
+        with self._lock:
+            context.started = True
         began = time.monotonic()
         try:
             return task(context)

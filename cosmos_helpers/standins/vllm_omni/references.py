@@ -234,8 +234,7 @@ def _check_hint(kind: str, value: Any, uploaded_kind: str | None) -> None:
         return
     if not isinstance(value, dict):
         raise value_error(f"{where} must be true, a path string or an object, got {value!r}", param=where)
-    unknown = sorted(set(value) - set(vo.HINT_FIELDS[kind]))
-    if unknown:
+    if unknown := sorted(set(value) - set(vo.HINT_FIELDS[kind])):
         raise value_error(f"{where}: unsupported field(s) {', '.join(unknown)}; supported: "
                           f"{', '.join(vo.HINT_FIELDS[kind])}", param=where)
     weight = value.get("control_weight", 1.0)

@@ -167,8 +167,7 @@ def _cache_config(text: str | None) -> dict[str, Any]:
     if not isinstance(values, dict):
         raise ValidationError(facts.VLLM_CACHE_CONFIG_FLAG, f"expected a JSON object, got {type(values).__name__}.",
                               'pass e.g. \'{"sea_threshold": 0.3}\'.')
-    unknown = sorted(set(values) - set(_KEYS))
-    if unknown:
+    if unknown := sorted(set(values) - set(_KEYS)):
         raise ValidationError(facts.VLLM_CACHE_CONFIG_FLAG, f"unknown key(s) {', '.join(unknown)} for sea_cache "
                               "(vLLM-Omni would keep and ignore them).", f"use only {', '.join(sorted(_KEYS))}.")
     return values

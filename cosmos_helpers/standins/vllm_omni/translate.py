@@ -218,10 +218,8 @@ def check_prompt(value: str, name: str, limits: ServerLimits) -> str:
     if value.lstrip().startswith("{"):
         try:
             too_deep = _too_deep(json.loads(value), limits.max_json_depth)
-        except RecursionError:
-            too_deep = True
-        except ValueError:
-            return value  # not JSON: plain text
+        except (RecursionError, ValueError) as exc:  # a ValueError: not JSON, so plain text
+            too_deep = isinstance(exc, RecursionError)
         if too_deep:
             raise value_error(f"{name}: the JSON caption is nested deeper than {limits.max_json_depth} levels",
                               param=name)

@@ -5,6 +5,7 @@ two senders written out twice on purpose, like httpx's ``Client`` and ``AsyncCli
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,9 +47,7 @@ class Blocking:
     def _send(self, call: Call, consume: Callable[[httpx.Response], Any] | None = None) -> Any:
         """Perform ``call`` under the retry policy; an error answer raises unless the call accepts it. ``consume`` reads
         the streamed answer (retried like any call if the connection is lost) and its result is returned."""
-        attempt = 0
-        while True:
-            attempt += 1
+        for attempt in itertools.count(1):
             try:
                 with self.client.stream(**call.kwargs()) as response:
                     wait = self.retry.after_status(call, attempt, response.status_code, response.headers)
@@ -241,9 +240,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
 
     async def _send(self, call: Call, consume: Callable[[httpx.Response], Awaitable[Any]] | None = None) -> Any:
         """Perform ``call`` under the retry policy; see :meth:`VllmOmniBackend._send`."""
-        attempt = 0
-        while True:
-            attempt += 1
+        for attempt in itertools.count(1):
             try:
                 async with self.client.stream(**call.kwargs()) as response:
                     wait = self.retry.after_status(call, attempt, response.status_code, response.headers)

@@ -75,10 +75,8 @@ def read_inputs(paths: list[Path]) -> list[tuple[dict, Path, str]]:
     schema = fw.sample_overrides_schema()
     samples = []
     for path in sorted(set(paths)):
-        if path.suffix == ".jsonl":
-            items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-        else:
-            items = [json.loads(path.read_text(encoding="utf-8"))]
+        text = path.read_text(encoding="utf-8")
+        items = [json.loads(row) for row in text.splitlines() if row] if path.suffix == ".jsonl" else [json.loads(text)]
         for line, item in enumerate(items):
             jsonschema.validate(item, schema)
             name = item.get("name") or fw.default_name(path, line)

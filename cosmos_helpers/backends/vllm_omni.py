@@ -33,12 +33,6 @@ __all__ = ["VllmOmniBackend", "AsyncVllmOmniBackend"]
 class Blocking:
     """The blocking sender (a mixin of :class:`HttpBackend` s: this client and ``FrameworkServeBackend``)."""
 
-    @property
-    def client(self) -> httpx.Client:
-        if self._client is None:
-            self._client = httpx.Client(**self._client_options())
-        return self._client
-
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
@@ -221,11 +215,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
     """The asyncio twin of :class:`VllmOmniBackend` (same methods, ``await``-able). Media work (encoding an input,
     decoding an answer) runs in ``asyncio.to_thread``, so the event loop keeps serving while a long video decodes."""
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(**self._client_options())
-        return self._client
+    client_type = httpx.AsyncClient
 
     async def aclose(self) -> None:
         if self._client is not None:

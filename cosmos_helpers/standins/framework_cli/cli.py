@@ -3,9 +3,8 @@ run, so ``--help``, a bad flag and a bad cache setting answer at once.
 
 The diffusion cache: the real inference CLI caches **by default** (``scripts/inference.py``:
 ``OmniSetupOverrides.model_construct(diffusion_cache=True)``) with ``DiffusionCache.Config``'s values
-(``model/generator/mot/diffusion_cache.py``): threshold 0.35, residual order 1, the first and the last step always
-computed, power prior 3.0, no limit on skips in a row. The stand-in does the same with diffusers' own
-``SeaCacheConfig`` hooks at those values (``max_consecutive_cached=0``), the closest diffusers comes. It differs:
+(``protocol.step_cache.FRAMEWORK_DEFAULTS``); the stand-in does the same with diffusers' own ``SeaCacheConfig`` hooks
+at those values, the closest diffusers comes. It differs:
 
 * the boundary: diffusers skips the decoder stack and the final norms (``_run_decoder_stack``) and adds back their
   extrapolated residual; the framework skips the whole ``net.language_model`` forward, reuses its understanding
@@ -18,9 +17,8 @@ computed, power prior 3.0, no limit on skips in a row. The stand-in does the sam
 * counting: the framework logs ``full=`` / ``skipped=`` per sample; the stand-in counts the guidance passes that ran
   the decoder stack and writes them to its log and to ``standin.json`` (``step_cache``).
 
-Calls with no noisy vision (action-only and sound-only packs: inverse dynamics) run in full in both, as the
-framework's ``_batch_supports_diffusion_cache`` and diffusers' hook decide. The experimental audio_image2video loop
-of this package has no cache, so such a sample needs ``--no-diffusion-cache`` here.
+Calls with no noisy vision (action-only and sound-only packs: inverse dynamics) run in full in both, as the framework's
+``_batch_supports_diffusion_cache`` and diffusers' hook decide; this package's audio_image2video loop has no cache.
 """
 
 from __future__ import annotations

@@ -165,10 +165,8 @@ class FrameworkServeBackend(Blocking, HttpBackend):
     def _sample_payload(self, run: SampleRun) -> tuple[dict[str, Any], str]:
         """The sample as written, the overrides merged in as ``submit.py`` merges its ``--overrides``."""
         served = self.served(run.resolved.model)
-        payload = run.sample.payload()
-        payload.update({k: v for k, v in run.overrides.items() if v is not None})
-        payload.update(name=run.sample.name, model=served)
-        return payload, served
+        given = {k: v for k, v in run.overrides.items() if v is not None}
+        return {**run.sample.payload(), **given, "name": run.sample.name, "model": served}, served
 
     def _run(self, payload: dict[str, Any], served: str, *, workflow: str, request_model: str) -> Generation:
         started = time.perf_counter()

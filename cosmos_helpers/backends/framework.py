@@ -205,12 +205,14 @@ class FrameworkBackend(Backend):
         """One process for the runs of one folder: its log to ``run.log``, its step counters to a bar."""
         self.check_available()
         log_path = runs[0].folder / "run.log"
-        with progress_bar(sum(steps) or None, f"framework {label}", "step", enabled=bool(self.progress)) as bar:
-            try:
-                code, tail = stream(list(runs[0].command), cwd=self._cwd(), env=self._env(), log_path=log_path,
-                                    counter=StepProgress(bar, steps), timeout=self.timeout)
-            except OSError as exc:
-                raise self._unavailable(exc) from exc
+        bar = progress_bar(sum(steps) or None, f"framework {label}", "step", enabled=bool(self.progress))
+        try:
+            code, tail = stream(list(runs[0].command), cwd=self._cwd(), env=self._env(), log_path=log_path,
+                                counter=StepProgress(bar, steps), timeout=self.timeout)
+        except OSError as exc:
+            raise self._unavailable(exc) from exc
+        finally:
+            bar.close()
         if code != 0:
             raise FrameworkRunError(f"the Cosmos Framework run exited with code {code} (full log: {log_path}). "
                                     "Log tail:\n" + "\n".join(tail))

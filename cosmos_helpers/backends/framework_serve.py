@@ -246,8 +246,7 @@ def _validation_message(response: httpx.Response) -> str:
 
 
 def _generation(suffix: str, data: bytes, reply: Mapping[str, Any], *, fps: Any) -> Generation:
-    """The fetched file as a ``Generation`` keeping its bytes; the seed the server ran with (it draws one when the
-    sample has none)."""
+    """The fetched file as a ``Generation`` keeping its bytes, with the seed the server ran (it draws one if unset)."""
     seed = int(reply["args"].get("seed") or 0)
     if suffix == ".mp4":
         video = decode_mp4(data)

@@ -83,9 +83,8 @@ def read_inputs(paths: list[Path]) -> list[tuple[dict, Path, str]]:
 
 
 def model_run(checkpoint: str) -> tuple[str, str]:
-    """``(model the run is resolved for, embedded weights that run)`` for ``--checkpoint-path``: the tiny weights
-    under their own names, a distilled checkpoint as the tiny weights in the distilled format, anything else as
-    the tiny weights with that checkpoint's defaults."""
+    """``(model the run is resolved for, embedded weights that run)`` for ``--checkpoint-path``: a framework checkpoint
+    runs the tiny weights with its defaults (a distilled one, in the distilled format)."""
     if checkpoint in TINY_MODELS:
         return checkpoint, checkpoint
     hub = {v: k for k, v in fw.CHECKPOINTS.items()}.get(checkpoint, checkpoint)

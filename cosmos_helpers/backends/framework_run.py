@@ -289,8 +289,7 @@ def check_request(request: GenerationRequest) -> None:
 
 
 def _bucket(request: GenerationRequest) -> tuple[str, str] | None:
-    """The request's framework bucket ``(tier, aspect)`` (``None``: an edit keeping its input's shape); refuses a
-    size the framework does not generate."""
+    """The request's framework bucket ``(tier, aspect)``, checked; ``None`` for an edit keeping its input's shape."""
     bucket = (request.tier, request.aspect_ratio) if request.tier else bucket_of(request.width, request.height)
     if request.keeps_image_size:
         return None

@@ -134,8 +134,7 @@ class FrameworkServeBackend(Blocking, HttpBackend):
     def generate(self, request: GenerationRequest, *, progress: ProgressCallback | None = None,
                  name: str | None = None) -> Generation:
         """``request`` as the framework backend's sample; ``progress`` is not called (the app reports no steps)."""
-        request = request.resolve()
-        self.check(request)
+        self.check(request := request.resolve())
         served = self.served(request.model)
         name = name or f"{request.mode}_{request.fingerprint()[:8]}"
         payload = {**request_payload(request, name=name, image_dir=self.work_dir), "model": served}
@@ -166,10 +165,8 @@ class FrameworkServeBackend(Blocking, HttpBackend):
     def _sample_payload(self, run: SampleRun) -> tuple[dict[str, Any], str]:
         """The sample as written, the overrides merged in as ``submit.py`` merges its ``--overrides``."""
         served = self.served(run.resolved.model)
-        payload = run.sample.payload()
-        payload.update({k: v for k, v in run.overrides.items() if v is not None})
-        payload.update(name=run.sample.name, model=served)
-        return payload, served
+        given = {k: v for k, v in run.overrides.items() if v is not None}
+        return {**run.sample.payload(), **given, "name": run.sample.name, "model": served}, served
 
     def _run(self, payload: dict[str, Any], served: str, *, workflow: str, request_model: str) -> Generation:
         started = time.perf_counter()
@@ -199,18 +196,15 @@ class FrameworkServeBackend(Blocking, HttpBackend):
         """``POST /generate`` with one sample; the ``SampleOutputs`` of a success, else this package's error."""
         response = self._send(self._call(rs.GENERATE, "generation", self.timeout, "POST", json=dict(payload),
                                          accept=lambda *_: True))  # every answer is read here
-        status = response.status_code
+        status, reply = response.status_code, parse_json(response.content)
         if status == rs.UNKNOWN_MODEL_STATUS:
             raise UnknownModelError(status, f"{_detail(response)} (the app's deployments are its serve config's "
-                                    "models; GET /models lists them)", models=self._safe_models(),
-                                    body=parse_json(response.content))
+                                    "models; GET /models lists them)", models=self._safe_models(), body=reply)
         if status == 422:
-            raise RequestValidationError(status, _validation_message(response), body=parse_json(response.content))
+            raise RequestValidationError(status, _validation_message(response), body=reply)
         if status >= 400:
             raise ServerError(status, f"{_detail(response)} (a sample that fails is an HTTP 500 when the setup's "
-                              "keep_going is off, the framework's default: the app's log has the traceback)",
-                              body=parse_json(response.content))
-        reply = parse_json(response.content)
+                              "keep_going is off, the framework's default: the app log has the traceback)", body=reply)
         if not isinstance(reply, dict) or not isinstance(reply.get("args"), dict) \
                 or reply.get("status", "success") not in rs.STATUSES:
             raise ServerError(status, "the answer is not SampleOutputs (args, status, outputs)", body=reply)
@@ -252,8 +246,7 @@ def _validation_message(response: httpx.Response) -> str:
 
 
 def _generation(suffix: str, data: bytes, reply: Mapping[str, Any], *, fps: Any) -> Generation:
-    """The fetched file as a ``Generation`` keeping its bytes; the seed the server ran with (it draws one when the
-    sample has none)."""
+    """The fetched file as a ``Generation`` keeping its bytes, with the seed the server ran (it draws one if unset)."""
     seed = int(reply["args"].get("seed") or 0)
     if suffix == ".mp4":
         video = decode_mp4(data)

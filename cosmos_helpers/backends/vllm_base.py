@@ -8,7 +8,7 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, ClassVar, Iterator, Mapping
 
 import httpx
 import numpy as np
@@ -49,6 +49,7 @@ class HttpBackend(Backend):
     timeout on every call, one retry policy, and the words a failed exchange is reported in."""
 
     remote = True
+    client_type: ClassVar[type] = httpx.Client  # the asyncio client's is httpx.AsyncClient
     still_running = "is the server still running?"
     timeout_fix = "Raise timeout= or use an asynchronous job (generate_async_job)."
 
@@ -69,10 +70,13 @@ class HttpBackend(Backend):
     def retries(self) -> int:
         return self.retry.attempts
 
-    def _client_options(self) -> dict[str, Any]:
-        auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        return {"base_url": self.url, "headers": {"User-Agent": "cosmos-helpers", **auth},
-                "timeout": self._timeout(30.0), "transport": self._transport}
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            self._client = self.client_type(base_url=self.url, headers={"User-Agent": "cosmos-helpers", **auth},
+                                            timeout=self._timeout(30.0), transport=self._transport)
+        return self._client
 
     def _timeout(self, read: float) -> httpx.Timeout:
         return httpx.Timeout(connect=self.connect_timeout, read=read, write=max(60.0, read), pool=self.connect_timeout)

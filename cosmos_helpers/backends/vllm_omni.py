@@ -5,6 +5,7 @@ two senders written out twice on purpose, like httpx's ``Client`` and ``AsyncCli
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,12 +33,6 @@ __all__ = ["VllmOmniBackend", "AsyncVllmOmniBackend"]
 class Blocking:
     """The blocking sender (a mixin of :class:`HttpBackend` s: this client and ``FrameworkServeBackend``)."""
 
-    @property
-    def client(self) -> httpx.Client:
-        if self._client is None:
-            self._client = httpx.Client(**self._client_options())
-        return self._client
-
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
@@ -46,9 +41,7 @@ class Blocking:
     def _send(self, call: Call, consume: Callable[[httpx.Response], Any] | None = None) -> Any:
         """Perform ``call`` under the retry policy; an error answer raises unless the call accepts it. ``consume`` reads
         the streamed answer (retried like any call if the connection is lost) and its result is returned."""
-        attempt = 0
-        while True:
-            attempt += 1
+        for attempt in itertools.count(1):
             try:
                 with self.client.stream(**call.kwargs()) as response:
                     wait = self.retry.after_status(call, attempt, response.status_code, response.headers)
@@ -222,11 +215,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
     """The asyncio twin of :class:`VllmOmniBackend` (same methods, ``await``-able). Media work (encoding an input,
     decoding an answer) runs in ``asyncio.to_thread``, so the event loop keeps serving while a long video decodes."""
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(**self._client_options())
-        return self._client
+    client_type = httpx.AsyncClient
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -241,9 +230,7 @@ class AsyncVllmOmniBackend(BaseVllmClient):
 
     async def _send(self, call: Call, consume: Callable[[httpx.Response], Awaitable[Any]] | None = None) -> Any:
         """Perform ``call`` under the retry policy; see :meth:`VllmOmniBackend._send`."""
-        attempt = 0
-        while True:
-            attempt += 1
+        for attempt in itertools.count(1):
             try:
                 async with self.client.stream(**call.kwargs()) as response:
                     wait = self.retry.after_status(call, attempt, response.status_code, response.headers)

@@ -73,8 +73,7 @@ def serve_command(model: str, gpus: int = 1, *, port: int = 8000, tensor_paralle
     tp, cfg, sp = tensor_parallel or 1, cfg_parallel or 1, ulysses or 1
     product = tp * cfg * sp
     if product > gpus:
-        culprit = next(name for name, value in (("tensor_parallel", tensor_parallel), ("cfg_parallel", cfg_parallel),
-                                                ("ulysses", ulysses)) if value not in (None, 1))
+        culprit = next(key for key in ("tensor_parallel", "cfg_parallel", "ulysses") if degrees[key] not in (None, 1))
         raise ValidationError(culprit, f"tensor_parallel x cfg_parallel x ulysses = {tp} x {cfg} x {sp} = {product} "
                               f"GPUs per request, but only gpus={gpus} are available.",
                               f"lower {culprit} so the product is at most {gpus}, or raise gpus.")

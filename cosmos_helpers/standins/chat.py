@@ -1,10 +1,6 @@
-"""An offline stand-in for an OpenAI-compatible chat endpoint that upsamples prompts, for notebooks and CI.
-
-``POST /v1/chat/completions`` answers with a caption built deterministically from the sentence in the last user
-message: an instance of the request's ``response_format`` JSON Schema (else of the template the instruction names),
-with the "Output parameters" the instruction states copied into the metadata. It has the shape of vLLM's answers
-and errors but is not a language model: it shows the plumbing, never the quality of an upsampler.
-"""
+"""An offline stand-in for an OpenAI-compatible chat endpoint that upsamples prompts, for notebooks and CI: vLLM's
+answer and error shapes around a caption built deterministically from the last user message (:func:`answer`). Not a
+language model: it shows the plumbing, never the quality of an upsampler."""
 
 from __future__ import annotations
 
@@ -62,7 +58,8 @@ def instance(schema: dict[str, Any], sentence: str, key: str = "") -> Any:
 
 
 def answer(body: dict[str, Any], model: str) -> dict[str, Any]:
-    """The chat-completion answer to a checked request body."""
+    """The chat-completion answer to a checked request body: an instance of its ``response_format`` JSON Schema (else
+    of the template the instruction names) with the instruction's "Output parameters" copied into the metadata."""
     text = _message_text(body["messages"][-1])
     sentence, parameters = sentence_and_parameters(text)
     format_ = body.get("response_format") or {}

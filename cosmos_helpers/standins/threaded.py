@@ -54,12 +54,11 @@ class ThreadedApp(Service):
         self._thread.start()
         deadline = time.monotonic() + self.ready_timeout
         while not self._server.started:
-            if not self._thread.is_alive():
+            alive = self._thread.is_alive()
+            if not alive or time.monotonic() > deadline:
+                how = f"did not start in {self.ready_timeout}s" if alive else "exited during startup"
                 self.stop()
-                raise BackendUnavailableError(f"the {self.name} thread on port {self.port} exited during startup")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise BackendUnavailableError(f"{self.name} on port {self.port} did not start in {self.ready_timeout}s")
+                raise BackendUnavailableError(f"the {self.name} thread on port {self.port} {how}")
             time.sleep(0.02)
         return self
 

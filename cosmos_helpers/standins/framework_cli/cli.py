@@ -3,9 +3,8 @@ run, so ``--help``, a bad flag and a bad cache setting answer at once.
 
 The diffusion cache: the real inference CLI caches **by default** (``scripts/inference.py``:
 ``OmniSetupOverrides.model_construct(diffusion_cache=True)``) with ``DiffusionCache.Config``'s values
-(``model/generator/mot/diffusion_cache.py``): threshold 0.35, residual order 1, the first and the last step always
-computed, power prior 3.0, no limit on skips in a row. The stand-in does the same with diffusers' own
-``SeaCacheConfig`` hooks at those values (``max_consecutive_cached=0``), the closest diffusers comes. It differs:
+(``protocol.step_cache.FRAMEWORK_DEFAULTS``); the stand-in does the same with diffusers' own ``SeaCacheConfig`` hooks
+at those values, the closest diffusers comes. It differs:
 
 * the boundary: diffusers skips the decoder stack and the final norms (``_run_decoder_stack``) and adds back their
   extrapolated residual; the framework skips the whole ``net.language_model`` forward, reuses its understanding
@@ -18,9 +17,8 @@ computed, power prior 3.0, no limit on skips in a row. The stand-in does the sam
 * counting: the framework logs ``full=`` / ``skipped=`` per sample; the stand-in counts the guidance passes that ran
   the decoder stack and writes them to its log and to ``standin.json`` (``step_cache``).
 
-Calls with no noisy vision (action-only and sound-only packs: inverse dynamics) run in full in both, as the
-framework's ``_batch_supports_diffusion_cache`` and diffusers' hook decide. The experimental audio_image2video loop
-of this package has no cache, so such a sample needs ``--no-diffusion-cache`` here.
+Calls with no noisy vision (action-only and sound-only packs: inverse dynamics) run in full in both, as the framework's
+``_batch_supports_diffusion_cache`` and diffusers' hook decide; this package's audio_image2video loop has no cache.
 """
 
 from __future__ import annotations
@@ -75,10 +73,8 @@ def read_inputs(paths: list[Path]) -> list[tuple[dict, Path, str]]:
     schema = fw.sample_overrides_schema()
     samples = []
     for path in sorted(set(paths)):
-        if path.suffix == ".jsonl":
-            items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-        else:
-            items = [json.loads(path.read_text(encoding="utf-8"))]
+        text = path.read_text(encoding="utf-8")
+        items = [json.loads(row) for row in text.splitlines() if row] if path.suffix == ".jsonl" else [json.loads(text)]
         for line, item in enumerate(items):
             jsonschema.validate(item, schema)
             name = item.get("name") or fw.default_name(path, line)
@@ -87,9 +83,8 @@ def read_inputs(paths: list[Path]) -> list[tuple[dict, Path, str]]:
 
 
 def model_run(checkpoint: str) -> tuple[str, str]:
-    """``(model the run is resolved for, embedded weights that run)`` for ``--checkpoint-path``: the tiny weights
-    under their own names, a distilled checkpoint as the tiny weights in the distilled format, anything else as
-    the tiny weights with that checkpoint's defaults."""
+    """``(model the run is resolved for, embedded weights that run)`` for ``--checkpoint-path``: a framework checkpoint
+    runs the tiny weights with its defaults (a distilled one, in the distilled format)."""
     if checkpoint in TINY_MODELS:
         return checkpoint, checkpoint
     hub = {v: k for k, v in fw.CHECKPOINTS.items()}.get(checkpoint, checkpoint)

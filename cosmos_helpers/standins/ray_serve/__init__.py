@@ -1,8 +1,6 @@
-"""A stand-in of the Cosmos Framework's Ray Serve app (cosmos-framework 5eee9ed ``inference/ray/serve.py``): real
-Ray Serve, the framework's routes and models, the embedded tiny weights on CPU, for notebooks, tests and CI to
-exercise :class:`~cosmos_helpers.backends.framework_serve.FrameworkServeBackend`. Every answer says it is a stand-in
-and which model ran. Needs ``pip install 'cosmos-helpers[ray]'``.
-"""
+"""A stand-in of the Cosmos Framework's Ray Serve app (cosmos-framework 5eee9ed ``inference/ray/serve.py``) to exercise
+:class:`~cosmos_helpers.backends.framework_serve.FrameworkServeBackend` offline: real Ray Serve, the framework's routes
+and models, the embedded tiny weights on CPU. Needs ``pip install 'cosmos-helpers[ray]'``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The stand-in's Ray Serve application, the shape of ``cosmos_framework/inference/ray/serve.py`` at 5eee9ed: a
-FastAPI ingress router (``GET /models``, ``GET /info``, ``POST /generate``, ``/outputs``) handing each sample to a
-deployment of the model. Each replica is one process with a ``DiffusersBackend`` (the tiny weights loaded when it
-starts) instead of a placement group of GPU workers, running one sample at a time (``max_ongoing_requests=1``: the
-framework batches one sample per call). A bad body field is FastAPI's 422, as there.
-"""
+"""The stand-in's Ray Serve application, shaped as ``cosmos_framework/inference/ray/serve.py`` at 5eee9ed: a FastAPI
+ingress router handing each sample to the model's deployment, whose replicas each hold a ``DiffusersBackend`` instead
+of a placement group of GPU workers (``max_ongoing_requests=1``: the framework batches one sample per call)."""
 
 from __future__ import annotations
 

@@ -127,8 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     names = ("profile", "replicas", "num_cpus", "num_gpus", "port", "host", "address", "keep_going",
              "skip_invalid_samples", "timeout")
-    server = LocalRayServe(args.out, **{name: getattr(args, name) for name in names})
-    with server:
+    with LocalRayServe(args.out, **{name: getattr(args, name) for name in names}) as server:
         print(f"stand-in Ray Serve app (tiny model, {args.replicas} replicas) at {server.url}; Ctrl-C stops it",
               flush=True)
         with contextlib.suppress(KeyboardInterrupt):

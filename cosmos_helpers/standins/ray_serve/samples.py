@@ -1,13 +1,7 @@
 """What one replica of the stand-in does with one sample: :func:`cosmos_helpers.transfer.runner.run_spec` on the
-embedded tiny weights, into the request's folder, answered as the framework's ``SampleOutputs`` (JSON) with files
-relative to the output folder.
-
-What differs from the framework (said in every answer's ``content.standin``): the model is the tiny one whatever a
-client hoped for (the deployment is named after it, so asking for ``Cosmos3-Nano`` gets the framework's 404), and
-values a sample leaves out take the tiny profile's CPU sizes. Errors follow the framework's setup switches: a sample
-refused before any work is ``skip`` with ``skip_invalid_samples``, any failure is ``error`` with ``keep_going``, and
-otherwise raises (the router then answers HTTP 500, as the framework's does).
-"""
+embedded tiny weights, answered as the framework's ``SampleOutputs``. What differs from the framework, said in every
+answer's ``content.standin``: the tiny model runs whatever a client hoped for (the deployment is named after it, so
+``Cosmos3-Nano`` gets the framework's 404), and values a sample leaves out take the tiny profile's CPU sizes."""
 
 from __future__ import annotations
 
@@ -88,7 +82,8 @@ def validated(body: Any) -> dict[str, Any]:
 
 
 def _failed(args: dict[str, Any], exc: Exception, setup: SampleSetup) -> dict[str, Any]:
-    """A failure as the framework's setup switches say (module docstring); without them it is raised."""
+    """A failure as the framework's setup switches say: a refused sample is ``skip`` with ``skip_invalid_samples``,
+    any failure ``error`` with ``keep_going``; else it is raised (the router's HTTP 500, as the framework's)."""
     refused = isinstance(exc, ValidationError)
     if refused and setup.skip_invalid_samples:
         return {"args": {"name": "", **args}, "status": "skip", "message": str(exc), "stack_trace": None,

@@ -170,8 +170,7 @@ def _inherited(generation: Generation, options: dict[str, Any]) -> dict[str, Any
                      "sound": generation.sound is not None}
     width, height = inherited.get("width"), inherited.get("height")
     if {"tier", "width", "height"} & set(options):  # a size given replaces the inherited one, however it was given
-        for name in ("tier", "width", "height"):
-            inherited.pop(name, None)
+        inherited = {name: value for name, value in inherited.items() if name not in ("tier", "width", "height")}
     if {"width", "height"} & set(options):  # an exact size has its own shape; a tier keeps the clip's aspect ratio
         inherited.pop("aspect_ratio", None)
     elif "tier" in options and "aspect_ratio" not in inherited and width and height:

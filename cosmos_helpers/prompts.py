@@ -8,6 +8,7 @@ here, once, is what makes the same request give the same tokens on every backend
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Union
@@ -52,14 +53,10 @@ def compact(caption: Caption) -> str:
 
 def parse_caption(text: Caption) -> Caption:
     """A string that is a JSON object becomes a dict; anything else stays as it is."""
-    stripped = text.strip() if isinstance(text, str) else ""
-    if stripped.startswith("{"):
-        try:
-            value = json.loads(stripped)
-        except json.JSONDecodeError:
-            return text
-        if isinstance(value, dict):
-            return value
+    if isinstance(text, str) and text.strip().startswith("{"):
+        with contextlib.suppress(json.JSONDecodeError):
+            if isinstance(value := json.loads(text), dict):
+                return value
     return text
 
 

@@ -128,10 +128,6 @@ class Generation:
     def total_seconds(self) -> float:
         return float(self.timings.get("total_s", sum(v for k, v in self.timings.items() if k.endswith("_s"))))
 
-    @property
-    def media_suffix(self) -> str:
-        return self.finished.suffix if self.finished is not None else ".png" if self.is_image else ".mp4"
-
     def __repr__(self) -> str:
         kind = "image" if self.is_image else f"{self.num_frames} frames @ {self.fps:g} fps"
         sound = f", sound {self.sound.shape[1] / self.sample_rate:.2f} s" if self.sound is not None else ""
@@ -142,7 +138,7 @@ class Generation:
         """Write ``<stem>.<suffix>`` and ``<stem>.json``; return the media path. Refuses to replace an existing file
         unless ``overwrite=True``; this very request's output on this backend is left alone (a rerun)."""
         stem = Path(stem)
-        target = stem.with_suffix(self.media_suffix)
+        target = stem.with_suffix(self.finished.suffix if self.finished else ".png" if self.is_image else ".mp4")
         manifest_path = stem.with_suffix(MANIFEST_SUFFIX)
         done = None if overwrite else check_free(stem, self.request, backend=self.backend, settings=self.settings)
         if done is not None and done != target:

@@ -73,8 +73,7 @@ def continuation_request(generation: Generation, prompt: Any, *, conditioning_fr
     mode = options.pop("mode", "video2video")
     if mode not in ("video2video", "v2v"):
         raise ValidationError("mode", f"a continuation is a video2video generation, not {mode!r}.", "leave mode out.")
-    settings = _inherited(generation, options)
-    settings.update(options)
+    settings = {**_inherited(generation, options), **options}
     media_path = generation.paths.get("media")
     source = video if video is not None else (Path(media_path).resolve() if media_path else generation.frames)
     request = GenerationRequest(mode="video2video", prompt=prompt, video=source, condition_frames=(0,),

@@ -82,8 +82,7 @@ def _notebook_page(notebook: Path, offline: bool = True) -> Path | str:
 
 def _run_entry(root: Path, manifest_path: Path, manifest: dict[str, Any], max_side: int | None) -> dict[str, Any]:
     media_path = manifest_path.with_name(manifest["media"])
-    entry: dict[str, Any] = {"manifest": manifest_path, "media": media_path, "data": manifest, "error": None,
-                             "preview": None, "thumb": None}
+    entry: dict[str, Any] = {"manifest": manifest_path, "media": media_path, "data": manifest, "error": None}
     if not media_path.is_file():
         entry["error"] = f"missing media file {media_path.name}"
         return entry

@@ -62,9 +62,8 @@ def parse_caption(text: Caption) -> Caption:
 
 def with_metadata(caption: dict, *, width: int, height: int, num_frames: int, fps: float,
                   aspect_ratio: str | None) -> str:
-    """Overwrite the generation metadata of a JSON caption as the framework and vLLM-Omni do (images drop ``duration``
-    and ``fps``), serialised with ``json.dumps``' default separators: that exact byte layout is what those backends
-    tokenise. (The framework passes an integer ``fps``.)"""
+    """The JSON caption with its metadata overwritten and serialised as the module docstring says, byte for byte as
+    those backends tokenise it (images drop ``duration`` and ``fps``; the framework passes an integer ``fps``)."""
     data = dict(caption)
     if num_frames > 1:
         data.update(duration=f"{int(num_frames / fps) if fps > 0 else 0}s", fps=float(fps))

@@ -43,7 +43,6 @@ def record_fingerprint(record: dict[str, Any]) -> str:
 MANIFEST_SUFFIX = ".json"
 MANIFEST_SCHEMA = "cosmos-helpers/generation/v1"
 MEDIA_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".mp4")
-_VERSIONED_PACKAGES = ("cosmos-helpers", "diffusers", "transformers", "torch", "numpy", "av", "httpx")
 
 
 @dataclass(frozen=True)
@@ -258,8 +257,7 @@ def check_free(stem: str | Path, request: Recorded | None = None, *, backend: st
     """Before any work: ``None`` when ``stem`` is free, the finished media when it is this very request's on this
     backend (a rerun: reuse it); :class:`OutputExistsError` when another run's output is there."""
     stem = Path(stem)
-    existing = existing_output(stem)
-    if existing is None:
+    if (existing := existing_output(stem)) is None:
         return None
     if request is not None and (done := find_saved(stem, request, backend=backend, settings=settings)) is not None:
         return done
@@ -309,7 +307,7 @@ def _unchecked_for(manifest: dict[str, Any], request: Recorded) -> bool:
 def package_versions(missing: str | None = None) -> dict[str, str]:
     """Python and the versions of the packages that shape an output; an absent one is left out, or ``missing``."""
     versions = {"python": platform.python_version(), "platform": sys.platform}
-    for name in _VERSIONED_PACKAGES:
+    for name in ("cosmos-helpers", "diffusers", "transformers", "torch", "numpy", "av", "httpx"):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -123,8 +123,7 @@ def sample_trajectory(embodiment: str, steps: int, *, speed: float = 0.5, turn_d
     yaw = np.full(steps, np.radians(turn_deg))
     translation = np.stack([np.full(steps, speed), 0.02 * speed * np.sin(t / 3.0), np.zeros(steps)], axis=-1)
     pose = pose_deltas(translation, yaw_matrix(yaw))
-    rows = [pose] if width >= proto.POSE_DIM else []
-    used = proto.POSE_DIM if width >= proto.POSE_DIM else 0
+    rows, used = ([pose], proto.POSE_DIM) if width >= proto.POSE_DIM else ([], 0)
     while width - used >= proto.POSE_DIM + 1:  # further arms: a smaller pose delta and a gripper each
         rows += [pose_deltas(translation * 0.1, yaw_matrix(yaw * 0.5)), (t >= steps // 2)[:, None].astype(np.float32)]
         used += proto.POSE_DIM + 1

@@ -119,8 +119,7 @@ def plot_schedules(curves: Iterable[tuple[str, Any, float]], steps: int = 35):
 
     fig, ax = plt.subplots(figsize=(7, 3.2), dpi=100)
     for label, scheduler, shift in curves:
-        values = timesteps_for(scheduler, steps, shift)
-        ax.plot(np.arange(len(values)), values, marker="o", markersize=3, label=label)
+        ax.plot(timesteps_for(scheduler, steps, shift), marker="o", markersize=3, label=label)  # x: the step index
     ax.set(xlabel="denoising step", ylabel="timestep (1000 = pure noise)", title=f"Where {steps} steps are spent")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

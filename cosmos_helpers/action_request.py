@@ -72,8 +72,7 @@ def resolve(request: Any, defaults: Any) -> dict[str, Any]:
     if tier not in proto.TIERS:
         raise ValidationError("tier", f"{request.tier!r} is not an action resolution tier.",
                               f"use one of {', '.join(proto.TIERS)}: the start image is fitted into that canvas.")
-    if request.width is not None or request.height is not None or request.aspect_ratio is not None:
-        name = "width" if request.width is not None else "height" if request.height is not None else "aspect_ratio"
+    if name := next((key for key in ("width", "height", "aspect_ratio") if getattr(request, key) is not None), None):
         what = "video" if request.mode in proto.TAKES_VIDEO else "start image"
         raise ValidationError(name, f"{request.mode} sizes the video from its {what} and the tier "
                               "(the model pads it into the tier's closest-ratio canvas).",

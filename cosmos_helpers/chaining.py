@@ -73,8 +73,7 @@ def continuation_request(generation: Generation, prompt: Any, *, conditioning_fr
     mode = options.pop("mode", "video2video")
     if mode not in ("video2video", "v2v"):
         raise ValidationError("mode", f"a continuation is a video2video generation, not {mode!r}.", "leave mode out.")
-    settings = _inherited(generation, options)
-    settings.update(options)
+    settings = {**_inherited(generation, options), **options}
     media_path = generation.paths.get("media")
     source = video if video is not None else (Path(media_path).resolve() if media_path else generation.frames)
     request = GenerationRequest(mode="video2video", prompt=prompt, video=source, condition_frames=(0,),
@@ -170,8 +169,7 @@ def _inherited(generation: Generation, options: dict[str, Any]) -> dict[str, Any
                      "sound": generation.sound is not None}
     width, height = inherited.get("width"), inherited.get("height")
     if {"tier", "width", "height"} & set(options):  # a size given replaces the inherited one, however it was given
-        for name in ("tier", "width", "height"):
-            inherited.pop(name, None)
+        inherited = {name: value for name, value in inherited.items() if name not in ("tier", "width", "height")}
     if {"width", "height"} & set(options):  # an exact size has its own shape; a tier keeps the clip's aspect ratio
         inherited.pop("aspect_ratio", None)
     elif "tier" in options and "aspect_ratio" not in inherited and width and height:

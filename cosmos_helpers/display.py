@@ -21,8 +21,7 @@ def is_static() -> bool:
     forced = os.environ.get("COSMOS_HELPERS_STATIC", "").strip().lower()
     if forced in _TRUE | _FALSE:
         return forced in _TRUE
-    shell = _ipython()
-    if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
+    if type(_ipython()).__name__ != "ZMQInteractiveShell":  # None outside IPython; a terminal shell is static
         return True
     return not (os.environ.get("JPY_SESSION_NAME") or os.environ.get("VSCODE_PID") or os.environ.get("VSCODE_CWD"))
 

@@ -60,9 +60,6 @@ def _manifests(root: Path) -> list[tuple[Path, dict[str, Any]]]:
             if isinstance(manifest, dict) and manifest.get("schema") == MANIFEST_SCHEMA and manifest.get("media")]
 
 
-_NO_SCRIPT = "data:text/javascript,"
-
-
 def _notebook_page(notebook: Path, offline: bool = True) -> Path | str:
     """``<name>.html`` beside the notebook (rebuilt when older); an error message string on failure."""
     target = notebook.with_suffix(".html")
@@ -75,7 +72,7 @@ def _notebook_page(notebook: Path, offline: bool = True) -> Path | str:
         node = nbformat.read(str(notebook), as_version=4)
         exporter = HTMLExporter(template_name="lab")
         if offline:
-            exporter.require_js_url = exporter.mathjax_url = _NO_SCRIPT
+            exporter.require_js_url = exporter.mathjax_url = "data:text/javascript,"  # an empty script
             node.metadata.pop("widgets", None)  # saved widget state would pull the widget manager from a CDN
         body, _ = exporter.from_notebook_node(node, resources={"metadata": {"name": notebook.stem}})
     except Exception as exc:  # one broken notebook must not take the gallery down
@@ -85,8 +82,7 @@ def _notebook_page(notebook: Path, offline: bool = True) -> Path | str:
 
 def _run_entry(root: Path, manifest_path: Path, manifest: dict[str, Any], max_side: int | None) -> dict[str, Any]:
     media_path = manifest_path.with_name(manifest["media"])
-    entry: dict[str, Any] = {"manifest": manifest_path, "media": media_path, "data": manifest, "error": None,
-                             "preview": None, "thumb": None}
+    entry: dict[str, Any] = {"manifest": manifest_path, "media": media_path, "data": manifest, "error": None}
     if not media_path.is_file():
         entry["error"] = f"missing media file {media_path.name}"
         return entry

@@ -107,8 +107,7 @@ def long_video(prompts: Any, backend: Backend, *, chunks: int | None = None, out
         backend.check(request)
     fingerprint = plan.fingerprint(probes)
     reusable = _reusable_chunks(plan, overwrite)
-    done = _finished(plan, fingerprint, reusable, overwrite)
-    if done is not None:
+    if (done := _finished(plan, fingerprint, reusable, overwrite)) is not None:
         return done
     started = time.perf_counter()
     saved = _make_chunks(plan, backend, reusable, overwrite, progress)
@@ -176,8 +175,7 @@ def _reusable_chunks(plan: _Plan, overwrite: bool) -> list[Path]:
         reusable.append(done)
     if not overwrite:
         for index in range(len(reusable), plan.count):
-            stale = existing_output(plan.chunk_stem(index))
-            if stale is not None:
+            if (stale := existing_output(plan.chunk_stem(index))) is not None:
                 raise OutputExistsError(f"{stale} is chunk {index} of another long video (another request, or a "
                                         "chunk before it changed); pass overwrite=True, or another name or out folder.")
     return reusable

@@ -16,8 +16,6 @@ from typing import Any, Union
 from .errors import ValidationError
 from .protocol import fp8 as facts
 
-RUNTIME_METHODS: tuple[str, ...] = facts.FRAMEWORK_QUANTIZATION_METHODS
-
 
 @dataclass(frozen=True)
 class FP8:
@@ -65,7 +63,7 @@ class FP8:
 
 Precision = Union[None, str, FP8]
 _NAMED: dict[str, Precision] = {"bf16": None, "bfloat16": None, facts.REVISION: FP8(),  # a name given -> as stored
-                                **{method: method for method in RUNTIME_METHODS}}
+                                **{method: method for method in facts.FRAMEWORK_QUANTIZATION_METHODS}}
 
 
 def check_precision(value: Any) -> Precision:

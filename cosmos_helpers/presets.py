@@ -149,6 +149,8 @@ _EDGE = _checkpoint_profile("edge", "Cosmos3-Edge", "nvidia/Cosmos3-Edge at the 
                             "121 frames; no sound pathway)", sound=variants.EDGE_SOUND)
 _SUPER_T2I_4STEP = _distilled_profile("super-t2i-4step", "nvidia/Cosmos3-Super-Text2Image-4Step")
 _SUPER_I2V_4STEP = _distilled_profile("super-i2v-4step", "nvidia/Cosmos3-Super-Image2Video-4Step")
+
+
 def _on_cpu(profile: Profile) -> Mapping[str, ModeDefaults]:
     """A checkpoint's defaults shrunk for the embedded CPU models: the CPU tier (the action tier for action modes,
     whose canvas has no smaller bucket), at most 9 frames, 4 steps."""

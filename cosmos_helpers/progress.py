@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from contextlib import AbstractContextManager
 from typing import Any
 
 from .display import is_static
@@ -30,7 +31,7 @@ def progress_bar(total: float | None = None, desc: str = "", unit: str = "it", *
     return tqdm(total=total, desc=desc, unit=unit, leave=leave, **kwargs)
 
 
-class NullProgress:
+class NullProgress(AbstractContextManager):
     """The subset of tqdm's interface our callers use, counting and showing nothing (progress turned off)."""
 
     def __init__(self, total: float | None = None, desc: str = "", unit: str = "it") -> None:
@@ -55,9 +56,6 @@ class NullProgress:
 
     def close(self) -> None:
         pass
-
-    def __enter__(self) -> "NullProgress":
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()

@@ -8,6 +8,7 @@ here, once, is what makes the same request give the same tokens on every backend
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Union
@@ -52,22 +53,17 @@ def compact(caption: Caption) -> str:
 
 def parse_caption(text: Caption) -> Caption:
     """A string that is a JSON object becomes a dict; anything else stays as it is."""
-    stripped = text.strip() if isinstance(text, str) else ""
-    if stripped.startswith("{"):
-        try:
-            value = json.loads(stripped)
-        except json.JSONDecodeError:
-            return text
-        if isinstance(value, dict):
-            return value
+    if isinstance(text, str) and text.strip().startswith("{"):
+        with contextlib.suppress(json.JSONDecodeError):
+            if isinstance(value := json.loads(text), dict):
+                return value
     return text
 
 
 def with_metadata(caption: dict, *, width: int, height: int, num_frames: int, fps: float,
                   aspect_ratio: str | None) -> str:
-    """Overwrite the generation metadata of a JSON caption as the framework and vLLM-Omni do (images drop ``duration``
-    and ``fps``), serialised with ``json.dumps``' default separators: that exact byte layout is what those backends
-    tokenise. (The framework passes an integer ``fps``.)"""
+    """The JSON caption with its metadata overwritten and serialised as the module docstring says, byte for byte as
+    those backends tokenise it (images drop ``duration`` and ``fps``; the framework passes an integer ``fps``)."""
     data = dict(caption)
     if num_frames > 1:
         data.update(duration=f"{int(num_frames / fps) if fps > 0 else 0}s", fps=float(fps))

@@ -19,7 +19,7 @@ from .limits import check_mode, check_profile_limits
 from .precision import check_precision, precision_record
 from .presets import (ACTION_MODES, ASPECT_RATIOS, PROFILES, VIDEO_SIZES, floor_to_4k1, get_profile,
                       normalize_aspect, normalize_mode, normalize_tier)
-from .prompts import Caption, compact, load_caption, parse_caption, with_metadata
+from .prompts import compact, load_caption, parse_caption, with_metadata
 from .protocol import variants
 from .protocol.framework import detect_aspect_ratio
 from .result import record_fingerprint
@@ -184,14 +184,11 @@ def resolve(request: Any) -> ResolvedRequest:
 def _prompts(d: ResolvedRequest) -> None:
     if d.prompt is None:
         raise ValidationError("prompt", "no prompt given.", "pass the text, a caption dict or a Path to a file.")
-    caption = parse_caption(load_caption(d.prompt, field="prompt"))
-    if (isinstance(caption, str) and not caption.strip()) or (isinstance(caption, dict) and not caption):
+    d.caption = parse_caption(load_caption(d.prompt, field="prompt"))
+    if (isinstance(d.caption, str) and not d.caption.strip()) or (isinstance(d.caption, dict) and not d.caption):
         raise ValidationError("prompt", "the prompt is empty.", "describe the scene to generate.")
-    negative: Caption | None = None
-    if d.negative_prompt is not None:
-        # A negative caption is sent as compact JSON: metadata injection is for the positive prompt only.
-        negative = compact(parse_caption(load_caption(d.negative_prompt, field="negative_prompt")))
-    d.caption, d.negative = caption, negative
+    if d.negative_prompt is not None:  # sent as compact JSON: metadata injection is for the positive prompt only
+        d.negative = compact(parse_caption(load_caption(d.negative_prompt, field="negative_prompt")))
 
 
 def _size(d: ResolvedRequest, defaults) -> None:

@@ -43,7 +43,6 @@ def record_fingerprint(record: dict[str, Any]) -> str:
 MANIFEST_SUFFIX = ".json"
 MANIFEST_SCHEMA = "cosmos-helpers/generation/v1"
 MEDIA_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".mp4")
-_VERSIONED_PACKAGES = ("cosmos-helpers", "diffusers", "transformers", "torch", "numpy", "av", "httpx")
 
 
 @dataclass(frozen=True)
@@ -128,10 +127,6 @@ class Generation:
     def total_seconds(self) -> float:
         return float(self.timings.get("total_s", sum(v for k, v in self.timings.items() if k.endswith("_s"))))
 
-    @property
-    def media_suffix(self) -> str:
-        return self.finished.suffix if self.finished is not None else ".png" if self.is_image else ".mp4"
-
     def __repr__(self) -> str:
         kind = "image" if self.is_image else f"{self.num_frames} frames @ {self.fps:g} fps"
         sound = f", sound {self.sound.shape[1] / self.sample_rate:.2f} s" if self.sound is not None else ""
@@ -142,7 +137,7 @@ class Generation:
         """Write ``<stem>.<suffix>`` and ``<stem>.json``; return the media path. Refuses to replace an existing file
         unless ``overwrite=True``; this very request's output on this backend is left alone (a rerun)."""
         stem = Path(stem)
-        target = stem.with_suffix(self.media_suffix)
+        target = stem.with_suffix(self.finished.suffix if self.finished else ".png" if self.is_image else ".mp4")
         manifest_path = stem.with_suffix(MANIFEST_SUFFIX)
         done = None if overwrite else check_free(stem, self.request, backend=self.backend, settings=self.settings)
         if done is not None and done != target:
@@ -262,8 +257,7 @@ def check_free(stem: str | Path, request: Recorded | None = None, *, backend: st
     """Before any work: ``None`` when ``stem`` is free, the finished media when it is this very request's on this
     backend (a rerun: reuse it); :class:`OutputExistsError` when another run's output is there."""
     stem = Path(stem)
-    existing = existing_output(stem)
-    if existing is None:
+    if (existing := existing_output(stem)) is None:
         return None
     if request is not None and (done := find_saved(stem, request, backend=backend, settings=settings)) is not None:
         return done
@@ -313,7 +307,7 @@ def _unchecked_for(manifest: dict[str, Any], request: Recorded) -> bool:
 def package_versions(missing: str | None = None) -> dict[str, str]:
     """Python and the versions of the packages that shape an output; an absent one is left out, or ``missing``."""
     versions = {"python": platform.python_version(), "platform": sys.platform}
-    for name in _VERSIONED_PACKAGES:
+    for name in ("cosmos-helpers", "diffusers", "transformers", "torch", "numpy", "av", "httpx"):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -58,9 +58,8 @@ def chime_sound(duration_s: float = 1.0, sample_rate: int = SOUND_SAMPLE_RATE) -
     """A two-note chime with a soft bounce rhythm, float32 stereo ``(2, N)`` in [-1, 1]."""
     t = np.arange(int(duration_s * sample_rate), dtype=np.float64) / sample_rate
     envelope = np.exp(-3.0 * (t % 0.5))
-    left = 0.4 * np.sin(2 * np.pi * 440.0 * t) * envelope
-    right = 0.4 * np.sin(2 * np.pi * 660.0 * t) * envelope
-    return np.stack([left, right]).astype(np.float32)
+    notes = np.array([[440.0], [660.0]])  # left, right
+    return (0.4 * np.sin(2 * np.pi * notes * t) * envelope).astype(np.float32)
 
 
 def write_samples(folder: str | Path, *, overwrite: bool = False) -> dict[str, Path]:
@@ -116,10 +115,6 @@ def write_world_samples(folder: str | Path, *, overwrite: bool = False, fps: flo
     return paths
 
 
-SKY = np.array([150, 190, 235], dtype=np.uint8)
-GROUND = np.array([96, 100, 92], dtype=np.uint8)
-
-
 def sample_trajectory(embodiment: str, steps: int, *, speed: float = 0.5, turn_deg: float = 2.0) -> np.ndarray:
     """``(steps, D)`` float32 for ``embodiment``: forward ``speed`` while turning ``turn_deg`` per step; each further
     9-D pose block repeats it at a tenth of the size, each grasp value closes (0 -> 1) at half-way."""
@@ -128,8 +123,7 @@ def sample_trajectory(embodiment: str, steps: int, *, speed: float = 0.5, turn_d
     yaw = np.full(steps, np.radians(turn_deg))
     translation = np.stack([np.full(steps, speed), 0.02 * speed * np.sin(t / 3.0), np.zeros(steps)], axis=-1)
     pose = pose_deltas(translation, yaw_matrix(yaw))
-    rows = [pose] if width >= proto.POSE_DIM else []
-    used = proto.POSE_DIM if width >= proto.POSE_DIM else 0
+    rows, used = ([pose], proto.POSE_DIM) if width >= proto.POSE_DIM else ([], 0)
     while width - used >= proto.POSE_DIM + 1:  # further arms: a smaller pose delta and a gripper each
         rows += [pose_deltas(translation * 0.1, yaw_matrix(yaw * 0.5)), (t >= steps // 2)[:, None].astype(np.float32)]
         used += proto.POSE_DIM + 1
@@ -154,7 +148,7 @@ def render_drive(actions: np.ndarray, width: int = 128, height: int = 80, *, see
     for position, rotation in zip(positions, rotations):
         frame = np.empty((height, width, 3), dtype=np.uint8)
         horizon = height // 2
-        frame[:horizon], frame[horizon:] = SKY, GROUND
+        frame[:horizon], frame[horizon:] = (150, 190, 235), (96, 100, 92)  # sky, ground
         local = (posts - position) @ rotation  # world -> camera axes (x forward, y left, z up)
         for index in np.argsort(-local[:, 0]):  # far to near
             depth, side = local[index, 0], local[index, 1]

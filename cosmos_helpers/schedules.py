@@ -84,11 +84,6 @@ def _from_first_timestep(cls: type) -> type:
                                       "__doc__": cls.__doc__})
 
 
-def native_sigmas(num_steps: int) -> np.ndarray:
-    """The Cosmos Framework's native flow sigmas before the shift: ``linspace(1 - 1/1000, 0, S + 1)[:-1]``."""
-    return np.linspace(1.0 - 1.0 / NUM_TRAIN_TIMESTEPS, 0.0, num_steps + 1)[:-1]
-
-
 @lru_cache(maxsize=None)
 def _native_class():
     from diffusers import UniPCMultistepScheduler
@@ -97,8 +92,8 @@ def _native_class():
         """Flow UniPC with the Cosmos Framework's native schedule: ``set_timesteps(N)`` defaults ``sigmas``."""
 
         def set_timesteps(self, num_inference_steps=None, device=None, sigmas=None, mu=None):
-            if sigmas is None and num_inference_steps is not None:
-                sigmas = native_sigmas(int(num_inference_steps))
+            if sigmas is None and num_inference_steps is not None:  # the native sigmas, before the shift
+                sigmas = np.linspace(1.0 - 1.0 / NUM_TRAIN_TIMESTEPS, 0.0, int(num_inference_steps) + 1)[:-1]
             return super().set_timesteps(num_inference_steps, device=device, sigmas=sigmas, mu=mu)
 
     return NativeFlowUniPCScheduler
@@ -124,8 +119,7 @@ def plot_schedules(curves: Iterable[tuple[str, Any, float]], steps: int = 35):
 
     fig, ax = plt.subplots(figsize=(7, 3.2), dpi=100)
     for label, scheduler, shift in curves:
-        values = timesteps_for(scheduler, steps, shift)
-        ax.plot(np.arange(len(values)), values, marker="o", markersize=3, label=label)
+        ax.plot(timesteps_for(scheduler, steps, shift), marker="o", markersize=3, label=label)  # x: the step index
     ax.set(xlabel="denoising step", ylabel="timestep (1000 = pure noise)", title=f"Where {steps} steps are spent")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

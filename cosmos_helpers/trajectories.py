@@ -1,11 +1,10 @@
 """Action trajectories: read and write them, turn pose deltas into paths, compare two.
 
 A trajectory is a float ``(T, D)`` array, one row per transition between two video frames, in an embodiment's raw
-action layout (``protocol.action``): a 9-D pose delta (translation, then the 6-D rotation: the first two columns
-of the rotation matrix, the framework's ``rot6d``) followed by the grasp state. Files: JSON (the framework's ``[T][D]``
-array, or ``{"actions": [[...]]}``), NumPy ``.npz`` (an ``actions`` array) and LeRobot parquet (optional ``pyarrow``).
-
-The LeRobot layout read and written (huggingface/lerobot v0.3.3 and main @ 7427f31, pyproject 0.6.2):
+action layout (``protocol.action``): a 9-D pose delta (translation, then the framework's ``rot6d``: the rotation
+matrix's first two columns), then the grasp state. Files: JSON ``[T][D]`` or ``{"actions": [T][D]}``, ``.npz`` with
+an ``actions`` array, and LeRobot parquet (optional ``pyarrow``), read and written as huggingface/lerobot v0.3.3 and
+main @ 7427f31 (pyproject 0.6.2) lay it out:
 
 * Files: ``v2.1`` keeps one episode per ``data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet``
   (``datasets/utils.py`` ``DEFAULT_PARQUET_PATH``); ``v3.0`` packs many into ``data/chunk-{chunk_index:03d}/
@@ -203,8 +202,7 @@ def rot6d_to_matrix(rot6d: np.ndarray) -> np.ndarray:
     x = a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-12)
     b = b - (x * b).sum(-1, keepdims=True) * x
     y = b / np.maximum(np.linalg.norm(b, axis=-1, keepdims=True), 1e-12)
-    z = np.cross(x, y)
-    return np.stack([x, y, z], axis=-1)
+    return np.stack([x, y, np.cross(x, y)], axis=-1)
 
 
 def matrix_to_rot6d(matrix: np.ndarray) -> np.ndarray:

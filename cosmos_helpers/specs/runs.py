@@ -269,14 +269,12 @@ class SampleRun:
     def create(cls, sample: Sample, resolved: ResolvedSample, overrides: Mapping[str, Any] | None = None,
                step_cache: StepCache = None) -> SampleRun:
         """Record the content of every local input file (URLs: the cached copy the run uses)."""
-        files: dict[str, Any] = {}
         paths = {**sample.path_fields(), "vision_path": resolved.vision_path, "sound_path": resolved.sound_path,
                  "action_path": resolved.action_path,
                  **{f"{h.kind}.control_path": h.control_path for h in resolved.hints}}
-        for key, value in sorted(paths.items()):
-            local = sample.path(value)  # URLs and None as they are
-            if local is not None:
-                files[key] = media.file_sha256(local) if not fw.is_url(local) and Path(local).is_file() else local
+        local = {key: sample.path(value) for key, value in sorted(paths.items())}  # URLs and None as they are
+        files = {key: media.file_sha256(path) if not fw.is_url(path) and Path(path).is_file() else path
+                 for key, path in local.items() if path is not None}
         return cls(sample=sample, resolved=resolved, overrides=dict(overrides or {}), files=files,
                    step_cache=check_step_cache(step_cache))
 

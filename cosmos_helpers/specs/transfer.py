@@ -62,9 +62,7 @@ def mirror_pad_indices(num_frames: int, length: int) -> list[int]:
 def mirror_pad(frames: np.ndarray, length: int) -> np.ndarray:
     """Pad frames in time to ``length`` the way the framework pads controls (never trims)."""
     array = np.asarray(frames)
-    if array.shape[0] >= length:
-        return array
-    return array[mirror_pad_indices(array.shape[0], length)]
+    return array if array.shape[0] >= length else array[mirror_pad_indices(array.shape[0], length)]
 
 
 def load_control(path: str | os.PathLike[str], width: int | None = None, height: int | None = None,

@@ -218,8 +218,7 @@ class SpecRunner(AbstractContextManager):
     def close(self) -> None:
         if self._server is not None:
             self._server.stop()
-            self._server = None
-            self._backend = None
+            self._server = self._backend = None
 
     def run(self, spec: Sample | Mapping[str, Any] | str | os.PathLike[str],
             overrides: Mapping[str, Any] | None = None, compute_controls: Mapping[str, str] | None = None

@@ -78,8 +78,7 @@ def check_portable(sample: Sample, r: ResolvedSample) -> None:
 
 def check_as_request(sample: Sample, r: ResolvedSample, given: set[str], backend: str,
                      support: SampleSupport) -> None:
-    """Refuse, before any work, a sample ``backend`` (its name, for messages and the facts tables) cannot run as
-    the framework would when it runs it as a request, with what ``support`` says it covers."""
+    """Refuse, before any work, what ``backend`` (a name) cannot run as the framework would, given ``support``."""
     def refuse(name: str, problem: str, fix: str | None = None) -> None:
         origin = r.sources.get(name, "")
         where = f" (set by its {origin})" if origin.startswith(("defaults_file", "negative_prompt_file")) else ""
@@ -173,10 +172,8 @@ def generation_request(r: ResolvedSample, given: set[str], step_cache: StepCache
     video = r.model_mode not in fw.IMAGE_MODES
     if "negative_prompt" in given:
         options["negative_prompt"] = r.negative_prompt
-    structured = isinstance(parse_caption(r.prompt), dict)
-    for name in ("duration_template", "resolution_template"):
-        if name in given and not structured:  # a JSON caption gets metadata instead, on every backend
-            options[f"add_{name}"] = True
+    if not isinstance(parse_caption(r.prompt), dict):  # a JSON caption gets metadata instead, on every backend
+        options.update({f"add_{name}": True for name in ("duration_template", "resolution_template") if name in given})
     if r.model_mode in ("image2video", "image2image"):
         options["image"] = Path(r.vision_path)
     if r.model_mode == "video2video":
@@ -219,9 +216,8 @@ def localize(r: ResolvedSample, *, progress: bool = True) -> ResolvedSample:
 
     hints = tuple(dataclasses.replace(h, control_path=local(h.control_path, f"{h.kind}.control_path"))
                   for h in r.hints)
-    return dataclasses.replace(r, vision_path=local(r.vision_path, "vision_path"),
-                               sound_path=local(r.sound_path, "sound_path"),
-                               action_path=local(r.action_path, "action_path"), hints=hints)
+    paths = {name: local(getattr(r, name), name) for name in ("vision_path", "sound_path", "action_path")}
+    return dataclasses.replace(r, **paths, hints=hints)
 
 
 DEFAULT_CACHE = Path("~/.cache/cosmos-helpers/downloads")

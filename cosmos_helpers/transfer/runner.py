@@ -168,12 +168,10 @@ def _check_same_input(stem: Path, sample: Any) -> None:
 def _check_controls_free(folder: Path, r: ResolvedSample) -> None:
     """Before any work: a ``control_<hint>`` file this run would write must not be another run's (its manifest, the
     one thing that could say whose it is, is absent: ``check_free`` found no finished output here)."""
-    for kind in r.hint_kinds:
-        for suffix in _CONTROL_SUFFIXES:
-            path = _control_file(folder, kind, suffix)
-            if path.exists():
-                raise OutputExistsError(f"{path} already exists from a different run; pass overwrite=True "
-                                        "(--overwrite), choose another name, or another output folder.")
+    for path in (_control_file(folder, kind, suffix) for kind in r.hint_kinds for suffix in _CONTROL_SUFFIXES):
+        if path.exists():
+            raise OutputExistsError(f"{path} already exists from a different run; pass overwrite=True "
+                                    "(--overwrite), choose another name, or another output folder.")
 
 
 def _save_controls(generation: Generation, folder: Path, overwrite: bool) -> None:

@@ -190,6 +190,8 @@ def check_sample(sample: Sample, *, check_files: bool = True, computed: Collecti
 def with_computed_hints(data: Mapping[str, Any], computed: Collection[str]) -> Mapping[str, Any]:
     """``data`` with an empty hint for each computed kind it lacks; a computed hint naming a file is refused (two
     sources for one control)."""
+    if not computed:  # also leaves a sample that is no JSON object to parse_fields' error
+        return data
     out = dict(data)
     for kind in computed:
         hint = out.get(kind)

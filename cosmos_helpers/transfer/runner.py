@@ -44,8 +44,7 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
              control_device: str | None = None, step_cache: StepCache = None) -> Generation:
     """Run one sample (a :class:`~cosmos_helpers.specs.Sample`, a dict or a one-sample input file) on ``backend``
     (a name or a backend object; ``checkout`` / ``url`` locate the framework / the vLLM-Omni server for a name) and
-    save it as ``<out>/<name>/vision.*``; a finished identical run is loaded instead. Returns the saved (or reused)
-    :class:`~cosmos_helpers.result.Generation`; :func:`plan_spec` checks the same run without doing it.
+    save it as ``<out>/<name>/vision.*`` (or load a finished identical run); :func:`plan_spec` only checks it.
 
     ``profile`` picks the model (unless ``model``) and the guardrails (unless ``guardrails``) and fills the tier,
     frames and steps the sample leaves unset (``tiny`` on a CPU); on the framework it only picks. ``overrides``

@@ -190,15 +190,12 @@ def color_segments(labels: np.ndarray, id2label: Mapping[Any, str] | None = None
     ids = np.asarray(labels).astype(np.int64)
     present, counts = np.unique(ids, return_counts=True)
     order = present[np.lexsort((present, -counts))]
-    palette = np.asarray(SEG_COLORS, dtype=np.uint8)
+    colors = np.asarray(SEG_COLORS, dtype=np.uint8)[np.arange(len(order)) % len(SEG_COLORS)]
     lookup = np.zeros((int(ids.max()) + 1, 3), dtype=np.uint8)
+    lookup[order] = colors
     names = {int(k): str(v) for k, v in (id2label or {}).items()}
-    legend: dict[str, tuple[int, int, int]] = {}
-    for rank, class_id in enumerate(order):
-        color = palette[rank % len(palette)]
-        lookup[class_id] = color
-        legend[names.get(int(class_id), f"class {int(class_id)}")] = tuple(int(c) for c in color)
-    return lookup[ids], legend
+    return lookup[ids], {names.get(int(class_id), f"class {int(class_id)}"): tuple(color.tolist())
+                         for class_id, color in zip(order, colors)}
 
 
 def estimate_controls(frames: Any, models: Mapping[str, str], *, device: str | None = None,

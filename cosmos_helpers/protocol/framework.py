@@ -272,9 +272,7 @@ def download_cache_path(url: str, name: str, cache_dir: str | os.PathLike[str] |
     ``vision<ext>``, ``sound<ext>``, ... With ``$COSMOS_DOWNLOAD_CACHE_DIR`` unset the framework downloads to a fresh
     temporary folder every run, so there is no cache path (``None``)."""
     root = cache_dir if cache_dir is not None else os.environ.get(DOWNLOAD_CACHE_ENV)
-    if not root:
-        return None
-    return Path(root) / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}-{name}"
+    return Path(root) / f"{hashlib.sha256(url.encode()).hexdigest()[:16]}-{name}" if root else None
 
 # ---------------------------------------------------------------------------------------------- estimated controls
 

@@ -136,8 +136,7 @@ def _unknown_fix(loc: list[str]) -> str:
         suggestion = suggestion if suggestion in allowed else close_match(name, allowed)
         lead = f"did you mean {suggestion!r}? " if suggestion else ""
         return f"{lead}{loc[0]} accepts {', '.join(allowed)}."
-    suggestion = close_match(name, sorted(fw.ALL_FIELDS))
-    if suggestion:
+    if suggestion := close_match(name, sorted(fw.ALL_FIELDS)):
         return f"did you mean {suggestion!r}?"
     return f"remove it (control hints are {', '.join(fw.HINT_KINDS)}; the fields are the framework's " \
            "OmniSampleOverrides)."

@@ -65,12 +65,10 @@ class Sample:
 
     def path_fields(self) -> dict[str, str]:
         """Every path the sample names, by field (``edge.control_path`` for a hint's), as written."""
-        paths = {key: self.data[key] for key in (*fw.PATH_FIELDS, "output_dir") if self.data.get(key) is not None}
+        paths = {key: self.data.get(key) for key in (*fw.PATH_FIELDS, "output_dir")}
         for kind in self.hint_kinds:
-            control = (self.data.get(kind) or {}).get("control_path")
-            if control is not None:
-                paths[f"{kind}.control_path"] = control
-        return paths
+            paths[f"{kind}.control_path"] = (self.data.get(kind) or {}).get("control_path")
+        return {key: value for key, value in paths.items() if value is not None}
 
     def payload(self) -> dict[str, Any]:
         """The sample as written with every local path absolute, for a framework run in another folder. A bare
@@ -106,26 +104,22 @@ def load_inputs(path: str | os.PathLike[str], *, check_files: bool = True, compu
         raise ValidationError("input", f"{path.name}: unsupported input file kind {suffix!r}.",
                               f"use one of {', '.join(fw.INPUT_SUFFIXES)} (the framework's -i formats).")
     text = path.read_text(encoding="utf-8")
-    if suffix == ".jsonl":
-        items = [_parse_json(line, path, number) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
-        many = True
-    else:
-        data = _parse_json(text, path, None)
-        many = isinstance(data, list)
-        items = data if many else [data]
+    data = ([_parse_json(line, path, number) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+            if suffix == ".jsonl" else _parse_json(text, path, None))
+    many = isinstance(data, list)  # a list is named as JSONL lines are
+    items = data if many else [data]
     if not items:
         raise ValidationError("input", f"{path.name} holds no sample.", "write at least one sample object.")
-    samples, names = [], set()
+    samples: dict[str, Sample] = {}
     for index, item in enumerate(items):
         default = fw.default_name(path.with_suffix(".jsonl") if many else path, index)
         sample = Sample.from_dict(item, base_dir=path.parent, name=default, source=path, check_files=check_files,
                                   computed=computed)
-        if sample.name in names:
+        if sample.name in samples:
             raise ValidationError("name", f"{path.name}: two samples are named {sample.name!r}.",
                                   "give each sample its own name (it is its output folder).")
-        names.add(sample.name)
-        samples.append(sample)
-    return samples
+        samples[sample.name] = sample
+    return list(samples.values())
 
 
 def load_spec(path: str | os.PathLike[str], *, check_files: bool = True, computed: Collection[str] = ()) -> Sample:
@@ -196,7 +190,7 @@ def check_sample(sample: Sample, *, check_files: bool = True, computed: Collecti
 def with_computed_hints(data: Mapping[str, Any], computed: Collection[str]) -> Mapping[str, Any]:
     """``data`` with an empty hint for each computed kind it lacks; a computed hint naming a file is refused (two
     sources for one control)."""
-    if not computed:
+    if not computed:  # also leaves a sample that is no JSON object to parse_fields' error
         return data
     out = dict(data)
     for kind in computed:

@@ -129,9 +129,8 @@ class ResolvedSample:
     def bucket_size(self) -> tuple[int, int] | None:
         """(width, height) of ``resolution`` x ``aspect_ratio``; a transfer without ``vision_path`` takes its
         aspect from the first control instead (see ``specs.transfer``)."""
-        if self.resolution is None or self.aspect_ratio is None:
-            return None
-        return VIDEO_SIZES[self.resolution][self.aspect_ratio]
+        return None if self.resolution is None or self.aspect_ratio is None else \
+            VIDEO_SIZES[self.resolution][self.aspect_ratio]
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe record (tuples as lists)."""
@@ -153,8 +152,7 @@ def resolve(sample: Any, *, profile: str | None = None, model: str | None = None
 class _Resolver:
     def __init__(self, sample: Any, profile: str | None, model: str | None, overrides: dict[str, Any],
                  output_dir: str | Path | None, guardrails: bool | None, fill: bool) -> None:
-        unknown = sorted(set(overrides) - set(OVERRIDABLE))
-        if unknown:
+        if unknown := sorted(set(overrides) - set(OVERRIDABLE)):
             raise ValidationError(unknown[0], "cannot be overridden here.", f"override only {', '.join(OVERRIDABLE)}.")
         if guardrails is not None and not isinstance(guardrails, bool):
             raise ValidationError("guardrails", f"expected True or False, got {guardrails!r}.",
@@ -210,8 +208,7 @@ class _Resolver:
 
     def _model_config(self) -> None:
         checkpoint = fw.CHECKPOINTS.get(self.model, self.model)
-        config = fw.MODEL_CONFIGS.get(checkpoint)
-        if config is None:
+        if (config := fw.MODEL_CONFIGS.get(checkpoint)) is None:
             return
         if self.mode != "image2image" and self.values.get("resolution") is None:  # a defaults_file's wins
             self.put("resolution", config["resolution"], f"{checkpoint} config")

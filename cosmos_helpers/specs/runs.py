@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from .. import media
 from ..errors import ValidationError
@@ -78,20 +78,24 @@ def check_portable(sample: Sample, r: ResolvedSample) -> None:
 
 def check_as_request(sample: Sample, r: ResolvedSample, given: set[str], backend: str,
                      support: SampleSupport) -> None:
-    """Refuse, before any work, a sample ``backend`` (its name, for messages and the facts tables) cannot run as
-    the framework would when it runs it as a request, with what ``support`` says it covers."""
+    """Refuse, before any work, what ``backend`` (a name) cannot run as the framework would, given ``support``."""
     def refuse(name: str, problem: str, fix: str | None = None) -> None:
         origin = r.sources.get(name, "")
         where = f" (set by its {origin})" if origin.startswith(("defaults_file", "negative_prompt_file")) else ""
         raise ValidationError(name, f"{backend} cannot run this{where}: {problem}",
                               fix or f"remove {name}, or run the sample on the framework backend.")
 
+    def refuse_given(names: Iterable[str], problem: str) -> None:  # the first of ``names`` the input sets
+        for name in names:
+            if name in given:
+                refuse(name, problem)
+
     mode = r.model_mode
     if mode == "image2image" and backend not in variants.IMAGE2IMAGE_BACKENDS:
         refuse("model_mode", f"{variants.IMAGE2IMAGE_REFUSAL.get(backend, 'it has no image-edit path')}.",
                "use --backend diffusers or framework.")
     if mode in fw.ACTION_MODES:
-        _check_action(r, backend, support, given, refuse)
+        _check_action(r, backend, support, refuse, refuse_given)
         return
     if mode in fw.SOUND_CONDITION_MODES and not support.sound_conditioning:
         refuse("model_mode", f"{mode}: vLLM-Omni {vo.VERSION} has no audio conditioning.",
@@ -103,32 +107,26 @@ def check_as_request(sample: Sample, r: ResolvedSample, given: set[str], backend
     if r.num_outputs > 1:
         refuse("num_outputs", f"{r.num_outputs} outputs per sample; it makes one.", "use num_outputs 1 and several "
                "samples with different seeds.")
-    for name in ("tensors_file", "pickle_file"):
-        if name in given:
-            refuse(name, f"{name} feeds the framework's own data loader.")
+    refuse_given(("tensors_file", "pickle_file"), "it feeds the framework's own data loader.")
     if r.is_transfer:
         if support.always_shares_positions and r.share_vision_temporal_positions is False:
             refuse("share_vision_temporal_positions", f"{backend}' transfer always shares the control and target "
                    "positions (as the model was trained).")
     elif mode in fw.SOUND_CONDITION_MODES:
-        for name in ("guidance_interval", "normalize_cfg"):
-            if name in given:
-                refuse(name, f"the experimental {mode} loop applies guidance on every step, unnormalised.")
+        refuse_given(("guidance_interval", "normalize_cfg"),
+                     f"the experimental {mode} loop applies guidance on every step, unnormalised.")
     elif mode in MODES:
-        _check_generation(r, given, refuse, encodes_itself=support.encodes_itself)
+        _check_generation(r, refuse, refuse_given, encodes_itself=support.encodes_itself)
 
 
-def _check_generation(r: ResolvedSample, given: set[str], refuse, *, encodes_itself: bool) -> None:
+def _check_generation(r: ResolvedSample, refuse, refuse_given, *, encodes_itself: bool) -> None:
     """Generation requests: the options a ``GenerationRequest`` has no field for."""
     mode = r.model_mode
-    for name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg"):
-        if name in given:
-            refuse(name, f"a generation request has no {name} option.")
-    for name in TEMPLATES:
-        default = fw.PROMPT_DEFAULTS.get(name) or fw.RESOLUTION_TEMPLATES["image" if r.is_image else "video"]
-        if name in given and getattr(r, name) != default:
-            refuse(name, "custom template sentences are the framework's only (diffusers and vLLM-Omni have "
-                   "their own, equal to the framework's defaults).")
+    refuse_given(("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg"),
+                 "a generation request has no such option.")
+    builtin = builtin_defaults(mode)
+    refuse_given([name for name in TEMPLATES if getattr(r, name) != builtin[name]], "custom template sentences are "
+                 "the framework's only (diffusers and vLLM-Omni have their own, equal to the framework's defaults).")
     if r.enable_sound and r.sound_path is not None:
         refuse("sound_path", "sound-conditioned generation (enable_sound with sound_path) is not a generation "
                "request; only audio_image2video is (experimental, diffusers).")
@@ -137,14 +135,13 @@ def _check_generation(r: ResolvedSample, given: set[str], refuse, *, encodes_its
     if mode == "text2video" and r.vision_path is not None:
         refuse("vision_path", "the framework conditions text2video on a vision_path too; here text2video takes none.",
                "set model_mode to image2video (or video2video), or remove vision_path.")
-    if mode == "image2video" and "condition_frame_indexes_vision" in given and r.condition_frame_indexes_vision != (0,):
-        refuse("condition_frame_indexes_vision", "image2video conditions on latent frame 0 only.")
-    for name in ("video_save_quality", "image_save_quality"):
-        if name in given and encodes_itself:
-            refuse(name, "the server encodes the output its own way.")
+    if mode == "image2video" and r.condition_frame_indexes_vision != (0,):
+        refuse_given(("condition_frame_indexes_vision",), "image2video conditions on latent frame 0 only.")
+    if encodes_itself:
+        refuse_given(("video_save_quality", "image_save_quality"), "the server encodes the output its own way.")
 
 
-def _check_action(r: ResolvedSample, backend: str, support: SampleSupport, given: set[str], refuse) -> None:
+def _check_action(r: ResolvedSample, backend: str, support: SampleSupport, refuse, refuse_given) -> None:
     """Action samples: the embodiment must be one the backend knows, with the framework's width."""
     domains = support.action_domains
     name = (r.domain_name or "").strip().lower()
@@ -157,9 +154,8 @@ def _check_action(r: ResolvedSample, backend: str, support: SampleSupport, given
     if not support.view_point and r.view_point:
         refuse("view_point", f"vLLM-Omni {vo.VERSION} reads no camera viewpoint for action requests.",
                "remove view_point, or run the sample on diffusers or the framework.")
-    for field_name in ("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg", *TEMPLATES):
-        if field_name in given:
-            refuse(field_name, "an action run builds its own caption, with no negative, and guides unnormalised.")
+    refuse_given(("negative_metadata_mode", "negative_prompt_keep_metadata", "normalize_cfg", *TEMPLATES),
+                 "an action run builds its own caption, with no negative, and guides unnormalised.")
 
 
 def generation_request(r: ResolvedSample, given: set[str], step_cache: StepCache = None) -> GenerationRequest:
@@ -176,10 +172,8 @@ def generation_request(r: ResolvedSample, given: set[str], step_cache: StepCache
     video = r.model_mode not in fw.IMAGE_MODES
     if "negative_prompt" in given:
         options["negative_prompt"] = r.negative_prompt
-    structured = isinstance(parse_caption(r.prompt), dict)
-    for name in ("duration_template", "resolution_template"):
-        if name in given and not structured:  # a JSON caption gets metadata instead, on every backend
-            options[f"add_{name}"] = True
+    if not isinstance(parse_caption(r.prompt), dict):  # a JSON caption gets metadata instead, on every backend
+        options.update({f"add_{name}": True for name in ("duration_template", "resolution_template") if name in given})
     if r.model_mode in ("image2video", "image2image"):
         options["image"] = Path(r.vision_path)
     if r.model_mode == "video2video":
@@ -222,9 +216,8 @@ def localize(r: ResolvedSample, *, progress: bool = True) -> ResolvedSample:
 
     hints = tuple(dataclasses.replace(h, control_path=local(h.control_path, f"{h.kind}.control_path"))
                   for h in r.hints)
-    return dataclasses.replace(r, vision_path=local(r.vision_path, "vision_path"),
-                               sound_path=local(r.sound_path, "sound_path"),
-                               action_path=local(r.action_path, "action_path"), hints=hints)
+    paths = {name: local(getattr(r, name), name) for name in ("vision_path", "sound_path", "action_path")}
+    return dataclasses.replace(r, **paths, hints=hints)
 
 
 DEFAULT_CACHE = Path("~/.cache/cosmos-helpers/downloads")
@@ -272,14 +265,12 @@ class SampleRun:
     def create(cls, sample: Sample, resolved: ResolvedSample, overrides: Mapping[str, Any] | None = None,
                step_cache: StepCache = None) -> SampleRun:
         """Record the content of every local input file (URLs: the cached copy the run uses)."""
-        files: dict[str, Any] = {}
         paths = {**sample.path_fields(), "vision_path": resolved.vision_path, "sound_path": resolved.sound_path,
                  "action_path": resolved.action_path,
                  **{f"{h.kind}.control_path": h.control_path for h in resolved.hints}}
-        for key, value in sorted(paths.items()):
-            local = sample.path(value)  # URLs and None as they are
-            if local is not None:
-                files[key] = media.file_sha256(local) if not fw.is_url(local) and Path(local).is_file() else local
+        local = {key: sample.path(value) for key, value in sorted(paths.items())}  # URLs and None as they are
+        files = {key: media.file_sha256(path) if not fw.is_url(path) and Path(path).is_file() else path
+                 for key, path in local.items() if path is not None}
         return cls(sample=sample, resolved=resolved, overrides=dict(overrides or {}), files=files,
                    step_cache=check_step_cache(step_cache))
 

@@ -62,9 +62,7 @@ def mirror_pad_indices(num_frames: int, length: int) -> list[int]:
 def mirror_pad(frames: np.ndarray, length: int) -> np.ndarray:
     """Pad frames in time to ``length`` the way the framework pads controls (never trims)."""
     array = np.asarray(frames)
-    if array.shape[0] >= length:
-        return array
-    return array[mirror_pad_indices(array.shape[0], length)]
+    return array if array.shape[0] >= length else array[mirror_pad_indices(array.shape[0], length)]
 
 
 def load_control(path: str | os.PathLike[str], width: int | None = None, height: int | None = None,
@@ -188,16 +186,15 @@ def format_transfer_prompt(prompt: str, negative: str | None, r: ResolvedSample,
     else:
         text = with_templates(prompt, **size, duration_template=r.duration_template,
                               resolution_template=r.resolution_template)
-    neg = negative
     if r.negative_metadata_mode in ("same", "inverse"):
         inverse = r.negative_metadata_mode == "inverse"
-        neg = with_templates(negative or "", **size, force_duration=inverse,
-                             duration_template=r.inverse_duration_template if inverse else r.duration_template,
-                             resolution_template=r.inverse_resolution_template if inverse else r.resolution_template
-                             ).lstrip(".").strip()
+        negative = with_templates(
+            negative or "", **size, force_duration=inverse,
+            duration_template=r.inverse_duration_template if inverse else r.duration_template,
+            resolution_template=r.inverse_resolution_template if inverse else r.resolution_template).lstrip(".").strip()
     if r.emphasize_control_in_prompt and r.hints:
         text = text.rstrip() + " " + control_directive(r.hint_kinds)
-    return text, neg or None
+    return text, negative or None
 
 
 def check_control_consistency(r: ResolvedSample, control_frames: Any, control_fps: float, *,
@@ -217,8 +214,7 @@ def check_control_consistency(r: ResolvedSample, control_frames: Any, control_fp
         messages.append(f"{kind} control has {frames} frames, the sample asks {r.num_frames}: the output will have "
                         f"{frames} frames, as the framework does (the length comes from the first control; "
                         "num_frames does not cap it).")
-    chunk = r.chunk_frames
-    if chunk is not None and 1 < frames < chunk:
+    if (chunk := r.chunk_frames) is not None and 1 < frames < chunk:
         messages.append(f"{kind} control has {frames} frames, fewer than the {chunk}-frame chunk: the controls are "
                         f"mirror-padded to {chunk} frames and the output is trimmed back to {frames}.")
     if r.vision_path is not None:

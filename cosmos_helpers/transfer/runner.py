@@ -44,8 +44,7 @@ def run_spec(spec: Sample | Mapping[str, Any] | str | os.PathLike[str], *, backe
              control_device: str | None = None, step_cache: StepCache = None) -> Generation:
     """Run one sample (a :class:`~cosmos_helpers.specs.Sample`, a dict or a one-sample input file) on ``backend``
     (a name or a backend object; ``checkout`` / ``url`` locate the framework / the vLLM-Omni server for a name) and
-    save it as ``<out>/<name>/vision.*``; a finished identical run is loaded instead. Returns the saved (or reused)
-    :class:`~cosmos_helpers.result.Generation`; :func:`plan_spec` checks the same run without doing it.
+    save it as ``<out>/<name>/vision.*`` (or load a finished identical run); :func:`plan_spec` only checks it.
 
     ``profile`` picks the model (unless ``model``) and the guardrails (unless ``guardrails``) and fills the tier,
     frames and steps the sample leaves unset (``tiny`` on a CPU); on the framework it only picks. ``overrides``
@@ -168,12 +167,10 @@ def _check_same_input(stem: Path, sample: Any) -> None:
 def _check_controls_free(folder: Path, r: ResolvedSample) -> None:
     """Before any work: a ``control_<hint>`` file this run would write must not be another run's (its manifest, the
     one thing that could say whose it is, is absent: ``check_free`` found no finished output here)."""
-    for kind in r.hint_kinds:
-        for suffix in _CONTROL_SUFFIXES:
-            path = _control_file(folder, kind, suffix)
-            if path.exists():
-                raise OutputExistsError(f"{path} already exists from a different run; pass overwrite=True "
-                                        "(--overwrite), choose another name, or another output folder.")
+    for path in (_control_file(folder, kind, suffix) for kind in r.hint_kinds for suffix in _CONTROL_SUFFIXES):
+        if path.exists():
+            raise OutputExistsError(f"{path} already exists from a different run; pass overwrite=True "
+                                    "(--overwrite), choose another name, or another output folder.")
 
 
 def _save_controls(generation: Generation, folder: Path, overwrite: bool) -> None:
@@ -218,8 +215,7 @@ class SpecRunner(AbstractContextManager):
     def close(self) -> None:
         if self._server is not None:
             self._server.stop()
-            self._server = None
-            self._backend = None
+            self._server = self._backend = None
 
     def run(self, spec: Sample | Mapping[str, Any] | str | os.PathLike[str],
             overrides: Mapping[str, Any] | None = None, compute_controls: Mapping[str, str] | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from contextlib import AbstractContextManager
 from string import Template
 from typing import Any, Mapping
 
@@ -141,7 +142,7 @@ def caption_from_answer(answer: Mapping[str, Any], kind: str, pinned: Mapping[st
     return caption
 
 
-class Upsampler:
+class Upsampler(AbstractContextManager):
     """An OpenAI-compatible chat endpoint as the framework's prompt upsampler: ``Upsampler(url, model=...).caption(
     "A robot arm sorts parcels.")``; ``model=None`` takes the endpoint's only served model. ``timeout`` is per call,
     ``retries`` counts attempts under :class:`ChatRetryPolicy`, ``api_key`` is sent as a Bearer token."""
@@ -161,9 +162,6 @@ class Upsampler:
 
     def close(self) -> None:
         self.client.close()
-
-    def __enter__(self) -> "Upsampler":
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()

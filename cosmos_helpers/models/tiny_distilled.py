@@ -23,7 +23,12 @@ def tiny_distilled_path(seed: int = 0, root: str | Path | None = None) -> Path:
 
     def write(staging: Path) -> None:
         as_distilled(build_tiny_pipeline(seed)).save_pretrained(str(staging), overwrite_modular_index=True)
-        _relocatable(staging / INDEX_FILE)
+        # components load from the folder itself (no absolute build path), so it can move and is the same anywhere
+        index = json.loads((staging / INDEX_FILE).read_text())
+        for value in index.values():
+            if isinstance(value, list) and len(value) == 3 and isinstance(value[2], dict):
+                value[2]["pretrained_model_name_or_path"] = None
+        (staging / INDEX_FILE).write_text(json.dumps(index))
 
     return cached_build(target, INDEX_FILE, write)
 
@@ -41,11 +46,3 @@ def as_distilled(base, sigmas: tuple[float, ...] = variants.DISTILLED_T_LIST):
     pipe.register_to_config(distilled_sigmas=[float(s) for s in sigmas], enable_safety_checker=False)
     return pipe
 
-
-def _relocatable(index: Path) -> None:
-    """Components load from the folder itself (no absolute build path), so it can move and is the same anywhere."""
-    data = json.loads(index.read_text())
-    for value in data.values():
-        if isinstance(value, list) and len(value) == 3 and isinstance(value[2], dict):
-            value[2]["pretrained_model_name_or_path"] = None
-    index.write_text(json.dumps(data))

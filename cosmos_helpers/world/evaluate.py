@@ -18,6 +18,7 @@ from ..specs.runs import SampleRun
 from . import meaning
 from .render import render_uint8
 from .scenes import Scene, caption, sample_scenes
+from ..views.pages import markdown_table
 from ..views.sheet import contact_sheet
 
 Row = dict[str, Any]
@@ -73,12 +74,9 @@ class MeaningReport:
         return contact_sheet(rows, path, overwrite=overwrite)
 
     def _repr_markdown_(self) -> str:
-        lines = ["| measure | target | measured | |", "|---|---|---|---|"]
-        for key, value in self.summary().items():
-            if key in TARGETS:
-                what, op, target = TARGETS[key]
-                lines.append(f"| {what} | {op} {target:g} | {value:.2f} | {'met' if self.met(key) else 'not yet'} |")
-        return "\n".join(lines)
+        rows = [{"measure": TARGETS[key][0], "target": "{1} {2:g}".format(*TARGETS[key]), "measured": f"{value:.2f}",
+                 "": "met" if self.met(key) else "not yet"} for key, value in self.summary().items() if key in TARGETS]
+        return markdown_table(rows, ("measure", "target", "measured", ""))
 
 
 def _number(row: Row) -> str:

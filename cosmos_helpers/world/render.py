@@ -112,12 +112,8 @@ def controls(frames_uint8: np.ndarray, kinds: Sequence[str] = ("edge", "blur"),
     if isinstance(kinds, str):
         kinds = (kinds,)
     presets = dict(presets or {})
-    out: dict[str, np.ndarray] = {}
-    for kind in kinds:
-        if array.ndim == 5:  # clips in threads: OpenCV releases the GIL, and training computes thousands
-            with ThreadPoolExecutor(min(16, os.cpu_count() or 1)) as pool:
-                out[kind] = np.stack(list(pool.map(lambda clip: compute_control(kind, clip, presets.get(kind)),
-                                                   array)))
-        else:
-            out[kind] = compute_control(kind, array, presets.get(kind))
-    return out
+    if array.ndim == 4:
+        return {kind: compute_control(kind, array, presets.get(kind)) for kind in kinds}
+    with ThreadPoolExecutor(min(16, os.cpu_count() or 1)) as pool:  # OpenCV releases the GIL; training needs thousands
+        return {kind: np.stack(list(pool.map(lambda clip: compute_control(kind, clip, presets.get(kind)), array)))
+                for kind in kinds}

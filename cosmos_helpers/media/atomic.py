@@ -19,11 +19,9 @@ def _create_partial(final: Path) -> Path:
     usual 022) as for any other tool's output; ``mkstemp``'s 0600 would hide it from a shared workshop folder."""
     while True:
         tmp = final.with_name(f".{final.name}.{secrets.token_hex(4)}.partial{final.suffix}")
-        try:
+        with contextlib.suppress(FileExistsError):
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             return tmp
-        except FileExistsError:
-            continue
 
 
 @contextlib.contextmanager

@@ -121,10 +121,7 @@ def load_video_frames(source: Any, *, max_frames: int | None = None) -> tuple[np
     if isinstance(source, (str, Path)):
         video = read_video(source, max_frames=max_frames)
         return video.frames, video.fps
-    if isinstance(source, np.ndarray):
-        frames = to_uint8(source)
-    else:
-        frames = np.stack([np.asarray(load_image(item)) for item in source])
+    frames = to_uint8(source if isinstance(source, np.ndarray) else np.stack([load_image(item) for item in source]))
     return (frames[:max_frames] if max_frames else frames), None
 
 

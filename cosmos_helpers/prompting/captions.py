@@ -11,6 +11,7 @@ overwrites it. When given, it is checked, ``resolution`` against the framework's
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import hashlib
@@ -167,10 +168,8 @@ def guess_kind(caption: Mapping[str, Any]) -> str:
     """``"video"`` or ``"image"`` from fields only one of the two templates has; refuses to guess otherwise."""
     video = [key for key in _VIDEO_ONLY if key in caption]
     image = [key for key in _IMAGE_ONLY if key in caption]
-    if video and not image:
-        return "video"
-    if image and not video:
-        return "image"
+    if bool(video) != bool(image):
+        return "video" if video else "image"
     said = f"it has {video} (video) and {image} (image)" if video else "it has no field only one kind has"
     raise ValidationError("kind", f"cannot tell whether this is an image or a video caption: {said}.",
                           "pass kind='image' or kind='video'.")
@@ -225,17 +224,14 @@ def save_caption(caption: Mapping[str, Any], path: str | Path, *, overwrite: boo
     data = (json.dumps(dict(caption), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     target = Path(path)
     if str(path).endswith(("/", "\\")) or target.is_dir():
-        try:
+        stem = "caption"
+        with contextlib.suppress(ValidationError):
             stem = f"{guess_kind(caption)}_caption"
-        except ValidationError:
-            stem = "caption"
         target = target / f"{stem}_{hashlib.sha256(data).hexdigest()[:8]}.json"
     if target.is_file() and not overwrite:
-        try:
+        with contextlib.suppress(ValueError, UnicodeDecodeError):  # not JSON: not this caption, refused below
             if json.loads(target.read_text(encoding="utf-8")) == dict(caption):
                 return target
-        except (ValueError, UnicodeDecodeError):
-            pass  # not this caption: refused below
     return write_bytes_atomic(target, data, overwrite=overwrite)
 
 

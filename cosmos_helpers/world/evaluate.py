@@ -66,12 +66,9 @@ class MeaningReport:
 
     def sheet(self, path: str | Path, *, per_check: int = 4, overwrite: bool = False) -> Path:
         """A contact sheet of the first ``per_check`` samples of each check, labelled with prompt and verdict."""
-        rows = []
-        for check, samples in self.rows.items():
-            for row in samples[:per_check]:
-                verdict = ", ".join(f"{k[:-3]} {'ok' if row[k] else 'wrong'}" for k in row if k.endswith("_ok"))
-                rows.append((f"{check}: {row['prompt']} [{verdict or _number(row)}]", row["frames"]))
-        return contact_sheet(rows, path, overwrite=overwrite)
+        labelled = [(f"{check}: {row['prompt']} [{_verdict(row)}]", row["frames"])
+                    for check, samples in self.rows.items() for row in samples[:per_check]]
+        return contact_sheet(labelled, path, overwrite=overwrite)
 
     def _repr_markdown_(self) -> str:
         rows = [{"measure": TARGETS[key][0], "target": "{1} {2:g}".format(*TARGETS[key]), "measured": f"{value:.2f}",
@@ -79,12 +76,11 @@ class MeaningReport:
         return markdown_table(rows, ("measure", "target", "measured", ""))
 
 
-def _number(row: Row) -> str:
-    """The headline number of a row without a verdict (image PSNR, join ratio, edge F1)."""
-    for key, unit in (("psnr", " dB"), ("join_over_step", "x"), ("f1", "")):
-        if key in row:
-            return f"{key} {row[key]:.2f}{unit}"
-    return ""
+def _verdict(row: Row) -> str:
+    """A row's verdicts, or without one its headline number (image PSNR, join ratio, edge F1)."""
+    verdict = ", ".join(f"{k[:-3]} {'ok' if row[k] else 'wrong'}" for k in row if k.endswith("_ok"))
+    units = (("psnr", " dB"), ("join_over_step", "x"), ("f1", ""))
+    return verdict or next((f"{key} {row[key]:.2f}{unit}" for key, unit in units if key in row), "")
 
 
 def _measured(mode: str, generate: Callable, scenes: list[Scene], seed: int, profile: str,

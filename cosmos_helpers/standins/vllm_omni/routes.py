@@ -151,9 +151,10 @@ async def create_video(request: Request, form: VideoFormBody, state: State) -> V
     job_id = f"video_gen_{uuid.uuid4().hex}"  # protocol JOB_ID
     task = await parse_video(request, form, state, job_id)
     job = state.jobs.add(Job(new_record(job_id, state.served_model_name, task.request), uploads=task.uploads.paths))
+    queued = job.record.model_copy()  # the answer is the record as queued, whatever the worker has done since
     job.future = state.submit(job_id, lambda ctx: run_job(state, job, task, ctx), task.uploads)
     job.future.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved, never raised
-    return job.record
+    return queued
 
 
 def run_job(state: ServerState, job: Job, task: VideoTask, ctx: TaskContext) -> None:

@@ -156,10 +156,8 @@ class GenerateForm:
             values["video" if mode in action.TAKES_VIDEO else "image"] = media_path or None
             if mode in action.GIVES_ACTIONS:
                 values["actions"] = self.actions.value.strip() or None
-        elif mode in ("image2video", "image2image"):
-            values["image"] = media_path or None
-        elif mode == "video2video":
-            values["video"] = media_path or None
+        elif mode in ("image2video", "image2image", "video2video"):
+            values["video" if mode == "video2video" else "image"] = media_path or None
         values["step_cache"] = self._step_cache()
         return GenerationRequest(**values)
 

@@ -101,8 +101,9 @@ class RayPool:
                     outcome, error = None, WorkerLostError(f"the Ray worker {self.labels[slot]} died while running "
                                                            f"{item.name} ({type(exc).__name__}: {exc})")
                     self._probe(running, slot, time.monotonic() + self.start_timeout)
-                except Exception as exc:  # the item's own error (RayTaskError wraps it)
-                    outcome, error = None, _cause(exc)
+                except Exception as exc:  # the item's own error, which a RayTaskError wraps as its cause
+                    cause = getattr(exc, "cause", None)
+                    outcome, error = None, cause if isinstance(cause, BaseException) else exc
                     free.append(slot)
                 if item is not None and finished(item, self.labels[slot], outcome, error):
                     pending.append(item)
@@ -147,9 +148,3 @@ class WorkerLostError(RuntimeError):
 
 class NoWorkerError(RuntimeError):
     """Every worker of the pool died and none came back: the items left cannot run."""
-
-
-def _cause(exc: BaseException) -> BaseException:
-    """The item's own exception when a Ray task raised one (``RayTaskError`` wraps it), else the Ray error."""
-    cause = getattr(exc, "cause", None)
-    return cause if isinstance(cause, BaseException) else exc

@@ -158,15 +158,10 @@ class GenerateForm:
                 values["actions"] = self.actions.value.strip() or None
         elif mode in ("image2video", "image2image", "video2video"):
             values["video" if mode == "video2video" else "image"] = media_path or None
-        values["step_cache"] = self._step_cache()
+        choice, threshold = self.step_cache.value, self.cache_threshold.value.strip()  # as --step-cache sea:THRESHOLD
+        values["step_cache"] = None if choice == "default" else parse_step_cache(
+            f"sea:{threshold}" if choice == "sea" and threshold else choice)
         return GenerationRequest(**values)
-
-    def _step_cache(self):
-        """The dropdown's choice; a threshold typed in is parsed like ``--step-cache sea:THRESHOLD``."""
-        choice, threshold = self.step_cache.value, self.cache_threshold.value.strip()
-        if choice == "default":
-            return None
-        return parse_step_cache(f"sea:{threshold}" if choice == "sea" and threshold else choice)
 
     def generate(self):
         """Validate, run with a live progress bar, save (with ``output_dir``), show; return the Generation."""

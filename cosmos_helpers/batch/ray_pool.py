@@ -68,11 +68,8 @@ class RayPool:
 
     def run(self, pending: list[BatchItem], started: Callable[[BatchItem, str], None],
             finished: Callable[[BatchItem, str, dict[str, Any] | None, BaseException | None], bool]) -> None:
-        """Run ``pending`` (which ``finished`` may extend by returning True to retry) until none is left.
-
-        A worker whose actor died is probed (``describe``) until Ray has restarted it (its items go to the others
-        meanwhile); one that does not come back within ``start_timeout`` is dropped, and with none left the rest
-        fail."""
+        """Run ``pending`` (``finished`` returns True to retry an item) until none is left. A dead worker is probed
+        (``describe``) until Ray has restarted it, or dropped after ``start_timeout``; with none left the rest fail."""
         import ray
 
         free = list(range(len(self.actors)))

@@ -17,8 +17,7 @@ def show(generation_or_path: Any, *, max_side: int | None = preview.DEFAULT_MAX_
          fps: float = 24.0, display: bool = True):
     """Show one result (a :class:`Generation`, a saved file or its ``.json`` manifest, or uint8 frames ``(T,H,W,3)``):
     an image, or a video player *with sound* on a small preview transcode (at most ``max_side`` pixels), and a
-    caption (prompt, seed, backend, time). Displays it (``display=False``: returns it instead).
-    """
+    caption (prompt, seed, backend, time). Displays it (``display=False``: returns it instead)."""
     return _present([as_item(generation_or_path, label, fps=fps)], "single", max_side=max_side, display=display)
 
 

@@ -64,8 +64,7 @@ def conform_audio(samples: np.ndarray, sample_rate: int, num_frames: int, fps: f
     framework does), stereo, trimmed or zero-padded to ``int(num_frames / fps * target_rate)``."""
     from scipy.signal import resample_poly
 
-    audio = np.asarray(samples, dtype=np.float32)
-    audio = audio[None] if audio.ndim == 1 else audio
+    audio = np.atleast_2d(np.asarray(samples, dtype=np.float32))
     if audio.ndim != 2 or audio.shape[1] == 0:
         raise ValidationError("sound", f"expected (channels, samples) audio, got shape {audio.shape}.",
                               "pass a non-empty clip.")

@@ -107,8 +107,7 @@ class Dispatch:
         return values
 
     def environment(self, slot: Slot) -> dict[str, str]:
-        """What a run's process (and so its kernel) sees on top of ours: static previews, this copy of the
-        package first on the path, and the slot's GPU."""
+        """A run's (and its kernel's) variables on top of ours: static previews, this package first, the slot's GPU."""
         path = os.environ.get("PYTHONPATH")
         env = {"COSMOS_HELPERS_STATIC": "1", "PYTHONPATH": _PACKAGE_ROOT + (os.pathsep + path if path else "")}
         if slot.gpu is not None:

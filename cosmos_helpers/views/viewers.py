@@ -23,8 +23,7 @@ def show(generation_or_path: Any, *, max_side: int | None = preview.DEFAULT_MAX_
 
 def grid(generations: Sequence[Any], columns: int = 3, *, labels: Sequence[str] | None = None,
          max_side: int | None = 240, players: bool = False, display: bool = True):
-    """A contact sheet of many results: thumbnails (or players, ``players=True``) with prompt summary, seed,
-    backend and time under each."""
+    """A contact sheet: thumbnails (or players, ``players=True``) with prompt summary, seed, backend and time."""
     items = _items(generations, labels, auto_label=False)
     return _present(items, "grid", columns=columns, max_side=max_side, players=players, display=display)
 

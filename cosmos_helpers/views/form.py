@@ -191,11 +191,10 @@ class GenerateForm:
             return self._fail(exc)
         finally:
             self.button.disabled = False
-        elapsed = time.perf_counter() - started
         self.progress.value = self.progress.max
         self.progress.bar_style = "success"
         saved = f" &middot; saved {html.escape(str(generation.paths['media']))}" if generation.paths else ""
-        self.status.value = f"<span style='color:#1a7f37'>done in {elapsed:.1f} s{saved}</span>"
+        self.status.value = f"<span style='color:#1a7f37'>done in {time.perf_counter() - started:.1f} s{saved}</span>"
         self.last = generation
         self.history.append(generation)
 

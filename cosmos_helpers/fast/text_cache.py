@@ -65,10 +65,8 @@ class TextKVCache:
                     and buf.k.device == like.device and buf.k.is_inference() == inference):
                 return self.spare.pop(i)
         cfg = self.transformer.config
-        heads = (cfg.num_key_value_heads, cfg.head_dim)
-        k, v = (torch.empty((cfg.num_hidden_layers, und_len, *heads), dtype=like.dtype, device=like.device)
-                for _ in "kv")
-        return KVBuffer(und_len, n_gen, k, v)
+        shape = (cfg.num_hidden_layers, und_len, cfg.num_key_value_heads, cfg.head_dim)
+        return KVBuffer(und_len, n_gen, *(torch.empty(shape, dtype=like.dtype, device=like.device) for _ in "kv"))
 
     def get(self, input_ids: torch.Tensor, text_indexes: torch.Tensor, und_len: int, n_gen: int,
             cos_und: torch.Tensor, sin_und: torch.Tensor) -> KVBuffer:

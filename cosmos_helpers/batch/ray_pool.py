@@ -68,11 +68,8 @@ class RayPool:
 
     def run(self, pending: list[BatchItem], started: Callable[[BatchItem, str], None],
             finished: Callable[[BatchItem, str, dict[str, Any] | None, BaseException | None], bool]) -> None:
-        """Run ``pending`` (which ``finished`` may extend by returning True to retry) until none is left.
-
-        A worker whose actor died is probed (``describe``) until Ray has restarted it (its items go to the others
-        meanwhile); one that does not come back within ``start_timeout`` is dropped, and with none left the rest
-        fail."""
+        """Run ``pending`` (``finished`` returns True to retry an item) until none is left. A dead worker is probed
+        (``describe``) until Ray has restarted it, or dropped after ``start_timeout``; with none left the rest fail."""
         import ray
 
         free = list(range(len(self.actors)))
@@ -101,8 +98,9 @@ class RayPool:
                     outcome, error = None, WorkerLostError(f"the Ray worker {self.labels[slot]} died while running "
                                                            f"{item.name} ({type(exc).__name__}: {exc})")
                     self._probe(running, slot, time.monotonic() + self.start_timeout)
-                except Exception as exc:  # the item's own error (RayTaskError wraps it)
-                    outcome, error = None, _cause(exc)
+                except Exception as exc:  # the item's own error, which a RayTaskError wraps as its cause
+                    cause = getattr(exc, "cause", None)
+                    outcome, error = None, cause if isinstance(cause, BaseException) else exc
                     free.append(slot)
                 if item is not None and finished(item, self.labels[slot], outcome, error):
                     pending.append(item)
@@ -147,9 +145,3 @@ class WorkerLostError(RuntimeError):
 
 class NoWorkerError(RuntimeError):
     """Every worker of the pool died and none came back: the items left cannot run."""
-
-
-def _cause(exc: BaseException) -> BaseException:
-    """The item's own exception when a Ray task raised one (``RayTaskError`` wraps it), else the Ray error."""
-    cause = getattr(exc, "cause", None)
-    return cause if isinstance(cause, BaseException) else exc

@@ -136,8 +136,7 @@ class Tracker:
 
 
 class ThreadPool:
-    """Items on one backend object from ``concurrency`` threads of this process (a server's client, or the local
-    ``DiffusersBackend`` with one thread)."""
+    """Items from ``concurrency`` threads on one backend object (a server's client; a local one with one thread)."""
 
     def __init__(self, backend: Any, out: Path, *, profile: str, concurrency: int, label: str) -> None:
         self.backend, self.out, self.profile, self.concurrency, self.label = backend, out, profile, concurrency, label

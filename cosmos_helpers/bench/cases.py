@@ -49,8 +49,7 @@ class Case:
 
     @classmethod
     def parse(cls, text: str, default_frames: int) -> "Case":
-        """``t2i:256``, ``t2v:480:189``, ``t2v+sound:256:121``, ``fd:256:17`` (frames default to
-        ``default_frames``)."""
+        """``t2i:256``, ``t2v:480:189``, ``t2v+sound:256:121``, ``fd:256:17`` (frames default: ``default_frames``)."""
         parts = text.strip().split(":")
         if len(parts) not in (2, 3):
             raise ValueError(f"case {text!r}: expected mode:tier[:frames], e.g. t2v:256:189")

@@ -102,8 +102,7 @@ def run_benchmark(*, profile: str = DEFAULT_PROFILE, cases: str | Sequence[str] 
                   gpus: Sequence[str] = (), memory: str | None = None, step_cache: Any = None,
                   log: Callable[[str], None] | None = print) -> BenchResult:
     """Run every case through every backend and write the table, the chart and the JSON under ``out_dir``;
-    ``pipeline``: a built ``Cosmos3OmniPipeline`` to time (e.g. ``build_random_nano_pipeline``'s), not the profile's.
-    """
+    ``pipeline``: a built ``Cosmos3OmniPipeline`` to time (e.g. ``build_random_nano_pipeline``'s), not the profile's."""
     import torch
 
     log = log or (lambda _msg: None)

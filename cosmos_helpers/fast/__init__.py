@@ -224,8 +224,6 @@ def fast_path_stats(pipe) -> dict[str, Any]:
     state = _STATES.get(pipe)
     if state is None:
         return {"enabled": False}
-    out: dict[str, Any] = {"enabled": True, "active": state.active, "options": asdict(state.resolved),
-                           "blank_encodes_skipped": state.blank_encodes_skipped}
-    if state.forward is not None:
-        out.update(state.forward.report())
-    return out
+    return {"enabled": True, "active": state.active, "options": asdict(state.resolved),
+            "blank_encodes_skipped": state.blank_encodes_skipped,
+            **(state.forward.report() if state.forward is not None else {})}

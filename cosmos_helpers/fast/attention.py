@@ -151,8 +151,7 @@ class StockProcessorWithKernel:
     def __call__(self, attn, und_seq, gen_seq, rotary_emb):
         q_und, k_und, v_und, k_und_for_gen, q_gen, k_gen, v_gen = project_qkv(attn, und_seq, gen_seq, rotary_emb)
         causal_out = sdpa(q_und, k_und, v_und, backend="native", is_causal=True).flatten(-2, -1)
-        all_k = torch.cat([k_und_for_gen, k_gen], dim=0)
-        all_v = torch.cat([v_und, v_gen], dim=0)
+        all_k, all_v = torch.cat([k_und_for_gen, k_gen]), torch.cat([v_und, v_gen])
         backend = resolve(q_gen, all_k, all_v, self.backend)
         full_out = sdpa(q_gen, all_k, all_v, backend=backend).flatten(-2, -1)
         return attn.to_out(causal_out), attn.to_add_out(full_out)

@@ -24,8 +24,7 @@ class _Stack:
 
     @classmethod
     def build(cls, parts: tuple[torch.nn.Linear, ...]) -> "_Stack | None":
-        weights = [p.weight for p in parts]
-        biases = [p.bias for p in parts]
+        weights, biases = [p.weight for p in parts], [p.bias for p in parts]
         if (len({(w.device, w.dtype, w.shape[1]) for w in weights}) != 1 or weights[0].device.type == "meta"
                 or len({b is None for b in biases}) != 1):  # one layout, and every part with a bias or none
             return None

@@ -38,8 +38,7 @@ class SeaCacheGate:
 
     def context(self) -> str | None:
         """The ``cache_context`` this pass runs in (the pipeline's "cond" / "uncond"), if any."""
-        context = self.root.state_manager._context
-        return None if context is None else context.name
+        return getattr(self.root.state_manager._context, "name", None)
 
     def decide(self, gen: torch.Tensor) -> torch.Tensor | None:
         """``None``: run the stack for this branch (then :meth:`record` its output); else the generation rows to

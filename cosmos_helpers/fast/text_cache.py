@@ -65,10 +65,8 @@ class TextKVCache:
                     and buf.k.device == like.device and buf.k.is_inference() == inference):
                 return self.spare.pop(i)
         cfg = self.transformer.config
-        heads = (cfg.num_key_value_heads, cfg.head_dim)
-        k, v = (torch.empty((cfg.num_hidden_layers, und_len, *heads), dtype=like.dtype, device=like.device)
-                for _ in "kv")
-        return KVBuffer(und_len, n_gen, k, v)
+        shape = (cfg.num_hidden_layers, und_len, cfg.num_key_value_heads, cfg.head_dim)
+        return KVBuffer(und_len, n_gen, *(torch.empty(shape, dtype=like.dtype, device=like.device) for _ in "kv"))
 
     def get(self, input_ids: torch.Tensor, text_indexes: torch.Tensor, und_len: int, n_gen: int,
             cos_und: torch.Tensor, sin_und: torch.Tensor) -> KVBuffer:
@@ -99,16 +97,14 @@ class TextKVCache:
         for index, layer in enumerate(t.layers):
             attn = layer.self_attn
             normed = layer.input_layernorm(und)
-            k = attn.to_k(normed).view(-1, attn.num_key_value_heads, attn.head_dim)
+            k = attn.norm_k(attn.to_k(normed).view(-1, attn.num_key_value_heads, attn.head_dim))
             v = attn.to_v(normed).view(-1, attn.num_key_value_heads, attn.head_dim)
-            k = attn.norm_k(k)
             k_for_gen = attn.k_norm_und_for_gen(k) if attn.k_norm_und_for_gen is not None else k
             buf.k[index] = rope(k_for_gen, cos, sin)
             buf.v[index] = v
             if index == last:
                 break  # the text hidden states after the last layer feed nothing the generator reads
-            q = attn.to_q(normed).view(-1, attn.num_attention_heads, attn.head_dim)
-            q = rope(attn.norm_q(q), cos, sin)
+            q = rope(attn.norm_q(attn.to_q(normed).view(-1, attn.num_attention_heads, attn.head_dim)), cos, sin)
             causal = sdpa(q, rope(k, cos, sin), v, backend="native", is_causal=True).flatten(-2, -1)
             residual = und + attn.to_out(causal)
             und = residual + layer.mlp(layer.post_attention_layernorm(residual))

@@ -153,9 +153,7 @@ class FastForward:
         gate = SeaCacheGate(self.transformer, root) if root is not None else None
         context = gate.context() if gate is not None else None
         stashed = self._take_stash(kw)
-        partner = None
-        if stashed is None and self.batch_cfg and self._ulysses() is None:
-            partner = self._partner(kw)
+        partner = self._partner(kw) if stashed is None and self.batch_cfg and self._ulysses() is None else None
         partner_context = self._history[-1][1] if partner is not None else None
         self._history = (self._history + [(kw, context)])[-2:]
         branch = stashed.branch if stashed is not None else self._embed_branch(kw)
@@ -253,8 +251,7 @@ class FastForward:
         if _has(kw, "action"):
             packed, domain_ids = t._pack_action_latents(kw["action_tokens"], kw["action_token_shapes"],
                                                         kw["action_domain_ids"])
-            packed = packed.to(dtype)
-            packed = t.action_proj_in(packed, domain_ids.to(device=packed.device)) + t.action_modality_embed
+            packed = t.action_proj_in(packed.to(dtype), domain_ids.to(device=packed.device)) + t.action_modality_embed
             if kw["action_mse_loss_indexes"].numel() > 0:
                 packed = with_timesteps(packed, "action")
             gen[kw["action_sequence_indexes"] - und_len] = packed

@@ -60,9 +60,6 @@ def video_to_host_uint8(video: torch.Tensor) -> np.ndarray:
     if video.ndim == 5:
         video = video[0]
     frames = video.float().mul(255.0).round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1)
-    if frames.is_cuda:
-        host = torch.empty(frames.shape, dtype=torch.uint8, pin_memory=True)
-        host.copy_(frames)
-    else:
-        host = frames.contiguous()
-    return host.numpy()
+    if not frames.is_cuda:
+        return frames.contiguous().numpy()
+    return torch.empty(frames.shape, dtype=torch.uint8, pin_memory=True).copy_(frames).numpy()

@@ -107,8 +107,7 @@ class Dispatch:
         return values
 
     def environment(self, slot: Slot) -> dict[str, str]:
-        """What a run's process (and so its kernel) sees on top of ours: static previews, this copy of the
-        package first on the path, and the slot's GPU."""
+        """A run's (and its kernel's) variables on top of ours: static previews, this package first, the slot's GPU."""
         path = os.environ.get("PYTHONPATH")
         env = {"COSMOS_HELPERS_STATIC": "1", "PYTHONPATH": _PACKAGE_ROOT + (os.pathsep + path if path else "")}
         if slot.gpu is not None:
@@ -204,10 +203,8 @@ def _workers(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, log_di
 
 
 def run_all(runs: list[SweepRun], slots: list[Slot], dispatch: Dispatch, *, total: int, log_dir: Path) -> None:
-    """Execute ``runs`` over ``slots`` (each slot one run at a time); returns when all are done.
-
-    ``total`` counts every run of the sweep, so the progress reads ``finished of all``. On Ctrl-C the worker
-    processes are stopped and the runs in flight stay ``running`` in their manifests, which a rerun repeats."""
+    """Execute ``runs`` over ``slots``, one run at a time each; ``total`` (every run of the sweep) sizes the progress
+    bar. On Ctrl-C the workers stop; runs in flight stay ``running`` in their manifests, which a rerun repeats."""
     pending = collections.deque(runs)  # popleft is thread-safe
     workers = _workers(runs, slots, dispatch, log_dir)
     stop, lock = threading.Event(), threading.Lock()

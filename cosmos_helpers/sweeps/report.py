@@ -170,8 +170,7 @@ def write_page(out: Path, title: str, runs: Sequence[SweepRun], table: list[dict
 
 @dataclass
 class SweepResult(Outcomes):
-    """The runs of a sweep (finished earlier ones included) and the files that summarise them; shown in a notebook
-    as the summary table."""
+    """A sweep's runs (finished earlier ones included) and the files summarising them; a table in a notebook."""
 
     notebook: Path
     out: Path

@@ -30,9 +30,7 @@ def main() -> int:
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
-    for line in sys.stdin:
-        if not line.strip():
-            continue
+    for line in filter(str.strip, sys.stdin):  # blank lines skipped
         print(json.dumps(run_task(json.loads(line))), file=answers, flush=True)
     return 0
 

@@ -156,19 +156,12 @@ class GenerateForm:
             values["video" if mode in action.TAKES_VIDEO else "image"] = media_path or None
             if mode in action.GIVES_ACTIONS:
                 values["actions"] = self.actions.value.strip() or None
-        elif mode in ("image2video", "image2image"):
-            values["image"] = media_path or None
-        elif mode == "video2video":
-            values["video"] = media_path or None
-        values["step_cache"] = self._step_cache()
+        elif mode in ("image2video", "image2image", "video2video"):
+            values["video" if mode == "video2video" else "image"] = media_path or None
+        choice, threshold = self.step_cache.value, self.cache_threshold.value.strip()  # as --step-cache sea:THRESHOLD
+        values["step_cache"] = None if choice == "default" else parse_step_cache(
+            f"sea:{threshold}" if choice == "sea" and threshold else choice)
         return GenerationRequest(**values)
-
-    def _step_cache(self):
-        """The dropdown's choice; a threshold typed in is parsed like ``--step-cache sea:THRESHOLD``."""
-        choice, threshold = self.step_cache.value, self.cache_threshold.value.strip()
-        if choice == "default":
-            return None
-        return parse_step_cache(f"sea:{threshold}" if choice == "sea" and threshold else choice)
 
     def generate(self):
         """Validate, run with a live progress bar, save (with ``output_dir``), show; return the Generation."""
@@ -198,11 +191,10 @@ class GenerateForm:
             return self._fail(exc)
         finally:
             self.button.disabled = False
-        elapsed = time.perf_counter() - started
         self.progress.value = self.progress.max
         self.progress.bar_style = "success"
         saved = f" &middot; saved {html.escape(str(generation.paths['media']))}" if generation.paths else ""
-        self.status.value = f"<span style='color:#1a7f37'>done in {elapsed:.1f} s{saved}</span>"
+        self.status.value = f"<span style='color:#1a7f37'>done in {time.perf_counter() - started:.1f} s{saved}</span>"
         self.last = generation
         self.history.append(generation)
 

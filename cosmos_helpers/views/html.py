@@ -1,7 +1,6 @@
-"""Static, self-contained HTML for previews: what an executed notebook keeps as its output.
-
-Only small previews and JPEG posters are embedded; no ``<script>`` and no external resources (the slider's only
-behaviour is an inline ``oninput``, which JupyterLab trusted output and nbconvert HTML both run).
+"""Static, self-contained HTML for previews, what an executed notebook keeps as its output: only small previews and
+JPEG posters embedded, no ``<script>`` and no external resources (the slider's only behaviour is an inline ``oninput``,
+which JupyterLab trusted output and nbconvert HTML both run).
 """
 
 from __future__ import annotations

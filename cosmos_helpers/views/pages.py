@@ -37,8 +37,7 @@ def page(title: str, css: str, body: str) -> str:
 
 def media_view(root: Path, path: Path, *, preview: Path | None = None, poster: Path | None = None,
                size: tuple[int, int] | None = None) -> str:
-    """A player on a video's ``preview`` (with ``poster``), or the picture (``poster`` if given: a thumbnail) linked
-    to the full-resolution file."""
+    """A player on a video's ``preview`` (with ``poster``), or the picture (or ``poster``) linked to the original."""
     if preview is None:
         picture = href(root, poster or path)
         return f"<a href='{href(root, path)}'><img src='{picture}' alt='{esc(path.name)}' loading='lazy'></a>"

@@ -42,8 +42,7 @@ def frame_strip(generation: Any, n: int = 8, *, height: int | None = 144, labels
                 fps: float = 24.0, display: bool = True):
     """A strip of ``n`` evenly spaced frames (first to last) as one PIL image, each scaled down to ``height``
     (``None``: native size), with each one's index and time under it (``labels``). Displays it (``display=False``:
-    returns it). Accepts whatever :func:`show` accepts.
-    """
+    returns it). Accepts whatever :func:`show` accepts."""
     from PIL import Image, ImageDraw
 
     item = as_item(generation, fps=fps)

@@ -25,13 +25,6 @@ PREVIEW_PRESET = "veryfast"
 AUDIO_BITRATE = 128_000
 
 
-def preview_path_for(source: str | Path, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
-    """``clip.mp4`` -> ``clip.preview.mp4`` (``clip.preview320.mp4`` for another ``max_side``)."""
-    source = Path(source)
-    tag = "" if max_side == DEFAULT_MAX_SIDE else str(max_side or "full")
-    return source.with_name(f"{source.stem}.preview{tag}.mp4")
-
-
 def cache_dir() -> Path:
     path = Path(os.environ.get("COSMOS_HELPERS_PREVIEW_DIR") or Path(tempfile.gettempdir(), "cosmos-helpers-previews"))
     path.mkdir(parents=True, exist_ok=True)
@@ -46,7 +39,8 @@ def ensure_preview(item: Item, max_side: int | None = DEFAULT_MAX_SIDE) -> Path:
         if ".preview" in item.path.name and item.path.suffix == ".mp4":  # already a preview
             return item.path
         if item.is_output:  # a saved result: the preview lives beside it (galleries link it there)
-            target = preview_path_for(item.path, max_side)
+            tag = "" if max_side == DEFAULT_MAX_SIDE else str(max_side or "full")  # clip.preview320.mp4 for 320
+            target = item.path.with_name(f"{item.path.stem}.preview{tag}.mp4")
             with suppress(PermissionError):
                 if not fresh(target, item.path):
                     transcode_file(item.path, target, max_side=max_side)

@@ -17,15 +17,13 @@ def show(generation_or_path: Any, *, max_side: int | None = preview.DEFAULT_MAX_
          fps: float = 24.0, display: bool = True):
     """Show one result (a :class:`Generation`, a saved file or its ``.json`` manifest, or uint8 frames ``(T,H,W,3)``):
     an image, or a video player *with sound* on a small preview transcode (at most ``max_side`` pixels), and a
-    caption (prompt, seed, backend, time). Displays it (``display=False``: returns it instead).
-    """
+    caption (prompt, seed, backend, time). Displays it (``display=False``: returns it instead)."""
     return _present([as_item(generation_or_path, label, fps=fps)], "single", max_side=max_side, display=display)
 
 
 def grid(generations: Sequence[Any], columns: int = 3, *, labels: Sequence[str] | None = None,
          max_side: int | None = 240, players: bool = False, display: bool = True):
-    """A contact sheet of many results: thumbnails (or players, ``players=True``) with prompt summary, seed,
-    backend and time under each."""
+    """A contact sheet: thumbnails (or players, ``players=True``) with prompt summary, seed, backend and time."""
     items = _items(generations, labels, auto_label=False)
     return _present(items, "grid", columns=columns, max_side=max_side, players=players, display=display)
 

@@ -65,6 +65,4 @@ def action_kwargs(request: GenerationRequest) -> dict[str, Any]:
 def predicted_actions(output: Any, request: GenerationRequest) -> np.ndarray | None:
     """The predicted trajectory ``(chunk, D)`` of inverse dynamics and policy (none for forward dynamics)."""
     predicted = getattr(output, "action", None)
-    if not predicted:
-        return None
-    return predicted[0].float().cpu().numpy().reshape(request.num_frames - 1, -1)
+    return predicted[0].float().cpu().numpy().reshape(request.num_frames - 1, -1) if predicted else None

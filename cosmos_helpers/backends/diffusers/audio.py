@@ -64,8 +64,7 @@ def conform_audio(samples: np.ndarray, sample_rate: int, num_frames: int, fps: f
     framework does), stereo, trimmed or zero-padded to ``int(num_frames / fps * target_rate)``."""
     from scipy.signal import resample_poly
 
-    audio = np.asarray(samples, dtype=np.float32)
-    audio = audio[None] if audio.ndim == 1 else audio
+    audio = np.atleast_2d(np.asarray(samples, dtype=np.float32))
     if audio.ndim != 2 or audio.shape[1] == 0:
         raise ValidationError("sound", f"expected (channels, samples) audio, got shape {audio.shape}.",
                               "pass a non-empty clip.")
@@ -209,12 +208,8 @@ def _prepare(pipe, call: AudioCall, device):
         image=pil, num_frames=call.num_frames, height=call.height, width=call.width, fps=call.fps,
         generator=generator, device=device, dtype=torch.float32, enable_sound=True)
     sound_latents = encode_audio(pipe, call.waveform).to(device)
-    expected = noise_sound.shape
-    if tuple(sound_latents.shape) != tuple(expected):  # the AVAE hop rounds the clip; keep the planned length
-        fixed = torch.zeros(expected, dtype=sound_latents.dtype, device=sound_latents.device)
-        n = min(expected[1], sound_latents.shape[1])
-        fixed[:, :n] = sound_latents[: expected[0], :n]
-        sound_latents = fixed
+    channels, length = noise_sound.shape  # the AVAE hop rounds the clip: trimmed or zero-padded to the planned length
+    sound_latents = torch.nn.functional.pad(sound_latents[:channels], (0, length - sound_latents.shape[1]))
     condition = [int(i) for i in torch.nonzero(vision_mask[:, 0, 0] > 0).flatten()]
     packs = [_pack(pipe, ids, latents, sound_latents, condition, fps_vision, fps_sound, device)
              for ids in (cond_ids, uncond_ids)]

@@ -25,9 +25,7 @@ def is_distilled_model(model: str) -> bool:
     if model == MODEL_NAME or model in variants.DISTILLED_CHECKPOINTS:
         return True
     index = Path(model).expanduser() / INDEX_FILE
-    if not index.is_file():
-        return False
-    return json.loads(index.read_text()).get("_blocks_class_name") == variants.DISTILLED_BLOCKS
+    return index.is_file() and json.loads(index.read_text()).get("_blocks_class_name") == variants.DISTILLED_BLOCKS
 
 
 def check_request(request: GenerationRequest, *, scheduler: Any, fast: Any, gpus: int = 1) -> bool:

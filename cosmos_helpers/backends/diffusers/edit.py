@@ -57,9 +57,7 @@ def token_ids(pipe, request: GenerationRequest) -> tuple[list[int], list[int]]:
     template = None if request.add_resolution_template is False else fw.RESOLUTION_TEMPLATES["image"]
     size = dict(width=request.width, height=request.height, num_frames=1, fps=request.fps, duration_template=None,
                 resolution_template=template)
-    prompt = request.prompt_text()
-    if not request.is_structured:
-        prompt = with_templates(prompt, **size)
+    prompt = request.prompt_text() if request.is_structured else with_templates(request.prompt_text(), **size)
     negative = with_templates(request.negative_prompt_text() or "", **size).lstrip(".").strip()
     system = [] if request.use_system_prompt is False else [
         {"role": "system", "content": variants.EDIT_SYSTEM_PROMPT}]

@@ -1,7 +1,6 @@
-"""Loaded pipelines: where a model name is read from, how it becomes a pipeline, and the one cache that keeps them.
-
-A Cosmos3 checkpoint is tens of gigabytes, so :data:`SHARED` holds one model at a time (a second would not fit beside
-Nano), which every ``DiffusersBackend`` of the process borrows under the entry's lock.
+"""Loaded pipelines: where a model name is read from, how it becomes a pipeline, and the one cache that keeps them
+(:data:`SHARED`: a checkpoint is tens of gigabytes, so one model at a time, which every ``DiffusersBackend`` of the
+process borrows under the entry's lock; a second would not fit beside Nano).
 """
 
 from __future__ import annotations

@@ -114,8 +114,7 @@ def fp8_linears(module: Any) -> list[Any]:
 
 
 def place(pipe: Any, device: str) -> str:
-    """The W8A8 GEMM the FP8 linears will use on ``device`` (without FP8 tensor cores :func:`emulated_w8a8` is
-    installed as their forward)."""
+    """The W8A8 GEMM the FP8 linears use on ``device``; without FP8 tensor cores, :func:`emulated_w8a8` as forward."""
     import torch
 
     dev = torch.device(device)

@@ -68,7 +68,7 @@ class Guardrails:
         return np.asarray(checked, dtype=np.uint8)
 
 
-class StepClock:
+class StepClock(contextlib.AbstractContextManager):
     """``with StepClock(total, desc, bar=True) as clock:`` set ``clock.load_s`` and ``clock.call_start``, call
     ``clock.step()`` after each step; leaving the block closes the bar and sets ``clock.timings``."""
 
@@ -88,9 +88,6 @@ class StepClock:
         self.bar.update(1)
         if self.callback is not None:
             self.callback(len(self.marks) if done is None else done, self.total)
-
-    def __enter__(self) -> StepClock:
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         end, marks = time.perf_counter(), self.marks
@@ -232,10 +229,7 @@ class StockLoop:
                 from ...fast.vae import video_to_host_uint8
 
                 output.video = video_to_host_uint8(output.video)
-        sound = None
-        if request.sound and output.sound is not None:
-            sound = output.sound.float().cpu().numpy()
-            sound = sound[0] if sound.ndim == 3 else sound
+        sound = _squeeze(output.sound.float().cpu().numpy(), 3) if request.sound and output.sound is not None else None
         tokenizer_config = getattr(getattr(pipe, "sound_tokenizer", None), "config", {})
         rate = int(tokenizer_config.get("sampling_rate", SOUND_SAMPLE_RATE))
         return Denoised(_squeeze(output.video), sound, rate, predicted_actions(output, request))
@@ -276,9 +270,9 @@ def loop_for(request: GenerationRequest):
     return EditLoop() if request.mode == "image2image" else StockLoop()
 
 
-def _squeeze(frames: Any) -> np.ndarray:
-    frames = np.asarray(frames)
-    return frames[0] if frames.ndim == 5 else frames
+def _squeeze(array: Any, batched: int = 5) -> np.ndarray:  # a batch's first item (frames: 5-D, sound: 3-D)
+    array = np.asarray(array)
+    return array[0] if array.ndim == batched else array
 
 
 class CallRun:

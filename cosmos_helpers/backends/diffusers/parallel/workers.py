@@ -109,9 +109,8 @@ class WorkerGroup:
             raise WorkerError(f"only {len(accepted)} of {self.plan.gpus} workers connected within "
                               f"{self.start_timeout:.0f} s{self._log_tail()}")
         for conn in accepted:
-            kind, rank, info = conn.recv()
-            self.conns[rank] = conn
-            self.worker_env[rank] = info
+            _, rank, info = conn.recv()  # ("hello", rank, its pid and environment)
+            self.conns[rank], self.worker_env[rank] = conn, info
 
     def stop(self, *, graceful: bool = True) -> None:
         """Ask every worker to stop, then kill what is left after ``stop_timeout`` s (at once when not ``graceful``:

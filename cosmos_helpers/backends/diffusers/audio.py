@@ -64,10 +64,11 @@ def conform_audio(samples: np.ndarray, sample_rate: int, num_frames: int, fps: f
     framework does), stereo, trimmed or zero-padded to ``int(num_frames / fps * target_rate)``."""
     from scipy.signal import resample_poly
 
-    audio = np.atleast_2d(np.asarray(samples, dtype=np.float32))
-    if audio.ndim != 2 or audio.shape[1] == 0:
-        raise ValidationError("sound", f"expected (channels, samples) audio, got shape {audio.shape}.",
+    samples = np.asarray(samples, dtype=np.float32)
+    if samples.ndim not in (1, 2) or samples.shape[-1] == 0:
+        raise ValidationError("sound", f"expected (channels, samples) audio, got shape {samples.shape}.",
                               "pass a non-empty clip.")
+    audio = np.atleast_2d(samples)  # mono (N,) -> (1, N)
     if sample_rate != target_rate:
         divisor = math.gcd(int(target_rate), int(sample_rate))
         audio = resample_poly(audio, target_rate // divisor, int(sample_rate) // divisor, axis=1).astype(np.float32)

@@ -40,9 +40,20 @@ MODULE_ENV = "COSMOS_FRAMEWORK_MODULE"
 
 
 class FrameworkBackend(Backend):
-    """Run framework input samples and requests through ``cosmos_framework.scripts.inference`` in ``checkout``
-    (``torchrun`` for ``gpus > 1``). ``extra_args``: more CLI flags, never the diffusion cache's; ``timeout``: seconds
-    before a kill. The model, the guardrails and the step cache are the request's or the run's, as on every backend."""
+    """Run framework input samples and :class:`GenerationRequest` s through ``cosmos_framework.scripts.inference``.
+
+    Args:
+        checkout: the NVIDIA/cosmos-framework checkout (the working directory of every run). gpus: GPUs per run
+            (more than 1: ``torchrun``). parallelism_preset: ``latency``, ``throughput`` or ``None`` (the default's).
+        python: interpreter that imports ``cosmos_framework`` (default: see :attr:`python`).
+        extra_args: more CLI flags, e.g. ``("--sampler", "edm")``; not the diffusion cache's, which are the request's
+            (``GenerationRequest(step_cache="off" | SeaCache(...))``; left out: the CLI's default, SeaCache on).
+        work_dir: where run folders go (default ``<checkout>/outputs/cosmos_helpers``). module: the module to run
+            (default ``cosmos_framework.scripts.inference`` or ``$COSMOS_FRAMEWORK_MODULE``). progress: a progress
+            bar while the run streams its log. env: extra environment variables; timeout: seconds before a kill.
+
+    The model, the guardrails and the step cache are the request's or the run's, as on every backend.
+    """
 
     name = NAME
     as_written = True

@@ -42,9 +42,17 @@ def deployment_name(model: str) -> str:
 
 
 class FrameworkServeBackend(Blocking, HttpBackend):
-    """A client of the Cosmos Framework's Ray Serve app (the app's own limit is 300 s per batch on the workers).
-    ``shared_files``: the server reads this machine's files, so local media may be sent as paths (``work_dir`` holds a
-    request's conditioning arrays for it); otherwise only URLs are (the app downloads them)."""
+    """A client of the Cosmos Framework's Ray Serve app; ``generate(request)`` like every backend.
+
+    Args:
+        url: the app's root, e.g. ``http://head-node:8000`` (``serve run .../throughput.yaml`` listens on 8000).
+        timeout: read timeout of a generation, in seconds (the app's own limit is 300 s per batch on the workers).
+        connect_timeout: seconds to wait for a connection; retries: attempts of idempotent calls (``/models``,
+            ``/info``, file downloads; a generation is sent once). transport: an ``httpx`` transport (tests, proxies).
+        shared_files: the server reads this machine's files (same host or a shared filesystem), so local media
+            may be sent as paths; otherwise only URLs are (the app downloads them).
+        work_dir: where a request's conditioning arrays are written for the server to read (with ``shared_files``).
+    """
 
     name = NAME
     as_written = True

@@ -101,9 +101,18 @@ class HttpBackend(Backend):
 class BaseVllmClient(HttpBackend):
     """Configuration, call building and reply reading shared by :class:`VllmOmniBackend` and its async twin.
 
-    ``timeout``: read timeout of generation calls, in seconds (the server's own sync timeout, 600 s by default, counts
-    time spent queued). ``poll_interval``: 2-5 s suit a real server. The model is the request's, checked against
-    ``/v1/models``.
+    Args:
+        url: the server, e.g. ``http://127.0.0.1:8000``. api_key: sent as ``Authorization: Bearer``; default
+            ``$COSMOS3_VLLM_API_KEY``.
+        timeout: read timeout of generation calls, in seconds (the server's own sync timeout, 600 s by default,
+            counts time spent queued). connect_timeout: seconds to wait for a connection on every call.
+        poll_interval: seconds between job polls (2-5 s for a real server).
+        retries: attempts of idempotent calls (health, models, polls, listing, deleting, downloads); generation
+            POSTs are sent once. progress: progress displays for readiness waits, job polls and downloads.
+        image_response_format: ``b64_json`` (default) or ``file`` for text2image. transport: an ``httpx``
+            transport (tests, proxies); default httpx's own.
+
+    The model is not an option: it is the request's. The client checks it against ``GET /v1/models``.
     """
 
     name = BACKEND_NAME

@@ -13,6 +13,10 @@ from types import ModuleType
 import numpy as np
 import pytest
 
+# jsonschema registers an "iri" format check when rfc3987_syntax is installed (Jupyter brings it), and that module
+# builds 38 grammars as it is imported: two seconds of every worker's start. No check here uses a format checker (as
+# in the framework stand-in's __main__).
+sys.modules.setdefault("rfc3987_syntax", None)
 os.environ.setdefault("COSMOS_HELPERS_NO_PROGRESS", "1")
 # assigned, not defaulted: worker subprocesses inherit it and must run with the one thread this process uses
 # (some CPU reductions sum in another order with more threads, and the tests compare frames exactly)

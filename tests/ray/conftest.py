@@ -1,4 +1,6 @@
-"""One local Ray instance per test session, and the stand-in Ray Serve app on it (two replicas of the tiny model).
+"""One local Ray instance for the tests of this folder, and the stand-in Ray Serve app on it (two replicas of the tiny
+model). Both go as soon as their tests are done (package and module scope), not at the end of the session: idle, Ray
+and Serve keep about a tenth of a core busy, which the rest of the suite on a 2-core machine waits for.
 
 Ray is given 4 logical CPUs on this 2-core machine so that the app's two replicas (one CPU each) and a batch's two
 Ray-task workers can exist at once; the tests never make both busy together. Everything that waits has a deadline.
@@ -14,7 +16,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ray_instance():
     from cosmos_helpers.standins.ray_serve import join_ray
 
@@ -24,7 +26,7 @@ def ray_instance():
         ray.shutdown()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def standin(ray_instance, tmp_path_factory):
     from cosmos_helpers.standins.ray_serve import LocalRayServe
 
